@@ -1,0 +1,66 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let crypto: [Target.Dependency] = [
+    .product(name: "Crypto", package: "swift-crypto"),
+    .product(name: "CryptoExtras", package: "swift-crypto"),
+]
+
+let package = Package(
+    name: "SecureFoundation",
+    platforms: [.macOS(.v14), .iOS(.v17)],
+    products: [
+        .library(name: "SecureFoundation", targets: ["SecureFoundation"]),
+        .library(name: "Cipher", targets: ["Cipher"]),
+        .library(name: "Shredder", targets: ["Shredder"]),
+        .library(name: "Age", targets: ["Age"]),
+        .library(name: "Vault", targets: ["Vault"]),
+        .library(name: "Keychain", targets: ["Keychain"]),
+        .executable(name: "securefoundation", targets: ["SecureFoundationCLI"]),
+        .executable(name: "securefoundation-bench", targets: ["SecureFoundationBench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+    ],
+    targets: [
+        // OS calls that Swift cannot reach portably (getrandom, explicit_bzero, memfd, FIEMAP).
+        .target(name: "CPlatform"),
+        .target(name: "Cipher", dependencies: ["CPlatform"] + crypto, swiftSettings: strict),
+        .target(name: "Shredder", dependencies: ["Cipher", "CPlatform"], swiftSettings: strict),
+        .target(name: "Age", dependencies: ["Cipher", "Shredder"] + crypto, swiftSettings: strict),
+        .target(name: "Vault", dependencies: ["Cipher", "Shredder"] + crypto, swiftSettings: strict),
+        .target(
+            name: "Keychain",
+            dependencies: ["Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift")] + crypto,
+            swiftSettings: strict
+        ),
+        .target(
+            name: "SecureFoundation",
+            dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "SecureFoundationCLI",
+            dependencies: [
+                "SecureFoundation",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(name: "SecureFoundationBench", dependencies: ["SecureFoundation"], swiftSettings: strict),
+        .testTarget(name: "CipherTests", dependencies: ["Cipher"], swiftSettings: strict),
+        .testTarget(name: "ShredderTests", dependencies: ["Shredder"], swiftSettings: strict),
+        .testTarget(name: "AgeTests", dependencies: ["Age"], swiftSettings: strict),
+        .testTarget(name: "VaultTests", dependencies: ["Vault"], swiftSettings: strict),
+        .testTarget(name: "KeychainTests", dependencies: ["Keychain"], swiftSettings: strict),
+        // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
+        .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher"], swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,1 @@
+// The Age module. See docs/ARCHITECTURE.md.

@@ -1,0 +1,109 @@
+import Foundation
+import Crypto
+import CryptoExtras
+
+/// Parameters of a password-based key derivation. Always stored beside the salt, so data
+/// stays readable when the defaults rise.
+public enum KDFParameters: Sendable, Hashable, Codable {
+    /// scrypt with N = 2^logN, block size r and parallelism p.
+    case scrypt(logN: UInt8, r: UInt32, p: UInt32)
+    /// PBKDF2-HMAC-SHA256 with the given number of rounds (the FIPS option).
+    case pbkdf2SHA256(rounds: UInt32)
+
+    /// The lowest scrypt logN accepted (2^15).
+    public static let scryptMinimumLogN: UInt8 = 15
+    /// The highest scrypt logN accepted when opening data (2^22: 4 GiB with r = 8 is refused above).
+    public static let scryptMaximumLogN: UInt8 = 22
+    /// The lowest PBKDF2 round count accepted (OWASP 2023 for SHA-256 is 600,000; NIST's floor here is 210,000).
+    public static let pbkdf2MinimumRounds: UInt32 = 210_000
+    /// The highest PBKDF2 round count accepted when opening data.
+    public static let pbkdf2MaximumRounds: UInt32 = 100_000_000
+
+    /// Throws unless the parameters lie between the safe floor and the ceiling.
+    /// - Throws: ``CipherError/kdfParametersTooWeak(_:)`` or ``CipherError/kdfParametersTooExpensive(_:)``.
+    public func validate() throws {
+        switch self {
+        case let .scrypt(logN, r, p):
+            guard logN >= Self.scryptMinimumLogN else {
+                throw CipherError.kdfParametersTooWeak("scrypt N = 2^\(logN) is under 2^\(Self.scryptMinimumLogN)")
+            }
+            guard logN <= Self.scryptMaximumLogN else {
+                throw CipherError.kdfParametersTooExpensive("scrypt N = 2^\(logN) is over 2^\(Self.scryptMaximumLogN)")
+            }
+            guard r >= 1, p >= 1 else { throw CipherError.kdfParametersTooWeak("scrypt r and p must be at least 1") }
+            guard r <= 32, p <= 16 else {
+                throw CipherError.kdfParametersTooExpensive("scrypt r = \(r), p = \(p) (at most r = 32, p = 16)")
+            }
+        case let .pbkdf2SHA256(rounds):
+            guard rounds >= Self.pbkdf2MinimumRounds else {
+                throw CipherError.kdfParametersTooWeak("PBKDF2 with \(rounds) rounds is under \(Self.pbkdf2MinimumRounds)")
+            }
+            guard rounds <= Self.pbkdf2MaximumRounds else {
+                throw CipherError.kdfParametersTooExpensive("PBKDF2 with \(rounds) rounds is over \(Self.pbkdf2MaximumRounds)")
+            }
+        }
+    }
+
+    /// A short human-readable name, such as `scrypt(N=2^16,r=8,p=1)`.
+    public var summary: String {
+        switch self {
+        case let .scrypt(logN, r, p): return "scrypt(N=2^\(logN),r=\(r),p=\(p))"
+        case let .pbkdf2SHA256(rounds): return "PBKDF2-HMAC-SHA256(\(rounds) rounds)"
+        }
+    }
+}
+
+/// A named choice of KDF work, so callers pick intent rather than numbers.
+public struct KDFPolicy: Sendable, Hashable {
+    /// The parameters this policy produces for new data.
+    public let parameters: KDFParameters
+
+    public init(parameters: KDFParameters) { self.parameters = parameters }
+
+    /// scrypt N = 2^16, r = 8, p = 1: about 0.2–0.25 s and 64 MiB on a 2-core Linux machine. For unlock prompts.
+    public static let interactive = KDFPolicy(parameters: .scrypt(logN: 16, r: 8, p: 1))
+    /// scrypt N = 2^18, r = 8, p = 1: about 1–1.3 s and 256 MiB. For data at rest behind a passphrase.
+    public static let sensitive = KDFPolicy(parameters: .scrypt(logN: 18, r: 8, p: 1))
+    /// PBKDF2-HMAC-SHA256, 600,000 rounds (OWASP 2023): about 0.2 s. The FIPS choice for prompts.
+    public static let fipsInteractive = KDFPolicy(parameters: .pbkdf2SHA256(rounds: 600_000))
+    /// PBKDF2-HMAC-SHA256, 2,700,000 rounds: about 1 s.
+    public static let fipsSensitive = KDFPolicy(parameters: .pbkdf2SHA256(rounds: 2_700_000))
+}
+
+/// Password-based and sub-key derivation.
+public enum KeyDerivation {
+    /// The salt length used for new data, in bytes.
+    public static let saltLength = 16
+
+    /// Derives `outputLength` bytes from `password` and `salt`.
+    ///
+    /// - Throws: ``CipherError/kdfParametersTooWeak(_:)``, ``CipherError/kdfParametersTooExpensive(_:)``,
+    ///   or ``CipherError/invalidParameter(_:)`` for an empty salt or output length out of range.
+    public static func derive(password: SecretBytes, salt: [UInt8], parameters: KDFParameters, outputLength: Int = 32) throws -> SecretBytes {
+        try parameters.validate()
+        guard !salt.isEmpty else { throw CipherError.invalidParameter("the salt is empty") }
+        guard (16...1024).contains(outputLength) else { throw CipherError.invalidParameter("output length \(outputLength) must be 16...1024") }
+        let key: SymmetricKey = try password.withUnsafeBytes { pw in
+            do {
+                switch parameters {
+                case let .scrypt(logN, r, p):
+                    return try KDF.Scrypt.deriveKey(from: pw, salt: salt, outputByteCount: outputLength,
+                                                    rounds: 1 << Int(logN), blockSize: Int(r), parallelism: Int(p))
+                case let .pbkdf2SHA256(rounds):
+                    return try KDF.Insecure.PBKDF2.deriveKey(from: pw, salt: salt, using: .sha256,
+                                                             outputByteCount: outputLength, rounds: Int(rounds))
+                }
+            } catch {
+                throw CipherError.invalidParameter("key derivation failed with \(parameters.summary): \(error)")
+            }
+        }
+        return SecretBytes(key)
+    }
+
+    /// HKDF-SHA256: a sub-key of `outputLength` bytes for the purpose named by `info`.
+    public static func hkdf(_ key: SecretBytes, salt: [UInt8] = [], info: String, outputLength: Int = 32) -> SecretBytes {
+        let derived = HKDF<SHA256>.deriveKey(inputKeyMaterial: key.symmetricKey, salt: salt,
+                                              info: Array(info.utf8), outputByteCount: outputLength)
+        return SecretBytes(derived)
+    }
+}

@@ -1,0 +1,291 @@
+import Foundation
+import Crypto
+
+/// The AEAD algorithms of the sealed-data format.
+public enum SealAlgorithm: UInt8, Sendable, CaseIterable, Codable {
+    /// AES-256-GCM, 12-byte nonce, 16-byte tag. The default.
+    case aes256GCM = 1
+    /// ChaCha20-Poly1305, 12-byte nonce, 16-byte tag.
+    case chaCha20Poly1305 = 2
+
+    public var name: String {
+        switch self {
+        case .aes256GCM: return "AES-256-GCM"
+        case .chaCha20Poly1305: return "ChaCha20-Poly1305"
+        }
+    }
+}
+
+/// The parsed header of a sealed envelope (everything before the ciphertext). See docs/FORMATS.md.
+public struct SealedHeader: Sendable, Equatable {
+    /// How the key is found.
+    public enum KeySource: Sendable, Equatable {
+        /// A key from a keyring, named by its id.
+        case key(id: [UInt8])
+        /// A key derived from a passphrase with these parameters and salt.
+        case passphrase(KDFParameters, salt: [UInt8])
+    }
+
+    public let version: UInt8
+    public let algorithm: SealAlgorithm
+    public let keySource: KeySource
+    public let nonce: [UInt8]
+    /// The header's bytes, which are authenticated as associated data.
+    let encoded: [UInt8]
+}
+
+/// Authenticated encryption of bytes and Codable values in a versioned, self-describing envelope.
+///
+/// Opening returns the whole plaintext or throws; it never returns partial plaintext.
+public enum Sealed {
+    /// The envelope's magic bytes, "SFSD".
+    public static let magic: [UInt8] = [0x53, 0x46, 0x53, 0x44]
+    /// The current format version.
+    public static let version: UInt8 = 1
+    static let modeKey: UInt8 = 1
+    static let modePassphrase: UInt8 = 2
+    static let kdfScrypt: UInt8 = 1
+    static let kdfPBKDF2SHA256: UInt8 = 2
+    static let nonceLength = 12
+    static let tagLength = 16
+
+    // MARK: Keys
+
+    /// Seals `plaintext` under `key`, binding it to `context` (associated data, not stored).
+    /// - Throws: ``CipherError/randomUnavailable(_:)``.
+    public static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, with key: SealingKey,
+                                                     algorithm: SealAlgorithm = .aes256GCM,
+                                                     context: [UInt8] = []) throws -> [UInt8] {
+        var header = magic + [version, algorithm.rawValue, modeKey, UInt8(key.id.count)]
+        header += key.id
+        return try finish(header: header, plaintext: plaintext, key: key.key, algorithm: algorithm, context: context)
+    }
+
+    /// Seals under the primary key of `keyring`.
+    public static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, with keyring: Keyring,
+                                                     algorithm: SealAlgorithm = .aes256GCM,
+                                                     context: [UInt8] = []) throws -> [UInt8] {
+        try seal(plaintext, with: keyring.primary, algorithm: algorithm, context: context)
+    }
+
+    /// Opens data sealed under any key of `keyring`.
+    ///
+    /// - Throws: ``CipherError/truncated(_:)``, ``CipherError/unknownVersion(_:)``,
+    ///   ``CipherError/unsupportedAlgorithm(_:)``, ``CipherError/wrongKey(_:)`` (no key with that id),
+    ///   ``CipherError/tampered`` (authentication failed).
+    public static func open(_ sealed: [UInt8], with keyring: Keyring, context: [UInt8] = []) throws -> [UInt8] {
+        let header = try parseHeader(sealed)
+        guard case .key(let id) = header.keySource else {
+            throw CipherError.wrongKey("the data was sealed with a passphrase, not a key")
+        }
+        guard let key = keyring.key(withID: id) else {
+            throw CipherError.wrongKey("no key in the keyring has key id \(Encoding.hex(id))")
+        }
+        return try decrypt(sealed, header: header, key: key.key, context: context)
+    }
+
+    /// Opens data sealed under `key`.
+    public static func open(_ sealed: [UInt8], with key: SealingKey, context: [UInt8] = []) throws -> [UInt8] {
+        try open(sealed, with: Keyring([key]), context: context)
+    }
+
+    // MARK: Passphrases
+
+    /// Seals `plaintext` under a key derived from `passphrase` with a fresh salt; the KDF id,
+    /// parameters and salt are stored in the envelope.
+    public static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, passphrase: SecretBytes,
+                                                     policy: KDFPolicy = .sensitive,
+                                                     algorithm: SealAlgorithm = .aes256GCM,
+                                                     context: [UInt8] = []) throws -> [UInt8] {
+        let salt = try SecureRandom.bytes(KeyDerivation.saltLength)
+        let key = try KeyDerivation.derive(password: passphrase, salt: salt, parameters: policy.parameters)
+        defer { key.wipe() }
+        var header = magic + [version, algorithm.rawValue, modePassphrase]
+        header += encode(policy.parameters)
+        header += [UInt8(salt.count)] + salt
+        return try finish(header: header, plaintext: plaintext, key: key, algorithm: algorithm, context: context)
+    }
+
+    /// Opens data sealed with a passphrase. Parameters outside the floor and ceiling are refused
+    /// before any work is done.
+    ///
+    /// - Throws: as ``open(_:with:context:)-(_,Keyring,_)``, plus ``CipherError/kdfParametersTooWeak(_:)``
+    ///   and ``CipherError/kdfParametersTooExpensive(_:)``; a wrong passphrase is ``CipherError/wrongKey(_:)``.
+    public static func open(_ sealed: [UInt8], passphrase: SecretBytes, context: [UInt8] = []) throws -> [UInt8] {
+        let header = try parseHeader(sealed)
+        guard case let .passphrase(parameters, salt) = header.keySource else {
+            throw CipherError.wrongKey("the data was sealed with a key (id \(keyIDString(header))), not a passphrase")
+        }
+        try parameters.validate()
+        let key = try KeyDerivation.derive(password: passphrase, salt: salt, parameters: parameters)
+        defer { key.wipe() }
+        do {
+            return try decrypt(sealed, header: header, key: key, context: context)
+        } catch CipherError.tampered {
+            throw CipherError.wrongKey("the passphrase is wrong, or the data or its context was modified")
+        }
+    }
+
+    // MARK: Codable
+
+    /// Seals a Codable value (encoded canonically as JSON).
+    public static func seal<Value: Encodable>(value: Value, with keyring: Keyring,
+                                              algorithm: SealAlgorithm = .aes256GCM,
+                                              context: [UInt8] = []) throws -> [UInt8] {
+        let data = try CanonicalEncoding.encode(value)
+        return try seal(data, with: keyring, algorithm: algorithm, context: context)
+    }
+
+    /// Opens a Codable value sealed with ``seal(value:with:algorithm:context:)``.
+    public static func open<Value: Decodable>(_ type: Value.Type, from sealed: [UInt8], with keyring: Keyring,
+                                              context: [UInt8] = []) throws -> Value {
+        let data = try open(sealed, with: keyring, context: context)
+        return try CanonicalEncoding.decode(type, from: data)
+    }
+
+    /// Seals a Codable value under a passphrase.
+    public static func seal<Value: Encodable>(value: Value, passphrase: SecretBytes, policy: KDFPolicy = .sensitive,
+                                              algorithm: SealAlgorithm = .aes256GCM,
+                                              context: [UInt8] = []) throws -> [UInt8] {
+        let data = try CanonicalEncoding.encode(value)
+        return try seal(data, passphrase: passphrase, policy: policy, algorithm: algorithm, context: context)
+    }
+
+    /// Opens a Codable value sealed under a passphrase.
+    public static func open<Value: Decodable>(_ type: Value.Type, from sealed: [UInt8], passphrase: SecretBytes,
+                                              context: [UInt8] = []) throws -> Value {
+        let data = try open(sealed, passphrase: passphrase, context: context)
+        return try CanonicalEncoding.decode(type, from: data)
+    }
+
+    // MARK: Header
+
+    /// Parses and checks the header without decrypting.
+    public static func parseHeader(_ sealed: [UInt8]) throws -> SealedHeader {
+        var reader = ByteReader(sealed)
+        guard sealed.count >= 4 else { throw CipherError.truncated("\(sealed.count) bytes is shorter than the magic") }
+        guard Array(try reader.take(4)) == magic else { throw CipherError.truncated("no SFSD magic: this is not sealed data") }
+        let version = try reader.byte("version")
+        guard version == Self.version else { throw CipherError.unknownVersion(version) }
+        let algorithmByte = try reader.byte("algorithm")
+        guard let algorithm = SealAlgorithm(rawValue: algorithmByte) else {
+            throw CipherError.unsupportedAlgorithm("AEAD id \(algorithmByte)")
+        }
+        let mode = try reader.byte("key mode")
+        let source: SealedHeader.KeySource
+        switch mode {
+        case modeKey:
+            let length = Int(try reader.byte("key id length"))
+            guard length > 0 else { throw CipherError.truncated("empty key id") }
+            source = .key(id: Array(try reader.take(length)))
+        case modePassphrase:
+            let kdf = try reader.byte("KDF id")
+            let parameters: KDFParameters
+            switch kdf {
+            case kdfScrypt:
+                parameters = .scrypt(logN: try reader.byte("scrypt logN"), r: try reader.uint32("scrypt r"), p: try reader.uint32("scrypt p"))
+            case kdfPBKDF2SHA256:
+                parameters = .pbkdf2SHA256(rounds: try reader.uint32("PBKDF2 rounds"))
+            default:
+                throw CipherError.unsupportedAlgorithm("KDF id \(kdf)")
+            }
+            let saltLength = Int(try reader.byte("salt length"))
+            guard saltLength >= 8 else { throw CipherError.kdfParametersTooWeak("a salt of \(saltLength) bytes is under 8") }
+            source = .passphrase(parameters, salt: Array(try reader.take(saltLength)))
+        default:
+            throw CipherError.unsupportedAlgorithm("key mode \(mode)")
+        }
+        let nonce = Array(try reader.take(nonceLength))
+        guard reader.remaining >= tagLength else {
+            throw CipherError.truncated("\(reader.remaining) bytes left where at least a \(tagLength)-byte tag is needed")
+        }
+        return SealedHeader(version: version, algorithm: algorithm, keySource: source, nonce: nonce,
+                            encoded: Array(sealed[0..<reader.offset]))
+    }
+
+    // MARK: Internals
+
+    static func encode(_ parameters: KDFParameters) -> [UInt8] {
+        switch parameters {
+        case let .scrypt(logN, r, p): return [kdfScrypt, logN] + bigEndian(r) + bigEndian(p)
+        case let .pbkdf2SHA256(rounds): return [kdfPBKDF2SHA256] + bigEndian(rounds)
+        }
+    }
+
+    static func bigEndian(_ value: UInt32) -> [UInt8] {
+        [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+    }
+
+    private static func keyIDString(_ header: SealedHeader) -> String {
+        if case .key(let id) = header.keySource { return Encoding.hex(id) }
+        return "-"
+    }
+
+    private static func finish<Plaintext: DataProtocol>(header: [UInt8], plaintext: Plaintext, key: SecretBytes,
+                                                        algorithm: SealAlgorithm, context: [UInt8]) throws -> [UInt8] {
+        let nonce = try SecureRandom.bytes(nonceLength)
+        let fullHeader = header + nonce
+        let aad = fullHeader + context
+        let symmetric = key.symmetricKey
+        var output = fullHeader
+        switch algorithm {
+        case .aes256GCM:
+            let box = try AES.GCM.seal(plaintext, using: symmetric, nonce: AES.GCM.Nonce(data: nonce), authenticating: aad)
+            output += box.ciphertext
+            output += box.tag
+        case .chaCha20Poly1305:
+            let box = try ChaChaPoly.seal(plaintext, using: symmetric, nonce: ChaChaPoly.Nonce(data: nonce), authenticating: aad)
+            output += box.ciphertext
+            output += box.tag
+        }
+        return output
+    }
+
+    private static func decrypt(_ sealed: [UInt8], header: SealedHeader, key: SecretBytes, context: [UInt8]) throws -> [UInt8] {
+        let body = sealed[header.encoded.count...]
+        let ciphertext = body.dropLast(tagLength)
+        let tag = body.suffix(tagLength)
+        let aad = header.encoded + context
+        let symmetric = key.symmetricKey
+        do {
+            switch header.algorithm {
+            case .aes256GCM:
+                let box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: header.nonce), ciphertext: ciphertext, tag: tag)
+                return Array(try AES.GCM.open(box, using: symmetric, authenticating: aad))
+            case .chaCha20Poly1305:
+                let box = try ChaChaPoly.SealedBox(nonce: ChaChaPoly.Nonce(data: header.nonce), ciphertext: ciphertext, tag: tag)
+                return Array(try ChaChaPoly.open(box, using: symmetric, authenticating: aad))
+            }
+        } catch {
+            throw CipherError.tampered
+        }
+    }
+}
+
+/// A bounds-checked reader over bytes; every short read is ``CipherError/truncated(_:)``.
+struct ByteReader {
+    let bytes: [UInt8]
+    private(set) var offset = 0
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    var remaining: Int { bytes.count - offset }
+
+    mutating func take(_ count: Int) throws -> ArraySlice<UInt8> {
+        guard count >= 0, remaining >= count else {
+            throw CipherError.truncated("needed \(count) bytes at offset \(offset), \(remaining) left")
+        }
+        defer { offset += count }
+        return bytes[offset..<offset + count]
+    }
+
+    mutating func byte(_ what: String) throws -> UInt8 {
+        guard remaining >= 1 else { throw CipherError.truncated("ends before the \(what) at offset \(offset)") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func uint32(_ what: String) throws -> UInt32 {
+        guard remaining >= 4 else { throw CipherError.truncated("ends before the \(what) at offset \(offset)") }
+        let slice = try take(4)
+        return slice.reduce(0) { $0 << 8 | UInt32($1) }
+    }
+}

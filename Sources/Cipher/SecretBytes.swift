@@ -1,0 +1,196 @@
+import Foundation
+import Crypto
+
+/// Bytes that must not leak: keys, passcodes, answers.
+///
+/// The storage is allocated apart from the Swift heap, page-locked where the OS allows (`mlock`),
+/// excluded from core dumps (`MADV_DONTDUMP` on Linux), zeroed on ``wipe()`` and when the last
+/// reference goes away, and never shown by `description`, `debugDescription`, `dump` or
+/// string interpolation.
+///
+/// Reach the bytes only inside ``withUnsafeBytes(_:)``; do not copy them into an `Array`,
+/// `Data` or `String` that outlives the closure.
+///
+/// Thread safety: the instance is guarded by a lock, so it may be read from several threads and
+/// wiped from another; a read that starts after a wipe sees zero bytes.
+public final class SecretBytes: @unchecked Sendable {
+    private let pointer: UnsafeMutableRawPointer
+    private let allocated: Int
+    private var length: Int
+    private let lock = NSLock()
+
+    /// Whether the pages are locked in memory (false where `RLIMIT_MEMLOCK` forbids it).
+    public let isMemoryLocked: Bool
+
+    /// The number of bytes held; 0 after ``wipe()``.
+    public var count: Int { lock.withLock { length } }
+
+    /// True when no bytes are held.
+    public var isEmpty: Bool { count == 0 }
+
+    /// Creates `count` zero bytes and lets `initializer` fill them in place.
+    ///
+    /// - Parameters:
+    ///   - count: The number of bytes.
+    ///   - initializer: Writes the bytes; may throw, in which case the storage is wiped.
+    /// - Throws: Whatever `initializer` throws.
+    public init(count: Int, initializingWith initializer: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
+        precondition(count >= 0, "SecretBytes: negative count")
+        let (pointer, allocated, locked) = MemoryProtection.allocate(count)
+        self.pointer = pointer
+        self.allocated = allocated
+        self.length = count
+        self.isMemoryLocked = locked
+        do {
+            try initializer(UnsafeMutableRawBufferPointer(start: pointer, count: count))
+        } catch {
+            MemoryProtection.zero(pointer, allocated)
+            length = 0
+            throw error
+        }
+    }
+
+    /// Copies the bytes of `bytes`. The source is left as it was: wipe it yourself if you own it.
+    public convenience init<Bytes: Sequence>(copying bytes: Bytes) where Bytes.Element == UInt8 {
+        let array = ContiguousArray(bytes)
+        self.init(count: array.count) { buffer in
+            array.withUnsafeBytes { source in buffer.copyMemory(from: source) }
+        }
+    }
+
+    /// Copies the UTF-8 bytes of `string`. Swift strings cannot be wiped; prefer reading secrets
+    /// straight into `SecretBytes` (for example with ``SecretBytes/init(contentsOfFile:maxLength:)``).
+    public convenience init(utf8 string: String) {
+        var copy = string
+        let count = copy.utf8.count
+        self.init(count: count) { buffer in
+            copy.withUTF8 { source in
+                if let base = source.baseAddress, count > 0 {
+                    buffer.baseAddress!.copyMemory(from: base, byteCount: count)
+                }
+            }
+        }
+    }
+
+    /// Copies the bytes of a swift-crypto `SymmetricKey`.
+    public convenience init(_ key: SymmetricKey) {
+        self.init(count: key.bitCount / 8) { buffer in
+            key.withUnsafeBytes { source in buffer.copyMemory(from: source) }
+        }
+    }
+
+    /// Creates `count` bytes from the system CSPRNG.
+    ///
+    /// - Throws: ``CipherError/randomUnavailable(_:)`` if the OS generator fails (never a weaker fallback).
+    public static func random(count: Int) throws -> SecretBytes {
+        try SecretBytes(count: count) { buffer in try SecureRandom.fill(buffer) }
+    }
+
+    /// Reads a secret from a file straight into locked memory, dropping one trailing newline
+    /// (`\n` or `\r\n`), as passphrase files are usually written.
+    ///
+    /// - Parameters:
+    ///   - path: The file to read.
+    ///   - maxLength: Files larger than this are refused.
+    /// - Throws: ``CipherError/io(_:)`` when the file cannot be read or is too large.
+    public convenience init(contentsOfFile path: String, maxLength: Int = 64 * 1024) throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw CipherError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        try self.init(readingFrom: fd, maxLength: maxLength, trimNewline: true, name: path)
+    }
+
+    /// Reads a secret from a file descriptor until end of file (for example standard input),
+    /// straight into locked memory, optionally dropping one trailing newline.
+    ///
+    /// - Throws: ``CipherError/io(_:)`` on a read error or input longer than `maxLength`.
+    public convenience init(readingFrom fd: Int32, maxLength: Int = 64 * 1024, trimNewline: Bool = true, name: String = "input") throws {
+        var total = 0
+        let scratch = try SecretBytes(count: maxLength + 1) { buffer in
+            while total < buffer.count {
+                let n = read(fd, buffer.baseAddress! + total, buffer.count - total)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw CipherError.io("cannot read \(name): \(String(cString: strerror(errno)))")
+                }
+                if n == 0 { break }
+                total += n
+            }
+            if total > maxLength { throw CipherError.io("\(name) is larger than \(maxLength) bytes; a secret file holds one line") }
+        }
+        var used = total
+        scratch.withUnsafeBytes { bytes in
+            if trimNewline, used > 0, bytes[used - 1] == 0x0A {
+                used -= 1
+                if used > 0, bytes[used - 1] == 0x0D { used -= 1 }
+            }
+        }
+        let finalCount = used
+        self.init(count: finalCount) { target in
+            scratch.withUnsafeBytes { source in
+                if finalCount > 0 { target.baseAddress!.copyMemory(from: source.baseAddress!, byteCount: finalCount) }
+            }
+        }
+        scratch.wipe()
+    }
+
+    deinit {
+        MemoryProtection.release(pointer, allocated, locked: isMemoryLocked)
+    }
+
+    /// Calls `body` with the bytes. Do not let them escape the closure.
+    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try lock.withLock {
+            try body(UnsafeRawBufferPointer(start: pointer, count: length))
+        }
+    }
+
+    /// Zeroes the bytes now; afterwards ``count`` is 0.
+    public func wipe() {
+        lock.withLock {
+            MemoryProtection.zero(pointer, allocated)
+            length = 0
+        }
+    }
+
+    /// A swift-crypto key holding a copy of these bytes (swift-crypto zeroes its own copy when freed).
+    public var symmetricKey: SymmetricKey {
+        withUnsafeBytes { SymmetricKey(data: $0) }
+    }
+
+    /// A new `SecretBytes` holding `range` of these bytes.
+    public func slice(_ range: Range<Int>) -> SecretBytes {
+        withUnsafeBytes { bytes in
+            precondition(range.lowerBound >= 0 && range.upperBound <= bytes.count, "SecretBytes.slice out of range")
+            return SecretBytes(count: range.count) { target in
+                target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[range]))
+            }
+        }
+    }
+
+    /// A new `SecretBytes` holding these bytes followed by `other`'s.
+    public func appending(_ other: SecretBytes) -> SecretBytes {
+        withUnsafeBytes { first in
+            other.withUnsafeBytes { second in
+                SecretBytes(count: first.count + second.count) { target in
+                    if first.count > 0 { target.baseAddress!.copyMemory(from: first.baseAddress!, byteCount: first.count) }
+                    if second.count > 0 { (target.baseAddress! + first.count).copyMemory(from: second.baseAddress!, byteCount: second.count) }
+                }
+            }
+        }
+    }
+}
+
+extension SecretBytes: Equatable {
+    /// Constant-time comparison of the contents (lengths are compared openly).
+    public static func == (lhs: SecretBytes, rhs: SecretBytes) -> Bool {
+        if lhs === rhs { return true }
+        return lhs.withUnsafeBytes { a in rhs.withUnsafeBytes { b in ConstantTime.equals(a, b) } }
+    }
+}
+
+extension SecretBytes: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String { "SecretBytes(\(count) bytes, redacted)" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: [], displayStyle: .struct) }
+}

@@ -1,0 +1,54 @@
+import Foundation
+
+/// Random bytes and strings from the system CSPRNG. Fails closed: an OS failure throws,
+/// never falls back to a weaker generator.
+public enum SecureRandom {
+    /// Fills `buffer` with random bytes.
+    /// - Throws: ``CipherError/randomUnavailable(_:)``.
+    public static func fill(_ buffer: UnsafeMutableRawBufferPointer) throws {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+        if let code = SystemRandom.fill(base, buffer.count) {
+            MemoryProtection.zero(base, buffer.count)
+            throw CipherError.randomUnavailable(String(cString: strerror(code)))
+        }
+    }
+
+    /// Exactly `count` random bytes, for public values such as salts and nonces.
+    /// Use ``SecretBytes/random(count:)`` for keys.
+    /// - Throws: ``CipherError/invalidParameter(_:)`` for a negative count, ``CipherError/randomUnavailable(_:)``.
+    public static func bytes(_ count: Int) throws -> [UInt8] {
+        guard count >= 0 else { throw CipherError.invalidParameter("byte count \(count) is negative") }
+        var result = [UInt8](repeating: 0, count: count)
+        try result.withUnsafeMutableBytes { try fill($0) }
+        return result
+    }
+
+    /// A uniformly random integer in `0..<upperBound`, by rejection sampling (no modulo bias).
+    public static func uniform(below upperBound: UInt64) throws -> UInt64 {
+        guard upperBound > 0 else { throw CipherError.invalidParameter("upper bound must be positive") }
+        let limit = UInt64.max - (UInt64.max % upperBound)
+        while true {
+            var value: UInt64 = 0
+            try withUnsafeMutableBytes(of: &value) { try fill($0) }
+            if value < limit { return value % upperBound }
+        }
+    }
+
+    /// The default alphabet for random strings: letters, digits and the printable ASCII punctuation.
+    public static let fullAlphabet: [Character] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+    /// Letters and digits only.
+    public static let alphanumeric: [Character] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+    /// A string of `length` characters, each drawn uniformly from `alphabet`.
+    /// - Throws: ``CipherError/invalidParameter(_:)`` for an empty alphabet or negative length.
+    public static func string(length: Int, alphabet: [Character] = fullAlphabet) throws -> String {
+        guard length >= 0 else { throw CipherError.invalidParameter("length \(length) is negative") }
+        guard !alphabet.isEmpty else { throw CipherError.invalidParameter("the alphabet is empty") }
+        var result = ""
+        result.reserveCapacity(length)
+        for _ in 0..<length {
+            result.append(alphabet[Int(try uniform(below: UInt64(alphabet.count)))])
+        }
+        return result
+    }
+}

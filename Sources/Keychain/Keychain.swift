@@ -1,0 +1,1 @@
+// The Keychain module. See docs/ARCHITECTURE.md.

@@ -1,0 +1,22 @@
+import ArgumentParser
+import SecureFoundation
+
+@main
+struct SecureFoundationCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "securefoundation",
+        abstract: "Application-level data security: sealing, hashing, file encryption (age), shredding, a vault and a keychain.",
+        discussion: """
+        Every command is a thin layer over the SecureFoundation library. Run
+        `securefoundation COMMAND --help` for a command's options and an example.
+        """,
+        version: "0.1.0",
+        subcommands: [
+            // Cipher utilities
+            HashCommand.self,
+            RandomCommand.self,
+            SealCommand.self,
+            OpenCommand.self,
+        ]
+    )
+}

@@ -1,0 +1,115 @@
+import ArgumentParser
+import Foundation
+import SecureFoundation
+
+/// Shared CLI plumbing: standard streams, secret input, error reporting.
+enum CLI {
+    /// Writes `message` and a newline to standard error.
+    static func warn(_ message: String) {
+        FileHandle.standardError.write(Data((message + "\n").utf8))
+    }
+
+    /// Prints an error on stderr as `securefoundation: error: …` and returns the exit code to use.
+    static func report(_ error: any Error, code: Int32 = 1) -> ExitCode {
+        warn("securefoundation: error: \(describe(error))")
+        return ExitCode(code)
+    }
+
+    /// The human message of any error (CustomStringConvertible first, then localized).
+    static func describe(_ error: any Error) -> String {
+        String(describing: error)
+    }
+
+    /// Writes bytes to standard output, all of them.
+    static func writeStdout(_ bytes: UnsafeRawBufferPointer) throws {
+        try SecureFile.writeAll(1, bytes, path: "standard output")
+    }
+
+    static func writeStdout(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { try writeStdout($0) }
+    }
+
+    /// Reads all of standard input or a file (`-` is standard input) into memory, up to `maxLength`.
+    static func readInput(_ path: String?, maxLength: Int = 1 << 30) throws -> [UInt8] {
+        if let path, path != "-" { return try SecureFile.read(path, maxLength: maxLength) }
+        var result = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress!, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SecureFile.Failure.system(operation: "read", path: "standard input", errno: errno)
+            }
+            if n == 0 { break }
+            result += buffer[0..<n]
+            if result.count > maxLength { throw CipherError.io("standard input is larger than \(maxLength) bytes") }
+        }
+        return result
+    }
+
+    /// Reads a passphrase from the terminal without echo (prompting on stderr), or throws if
+    /// there is no terminal.
+    static func readPassphrase(prompt: String, confirm: Bool = false) throws -> SecretBytes {
+        let first = try Terminal.readSecret(prompt: prompt)
+        if confirm {
+            let second = try Terminal.readSecret(prompt: "Confirm: ")
+            guard first == second else {
+                first.wipe(); second.wipe()
+                throw ValidationError("the two entries differ")
+            }
+            second.wipe()
+        }
+        guard !first.isEmpty else { throw ValidationError("an empty passphrase is not accepted") }
+        return first
+    }
+
+    /// A passphrase from `--passphrase-file` (`-` is standard input) or, without one, from the terminal.
+    static func passphrase(file: String?, prompt: String = "Passphrase: ", confirm: Bool = false) throws -> SecretBytes {
+        if let file {
+            let secret = file == "-" ? try SecretBytes(readingFrom: 0, name: "standard input")
+                                     : try SecretBytes(contentsOfFile: file)
+            guard !secret.isEmpty else { throw ValidationError("the passphrase file \(file) is empty") }
+            return secret
+        }
+        return try readPassphrase(prompt: prompt, confirm: confirm)
+    }
+}
+
+/// Reading secrets from the controlling terminal with echo off.
+enum Terminal {
+    struct NoTerminal: Error, CustomStringConvertible {
+        var description: String { "no terminal to read a secret from; give it with a file option (for example --passphrase-file)" }
+    }
+
+    static func readSecret(prompt: String) throws -> SecretBytes {
+        let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw NoTerminal() }
+        defer { close(fd) }
+        var original = termios()
+        guard tcgetattr(fd, &original) == 0 else { throw NoTerminal() }
+        var silent = original
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        silent.c_lflag |= tcflag_t(ICANON)
+        _ = prompt.withCString { write(fd, $0, strlen($0)) }
+        _ = tcsetattr(fd, TCSAFLUSH, &silent)
+        defer {
+            _ = tcsetattr(fd, TCSAFLUSH, &original)
+            _ = write(fd, "\n", 1)
+        }
+        // One line, read byte by byte straight into locked memory.
+        var total = 0
+        let secret = SecretBytes(count: 4096) { buffer in
+            while total < buffer.count {
+                var byte: UInt8 = 0
+                let n = read(fd, &byte, 1)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 || byte == 0x0A || byte == 0x0D { break }
+                buffer[total] = byte
+                total += 1
+            }
+        }
+        let result = secret.slice(0..<total)
+        secret.wipe()
+        return result
+    }
+}

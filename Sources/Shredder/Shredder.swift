@@ -1,0 +1,1 @@
+// The Shredder module. See docs/ARCHITECTURE.md.

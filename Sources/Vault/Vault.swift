@@ -1,0 +1,1 @@
+// The Vault module. See docs/ARCHITECTURE.md.
