@@ -1,0 +1,73 @@
+import Foundation
+import SecureFoundation
+
+/// `swift run -c release securefoundation-bench [SECTION...]`
+///
+/// Measures SecureFoundation beside the peer tools (openssl, Python hashlib, GNU shred, age,
+/// plain SQLite) in the same run and prints ratios. Sections: see `Bench.sections`.
+@main
+enum Bench {
+    /// Each section: a name and the function that runs it.
+    static let sections: [(name: String, run: () throws -> Void)] = [
+        ("cipher", CipherBench.run),
+    ]
+
+    static func main() {
+        let requested = Array(CommandLine.arguments.dropFirst())
+        if requested.contains("-h") || requested.contains("--help") {
+            print("usage: securefoundation-bench [\(sections.map(\.name).joined(separator: "|"))]...  (default: all)")
+            return
+        }
+        #if DEBUG
+        print("warning: this is a debug build; run `swift run -c release securefoundation-bench` for real figures")
+        #endif
+        var failed = false
+        for section in sections where requested.isEmpty || requested.contains(section.name) {
+            print("== \(section.name) ==")
+            do { try section.run() } catch {
+                print("section \(section.name) failed: \(error)")
+                failed = true
+            }
+            print("")
+        }
+        exit(failed ? 1 : 0)
+    }
+}
+
+/// Helpers shared by the benchmark sections.
+enum BenchSupport {
+    /// Seconds taken by `body`.
+    static func time(_ body: () throws -> Void) rethrows -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try body()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    /// Runs a command, returning its exit status, stdout and wall time. Nil if it cannot start.
+    static func run(_ executable: String, _ arguments: [String], stdin: String? = nil) -> (status: Int32, output: String, seconds: Double)? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        if let stdin { process.standardInput = FileHandle(forReadingAtPath: stdin) }
+        let start = DispatchTime.now().uptimeNanoseconds
+        do { try process.run() } catch { return nil }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self), seconds)
+    }
+
+    /// The full path of a program on PATH, or nil.
+    static func which(_ name: String) -> String? {
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+            let path = "\(directory)/\(name)"
+            if access(path, X_OK) == 0 { return path }
+        }
+        return nil
+    }
+
+    static func format(_ value: Double, _ digits: Int = 2) -> String { String(format: "%.\(digits)f", value) }
+}
