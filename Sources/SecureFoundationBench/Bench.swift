@@ -8,7 +8,7 @@ import SecureFoundation
 @main
 enum Bench {
     /// Each section: a name and the function that runs it.
-    static let sections: [(name: String, run: () throws -> Void)] = [
+    static let sections: [(name: String, run: @Sendable () throws -> Void)] = [
         ("cipher", CipherBench.run),
     ]
 
