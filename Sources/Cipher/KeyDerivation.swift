@@ -101,6 +101,21 @@ public enum KeyDerivation {
         return SecretBytes(key)
     }
 
+    /// The same derivation, run on a dedicated queue so that async callers do not block the
+    /// cooperative thread pool for the 0.2–1 s a KDF takes.
+    public static func derive(password: SecretBytes, salt: [UInt8], parameters: KDFParameters,
+                              outputLength: Int = 32) async throws -> SecretBytes {
+        try await withCheckedThrowingContinuation { continuation in
+            kdfQueue.async {
+                continuation.resume(with: Result {
+                    try derive(password: password, salt: salt, parameters: parameters, outputLength: outputLength)
+                })
+            }
+        }
+    }
+
+    private static let kdfQueue = DispatchQueue(label: "securefoundation.kdf", qos: .userInitiated, attributes: .concurrent)
+
     /// HKDF-SHA256: a sub-key of `outputLength` bytes for the purpose named by `info`.
     public static func hkdf(_ key: SecretBytes, salt: [UInt8] = [], info: String, outputLength: Int = 32) -> SecretBytes {
         let derived = HKDF<SHA256>.deriveKey(inputKeyMaterial: key.symmetricKey, salt: salt,

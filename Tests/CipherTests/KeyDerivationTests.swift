@@ -18,6 +18,11 @@ import Testing
         #expect(key.withUnsafeBytes { Encoding.hex($0) } == "234f21946f762c3628325ffd54a7f4ce07cc44c3d78c5cd8937ad78c512cf395")
     }
 
+    @Test func asyncVariantMatches() async throws {
+        let key = try await KeyDerivation.derive(password: password, salt: salt, parameters: .scrypt(logN: 15, r: 8, p: 1))
+        #expect(key.withUnsafeBytes { Encoding.hex($0) } == "234f21946f762c3628325ffd54a7f4ce07cc44c3d78c5cd8937ad78c512cf395")
+    }
+
     @Test func hkdfKnownAnswer() throws {
         // RFC 5869 test case 3 (empty salt and info), truncated to 32 bytes.
         let ikm = SecretBytes(copying: [UInt8](repeating: 0x0b, count: 22))

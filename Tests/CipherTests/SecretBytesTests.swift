@@ -45,6 +45,8 @@ import Testing
             #expect(try SecretBytes.random(count: count).count == count)
         }
         #expect(try SecretBytes.random(count: 32) != SecretBytes.random(count: 32))
+        #expect(throws: CipherError.self) { try SecretBytes.random(count: -1) }
+        #expect(throws: CipherError.self) { try SecretBytes.random(count: 1 << 40) }
     }
 
     @Test func memoryIsPageLockedWhereAllowed() {
