@@ -7,19 +7,19 @@ struct ShredCommand: ParsableCommand {
         commandName: "shred",
         abstract: "Overwrite files with random data, optionally remove them, and report how far that can be trusted.",
         discussion: """
-        Only the allocated extents are overwritten (holes stay holes), with a CSPRNG stream, one
-        pass by default (NIST SP 800-88 "clear"; GNU shred defaults to 3), fdatasync after each
-        pass. Symlinks are never followed and non-regular files are refused. Without -u the file
-        is overwritten and kept, as GNU shred does; with -u it is truncated, renamed to random
-        names of decreasing length and unlinked.
+        Only the allocated extents are overwritten (holes stay holes), with a CSPRNG stream, \
+        one pass by default (NIST SP 800-88 "clear"; GNU shred defaults to 3), fdatasync after \
+        each pass. Symlinks are never followed and non-regular files are refused. Without -u \
+        the file is overwritten and kept, as GNU shred does; with -u it is truncated, renamed \
+        to random names of decreasing length and unlinked.
 
-        Warnings go to standard error whenever the overwrite cannot be trusted: copy-on-write
-        filesystems (btrfs), ext4 data=journal, overlayfs, network filesystems, tmpfs, SSDs, or
-        data that FIEMAP shows moved. On such storage, erase by destroying keys instead.
+        Warnings go to standard error whenever the overwrite cannot be trusted: copy-on-write \
+        filesystems (btrfs), ext4 data=journal, overlayfs, network filesystems, tmpfs, SSDs, \
+        or data that FIEMAP shows moved. On such storage, erase by destroying keys instead.
 
-        Flags follow GNU shred where they overlap (-n, -z, -u, -v). GNU's -f changes permissions;
-        here --force accepts files with several hard links. The exit status is 1 if any file
-        failed.
+        Flags follow GNU shred where they overlap (-n, -z, -u, -v). GNU's -f changes \
+        permissions; here --force accepts files with several hard links. The exit status is 1 \
+        if any file failed.
 
         Examples:
           securefoundation shred -u -v notes.txt
