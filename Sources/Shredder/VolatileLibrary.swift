@@ -17,6 +17,8 @@ public enum VolatileLibraryError: Error, Sendable, Equatable, CustomStringConver
     /// A system call failed.
     case system(operation: String, errno: Int32)
 
+    /// A one-line explanation for people.
+
     public var description: String {
         switch self {
         case let .loadFailed(path, reason): return "cannot load library \(path): \(reason)"

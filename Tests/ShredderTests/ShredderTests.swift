@@ -284,6 +284,27 @@ struct FileShredderTests {
         #expect(readAll(fd: fd, count: size) == [UInt8](repeating: 0, count: size))
     }
 
+    @Test("overwrite(fileDescriptor:) refuses read-only and append-mode descriptors, leaving the bytes")
+    func overwriteDescriptorModes() throws {
+        let dir = try TempDir()
+        let original = pattern(5000)
+        let path = try dir.file("m", original)
+        for flags in [O_RDONLY, O_WRONLY | O_APPEND] {
+            let fd = open(path, flags)
+            try #require(fd >= 0)
+            defer { close(fd) }
+            #expect(throws: ShredError.self) { try FileShredder.overwrite(fileDescriptor: fd, path: path) }
+        }
+        #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: path))) == original)
+        let fd = open(path, O_WRONLY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let report = try FileShredder.overwrite(fileDescriptor: fd, path: path, options: ShredOptions(verify: true))
+        #expect(report.verified == nil)
+        #expect(report.warnings.contains { if case .verifyUnavailable = $0 { true } else { false } })
+        #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: path))) != original)
+    }
+
     @Test("rename lengths decrease to one character")
     func renameLengths() {
         #expect(FileShredder.renameLengths(10) == [10, 5, 2, 1])
