@@ -305,6 +305,33 @@ struct FileShredderTests {
         #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: path))) != original)
     }
 
+    @Test("verification detects content that differs from the last pass")
+    func verifyDetectsMismatch() throws {
+        let dir = try TempDir()
+        var bytes = [UInt8](repeating: 0, count: 10_000)
+        bytes[7777] = 1
+        let path = try dir.file("v", bytes)
+        let fd = open(path, O_RDONLY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 4096)
+        defer { buffer.deallocate() }
+        var warnings: [ShredWarning] = []
+        #expect(throws: ShredError.verificationFailed(path: path, offset: 7777)) {
+            try FileShredder.verify(fd, ranges: [0..<10_000], stream: nil, buffer: buffer, path: path, warnings: &warnings)
+        }
+        try FileShredder.verify(fd, ranges: [0..<7777], stream: nil, buffer: buffer, path: path, warnings: &warnings)
+        // Zeros are not the keystream (the first differing byte is almost always offset 0).
+        do {
+            try FileShredder.verify(fd, ranges: [0..<10_000], stream: try KeyStream(chunkSize: 4096), buffer: buffer,
+                                    path: path, warnings: &warnings)
+            Issue.record("zeros passed as keystream")
+        } catch ShredError.verificationFailed(let failedPath, let offset) {
+            #expect(failedPath == path)
+            #expect(offset < 16)
+        }
+    }
+
     @Test("rename lengths decrease to one character")
     func renameLengths() {
         #expect(FileShredder.renameLengths(10) == [10, 5, 2, 1])
