@@ -1,5 +1,6 @@
 import Foundation
 import Cipher
+import Shredder
 
 /// age v1 file encryption (age-encryption.org/v1): streaming, constant memory, parallel.
 ///
@@ -190,10 +191,47 @@ public enum Age {
         let input = try openForReading(source)
         defer { close(input) }
         if try sameFile(input, destination) {
-            throw AgeError.invalidArgument("\(destination) is the source file; use in-place encryption to replace it")
+            throw AgeError.invalidArgument("\(destination) is the source file; use encryptFileInPlace(at:recipients:) to replace it")
         }
         try atomically(destination) { output in
             try encrypt(from: input, to: output, recipients: recipients, armor: armor, progress: progress)
+        }
+    }
+
+    /// Encrypts a file in place: the age file atomically replaces the plaintext (temporary file
+    /// beside it, fsync, rename, fsync of the directory), then the old plaintext inode, kept
+    /// open across the rename, has its allocated blocks overwritten by ``FileShredder``.
+    ///
+    /// - Parameters:
+    ///   - path: The plaintext file, replaced by its encryption (mode 0600).
+    ///   - recipients: One or more recipients.
+    ///   - armor: Write ASCII armor.
+    ///   - shredOptions: How the old blocks are overwritten.
+    ///   - progress: Called with the plaintext bytes consumed.
+    /// - Returns: The shredder's report on the old plaintext: read its warnings (copy-on-write
+    ///   file systems, SSDs and snapshots may keep old blocks whatever is overwritten).
+    /// - Throws: ``AgeError``; ``AgeError/plaintextNotShredded(_:)`` when the encryption
+    ///   succeeded but the overwrite failed.
+    @discardableResult
+    public static func encryptFileInPlace(at path: String, recipients: [any AgeRecipient], armor: Bool = false,
+                                          shredOptions: ShredOptions = ShredOptions(), progress: Progress? = nil) throws -> ShredReport {
+        let fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { throw AgeError.io("cannot open \(path) for reading and writing: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            throw AgeError.invalidArgument("\(path) is not a regular file")
+        }
+        if info.st_nlink > 1 && !shredOptions.allowHardLinks {
+            throw AgeError.invalidArgument("\(path) has \(info.st_nlink) hard links; the other names would keep the plaintext")
+        }
+        try atomically(path) { output in
+            try encrypt(from: fd, to: output, recipients: recipients, armor: armor, progress: progress)
+        }
+        do {
+            return try FileShredder.overwrite(fileDescriptor: fd, path: path + " (old plaintext)", options: shredOptions)
+        } catch {
+            throw AgeError.plaintextNotShredded("\(error)")
         }
     }
 

@@ -27,6 +27,9 @@ public enum AgeError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidArgument(String)
     /// A read, write or file operation failed.
     case io(String)
+    /// In-place encryption replaced the plaintext with the age file, but overwriting the old
+    /// plaintext blocks failed; they may still be on the disk.
+    case plaintextNotShredded(String)
 
     public var description: String {
         switch self {
@@ -39,6 +42,7 @@ public enum AgeError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidIdentity(let why): return "invalid identity: \(why)"
         case .invalidArgument(let why): return "invalid argument: \(why)"
         case .io(let why): return why
+        case .plaintextNotShredded(let why): return "the file was encrypted in place, but its old plaintext blocks could not be overwritten: \(why)"
         }
     }
 }

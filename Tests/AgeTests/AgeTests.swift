@@ -214,3 +214,29 @@ struct AgeLibraryTests {
         #expect(decrypted == plaintext)
     }
 }
+
+@Suite("age in place")
+struct AgeInPlaceTests {
+    @Test("in-place encryption replaces the plaintext atomically and shreds the old inode")
+    func inPlace() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let identity = X25519Identity.generate()
+        let plaintext = pattern(300_000)
+        let path = dir + "/doc"
+        try SecureFile.writeAtomically(plaintext, to: path)
+        var before = stat()
+        _ = stat(path, &before)
+        let report = try Age.encryptFileInPlace(at: path, recipients: [identity.recipient])
+        var after = stat()
+        _ = stat(path, &after)
+        #expect(before.st_ino != after.st_ino)
+        #expect(report.bytesOverwritten >= UInt64(plaintext.count))
+        #expect(!report.removed)
+        let file = try SecureFile.read(path)
+        #expect(file.starts(with: Array("age-encryption.org/v1\n".utf8)))
+        #expect(try Age.decrypt(file, identities: [identity]) == plaintext)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: dir)
+        #expect(leftovers == ["doc"])
+    }
+}
