@@ -105,7 +105,9 @@ struct AgeHeaderParser {
     /// Called at end of input: throws unless the header is complete.
     func finish() throws {
         if header == nil {
-            throw AgeError.headerFailure(raw.isEmpty && line.isEmpty ? "the input is empty" : "the header ends before its MAC line")
+            if raw.isEmpty && line.isEmpty { throw AgeError.headerFailure("the input is empty") }
+            if state == .version { throw AgeError.headerFailure("the input does not start with age-encryption.org/v1 (not an age file)") }
+            throw AgeError.headerFailure("the header ends before its MAC line")
         }
     }
 
