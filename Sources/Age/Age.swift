@@ -30,7 +30,13 @@ public enum Age {
     public static func encrypt(from input: Int32, to output: Int32, recipients: [any AgeRecipient],
                                armor: Bool = false, progress: Progress? = nil) throws {
         let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { try writeAll(output, $0) }
-        try pump(input, progress: progress) { try encryptor.update($0) }
+        var total: Int64 = 0
+        while true {
+            let n = try encryptor.update(readingFrom: input)
+            if n == 0 { break }
+            total += Int64(n)
+            progress?(total)
+        }
         try encryptor.finish()
     }
 
@@ -50,7 +56,14 @@ public enum Age {
     public static func decrypt(from input: Int32, to output: Int32, identities: [any AgeIdentity],
                                armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
         let decryptor = AgeDecryptor(identities: identities, armor: armor) { try writeAll(output, $0) }
-        try pump(input, progress: progress) { try decryptor.update($0) }
+        let scratch = ScratchBuffer(64 * 1024)
+        var total: Int64 = 0
+        while true {
+            let n = try decryptor.update(readingFrom: input, scratch: scratch)
+            if n == 0 { break }
+            total += Int64(n)
+            progress?(total)
+        }
         try decryptor.finish()
     }
 

@@ -77,6 +77,14 @@ public final class AgeEncryptor {
         for region in plaintext.regions { try region.withUnsafeBytes { try update($0) } }
     }
 
+    /// Reads plaintext from `fd` straight into the chunk batch (no intermediate copy).
+    /// - Returns: The number of bytes read; 0 at end of file.
+    func update(readingFrom fd: Int32) throws -> Int {
+        guard !finished else { throw AgeError.invalidArgument("update after finish") }
+        try emitHeader()
+        return try stream.update(readingFrom: fd) { try emit($0) }
+    }
+
     /// Writes the final chunk (and the armor's END line).
     public func finish() throws {
         guard !finished else { return }
@@ -140,6 +148,25 @@ public final class AgeDecryptor {
     public func update(_ bytes: UnsafeRawBufferPointer) throws {
         if let failure { throw failure }
         do { try feedRaw(bytes) } catch { failure = error; throw error }
+    }
+
+    /// Reads encrypted bytes from `fd`: straight into the chunk batch once in the binary
+    /// payload, through a small buffer before that (header, armor).
+    /// - Returns: The number of bytes read; 0 at end of file.
+    func update(readingFrom fd: Int32, scratch: ScratchBuffer) throws -> Int {
+        if let failure { throw failure }
+        if let stream, armor == nil, detecting == nil {
+            do { return try stream.update(readingFrom: fd, sink: sink) } catch { failure = error; throw error }
+        }
+        while true {
+            let n = read(fd, scratch.pointer.baseAddress!, scratch.pointer.count)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw AgeError.io("read failed: \(String(cString: strerror(errno)))")
+            }
+            if n > 0 { try update(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(scratch.pointer)[0..<n])) }
+            return n
+        }
     }
 
     /// Decrypts more of the encrypted file.

@@ -83,13 +83,14 @@ final class ScratchBuffer {
     }
 }
 
-/// Push-mode STREAM encryption with a bounded buffer of `batchChunks` chunks.
+/// Push-mode STREAM encryption with a bounded buffer of `batchChunks` chunks (plus one chunk
+/// of look-ahead, needed to know which chunk is the last).
 final class StreamEncryptor {
     let cipher: PayloadCipher
     let batchChunks: Int
     let parallel: Bool
     private let input: ScratchBuffer
-    private let output: ScratchBuffer
+    private let batchBytes: Int
     private var filled = 0
     private var counter: UInt64 = 0
     private var finished = false
@@ -98,58 +99,78 @@ final class StreamEncryptor {
         self.cipher = cipher
         self.batchChunks = max(1, batchChunks)
         self.parallel = parallel
-        input = ScratchBuffer(self.batchChunks * PayloadCipher.chunkSize)
-        output = ScratchBuffer(self.batchChunks * PayloadCipher.sealedChunkSize)
+        batchBytes = self.batchChunks * PayloadCipher.chunkSize
+        input = ScratchBuffer(batchBytes + PayloadCipher.chunkSize)
+    }
+
+    /// Seals full batches while more data follows them, keeping the look-ahead at the front.
+    private func drain(sink: (UnsafeRawBufferPointer) throws -> Void) throws {
+        while filled > batchBytes {
+            try flush(count: batchBytes, final: false, sink: sink)
+            let rest = filled - batchBytes
+            let base = input.pointer.baseAddress!
+            if rest > 0 { memmove(base, base + batchBytes, rest) }
+            filled = rest
+        }
     }
 
     func update(_ bytes: UnsafeRawBufferPointer, sink: (UnsafeRawBufferPointer) throws -> Void) throws {
         var offset = 0
-        let capacity = input.pointer.count
         while offset < bytes.count {
-            if filled == capacity {
-                // More data follows, so every chunk in the full batch is non-final.
-                try flush(final: false, sink: sink)
-            }
-            let n = min(bytes.count - offset, capacity - filled)
+            let n = min(bytes.count - offset, input.pointer.count - filled)
             (input.pointer.baseAddress! + filled).copyMemory(from: bytes.baseAddress! + offset, byteCount: n)
             filled += n
             offset += n
+            try drain(sink: sink)
+        }
+    }
+
+    /// Reads from `fd` straight into the batch buffer (no intermediate copy).
+    /// - Returns: The number of bytes read; 0 at end of file.
+    func update(readingFrom fd: Int32, sink: (UnsafeRawBufferPointer) throws -> Void) throws -> Int {
+        while true {
+            let n = read(fd, input.pointer.baseAddress! + filled, input.pointer.count - filled)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw AgeError.io("read failed: \(String(cString: strerror(errno)))")
+            }
+            filled += n
+            try drain(sink: sink)
+            return n
         }
     }
 
     func finish(sink: (UnsafeRawBufferPointer) throws -> Void) throws {
         guard !finished else { return }
         finished = true
-        try flush(final: true, sink: sink)
+        try flush(count: filled, final: true, sink: sink)
+        filled = 0
     }
 
-    private func flush(final: Bool, sink: (UnsafeRawBufferPointer) throws -> Void) throws {
+    private func flush(count total: Int, final: Bool, sink: (UnsafeRawBufferPointer) throws -> Void) throws {
         let size = PayloadCipher.chunkSize
-        let chunks = max(1, (filled + size - 1) / size)
+        let chunks = max(1, (total + size - 1) / size)
         let base = counter
         let inShared = SharedBuffer(pointer: UnsafeRawBufferPointer(input.pointer))
-        let outShared = SharedBuffer(pointer: output.pointer)
-        let outBase = output.pointer
-        let total = filled
         let cipher = self.cipher
-        var failures = [Bool](repeating: false, count: chunks)
-        failures.withUnsafeMutableBufferPointer { failedBuffer in
-        let failedShared = SharedBuffer(pointer: failedBuffer)
-        forEachChunk(chunks, parallel: parallel) { (i: Int) -> Void in
-            let inBase = inShared.pointer, outBase = outShared.pointer, failed = failedShared.pointer
-            let start = i * size
-            let length = min(size, total - start)
-            let isFinal = final && i == chunks - 1
-            let plain = UnsafeRawBufferPointer(rebasing: inBase[start..<(start + length)])
-            let out = UnsafeMutableRawBufferPointer(rebasing: outBase[(i * PayloadCipher.sealedChunkSize)...])
-            do { try cipher.seal(plain, counter: base + UInt64(i), final: isFinal, into: out) } catch { failed[i] = true }
+        // swift-crypto returns each sealed chunk in its own buffer (nonce, ciphertext, tag);
+        // they are written from there, in order.
+        var boxes = [Data?](repeating: nil, count: chunks)
+        boxes.withUnsafeMutableBufferPointer { boxBuffer in
+            let shared = SharedBuffer(pointer: boxBuffer)
+            forEachChunk(chunks, parallel: parallel) { (i: Int) -> Void in
+                let start = i * size
+                let length = min(size, total - start)
+                let plain = UnsafeRawBufferPointer(rebasing: inShared.pointer[start..<(start + length)])
+                let box = try? ChaChaPoly.seal(plain, using: cipher.key, nonce: PayloadCipher.chunkNonce(base + UInt64(i), final: final && i == chunks - 1))
+                shared.pointer[i] = box?.combined
+            }
         }
+        for box in boxes {
+            guard let box else { throw AgeError.io("ChaCha20-Poly1305 sealing failed") }
+            try box.withUnsafeBytes { try sink(UnsafeRawBufferPointer(rebasing: $0[12...])) }
         }
-        guard !failures.contains(true) else { throw AgeError.io("ChaCha20-Poly1305 sealing failed") }
-        let produced = total + chunks * PayloadCipher.tagSize
-        try sink(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(outBase)[0..<produced]))
         counter += UInt64(chunks)
-        filled = 0
     }
 }
 
@@ -164,25 +185,54 @@ final class StreamDecryptor {
     private var counter: UInt64 = 0
     private var finished = false
     private var failure: AgeError?
+    private let batchBytes: Int
 
     init(cipher: PayloadCipher, batchChunks: Int = 32, parallel: Bool = true) {
         self.cipher = cipher
         self.batchChunks = max(1, batchChunks)
         self.parallel = parallel
-        input = ScratchBuffer(self.batchChunks * PayloadCipher.sealedChunkSize)
+        batchBytes = self.batchChunks * PayloadCipher.sealedChunkSize
+        input = ScratchBuffer(batchBytes + PayloadCipher.sealedChunkSize)
         output = ScratchBuffer(self.batchChunks * PayloadCipher.chunkSize)
+    }
+
+    /// Opens full batches while more data follows them, keeping the look-ahead at the front.
+    private func drain(sink: (UnsafeRawBufferPointer) throws -> Void) throws {
+        while filled > batchBytes {
+            let total = filled
+            filled = batchBytes
+            try flush(atEnd: false, sink: sink)
+            let rest = total - batchBytes
+            let base = input.pointer.baseAddress!
+            if rest > 0 { memmove(base, base + batchBytes, rest) }
+            filled = rest
+        }
     }
 
     func update(_ bytes: UnsafeRawBufferPointer, sink: (UnsafeRawBufferPointer) throws -> Void) throws {
         if let failure { throw failure }
         var offset = 0
-        let capacity = input.pointer.count
         while offset < bytes.count {
-            if filled == capacity { try flush(atEnd: false, sink: sink) }
-            let n = min(bytes.count - offset, capacity - filled)
+            let n = min(bytes.count - offset, input.pointer.count - filled)
             (input.pointer.baseAddress! + filled).copyMemory(from: bytes.baseAddress! + offset, byteCount: n)
             filled += n
             offset += n
+            try drain(sink: sink)
+        }
+    }
+
+    /// Reads from `fd` straight into the batch buffer. Returns the bytes read, 0 at end of file.
+    func update(readingFrom fd: Int32, sink: (UnsafeRawBufferPointer) throws -> Void) throws -> Int {
+        if let failure { throw failure }
+        while true {
+            let n = read(fd, input.pointer.baseAddress! + filled, input.pointer.count - filled)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw AgeError.io("read failed: \(String(cString: strerror(errno)))")
+            }
+            filled += n
+            try drain(sink: sink)
+            return n
         }
     }
 
@@ -259,7 +309,6 @@ final class StreamDecryptor {
         if released > 0 {
             try sink(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(outBase)[0..<released]))
         }
-        memset(outBase.baseAddress!, 0, min(outBase.count, chunks * PayloadCipher.chunkSize))
         if let error {
             failure = error
             throw error

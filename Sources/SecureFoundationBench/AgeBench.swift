@@ -59,33 +59,53 @@ enum AgeBench {
             try [UInt8]([0x0A]).withUnsafeBytes { try SecureFile.writeAll(fd, $0) }
         }
         let mib = Double(size)
-        print("plaintext: \(size) MiB, recipient X25519; encrypt writes to a file, decrypt writes to /dev/null; \(ProcessInfo.processInfo.activeProcessorCount) cores")
-        func report(_ name: String, _ m: Measure?) -> Measure? {
-            guard let m else { print("  \(name): could not start"); return nil }
-            if m.status != 0 { print("  \(name): exit status \(m.status)"); return nil }
-            print("  \(name.padding(toLength: 28, withPad: " ", startingAt: 0)) \(BenchSupport.format(m.seconds)) s  \(BenchSupport.format(mib / m.seconds, 0)) MiB/s  peak RSS \(BenchSupport.format(Double(m.maxRSSKiB) / 1024, 1)) MiB")
-            return m
-        }
+        let runs = Int(ProcessInfo.processInfo.environment["AGE_BENCH_RUNS"] ?? "3") ?? 3
+        print("plaintext: \(size) MiB, X25519 recipient, \(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs) alternating runs")
         // Warm the page cache so both tools read the plaintext from memory.
         _ = spawn(["/bin/cat", plain], stdin: "/dev/null", stdout: "/dev/null")
-
-        let ourEncrypt = report("securefoundation encrypt", spawn([ours, "encrypt", "-r", recipient], stdin: plain, stdout: dir + "/ours.age"))
-        let ourDecrypt = report("securefoundation decrypt", spawn([ours, "decrypt", "-i", dir + "/key.txt"], stdin: dir + "/ours.age", stdout: "/dev/null"))
         guard let age else {
-            print("  age is not installed (apt-get install age): no comparison")
+            print("  age is not installed (apt-get install age): measuring securefoundation alone")
+            for (name, args, input, output) in [("encrypt", [ours, "encrypt", "-r", recipient], plain, dir + "/ours.age"),
+                                                ("decrypt", [ours, "decrypt", "-i", dir + "/key.txt"], dir + "/ours.age", "/dev/null")] {
+                if let m = spawn(args, stdin: input, stdout: output) {
+                    print("  \(name): \(BenchSupport.format(mib / m.seconds, 0)) MiB/s, peak RSS \(BenchSupport.format(Double(m.maxRSSKiB) / 1024, 1)) MiB")
+                }
+            }
             return
         }
-        let ageEncrypt = report("age encrypt", spawn([age, "-r", recipient], stdin: plain, stdout: dir + "/age.age"))
-        let ageDecrypt = report("age -d", spawn([age, "-d", "-i", dir + "/key.txt"], stdin: dir + "/age.age", stdout: "/dev/null"))
-        // Cross-check: each tool reads the other's file.
+        // Produce the files to decrypt.
+        _ = spawn([ours, "encrypt", "-r", recipient], stdin: plain, stdout: dir + "/ours.age")
+        _ = spawn([age, "-r", recipient], stdin: plain, stdout: dir + "/age.age")
         let cross1 = spawn([age, "-d", "-i", dir + "/key.txt"], stdin: dir + "/ours.age", stdout: "/dev/null")?.status
         let cross2 = spawn([ours, "decrypt", "-i", dir + "/key.txt"], stdin: dir + "/age.age", stdout: "/dev/null")?.status
         print("  cross-decryption: age reads ours: \(cross1 == 0 ? "ok" : "FAILED"), ours reads age's: \(cross2 == 0 ? "ok" : "FAILED")")
-        if let a = ourEncrypt, let b = ageEncrypt {
-            print("  encrypt throughput ratio (securefoundation / age): \(BenchSupport.format(b.seconds / a.seconds))x; RSS \(a.maxRSSKiB / 1024) MiB vs \(b.maxRSSKiB / 1024) MiB")
-        }
-        if let a = ourDecrypt, let b = ageDecrypt {
-            print("  decrypt throughput ratio (securefoundation / age): \(BenchSupport.format(b.seconds / a.seconds))x; RSS \(a.maxRSSKiB / 1024) MiB vs \(b.maxRSSKiB / 1024) MiB")
+
+        let cases: [(name: String, ours: [String], age: [String], input: [String], output: String)] = [
+            ("encrypt -> file", [ours, "encrypt", "-r", recipient], [age, "-r", recipient], [plain, plain], dir + "/out.age"),
+            ("encrypt -> /dev/null", [ours, "encrypt", "-r", recipient], [age, "-r", recipient], [plain, plain], "/dev/null"),
+            ("decrypt -> /dev/null", [ours, "decrypt", "-i", dir + "/key.txt"], [age, "-d", "-i", dir + "/key.txt"], [dir + "/ours.age", dir + "/age.age"], "/dev/null"),
+            ("decrypt -> file", [ours, "decrypt", "-i", dir + "/key.txt"], [age, "-d", "-i", dir + "/key.txt"], [dir + "/ours.age", dir + "/age.age"], dir + "/out.plain"),
+        ]
+        print("  \("case".padding(toLength: 22, withPad: " ", startingAt: 0))  securefoundation           age                        ratio")
+        for c in cases {
+            var ourTimes = [Double](), ageTimes = [Double]()
+            var ourRSS = 0, ageRSS = 0
+            var failed = false
+            for _ in 0..<runs {
+                if c.output != "/dev/null" { unlink(c.output) }
+                guard let m = spawn(c.ours, stdin: c.input[0], stdout: c.output), m.status == 0 else { failed = true; break }
+                ourTimes.append(m.seconds); ourRSS = max(ourRSS, m.maxRSSKiB)
+                if c.output != "/dev/null" { unlink(c.output) }
+                guard let a = spawn(c.age, stdin: c.input[1], stdout: c.output), a.status == 0 else { failed = true; break }
+                ageTimes.append(a.seconds); ageRSS = max(ageRSS, a.maxRSSKiB)
+            }
+            if c.output != "/dev/null" { unlink(c.output) }
+            guard !failed else { print("  \(c.name): a run failed"); continue }
+            let ourMedian = ourTimes.sorted()[runs / 2], ageMedian = ageTimes.sorted()[runs / 2]
+            func cell(_ seconds: Double, _ rss: Int) -> String {
+                "\(BenchSupport.format(mib / seconds, 0)) MiB/s, RSS \(BenchSupport.format(Double(rss) / 1024, 1)) MiB".padding(toLength: 27, withPad: " ", startingAt: 0)
+            }
+            print("  \(c.name.padding(toLength: 22, withPad: " ", startingAt: 0))  \(cell(ourMedian, ourRSS)) \(cell(ageMedian, ageRSS)) \(BenchSupport.format(ageMedian / ourMedian))x")
         }
     }
 }
