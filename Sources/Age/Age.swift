@@ -30,6 +30,14 @@ public enum Age {
     public static func encrypt(from input: Int32, to output: Int32, recipients: [any AgeRecipient],
                                armor: Bool = false, progress: Progress? = nil) throws {
         let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { try writeAll(output, $0) }
+        // Binary output is written on a background thread while the next batch is sealed.
+        let writer = BackgroundWriter(fd: output)
+        defer {
+            // Never free the batch buffers under a queued write.
+            try? writer.finish()
+            withExtendedLifetime(encryptor) {}
+        }
+        if !armor { encryptor.writer = writer }
         var total: Int64 = 0
         while true {
             let n = try encryptor.update(readingFrom: input)
@@ -55,7 +63,14 @@ public enum Age {
     /// - Throws: ``AgeError``: header, header MAC, no match, payload or armor failure, or I/O.
     public static func decrypt(from input: Int32, to output: Int32, identities: [any AgeIdentity],
                                armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
-        let decryptor = AgeDecryptor(identities: identities, armor: armor) { try writeAll(output, $0) }
+        // Verified plaintext is written on a background thread while the next batch is opened.
+        let writer = BackgroundWriter(fd: output)
+        let decryptor = AgeDecryptor(identities: identities, armor: armor) { try writer.writeAsync($0) }
+        defer {
+            // Never free the batch buffers under a queued write.
+            try? writer.finish()
+            withExtendedLifetime(decryptor) {}
+        }
         let scratch = ScratchBuffer(64 * 1024)
         var total: Int64 = 0
         while true {
@@ -64,7 +79,11 @@ public enum Age {
             total += Int64(n)
             progress?(total)
         }
-        try decryptor.finish()
+        do { try decryptor.finish() } catch {
+            try? writer.finish()
+            throw error
+        }
+        try writer.finish()
     }
 
     // MARK: FileHandle

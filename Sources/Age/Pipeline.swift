@@ -20,6 +20,8 @@ public enum AgeArmorMode: Sendable {
 public final class AgeEncryptor {
     private let sink: (UnsafeRawBufferPointer) throws -> Void
     private let armor: ArmorEncoder?
+    /// When set (binary output to a descriptor), batches are written in the background.
+    var writer: BackgroundWriter?
     private var header: [UInt8]?
     private let stream: StreamEncryptor
     private var finished = false
@@ -54,7 +56,7 @@ public final class AgeEncryptor {
     }
 
     private func emit(_ bytes: UnsafeRawBufferPointer) throws {
-        if let armor { try armor.update(bytes, sink: sink) } else { try sink(bytes) }
+        if let armor { try armor.update(bytes, sink: sink) } else if let writer { try writer.writeSync(bytes) } else { try sink(bytes) }
     }
 
     private func emitHeader() throws {
@@ -82,6 +84,9 @@ public final class AgeEncryptor {
     func update(readingFrom fd: Int32) throws -> Int {
         guard !finished else { throw AgeError.invalidArgument("update after finish") }
         try emitHeader()
+        if let writer, armor == nil {
+            return try stream.update(readingFrom: fd) { try writer.writeAsync($0) }
+        }
         return try stream.update(readingFrom: fd) { try emit($0) }
     }
 
@@ -90,6 +95,11 @@ public final class AgeEncryptor {
         guard !finished else { return }
         finished = true
         try emitHeader()
+        if let writer, armor == nil {
+            try stream.finish { try writer.writeAsync($0) }
+            try writer.finish()
+            return
+        }
         try stream.finish { try emit($0) }
         try armor?.finish(sink: sink)
     }

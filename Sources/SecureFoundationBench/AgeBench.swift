@@ -11,8 +11,24 @@ enum AgeBench {
         var status: Int32
     }
 
-    /// Runs `arguments[0]` with stdin/stdout redirected to files; wall time and the child's peak RSS.
-    static func spawn(_ arguments: [String], stdin: String, stdout: String) -> Measure? {
+    /// GNU time, when installed, measures the child's own peak RSS. (ru_maxrss from wait4 also
+    /// counts the spawning process's RSS at exec, since Linux keeps the high-water mark across exec.)
+    static let gnuTime: String? = FileManager.default.isExecutableFile(atPath: "/usr/bin/time") ? "/usr/bin/time" : nil
+
+    /// Runs the command with stdin/stdout redirected to files; wall time and its peak RSS.
+    static func spawn(_ command: [String], stdin: String, stdout: String) -> Measure? {
+        guard let gnuTime else { return spawnDirect(command, stdin: stdin, stdout: stdout) }
+        let report = FileManager.default.temporaryDirectory.appendingPathComponent("sf-age-bench-rss-\(UUID().uuidString)").path
+        defer { unlink(report) }
+        guard var measure = spawnDirect([gnuTime, "-f", "%M", "-o", report] + command, stdin: stdin, stdout: stdout) else { return nil }
+        if let text = try? String(contentsOfFile: report, encoding: .utf8),
+           let kib = Int(text.split(separator: "\n").last.map { String($0).trimmingCharacters(in: .whitespaces) } ?? "") {
+            measure.maxRSSKiB = kib
+        }
+        return measure
+    }
+
+    static func spawnDirect(_ arguments: [String], stdin: String, stdout: String) -> Measure? {
         var actions: posix_spawn_file_actions_t = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -60,7 +76,7 @@ enum AgeBench {
         }
         let mib = Double(size)
         let runs = Int(ProcessInfo.processInfo.environment["AGE_BENCH_RUNS"] ?? "3") ?? 3
-        print("plaintext: \(size) MiB, X25519 recipient, \(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs) alternating runs")
+        print("plaintext: \(size) MiB, X25519 recipient, \(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs) alternating runs; peak RSS \(gnuTime != nil ? "from GNU time" : "from wait4 (includes this process's RSS at exec)")")
         // Warm the page cache so both tools read the plaintext from memory.
         _ = spawn(["/bin/cat", plain], stdin: "/dev/null", stdout: "/dev/null")
         guard let age else {
