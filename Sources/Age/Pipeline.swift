@@ -41,7 +41,7 @@ public final class AgeEncryptor {
 
     /// Internal: deterministic file key and nonce (for tests of parallel/sequential equality).
     init(recipients: [any AgeRecipient], armor: Bool, fileKey: SecretBytes, nonce: [UInt8],
-         batchChunks: Int = 32, parallel: Bool = true, sink: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+         batchChunks: Int = 16, parallel: Bool = true, sink: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
         guard !recipients.isEmpty else { throw AgeError.invalidArgument("no recipients") }
         if recipients.contains(where: { $0.requiresSoleStanza }) && recipients.count > 1 {
             throw AgeError.invalidArgument("a passphrase (scrypt) recipient cannot be combined with other recipients")

@@ -108,7 +108,7 @@ final class StreamEncryptor {
     private var counter: UInt64 = 0
     private var finished = false
 
-    init(cipher: PayloadCipher, batchChunks: Int = 32, parallel: Bool = true) {
+    init(cipher: PayloadCipher, batchChunks: Int = 16, parallel: Bool = true) {
         self.cipher = cipher
         self.batchChunks = max(1, batchChunks)
         self.parallel = parallel
@@ -211,7 +211,7 @@ final class StreamDecryptor {
     private var failure: AgeError?
     private let batchBytes: Int
 
-    init(cipher: PayloadCipher, batchChunks: Int = 32, parallel: Bool = true) {
+    init(cipher: PayloadCipher, batchChunks: Int = 16, parallel: Bool = true) {
         self.cipher = cipher
         self.batchChunks = max(1, batchChunks)
         self.parallel = parallel
