@@ -192,6 +192,15 @@ public struct ScryptRecipient: AgeRecipient {
 
     static func wrapKey(passphrase: SecretBytes, salt: [UInt8], logN: Int) throws -> SecretBytes {
         let fullSalt = Array("age-encryption.org/v1/scrypt".utf8) + salt
+        // Within Cipher's bounds, go through its KeyDerivation; age files may use lower work
+        // factors (the test vectors use 2^10), which Cipher's floor refuses, so those call
+        // swift-crypto's scrypt directly. The ceiling (2^22) is enforced by ScryptIdentity.
+        let parameters = KDFParameters.scrypt(logN: UInt8(clamping: logN), r: 8, p: 1)
+        if (try? parameters.validate()) != nil {
+            do { return try KeyDerivation.derive(password: passphrase, salt: fullSalt, parameters: parameters, outputLength: 32) } catch {
+                throw AgeError.invalidArgument("scrypt failed: \(error)")
+            }
+        }
         let key = try passphrase.withUnsafeBytes { pw in
             try KDF.Scrypt.deriveKey(from: pw, salt: fullSalt, outputByteCount: 32, rounds: 1 << logN, blockSize: 8, parallelism: 1)
         }
