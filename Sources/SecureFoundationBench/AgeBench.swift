@@ -9,6 +9,8 @@ enum AgeBench {
         var seconds: Double
         var maxRSSKiB: Int
         var status: Int32
+        /// User + system CPU seconds of the child.
+        var cpuSeconds: Double = 0
     }
 
     /// GNU time, when installed, measures the child's own peak RSS. (ru_maxrss from wait4 also
@@ -20,10 +22,12 @@ enum AgeBench {
         guard let gnuTime else { return spawnDirect(command, stdin: stdin, stdout: stdout) }
         let report = FileManager.default.temporaryDirectory.appendingPathComponent("sf-age-bench-rss-\(UUID().uuidString)").path
         defer { unlink(report) }
-        guard var measure = spawnDirect([gnuTime, "-f", "%M", "-o", report] + command, stdin: stdin, stdout: stdout) else { return nil }
+        guard var measure = spawnDirect([gnuTime, "-f", "%M %U %S", "-o", report] + command, stdin: stdin, stdout: stdout) else { return nil }
         if let text = try? String(contentsOfFile: report, encoding: .utf8),
-           let kib = Int(text.split(separator: "\n").last.map { String($0).trimmingCharacters(in: .whitespaces) } ?? "") {
+           let fields = text.split(separator: "\n").last?.split(separator: " "), fields.count == 3,
+           let kib = Int(fields[0]), let user = Double(fields[1]), let system = Double(fields[2]) {
             measure.maxRSSKiB = kib
+            measure.cpuSeconds = user + system
         }
         return measure
     }
@@ -45,7 +49,8 @@ enum AgeBench {
         while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        return Measure(seconds: seconds, maxRSSKiB: Int(usage.ru_maxrss), status: exitStatus)
+        let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6 + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+        return Measure(seconds: seconds, maxRSSKiB: Int(usage.ru_maxrss), status: exitStatus, cpuSeconds: cpu)
     }
 
     static func run() throws {
@@ -108,26 +113,28 @@ enum AgeBench {
             ("decrypt -> /dev/null", [ours, "decrypt", "-i", dir + "/key.txt"], [age, "-d", "-i", dir + "/key.txt"], [dir + "/ours.age", dir + "/age.age"], "/dev/null"),
             ("decrypt -> file", [ours, "decrypt", "-i", dir + "/key.txt"], [age, "-d", "-i", dir + "/key.txt"], [dir + "/ours.age", dir + "/age.age"], dir + "/out.plain"),
         ]
-        print("  \("case".padding(toLength: 22, withPad: " ", startingAt: 0))  securefoundation           age                        ratio")
+        print("  \("case".padding(toLength: 22, withPad: " ", startingAt: 0))  \("securefoundation".padding(toLength: 38, withPad: " ", startingAt: 0)) \("age".padding(toLength: 38, withPad: " ", startingAt: 0)) throughput ratio")
         for c in cases {
             var ourTimes = [Double](), ageTimes = [Double]()
             var ourRSS = 0, ageRSS = 0
+            var ourCPU = [Double](), ageCPU = [Double]()
             var failed = false
             for _ in 0..<runs {
                 if c.output != "/dev/null" { unlink(c.output) }
                 guard let m = spawn(c.ours, stdin: c.input[0], stdout: c.output), m.status == 0 else { failed = true; break }
-                ourTimes.append(m.seconds); ourRSS = max(ourRSS, m.maxRSSKiB)
+                ourTimes.append(m.seconds); ourRSS = max(ourRSS, m.maxRSSKiB); ourCPU.append(m.cpuSeconds)
                 if c.output != "/dev/null" { unlink(c.output) }
                 guard let a = spawn(c.age, stdin: c.input[1], stdout: c.output), a.status == 0 else { failed = true; break }
-                ageTimes.append(a.seconds); ageRSS = max(ageRSS, a.maxRSSKiB)
+                ageTimes.append(a.seconds); ageRSS = max(ageRSS, a.maxRSSKiB); ageCPU.append(a.cpuSeconds)
             }
             if c.output != "/dev/null" { unlink(c.output) }
             guard !failed else { print("  \(c.name): a run failed"); continue }
             let ourMedian = ourTimes.sorted()[runs / 2], ageMedian = ageTimes.sorted()[runs / 2]
-            func cell(_ seconds: Double, _ rss: Int) -> String {
-                "\(BenchSupport.format(mib / seconds, 0)) MiB/s, RSS \(BenchSupport.format(Double(rss) / 1024, 1)) MiB".padding(toLength: 27, withPad: " ", startingAt: 0)
+            func cell(_ seconds: Double, _ rss: Int, _ cpu: [Double]) -> String {
+                let cpuMedian = cpu.sorted()[cpu.count / 2]
+                return "\(BenchSupport.format(mib / seconds, 0)) MiB/s, RSS \(BenchSupport.format(Double(rss) / 1024, 1)) MiB, CPU \(BenchSupport.format(cpuMedian)) s".padding(toLength: 38, withPad: " ", startingAt: 0)
             }
-            print("  \(c.name.padding(toLength: 22, withPad: " ", startingAt: 0))  \(cell(ourMedian, ourRSS)) \(cell(ageMedian, ageRSS)) \(BenchSupport.format(ageMedian / ourMedian))x")
+            print("  \(c.name.padding(toLength: 22, withPad: " ", startingAt: 0))  \(cell(ourMedian, ourRSS, ourCPU)) \(cell(ageMedian, ageRSS, ageCPU)) \(BenchSupport.format(ageMedian / ourMedian))x")
         }
     }
 }
