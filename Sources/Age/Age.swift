@@ -311,21 +311,4 @@ public enum Age {
             throw AgeError.io("write failed: \(error)")
         }
     }
-
-    /// Reads `fd` to end of file in 1 MiB pieces.
-    static func pump(_ fd: Int32, progress: Progress?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
-        let buffer = ScratchBuffer(readSize)
-        var total: Int64 = 0
-        while true {
-            let n = read(fd, buffer.pointer.baseAddress!, buffer.pointer.count)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw AgeError.io("read failed: \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { break }
-            try body(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer.pointer)[0..<n]))
-            total += Int64(n)
-            progress?(total)
-        }
-    }
 }

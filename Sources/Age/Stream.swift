@@ -79,7 +79,7 @@ struct SharedBuffer<Pointer>: @unchecked Sendable {
     let pointer: Pointer
 }
 
-/// A fixed-size page-aligned scratch buffer, zeroed when freed (it may hold plaintext).
+/// A fixed-size scratch buffer (64-byte aligned), zeroed when freed (it may hold plaintext).
 final class ScratchBuffer {
     let pointer: UnsafeMutableRawBufferPointer
     init(_ count: Int) {
