@@ -136,5 +136,16 @@ enum AgeBench {
             }
             print("  \(c.name.padding(toLength: 22, withPad: " ", startingAt: 0))  \(cell(ourMedian, ourRSS, ourCPU)) \(cell(ageMedian, ageRSS, ageCPU)) \(BenchSupport.format(ageMedian / ourMedian))x")
         }
+        // Constant memory: a 4 GiB stream through a pipe (encrypt | decrypt), peak RSS of each side.
+        let streamMiB = Int(ProcessInfo.processInfo.environment["AGE_BENCH_STREAM_MIB"] ?? "4096") ?? 4096
+        if streamMiB > 0, let gnuTime {
+            let encRSS = dir + "/enc.rss", decRSS = dir + "/dec.rss"
+            let pipeline = "head -c \(streamMiB)M /dev/zero | \(gnuTime) -f %M -o \(encRSS) \(ours) encrypt -r \(recipient) | \(gnuTime) -f %M -o \(decRSS) \(ours) decrypt -i \(dir)/key.txt | cmp -s - <(head -c \(streamMiB)M /dev/zero)"
+            if let m = spawnDirect(["/bin/bash", "-c", pipeline], stdin: "/dev/null", stdout: "/dev/null") {
+                let enc = (try? String(contentsOfFile: encRSS, encoding: .utf8))?.split(separator: "\n").last.flatMap { Int($0) } ?? 0
+                let dec = (try? String(contentsOfFile: decRSS, encoding: .utf8))?.split(separator: "\n").last.flatMap { Int($0) } ?? 0
+                print("  \(streamMiB) MiB stream, encrypt | decrypt through pipes: \(m.status == 0 ? "round trip ok" : "FAILED (status \(m.status))"), \(BenchSupport.format(m.seconds)) s; peak RSS encrypt \(BenchSupport.format(Double(enc) / 1024, 1)) MiB, decrypt \(BenchSupport.format(Double(dec) / 1024, 1)) MiB")
+            }
+        }
     }
 }
