@@ -240,3 +240,32 @@ struct AgeInPlaceTests {
         #expect(leftovers == ["doc"])
     }
 }
+
+@Suite("age hostile input")
+struct AgeHostileInputTests {
+    @Test("random corruption and truncation never crash and always fail with an AgeError")
+    func mutations() throws {
+        let identity = X25519Identity.generate()
+        let plaintext = pattern(70_000)
+        for armor in [false, true] {
+            let file = try Age.encrypt(plaintext, recipients: [identity.recipient], armor: armor)
+            var generator = SystemRandomNumberGenerator()
+            for round in 0..<150 {
+                var mutated = file
+                switch round % 3 {
+                case 0: mutated[Int.random(in: 0..<mutated.count, using: &generator)] ^= UInt8.random(in: 1...255, using: &generator)
+                case 1: mutated = Array(mutated.prefix(Int.random(in: 0..<mutated.count, using: &generator)))
+                default: mutated.insert(UInt8.random(in: 0...255, using: &generator), at: Int.random(in: 0...mutated.count, using: &generator))
+                }
+                do {
+                    let result = try Age.decrypt(mutated, identities: [identity])
+                    // Only a change the format ignores may still decrypt (e.g. armor whitespace).
+                    #expect(result == plaintext)
+                } catch is AgeError {
+                } catch {
+                    Issue.record("unexpected error type: \(error)")
+                }
+            }
+        }
+    }
+}
