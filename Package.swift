@@ -34,7 +34,7 @@ let package = Package(
         .target(name: "CPlatform"),
         .target(name: "Cipher", dependencies: ["CPlatform"] + crypto, swiftSettings: strict),
         .target(name: "Shredder", dependencies: ["Cipher", "CPlatform"] + crypto, swiftSettings: strict),
-        .target(name: "Age", dependencies: ["Cipher", "Shredder"] + crypto, swiftSettings: strict),
+        .target(name: "Age", dependencies: ["Cipher", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
         .target(name: "Vault", dependencies: ["Cipher", "Shredder"] + crypto, swiftSettings: strict),
         .target(
             name: "Keychain",

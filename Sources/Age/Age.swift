@@ -1,1 +1,314 @@
-// The Age module. See docs/ARCHITECTURE.md.
+import Foundation
+import Cipher
+import Shredder
+
+/// age v1 file encryption (age-encryption.org/v1): streaming, constant memory, parallel.
+///
+/// ```swift
+/// let identity = X25519Identity.generate()
+/// try Age.encryptFile(at: "report.pdf", to: "report.pdf.age", recipients: [identity.recipient])
+/// try Age.decryptFile(at: "report.pdf.age", to: "copy.pdf", identities: [identity])
+/// ```
+public enum Age {
+    /// The size of the reads used by the streaming functions.
+    static let readSize = 1 << 20
+
+    /// Progress callback: the number of input bytes consumed so far.
+    public typealias Progress = (Int64) -> Void
+
+    // MARK: File descriptors
+
+    /// Encrypts everything readable from `input` to `output`.
+    ///
+    /// - Parameters:
+    ///   - input: A readable descriptor (file, pipe, socket); read to end of file.
+    ///   - output: A writable descriptor.
+    ///   - recipients: One or more recipients.
+    ///   - armor: Write ASCII armor instead of binary.
+    ///   - progress: Called after each read with the total input consumed.
+    /// - Throws: ``AgeError``.
+    public static func encrypt(from input: Int32, to output: Int32, recipients: [any AgeRecipient],
+                               armor: Bool = false, progress: Progress? = nil) throws {
+        let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { try writeAll(output, $0) }
+        // Binary output is written on a background thread while the next batch is sealed.
+        let writer = BackgroundWriter(fd: output)
+        defer {
+            // Never free the batch buffers under a queued write.
+            try? writer.finish()
+            withExtendedLifetime(encryptor) {}
+        }
+        if !armor { encryptor.writer = writer }
+        var total: Int64 = 0
+        while true {
+            let n = try encryptor.update(readingFrom: input)
+            if n == 0 { break }
+            total += Int64(n)
+            progress?(total)
+        }
+        try encryptor.finish()
+    }
+
+    /// Decrypts everything readable from `input` to `output`. Armor is detected.
+    ///
+    /// Plaintext is written only once authenticated; after a payload failure, `output` holds
+    /// the verified plaintext before the damaged chunk (use ``decryptFile(at:to:identities:progress:)``
+    /// to get all or nothing).
+    ///
+    /// - Parameters:
+    ///   - input: A readable descriptor.
+    ///   - output: A writable descriptor.
+    ///   - identities: Keys and passphrases to try.
+    ///   - armor: Armor handling (detected by default).
+    ///   - progress: Called after each read with the total input consumed.
+    /// - Throws: ``AgeError``: header, header MAC, no match, payload or armor failure, or I/O.
+    public static func decrypt(from input: Int32, to output: Int32, identities: [any AgeIdentity],
+                               armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
+        // Verified plaintext is written on a background thread while the next batch is opened.
+        let writer = BackgroundWriter(fd: output)
+        let decryptor = AgeDecryptor(identities: identities, armor: armor) { try writer.writeAsync($0) }
+        defer {
+            // Never free the batch buffers under a queued write.
+            try? writer.finish()
+            withExtendedLifetime(decryptor) {}
+        }
+        let scratch = ScratchBuffer(64 * 1024)
+        var total: Int64 = 0
+        while true {
+            let n = try decryptor.update(readingFrom: input, scratch: scratch)
+            if n == 0 { break }
+            total += Int64(n)
+            progress?(total)
+        }
+        do { try decryptor.finish() } catch {
+            try? writer.finish()
+            throw error
+        }
+        try writer.finish()
+    }
+
+    // MARK: FileHandle
+
+    /// Encrypts from one `FileHandle` to another (streaming, constant memory).
+    /// - Throws: ``AgeError``.
+    public static func encrypt(from input: FileHandle, to output: FileHandle, recipients: [any AgeRecipient],
+                               armor: Bool = false, progress: Progress? = nil) throws {
+        try encrypt(from: input.fileDescriptor, to: output.fileDescriptor, recipients: recipients, armor: armor, progress: progress)
+    }
+
+    /// Decrypts from one `FileHandle` to another (streaming, constant memory).
+    /// - Throws: ``AgeError``.
+    public static func decrypt(from input: FileHandle, to output: FileHandle, identities: [any AgeIdentity],
+                               armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
+        try decrypt(from: input.fileDescriptor, to: output.fileDescriptor, identities: identities, armor: armor, progress: progress)
+    }
+
+    // MARK: In memory
+
+    /// Encrypts a buffer (for small data; use the streaming functions for files).
+    /// - Returns: The age file.
+    /// - Throws: ``AgeError``.
+    public static func encrypt<Bytes: DataProtocol>(_ plaintext: Bytes, recipients: [any AgeRecipient], armor: Bool = false) throws -> [UInt8] {
+        var out = [UInt8]()
+        let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { out += $0 }
+        try encryptor.update(plaintext)
+        try encryptor.finish()
+        return out
+    }
+
+    /// Decrypts a buffer holding a whole age file; all or nothing.
+    /// - Returns: The plaintext.
+    /// - Throws: ``AgeError``.
+    public static func decrypt<Bytes: DataProtocol>(_ file: Bytes, identities: [any AgeIdentity], armor: AgeArmorMode = .auto) throws -> [UInt8] {
+        var out = [UInt8]()
+        let decryptor = AgeDecryptor(identities: identities, armor: armor) { out += $0 }
+        do {
+            try decryptor.update(file)
+            try decryptor.finish()
+        } catch {
+            for i in out.indices { out[i] = 0 }
+            throw error
+        }
+        return out
+    }
+
+    // MARK: Async sequences
+
+    /// Encrypts an async byte sequence (for example `FileHandle.bytes` or `URL.resourceBytes`),
+    /// handing the encrypted bytes to `output` in pieces of up to a few MiB.
+    /// - Throws: ``AgeError`` or what the sequence or `output` throws.
+    public static func encrypt<Input: AsyncSequence>(_ input: Input, recipients: [any AgeRecipient], armor: Bool = false,
+                                                     output: ([UInt8]) async throws -> Void) async throws where Input.Element == UInt8 {
+        var pending = [UInt8]()
+        let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { pending += $0 }
+        var piece = [UInt8]()
+        piece.reserveCapacity(readSize)
+        for try await byte in input {
+            piece.append(byte)
+            if piece.count == readSize {
+                try encryptor.update(piece)
+                piece.removeAll(keepingCapacity: true)
+                if !pending.isEmpty { try await output(pending); pending.removeAll(keepingCapacity: true) }
+            }
+        }
+        try encryptor.update(piece)
+        try encryptor.finish()
+        if !pending.isEmpty { try await output(pending) }
+    }
+
+    /// Encrypts an async sequence of byte buffers (`Data`, `[UInt8]`).
+    /// - Throws: ``AgeError`` or what the sequence or `output` throws.
+    public static func encrypt<Input: AsyncSequence>(_ input: Input, recipients: [any AgeRecipient], armor: Bool = false,
+                                                     output: ([UInt8]) async throws -> Void) async throws where Input.Element: DataProtocol {
+        var pending = [UInt8]()
+        let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { pending += $0 }
+        for try await buffer in input {
+            try encryptor.update(buffer)
+            if !pending.isEmpty { try await output(pending); pending.removeAll(keepingCapacity: true) }
+        }
+        try encryptor.finish()
+        if !pending.isEmpty { try await output(pending) }
+    }
+
+    /// Decrypts an async byte sequence, handing verified plaintext to `output`.
+    /// - Throws: ``AgeError`` or what the sequence or `output` throws.
+    public static func decrypt<Input: AsyncSequence>(_ input: Input, identities: [any AgeIdentity], armor: AgeArmorMode = .auto,
+                                                     output: ([UInt8]) async throws -> Void) async throws where Input.Element == UInt8 {
+        var pending = [UInt8]()
+        let decryptor = AgeDecryptor(identities: identities, armor: armor) { pending += $0 }
+        var piece = [UInt8]()
+        piece.reserveCapacity(readSize)
+        for try await byte in input {
+            piece.append(byte)
+            if piece.count == readSize {
+                try decryptor.update(piece)
+                piece.removeAll(keepingCapacity: true)
+                if !pending.isEmpty { try await output(pending); pending.removeAll(keepingCapacity: true) }
+            }
+        }
+        try decryptor.update(piece)
+        try decryptor.finish()
+        if !pending.isEmpty { try await output(pending) }
+    }
+
+    /// Decrypts an async sequence of byte buffers, handing verified plaintext to `output`.
+    /// - Throws: ``AgeError`` or what the sequence or `output` throws.
+    public static func decrypt<Input: AsyncSequence>(_ input: Input, identities: [any AgeIdentity], armor: AgeArmorMode = .auto,
+                                                     output: ([UInt8]) async throws -> Void) async throws where Input.Element: DataProtocol {
+        var pending = [UInt8]()
+        let decryptor = AgeDecryptor(identities: identities, armor: armor) { pending += $0 }
+        for try await buffer in input {
+            try decryptor.update(buffer)
+            if !pending.isEmpty { try await output(pending); pending.removeAll(keepingCapacity: true) }
+        }
+        try decryptor.finish()
+        if !pending.isEmpty { try await output(pending) }
+    }
+
+    // MARK: Files
+
+    /// Encrypts the file at `source` into `destination` atomically (temporary file beside the
+    /// destination, fsync, rename, fsync of the directory; mode 0600). A failure leaves no
+    /// destination file and no partial output.
+    ///
+    /// - Parameters:
+    ///   - source: The plaintext file.
+    ///   - destination: The age file to create or replace. It must not be `source` (see
+    ///     ``encryptFileInPlace(at:recipients:armor:progress:)``).
+    ///   - recipients: One or more recipients.
+    ///   - armor: Write ASCII armor.
+    ///   - progress: Called with the plaintext bytes consumed.
+    /// - Throws: ``AgeError``.
+    public static func encryptFile(at source: String, to destination: String, recipients: [any AgeRecipient],
+                                   armor: Bool = false, progress: Progress? = nil) throws {
+        let input = try openForReading(source)
+        defer { close(input) }
+        if try sameFile(input, destination) {
+            throw AgeError.invalidArgument("\(destination) is the source file; use encryptFileInPlace(at:recipients:) to replace it")
+        }
+        try atomically(destination) { output in
+            try encrypt(from: input, to: output, recipients: recipients, armor: armor, progress: progress)
+        }
+    }
+
+    /// Encrypts a file in place: the age file atomically replaces the plaintext (temporary file
+    /// beside it, fsync, rename, fsync of the directory), then the old plaintext inode, kept
+    /// open across the rename, has its allocated blocks overwritten by ``FileShredder``.
+    ///
+    /// - Parameters:
+    ///   - path: The plaintext file, replaced by its encryption (mode 0600).
+    ///   - recipients: One or more recipients.
+    ///   - armor: Write ASCII armor.
+    ///   - shredOptions: How the old blocks are overwritten.
+    ///   - progress: Called with the plaintext bytes consumed.
+    /// - Returns: The shredder's report on the old plaintext: read its warnings (copy-on-write
+    ///   file systems, SSDs and snapshots may keep old blocks whatever is overwritten).
+    /// - Throws: ``AgeError``; ``AgeError/plaintextNotShredded(_:)`` when the encryption
+    ///   succeeded but the overwrite failed.
+    @discardableResult
+    public static func encryptFileInPlace(at path: String, recipients: [any AgeRecipient], armor: Bool = false,
+                                          shredOptions: ShredOptions = ShredOptions(), progress: Progress? = nil) throws -> ShredReport {
+        let fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { throw AgeError.io("cannot open \(path) for reading and writing: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            throw AgeError.invalidArgument("\(path) is not a regular file")
+        }
+        if info.st_nlink > 1 && !shredOptions.allowHardLinks {
+            throw AgeError.invalidArgument("\(path) has \(info.st_nlink) hard links; the other names would keep the plaintext")
+        }
+        try atomically(path) { output in
+            try encrypt(from: fd, to: output, recipients: recipients, armor: armor, progress: progress)
+        }
+        do {
+            return try FileShredder.overwrite(fileDescriptor: fd, path: path + " (old plaintext)", options: shredOptions)
+        } catch {
+            throw AgeError.plaintextNotShredded("\(error)")
+        }
+    }
+
+    /// Decrypts the age file at `source` into `destination` atomically: the destination appears
+    /// only once the whole payload authenticated; on any failure nothing is left behind.
+    /// `destination` may be `source` (the plaintext then replaces the age file).
+    ///
+    /// - Throws: ``AgeError``.
+    public static func decryptFile(at source: String, to destination: String, identities: [any AgeIdentity],
+                                   armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
+        let input = try openForReading(source)
+        defer { close(input) }
+        try atomically(destination) { output in
+            try decrypt(from: input, to: output, identities: identities, armor: armor, progress: progress)
+        }
+    }
+
+    // MARK: Plumbing
+
+    static func atomically(_ destination: String, _ body: (Int32) throws -> Void) throws {
+        do {
+            try SecureFile.replaceAtomically(destination, body)
+        } catch let error as AgeError {
+            throw error
+        } catch let error as SecureFile.Failure {
+            throw AgeError.io(error.description)
+        }
+    }
+
+    static func openForReading(_ path: String) throws -> Int32 {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw AgeError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
+        return fd
+    }
+
+    static func sameFile(_ fd: Int32, _ path: String) throws -> Bool {
+        var a = stat(), b = stat()
+        guard fstat(fd, &a) == 0 else { return false }
+        guard stat(path, &b) == 0 else { return false }
+        return a.st_dev == b.st_dev && a.st_ino == b.st_ino
+    }
+
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
+        do { try SecureFile.writeAll(fd, bytes, path: "output") } catch {
+            throw AgeError.io("write failed: \(error)")
+        }
+    }
+}

@@ -218,3 +218,15 @@ void *sf_dlopen(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); 
 void *sf_dlsym(void *handle, const char *name) { return dlsym(handle, name); }
 int sf_dlclose(void *handle) { return dlclose(handle); }
 const char *sf_dlerror(void) { return dlerror(); }
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+int sf_malloc_keep_freed(size_t bytes) {
+    return mallopt(M_TRIM_THRESHOLD, (int)(bytes > 0x7fffffff ? 0x7fffffff : bytes)) == 1 ? 1 : 0;
+}
+#else
+int sf_malloc_keep_freed(size_t bytes) {
+    (void)bytes;
+    return 0;
+}
+#endif

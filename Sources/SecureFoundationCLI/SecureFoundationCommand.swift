@@ -19,6 +19,10 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             OpenCommand.self,
             // Shredding
             ShredCommand.self,
+            // age file encryption
+            EncryptCommand.self,
+            DecryptCommand.self,
+            KeygenCommand.self,
         ]
     )
 }

@@ -85,4 +85,9 @@ int sf_dlclose(void *handle);
 /// The last dlerror() text, or NULL.
 const char *sf_dlerror(void);
 
+/// Keeps freed heap memory mapped (glibc: M_TRIM_THRESHOLD raised to `bytes`), so a loop that
+/// allocates and frees 64 KiB buffers does not return and re-fault pages every time.
+/// Process-wide; a no-op outside glibc. Returns 1 when applied.
+int sf_malloc_keep_freed(size_t bytes);
+
 #endif

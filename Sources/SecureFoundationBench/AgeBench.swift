@@ -1,0 +1,151 @@
+import Foundation
+import SecureFoundation
+
+/// `securefoundation-bench age`: encrypt and decrypt a 1 GiB file with `securefoundation` and
+/// with `age`, each run as a child process; wall time, throughput and peak RSS (ru_maxrss of
+/// the child from wait4), and the ratios.
+enum AgeBench {
+    struct Measure {
+        var seconds: Double
+        var maxRSSKiB: Int
+        var status: Int32
+        /// User + system CPU seconds of the child.
+        var cpuSeconds: Double = 0
+    }
+
+    /// GNU time, when installed, measures the child's own peak RSS. (ru_maxrss from wait4 also
+    /// counts the spawning process's RSS at exec, since Linux keeps the high-water mark across exec.)
+    static let gnuTime: String? = FileManager.default.isExecutableFile(atPath: "/usr/bin/time") ? "/usr/bin/time" : nil
+
+    /// Runs the command with stdin/stdout redirected to files; wall time and its peak RSS.
+    static func spawn(_ command: [String], stdin: String, stdout: String) -> Measure? {
+        guard let gnuTime else { return spawnDirect(command, stdin: stdin, stdout: stdout) }
+        let report = FileManager.default.temporaryDirectory.appendingPathComponent("sf-age-bench-rss-\(UUID().uuidString)").path
+        defer { unlink(report) }
+        guard var measure = spawnDirect([gnuTime, "-f", "%M %U %S", "-o", report] + command, stdin: stdin, stdout: stdout) else { return nil }
+        if let text = try? String(contentsOfFile: report, encoding: .utf8),
+           let fields = text.split(separator: "\n").last?.split(separator: " "), fields.count == 3,
+           let kib = Int(fields[0]), let user = Double(fields[1]), let system = Double(fields[2]) {
+            measure.maxRSSKiB = kib
+            measure.cpuSeconds = user + system
+        }
+        return measure
+    }
+
+    static func spawnDirect(_ arguments: [String], stdin: String, stdout: String) -> Measure? {
+        var actions: posix_spawn_file_actions_t = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for p in argv { free(p) } }
+        var pid: pid_t = 0
+        let start = DispatchTime.now().uptimeNanoseconds
+        guard posix_spawn(&pid, arguments[0], &actions, nil, &argv, environ) == 0 else { return nil }
+        var status: Int32 = 0
+        var usage = rusage()
+        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6 + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+        return Measure(seconds: seconds, maxRSSKiB: Int(usage.ru_maxrss), status: exitStatus, cpuSeconds: cpu)
+    }
+
+    static func run() throws {
+        let size = Int(ProcessInfo.processInfo.environment["AGE_BENCH_MIB"] ?? "1024") ?? 1024
+        let binaryDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        let ours = binaryDirectory.appendingPathComponent("securefoundation").path
+        guard FileManager.default.isExecutableFile(atPath: ours) else {
+            print("securefoundation binary not found next to the bench binary (\(ours)); run `swift build -c release` first")
+            return
+        }
+        let age = BenchSupport.which("age")
+        // Files live on tmpfs when there is room, so disk writeback of earlier runs does not
+        // throttle whichever tool happens to run next (AGE_BENCH_DIR overrides).
+        var base = FileManager.default.temporaryDirectory.path
+        var fs = statvfs()
+        if statvfs("/dev/shm", &fs) == 0, UInt64(fs.f_bavail) * UInt64(fs.f_frsize) > UInt64(size + 64) << 22 { base = "/dev/shm" }
+        if let chosen = ProcessInfo.processInfo.environment["AGE_BENCH_DIR"], !chosen.isEmpty { base = chosen }
+        let dir = base + "/sf-age-bench-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+
+        // Plaintext: 1 MiB of random bytes repeated (the cipher does not care about content).
+        let plain = dir + "/plain"
+        let block = try SecureRandom.bytes(1 << 20)
+        let fd = open(plain, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        for _ in 0..<size { try block.withUnsafeBytes { try SecureFile.writeAll(fd, $0) } }
+        close(fd)
+
+        let identity = X25519Identity.generate()
+        let recipient = identity.recipient.description
+        try SecureFile.replaceAtomically(dir + "/key.txt") { fd in
+            try identity.encoded.withUnsafeBytes { try SecureFile.writeAll(fd, $0) }
+            try [UInt8]([0x0A]).withUnsafeBytes { try SecureFile.writeAll(fd, $0) }
+        }
+        let mib = Double(size)
+        let runs = Int(ProcessInfo.processInfo.environment["AGE_BENCH_RUNS"] ?? "3") ?? 3
+        print("plaintext: \(size) MiB, X25519 recipient, \(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs) alternating runs; files in \(base); peak RSS \(gnuTime != nil ? "from GNU time" : "from wait4 (includes this process's RSS at exec)")")
+        // Warm the page cache so both tools read the plaintext from memory.
+        _ = spawn(["/bin/cat", plain], stdin: "/dev/null", stdout: "/dev/null")
+        guard let age else {
+            print("  age is not installed (apt-get install age): measuring securefoundation alone")
+            for (name, args, input, output) in [("encrypt", [ours, "encrypt", "-r", recipient], plain, dir + "/ours.age"),
+                                                ("decrypt", [ours, "decrypt", "-i", dir + "/key.txt"], dir + "/ours.age", "/dev/null")] {
+                if let m = spawn(args, stdin: input, stdout: output) {
+                    print("  \(name): \(BenchSupport.format(mib / m.seconds, 0)) MiB/s, peak RSS \(BenchSupport.format(Double(m.maxRSSKiB) / 1024, 1)) MiB")
+                }
+            }
+            return
+        }
+        // Produce the files to decrypt.
+        _ = spawn([ours, "encrypt", "-r", recipient], stdin: plain, stdout: dir + "/ours.age")
+        _ = spawn([age, "-r", recipient], stdin: plain, stdout: dir + "/age.age")
+        let cross1 = spawn([age, "-d", "-i", dir + "/key.txt"], stdin: dir + "/ours.age", stdout: "/dev/null")?.status
+        let cross2 = spawn([ours, "decrypt", "-i", dir + "/key.txt"], stdin: dir + "/age.age", stdout: "/dev/null")?.status
+        print("  cross-decryption: age reads ours: \(cross1 == 0 ? "ok" : "FAILED"), ours reads age's: \(cross2 == 0 ? "ok" : "FAILED")")
+
+        let cases: [(name: String, ours: [String], age: [String], input: [String], output: String)] = [
+            ("encrypt -> file", [ours, "encrypt", "-r", recipient], [age, "-r", recipient], [plain, plain], dir + "/out.age"),
+            ("encrypt -> /dev/null", [ours, "encrypt", "-r", recipient], [age, "-r", recipient], [plain, plain], "/dev/null"),
+            ("decrypt -> /dev/null", [ours, "decrypt", "-i", dir + "/key.txt"], [age, "-d", "-i", dir + "/key.txt"], [dir + "/ours.age", dir + "/age.age"], "/dev/null"),
+            ("decrypt -> file", [ours, "decrypt", "-i", dir + "/key.txt"], [age, "-d", "-i", dir + "/key.txt"], [dir + "/ours.age", dir + "/age.age"], dir + "/out.plain"),
+        ]
+        print("  \("case".padding(toLength: 22, withPad: " ", startingAt: 0))  \("securefoundation".padding(toLength: 38, withPad: " ", startingAt: 0)) \("age".padding(toLength: 38, withPad: " ", startingAt: 0)) throughput ratio")
+        for c in cases {
+            var ourTimes = [Double](), ageTimes = [Double]()
+            var ourRSS = 0, ageRSS = 0
+            var ourCPU = [Double](), ageCPU = [Double]()
+            var failed = false
+            for _ in 0..<runs {
+                if c.output != "/dev/null" { unlink(c.output) }
+                guard let m = spawn(c.ours, stdin: c.input[0], stdout: c.output), m.status == 0 else { failed = true; break }
+                ourTimes.append(m.seconds); ourRSS = max(ourRSS, m.maxRSSKiB); ourCPU.append(m.cpuSeconds)
+                if c.output != "/dev/null" { unlink(c.output) }
+                guard let a = spawn(c.age, stdin: c.input[1], stdout: c.output), a.status == 0 else { failed = true; break }
+                ageTimes.append(a.seconds); ageRSS = max(ageRSS, a.maxRSSKiB); ageCPU.append(a.cpuSeconds)
+            }
+            if c.output != "/dev/null" { unlink(c.output) }
+            guard !failed else { print("  \(c.name): a run failed"); continue }
+            let ourMedian = ourTimes.sorted()[runs / 2], ageMedian = ageTimes.sorted()[runs / 2]
+            func cell(_ seconds: Double, _ rss: Int, _ cpu: [Double]) -> String {
+                let cpuMedian = cpu.sorted()[cpu.count / 2]
+                return "\(BenchSupport.format(mib / seconds, 0)) MiB/s, RSS \(BenchSupport.format(Double(rss) / 1024, 1)) MiB, CPU \(BenchSupport.format(cpuMedian)) s".padding(toLength: 38, withPad: " ", startingAt: 0)
+            }
+            print("  \(c.name.padding(toLength: 22, withPad: " ", startingAt: 0))  \(cell(ourMedian, ourRSS, ourCPU)) \(cell(ageMedian, ageRSS, ageCPU)) \(BenchSupport.format(ageMedian / ourMedian))x")
+        }
+        // Constant memory: a 4 GiB stream through a pipe (encrypt | decrypt), peak RSS of each side.
+        let streamMiB = Int(ProcessInfo.processInfo.environment["AGE_BENCH_STREAM_MIB"] ?? "4096") ?? 4096
+        if streamMiB > 0, let gnuTime {
+            let encRSS = dir + "/enc.rss", decRSS = dir + "/dec.rss"
+            let pipeline = "head -c \(streamMiB)M /dev/zero | \(gnuTime) -f %M -o \(encRSS) \(ours) encrypt -r \(recipient) | \(gnuTime) -f %M -o \(decRSS) \(ours) decrypt -i \(dir)/key.txt | cmp -s - <(head -c \(streamMiB)M /dev/zero)"
+            if let m = spawnDirect(["/bin/bash", "-c", pipeline], stdin: "/dev/null", stdout: "/dev/null") {
+                let enc = (try? String(contentsOfFile: encRSS, encoding: .utf8))?.split(separator: "\n").last.flatMap { Int($0) } ?? 0
+                let dec = (try? String(contentsOfFile: decRSS, encoding: .utf8))?.split(separator: "\n").last.flatMap { Int($0) } ?? 0
+                print("  \(streamMiB) MiB stream, encrypt | decrypt through pipes: \(m.status == 0 ? "round trip ok" : "FAILED (status \(m.status))"), \(BenchSupport.format(m.seconds)) s; peak RSS encrypt \(BenchSupport.format(Double(enc) / 1024, 1)) MiB, decrypt \(BenchSupport.format(Double(dec) / 1024, 1)) MiB")
+            }
+        }
+    }
+}

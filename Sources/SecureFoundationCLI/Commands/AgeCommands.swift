@@ -1,0 +1,329 @@
+import ArgumentParser
+import Foundation
+import SecureFoundation
+
+/// Shared plumbing of the age commands.
+enum AgeCLI {
+    /// Files larger than this get a progress bar when stderr is a terminal.
+    static let progressThreshold: Int64 = 8 << 20
+
+    /// Exit status of `decrypt` for each failure category.
+    static func exitCode(for error: any Error) -> Int32 {
+        guard let error = error as? AgeError else { return 1 }
+        switch error {
+        case .headerFailure: return 2
+        case .headerMACFailure: return 3
+        case .noMatchingIdentity: return 4
+        case .payloadFailure: return 5
+        case .armorFailure: return 6
+        default: return 1
+        }
+    }
+
+    /// The size of a regular file behind `fd`, or nil (pipe, terminal).
+    static func regularFileSize(_ fd: Int32) -> Int64? {
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        return Int64(info.st_size)
+    }
+
+    /// A progress callback drawing a bar on stderr, or nil when stderr is not a terminal or the input is small.
+    static func progressBar(total: Int64?) -> Age.Progress? {
+        guard isatty(2) == 1, let total, total >= progressThreshold else { return nil }
+        let start = Date()
+        nonisolated(unsafe) var lastDraw = Date.distantPast
+        return { done in
+            let now = Date()
+            guard now.timeIntervalSince(lastDraw) >= 0.1 || done >= total else { return }
+            lastDraw = now
+            let fraction = min(1, Double(done) / Double(total))
+            let width = 30
+            let filled = Int(fraction * Double(width))
+            let rate = Double(done) / max(now.timeIntervalSince(start), 0.001) / 1_048_576
+            let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+            var line = String(format: "\r[%@] %3d%%  %.0f MiB/s", bar, Int(fraction * 100), rate)
+            if done >= total { line += "\n" }
+            FileHandle.standardError.write(Data(line.utf8))
+        }
+    }
+
+    static func openInput(_ path: String?) throws -> Int32 {
+        guard let path, path != "-" else { return 0 }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw AgeError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
+        return fd
+    }
+
+    static func isSameFile(_ a: String, _ b: String) -> Bool {
+        var x = stat(), y = stat()
+        guard stat(a, &x) == 0, stat(b, &y) == 0 else { return false }
+        return x.st_dev == y.st_dev && x.st_ino == y.st_ino
+    }
+
+    /// Writes to `output` atomically (temporary file, fsync, rename) or streams to stdout.
+    static func withOutput(_ output: String?, _ body: (Int32) throws -> Void) throws {
+        if let output, output != "-" {
+            do { try SecureFile.replaceAtomically(output, body) } catch let error as SecureFile.Failure {
+                throw AgeError.io(error.description)
+            }
+        } else {
+            try body(1)
+        }
+    }
+}
+
+struct EncryptCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "encrypt",
+        abstract: "Encrypt a file to age recipients or a passphrase (age v1 format, interoperable with age).",
+        discussion: """
+        Reads INPUT (or stdin) and writes the age file to OUTPUT (or stdout). With -o the output
+        is written to a temporary file and renamed into place, so a failure leaves nothing.
+        When OUTPUT is INPUT, the file is encrypted in place: the age file replaces it atomically
+        and the old plaintext blocks are overwritten (the shredder's report goes to stderr).
+        Recipients are age1… (X25519) and age1pq1… (post-quantum hybrid) public keys.
+
+        Examples:
+          securefoundation keygen -o key.txt
+          securefoundation encrypt -r age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p -o doc.pdf.age doc.pdf
+          securefoundation encrypt -R team.txt -a < notes.txt > notes.txt.age
+          securefoundation encrypt -p -o secrets.tar.age secrets.tar
+        """
+    )
+
+    @Option(name: [.customShort("r"), .customLong("recipient")], help: "Encrypt to this recipient (age1… or age1pq1…). Repeatable.")
+    var recipients: [String] = []
+
+    @Option(name: [.customShort("R"), .customLong("recipients-file")], help: "Encrypt to the recipients listed in this file, one per line. Repeatable.")
+    var recipientsFiles: [String] = []
+
+    @Flag(name: [.customShort("p"), .customLong("passphrase")], help: "Encrypt with a passphrase read from the terminal (scrypt, N = 2^18).")
+    var passphrase = false
+
+    @Option(name: .customLong("passphrase-file"), help: "Encrypt with the passphrase in this file (`-` for stdin; one trailing newline dropped).")
+    var passphraseFile: String?
+
+    @Flag(name: [.customShort("a"), .customLong("armor")], help: "Write PEM-armored text instead of binary.")
+    var armor = false
+
+    @Option(name: [.customShort("o"), .customLong("output")], help: "Write here (atomically, mode 0600) instead of stdout.")
+    var output: String?
+
+    @Argument(help: "The file to encrypt; `-` or none for stdin.")
+    var input: String?
+
+    func validate() throws {
+        let usesPassphrase = passphrase || passphraseFile != nil
+        if usesPassphrase && !(recipients.isEmpty && recipientsFiles.isEmpty) {
+            throw ValidationError("-p/--passphrase-file cannot be combined with -r/-R: a passphrase file has exactly one recipient")
+        }
+        if !usesPassphrase && recipients.isEmpty && recipientsFiles.isEmpty {
+            throw ValidationError("give at least one -r RECIPIENT, -R FILE, -p or --passphrase-file")
+        }
+        if passphraseFile == "-" && (input == nil || input == "-") {
+            throw ValidationError("stdin cannot hold both the passphrase and the input")
+        }
+    }
+
+    func run() throws {
+        do {
+            var list = [any AgeRecipient]()
+            for text in recipients { list.append(try AgeKeys.recipient(text)) }
+            for file in recipientsFiles {
+                let contents = String(decoding: try SecureFile.read(file, maxLength: 16 << 20), as: UTF8.self)
+                list += try AgeKeys.recipients(fileContents: contents, name: file)
+            }
+            var secret: SecretBytes?
+            defer { secret?.wipe() }
+            if passphrase || passphraseFile != nil {
+                let value = try CLI.passphrase(file: passphraseFile, confirm: true)
+                secret = value
+                list.append(try ScryptRecipient(passphrase: value, policy: .sensitive))
+            }
+            if output == nil && isatty(1) == 1 && !armor {
+                throw ValidationError("refusing to write binary to the terminal; use -o FILE or -a")
+            }
+            let inputFD = try AgeCLI.openInput(input)
+            defer { if inputFD != 0 { close(inputFD) } }
+            let progress = AgeCLI.progressBar(total: AgeCLI.regularFileSize(inputFD))
+            if let output, let input, input != "-", AgeCLI.isSameFile(input, output) {
+                let report = try Age.encryptFileInPlace(at: input, recipients: list, armor: armor, progress: progress)
+                CLI.warn("securefoundation: encrypted \(input) in place; old plaintext: \(report)")
+                for warning in report.warnings { CLI.warn("securefoundation: warning: \(warning)") }
+                return
+            }
+            try AgeCLI.withOutput(output) { fd in
+                try Age.encrypt(from: inputFD, to: fd, recipients: list, armor: armor, progress: progress)
+            }
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            throw CLI.report(error)
+        }
+    }
+}
+
+struct DecryptCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "decrypt",
+        abstract: "Decrypt an age file (binary or armored) with identity files or a passphrase.",
+        discussion: """
+        Reads INPUT (or stdin) and writes the plaintext to OUTPUT (or stdout). With -o the
+        plaintext appears only once the whole file authenticated; on stdout, plaintext is
+        written as it is verified and a failure stops it. Without -i and --passphrase-file,
+        a passphrase-encrypted file asks for the passphrase on the terminal.
+
+        Exit status: 0 success, 2 header failure, 3 header MAC failure, 4 no identity matched,
+        5 payload failure (damaged or truncated), 6 armor failure, 1 anything else, 64 usage.
+
+        Examples:
+          securefoundation decrypt -i key.txt -o doc.pdf doc.pdf.age
+          securefoundation decrypt --passphrase-file pass.txt < secrets.tar.age > secrets.tar
+        """
+    )
+
+    @Option(name: [.customShort("i"), .customLong("identity")], help: "Use the identities in this file (AGE-SECRET-KEY-1… lines). Repeatable.")
+    var identityFiles: [String] = []
+
+    @Option(name: .customLong("passphrase-file"), help: "Use the passphrase in this file (`-` for stdin).")
+    var passphraseFile: String?
+
+    @Option(name: [.customShort("o"), .customLong("output")], help: "Write here (atomically, mode 0600) instead of stdout.")
+    var output: String?
+
+    @Argument(help: "The age file; `-` or none for stdin.")
+    var input: String?
+
+    func validate() throws {
+        if passphraseFile == "-" && (input == nil || input == "-") {
+            throw ValidationError("stdin cannot hold both the passphrase and the input")
+        }
+        if identityFiles.filter({ $0 == "-" }).count + (passphraseFile == "-" ? 1 : 0) > 1 {
+            throw ValidationError("only one of -i and --passphrase-file can read stdin")
+        }
+    }
+
+    func run() throws {
+        do {
+            var identities = [any AgeIdentity]()
+            for file in identityFiles {
+                let contents = file == "-" ? try SecretBytes(readingFrom: 0, maxLength: 1 << 20, name: "standard input")
+                                           : try SecretBytes(contentsOfFile: file, maxLength: 1 << 20)
+                defer { contents.wipe() }
+                identities += try AgeKeys.identities(fileContents: contents, name: file)
+            }
+            var secret: SecretBytes?
+            defer { secret?.wipe() }
+            if let passphraseFile {
+                let value = try CLI.passphrase(file: passphraseFile)
+                secret = value
+                identities.append(ScryptIdentity(passphrase: value))
+            }
+            if identities.isEmpty {
+                identities.append(LazyPassphraseIdentity { try Terminal.readSecret(prompt: "Enter passphrase: ") })
+            }
+            let inputFD = try AgeCLI.openInput(input)
+            defer { if inputFD != 0 { close(inputFD) } }
+            let progress = AgeCLI.progressBar(total: AgeCLI.regularFileSize(inputFD))
+            try AgeCLI.withOutput(output) { fd in
+                try Age.decrypt(from: inputFD, to: fd, identities: identities, progress: progress)
+            }
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            throw CLI.report(error, code: AgeCLI.exitCode(for: error))
+        }
+    }
+}
+
+struct KeygenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keygen",
+        abstract: "Generate an age identity, or print the recipient of one (-y).",
+        discussion: """
+        Writes an identity file in age-keygen's format:
+          # created: 2026-01-02T15:04:05Z
+          # public key: age1…
+          AGE-SECRET-KEY-1…
+        With -o the file is created with mode 0600 (an existing file is not overwritten) and the
+        public key is also printed on stderr. --pq makes a post-quantum hybrid identity
+        (AGE-SECRET-KEY-PQ-1…, recipient age1pq1…). With -y, prints the recipient of each
+        identity in FILE (or stdin).
+
+        Examples:
+          securefoundation keygen -o key.txt
+          securefoundation keygen --pq > pq-key.txt
+          securefoundation keygen -y key.txt
+        """
+    )
+
+    @Option(name: [.customShort("o"), .customLong("output")], help: "Write the identity to this file (mode 0600) instead of stdout.")
+    var output: String?
+
+    @Flag(name: .customLong("pq"), help: "Generate a post-quantum hybrid (ML-KEM-768 + X25519) identity.")
+    var pq = false
+
+    @Flag(name: .customShort("y"), help: "Print the recipient (public key) of the identities in INPUT or stdin.")
+    var convert = false
+
+    @Argument(help: "With -y: the identity file (`-` or none for stdin).")
+    var input: String?
+
+    func validate() throws {
+        if input != nil && !convert { throw ValidationError("an input file is only read with -y") }
+        if convert && pq { throw ValidationError("-y and --pq cannot be combined") }
+    }
+
+    func run() throws {
+        do {
+            if convert {
+                let contents = (input == nil || input == "-") ? try SecretBytes(readingFrom: 0, maxLength: 1 << 20, name: "standard input")
+                                                              : try SecretBytes(contentsOfFile: input!, maxLength: 1 << 20)
+                defer { contents.wipe() }
+                var text = ""
+                for identity in try AgeKeys.identities(fileContents: contents, name: input ?? "standard input") {
+                    if let recipient = AgeKeys.recipient(of: identity) { text += recipient + "\n" }
+                }
+                try AgeCLI.withOutput(output) { fd in
+                    try Array(text.utf8).withUnsafeBytes { try SecureFile.writeAll(fd, $0) }
+                }
+                return
+            }
+            let secret: SecretBytes
+            let recipient: String
+            if pq {
+                let identity = try MLKEM768X25519Identity.generate()
+                secret = identity.encoded
+                recipient = identity.recipient.description
+            } else {
+                let identity = X25519Identity.generate()
+                secret = identity.encoded
+                recipient = identity.recipient.description
+            }
+            defer { secret.wipe() }
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime]
+            formatter.timeZone = .current
+            let preamble = Array("# created: \(formatter.string(from: Date()))\n# public key: \(recipient)\n".utf8)
+            let file = SecretBytes(count: preamble.count + secret.count + 1) { buffer in
+                buffer.copyBytes(from: preamble)
+                secret.withUnsafeBytes { (buffer.baseAddress! + preamble.count).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                buffer[buffer.count - 1] = 0x0A
+            }
+            defer { file.wipe() }
+            if let output, output != "-" {
+                if FileManager.default.fileExists(atPath: output) {
+                    throw AgeError.invalidArgument("\(output) exists; refusing to overwrite an identity file")
+                }
+                try SecureFile.replaceAtomically(output, mode: 0o600) { fd in try file.withUnsafeBytes { try SecureFile.writeAll(fd, $0) } }
+                CLI.warn("Public key: \(recipient)")
+            } else {
+                try file.withUnsafeBytes { try CLI.writeStdout($0) }
+            }
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            throw CLI.report(error)
+        }
+    }
+}

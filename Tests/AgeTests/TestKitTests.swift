@@ -1,0 +1,122 @@
+import Foundation
+import Testing
+import Crypto
+import Cipher
+@testable import Age
+
+/// The C2SP CCTV age test kit, read from `../shared/testdata/age` beside the package or `$AGE_TESTKIT_DIR`.
+enum TestKit {
+    static let directory: String = {
+        if let dir = ProcessInfo.processInfo.environment["AGE_TESTKIT_DIR"], !dir.isEmpty { return dir }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.deletingLastPathComponent().appendingPathComponent("shared/testdata/age").path
+    }()
+
+    static let names: [String] = {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
+        return entries.filter { !$0.contains(".") }.sorted()
+    }()
+
+    static var available: Bool { !names.isEmpty }
+
+    struct Vector {
+        var expect = ""
+        var payloadHash = ""
+        var identities: [String] = []
+        var passphrases: [String] = []
+        var armored = false
+        var compressed = false
+        var body: [UInt8] = []
+    }
+
+    static func load(_ name: String) throws -> Vector {
+        let data = try [UInt8](Data(contentsOf: URL(fileURLWithPath: directory + "/" + name)))
+        var vector = Vector()
+        var index = 0
+        while true {
+            guard let end = data[index...].firstIndex(of: 0x0A) else { throw InflateError(description: "no blank line in \(name)") }
+            let line = String(decoding: data[index..<end], as: UTF8.self)
+            index = end + 1
+            if line.isEmpty { break }
+            guard let colon = line.range(of: ": ") else { continue }
+            let key = String(line[..<colon.lowerBound]), value = String(line[colon.upperBound...])
+            switch key {
+            case "expect": vector.expect = value
+            case "payload": vector.payloadHash = value
+            case "identity": vector.identities.append(value)
+            case "passphrase": vector.passphrases.append(value)
+            case "armored": vector.armored = value == "yes"
+            case "compressed": vector.compressed = value == "zlib"
+            default: break
+            }
+        }
+        vector.body = Array(data[index...])
+        if vector.compressed { vector.body = try Inflate.zlib(vector.body) }
+        return vector
+    }
+
+    /// Decrypts a vector; returns the outcome category (as the test kit names it) and the released plaintext.
+    static func run(_ vector: Vector, parallel: Bool = true) throws -> (String, [UInt8]) {
+        var identities = [any AgeIdentity]()
+        for text in vector.identities {
+            if text.hasPrefix("AGE-SECRET-KEY-PQ-") { identities.append(try MLKEM768X25519Identity(text)) }
+            else { identities.append(try X25519Identity(text)) }
+        }
+        for passphrase in vector.passphrases { identities.append(ScryptIdentity(passphrase: SecretBytes(utf8: passphrase))) }
+        var released = [UInt8]()
+        let decryptor = AgeDecryptor(identities: identities, armor: vector.armored ? .required : .auto, parallel: parallel) { released += $0 }
+        let outcome: String
+        do {
+            // Feed in uneven pieces to exercise the incremental parsers.
+            var offset = 0, step = 1
+            while offset < vector.body.count {
+                let end = min(vector.body.count, offset + step)
+                try decryptor.update(vector.body[offset..<end])
+                offset = end
+                step = step * 3 + 7
+            }
+            try decryptor.finish()
+            outcome = "success"
+        } catch let error as AgeError {
+            switch error {
+            case .headerFailure: outcome = "header failure"
+            case .headerMACFailure: outcome = "HMAC failure"
+            case .noMatchingIdentity: outcome = "no match"
+            case .payloadFailure: outcome = "payload failure"
+            case .armorFailure: outcome = "armor failure"
+            default: outcome = "other: \(error)"
+            }
+        }
+        return (outcome, released)
+    }
+
+    static func hex(_ bytes: some Sequence<UInt8>) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+}
+
+@Suite("age test kit (C2SP CCTV)")
+struct TestKitTests {
+    @Test("test kit present", .enabled(if: TestKit.available, "age test kit not found at \(TestKit.directory); set AGE_TESTKIT_DIR to run the 143 vectors"))
+    func present() {
+        #expect(TestKit.names.count == 143, "found \(TestKit.names.count) vectors in \(TestKit.directory)")
+    }
+
+    @Test("vector", arguments: TestKit.names)
+    func vector(_ name: String) throws {
+        let vector = try TestKit.load(name)
+        let (outcome, released) = try TestKit.run(vector)
+        #expect(outcome == vector.expect, "\(name): expected \(vector.expect), got \(outcome)")
+        if vector.expect == "success" || vector.expect == "payload failure" {
+            #expect(TestKit.hex(SHA256.hash(data: released)) == vector.payloadHash, "\(name): released plaintext hash differs")
+        }
+    }
+
+    @Test("every success vector decrypts the same sequentially and in parallel", .enabled(if: TestKit.available))
+    func sequentialEqualsParallel() throws {
+        for name in TestKit.names where name.hasPrefix("stream_") {
+            let vector = try TestKit.load(name)
+            let parallel = try TestKit.run(vector, parallel: true)
+            let sequential = try TestKit.run(vector, parallel: false)
+            #expect(parallel.0 == sequential.0 && parallel.1 == sequential.1, "\(name)")
+        }
+    }
+}

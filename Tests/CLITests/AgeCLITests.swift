@@ -1,0 +1,173 @@
+import Foundation
+import Testing
+
+/// Runs the built `securefoundation encrypt/decrypt/keygen` and checks formats, bytes and exit codes.
+@Suite("age commands")
+struct AgeCLITests {
+    struct Result {
+        var status: Int32
+        var stdout: [UInt8]
+        var stderr: String
+        var text: String { String(decoding: stdout, as: UTF8.self) }
+    }
+
+    static func run(_ arguments: [String], stdin: [UInt8]? = nil) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try ShredCLITests.binary())
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = stdin == nil ? FileHandle.nullDevice : input
+        try process.run()
+        if let stdin {
+            let writer = input.fileHandleForWriting
+            DispatchQueue.global().async {
+                writer.write(Data(stdin))
+                try? writer.close()
+            }
+        }
+        // Read stderr concurrently so a full pipe cannot block the child.
+        let errorBox = ErrorBox()
+        let errReader = err.fileHandleForReading
+        let group = DispatchGroup()
+        group.enter()
+        DispatchQueue.global().async {
+            errorBox.data = errReader.readDataToEndOfFile()
+            group.leave()
+        }
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: [UInt8](data), stderr: String(decoding: errorBox.data, as: UTF8.self))
+    }
+
+    final class ErrorBox: @unchecked Sendable { var data = Data() }
+
+    static func directory() throws -> String {
+        let path = FileManager.default.temporaryDirectory.path + "/sf-age-cli-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    static func bytes(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) } }
+
+    /// Creates an identity file and returns (path, recipient).
+    static func keygen(_ dir: String, name: String = "key.txt", pq: Bool = false) throws -> (String, String) {
+        let path = dir + "/" + name
+        let result = try run(["keygen", "-o", path] + (pq ? ["--pq"] : []))
+        #expect(result.status == 0, "\(result.stderr)")
+        let recipient = String(result.stderr.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Public key: ".count))
+        return (path, recipient)
+    }
+
+    @Test("keygen writes age-keygen's format with mode 0600, and -y prints the recipient")
+    func keygenFormat() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (path, recipient) = try Self.keygen(dir)
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count == 4 && lines[3].isEmpty)
+        #expect(lines[0].wholeMatch(of: /# created: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)/) != nil, "\(lines[0])")
+        #expect(lines[1] == "# public key: \(recipient)")
+        #expect(recipient.wholeMatch(of: /age1[02-9ac-hj-np-z]{58}/) != nil)
+        #expect(lines[2].wholeMatch(of: /AGE-SECRET-KEY-1[02-9AC-HJ-NP-Z]{58}/) != nil)
+        var info = stat()
+        #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        let converted = try Self.run(["keygen", "-y", path])
+        #expect(converted.status == 0 && converted.text == recipient + "\n")
+        let fromStdin = try Self.run(["keygen", "-y"], stdin: Array(try String(contentsOfFile: path, encoding: .utf8).utf8))
+        #expect(fromStdin.text == recipient + "\n")
+        // An existing identity file is not overwritten.
+        let again = try Self.run(["keygen", "-o", path])
+        #expect(again.status == 1)
+        #expect(try String(contentsOfFile: path, encoding: .utf8).contains(recipient))
+        // Post-quantum identities.
+        let pq = try Self.run(["keygen", "--pq"])
+        let pqLines = pq.text.split(separator: "\n")
+        #expect(pq.status == 0 && pqLines.count == 3)
+        #expect(pqLines[1].hasPrefix("# public key: age1pq1") && pqLines[2].hasPrefix("AGE-SECRET-KEY-PQ-1"))
+    }
+
+    @Test("encrypt/decrypt round trips: files, stdin/stdout, armor, several recipients, passphrase file, post-quantum")
+    func roundTrip() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (key, recipient) = try Self.keygen(dir)
+        let (key2, recipient2) = try Self.keygen(dir, name: "key2.txt", pq: true)
+        let plaintext = Self.bytes(200_000)
+        try Data(plaintext).write(to: URL(fileURLWithPath: dir + "/plain"))
+        try "# team\n\(recipient2)\n".write(toFile: dir + "/recipients.txt", atomically: true, encoding: .utf8)
+
+        let enc = try Self.run(["encrypt", "-r", recipient, "-R", dir + "/recipients.txt", "-o", dir + "/f.age", dir + "/plain"])
+        #expect(enc.status == 0, "\(enc.stderr)")
+        for k in [key, key2] {
+            let dec = try Self.run(["decrypt", "-i", k, dir + "/f.age"])
+            #expect(dec.status == 0 && dec.stdout == plaintext, "\(dec.stderr)")
+        }
+        let armored = try Self.run(["encrypt", "-a", "-r", recipient], stdin: plaintext)
+        #expect(armored.status == 0 && armored.text.hasPrefix("-----BEGIN AGE ENCRYPTED FILE-----\n"))
+        let dearmored = try Self.run(["decrypt", "-i", key, "-o", dir + "/out"], stdin: armored.stdout)
+        #expect(dearmored.status == 0)
+        #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/out"))) == plaintext)
+
+        try "a passphrase for tests\n".write(toFile: dir + "/pass.txt", atomically: true, encoding: .utf8)
+        let penc = try Self.run(["encrypt", "--passphrase-file", dir + "/pass.txt", "-o", dir + "/p.age", dir + "/plain"])
+        #expect(penc.status == 0, "\(penc.stderr)")
+        #expect(try String(decoding: Data(contentsOf: URL(fileURLWithPath: dir + "/p.age")).prefix(60), as: UTF8.self).contains("-> scrypt "))
+        let pdec = try Self.run(["decrypt", "--passphrase-file", dir + "/pass.txt", dir + "/p.age"])
+        #expect(pdec.status == 0 && pdec.stdout == plaintext)
+    }
+
+    @Test("decrypt exit codes: 2 header, 3 MAC, 4 no match, 5 payload, 6 armor, 64 usage")
+    func exitCodes() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (key, recipient) = try Self.keygen(dir)
+        let (otherKey, _) = try Self.keygen(dir, name: "other.txt")
+        let plaintext = Self.bytes(100_000)
+        let good = try Self.run(["encrypt", "-r", recipient], stdin: plaintext).stdout
+        func decrypt(_ file: [UInt8], key: String = key, output: String? = nil) throws -> Result {
+            try Data(file).write(to: URL(fileURLWithPath: dir + "/in.age"))
+            return try Self.run(["decrypt", "-i", key] + (output.map { ["-o", $0] } ?? []) + [dir + "/in.age"])
+        }
+        #expect(try decrypt(good).status == 0)
+        // 2: not an age header.
+        #expect(try decrypt(Array("age-encryption.org/v2\n".utf8) + good).status == 2)
+        // 3: header MAC changed (first character of the MAC stays canonical base64).
+        var mac = good
+        let macLine = try #require(String(decoding: good.prefix(400), as: UTF8.self).range(of: "\n--- "))
+        let macIndex = String(decoding: good.prefix(400), as: UTF8.self).utf8.distance(from: String(decoding: good.prefix(400), as: UTF8.self).startIndex, to: macLine.upperBound)
+        mac[macIndex] = mac[macIndex] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        #expect(try decrypt(mac).status == 3)
+        // 4: another identity.
+        let noMatch = try decrypt(good, key: otherKey)
+        #expect(noMatch.status == 4 && noMatch.stderr.contains("no identity matched"))
+        // 5: a damaged last chunk; with -o nothing is written.
+        var damaged = good
+        damaged[damaged.count - 1] ^= 1
+        let payload = try decrypt(damaged, output: dir + "/never")
+        #expect(payload.status == 5)
+        #expect(!FileManager.default.fileExists(atPath: dir + "/never"))
+        // 6: armor with trailing garbage.
+        let armored = try Self.run(["encrypt", "-a", "-r", recipient], stdin: plaintext).stdout
+        #expect(try decrypt(armored + Array("garbage\n".utf8)).status == 6)
+        // 64: usage error.
+        #expect(try Self.run(["decrypt", "--no-such-flag"]).status == 64)
+        #expect(try Self.run(["encrypt", "-p", "-r", recipient]).status == 64)
+    }
+
+    @Test("in place: encrypt -o INPUT replaces the plaintext and reports the shredding")
+    func inPlace() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (key, recipient) = try Self.keygen(dir)
+        let plaintext = Self.bytes(70_000)
+        try Data(plaintext).write(to: URL(fileURLWithPath: dir + "/doc"))
+        let result = try Self.run(["encrypt", "-r", recipient, "-o", dir + "/doc", dir + "/doc"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("in place"))
+        let dec = try Self.run(["decrypt", "-i", key, dir + "/doc"])
+        #expect(dec.status == 0 && dec.stdout == plaintext)
+    }
+}
