@@ -36,7 +36,7 @@ let package = Package(
         .target(name: "Cipher", dependencies: ["CPlatform"] + crypto, swiftSettings: strict),
         .target(name: "Shredder", dependencies: ["Cipher", "CPlatform"], swiftSettings: strict),
         .target(name: "Age", dependencies: ["Cipher", "Shredder"] + crypto, swiftSettings: strict),
-        .target(name: "Vault", dependencies: ["Cipher", "Shredder"] + crypto, swiftSettings: strict),
+        .target(name: "Vault", dependencies: ["Cipher", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "Keychain",
             dependencies: ["Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift")] + crypto,

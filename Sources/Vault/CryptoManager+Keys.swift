@@ -108,6 +108,7 @@ extension CryptoManager {
     /// - Throws: ``VaultError/locked``.
     public func encrypt<Plaintext: DataProtocol>(_ plaintext: Plaintext, context: [UInt8] = []) throws -> [UInt8] {
         let unlocked = try requireUnlocked()
+        defer { HeapScrub.scrubRecentlyFreed() }
         return try vaultCall { try Sealed.seal(plaintext, with: unlocked.keyring, context: context) }
     }
 
@@ -116,6 +117,7 @@ extension CryptoManager {
     ///   sealed under another vault's key, or bound to another context.
     public func decrypt(_ sealed: [UInt8], context: [UInt8] = []) throws -> [UInt8] {
         let unlocked = try requireUnlocked()
+        defer { HeapScrub.scrubRecentlyFreed() }
         return try vaultCall { try Sealed.open(sealed, with: unlocked.keyring, context: context) }
     }
 
@@ -123,6 +125,7 @@ extension CryptoManager {
     /// - Throws: ``VaultError/locked``.
     public func encrypt<Value: Encodable>(value: Value, context: [UInt8] = []) throws -> [UInt8] {
         let unlocked = try requireUnlocked()
+        defer { HeapScrub.scrubRecentlyFreed() }
         return try vaultCall { try Sealed.seal(value: value, with: unlocked.keyring, context: context) }
     }
 
@@ -130,6 +133,7 @@ extension CryptoManager {
     /// - Throws: ``VaultError/locked``, ``VaultError/corrupted(_:)``.
     public func decrypt<Value: Decodable>(_ type: Value.Type, from sealed: [UInt8], context: [UInt8] = []) throws -> Value {
         let unlocked = try requireUnlocked()
+        defer { HeapScrub.scrubRecentlyFreed() }
         return try vaultCall { try Sealed.open(type, from: sealed, with: unlocked.keyring, context: context) }
     }
 

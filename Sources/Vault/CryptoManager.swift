@@ -161,6 +161,7 @@ public final class CryptoManager: Sendable {
             memory.unlocked = nil
             memory.notify(.locked)
         }
+        HeapScrub.scrubRecentlyFreed()
     }
 
     /// The original's name for ``lock()``.

@@ -13,6 +13,7 @@ enum KeyWrap {
 
     static func wrap(_ key: SecretBytes, under kek: SecretBytes, aad: [UInt8]) throws -> [UInt8] {
         let nonce = try SecureRandom.bytes(nonceLength)
+        defer { HeapScrub.scrubRecentlyFreed() }
         let box: AES.GCM.SealedBox = try key.withUnsafeBytes { plaintext in
             try AES.GCM.seal(plaintext, using: kek.symmetricKey, nonce: AES.GCM.Nonce(data: nonce), authenticating: aad)
         }
@@ -33,6 +34,7 @@ enum KeyWrap {
         } catch {
             throw VaultError.corrupted("a wrapped key is malformed: \(error)")
         }
+        defer { HeapScrub.scrubRecentlyFreed() }
         var plaintext: Data
         do {
             plaintext = try AES.GCM.open(box, using: kek.symmetricKey, authenticating: aad)

@@ -5,6 +5,7 @@
 //   setup            store temporaries from the files, finalize   -> "key HEX"
 //   unlock-passcode  unlock with the passcode file                -> "key HEX"
 //   unlock-answers   unlock with the answers file                 -> "key HEX"
+//   encrypt          seal and open a message with the key     -> "sealed"
 //   purge            lock()                                       -> "locked"
 //   exit                                                          -> exits
 // Secrets are read from files straight into SecretBytes, never through argv or String.
@@ -76,6 +77,10 @@ do {
                 try manager.unlock(answers: answers)
                 answers.forEach { $0.wipe() }
                 reply("key \(manager._applicationKeyHexForTesting() ?? "-")")
+            case "encrypt":
+                let sealed = try manager.encrypt(Array("memory check".utf8))
+                let opened = try manager.decrypt(sealed)
+                reply(opened == Array("memory check".utf8) ? "sealed" : "error mismatch")
             case "purge":
                 manager.lock()
                 reply(manager.isUnlocked ? "unlocked" : "locked")
