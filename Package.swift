@@ -34,7 +34,7 @@ let package = Package(
         // OS calls that Swift cannot reach portably (getrandom, explicit_bzero, memfd, FIEMAP).
         .target(name: "CPlatform"),
         .target(name: "Cipher", dependencies: ["CPlatform"] + crypto, swiftSettings: strict),
-        .target(name: "Shredder", dependencies: ["Cipher", "CPlatform"], swiftSettings: strict),
+        .target(name: "Shredder", dependencies: ["Cipher", "CPlatform"] + crypto, swiftSettings: strict),
         .target(name: "Age", dependencies: ["Cipher", "Shredder"] + crypto, swiftSettings: strict),
         .target(name: "Vault", dependencies: ["Cipher", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
