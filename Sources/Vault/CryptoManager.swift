@@ -202,7 +202,8 @@ public final class CryptoManager: Sendable {
             if let superseded { unlink(superseded) }
             throw error
         }
-        if let superseded { try? Erasure.destroy([superseded]) }
+        // A failure here leaves a .superseded- file that the next open destroys.
+        if let superseded { _ = try? Erasure.destroy([superseded]) }
     }
 
     /// Destroys superseded state files left by a crash between link and destruction (a file that
