@@ -19,6 +19,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             OpenCommand.self,
             // Shredding
             ShredCommand.self,
+            // Crypto manager
+            VaultCommand.self,
         ]
     )
 }

@@ -35,6 +35,28 @@ extension CryptoManager {
         }
     }
 
+    /// Sets a new passcode after checking the answers to the security questions (the recovery
+    /// path when the passcode is forgotten). Works locked or unlocked; the answers are checked as
+    /// an unlock attempt (counted on failure) and the vault is unlocked afterwards.
+    ///
+    /// - Parameters:
+    ///   - answers: One entry per question (empty for unanswered); at least the threshold.
+    ///   - new: The new passcode.
+    /// - Throws: ``VaultError/wrongAnswers(failures:nextAttemptAfter:)`` and the attempt errors,
+    ///   ``VaultError/noSecurityQuestions``, ``VaultError/invalidArgument(_:)``.
+    public func resetPasscode(answers: [SecretBytes], new: SecretBytes) throws {
+        guard !new.isEmpty else { throw VaultError.invalidArgument("an empty passcode is not accepted") }
+        try unlock(answers: answers)
+        let unlocked = try requireUnlocked()
+        let state = try requireState()
+        try checkSameVault(state, unlocked)
+        try vaultCall {
+            var next = state
+            next.passcode = try wrapPasscode(new, appKey: unlocked.appKey, state: state)
+            try rewrite(next, unlocked: unlocked, expecting: state)
+        }
+    }
+
     /// The original's name: replaces the passcode (the current one is required here).
     public func changePasscode(from current: SecretBytes?, to new: SecretBytes) throws {
         try updatePasscode(current: current, new: new)

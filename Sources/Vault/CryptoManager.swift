@@ -54,8 +54,7 @@ public final class CryptoManager: Sendable {
     public init(directory: String? = nil, deviceKeyProvider: any DeviceKeyProvider = FileDeviceKeyProvider(),
                 policy: KDFPolicy = .interactive, attemptPolicy: AttemptPolicy = .iOS,
                 clock: @escaping @Sendable () -> Date = { Date() }) throws {
-        var resolved = directory ?? VaultPaths.defaultDirectory()
-        while resolved.count > 1 && resolved.hasSuffix("/") { resolved.removeLast() }
+        let resolved = VaultPaths.absolute(directory ?? VaultPaths.defaultDirectory())
         self.directory = resolved
         self.deviceKeyProvider = deviceKeyProvider
         self.policy = policy
