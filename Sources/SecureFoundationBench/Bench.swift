@@ -11,6 +11,7 @@ enum Bench {
     static let sections: [(name: String, run: @Sendable () throws -> Void)] = [
         ("cipher", CipherBench.run),
         ("shred", ShredBench.run),
+        ("vault", VaultBench.run),
     ]
 
     static func main() {
