@@ -13,8 +13,18 @@ enum VaultBench {
         return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
+    /// Wall and thread-CPU seconds taken by `body` (CPU time is less disturbed by other load).
+    static func measure(_ body: () throws -> Void) rethrows -> (wall: Double, cpu: Double) {
+        var start = timespec(), end = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start)
+        let wall = try BenchSupport.time(body)
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end)
+        let cpu = Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) / 1e9
+        return (wall, cpu)
+    }
+
     static func run() throws {
-        let runs = 9
+        let runs = 11
         let root = FileManager.default.temporaryDirectory.path + "/sf-vault-bench-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(atPath: root) }
@@ -28,24 +38,30 @@ enum VaultBench {
             try manager.setUp(passcode: passcode, questions: ["Pet?", "Town?", "Teacher?"], answers: ["Rex", "Lyon", "Dupont"], threshold: 2)
             manager.lock()
             let salt = try SecureRandom.bytes(16)
-            var kdf: [Double] = []
-            var unlock: [Double] = []
-            var answers: [Double] = []
+            var kdf: [Double] = [], unlock: [Double] = [], answers: [Double] = []
+            var kdfCPU: [Double] = [], unlockCPU: [Double] = [], answersCPU: [Double] = []
             for _ in 0..<runs {
-                kdf.append(try BenchSupport.time { _ = try KeyDerivation.derive(password: passcode, salt: salt, parameters: policy.parameters).wipe() })
-                unlock.append(try BenchSupport.time { try manager.unlock(passcode: passcode) })
+                let k = try measure { try KeyDerivation.derive(password: passcode, salt: salt, parameters: policy.parameters).wipe() }
+                let u = try measure { try manager.unlock(passcode: passcode) }
                 manager.lock()
                 // Two given answers: exactly one subset, one KDF run.
-                answers.append(try BenchSupport.time { try manager.unlock(answers: ["Rex", "", "Dupont"]) })
+                let a = try measure { try manager.unlock(answers: ["Rex", "", "Dupont"]) }
                 manager.lock()
+                kdf.append(k.wall); unlock.append(u.wall); answers.append(a.wall)
+                kdfCPU.append(k.cpu); unlockCPU.append(u.cpu); answersCPU.append(a.cpu)
             }
             let kdfMedian = median(kdf), unlockMedian = median(unlock), answersMedian = median(answers)
             let overhead = (unlockMedian - kdfMedian) * 1000
             let answersOverhead = (answersMedian - kdfMedian) * 1000
-            print("\(policy.parameters.summary), median of \(runs):")
-            print("  KDF alone                 \(BenchSupport.format(kdfMedian * 1000, 1)) ms")
-            print("  unlock(passcode:)         \(BenchSupport.format(unlockMedian * 1000, 1)) ms   overhead \(BenchSupport.format(overhead, 2)) ms  (ratio \(BenchSupport.format(unlockMedian / kdfMedian, 3)))  \(overhead <= 5 ? "within" : "OVER") the 5 ms budget")
-            print("  unlock(answers:) 2 of 3   \(BenchSupport.format(answersMedian * 1000, 1)) ms   overhead \(BenchSupport.format(answersOverhead, 2)) ms  \(answersOverhead <= 5 ? "within" : "OVER") the 5 ms budget")
+            // The minimum is the figure least disturbed by other load on the machine.
+            let minOverhead = ((unlock.min() ?? 0) - (kdf.min() ?? 0)) * 1000
+            let minAnswersOverhead = ((answers.min() ?? 0) - (kdf.min() ?? 0)) * 1000
+            func verdict(_ value: Double) -> String { value <= 5 ? "within the 5 ms budget" : "OVER the 5 ms budget" }
+            print("\(policy.parameters.summary), \(runs) runs interleaved (median / min):")
+            print("  KDF alone                 \(BenchSupport.format(kdfMedian * 1000, 1)) / \(BenchSupport.format((kdf.min() ?? 0) * 1000, 1)) ms")
+            print("  unlock(passcode:)         \(BenchSupport.format(unlockMedian * 1000, 1)) / \(BenchSupport.format((unlock.min() ?? 0) * 1000, 1)) ms   overhead \(BenchSupport.format(overhead, 2)) / \(BenchSupport.format(minOverhead, 2)) ms  ratio \(BenchSupport.format(unlockMedian / kdfMedian, 3))  \(verdict(overhead))")
+            print("  thread CPU time, median: KDF \(BenchSupport.format(median(kdfCPU) * 1000, 1)) ms, unlock(passcode:) \(BenchSupport.format(median(unlockCPU) * 1000, 1)) ms (overhead \(BenchSupport.format((median(unlockCPU) - median(kdfCPU)) * 1000, 2)) ms), unlock(answers:) \(BenchSupport.format(median(answersCPU) * 1000, 1)) ms (overhead \(BenchSupport.format((median(answersCPU) - median(kdfCPU)) * 1000, 2)) ms)")
+            print("  unlock(answers:) 2 of 3   \(BenchSupport.format(answersMedian * 1000, 1)) / \(BenchSupport.format((answers.min() ?? 0) * 1000, 1)) ms   overhead \(BenchSupport.format(answersOverhead, 2)) / \(BenchSupport.format(minAnswersOverhead, 2)) ms  ratio \(BenchSupport.format(answersMedian / kdfMedian, 3))  \(verdict(answersOverhead))")
         }
 
         // What the vault does besides the KDF, measured alone: lock + class keys + sealing.

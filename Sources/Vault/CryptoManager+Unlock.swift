@@ -119,7 +119,7 @@ extension CryptoManager {
             throw VaultError.wrap(error)
         }
         if let key {
-            try vaultCall { try withFileLock { try AttemptRecord().store(directory: directory) } }
+            try vaultCall { try withFileLock { try AttemptRecord().store(directory: directory, durable: false) } }
             return key
         }
         let failures: Int = try vaultCall {
