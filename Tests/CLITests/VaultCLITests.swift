@@ -153,6 +153,35 @@ struct VaultCLITests {
         #expect(try ws.vault(["status"]).stdout.contains("state: not set up"))
     }
 
+    @Test func killingTheProcessMidCheckKeepsTheAttemptCounted() throws {
+        let ws = try Workspace()
+        let pin = try ws.file("pin", "1234")
+        // scrypt 2^18 (about 1 s) leaves time to kill the check while the KDF runs.
+        #expect(try ws.vault(["init", "--passcode-file", pin, "--kdf", "sensitive"]).status == 0)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try ShredCLITests.binary())
+        process.arguments = ["vault", "unlock", "--passcode-file", pin, "--home", ws.home, "--device-key", ws.deviceKey]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Wait until the attempt is recorded (before the KDF), then kill -9 during the KDF.
+        var recorded = false
+        for _ in 0..<500 {
+            if let record = try? String(contentsOfFile: ws.home + "/attempts", encoding: .utf8), record.contains("\"failures\":1") {
+                recorded = true
+                break
+            }
+            usleep(10_000)
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(recorded, "the attempt was recorded while the check ran")
+        #expect(process.terminationReason == .uncaughtSignal, "the check was still running when killed")
+        #expect(try ws.vault(["status"]).stdout.contains("failed attempts: 1"))
+        #expect(try ws.vault(["unlock", "--passcode-file", pin]).status == 0)
+        #expect(try ws.vault(["status"]).stdout.contains("failed attempts: 0"))
+    }
+
     @Test func insecureHomeIsRefusedWithAFix() throws {
         let ws = try Workspace()
         try FileManager.default.createDirectory(atPath: ws.home, withIntermediateDirectories: true)

@@ -148,3 +148,62 @@ struct SetupTests {
         #expect(header.keySource == .key(id: try #require(try manager.keyID)))
     }
 }
+
+@Suite("Vault concurrency")
+struct ConcurrencyTests {
+    @Test func concurrentUseFromManyTasks() async throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let manager = try fixture.manager()
+        try manager.setUp(passcode: secret("pin"))
+        let sealed = try manager.encrypt(Array("shared".utf8))
+        // Readers and class-key users run while one task locks and unlocks twice.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    for _ in 0..<50 {
+                        do {
+                            #expect(try manager.decrypt(sealed) == Array("shared".utf8))
+                            _ = try manager.classKey(for: .whenUnlocked)
+                        } catch VaultError.locked {
+                        } catch VaultError.classKeyUnavailable(_, .locked) {
+                        }
+                        #expect(try manager.classKey(for: .afterFirstUnlock).count == 32)
+                    }
+                }
+            }
+            group.addTask {
+                for _ in 0..<2 {
+                    manager.lock()
+                    try await manager.unlock(passcode: secret("pin"))
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(manager.isUnlocked)
+        #expect(try manager.decrypt(sealed) == Array("shared".utf8))
+    }
+
+    @Test func twoManagersUpdatingAtOnceKeepAConsistentState() async throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let first = try fixture.manager()
+        try first.setUp(passcode: secret("pin"))
+        let second = try fixture.manager()
+        try await second.unlock(passcode: secret("pin"))
+        let outcomes = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { (try? first.updateSecurityQuestions(["Pet?"], answers: ["Rex"])) != nil }
+            group.addTask { (try? second.updateSecurityQuestions(["Town?"], answers: ["Lyon"])) != nil }
+            var results: [Bool] = []
+            for await result in group { results.append(result) }
+            return results
+        }
+        // Both may succeed in turn or one may be told the vault changed; the file is never mixed.
+        let state = try #require(try VaultState.load(directory: fixture.home))
+        #expect(state.questions?.questions == ["Pet?"] || state.questions?.questions == ["Town?"])
+        #expect(outcomes.contains(true))
+        first.lock()
+        try await first.unlock(passcode: secret("pin"))
+    }
+}
+
