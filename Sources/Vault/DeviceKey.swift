@@ -58,6 +58,8 @@ public struct StaticDeviceKeyProvider: DeviceKeyProvider {
     private let key: SecretBytes
     /// - Parameter key: 32 bytes; the provider hands out copies.
     public init(key: SecretBytes) { self.key = key }
+    /// A copy of the key.
+    /// - Throws: ``VaultError/deviceKey(_:)`` when the key is not 32 bytes.
     public func deviceKey() throws -> SecretBytes {
         guard key.count == 32 else { throw VaultError.deviceKey("the device key is \(key.count) bytes, not 32") }
         return key.slice(0..<32)
