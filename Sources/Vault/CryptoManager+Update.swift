@@ -184,6 +184,58 @@ extension CryptoManager {
         return try rotateKey(passcode: passcode, answers: secrets)
     }
 
+    /// The ids of the retired application keys still kept (newest first). Needs the vault unlocked.
+    /// - Throws: ``VaultError/locked``.
+    public var retiredKeyIDs: [[UInt8]] {
+        get throws { try requireUnlocked().retired.map(\.id) }
+    }
+
+    /// Opens data sealed under the current or a retired key and seals it again under the current
+    /// one, so a retired key can later be removed.
+    ///
+    /// - Parameters:
+    ///   - sealed: Data sealed by ``encrypt(_:context:)``.
+    ///   - context: The associated data it was sealed with (kept).
+    /// - Returns: The data sealed under the current key.
+    /// - Throws: ``VaultError/locked``, ``VaultError/corrupted(_:)``.
+    public func reseal(_ sealed: [UInt8], context: [UInt8] = []) throws -> [UInt8] {
+        var plaintext = try decrypt(sealed, context: context)
+        defer { plaintext.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        return try encrypt(plaintext, context: context)
+    }
+
+    /// Forgets retired application keys once nothing sealed under them is needed (after
+    /// ``reseal(_:context:)``). The state file that still held them is crypto-erased, so data
+    /// sealed under a removed key becomes unreadable. Unknown ids are ignored.
+    ///
+    /// - Parameter ids: Key ids from ``retiredKeyIDs``.
+    /// - Throws: ``VaultError/locked``, I/O errors.
+    public func removeRetiredKeys(_ ids: [[UInt8]]) throws {
+        let unlocked = try requireUnlocked()
+        let state = try requireState()
+        try checkSameVault(state, unlocked)
+        let kept = unlocked.retired.filter { entry in !ids.contains(entry.id) }
+        guard kept.count != unlocked.retired.count else { return }
+        try vaultCall {
+            var next = state
+            let secrets = VaultSecrets(classMaster: unlocked.classMaster.slice(0..<32),
+                                       retired: kept.map { (id: $0.id, key: $0.key.slice(0..<32)) })
+            do {
+                try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
+                try withFileLock {
+                    guard try VaultState.load(directory: directory) == state else {
+                        throw VaultError.corrupted("the vault changed while it was being updated; try again")
+                    }
+                    try commit(next)
+                }
+                install(try UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: unlocked.appKey.slice(0..<32), secrets: secrets))
+            } catch {
+                secrets.wipe()
+                throw error
+            }
+        }
+    }
+
     /// Re-seals the secret section for `next` and commits it if the file still holds `expected`.
     func rewrite(_ next: VaultState, unlocked: UnlockedKeys, expecting expected: VaultState) throws {
         var next = next

@@ -222,3 +222,30 @@ struct KeyTests {
         #expect(Accessibility(name: "ThisDeviceOnly") == nil)
     }
 }
+
+@Suite("Retiring keys")
+struct RetireTests {
+    @Test func resealThenRemoveRetiredKeys() throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let manager = try fixture.manager()
+        try manager.setUp(passcode: secret("pin"))
+        let oldID = try #require(try manager.keyID)
+        let old = try manager.encrypt(Array("old".utf8), context: [9])
+        let kept = try manager.encrypt(Array("kept".utf8))
+        try manager.rotateKey(passcode: secret("pin"))
+        #expect(try manager.retiredKeyIDs == [oldID])
+        let resealed = try manager.reseal(kept)
+        #expect(try Sealed.parseHeader(resealed).keySource == .key(id: try #require(try manager.keyID)))
+        try manager.removeRetiredKeys([oldID])
+        #expect(try manager.retiredKeyIDs.isEmpty)
+        #expect(fixture.supersededFiles().isEmpty)
+        #expect(try manager.decrypt(resealed) == Array("kept".utf8))
+        #expect(throws: VaultError.self) { try manager.decrypt(old, context: [9]) }
+        manager.lock()
+        try manager.unlock(passcode: secret("pin"))
+        #expect(try manager.retiredKeyIDs.isEmpty)
+        #expect(try manager.decrypt(resealed) == Array("kept".utf8))
+        #expect(throws: VaultError.self) { try manager.decrypt(old, context: [9]) }
+    }
+}
