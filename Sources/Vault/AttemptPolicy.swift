@@ -57,7 +57,11 @@ struct AttemptRecord: Codable, Equatable {
         // Created but never written (a crash between open and the first write): no record.
         if bytes.isEmpty { return AttemptRecord() }
         do {
-            return try CanonicalEncoding.decode(AttemptRecord.self, from: bytes)
+            var record = try CanonicalEncoding.decode(AttemptRecord.self, from: bytes)
+            // Keep hostile values in range (no overflow when counting on).
+            record.failures = min(max(record.failures, 0), 1_000_000)
+            if !record.lastFailure.isFinite { record.lastFailure = .greatestFiniteMagnitude }
+            return record
         } catch {
             // A damaged counter must not reset to zero: treat it as nine failures with the
             // longest wait still running.

@@ -21,8 +21,8 @@ extension CryptoManager {
         let base: SecretBytes
         switch accessibility.protectionClass {
         case .whenUnlocked:
-            if let unlocked = memory.withLock({ $0.unlocked }) {
-                base = unlocked.classKey(.whenUnlocked)
+            if let unlocked = memory.withLock({ $0.unlocked }), let key = try? unlocked.classKey(.whenUnlocked) {
+                base = key
             } else {
                 let setUp = try loadState() != nil
                 throw VaultError.classKeyUnavailable(accessibility, setUp ? .locked : .notSetUp)
@@ -69,7 +69,7 @@ extension CryptoManager {
 
     /// A copy of the device key, read once from the provider and then kept in locked memory.
     func cachedDeviceKey() throws -> SecretBytes {
-        if let key = memory.withLock({ $0.deviceKey }) { return key.slice(0..<key.count) }
+        if let key = memory.withLock({ $0.deviceKey }) { return key.copy() }
         let key: SecretBytes
         do {
             key = try deviceKeyProvider.deviceKey()
@@ -81,7 +81,7 @@ extension CryptoManager {
             throw VaultError.deviceKey("the device key is \(key.count) bytes, not 32")
         }
         memory.withLock { memory in
-            if memory.deviceKey == nil { memory.deviceKey = key.slice(0..<32) }
+            if memory.deviceKey == nil { memory.deviceKey = key.copy() }
         }
         return key
     }

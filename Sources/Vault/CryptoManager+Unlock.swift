@@ -84,7 +84,7 @@ extension CryptoManager {
     func finishUnlock(state: VaultState, appKey: SecretBytes) throws {
         do {
             let secrets = try openSecrets(of: state, appKey: appKey)
-            install(try UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey, secrets: secrets))
+            try install(UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey, secrets: secrets))
         } catch {
             appKey.wipe()
             throw VaultError.wrap(error)

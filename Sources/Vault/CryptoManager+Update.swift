@@ -155,9 +155,9 @@ extension CryptoManager {
                 next.questions = try wrapAnswers(questions: set.questions, normalized: normalized, threshold: set.threshold,
                                                  appKey: newKey, state: next)
             }
-            var retired = [(id: Array(state.keyID), key: unlocked.appKey.slice(0..<32))]
-            retired += unlocked.retired.map { (id: $0.id, key: $0.key.slice(0..<32)) }
-            let secrets = VaultSecrets(classMaster: unlocked.classMaster.slice(0..<32), retired: retired)
+            var retired = [(id: Array(state.keyID), key: try unlocked.appKey.copyKey())]
+            retired += try unlocked.retired.map { (id: $0.id, key: try $0.key.copyKey()) }
+            let secrets = VaultSecrets(classMaster: try unlocked.classMaster.copyKey(), retired: retired)
             do {
                 try sealSecrets(secrets, appKey: newKey, into: &next)
                 try withFileLock {
@@ -166,7 +166,7 @@ extension CryptoManager {
                     }
                     try commit(next)
                 }
-                install(try UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: newKey, secrets: secrets))
+                try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: newKey, secrets: secrets))
             } catch {
                 newKey.wipe()
                 secrets.wipe()
@@ -218,8 +218,8 @@ extension CryptoManager {
         guard kept.count != unlocked.retired.count else { return }
         try vaultCall {
             var next = state
-            let secrets = VaultSecrets(classMaster: unlocked.classMaster.slice(0..<32),
-                                       retired: kept.map { (id: $0.id, key: $0.key.slice(0..<32)) })
+            let secrets = VaultSecrets(classMaster: try unlocked.classMaster.copyKey(),
+                                       retired: try kept.map { (id: $0.id, key: try $0.key.copyKey()) })
             do {
                 try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
                 try withFileLock {
@@ -228,7 +228,7 @@ extension CryptoManager {
                     }
                     try commit(next)
                 }
-                install(try UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: unlocked.appKey.slice(0..<32), secrets: secrets))
+                try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: try unlocked.appKey.copyKey(), secrets: secrets))
             } catch {
                 secrets.wipe()
                 throw error
@@ -239,8 +239,8 @@ extension CryptoManager {
     /// Re-seals the secret section for `next` and commits it if the file still holds `expected`.
     func rewrite(_ next: VaultState, unlocked: UnlockedKeys, expecting expected: VaultState) throws {
         var next = next
-        let secrets = VaultSecrets(classMaster: unlocked.classMaster.slice(0..<32),
-                                   retired: unlocked.retired.map { (id: $0.id, key: $0.key.slice(0..<32)) })
+        let secrets = VaultSecrets(classMaster: try unlocked.classMaster.copyKey(),
+                                   retired: try unlocked.retired.map { (id: $0.id, key: try $0.key.copyKey()) })
         defer { secrets.wipe() }
         try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
         try withFileLock {

@@ -224,8 +224,8 @@ public final class CryptoManager: Sendable {
     }
 
     /// Installs freshly unlocked keys and tells observers.
-    func install(_ unlocked: UnlockedKeys) {
-        FirstUnlockCache.store(vaultID: unlocked.vaultID, key: unlocked.classKey(.afterFirstUnlock))
+    func install(_ unlocked: UnlockedKeys) throws {
+        FirstUnlockCache.store(vaultID: unlocked.vaultID, key: try unlocked.classKey(.afterFirstUnlock))
         memory.withLock { memory in
             let wasLocked = memory.unlocked == nil
             memory.unlocked?.wipe()
@@ -302,15 +302,19 @@ final class UnlockedKeys: @unchecked Sendable {
         self.appKey = appKey
         self.classMaster = secrets.classMaster
         self.retired = secrets.retired
-        var keys = [try SealingKey(key: KeyHierarchy.dataKey(appKey), id: keyID)]
+        var keys = [try SealingKey(key: KeyHierarchy.dataKey(appKey.copyKey()), id: keyID)]
         for entry in secrets.retired where !keys.contains(where: { $0.id == entry.id }) {
-            keys.append(try SealingKey(key: KeyHierarchy.dataKey(entry.key), id: entry.id))
+            keys.append(try SealingKey(key: KeyHierarchy.dataKey(entry.key.copyKey()), id: entry.id))
         }
         self.keyring = try Keyring(keys)
     }
 
-    func classKey(_ protectionClass: ProtectionClass) -> SecretBytes {
-        KeyHierarchy.classKey(protectionClass, master: classMaster)
+    /// Throws ``VaultError/locked`` when a concurrent lock wiped the class master meanwhile
+    /// (never derives from a wiped key).
+    func classKey(_ protectionClass: ProtectionClass) throws -> SecretBytes {
+        let master = try classMaster.copyKey()
+        defer { master.wipe() }
+        return KeyHierarchy.classKey(protectionClass, master: master)
     }
 
     func wipe() {
@@ -337,7 +341,7 @@ enum FirstUnlockCache {
     }
 
     static func key(vaultID: Data) -> SecretBytes? {
-        keys.withLock { $0[vaultID].map { $0.slice(0..<$0.count) } }
+        keys.withLock { $0[vaultID].map { $0.copy() } }
     }
 
     static func remove(vaultID: Data) {
@@ -352,7 +356,8 @@ enum FirstUnlockCache {
 enum KeyHierarchy {
     /// The key that seals application data: HKDF(application key, "securefoundation vault v1 data").
     static func dataKey(_ appKey: SecretBytes) -> SecretBytes {
-        KeyDerivation.hkdf(appKey, info: "securefoundation vault v1 data")
+        defer { appKey.wipe() }  // callers pass a copy
+        return KeyDerivation.hkdf(appKey, info: "securefoundation vault v1 data")
     }
 
     /// The key that seals the state's secret section: HKDF(application key, "securefoundation vault v1 state").

@@ -62,7 +62,7 @@ public struct StaticDeviceKeyProvider: DeviceKeyProvider {
     /// - Throws: ``VaultError/deviceKey(_:)`` when the key is not 32 bytes.
     public func deviceKey() throws -> SecretBytes {
         guard key.count == 32 else { throw VaultError.deviceKey("the device key is \(key.count) bytes, not 32") }
-        return key.slice(0..<32)
+        return key.copy()
     }
 }
 

@@ -48,3 +48,25 @@ enum KeyWrap {
     /// Authentication failed: wrong key, or the blob or its header was changed.
     struct WrongKey: Error {}
 }
+
+extension SecretBytes {
+    /// A copy taken while holding the instance's lock, so a concurrent `wipe()` yields an empty
+    /// copy instead of a failed range check.
+    func copy() -> SecretBytes {
+        withUnsafeBytes { source in
+            SecretBytes(count: source.count) { target in
+                if source.count > 0 { target.copyMemory(from: source) }
+            }
+        }
+    }
+
+    /// A copy of a 32-byte key; ``VaultError/locked`` when it was wiped meanwhile (a concurrent lock).
+    func copyKey() throws -> SecretBytes {
+        let result = copy()
+        guard result.count == 32 else {
+            result.wipe()
+            throw VaultError.locked
+        }
+        return result
+    }
+}
