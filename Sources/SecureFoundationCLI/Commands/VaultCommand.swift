@@ -224,6 +224,8 @@ struct VaultStatusCommand: ParsableCommand {
             } else {
                 lines.append("state: \(manager.isErased ? "erased" : "not set up")")
             }
+            let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
+            lines.append("device key: \(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")")
             lines.append("failed attempts: \(try manager.failedAttempts)")
             let delay = try manager.nextAttemptDelay
             if delay > .zero { lines.append("next attempt in: \(Int(delay.components.seconds)) s") }
