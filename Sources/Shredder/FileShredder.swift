@@ -83,6 +83,15 @@ public enum FileShredder {
             throw ShredError.system(operation: "fstat", path: path, errno: errno)
         }
         guard info.st_mode & S_IFMT == S_IFREG else { throw ShredError.notRegularFile(path) }
+        // pwrite on an O_APPEND descriptor appends instead of overwriting (Linux).
+        let flags = fcntl(fileDescriptor, F_GETFL)
+        guard flags >= 0 else { throw ShredError.system(operation: "fcntl", path: path, errno: errno) }
+        if flags & O_APPEND != 0 {
+            throw ShredError.system(operation: "overwrite (the descriptor is in append mode)", path: path, errno: EINVAL)
+        }
+        if flags & O_ACCMODE == O_RDONLY {
+            throw ShredError.system(operation: "overwrite (the descriptor is read-only)", path: path, errno: EBADF)
+        }
         try checkLinks(info, path: path, options: options)
         return try overwriteOpenFile(fileDescriptor, info: info, path: path, options: options)
     }

@@ -68,6 +68,8 @@ public enum InPlaceStatus: String, Sendable, Equatable, CustomStringConvertible 
     /// The filesystem does not report physical extents (or the file had none): nothing is proved.
     case unknown = "unknown"
 
+    /// A one-line explanation for people.
+
     public var description: String { rawValue }
 }
 
@@ -104,6 +106,8 @@ public enum ShredWarning: Sendable, Equatable, CustomStringConvertible {
     case verifyFromCache(reason: String)
     /// Verification was asked for but could not be done on this descriptor.
     case verifyUnavailable(reason: String)
+
+    /// A one-line explanation for people.
 
     public var description: String {
         switch self {
@@ -202,6 +206,8 @@ public struct ShredReport: Sendable, Equatable, CustomStringConvertible {
     /// True when nothing is known against the overwrite: no warnings and placement verified.
     public var isTrusted: Bool { warnings.isEmpty && inPlace == .verified }
 
+    /// A one-line explanation for people.
+
     public var description: String {
         if isDirectory {
             return "\(path): directory\(removed ? " removed" : " kept")"
@@ -237,6 +243,8 @@ public enum ShredError: Error, Sendable, Equatable, CustomStringConvertible {
     case incomplete(failures: [String], reports: [ShredReport])
     /// A system call failed.
     case system(operation: String, path: String, errno: Int32)
+
+    /// A one-line explanation for people.
 
     public var description: String {
         switch self {

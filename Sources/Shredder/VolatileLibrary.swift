@@ -17,6 +17,8 @@ public enum VolatileLibraryError: Error, Sendable, Equatable, CustomStringConver
     /// A system call failed.
     case system(operation: String, errno: Int32)
 
+    /// A one-line explanation for people.
+
     public var description: String {
         switch self {
         case let .loadFailed(path, reason): return "cannot load library \(path): \(reason)"
@@ -62,7 +64,8 @@ public final class VolatileLibrary: @unchecked Sendable {
     ///   - path: A regular file (symlinks are refused, as by ``FileShredder``).
     ///   - shredOptions: How the file is shredded on close (removal is always on).
     /// - Returns: The loaded library.
-    /// - Throws: ``ShredError/symlink(_:)`` / ``ShredError/notRegularFile(_:)`` for a bad path,
+    /// - Throws: ``ShredError/symlink(_:)`` / ``ShredError/notRegularFile(_:)`` /
+    ///   ``ShredError/hardLinked(path:count:)`` for a path that could not be shredded,
     ///   ``VolatileLibraryError/loadFailed(path:reason:)`` when the loader refuses it.
     public static func open(_ path: String, shredOptions: ShredOptions = ShredOptions()) throws -> VolatileLibrary {
         var info = stat()
@@ -72,6 +75,8 @@ public final class VolatileLibrary: @unchecked Sendable {
         case S_IFLNK: throw ShredError.symlink(path)
         default: throw ShredError.notRegularFile(path)
         }
+        // Refuse now what the shred at close would refuse.
+        try FileShredder.checkLinks(info, path: path, options: shredOptions)
         let handle = try DynamicLoader.open(path)
         var options = shredOptions
         options.remove = true

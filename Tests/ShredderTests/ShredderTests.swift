@@ -284,6 +284,54 @@ struct FileShredderTests {
         #expect(readAll(fd: fd, count: size) == [UInt8](repeating: 0, count: size))
     }
 
+    @Test("overwrite(fileDescriptor:) refuses read-only and append-mode descriptors, leaving the bytes")
+    func overwriteDescriptorModes() throws {
+        let dir = try TempDir()
+        let original = pattern(5000)
+        let path = try dir.file("m", original)
+        for flags in [O_RDONLY, O_WRONLY | O_APPEND] {
+            let fd = open(path, flags)
+            try #require(fd >= 0)
+            defer { close(fd) }
+            #expect(throws: ShredError.self) { try FileShredder.overwrite(fileDescriptor: fd, path: path) }
+        }
+        #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: path))) == original)
+        let fd = open(path, O_WRONLY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let report = try FileShredder.overwrite(fileDescriptor: fd, path: path, options: ShredOptions(verify: true))
+        #expect(report.verified == nil)
+        #expect(report.warnings.contains { if case .verifyUnavailable = $0 { true } else { false } })
+        #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: path))) != original)
+    }
+
+    @Test("verification detects content that differs from the last pass")
+    func verifyDetectsMismatch() throws {
+        let dir = try TempDir()
+        var bytes = [UInt8](repeating: 0, count: 10_000)
+        bytes[7777] = 1
+        let path = try dir.file("v", bytes)
+        let fd = open(path, O_RDONLY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 4096)
+        defer { buffer.deallocate() }
+        var warnings: [ShredWarning] = []
+        #expect(throws: ShredError.verificationFailed(path: path, offset: 7777)) {
+            try FileShredder.verify(fd, ranges: [0..<10_000], stream: nil, buffer: buffer, path: path, warnings: &warnings)
+        }
+        try FileShredder.verify(fd, ranges: [0..<7777], stream: nil, buffer: buffer, path: path, warnings: &warnings)
+        // Zeros are not the keystream (the first differing byte is almost always offset 0).
+        do {
+            try FileShredder.verify(fd, ranges: [0..<10_000], stream: try KeyStream(chunkSize: 4096), buffer: buffer,
+                                    path: path, warnings: &warnings)
+            Issue.record("zeros passed as keystream")
+        } catch ShredError.verificationFailed(let failedPath, let offset) {
+            #expect(failedPath == path)
+            #expect(offset < 16)
+        }
+    }
+
     @Test("rename lengths decrease to one character")
     func renameLengths() {
         #expect(FileShredder.renameLengths(10) == [10, 5, 2, 1])

@@ -59,7 +59,7 @@ enum FileSystemProbe {
                 name = "0x" + String(type, radix: 16)
             }
         }
-        let mount = MountInfo.find(device: device)
+        let mount = MountInfo.find(device: device) ?? MountInfo.find(containing: MountInfo.realPath(of: fd))
         if let mount {
             // mountinfo names ext3 vs ext4, nfs4, fuse.sshfs...
             if kind == .plain || kind == .fuse || kind == .network { name = mount.fstype }
@@ -139,13 +139,55 @@ struct MountInfo {
         return found
     }
 
+    /// The mount whose mount point is the longest prefix of `path` (the topmost when several
+    /// mounts share it). Used when `st_dev` is anonymous (btrfs subvolumes).
+    static func find(containing path: String?) -> MountInfo? {
+        guard let path, let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
+        var found: MountInfo?
+        for line in text.split(separator: "\n") {
+            guard let entry = parse(String(line)) else { continue }
+            let point = entry.mountPoint
+            let matches = point == "/" || path == point || path.hasPrefix(point.hasSuffix("/") ? point : point + "/")
+            if matches, point.count >= (found?.mountPoint.count ?? 0) { found = entry }
+        }
+        return found
+    }
+
+    /// The path the kernel gives for an open descriptor (/proc/self/fd/N), or nil.
+    static func realPath(of fd: Int32) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
+        guard n > 0 else { return nil }
+        let path = String(decoding: buffer.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return path.hasPrefix("/") ? path : nil
+    }
+
+    /// Decodes mountinfo's octal escapes (`\040` for a space).
+    static func unescape(_ field: String) -> String {
+        guard field.contains("\\") else { return field }
+        var bytes: [UInt8] = []
+        let utf8 = Array(field.utf8)
+        var index = 0
+        while index < utf8.count {
+            if utf8[index] == 0x5C, index + 3 < utf8.count,
+               let value = UInt8(String(decoding: utf8[(index + 1)...(index + 3)], as: UTF8.self), radix: 8) {
+                bytes.append(value)
+                index += 4
+            } else {
+                bytes.append(utf8[index])
+                index += 1
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// Parses `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue`.
     static func parse(_ line: String) -> MountInfo? {
         let fields = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
         guard fields.count >= 6, let dash = fields.firstIndex(of: "-"), dash + 2 < fields.count else { return nil }
-        return MountInfo(device: fields[2], mountPoint: fields[4],
+        return MountInfo(device: fields[2], mountPoint: unescape(fields[4]),
                          mountOptions: fields[5].split(separator: ",").map(String.init),
-                         fstype: fields[dash + 1], source: fields[dash + 2],
+                         fstype: fields[dash + 1], source: unescape(fields[dash + 2]),
                          superOptions: dash + 3 < fields.count ? fields[dash + 3].split(separator: ",").map(String.init) : [])
     }
 }
@@ -172,8 +214,8 @@ enum BlockDevice {
     }
 
     /// Reads queue/rotational of /sys/dev/block/MAJ:MIN, or of its parent for a partition.
-    static func lookup(major: UInt32, minor: UInt32) -> Rotation? {
-        let link = "/sys/dev/block/\(major):\(minor)"
+    static func lookup(major: UInt32, minor: UInt32, sysfs: String = "/sys") -> Rotation? {
+        let link = "\(sysfs)/dev/block/\(major):\(minor)"
         guard let resolved = realpath(link, nil) else { return nil }
         var directory = String(cString: resolved)
         free(resolved)
