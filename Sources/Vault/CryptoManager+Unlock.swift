@@ -18,11 +18,18 @@ extension CryptoManager {
         let state = try requireState()
         guard let wrap = state.passcode else { throw VaultError.noPasscode }
         let appKey = try attempt(wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
-            let kek = try KeyDerivation.derive(password: passcode, salt: Array(wrap.salt), parameters: wrap.kdf)
+            let kek = try timedKDF { try KeyDerivation.derive(password: passcode, salt: Array(wrap.salt), parameters: wrap.kdf) }
             defer { kek.wipe() }
             return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.passcodeAAD())
         }
         try finishUnlock(state: state, appKey: appKey)
+    }
+
+    /// Runs one KDF and adds its duration to the calling thread's tally (for the benchmark).
+    func timedKDF(_ body: () throws -> SecretBytes) rethrows -> SecretBytes {
+        let start = DispatchTime.now().uptimeNanoseconds
+        defer { KDFTally.add(DispatchTime.now().uptimeNanoseconds - start) }
+        return try body()
     }
 
     /// Unlocks with the answers to the security questions.
@@ -45,7 +52,7 @@ extension CryptoManager {
         }
         let appKey = try attempt(wrong: { VaultError.wrongAnswers(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
             for subset in set.subsets where subset.indices.allSatisfy(given.contains) {
-                let kek = try subsetKEK(normalized: normalized, indices: subset.indices, salt: Array(subset.salt), parameters: set.kdf)
+                let kek = try timedKDF { try subsetKEK(normalized: normalized, indices: subset.indices, salt: Array(subset.salt), parameters: set.kdf) }
                 defer { kek.wipe() }
                 if let key = try? KeyWrap.unwrap(Array(subset.wrapped), under: kek, aad: state.subsetAAD(questions: set, indices: subset.indices)) {
                     return key
@@ -162,4 +169,31 @@ extension CryptoManager {
         if let vaultID { FirstUnlockCache.remove(vaultID: vaultID) }
         lock()
     }
+}
+
+/// Nanoseconds spent in KDFs by the calling thread since the last reset, so the benchmark can
+/// split an unlock into KDF time and everything else within one call.
+enum KDFTally {
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    static func add(_ nanoseconds: UInt64) {
+        let current = UInt(bitPattern: pthread_getspecific(key))
+        pthread_setspecific(key, UnsafeRawPointer(bitPattern: current + UInt(nanoseconds)))
+    }
+
+    static func take() -> UInt64 {
+        let current = UInt(bitPattern: pthread_getspecific(key))
+        pthread_setspecific(key, nil)
+        return UInt64(current)
+    }
+}
+
+extension CryptoManager {
+    /// Nanoseconds the calling thread spent in KDFs since the previous call (benchmark support).
+    @_spi(Benchmark)
+    public static func _takeKDFNanoseconds() -> UInt64 { KDFTally.take() }
 }
