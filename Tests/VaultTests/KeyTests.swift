@@ -249,3 +249,39 @@ struct RetireTests {
         #expect(throws: VaultError.self) { try manager.decrypt(old, context: [9]) }
     }
 }
+
+@Suite("Passcode recovery")
+struct RecoveryTests {
+    @Test func forgottenPasscodeIsResetWithTheAnswers() throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let manager = try fixture.manager()
+        try manager.setUp(passcode: secret("forgotten"), questions: ["Pet?", "Town?"], answers: ["Rex", "Lyon"], threshold: 1)
+        let sealed = try manager.encrypt(Array("kept".utf8))
+        manager.lock()
+        #expect(throws: VaultError.wrongAnswers(failures: 1, nextAttemptAfter: nil)) {
+            try manager.resetPasscode(answers: [secret("Tom"), secret("")], new: secret("fresh"))
+        }
+        #expect(!manager.isUnlocked)
+        try manager.resetPasscode(answers: [secret(""), secret("LYON")], new: secret("fresh"))
+        #expect(manager.isUnlocked)
+        manager.lock()
+        #expect(throws: VaultError.wrongPasscode(failures: 1, nextAttemptAfter: nil)) { try manager.unlock(passcode: secret("forgotten")) }
+        try manager.unlock(passcode: secret("fresh"))
+        #expect(try manager.decrypt(sealed) == Array("kept".utf8))
+    }
+
+    @Test func aQuestionsOnlyVaultCanGainAPasscode() throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let manager = try fixture.manager()
+        try manager.setUp(passcode: nil, questions: ["Pet?"], answers: ["Rex"])
+        try manager.updatePasscode(current: nil, new: secret("new"))
+        #expect(try manager.hasPasscode)
+        manager.lock()
+        try manager.unlock(passcode: secret("new"))
+        #expect(throws: VaultError.invalidArgument("the current passcode is required to change it")) {
+            try manager.updatePasscode(current: nil, new: secret("other"))
+        }
+    }
+}
