@@ -12,6 +12,7 @@ enum Bench {
         ("cipher", CipherBench.run),
         ("shred", ShredBench.run),
         ("age", AgeBench.run),
+        ("vault", VaultBench.run),
     ]
 
     static func main() {

@@ -23,6 +23,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             EncryptCommand.self,
             DecryptCommand.self,
             KeygenCommand.self,
+            // Crypto manager
+            VaultCommand.self,
         ]
     )
 }
