@@ -26,8 +26,8 @@ public enum SecureFile {
         var info = stat()
         if lstat(path, &info) != 0 {
             guard errno == ENOENT else { throw Failure.system(operation: "stat", path: path, errno: errno) }
-            let parent = (path as NSString).deletingLastPathComponent
-            if !parent.isEmpty && parent != path && parent != "/" {
+            let parent = directoryOf(path)
+            if parent != "." && parent != path && parent != "/" {
                 var parentInfo = stat()
                 if lstat(parent, &parentInfo) != 0 {
                     try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true,
@@ -156,8 +156,14 @@ public enum SecureFile {
     }
 
     /// The directory part of `path` ("." when there is none).
+    /// (Written by hand: Foundation's `deletingLastPathComponent` traps on some single-component
+    /// relative paths on Linux.)
     public static func directoryOf(_ path: String) -> String {
-        let directory = (path as NSString).deletingLastPathComponent
-        return directory.isEmpty ? "." : directory
+        var trimmed = Substring(path)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        var directory = trimmed[..<slash]
+        while directory.count > 1 && directory.hasSuffix("/") { directory.removeLast() }
+        return directory.isEmpty ? "/" : String(directory)
     }
 }

@@ -27,9 +27,11 @@ struct CLIRunner {
 
     /// Runs `securefoundation arguments…` with `stdin` as standard input.
     @discardableResult
-    static func run(_ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:]) throws -> Result {
+    static func run(_ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:],
+                    directory: String? = nil) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }

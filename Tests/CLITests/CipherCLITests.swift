@@ -88,6 +88,15 @@ import Cipher
         #expect(!FileManager.default.fileExists(atPath: scratch.path + "/never"))
     }
 
+    @Test func relativeOutputPathsInTheWorkingDirectory() throws {
+        let scratch = try ScratchDirectory()
+        _ = try scratch.file("k", try SecureRandom.bytes(32))
+        let sealed = try CLIRunner.run(["seal", "--key-file", "k", "-o", "out"], stdin: [1, 2, 3], directory: scratch.path)
+        #expect(sealed.status == 0, "\(sealed.stderr)")
+        let opened = try CLIRunner.run(["open", "--key-file", "k", "out"], directory: scratch.path)
+        #expect(opened.stdout == [1, 2, 3])
+    }
+
     @Test func badInputsExitNonZeroWithoutCrashing() throws {
         let scratch = try ScratchDirectory()
         let key = try scratch.file("key", try SecureRandom.bytes(32))

@@ -30,6 +30,17 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["state"])
     }
 
+    @Test func directoryOfHandlesEveryShape() {
+        #expect(SecureFile.directoryOf("h") == ".")
+        #expect(SecureFile.directoryOf("h/") == ".")
+        #expect(SecureFile.directoryOf("a/b") == "a")
+        #expect(SecureFile.directoryOf("a//b") == "a")
+        #expect(SecureFile.directoryOf("/b") == "/")
+        #expect(SecureFile.directoryOf("/") == "/")
+        #expect(SecureFile.directoryOf("/x/y/z.txt") == "/x/y")
+        #expect(SecureFile.directoryOf("") == ".")
+    }
+
     @Test func permissionsAreCheckedLikeSSH() throws {
         let directory = try TemporaryDirectory()
         let home = directory.path + "/home"
