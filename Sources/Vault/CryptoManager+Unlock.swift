@@ -112,6 +112,13 @@ extension CryptoManager {
                     try eraseLocked(keepMarker: true)
                     throw VaultError.erased
                 }
+                // A last failure in the future (a damaged record, or a clock set back) restarts
+                // the delay now, so the wait always runs out; it is never skipped.
+                let now = clock().timeIntervalSince1970
+                if record.lastFailure > now {
+                    record.lastFailure = now
+                    try record.store(directory: directory)
+                }
                 let wait = record.wait(at: clock(), policy: attemptPolicy)
                 if wait > .zero { throw VaultError.tooManyAttempts(retryAfter: wait) }
                 record.failures += 1

@@ -101,6 +101,20 @@ struct StateFileTests {
         #expect(throws: VaultError.wrongPasscode(failures: 2, nextAttemptAfter: nil)) { try manager.unlock(passcode: secret("pin A")) }
     }
 
+    @Test func aLastFailureInTheFutureRestartsTheDelayInsteadOfExtendingIt() throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let manager = try fixture.manager(attemptPolicy: .iOS)
+        try manager.setUp(passcode: secret("pin"))
+        manager.lock()
+        // Five failures dated one day ahead (the clock was set back since).
+        let ahead = fixture.clock.now.timeIntervalSince1970 + 86_400
+        try SecureFile.writeAtomically(Array("{\"failures\":5,\"lastFailure\":\(ahead)}".utf8), to: fixture.home + "/attempts")
+        #expect(throws: VaultError.tooManyAttempts(retryAfter: .seconds(60))) { try manager.unlock(passcode: secret("pin")) }
+        fixture.clock.advance(61)
+        try manager.unlock(passcode: secret("pin"))
+    }
+
     @Test func damagedAttemptRecordIsTheWorstCaseNotAReset() throws {
         let fixture = try VaultFixture()
         defer { fixture.cleanup() }
@@ -110,6 +124,13 @@ struct StateFileTests {
         try SecureFile.writeAtomically(Array("garbage".utf8), to: fixture.home + "/attempts")
         #expect(try manager.failedAttempts == 9)
         #expect(throws: VaultError.tooManyAttempts(retryAfter: .seconds(3600))) { try manager.unlock(passcode: secret("pin")) }
+        // The worst case is a wait that runs out, not a permanent lockout.
+        fixture.clock.advance(1800)
+        #expect(throws: VaultError.tooManyAttempts(retryAfter: .seconds(1800))) { try manager.unlock(passcode: secret("pin")) }
+        fixture.clock.advance(1801)
+        try manager.unlock(passcode: secret("pin"))
+        #expect(try manager.failedAttempts == 0)
+        manager.lock()
         try SecureFile.writeAtomically(Array("{\"failures\":9223372036854775807,\"lastFailure\":0}".utf8), to: fixture.home + "/attempts")
         #expect(try manager.failedAttempts == 1_000_000, "hostile counts are clamped, never overflow")
         try SecureFile.writeAtomically([UInt8](), to: fixture.home + "/attempts")
