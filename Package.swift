@@ -55,6 +55,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "SecureFoundationBench", dependencies: ["SecureFoundation"], swiftSettings: strict),
+        // Test helper: writes keychain items from a separate process (multi-process and kill -9 tests).
+        .executableTarget(name: "KeychainWorker", dependencies: ["Keychain", "Cipher"], path: "Tests/KeychainWorker", swiftSettings: strict),
         .testTarget(name: "CipherTests", dependencies: ["Cipher"], swiftSettings: strict),
         .testTarget(name: "ShredderTests", dependencies: ["Shredder"], swiftSettings: strict),
         .testTarget(name: "AgeTests", dependencies: ["Age"], swiftSettings: strict),
