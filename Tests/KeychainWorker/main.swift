@@ -26,8 +26,8 @@ do {
         try keychain.setPassword("\(prefix)-value-\(index)", forService: prefix, account: "\(prefix)-\(index)")
         if (index + 1) % flushEvery == 0 || index + 1 == count {
             try keychain.flush()
-            print("ack \(index + 1)")
-            fflush(stdout)
+            let line = Array("ack \(index + 1)\n".utf8)
+            try line.withUnsafeBytes { try SecureFile.writeAll(1, $0, path: "standard output") }
         }
     }
 } catch {
