@@ -1,0 +1,259 @@
+import Foundation
+import Crypto
+import Cipher
+
+extension CryptoManager {
+    // MARK: Setup (the original's temporary passcode, temporary questions, finalize)
+
+    /// Keeps a copy of `passcode` in locked memory until ``finalize()`` (the original's StoreTP).
+    /// - Parameter passcode: The passcode; the caller may wipe its own copy afterwards.
+    /// - Throws: ``VaultError/invalidArgument(_:)`` for an empty passcode.
+    public func storeTemporaryPasscode(_ passcode: SecretBytes) throws {
+        guard !passcode.isEmpty else { throw VaultError.invalidArgument("an empty passcode is not accepted") }
+        let copy = passcode.slice(0..<passcode.count)
+        memory.withLock { memory in
+            memory.temporaryPasscode?.wipe()
+            memory.temporaryPasscode = copy
+        }
+    }
+
+    /// Keeps the questions and copies of the answers until ``finalize()`` (the original's StoreTSQA).
+    ///
+    /// - Parameters:
+    ///   - questions: The question texts, shown before unlock (1 to ``maximumQuestions``).
+    ///   - answers: One answer per question, in UTF-8.
+    ///   - threshold: How many correct answers unlock (k of n); nil means all of them.
+    /// - Throws: ``VaultError/invalidArgument(_:)`` when counts or the threshold are out of range.
+    public func storeTemporarySecurityQuestions(_ questions: [String], answers: [SecretBytes], threshold: Int? = nil) throws {
+        try Self.validateQuestions(questions, answerCount: answers.count, threshold: threshold ?? questions.count)
+        let copies = answers.map { $0.slice(0..<$0.count) }
+        memory.withLock { memory in
+            memory.temporaryAnswers?.forEach { $0.wipe() }
+            memory.temporaryQuestions = questions
+            memory.temporaryAnswers = copies
+            memory.temporaryThreshold = threshold ?? questions.count
+        }
+    }
+
+    /// String answers (see ``AnswerNormalization`` about `String` copies in memory).
+    public func storeTemporarySecurityQuestions(_ questions: [String], answers: [String], threshold: Int? = nil) throws {
+        let secrets = answers.map { SecretBytes(utf8: $0) }
+        defer { secrets.forEach { $0.wipe() } }
+        try storeTemporarySecurityQuestions(questions, answers: secrets, threshold: threshold)
+    }
+
+    /// Creates the vault from the temporaries: a new application key wrapped under the passcode
+    /// and/or the answers, all written in one atomic step. The temporaries are wiped whether it
+    /// succeeds or not. Afterwards the vault is unlocked, as in the original.
+    ///
+    /// - Throws: ``VaultError/alreadySetUp``, ``VaultError/invalidArgument(_:)`` when neither a
+    ///   passcode nor questions were stored or an answer is empty after normalization; I/O errors
+    ///   (then nothing was written).
+    public func finalize() throws {
+        let (passcode, questions, answers, threshold) = memory.withLock { memory in
+            defer {
+                memory.temporaryPasscode = nil
+                memory.temporaryQuestions = nil
+                memory.temporaryAnswers = nil
+                memory.temporaryThreshold = nil
+            }
+            return (memory.temporaryPasscode, memory.temporaryQuestions, memory.temporaryAnswers, memory.temporaryThreshold)
+        }
+        defer {
+            passcode?.wipe()
+            answers?.forEach { $0.wipe() }
+        }
+        guard passcode != nil || questions != nil else {
+            throw VaultError.invalidArgument("nothing to finalize: store a temporary passcode and/or security questions first")
+        }
+        var questionSet: (questions: [String], answers: [SecretBytes], threshold: Int)?
+        if let questions, let answers {
+            questionSet = (questions, answers, threshold ?? questions.count)
+        }
+        try create(passcode: passcode, questions: questionSet)
+    }
+
+    /// Sets up the vault in one call: the same as storing the temporaries and finalizing.
+    ///
+    /// - Parameters:
+    ///   - passcode: The passcode, or nil for a vault opened by answers only.
+    ///   - questions: The security questions (empty for none).
+    ///   - answers: One answer per question.
+    ///   - threshold: How many answers unlock; nil means all.
+    /// - Throws: as ``finalize()``.
+    public func setUp(passcode: SecretBytes?, questions: [String] = [], answers: [SecretBytes] = [], threshold: Int? = nil) throws {
+        guard passcode != nil || !questions.isEmpty else {
+            throw VaultError.invalidArgument("give a passcode, security questions, or both")
+        }
+        if !questions.isEmpty {
+            try Self.validateQuestions(questions, answerCount: answers.count, threshold: threshold ?? questions.count)
+        }
+        if let passcode, passcode.isEmpty { throw VaultError.invalidArgument("an empty passcode is not accepted") }
+        try create(passcode: passcode, questions: questions.isEmpty ? nil : (questions, answers, threshold ?? questions.count))
+    }
+
+    /// One-call setup with String answers.
+    public func setUp(passcode: SecretBytes?, questions: [String], answers: [String], threshold: Int? = nil) throws {
+        let secrets = answers.map { SecretBytes(utf8: $0) }
+        defer { secrets.forEach { $0.wipe() } }
+        try setUp(passcode: passcode, questions: questions, answers: secrets, threshold: threshold)
+    }
+
+    static func validateQuestions(_ questions: [String], answerCount: Int, threshold: Int) throws {
+        let n = questions.count
+        guard (1...maximumQuestions).contains(n) else {
+            throw VaultError.invalidArgument("\(n) security questions; give 1 to \(maximumQuestions)")
+        }
+        guard answerCount == n else {
+            throw VaultError.invalidArgument("\(n) questions but \(answerCount) answers; give one answer per question")
+        }
+        guard (1...n).contains(threshold) else {
+            throw VaultError.invalidArgument("a threshold of \(threshold) with \(n) questions; give 1 to \(n)")
+        }
+        guard binomial(n, threshold) <= maximumSubsets else {
+            throw VaultError.invalidArgument("\(threshold) of \(n) needs \(binomial(n, threshold)) wrappings; at most \(maximumSubsets) are allowed")
+        }
+        for question in questions where question.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+            throw VaultError.invalidArgument("a security question is empty")
+        }
+    }
+
+    static func binomial(_ n: Int, _ k: Int) -> Int {
+        guard k >= 0, k <= n else { return 0 }
+        var result = 1
+        for i in 0..<min(k, n - k) { result = result * (n - i) / (i + 1) }
+        return result
+    }
+
+    /// Every k-subset of 0..<n, in lexicographic order.
+    static func subsets(n: Int, k: Int) -> [[Int]] {
+        var result: [[Int]] = []
+        var current: [Int] = []
+        func walk(_ start: Int) {
+            if current.count == k { result.append(current); return }
+            guard start < n else { return }
+            for index in start..<n where n - index >= k - current.count {
+                current.append(index)
+                walk(index + 1)
+                current.removeLast()
+            }
+        }
+        walk(0)
+        return result
+    }
+
+    private func create(passcode: SecretBytes?, questions: (questions: [String], answers: [SecretBytes], threshold: Int)?) throws {
+        try vaultCall {
+            // Normalize answers and derive every wrapping before touching the disk.
+            let normalized = try questions.map { try $0.answers.map { try AnswerNormalization.normalize($0) } } ?? []
+            defer { normalized.forEach { $0.wipe() } }
+            if normalized.contains(where: { $0.isEmpty }) {
+                throw VaultError.invalidArgument("an answer is empty (answers are compared after trimming whitespace)")
+            }
+            let appKey = try SecretBytes.random(count: 32)
+            let secrets = VaultSecrets(classMaster: try SecretBytes.random(count: 32), retired: [])
+            var state = VaultState(vaultID: Data(try SecureRandom.bytes(16)), keyID: Data(try SecureRandom.bytes(8)),
+                                   passcode: nil, questions: nil, secrets: Data())
+            do {
+                if let passcode {
+                    state.passcode = try wrapPasscode(passcode, appKey: appKey, state: state)
+                }
+                if let questions {
+                    state.questions = try wrapAnswers(questions: questions.questions, normalized: normalized,
+                                                      threshold: questions.threshold, appKey: appKey, state: state)
+                }
+                try sealSecrets(secrets, appKey: appKey, into: &state)
+                try withFileLock {
+                    guard try VaultState.load(directory: directory) == nil else { throw VaultError.alreadySetUp }
+                    try testHooks.beforeCommit?()
+                    try commit(state)
+                    unlink(erasedMarkerPath)
+                    try AttemptRecord().store(directory: directory)
+                }
+                install(try UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey, secrets: secrets))
+            } catch {
+                appKey.wipe()
+                secrets.wipe()
+                throw error
+            }
+        }
+    }
+
+    // MARK: Wrapping
+
+    func wrapPasscode(_ passcode: SecretBytes, appKey: SecretBytes, state: VaultState) throws -> VaultState.PasscodeWrap {
+        let salt = try SecureRandom.bytes(KeyDerivation.saltLength)
+        let kek = try KeyDerivation.derive(password: passcode, salt: salt, parameters: policy.parameters)
+        defer { kek.wipe() }
+        let wrapped = try KeyWrap.wrap(appKey, under: kek, aad: state.passcodeAAD())
+        return VaultState.PasscodeWrap(kdf: policy.parameters, salt: Data(salt), wrapped: Data(wrapped))
+    }
+
+    func wrapAnswers(questions: [String], normalized: [SecretBytes], threshold: Int, appKey: SecretBytes,
+                     state: VaultState) throws -> VaultState.Questions {
+        var set = VaultState.Questions(questions: questions, threshold: threshold, kdf: policy.parameters, subsets: [])
+        for indices in Self.subsets(n: questions.count, k: threshold) {
+            let salt = try SecureRandom.bytes(KeyDerivation.saltLength)
+            let kek = try subsetKEK(normalized: normalized, indices: indices, salt: salt, parameters: policy.parameters)
+            defer { kek.wipe() }
+            let wrapped = try KeyWrap.wrap(appKey, under: kek, aad: state.subsetAAD(questions: set, indices: indices))
+            set.subsets.append(VaultState.SubsetWrap(indices: indices, salt: Data(salt), wrapped: Data(wrapped)))
+        }
+        return set
+    }
+
+    /// The KEK of one subset: KDF over `for each index: index (4, BE) ‖ length (4, BE) ‖ normalized answer`.
+    func subsetKEK(normalized: [SecretBytes], indices: [Int], salt: [UInt8], parameters: KDFParameters) throws -> SecretBytes {
+        let total = indices.reduce(0) { $0 + 8 + normalized[$1].count }
+        let material = SecretBytes(count: total) { target in
+            var offset = 0
+            for index in indices {
+                normalized[index].withUnsafeBytes { answer in
+                    var header = [UInt8]()
+                    VaultState.appendUInt32(&header, UInt32(index))
+                    VaultState.appendUInt32(&header, UInt32(answer.count))
+                    for byte in header { target[offset] = byte; offset += 1 }
+                    if answer.count > 0 {
+                        (target.baseAddress! + offset).copyMemory(from: answer.baseAddress!, byteCount: answer.count)
+                        offset += answer.count
+                    }
+                }
+            }
+        }
+        defer { material.wipe() }
+        return try KeyDerivation.derive(password: material, salt: salt, parameters: parameters)
+    }
+
+    /// Seals the secret section under the state key, bound to every public field of `state`.
+    func sealSecrets(_ secrets: VaultSecrets, appKey: SecretBytes, into state: inout VaultState) throws {
+        let plaintext = try secrets.serialize()
+        defer { plaintext.wipe() }
+        let stateKey = KeyHierarchy.stateKey(appKey)
+        defer { stateKey.wipe() }
+        state.secrets = Data()
+        state.secrets = Data(try KeyWrap.wrap(plaintext, under: stateKey, aad: state.secretsAAD()))
+    }
+
+    /// Opens the secret section; failure means the state was modified (the key was right).
+    func openSecrets(of state: VaultState, appKey: SecretBytes) throws -> VaultSecrets {
+        let stateKey = KeyHierarchy.stateKey(appKey)
+        defer { stateKey.wipe() }
+        let plaintext: SecretBytes
+        do {
+            plaintext = try KeyWrap.unwrap(Array(state.secrets), under: stateKey, aad: state.secretsAAD())
+        } catch is KeyWrap.WrongKey {
+            throw VaultError.corrupted("the state file was modified (its questions, wrappings or secret section do not authenticate)")
+        }
+        defer { plaintext.wipe() }
+        return try VaultSecrets.parse(plaintext)
+    }
+}
+
+/// Hooks for tests (fault injection).
+struct TestHooks: Sendable {
+    var beforeCommit: (@Sendable () throws -> Void)?
+}
+
+extension CryptoManager {
+    var testHooks: TestHooks { hooks.withLock { $0 } }
+}

@@ -1,0 +1,185 @@
+import Foundation
+import Cipher
+
+extension CryptoManager {
+    // MARK: Changing the passcode, the questions, the key
+
+    /// Replaces the passcode. Needs the vault unlocked and the current passcode (checked as an
+    /// unlock attempt, counted on failure). The application key does not change, so data stays
+    /// readable; the state file holding the old wrapping is destroyed.
+    ///
+    /// - Parameters:
+    ///   - current: The current passcode (ignored when the vault has none yet).
+    ///   - new: The new passcode.
+    /// - Throws: ``VaultError/locked``, ``VaultError/wrongPasscode(failures:nextAttemptAfter:)`` and
+    ///   the attempt errors, ``VaultError/invalidArgument(_:)`` for an empty new passcode.
+    public func updatePasscode(current: SecretBytes?, new: SecretBytes) throws {
+        guard !new.isEmpty else { throw VaultError.invalidArgument("an empty passcode is not accepted") }
+        let unlocked = try requireUnlocked()
+        let state = try requireState()
+        try checkSameVault(state, unlocked)
+        if let wrap = state.passcode {
+            guard let current else { throw VaultError.invalidArgument("the current passcode is required to change it") }
+            let key = try attempt(wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
+                let kek = try KeyDerivation.derive(password: current, salt: Array(wrap.salt), parameters: wrap.kdf)
+                defer { kek.wipe() }
+                return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.passcodeAAD())
+            }
+            defer { key.wipe() }
+            guard key == unlocked.appKey else { throw VaultError.corrupted("the passcode opens a different key than the one in memory") }
+        }
+        try vaultCall {
+            var next = state
+            next.passcode = try wrapPasscode(new, appKey: unlocked.appKey, state: state)
+            try rewrite(next, unlocked: unlocked, expecting: state)
+        }
+    }
+
+    /// The original's name: replaces the passcode (the current one is required here).
+    public func changePasscode(from current: SecretBytes?, to new: SecretBytes) throws {
+        try updatePasscode(current: current, new: new)
+    }
+
+    /// Replaces the security questions and answers. Needs the vault unlocked. The application key
+    /// does not change; the state file holding the old wrappings is destroyed.
+    ///
+    /// - Parameters:
+    ///   - questions: The new questions (empty removes them, allowed only when a passcode is set).
+    ///   - answers: One answer per question.
+    ///   - threshold: How many answers unlock; nil means all.
+    /// - Throws: ``VaultError/locked``, ``VaultError/invalidArgument(_:)``.
+    public func updateSecurityQuestions(_ questions: [String], answers: [SecretBytes], threshold: Int? = nil) throws {
+        let unlocked = try requireUnlocked()
+        let state = try requireState()
+        try checkSameVault(state, unlocked)
+        if questions.isEmpty {
+            guard state.passcode != nil else { throw VaultError.invalidArgument("a vault without a passcode needs security questions") }
+        } else {
+            try Self.validateQuestions(questions, answerCount: answers.count, threshold: threshold ?? questions.count)
+        }
+        try vaultCall {
+            let normalized = try answers.map { try AnswerNormalization.normalize($0) }
+            defer { normalized.forEach { $0.wipe() } }
+            if normalized.contains(where: { $0.isEmpty }) { throw VaultError.invalidArgument("an answer is empty") }
+            var next = state
+            next.questions = questions.isEmpty ? nil : try wrapAnswers(questions: questions, normalized: normalized,
+                                                                        threshold: threshold ?? questions.count,
+                                                                        appKey: unlocked.appKey, state: state)
+            try rewrite(next, unlocked: unlocked, expecting: state)
+        }
+    }
+
+    /// String answers (see ``AnswerNormalization`` about `String` copies in memory).
+    public func updateSecurityQuestions(_ questions: [String], answers: [String], threshold: Int? = nil) throws {
+        let secrets = answers.map { SecretBytes(utf8: $0) }
+        defer { secrets.forEach { $0.wipe() } }
+        try updateSecurityQuestions(questions, answers: secrets, threshold: threshold)
+    }
+
+    /// Replaces the application key with a new random one. The old key is kept, sealed under the
+    /// new one in the state, so data sealed under it stays readable by its key id; nothing has to
+    /// be re-encrypted at once. Class keys do not change (they come from the class master).
+    ///
+    /// The new key must be wrapped under the passcode and under every k-subset of the answers, so
+    /// each unlock method the vault has must be given: the passcode (checked as an attempt) and,
+    /// when questions are set, all answers.
+    ///
+    /// - Parameters:
+    ///   - passcode: The current passcode (required when the vault has one).
+    ///   - answers: All answers (required when the vault has questions).
+    /// - Returns: The new key id.
+    /// - Throws: ``VaultError/locked``, ``VaultError/invalidArgument(_:)`` when a required secret is
+    ///   missing, ``VaultError/wrongPasscode(failures:nextAttemptAfter:)``, ``VaultError/wrongAnswers(failures:nextAttemptAfter:)``.
+    @discardableResult
+    public func rotateKey(passcode: SecretBytes?, answers: [SecretBytes]? = nil) throws -> [UInt8] {
+        let unlocked = try requireUnlocked()
+        let state = try requireState()
+        try checkSameVault(state, unlocked)
+        if let wrap = state.passcode {
+            guard let passcode else { throw VaultError.invalidArgument("the passcode is required to rotate the key") }
+            let key = try attempt(wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
+                let kek = try KeyDerivation.derive(password: passcode, salt: Array(wrap.salt), parameters: wrap.kdf)
+                defer { kek.wipe() }
+                return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.passcodeAAD())
+            }
+            key.wipe()
+        }
+        var normalized: [SecretBytes] = []
+        defer { normalized.forEach { $0.wipe() } }
+        if let set = state.questions {
+            guard let answers, answers.count == set.questions.count else {
+                throw VaultError.invalidArgument("all \(set.questions.count) answers are required to rotate the key")
+            }
+            normalized = try answers.map { try AnswerNormalization.normalize($0) }
+            // Check the answers against the current wrappings (one subset) before rewrapping.
+            let subset = set.subsets[0]
+            let key = try attempt(wrong: { VaultError.wrongAnswers(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
+                guard subset.indices.allSatisfy({ !normalized[$0].isEmpty }) else { return nil }
+                let kek = try subsetKEK(normalized: normalized, indices: subset.indices, salt: Array(subset.salt), parameters: set.kdf)
+                defer { kek.wipe() }
+                return try? KeyWrap.unwrap(Array(subset.wrapped), under: kek, aad: state.subsetAAD(questions: set, indices: subset.indices))
+            }
+            key.wipe()
+            if normalized.contains(where: { $0.isEmpty }) { throw VaultError.invalidArgument("an answer is empty") }
+        }
+        return try vaultCall {
+            let newKey = try SecretBytes.random(count: 32)
+            var next = state
+            next.keyID = Data(try SecureRandom.bytes(8))
+            if let passcode, state.passcode != nil {
+                next.passcode = try wrapPasscode(passcode, appKey: newKey, state: next)
+            }
+            if let set = state.questions {
+                next.questions = try wrapAnswers(questions: set.questions, normalized: normalized, threshold: set.threshold,
+                                                 appKey: newKey, state: next)
+            }
+            var retired = [(id: Array(state.keyID), key: unlocked.appKey.slice(0..<32))]
+            retired += unlocked.retired.map { (id: $0.id, key: $0.key.slice(0..<32)) }
+            let secrets = VaultSecrets(classMaster: unlocked.classMaster.slice(0..<32), retired: retired)
+            do {
+                try sealSecrets(secrets, appKey: newKey, into: &next)
+                try withFileLock {
+                    guard try VaultState.load(directory: directory) == state else {
+                        throw VaultError.corrupted("the vault changed while the key was being rotated; try again")
+                    }
+                    try commit(next)
+                }
+                install(try UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: newKey, secrets: secrets))
+            } catch {
+                newKey.wipe()
+                secrets.wipe()
+                throw error
+            }
+            return Array(next.keyID)
+        }
+    }
+
+    /// String answers for ``rotateKey(passcode:answers:)``.
+    @discardableResult
+    public func rotateKey(passcode: SecretBytes?, answers: [String]) throws -> [UInt8] {
+        let secrets = answers.map { SecretBytes(utf8: $0) }
+        defer { secrets.forEach { $0.wipe() } }
+        return try rotateKey(passcode: passcode, answers: secrets)
+    }
+
+    /// Re-seals the secret section for `next` and commits it if the file still holds `expected`.
+    func rewrite(_ next: VaultState, unlocked: UnlockedKeys, expecting expected: VaultState) throws {
+        var next = next
+        let secrets = VaultSecrets(classMaster: unlocked.classMaster.slice(0..<32),
+                                   retired: unlocked.retired.map { (id: $0.id, key: $0.key.slice(0..<32)) })
+        defer { secrets.wipe() }
+        try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
+        try withFileLock {
+            guard try VaultState.load(directory: directory) == expected else {
+                throw VaultError.corrupted("the vault changed while it was being updated; try again")
+            }
+            try commit(next)
+        }
+    }
+
+    func checkSameVault(_ state: VaultState, _ unlocked: UnlockedKeys) throws {
+        guard state.vaultID == unlocked.vaultID, Array(state.keyID) == unlocked.keyID else {
+            throw VaultError.corrupted("the vault on disk is not the one unlocked in memory (it was replaced or its key rotated elsewhere); lock and unlock again")
+        }
+    }
+}

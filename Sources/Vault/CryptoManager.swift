@@ -1,0 +1,373 @@
+import Foundation
+import Crypto
+import Cipher
+
+/// The crypto manager: one application key behind a passcode and security questions.
+///
+/// The application key (256 random bits) is wrapped with AES-256-GCM under a key derived from
+/// the passcode (scrypt or PBKDF2 with its own salt), and separately under a key derived from
+/// each k-subset of the normalized answers to the security questions. Unlocking with either
+/// brings the key into locked memory (`SecretBytes`); ``lock()`` wipes it. Failed attempts are
+/// counted in a file guarded by `flock`, with escalating delays and optional erasure.
+///
+/// Everything lives in one private directory (0700, files 0600); changes are written atomically
+/// to one state file, so each change is all-or-nothing. See docs/VAULT.md for the key hierarchy.
+///
+/// Thread safety: every method may be called from any thread. The in-memory keys are guarded by
+/// an internal lock (held only for short copies, never during a KDF); file changes are serialized
+/// between threads and processes by an exclusive `flock` on `vault.lock`. The synchronous
+/// unlock methods block for the KDF time (about 0.2 s with ``KDFPolicy/interactive``); from async
+/// code use the `async` variants, which run the KDF on a dispatch queue.
+public final class CryptoManager: Sendable {
+    /// At most this many security questions.
+    public static let maximumQuestions = 16
+    /// At most this many k-subsets (C(n, k)), each costing one KDF run at setup.
+    public static let maximumSubsets = 70
+
+    /// The data directory.
+    public let directory: String
+    /// The KDF policy for new wrappings (stored wrappings keep their own parameters).
+    public let policy: KDFPolicy
+    /// The failed-attempt policy.
+    public let attemptPolicy: AttemptPolicy
+    let deviceKeyProvider: any DeviceKeyProvider
+    let clock: @Sendable () -> Date
+    let memory = Protected(Memory())
+    let hooks = Protected(TestHooks())
+
+    var statePath: String { VaultState.path(in: directory) }
+    var lockPath: String { directory + "/vault.lock" }
+    var alwaysKeyPath: String { directory + "/always.key" }
+    var erasedMarkerPath: String { directory + "/erased" }
+
+    /// Opens (without unlocking) the vault in `directory`, creating the directory (0700) if needed.
+    ///
+    /// - Parameters:
+    ///   - directory: The data directory; nil means `$SECUREFOUNDATION_HOME`, else
+    ///     `$XDG_DATA_HOME/securefoundation`, else `~/.local/share/securefoundation`.
+    ///   - deviceKeyProvider: Where the device key comes from.
+    ///   - policy: KDF work for new wrappings.
+    ///   - attemptPolicy: Delays and erasure after failed attempts.
+    ///   - clock: The wall clock used for attempt delays (injected by tests).
+    /// - Throws: ``VaultError/insecurePermissions(path:reason:fix:)`` when the directory is reachable
+    ///   by others or owned by another user; ``VaultError/io(_:)``.
+    public init(directory: String? = nil, deviceKeyProvider: any DeviceKeyProvider = FileDeviceKeyProvider(),
+                policy: KDFPolicy = .interactive, attemptPolicy: AttemptPolicy = .iOS,
+                clock: @escaping @Sendable () -> Date = { Date() }) throws {
+        var resolved = directory ?? VaultPaths.defaultDirectory()
+        while resolved.count > 1 && resolved.hasSuffix("/") { resolved.removeLast() }
+        self.directory = resolved
+        self.deviceKeyProvider = deviceKeyProvider
+        self.policy = policy
+        self.attemptPolicy = attemptPolicy
+        self.clock = clock
+        do {
+            try policy.parameters.validate()
+        } catch {
+            throw VaultError.invalidArgument("\(error)")
+        }
+        try vaultCall {
+            try SecureFile.ensurePrivateDirectory(resolved)
+            try withFileLock { try removeSupersededFiles() }
+        }
+    }
+
+    deinit {
+        memory.withLock { $0.wipeAll() }
+    }
+
+    // MARK: Queries
+
+    /// Whether a passcode is set.
+    /// - Throws: ``VaultError/corrupted(_:)`` or permission errors when the state cannot be read.
+    public var hasPasscode: Bool {
+        get throws { try loadState()?.passcode != nil }
+    }
+
+    /// Whether security questions are set.
+    public var hasSecurityQuestions: Bool {
+        get throws { try loadState()?.questions != nil }
+    }
+
+    /// The security questions, readable before unlock (empty when none are set). They are
+    /// authenticated at unlock: a swapped question makes the answers fail and a passcode unlock
+    /// report ``VaultError/corrupted(_:)``.
+    public var questions: [String] {
+        get throws { try loadState()?.questions?.questions ?? [] }
+    }
+
+    /// How many answers unlock (k of n), or nil without questions.
+    public var answerThreshold: Int? {
+        get throws { try loadState()?.questions?.threshold }
+    }
+
+    /// Whether a vault is set up in the directory.
+    public var isSetUp: Bool {
+        get throws { try loadState() != nil }
+    }
+
+    /// Whether the vault was erased (after too many failed attempts or on request) and not set up again.
+    public var isErased: Bool {
+        access(erasedMarkerPath, F_OK) == 0 && access(statePath, F_OK) != 0
+    }
+
+    /// Whether the application key is in memory.
+    public var isUnlocked: Bool {
+        memory.withLock { $0.unlocked != nil }
+    }
+
+    /// The current application key's id (recorded in sealed data), or nil without a vault.
+    public var keyID: [UInt8]? {
+        get throws { try loadState().map { Array($0.keyID) } }
+    }
+
+    /// Consecutive failed unlock attempts recorded so far.
+    public var failedAttempts: Int {
+        get throws { try vaultCall { try withFileLock { try AttemptRecord.load(directory: directory).failures } } }
+    }
+
+    /// How long until the next unlock attempt is accepted (zero when it is accepted now).
+    public var nextAttemptDelay: Duration {
+        get throws {
+            try vaultCall {
+                try withFileLock { try AttemptRecord.load(directory: directory).wait(at: clock(), policy: attemptPolicy) }
+            }
+        }
+    }
+
+    // MARK: Lock state
+
+    /// A new stream of lock-state changes for one observer. It yields the current state first,
+    /// then every change, until the manager is released.
+    public var lockStateChanges: AsyncStream<LockState> {
+        let (stream, continuation) = AsyncStream<LockState>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let id = UUID()
+        memory.withLock { memory in
+            continuation.yield(memory.unlocked == nil ? .locked : .unlocked)
+            memory.observers[id] = continuation
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.memory.withLock { _ = $0.observers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Wipes the application key, the class master and the whenUnlocked class key from memory
+    /// (the original's purge). The afterFirstUnlock class key stays until the process ends.
+    public func lock() {
+        memory.withLock { memory in
+            guard let unlocked = memory.unlocked else { return }
+            unlocked.wipe()
+            memory.unlocked = nil
+            memory.notify(.locked)
+        }
+    }
+
+    /// The original's name for ``lock()``.
+    public func purge() { lock() }
+
+    // MARK: Internals shared by the extensions
+
+    func loadState() throws -> VaultState? {
+        try vaultCall { try VaultState.load(directory: directory) }
+    }
+
+    func requireState() throws -> VaultState {
+        guard let state = try loadState() else { throw isErased ? VaultError.erased : VaultError.notSetUp }
+        return state
+    }
+
+    func withFileLock<Result>(_ body: () throws -> Result) throws -> Result {
+        try FileLock.withExclusiveLock(path: lockPath, body)
+    }
+
+    /// Runs `body`, mapping lower-layer errors to ``VaultError``.
+    func vaultCall<Result>(_ body: () throws -> Result) throws -> Result {
+        do { return try body() } catch { throw VaultError.wrap(error) }
+    }
+
+    /// Writes `state` atomically. The state file it replaces (which holds superseded wrappings)
+    /// is kept by a hard link during the rename and then destroyed. Call with the file lock held.
+    func commit(_ state: VaultState) throws {
+        let data = try state.encoded()
+        var superseded: String?
+        if access(statePath, F_OK) == 0 {
+            let name = directory + "/.superseded-" + (try SecureRandom.string(length: 12, alphabet: SecureRandom.alphanumeric))
+            if link(statePath, name) == 0 { superseded = name }
+        }
+        do {
+            try SecureFile.writeAtomically(data, to: statePath)
+        } catch {
+            if let superseded { unlink(superseded) }
+            throw error
+        }
+        if let superseded { try? Erasure.destroy([superseded]) }
+    }
+
+    /// Destroys superseded state files left by a crash between link and destruction (a file that
+    /// is still the live state, same inode, is only unlinked). Call with the file lock held.
+    func removeSupersededFiles() throws {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        var live = stat()
+        let hasLive = lstat(statePath, &live) == 0
+        for name in names where name.hasPrefix(".superseded-") {
+            let path = directory + "/" + name
+            var info = stat()
+            guard lstat(path, &info) == 0 else { continue }
+            if hasLive && info.st_ino == live.st_ino && info.st_dev == live.st_dev {
+                unlink(path)
+            } else {
+                try Erasure.destroy([path])
+            }
+        }
+    }
+
+    /// Installs freshly unlocked keys and tells observers.
+    func install(_ unlocked: UnlockedKeys) {
+        FirstUnlockCache.store(vaultID: unlocked.vaultID, key: unlocked.classKey(.afterFirstUnlock))
+        memory.withLock { memory in
+            let wasLocked = memory.unlocked == nil
+            memory.unlocked?.wipe()
+            memory.unlocked = unlocked
+            if wasLocked { memory.notify(.unlocked) }
+        }
+    }
+
+    /// The unlocked keys, or ``VaultError/locked``.
+    func requireUnlocked() throws -> UnlockedKeys {
+        guard let unlocked = memory.withLock({ $0.unlocked }) else { throw VaultError.locked }
+        return unlocked
+    }
+}
+
+/// A value behind an `NSLock`. The lock protects in-memory keys and observers; it is held only
+/// for short, non-blocking work, never during a KDF or file I/O.
+final class Protected<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+    init(_ value: Value) { self.value = value }
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try lock.withLock { try body(&value) }
+    }
+}
+
+/// What the manager holds in memory.
+struct Memory {
+    var unlocked: UnlockedKeys?
+    var temporaryPasscode: SecretBytes?
+    var temporaryQuestions: [String]?
+    var temporaryAnswers: [SecretBytes]?
+    var temporaryThreshold: Int?
+    var observers: [UUID: AsyncStream<LockState>.Continuation] = [:]
+    var deviceKey: SecretBytes?
+
+    func notify(_ state: LockState) {
+        for continuation in observers.values { continuation.yield(state) }
+    }
+
+    mutating func wipeTemporaries() {
+        temporaryPasscode?.wipe()
+        temporaryAnswers?.forEach { $0.wipe() }
+        temporaryPasscode = nil
+        temporaryQuestions = nil
+        temporaryAnswers = nil
+        temporaryThreshold = nil
+    }
+
+    mutating func wipeAll() {
+        unlocked?.wipe()
+        unlocked = nil
+        wipeTemporaries()
+        deviceKey?.wipe()
+        deviceKey = nil
+        for continuation in observers.values { continuation.finish() }
+        observers = [:]
+    }
+}
+
+/// The keys held while unlocked.
+final class UnlockedKeys: @unchecked Sendable {
+    let vaultID: Data
+    let keyID: [UInt8]
+    let appKey: SecretBytes
+    let classMaster: SecretBytes
+    let retired: [(id: [UInt8], key: SecretBytes)]
+    /// Sealing keys derived from the current and retired application keys.
+    let keyring: Keyring
+
+    init(vaultID: Data, keyID: [UInt8], appKey: SecretBytes, secrets: VaultSecrets) throws {
+        self.vaultID = vaultID
+        self.keyID = keyID
+        self.appKey = appKey
+        self.classMaster = secrets.classMaster
+        self.retired = secrets.retired
+        var keys = [try SealingKey(key: KeyHierarchy.dataKey(appKey), id: keyID)]
+        for entry in secrets.retired where !keys.contains(where: { $0.id == entry.id }) {
+            keys.append(try SealingKey(key: KeyHierarchy.dataKey(entry.key), id: entry.id))
+        }
+        self.keyring = try Keyring(keys)
+    }
+
+    func classKey(_ protectionClass: ProtectionClass) -> SecretBytes {
+        KeyHierarchy.classKey(protectionClass, master: classMaster)
+    }
+
+    func wipe() {
+        appKey.wipe()
+        classMaster.wipe()
+        for entry in retired { entry.key.wipe() }
+        for key in keyring.keys { key.key.wipe() }
+    }
+}
+
+/// The afterFirstUnlock class keys of every vault unlocked in this process, by vault id; kept
+/// until the process ends (as iOS keeps them until reboot). Guarded by a lock.
+enum FirstUnlockCache {
+    private static let keys = Protected([Data: SecretBytes]())
+
+    static func store(vaultID: Data, key: SecretBytes) {
+        keys.withLock { keys in
+            if let existing = keys[vaultID] {
+                if existing == key { key.wipe(); return }
+                existing.wipe()
+            }
+            keys[vaultID] = key
+        }
+    }
+
+    static func key(vaultID: Data) -> SecretBytes? {
+        keys.withLock { $0[vaultID].map { $0.slice(0..<$0.count) } }
+    }
+
+    static func remove(vaultID: Data) {
+        keys.withLock { keys in
+            keys[vaultID]?.wipe()
+            keys[vaultID] = nil
+        }
+    }
+}
+
+/// The derivations of the key hierarchy (docs/VAULT.md). All are HKDF-SHA256 with an empty salt.
+enum KeyHierarchy {
+    /// The key that seals application data: HKDF(application key, "securefoundation vault v1 data").
+    static func dataKey(_ appKey: SecretBytes) -> SecretBytes {
+        KeyDerivation.hkdf(appKey, info: "securefoundation vault v1 data")
+    }
+
+    /// The key that seals the state's secret section: HKDF(application key, "securefoundation vault v1 state").
+    static func stateKey(_ appKey: SecretBytes) -> SecretBytes {
+        KeyDerivation.hkdf(appKey, info: "securefoundation vault v1 state")
+    }
+
+    /// whenUnlocked and afterFirstUnlock: HKDF(class master, "securefoundation class NAME v1").
+    static func classKey(_ protectionClass: ProtectionClass, master: SecretBytes) -> SecretBytes {
+        KeyDerivation.hkdf(master, info: "securefoundation class \(protectionClass.rawValue) v1")
+    }
+
+    /// A thisDeviceOnly variant: HKDF(class key ‖ device key, "securefoundation class NAMEThisDeviceOnly v1").
+    static func deviceBound(_ classKey: SecretBytes, deviceKey: SecretBytes, protectionClass: ProtectionClass) -> SecretBytes {
+        let material = classKey.appending(deviceKey)
+        defer { material.wipe() }
+        return KeyDerivation.hkdf(material, info: "securefoundation class \(protectionClass.rawValue)ThisDeviceOnly v1")
+    }
+}

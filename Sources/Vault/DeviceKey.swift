@@ -1,0 +1,120 @@
+import Foundation
+import Cipher
+
+/// Where the device key comes from.
+///
+/// The device key is a random 32-byte key stored apart from the vault's data directory. Keys of
+/// the thisDeviceOnly classes also depend on it, so a data directory copied to another machine
+/// without the device key opens nothing marked thisDeviceOnly. Other sources (systemd
+/// credentials, the kernel keyring, a TPM) can conform to this protocol.
+public protocol DeviceKeyProvider: Sendable {
+    /// Returns the 32-byte device key, creating it if the source does that.
+    /// - Throws: ``VaultError/deviceKey(_:)`` or ``VaultError/insecurePermissions(path:reason:fix:)``.
+    func deviceKey() throws -> SecretBytes
+}
+
+/// The default device-key source: 32 random bytes in a 0600 file inside a 0700 directory,
+/// `$XDG_CONFIG_HOME/securefoundation/device.key`, else `~/.config/securefoundation/device.key`,
+/// created on first use.
+public struct FileDeviceKeyProvider: DeviceKeyProvider {
+    /// The device-key file.
+    public let path: String
+
+    /// - Parameter path: The key file, or nil for the default location.
+    public init(path: String? = nil) {
+        self.path = path ?? FileDeviceKeyProvider.defaultPath()
+    }
+
+    /// `$XDG_CONFIG_HOME/securefoundation/device.key`, else `~/.config/securefoundation/device.key`.
+    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
+            return config + "/securefoundation/device.key"
+        }
+        return VaultPaths.homeDirectory(environment) + "/.config/securefoundation/device.key"
+    }
+
+    /// Reads the key file, creating it (and its directory) with a new random key if it does not exist.
+    /// - Throws: ``VaultError/insecurePermissions(path:reason:fix:)`` for a file or directory others can reach,
+    ///   ``VaultError/deviceKey(_:)`` for a file that is not 32 bytes or cannot be written.
+    public func deviceKey() throws -> SecretBytes {
+        do {
+            try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(path))
+            if access(path, F_OK) != 0 {
+                try KeyFile.createExclusively(path: path, key: SecretBytes.random(count: 32))
+            }
+            return try KeyFile.read(path: path, what: "device key")
+        } catch let error as VaultError {
+            throw error
+        } catch {
+            let wrapped = VaultError.wrap(error)
+            if case .insecurePermissions = wrapped { throw wrapped }
+            throw VaultError.deviceKey("\(path): \(wrapped)")
+        }
+    }
+}
+
+/// A device key held in memory, for tests and for callers with their own key source.
+public struct StaticDeviceKeyProvider: DeviceKeyProvider {
+    private let key: SecretBytes
+    /// - Parameter key: 32 bytes; the provider hands out copies.
+    public init(key: SecretBytes) { self.key = key }
+    public func deviceKey() throws -> SecretBytes {
+        guard key.count == 32 else { throw VaultError.deviceKey("the device key is \(key.count) bytes, not 32") }
+        return key.slice(0..<32)
+    }
+}
+
+/// Raw 32-byte key files.
+enum KeyFile {
+    /// Creates `path` holding `key` unless it exists (then the existing file wins): the key is
+    /// written to a temporary file, synced, and hard-linked into place, so two processes racing
+    /// end up with one key.
+    static func createExclusively(path: String, key: SecretBytes) throws {
+        defer { key.wipe() }
+        let directory = SecureFile.directoryOf(path)
+        let (fd, temporary) = try SecureFile.makeTemporaryFile(in: directory)
+        defer { unlink(temporary) }
+        do {
+            try key.withUnsafeBytes { try SecureFile.writeAll(fd, $0, path: temporary) }
+            guard fsync(fd) == 0 else { throw SecureFile.Failure.system(operation: "fsync", path: temporary, errno: errno) }
+        } catch {
+            close(fd)
+            throw error
+        }
+        close(fd)
+        if link(temporary, path) != 0 && errno != EEXIST {
+            throw SecureFile.Failure.system(operation: "link", path: path, errno: errno)
+        }
+        try SecureFile.syncDirectory(directory)
+    }
+
+    /// Reads a 32-byte key file after checking it is private.
+    static func read(path: String, what: String) throws -> SecretBytes {
+        try SecureFile.checkPrivate(path, isDirectory: false)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw SecureFile.Failure.system(operation: "open", path: path, errno: errno) }
+        defer { close(fd) }
+        let raw = try SecretBytes(readingFrom: fd, maxLength: 64, trimNewline: false, name: path)
+        guard raw.count == 32 else {
+            raw.wipe()
+            throw VaultError.corrupted("the \(what) file \(path) holds \(raw.count) bytes, not 32")
+        }
+        return raw
+    }
+}
+
+/// Default locations.
+public enum VaultPaths {
+    /// The vault's data directory: `$SECUREFOUNDATION_HOME`, else `$XDG_DATA_HOME/securefoundation`,
+    /// else `~/.local/share/securefoundation`.
+    public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let home = environment["SECUREFOUNDATION_HOME"], !home.isEmpty { return home }
+        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") { return data + "/securefoundation" }
+        return homeDirectory(environment) + "/.local/share/securefoundation"
+    }
+
+    static func homeDirectory(_ environment: [String: String]) -> String {
+        if let home = environment["HOME"], !home.isEmpty { return home }
+        return NSHomeDirectory()
+    }
+}

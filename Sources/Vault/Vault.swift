@@ -1,1 +1,0 @@
-// The Vault module. See docs/ARCHITECTURE.md.

@@ -1,0 +1,109 @@
+import Foundation
+import Cipher
+
+/// Everything the vault can fail with. Each case carries what a person needs to act on.
+public enum VaultError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The key of this class cannot be had now, for the given reason.
+    case classKeyUnavailable(Accessibility, ClassKeyUnavailableReason)
+    /// The passcode is wrong. `failures` counts consecutive failed attempts; `nextAttemptAfter` is
+    /// how long to wait before the next attempt is accepted (nil: no wait).
+    case wrongPasscode(failures: Int, nextAttemptAfter: Duration?)
+    /// The security answers are wrong (fewer than the threshold matched).
+    case wrongAnswers(failures: Int, nextAttemptAfter: Duration?)
+    /// Too many failed attempts: no attempt is accepted before `retryAfter` has passed.
+    case tooManyAttempts(retryAfter: Duration)
+    /// The wrapped keys were destroyed (after too many failed attempts, or by ``CryptoManager/erase()``).
+    case erased
+    /// No vault has been set up in this directory.
+    case notSetUp
+    /// A vault is already set up in this directory.
+    case alreadySetUp
+    /// The operation needs the vault unlocked.
+    case locked
+    /// The vault has no passcode (it was set up with security questions only).
+    case noPasscode
+    /// The vault has no security questions.
+    case noSecurityQuestions
+    /// A file or directory of the vault is accessible to others or owned by another user.
+    case insecurePermissions(path: String, reason: String, fix: String)
+    /// The state is damaged or was modified.
+    case corrupted(String)
+    /// An argument is not acceptable (empty passcode, threshold out of range, …).
+    case invalidArgument(String)
+    /// The device key cannot be read or created.
+    case deviceKey(String)
+    /// A file operation failed.
+    case io(String)
+    /// A cryptographic operation failed (for example the system random generator).
+    case crypto(String)
+
+    public var description: String {
+        switch self {
+        case let .classKeyUnavailable(accessibility, reason):
+            return "the \(accessibility.name) class key is unavailable: \(reason)"
+        case let .wrongPasscode(failures, wait):
+            return "wrong passcode (\(failures) failed attempt\(failures == 1 ? "" : "s") in a row)" + VaultError.waitText(wait)
+        case let .wrongAnswers(failures, wait):
+            return "wrong answers to the security questions (\(failures) failed attempt\(failures == 1 ? "" : "s") in a row)" + VaultError.waitText(wait)
+        case let .tooManyAttempts(retryAfter):
+            return "too many failed attempts; try again in \(VaultError.format(retryAfter))"
+        case .erased:
+            return "the vault was erased after too many failed attempts (or on request); its keys are destroyed and data sealed under them cannot be recovered"
+        case .notSetUp:
+            return "no vault is set up here; create one with `securefoundation vault init`"
+        case .alreadySetUp:
+            return "a vault is already set up here; change it with change-passcode / change-questions, or erase it first"
+        case .locked:
+            return "the vault is locked; unlock it with the passcode or the security answers first"
+        case .noPasscode:
+            return "this vault has no passcode; unlock it with the security answers"
+        case .noSecurityQuestions:
+            return "this vault has no security questions; unlock it with the passcode"
+        case let .insecurePermissions(path, reason, fix):
+            return "refusing \(path): \(reason). Fix it with: \(fix)"
+        case let .corrupted(why):
+            return "the vault state is damaged or was modified: \(why)"
+        case let .invalidArgument(why):
+            return "invalid argument: \(why)"
+        case let .deviceKey(why):
+            return "device key: \(why)"
+        case let .io(why):
+            return why
+        case let .crypto(why):
+            return "cryptographic failure: \(why)"
+        }
+    }
+
+    static func waitText(_ wait: Duration?) -> String {
+        guard let wait, wait > .zero else { return "" }
+        return "; the next attempt is accepted in \(format(wait))"
+    }
+
+    /// "1 h", "15 min", "59 s".
+    static func format(_ duration: Duration) -> String {
+        let seconds = Int((Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18).rounded(.up))
+        if seconds >= 3600, seconds % 3600 == 0 { return "\(seconds / 3600) h" }
+        if seconds >= 60, seconds % 60 == 0 { return "\(seconds / 60) min" }
+        if seconds >= 60 { return "\(seconds / 60) min \(seconds % 60) s" }
+        return "\(seconds) s"
+    }
+
+    /// Maps errors of the lower layers to vault errors.
+    static func wrap(_ error: any Error) -> VaultError {
+        if let error = error as? VaultError { return error }
+        if let failure = error as? SecureFile.Failure {
+            switch failure {
+            case let .insecurePermissions(path, reason, fix): return .insecurePermissions(path: path, reason: reason, fix: fix)
+            case let .system(operation, path, code): return .io("\(operation) \(path): \(String(cString: strerror(code)))")
+            }
+        }
+        if let error = error as? CipherError {
+            switch error {
+            case .io(let why): return .io(why)
+            case .randomUnavailable, .invalidParameter: return .crypto(error.description)
+            default: return .corrupted(error.description)
+            }
+        }
+        return .io(String(describing: error))
+    }
+}

@@ -1,0 +1,249 @@
+import Foundation
+import Crypto
+import Cipher
+
+/// The vault's state file, `vault.state`: one JSON document written atomically, so a change of
+/// passcode, questions or key is all-or-nothing. Byte layouts: docs/FORMATS.md, section Vault.
+struct VaultState: Codable, Equatable {
+    static let fileName = "vault.state"
+    static let formatName = "securefoundation-vault"
+    static let currentVersion = 1
+
+    /// The application key wrapped under the passcode's key.
+    struct PasscodeWrap: Codable, Equatable {
+        var kdf: KDFParameters
+        var salt: Data
+        var wrapped: Data
+    }
+
+    /// The application key wrapped under the combined answers of one k-subset of the questions.
+    struct SubsetWrap: Codable, Equatable {
+        var indices: [Int]
+        var salt: Data
+        var wrapped: Data
+    }
+
+    /// The security questions (readable before unlock; authenticated) and their wrappings.
+    struct Questions: Codable, Equatable {
+        var questions: [String]
+        var threshold: Int
+        var kdf: KDFParameters
+        var subsets: [SubsetWrap]
+    }
+
+    var format: String = VaultState.formatName
+    var version: Int = VaultState.currentVersion
+    /// 16 random bytes naming this vault (bound into every wrapping).
+    var vaultID: Data
+    /// 8 random bytes naming the current application key (recorded in sealed data).
+    var keyID: Data
+    var passcode: PasscodeWrap?
+    var questions: Questions?
+    /// The secret section (class master, retired keys), AES-256-GCM under the state key with the
+    /// digest of every other field as associated data.
+    var secrets: Data
+
+    // MARK: Associated data
+
+    static let label = "securefoundation vault v1"
+
+    /// Associated data of the passcode wrapping.
+    func passcodeAAD() -> [UInt8] {
+        Array((VaultState.label + " passcode").utf8) + [0] + Array(vaultID) + Array(keyID)
+    }
+
+    /// Associated data of one subset wrapping: binds the question texts, the threshold and the subset.
+    func subsetAAD(questions: Questions, indices: [Int]) -> [UInt8] {
+        var aad = Array((VaultState.label + " answers").utf8) + [0] + Array(vaultID) + Array(keyID)
+        aad += VaultState.questionsDigest(questions.questions)
+        aad += [UInt8(clamping: questions.threshold), UInt8(clamping: questions.questions.count), UInt8(clamping: indices.count)]
+        aad += indices.map { UInt8(clamping: $0) }
+        return aad
+    }
+
+    /// Associated data of the secret section: a digest of every public field.
+    func secretsAAD() -> [UInt8] {
+        var input = Array((VaultState.label + " public").utf8) + [0]
+        VaultState.appendField(&input, Array(format.utf8))
+        VaultState.appendUInt32(&input, UInt32(clamping: version))
+        VaultState.appendField(&input, Array(vaultID))
+        VaultState.appendField(&input, Array(keyID))
+        if let passcode {
+            input.append(1)
+            VaultState.appendField(&input, VaultState.encode(passcode.kdf))
+            VaultState.appendField(&input, Array(passcode.salt))
+            VaultState.appendField(&input, Array(passcode.wrapped))
+        } else {
+            input.append(0)
+        }
+        if let questions {
+            input.append(1)
+            VaultState.appendUInt32(&input, UInt32(clamping: questions.questions.count))
+            for question in questions.questions { VaultState.appendField(&input, Array(question.utf8)) }
+            VaultState.appendUInt32(&input, UInt32(clamping: questions.threshold))
+            VaultState.appendField(&input, VaultState.encode(questions.kdf))
+            VaultState.appendUInt32(&input, UInt32(clamping: questions.subsets.count))
+            for subset in questions.subsets {
+                VaultState.appendField(&input, subset.indices.map { UInt8(clamping: $0) })
+                VaultState.appendField(&input, Array(subset.salt))
+                VaultState.appendField(&input, Array(subset.wrapped))
+            }
+        } else {
+            input.append(0)
+        }
+        return Array((VaultState.label + " secrets").utf8) + [0] + Array(SHA256.hash(data: input))
+    }
+
+    /// SHA-256 over the length-prefixed UTF-8 question texts.
+    static func questionsDigest(_ questions: [String]) -> [UInt8] {
+        var input = [UInt8]()
+        appendUInt32(&input, UInt32(clamping: questions.count))
+        for question in questions { appendField(&input, Array(question.utf8)) }
+        return Array(SHA256.hash(data: input))
+    }
+
+    static func appendUInt32(_ output: inout [UInt8], _ value: UInt32) {
+        output += [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+    }
+
+    static func appendField(_ output: inout [UInt8], _ field: [UInt8]) {
+        appendUInt32(&output, UInt32(clamping: field.count))
+        output += field
+    }
+
+    static func encode(_ parameters: KDFParameters) -> [UInt8] {
+        var output = [UInt8]()
+        switch parameters {
+        case let .scrypt(logN, r, p):
+            output = [1, logN]
+            appendUInt32(&output, r)
+            appendUInt32(&output, p)
+        case let .pbkdf2SHA256(rounds):
+            output = [2]
+            appendUInt32(&output, rounds)
+        }
+        return output
+    }
+
+    // MARK: Files
+
+    static func path(in directory: String) -> String { directory + "/" + fileName }
+
+    /// Reads the state, or nil when there is none.
+    static func load(directory: String) throws -> VaultState? {
+        let path = path(in: directory)
+        guard access(path, F_OK) == 0 else { return nil }
+        try SecureFile.checkPrivate(path, isDirectory: false)
+        let bytes = try SecureFile.read(path, maxLength: 4 << 20)
+        let state: VaultState
+        do {
+            state = try CanonicalEncoding.decode(VaultState.self, from: bytes)
+        } catch {
+            throw VaultError.corrupted("\(path) is not a vault state file: \(error)")
+        }
+        try state.check(path: path)
+        return state
+    }
+
+    /// Structural checks done before any key derivation.
+    func check(path: String) throws {
+        guard format == VaultState.formatName else { throw VaultError.corrupted("\(path): unknown format \(format)") }
+        guard version == VaultState.currentVersion else {
+            throw VaultError.corrupted("\(path): state version \(version) is not supported by this version of SecureFoundation")
+        }
+        guard vaultID.count == 16, keyID.count == 8 else { throw VaultError.corrupted("\(path): bad vault or key id") }
+        guard passcode != nil || questions != nil else { throw VaultError.corrupted("\(path): neither a passcode nor questions") }
+        if let passcode {
+            try passcode.kdf.validateForVault(path: path)
+            guard passcode.salt.count >= 16 else { throw VaultError.corrupted("\(path): passcode salt too short") }
+        }
+        if let questions {
+            try questions.kdf.validateForVault(path: path)
+            let n = questions.questions.count
+            guard (1...CryptoManager.maximumQuestions).contains(n), (1...n).contains(questions.threshold) else {
+                throw VaultError.corrupted("\(path): \(questions.threshold) of \(n) questions is out of range")
+            }
+            for subset in questions.subsets {
+                guard subset.indices.count == questions.threshold,
+                      subset.indices.allSatisfy({ (0..<n).contains($0) }),
+                      Set(subset.indices).count == subset.indices.count,
+                      subset.salt.count >= 16 else {
+                    throw VaultError.corrupted("\(path): a question subset is malformed")
+                }
+            }
+        }
+    }
+
+    func encoded() throws -> Data {
+        try CanonicalEncoding.encode(self)
+    }
+}
+
+extension KDFParameters {
+    func validateForVault(path: String) throws {
+        do { try validate() } catch { throw VaultError.corrupted("\(path): \(error)") }
+    }
+}
+
+/// The secret section's plaintext: `version (1) ‖ class master (32) ‖ count (1) ‖
+/// count × (id length (1) ‖ id ‖ retired application key (32))`.
+struct VaultSecrets {
+    var classMaster: SecretBytes
+    /// Retired application keys, newest first, each with its key id.
+    var retired: [(id: [UInt8], key: SecretBytes)]
+
+    func wipe() {
+        classMaster.wipe()
+        for entry in retired { entry.key.wipe() }
+    }
+
+    func serialize() throws -> SecretBytes {
+        guard classMaster.count == 32, retired.count <= 255 else { throw VaultError.invalidArgument("too many retired keys (at most 255)") }
+        let total = 1 + 32 + 1 + retired.reduce(0) { $0 + 1 + $1.id.count + 32 }
+        return try SecretBytes(count: total) { target in
+            var offset = 0
+            func put(_ bytes: UnsafeRawBufferPointer) {
+                (target.baseAddress! + offset).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+                offset += bytes.count
+            }
+            target[0] = 1
+            offset = 1
+            classMaster.withUnsafeBytes { put($0) }
+            target[offset] = UInt8(retired.count)
+            offset += 1
+            for entry in retired {
+                guard entry.key.count == 32, (1...255).contains(entry.id.count) else { throw VaultError.invalidArgument("a retired key is malformed") }
+                target[offset] = UInt8(entry.id.count)
+                offset += 1
+                entry.id.withUnsafeBytes { put($0) }
+                entry.key.withUnsafeBytes { put($0) }
+            }
+        }
+    }
+
+    static func parse(_ plaintext: SecretBytes) throws -> VaultSecrets {
+        try plaintext.withUnsafeBytes { bytes in
+            guard bytes.count >= 34, bytes[0] == 1 else { throw VaultError.corrupted("the secret section has an unknown layout") }
+            let master = SecretBytes(count: 32) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[1..<33])) }
+            var retired: [(id: [UInt8], key: SecretBytes)] = []
+            let count = Int(bytes[33])
+            var offset = 34
+            for _ in 0..<count {
+                guard offset < bytes.count else { master.wipe(); throw VaultError.corrupted("the secret section is truncated") }
+                let idLength = Int(bytes[offset])
+                offset += 1
+                guard idLength > 0, offset + idLength + 32 <= bytes.count else {
+                    master.wipe(); retired.forEach { $0.key.wipe() }
+                    throw VaultError.corrupted("the secret section is truncated")
+                }
+                let id = Array(bytes[offset..<offset + idLength])
+                offset += idLength
+                let start = offset
+                let key = SecretBytes(count: 32) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[start..<start + 32])) }
+                offset += 32
+                retired.append((id, key))
+            }
+            return VaultSecrets(classMaster: master, retired: retired)
+        }
+    }
+}
