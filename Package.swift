@@ -61,7 +61,7 @@ let package = Package(
         .testTarget(name: "ShredderTests", dependencies: ["Shredder"], swiftSettings: strict),
         .testTarget(name: "AgeTests", dependencies: ["Age"], swiftSettings: strict),
         .testTarget(name: "VaultTests", dependencies: ["Vault"], swiftSettings: strict),
-        .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
+        .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
         .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher"], swiftSettings: strict),
     ]

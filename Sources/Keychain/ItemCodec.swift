@@ -1,6 +1,7 @@
 import Foundation
 import Crypto
 import Cipher
+import Vault
 
 /// The byte encodings of the keychain's columns (docs/FORMATS.md, section Keychain).
 enum ItemCodec {

@@ -1,5 +1,6 @@
 import Foundation
 import Cipher
+import Vault
 
 /// The kinds of item, as the system keychain's item classes.
 public enum ItemClass: UInt8, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {

@@ -2,9 +2,7 @@ import Foundation
 import Crypto
 import GRDB
 import Cipher
-#if canImport(Vault)
 import Vault
-#endif
 
 /// A keychain kept in the application's own storage: service / account / password items, as
 /// the system keychain has them, in one SQLite database (WAL mode) under `directory`.
@@ -161,10 +159,15 @@ public final class Keychain: @unchecked Sendable {
         ItemCodec.mac(ItemCodec.serviceIndexInput(itemClass: itemClass, name: name), key: indexKey)
     }
 
-    /// The sealing key of an accessibility code, asking the key source every time (so a lock is
-    /// honoured at once) and reusing the derived `SealingKey` while the source returns the same bytes.
+    /// The sealing key of an accessibility code. For whenUnlocked the key source is asked every
+    /// time (so a lock is honoured at once) and the derived `SealingKey` is reused while the source
+    /// returns the same bytes. afterFirstUnlock and always keys, once obtained, stay available
+    /// for the life of the process by definition, so they are kept and not asked for again.
     private func sealingKey(_ code: UInt8) throws -> SealingKey {
         let accessibility = try ItemCodec.accessibility(code: Int64(code))
+        if accessibility.protectionClass != .whenUnlocked, let cached = lock.withLock({ sealingKeys[code] }) {
+            return cached.key
+        }
         let raw: SecretBytes
         do {
             raw = try keySource.classKey(for: accessibility)

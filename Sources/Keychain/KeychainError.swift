@@ -1,8 +1,6 @@
 import Foundation
 import Cipher
-#if canImport(Vault)
 import Vault
-#endif
 
 /// Everything the keychain can fail with. Each case says why and, where it helps, what to do.
 public enum KeychainError: Error, Sendable, CustomStringConvertible {
@@ -58,8 +56,16 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
 
     /// Maps an error thrown by a key source to a keychain error.
     static func fromKeySource(_ error: any Error) -> KeychainError {
-        if let error = error as? KeychainError { return error }
-        return .keyUnavailable(String(describing: error))
+        switch error {
+        case let error as KeychainError:
+            return error
+        case let VaultError.classKeyUnavailable(accessibility, reason):
+            return .interactionNotAllowed(accessibility, reason)
+        case let VaultError.insecurePermissions(path, reason, fix):
+            return .insecurePermissions(path: path, detail: "\(reason); fix it with: \(fix)")
+        default:
+            return .keyUnavailable(String(describing: error))
+        }
     }
 
     /// Maps a file-helper failure.

@@ -1,7 +1,5 @@
 import Cipher
-#if canImport(Vault)
 import Vault
-#endif
 
 /// Where a keychain gets its keys: one key per accessibility (the class keys) and the key of the
 /// blind indexes that stand in for service and account names.
@@ -58,4 +56,14 @@ public final class StaticKeySource: KeychainKeySource, @unchecked Sendable {
 
     /// - Returns: The derived blind-index key.
     public func blindIndexKey() throws -> SecretBytes { indexKey }
+}
+
+extension CryptoManager: KeychainKeySource {
+    /// The keychain's blind-index key: the device sub-key for the purpose "keychain blind index v1".
+    /// It needs no unlock, and a keychain opened with another device key finds none of its items.
+    /// - Returns: 32 key bytes.
+    /// - Throws: The Vault module's device-key errors.
+    public func blindIndexKey() throws -> SecretBytes {
+        try deviceSubkey(purpose: "keychain blind index v1")
+    }
 }

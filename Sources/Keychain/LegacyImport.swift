@@ -1,5 +1,6 @@
 import Foundation
 import Cipher
+import Vault
 
 extension Keychain {
     /// What ``importLegacyKeychain(at:accessibility:overwrite:)`` did.

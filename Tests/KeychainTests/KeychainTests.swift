@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import GRDB
 import Cipher
+import Vault
 @testable import Keychain
 
 private func open(_ dir: TemporaryDirectory, _ source: TestKeySource, interval: Duration = .milliseconds(50),

@@ -1,5 +1,6 @@
 import Foundation
 import Cipher
+import Vault
 @testable import Keychain
 
 /// A key source with a lock state, as the crypto manager has: whenUnlocked needs it unlocked,
