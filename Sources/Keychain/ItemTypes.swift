@@ -95,6 +95,17 @@ public struct ItemAttributes: Sendable, Hashable {
     public var creationDate: Date
     /// When the item was last written.
     public var modificationDate: Date
+
+    /// - Parameters: see the properties.
+    public init(key: ItemKey, accessibility: Accessibility, label: String? = nil, comment: String? = nil,
+                creationDate: Date, modificationDate: Date) {
+        self.key = key
+        self.accessibility = accessibility
+        self.label = label
+        self.comment = comment
+        self.creationDate = creationDate
+        self.modificationDate = modificationDate
+    }
 }
 
 /// One result of ``Keychain/copyMatching(_:)``: the attributes, the data, or both, as asked.
@@ -103,6 +114,12 @@ public struct KeychainMatch: Sendable {
     public var attributes: ItemAttributes?
     /// The secret data, if the query asked for it.
     public var data: SecretBytes?
+
+    /// - Parameters: see the properties.
+    public init(attributes: ItemAttributes? = nil, data: SecretBytes? = nil) {
+        self.attributes = attributes
+        self.data = data
+    }
 }
 
 /// A query in the spirit of SecItemCopyMatching, SecItemUpdate and SecItemDelete. A nil field
@@ -228,4 +245,12 @@ public struct ItemSummary: Sendable {
     public var accessibility: Accessibility
     /// Why the names could not be read, when `attributes` is nil.
     public var unavailable: KeychainError?
+
+    /// - Parameters: see the properties.
+    public init(attributes: ItemAttributes?, itemClass: ItemClass, accessibility: Accessibility, unavailable: KeychainError?) {
+        self.attributes = attributes
+        self.itemClass = itemClass
+        self.accessibility = accessibility
+        self.unavailable = unavailable
+    }
 }

@@ -36,10 +36,10 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
         case let .interactionNotAllowed(accessibility, reason):
             let why: String
             switch reason {
-            case .locked: why = "the crypto manager is locked; unlock it with the passcode"
-            case .noFirstUnlockYet: why = "the crypto manager has not been unlocked since the process started"
-            case .notSetUp: why = "the crypto manager has not been set up"
-            case .deviceKeyMissing: why = "the device key is missing"
+            case .locked: why = "the vault is locked; unlock it with its passcode"
+            case .noFirstUnlockYet: why = "the vault has not been unlocked since this process started"
+            case .notSetUp: why = "no vault is set up to hold this class key"
+            case .deviceKeyMissing: why = "the device key cannot be read"
             }
             return "interaction not allowed: the \(accessibility.name) class key is unavailable (\(why))"
         case .corrupted(let detail): return "keychain corrupted or tampered with: \(detail)"

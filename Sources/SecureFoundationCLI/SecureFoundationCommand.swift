@@ -17,6 +17,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             RandomCommand.self,
             SealCommand.self,
             OpenCommand.self,
+            // Keychain
+            KeychainCommand.self,
         ]
     )
 }
