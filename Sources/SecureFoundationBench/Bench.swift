@@ -10,6 +10,7 @@ enum Bench {
     /// Each section: a name and the function that runs it.
     static let sections: [(name: String, run: @Sendable () throws -> Void)] = [
         ("cipher", CipherBench.run),
+        ("keychain", KeychainBench.run),
     ]
 
     static func main() {
