@@ -56,9 +56,15 @@ public enum Sealed {
     public static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, with key: SealingKey,
                                                      algorithm: SealAlgorithm = .aes256GCM,
                                                      context: [UInt8] = []) throws -> [UInt8] {
+        try seal(plaintext, with: key, algorithm: algorithm, context: context, nonce: nil)
+    }
+
+    /// Seals with a given nonce; for known-answer tests only (a repeated nonce breaks AEAD).
+    static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, with key: SealingKey, algorithm: SealAlgorithm,
+                                              context: [UInt8], nonce: [UInt8]?) throws -> [UInt8] {
         var header = magic + [version, algorithm.rawValue, modeKey, UInt8(key.id.count)]
         header += key.id
-        return try finish(header: header, plaintext: plaintext, key: key.key, algorithm: algorithm, context: context)
+        return try finish(header: header, plaintext: plaintext, key: key.key, algorithm: algorithm, context: context, nonce: nonce)
     }
 
     /// Seals under the primary key of `keyring`.
@@ -222,8 +228,9 @@ public enum Sealed {
     }
 
     private static func finish<Plaintext: DataProtocol>(header: [UInt8], plaintext: Plaintext, key: SecretBytes,
-                                                        algorithm: SealAlgorithm, context: [UInt8]) throws -> [UInt8] {
-        let nonce = try SecureRandom.bytes(nonceLength)
+                                                        algorithm: SealAlgorithm, context: [UInt8],
+                                                        nonce fixedNonce: [UInt8]? = nil) throws -> [UInt8] {
+        let nonce = try fixedNonce ?? SecureRandom.bytes(nonceLength)
         let fullHeader = header + nonce
         let aad = fullHeader + context
         let symmetric = key.symmetricKey

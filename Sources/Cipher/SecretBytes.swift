@@ -34,6 +34,7 @@ public final class SecretBytes: @unchecked Sendable {
     ///   - count: The number of bytes.
     ///   - initializer: Writes the bytes; may throw, in which case the storage is wiped.
     /// - Throws: Whatever `initializer` throws.
+    /// - Precondition: `count` is not negative (a programming error, like a negative array count).
     public init(count: Int, initializingWith initializer: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
         precondition(count >= 0, "SecretBytes: negative count")
         let (pointer, allocated, locked) = MemoryProtection.allocate(count)
@@ -83,7 +84,10 @@ public final class SecretBytes: @unchecked Sendable {
     ///
     /// - Throws: ``CipherError/randomUnavailable(_:)`` if the OS generator fails (never a weaker fallback).
     public static func random(count: Int) throws -> SecretBytes {
-        try SecretBytes(count: count) { buffer in try SecureRandom.fill(buffer) }
+        guard (0...(1 << 30)).contains(count) else {
+            throw CipherError.invalidParameter("a secret of \(count) bytes is outside 0...1 GiB")
+        }
+        return try SecretBytes(count: count) { buffer in try SecureRandom.fill(buffer) }
     }
 
     /// Reads a secret from a file straight into locked memory, dropping one trailing newline
@@ -159,6 +163,7 @@ public final class SecretBytes: @unchecked Sendable {
     }
 
     /// A new `SecretBytes` holding `range` of these bytes.
+    /// - Precondition: `range` lies within `0..<count` (a programming error, like an array index).
     public func slice(_ range: Range<Int>) -> SecretBytes {
         withUnsafeBytes { bytes in
             precondition(range.lowerBound >= 0 && range.upperBound <= bytes.count, "SecretBytes.slice out of range")

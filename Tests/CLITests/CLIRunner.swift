@@ -1,0 +1,99 @@
+import Foundation
+
+/// Runs the built `securefoundation` binary and captures what it does.
+struct CLIRunner {
+    struct Result {
+        let status: Int32
+        let stdout: [UInt8]
+        let stderr: String
+        var text: String { String(decoding: stdout, as: UTF8.self) }
+    }
+
+    /// The built executable, next to the test bundle (`.build/<config>/securefoundation`).
+    static var executable: String {
+        if let override = ProcessInfo.processInfo.environment["SECUREFOUNDATION_BIN"] { return override }
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent("securefoundation").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        // swift test puts the test bundle in .build/<triple>/debug; the binary sits beside it.
+        let fallback = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent(".build/debug/securefoundation").path
+        return fallback
+    }
+
+    /// Runs `securefoundation arguments…` with `stdin` as standard input.
+    @discardableResult
+    static func run(_ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:]) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let input = Pipe(), output = Pipe(), error = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        // Feed stdin and drain both pipes concurrently so large outputs cannot deadlock.
+        let writer = Thread {
+            input.fileHandleForWriting.write(Data(stdin))
+            try? input.fileHandleForWriting.close()
+        }
+        writer.start()
+        nonisolated(unsafe) var errorData = Data()
+        let errorReader = Thread { errorData = error.fileHandleForReading.readDataToEndOfFile() }
+        errorReader.start()
+        let outData = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while errorReader.isExecuting || !errorReader.isFinished { usleep(1000) }
+        return Result(status: process.terminationStatus, stdout: [UInt8](outData),
+                      stderr: String(decoding: errorData, as: UTF8.self))
+    }
+
+    /// Runs an arbitrary program (for peer tools such as sha256sum or age).
+    static func runTool(_ path: String, _ arguments: [String], stdin: [UInt8] = []) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        let input = Pipe(), output = Pipe(), error = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        input.fileHandleForWriting.write(Data(stdin))
+        try? input.fileHandleForWriting.close()
+        let outData = output.fileHandleForReading.readDataToEndOfFile()
+        let errData = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: [UInt8](outData), stderr: String(decoding: errData, as: UTF8.self))
+    }
+
+    /// The path of a program on PATH, or nil.
+    static func which(_ name: String) -> String? {
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+            let path = "\(directory)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        return nil
+    }
+}
+
+/// A temporary directory removed when the value goes away.
+final class ScratchDirectory {
+    let path: String
+    init() throws {
+        path = FileManager.default.temporaryDirectory.path + "/sf-cli-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    }
+    func file(_ name: String, _ contents: [UInt8]) throws -> String {
+        let full = path + "/" + name
+        try Data(contents).write(to: URL(fileURLWithPath: full))
+        return full
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}

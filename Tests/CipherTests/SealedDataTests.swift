@@ -1,0 +1,188 @@
+import Foundation
+import Testing
+@testable import Cipher
+
+@Suite struct SealedDataTests {
+    /// A cheap but valid passphrase policy so the suite stays fast.
+    let fastPolicy = KDFPolicy(parameters: .scrypt(logN: 15, r: 8, p: 1))
+
+    func fixedKey() throws -> SealingKey {
+        try SealingKey(key: SecretBytes(copying: Array(1...32)), id: [0xAA, 0xBB])
+    }
+
+    @Test(arguments: [
+        (SealAlgorithm.aes256GCM, "5346534401010102aabb000000000000000000000000ae1cb775d2f5a20d48e3f166e5ce207c37c75c493c"),
+        (SealAlgorithm.chaCha20Poly1305, "5346534401020102aabb0000000000000000000000000befbb7a0836467ec7edd8ba901b5b714a429bcae5"),
+    ])
+    func knownAnswerBytes(algorithm: SealAlgorithm, expected: String) throws {
+        // Computed independently with Python's `cryptography` (AESGCM / ChaCha20Poly1305),
+        // AAD = header bytes || context, as docs/FORMATS.md specifies.
+        let key = try fixedKey()
+        let sealed = try Sealed.seal(Array("hello".utf8), with: key, algorithm: algorithm,
+                                     context: Array("ctx".utf8), nonce: [UInt8](repeating: 0, count: 12))
+        #expect(Encoding.hex(sealed) == expected)
+        #expect(try Sealed.open(try Encoding.fromHex(expected), with: key, context: Array("ctx".utf8)) == Array("hello".utf8))
+    }
+
+    @Test(arguments: SealAlgorithm.allCases, [0, 1, 15, 16, 17, 65536])
+    func roundTrip(algorithm: SealAlgorithm, size: Int) throws {
+        let key = try SealingKey.generate()
+        let plaintext = try SecureRandom.bytes(size)
+        let sealed = try Sealed.seal(plaintext, with: key, algorithm: algorithm)
+        #expect(sealed.count == 4 + 4 + key.id.count + 12 + size + 16)
+        let header = try Sealed.parseHeader(sealed)
+        #expect(header.algorithm == algorithm)
+        #expect(header.keySource == .key(id: key.id))
+        #expect(try Sealed.open(sealed, with: key) == plaintext)
+    }
+
+    @Test func contextIsBound() throws {
+        let key = try SealingKey.generate()
+        let sealed = try Sealed.seal(Array("v".utf8), with: key, context: Array("service=a".utf8))
+        #expect(throws: CipherError.tampered) { try Sealed.open(sealed, with: key, context: Array("service=b".utf8)) }
+        #expect(throws: CipherError.tampered) { try Sealed.open(sealed, with: key) }
+    }
+
+    @Test func everyFlippedByteIsDetected() throws {
+        let key = try SealingKey.generate()
+        let sealed = try Sealed.seal(Array("attack at dawn".utf8), with: key)
+        for index in sealed.indices {
+            var copy = sealed
+            copy[index] ^= 0x01
+            #expect(throws: CipherError.self) { try Sealed.open(copy, with: key) }
+        }
+    }
+
+    @Test func everyTruncationIsAnError() throws {
+        let key = try SealingKey.generate()
+        let sealed = try Sealed.seal(Array("attack at dawn".utf8), with: key)
+        for length in 0..<sealed.count {
+            #expect(throws: CipherError.self) { try Sealed.open(Array(sealed[0..<length]), with: key) }
+        }
+        #expect(throws: CipherError.truncated("needed 12 bytes at offset 16, 0 left")) {
+            try Sealed.open(Array(sealed[0..<16]), with: key)
+        }
+    }
+
+    @Test func exactErrorCases() throws {
+        let key = try SealingKey.generate()
+        var sealed = try Sealed.seal([1, 2, 3], with: key)
+        #expect(throws: CipherError.truncated("no SFSD magic: this is not sealed data")) {
+            try Sealed.open(Array("XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX".utf8), with: key)
+        }
+        sealed[4] = 9
+        #expect(throws: CipherError.unknownVersion(9)) { try Sealed.open(sealed, with: key) }
+        sealed[4] = 1
+        sealed[5] = 7
+        #expect(throws: CipherError.unsupportedAlgorithm("AEAD id 7")) { try Sealed.open(sealed, with: key) }
+        sealed[5] = 1
+        let other = try SealingKey.generate()
+        #expect(throws: CipherError.wrongKey("no key in the keyring has key id \(Encoding.hex(key.id))")) {
+            try Sealed.open(sealed, with: other)
+        }
+        // Same id, different bytes: authentication fails.
+        let impostor = try SealingKey(key: SecretBytes.random(count: 32), id: key.id)
+        #expect(throws: CipherError.tampered) { try Sealed.open(sealed, with: impostor) }
+    }
+
+    @Test func randomInputNeverCrashes() throws {
+        let key = try SealingKey.generate()
+        for size in 0..<200 {
+            var junk = try SecureRandom.bytes(size)
+            if size >= 4 { junk.replaceSubrange(0..<4, with: Sealed.magic) }
+            if size >= 5 { junk[4] = 1 }
+            #expect(throws: CipherError.self) { try Sealed.open(junk, with: key) }
+            #expect(throws: CipherError.self) { try Sealed.open(junk, passphrase: SecretBytes(utf8: "x")) }
+        }
+    }
+
+    @Test func keyringOpensWhatAnyKeySealed() throws {
+        let old = try SealingKey.generate()
+        var ring = try Keyring([old])
+        let sealedOld = try Sealed.seal(Array("old".utf8), with: ring)
+        let new = try SealingKey.generate()
+        try ring.rotate(to: new)
+        #expect(ring.primary.id == new.id)
+        let sealedNew = try Sealed.seal(Array("new".utf8), with: ring)
+        #expect(try Sealed.parseHeader(sealedNew).keySource == .key(id: new.id))
+        #expect(try Sealed.open(sealedOld, with: ring) == Array("old".utf8))
+        #expect(try Sealed.open(sealedNew, with: ring) == Array("new".utf8))
+        #expect(throws: CipherError.self) { try ring.rotate(to: new) }
+        #expect(throws: CipherError.self) { try Keyring([]) }
+    }
+
+    @Test func passphraseRoundTripAndHeader() throws {
+        let passphrase = SecretBytes(utf8: "correct horse battery staple")
+        let sealed = try Sealed.seal(Array("secret".utf8), passphrase: passphrase, policy: fastPolicy,
+                                     algorithm: .chaCha20Poly1305, context: [7])
+        let header = try Sealed.parseHeader(sealed)
+        guard case let .passphrase(parameters, salt) = header.keySource else {
+            Issue.record("expected a passphrase header"); return
+        }
+        #expect(parameters == .scrypt(logN: 15, r: 8, p: 1))
+        #expect(salt.count == 16)
+        // magic, version, algorithm, mode, kdf id, logN, r, p, salt length.
+        #expect(Array(sealed[0..<18]) == Sealed.magic + [1, 2, 2, 1, 15, 0, 0, 0, 8, 0, 0, 0, 1, 16])
+        #expect(try Sealed.open(sealed, passphrase: passphrase, context: [7]) == Array("secret".utf8))
+        #expect(throws: CipherError.wrongKey("the passphrase is wrong, or the data or its context was modified")) {
+            try Sealed.open(sealed, passphrase: SecretBytes(utf8: "wrong"), context: [7])
+        }
+    }
+
+    @Test func pbkdf2PassphraseVariant() throws {
+        let passphrase = SecretBytes(utf8: "pw")
+        let policy = KDFPolicy(parameters: .pbkdf2SHA256(rounds: 210_000))
+        let sealed = try Sealed.seal([9, 9], passphrase: passphrase, policy: policy)
+        #expect(Array(sealed[7...11]) == [2, 0, 3, 0x34, 0x50])
+        #expect(try Sealed.open(sealed, passphrase: passphrase) == [9, 9])
+    }
+
+    @Test func hostileKDFParametersAreRefusedBeforeWork() throws {
+        let passphrase = SecretBytes(utf8: "pw")
+        var sealed = try Sealed.seal([1], passphrase: passphrase, policy: fastPolicy)
+        sealed[8] = 30 // logN = 30 would need 128 GiB
+        #expect(throws: CipherError.kdfParametersTooExpensive("scrypt N = 2^30 is over 2^22")) {
+            try Sealed.open(sealed, passphrase: passphrase)
+        }
+        sealed[8] = 10
+        #expect(throws: CipherError.kdfParametersTooWeak("scrypt N = 2^10 is under 2^15")) {
+            try Sealed.open(sealed, passphrase: passphrase)
+        }
+    }
+
+    @Test func keyAndPassphraseModesDoNotMix() throws {
+        let key = try SealingKey.generate()
+        let byKey = try Sealed.seal([1], with: key)
+        #expect(throws: CipherError.self) { try Sealed.open(byKey, passphrase: SecretBytes(utf8: "pw")) }
+        let byPassphrase = try Sealed.seal([1], passphrase: SecretBytes(utf8: "pw"), policy: fastPolicy)
+        #expect(throws: CipherError.wrongKey("the data was sealed with a passphrase, not a key")) {
+            try Sealed.open(byPassphrase, with: key)
+        }
+    }
+
+    struct Card: Codable, Equatable {
+        var holder: String
+        var number: String
+        var expires: Date
+        var tags: [String: Int]
+    }
+
+    @Test func codableValues() throws {
+        let ring = try Keyring([SealingKey.generate()])
+        let card = Card(holder: "Ada", number: "4111 1111 1111 1111", expires: Date(timeIntervalSince1970: 1_900_000_000), tags: ["b": 2, "a": 1])
+        let sealed = try Sealed.seal(value: card, with: ring, context: Array("cards".utf8))
+        #expect(try Sealed.open(Card.self, from: sealed, with: ring, context: Array("cards".utf8)) == card)
+        #expect(throws: CipherError.self) { try Sealed.open([String].self, from: sealed, with: ring, context: Array("cards".utf8)) }
+        let byPassphrase = try Sealed.seal(value: card, passphrase: SecretBytes(utf8: "pw"), policy: fastPolicy)
+        #expect(try Sealed.open(Card.self, from: byPassphrase, passphrase: SecretBytes(utf8: "pw")) == card)
+    }
+
+    @Test func keyIDIsAFingerprint() throws {
+        let secret = SecretBytes(copying: Array(1...32))
+        let key = try SealingKey(key: secret)
+        #expect(key.id.count == 8)
+        #expect(key.id == SealingKey.fingerprint(of: secret))
+        #expect(throws: CipherError.self) { try SealingKey(key: SecretBytes(copying: [1, 2, 3])) }
+        #expect(throws: CipherError.self) { try SealingKey(key: secret, id: []) }
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+@testable import Cipher
+
+@Suite struct SecretBytesTests {
+    @Test func holdsAndWipes() {
+        let secret = SecretBytes(copying: [1, 2, 3, 4])
+        #expect(secret.count == 4)
+        #expect(secret.withUnsafeBytes { Array($0) } == [1, 2, 3, 4])
+        secret.wipe()
+        #expect(secret.count == 0)
+        #expect(secret.isEmpty)
+        #expect(secret.withUnsafeBytes { Array($0) } == [])
+    }
+
+    @Test func wipeZeroesTheUnderlyingMemory() {
+        let secret = SecretBytes(copying: [UInt8](repeating: 0xAB, count: 64))
+        let address = secret.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+        secret.wipe()
+        // The storage stays allocated until deinit, so it can be inspected after the wipe.
+        let after = Array(UnsafeRawBufferPointer(start: address, count: 64))
+        #expect(after == [UInt8](repeating: 0, count: 64))
+    }
+
+    @Test func neverShowsItsBytes() {
+        let secret = SecretBytes(utf8: "hunter2-correct-horse")
+        #expect(secret.description == "SecretBytes(21 bytes, redacted)")
+        #expect(secret.debugDescription == secret.description)
+        #expect(!"\(secret)".contains("hunter2"))
+        var dumped = ""
+        dump(secret, to: &dumped)
+        #expect(!dumped.contains("hunter2"))
+        #expect(!dumped.contains("104")) // 'h' as a byte value
+        #expect(Mirror(reflecting: secret).children.isEmpty)
+    }
+
+    @Test func equalityComparesContents() {
+        #expect(SecretBytes(copying: [1, 2, 3]) == SecretBytes(copying: [1, 2, 3]))
+        #expect(SecretBytes(copying: [1, 2, 3]) != SecretBytes(copying: [1, 2, 4]))
+        #expect(SecretBytes(copying: [1, 2, 3]) != SecretBytes(copying: [1, 2]))
+    }
+
+    @Test func randomHasExactLength() throws {
+        for count in [0, 1, 31, 32, 4097] {
+            #expect(try SecretBytes.random(count: count).count == count)
+        }
+        #expect(try SecretBytes.random(count: 32) != SecretBytes.random(count: 32))
+        #expect(throws: CipherError.self) { try SecretBytes.random(count: -1) }
+        #expect(throws: CipherError.self) { try SecretBytes.random(count: 1 << 40) }
+    }
+
+    @Test func memoryIsPageLockedWhereAllowed() {
+        // As root (CI and this machine) mlock always succeeds; elsewhere RLIMIT_MEMLOCK may forbid it.
+        let secret = SecretBytes(copying: [1])
+        if geteuid() == 0 { #expect(secret.isMemoryLocked) }
+    }
+
+    @Test func sliceAndAppend() {
+        let secret = SecretBytes(copying: [0, 1, 2, 3, 4, 5])
+        #expect(secret.slice(2..<5).withUnsafeBytes { Array($0) } == [2, 3, 4])
+        let joined = SecretBytes(copying: [1]).appending(SecretBytes(copying: [2, 3]))
+        #expect(joined.withUnsafeBytes { Array($0) } == [1, 2, 3])
+    }
+
+    @Test func readsFilesAndDropsOneNewline() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path + "/pass"
+        try Data("secret pass\r\n".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(try SecretBytes(contentsOfFile: path) == SecretBytes(utf8: "secret pass"))
+        try Data("two\n\n".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(try SecretBytes(contentsOfFile: path) == SecretBytes(utf8: "two\n"))
+        try Data(repeating: 0x41, count: 100).write(to: URL(fileURLWithPath: path))
+        #expect(throws: CipherError.self) { try SecretBytes(contentsOfFile: path, maxLength: 99) }
+        #expect(throws: CipherError.self) { try SecretBytes(contentsOfFile: directory.path + "/missing") }
+    }
+
+    @Test func symmetricKeyRoundTrip() throws {
+        let secret = try SecretBytes.random(count: 32)
+        #expect(SecretBytes(secret.symmetricKey) == secret)
+    }
+}
+
+/// A temporary directory removed when the value goes away.
+final class TemporaryDirectory {
+    let path: String
+    init() throws {
+        let base = FileManager.default.temporaryDirectory.path + "/sf-test-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        path = base
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
