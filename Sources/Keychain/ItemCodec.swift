@@ -81,6 +81,27 @@ enum ItemCodec {
         Data(HMAC<SHA256>.authenticationCode(for: input, using: key))
     }
 
+    /// HMAC-SHA256 from a keyed prototype (the key's pads computed once; the struct is copied).
+    static func mac(_ input: [UInt8], prototype: HMAC<SHA256>) -> Data {
+        var hmac = prototype
+        hmac.update(data: input)
+        return Data(hmac.finalize())
+    }
+
+    /// Byte order of two indexes (memcmp), for sorting batches and listings.
+    static func precedes(_ a: Data, _ b: Data) -> Bool {
+        a.withUnsafeBytes { x in
+            b.withUnsafeBytes { y in
+                let common = min(x.count, y.count)
+                if common > 0, let px = x.baseAddress, let py = y.baseAddress {
+                    let order = memcmp(px, py, common)
+                    if order != 0 { return order < 0 }
+                }
+                return x.count < y.count
+            }
+        }
+    }
+
     // MARK: Contexts (associated data)
 
     /// The context of a value: "SFKC value v1", 0, class byte, accessibility code, name index.

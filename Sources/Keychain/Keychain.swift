@@ -51,6 +51,7 @@ public final class Keychain: @unchecked Sendable {
     private let configuration: Configuration
     private let keySource: any KeychainKeySource
     private let indexKey: SymmetricKey
+    private let indexMAC: HMAC<SHA256>
     private let writer: DatabaseQueue
     private let reader: DatabaseQueue
     private let writeQueue = DispatchQueue(label: "securefoundation.keychain.writer", qos: .utility)
@@ -64,7 +65,7 @@ public final class Keychain: @unchecked Sendable {
     private var knownGeneration: Int64 = 0
     private var lastDataVersion: Int64 = -1
     private var lastWriteError: KeychainError?
-    private var sealingKeys: [UInt8: (raw: SecretBytes, key: SealingKey)] = [:]
+    private var sealingKeys: [UInt8: (raw: SecretBytes, key: SealingKey, ring: Keyring)] = [:]
 
     // MARK: Opening
 
@@ -87,6 +88,7 @@ public final class Keychain: @unchecked Sendable {
             let raw = try keySource.blindIndexKey()
             guard raw.count >= 32 else { throw KeychainError.keyUnavailable("the blind-index key has \(raw.count) bytes; 32 are needed") }
             self.indexKey = raw.symmetricKey
+            self.indexMAC = HMAC<SHA256>(key: indexKey)
         } catch {
             throw KeychainError.fromKeySource(error)
         }
@@ -102,7 +104,10 @@ public final class Keychain: @unchecked Sendable {
         config.journalMode = .wal
         config.label = "securefoundation.keychain"
         config.prepareDatabase { db in
+            // Every commit is synced (flush() promises durability); a 32 MiB page cache keeps a
+            // large coalesced batch from spilling to the WAL before it commits.
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "PRAGMA cache_size = -32768")
         }
         do {
             writer = try DatabaseQueue(path: path, configuration: config)
@@ -112,6 +117,16 @@ public final class Keychain: @unchecked Sendable {
         }
         try KeychainFiles.checkSidecars(path)
         try openSchema()
+    }
+
+    /// Opens (creating if needed) the keychain of a crypto manager: `keychain.sqlite` in the
+    /// manager's directory, with the manager as key source.
+    /// - Parameters:
+    ///   - manager: The Vault module's crypto manager.
+    ///   - configuration: Settings; see ``Configuration``.
+    /// - Throws: as ``init(directory:keySource:configuration:)``.
+    public convenience init(manager: CryptoManager, configuration: Configuration = Configuration()) throws {
+        try self.init(directory: manager.directory, keySource: manager, configuration: configuration)
     }
 
     private func openSchema() throws {
@@ -152,21 +167,21 @@ public final class Keychain: @unchecked Sendable {
     // MARK: Keys
 
     private func nameIndex(_ key: ItemKey) -> Data {
-        ItemCodec.mac(ItemCodec.nameIndexInput(key), key: indexKey)
+        ItemCodec.mac(ItemCodec.nameIndexInput(key), prototype: indexMAC)
     }
 
     private func serviceIndex(_ itemClass: ItemClass, _ name: String) -> Data {
-        ItemCodec.mac(ItemCodec.serviceIndexInput(itemClass: itemClass, name: name), key: indexKey)
+        ItemCodec.mac(ItemCodec.serviceIndexInput(itemClass: itemClass, name: name), prototype: indexMAC)
     }
 
     /// The sealing key of an accessibility code. For whenUnlocked the key source is asked every
     /// time (so a lock is honoured at once) and the derived `SealingKey` is reused while the source
     /// returns the same bytes. afterFirstUnlock and always keys, once obtained, stay available
     /// for the life of the process by definition, so they are kept and not asked for again.
-    private func sealingKey(_ code: UInt8) throws -> SealingKey {
+    private func sealingKey(_ code: UInt8) throws -> (key: SealingKey, ring: Keyring) {
         let accessibility = try ItemCodec.accessibility(code: Int64(code))
         if accessibility.protectionClass != .whenUnlocked, let cached = lock.withLock({ sealingKeys[code] }) {
-            return cached.key
+            return (cached.key, cached.ring)
         }
         let raw: SecretBytes
         do {
@@ -176,12 +191,13 @@ public final class Keychain: @unchecked Sendable {
             throw KeychainError.fromKeySource(error)
         }
         if let cached = lock.withLock({ sealingKeys[code] }), cached.raw == raw, cached.raw.count == 32 {
-            return cached.key
+            return (cached.key, cached.ring)
         }
         do {
             let key = try SealingKey(key: raw)
-            lock.withLock { sealingKeys[code] = (raw, key) }
-            return key
+            let ring = try Keyring([key])
+            lock.withLock { sealingKeys[code] = (raw, key, ring) }
+            return (key, ring)
         } catch {
             throw KeychainError.keyUnavailable("the \(accessibility.name) class key is not a 32-byte key")
         }
@@ -192,7 +208,7 @@ public final class Keychain: @unchecked Sendable {
     private func makeRow(key: ItemKey, value: UnsafeRawBufferPointer, accessibility: Accessibility,
                          label: String?, comment: String?, created: Double?, now: Double) throws -> StoredRow {
         let code = ItemCodec.code(accessibility)
-        let sealing = try sealingKey(code)
+        let sealing = try sealingKey(code).key
         let index = nameIndex(key)
         let names = ItemCodec.encodeNames(key: key, label: label, comment: comment)
         do {
@@ -209,7 +225,7 @@ public final class Keychain: @unchecked Sendable {
     }
 
     private func openValue(_ row: StoredRow, describing item: @autoclosure () -> String) throws -> SecretBytes {
-        let sealing = try sealingKey(row.accessibility)
+        let sealing = try sealingKey(row.accessibility).ring
         do {
             var plain = try Sealed.open(Array(row.value), with: sealing,
                                         context: ItemCodec.valueContext(itemClass: row.itemClass, accessibility: row.accessibility, nameIndex: row.nameIndex))
@@ -223,7 +239,7 @@ public final class Keychain: @unchecked Sendable {
     private func attributes(of row: StoredRow) throws -> ItemAttributes {
         guard let itemClass = ItemClass(rawValue: row.itemClass) else { throw KeychainError.corrupted("unknown item class \(row.itemClass)") }
         let accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
-        let sealing = try sealingKey(row.accessibility)
+        let sealing = try sealingKey(row.accessibility).ring
         let plain: [UInt8]
         do {
             plain = try Sealed.open(Array(row.names), with: sealing,
@@ -333,7 +349,7 @@ public final class Keychain: @unchecked Sendable {
         return result.values.sorted { a, b in
             let ta = a.created ?? a.modified, tb = b.created ?? b.modified
             if ta != tb { return ta < tb }
-            return a.nameIndex.lexicographicallyPrecedes(b.nameIndex)
+            return ItemCodec.precedes(a.nameIndex, b.nameIndex)
         }
     }
 
@@ -378,7 +394,8 @@ public final class Keychain: @unchecked Sendable {
                     start = try Int64.fetchOne(db, sql: KeychainSchema.generationSQL) ?? 0
                     let upsert = try db.cachedStatement(sql: KeychainSchema.upsertSQL)
                     let delete = try db.cachedStatement(sql: KeychainSchema.deleteSQL)
-                    for (index, change) in batch {
+                    // In index order: neighbouring inserts touch neighbouring B-tree pages.
+                    for (index, change) in batch.sorted(by: { ItemCodec.precedes($0.key, $1.key) }) {
                         switch change {
                         case .put(let row):
                             upsert.setUncheckedArguments([row.nameIndex, row.serviceIndex, Int64(row.itemClass), Int64(row.accessibility),

@@ -35,7 +35,8 @@ enum KeychainSchema {
         """,
         """
         CREATE TABLE IF NOT EXISTS keychain_items (
-            name_index BLOB PRIMARY KEY NOT NULL,
+            id INTEGER PRIMARY KEY,
+            name_index BLOB NOT NULL UNIQUE,
             service_index BLOB NOT NULL,
             item_class INTEGER NOT NULL,
             accessibility INTEGER NOT NULL,
@@ -43,7 +44,7 @@ enum KeychainSchema {
             value BLOB NOT NULL,
             created REAL NOT NULL,
             modified REAL NOT NULL
-        ) WITHOUT ROWID
+        )
         """,
         "CREATE INDEX IF NOT EXISTS keychain_items_by_service ON keychain_items (service_index)",
     ]

@@ -5,7 +5,7 @@ import SecureFoundation
 /// The keychain beside a plain SQLite table (no encryption, names in the clear) through GRDB,
 /// in the same run: coalesced sets, durable flush, gets (p50/p99), open, deletes.
 enum KeychainBench {
-    static let count = 100_000
+    static let count = Int(ProcessInfo.processInfo.environment["KEYCHAIN_BENCH_COUNT"] ?? "") ?? 100_000
 
     static func run() throws {
         let root = (FileManager.default.temporaryDirectory.path as NSString).appendingPathComponent("sf-keychain-bench-\(getpid())")
@@ -88,6 +88,15 @@ enum KeychainBench {
         }
         keychain = nil
 
+        // The cost of the set call alone: a writer that does not commit until flushed.
+        var quiet = Keychain.Configuration()
+        quiet.coalescingInterval = .seconds(3600)
+        let quietKeychain = try Keychain(directory: root + "/quiet", keySource: source, configuration: quiet)
+        let quietSetCalls = try BenchSupport.time {
+            for index in 0..<count { try quietKeychain.setPassword(values[index], forService: names[index].0, account: names[index].1) }
+        }
+        let quietFlush = try BenchSupport.time { try quietKeychain.flush() }
+
         let openTime = try median(5) { _ = try Keychain(directory: directory, keySource: source) }
         let reopened = try Keychain(directory: directory, keySource: source)
         var coldGets = [Double]()
@@ -114,7 +123,7 @@ enum KeychainBench {
         try manager.storeTemporaryPasscode(SecretBytes(utf8: "bench-passcode"))
         try manager.finalize()
         let managed = try Keychain(directory: root + "/vault/keychain", keySource: manager)
-        let managedCount = 10_000
+        let managedCount = min(count, 10_000)
         let managedSets = try BenchSupport.time {
             for index in 0..<managedCount {
                 try managed.setSecurePasswordData(SecretBytes(utf8: values[index]), forService: names[index].0, account: names[index].1)
@@ -134,6 +143,7 @@ enum KeychainBench {
         let sustained = Double(count) / (setCalls + bulkFlush)
         let plainRate = Double(count) / plainInsert
         print("set (coalesced, returns at once): \(Int(setRate)) /s   [target >= 50,000/s]")
+        print("set call alone (writer idle until flush): \(Int(Double(count) / quietSetCalls)) /s; then one durable flush of \(count): \(BenchSupport.format(quietFlush * 1000, 1)) ms")
         print("set + durable flush of all \(count): \(BenchSupport.format(setCalls + bulkFlush, 3)) s = \(Int(sustained)) /s;"
               + " plain SQLite insert (one transaction): \(BenchSupport.format(plainInsert, 3)) s = \(Int(plainRate)) /s;"
               + " ratio \(BenchSupport.format((setCalls + bulkFlush) / plainInsert))x")
@@ -154,6 +164,7 @@ enum KeychainBench {
               + " plain SQLite open \(BenchSupport.format(plainOpen * 1000, 2)) ms")
         let deletes = Double(count / 10)
         print("delete \(Int(deletes)) + flush: \(BenchSupport.format((deleteCalls + deleteFlush) * 1000, 1)) ms"
+              + " (calls \(BenchSupport.format(deleteCalls * 1000, 1)) ms, flush \(BenchSupport.format(deleteFlush * 1000, 1)) ms)"
               + " (\(Int(deletes / (deleteCalls + deleteFlush))) /s); plain SQLite \(BenchSupport.format(plainDelete * 1000, 1)) ms;"
               + " ratio \(BenchSupport.format((deleteCalls + deleteFlush) / plainDelete))x")
     }

@@ -11,7 +11,8 @@ import Vault
                                         attemptPolicy: .unlimited)
         try manager.storeTemporaryPasscode(SecretBytes(utf8: "1234"))
         try manager.finalize()
-        let keychain = try Keychain(directory: dir.sub("vault/keychain"), keySource: manager)
+        let keychain = try Keychain(manager: manager)
+        #expect(keychain.path == dir.sub("vault/keychain.sqlite"))
         try keychain.setSecurePassword("secure", forService: "s", account: "a")
         try keychain.setPassword("plain", forService: "s", account: "b")
         try keychain.flush()
@@ -27,12 +28,12 @@ import Vault
 
         // Another manager with the same device key finds the items (same blind-index key).
         try manager.unlock(passcode: SecretBytes(utf8: "1234"))
-        let second = try Keychain(directory: dir.sub("vault/keychain"), keySource: manager)
+        let second = try Keychain(directory: dir.sub("vault"), keySource: manager)
         #expect(try second.securePassword(forService: "s", account: "a") == "secure")
 
         // A different device key cannot open the keychain's names.
         let other = try CryptoManager(directory: dir.sub("vault2"), deviceKeyProvider: FileDeviceKeyProvider(path: dir.sub("device2.key")))
-        guard case .keyUnavailable? = keychainError({ _ = try Keychain(directory: dir.sub("vault/keychain"), keySource: other) }) else {
+        guard case .keyUnavailable? = keychainError({ _ = try Keychain(directory: dir.sub("vault"), keySource: other) }) else {
             Issue.record("a keychain opened with another device key must be refused"); return
         }
     }

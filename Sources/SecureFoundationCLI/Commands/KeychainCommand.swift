@@ -8,7 +8,7 @@ struct KeychainCommand: ParsableCommand {
         commandName: "keychain",
         abstract: "Add, find, delete and list keychain items (the verbs of macOS `security`).",
         discussion: """
-        The keychain is the SQLite database HOME/keychain/keychain.sqlite, where HOME is --home,
+        The keychain is the SQLite database HOME/keychain.sqlite, where HOME is --home,
         else $SECUREFOUNDATION_HOME, else $XDG_DATA_HOME/securefoundation, else
         ~/.local/share/securefoundation. Service and account names and passwords are stored
         encrypted (docs/KEYCHAIN.md).
@@ -46,7 +46,7 @@ struct KeychainStoreOptions: ParsableArguments {
             defer { passcode.wipe() }
             try manager.unlock(passcode: passcode)
         }
-        return try Keychain(directory: (manager.directory as NSString).appendingPathComponent("keychain"), keySource: manager)
+        return try Keychain(manager: manager)
     }
 }
 
