@@ -82,36 +82,22 @@ enum ItemCodec {
     }
 
     /// HMAC-SHA256 from a keyed prototype (the key's pads computed once; the struct is copied).
-    static func mac(_ input: [UInt8], prototype: HMAC<SHA256>) -> Data {
+    static func mac(_ input: [UInt8], prototype: HMAC<SHA256>) -> BlindIndex {
         var hmac = prototype
         hmac.update(data: input)
-        return Data(hmac.finalize())
-    }
-
-    /// Byte order of two indexes (memcmp), for sorting batches and listings.
-    static func precedes(_ a: Data, _ b: Data) -> Bool {
-        a.withUnsafeBytes { x in
-            b.withUnsafeBytes { y in
-                let common = min(x.count, y.count)
-                if common > 0, let px = x.baseAddress, let py = y.baseAddress {
-                    let order = memcmp(px, py, common)
-                    if order != 0 { return order < 0 }
-                }
-                return x.count < y.count
-            }
-        }
+        return hmac.finalize().withUnsafeBytes { BlindIndex($0) }
     }
 
     // MARK: Contexts (associated data)
 
     /// The context of a value: "SFKC value v1", 0, class byte, accessibility code, name index.
-    static func valueContext(itemClass: UInt8, accessibility: UInt8, nameIndex: Data) -> [UInt8] {
-        Array("SFKC value v1".utf8) + [0, itemClass, accessibility] + nameIndex
+    static func valueContext(itemClass: UInt8, accessibility: UInt8, nameIndex: BlindIndex) -> [UInt8] {
+        Array("SFKC value v1".utf8) + [0, itemClass, accessibility] + nameIndex.bytes
     }
 
     /// The context of the names: "SFKC names v1", 0, class byte, accessibility code, name index.
-    static func namesContext(itemClass: UInt8, accessibility: UInt8, nameIndex: Data) -> [UInt8] {
-        Array("SFKC names v1".utf8) + [0, itemClass, accessibility] + nameIndex
+    static func namesContext(itemClass: UInt8, accessibility: UInt8, nameIndex: BlindIndex) -> [UInt8] {
+        Array("SFKC names v1".utf8) + [0, itemClass, accessibility] + nameIndex.bytes
     }
 
     // MARK: Names record
@@ -164,5 +150,44 @@ enum ItemCodec {
                           account: fields[Tag.account.rawValue] ?? "", server: fields[Tag.server.rawValue],
                           networkProtocol: fields[Tag.networkProtocol.rawValue], port: port, path: fields[Tag.path.rawValue])
         return (key, fields[Tag.label.rawValue], fields[Tag.comment.rawValue])
+    }
+}
+
+/// A 32-byte blind index held inline (four big-endian words), so that dictionary keys hash and
+/// compare without allocation. Its order is the byte order of the index (as SQLite sorts blobs).
+struct BlindIndex: Hashable, Comparable, Sendable {
+    private var w0: UInt64, w1: UInt64, w2: UInt64, w3: UInt64
+
+    /// From exactly 32 bytes.
+    init(_ bytes: UnsafeRawBufferPointer) {
+        func word(_ offset: Int) -> UInt64 {
+            var value: UInt64 = 0
+            for index in offset..<offset + 8 { value = value << 8 | UInt64(bytes[index]) }
+            return value
+        }
+        w0 = word(0); w1 = word(8); w2 = word(16); w3 = word(24)
+    }
+
+    /// From a database blob; nil unless it has 32 bytes.
+    init?(_ data: Data) {
+        guard data.count == 32 else { return nil }
+        self = data.withUnsafeBytes { BlindIndex($0) }
+    }
+
+    /// The 32 bytes.
+    var bytes: [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(32)
+        for word in [w0, w1, w2, w3] {
+            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
+        }
+        return out
+    }
+
+    /// The 32 bytes as a database blob.
+    var data: Data { Data(bytes) }
+
+    static func < (a: BlindIndex, b: BlindIndex) -> Bool {
+        (a.w0, a.w1, a.w2, a.w3) < (b.w0, b.w1, b.w2, b.w3)
     }
 }

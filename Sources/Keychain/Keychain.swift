@@ -58,9 +58,9 @@ public final class Keychain: @unchecked Sendable {
 
     // Guarded by `lock`.
     private let lock = NSLock()
-    private var pending: [Data: PendingChange] = [:]
-    private var inFlight: [Data: PendingChange] = [:]
-    private var cache: [Data: StoredRow] = [:]
+    private var pending: [BlindIndex: PendingChange] = [:]
+    private var inFlight: [BlindIndex: PendingChange] = [:]
+    private var cache: [BlindIndex: StoredRow] = [:]
     private var commitScheduled = false
     private var knownGeneration: Int64 = 0
     private var lastDataVersion: Int64 = -1
@@ -166,11 +166,11 @@ public final class Keychain: @unchecked Sendable {
 
     // MARK: Keys
 
-    private func nameIndex(_ key: ItemKey) -> Data {
+    private func nameIndex(_ key: ItemKey) -> BlindIndex {
         ItemCodec.mac(ItemCodec.nameIndexInput(key), prototype: indexMAC)
     }
 
-    private func serviceIndex(_ itemClass: ItemClass, _ name: String) -> Data {
+    private func serviceIndex(_ itemClass: ItemClass, _ name: String) -> BlindIndex {
         ItemCodec.mac(ItemCodec.serviceIndexInput(itemClass: itemClass, name: name), prototype: indexMAC)
     }
 
@@ -245,16 +245,16 @@ public final class Keychain: @unchecked Sendable {
             plain = try Sealed.open(Array(row.names), with: sealing,
                                     context: ItemCodec.namesContext(itemClass: row.itemClass, accessibility: row.accessibility, nameIndex: row.nameIndex))
         } catch {
-            throw KeychainError.corrupted("the names of an item (index \(Encoding.hex(row.nameIndex.prefix(8)))) failed their integrity check (\(error)): changed bytes, or names moved from another item")
+            throw KeychainError.corrupted("the names of an item (index \(Encoding.hex(row.nameIndex.bytes.prefix(8)))) failed their integrity check (\(error)): changed bytes, or names moved from another item")
         }
         let (key, label, comment) = try ItemCodec.decodeNames(plain, itemClass: itemClass)
-        guard ConstantTime.equals(Array(nameIndex(key)), Array(row.nameIndex)) else {
+        guard nameIndex(key) == row.nameIndex else {
             throw KeychainError.corrupted("the names of an item do not match its index")
         }
         var created = row.created
         if created == nil {
             created = try? reader.inDatabase { db in
-                try Double.fetchOne(db, sql: "SELECT created FROM keychain_items WHERE name_index = ?", arguments: [row.nameIndex])
+                try Double.fetchOne(db, sql: "SELECT created FROM keychain_items WHERE name_index = ?", arguments: [row.nameIndex.data])
             }
         }
         return ItemAttributes(key: key, accessibility: accessibility, label: label, comment: comment,
@@ -286,7 +286,7 @@ public final class Keychain: @unchecked Sendable {
     }
 
     /// The row of `index`: pending writes first, then the cache, then the database.
-    private func lookup(_ index: Data) throws -> StoredRow? {
+    private func lookup(_ index: BlindIndex) throws -> StoredRow? {
         lock.lock()
         defer { lock.unlock() }
         if let change = pending[index] ?? inFlight[index] {
@@ -297,7 +297,7 @@ public final class Keychain: @unchecked Sendable {
             try validateCacheLocked()
             if let row = cache[index] { return row }
             let found = try reader.inDatabase { db -> StoredRow? in
-                guard let row = try GRDB.Row.fetchOne(db.cachedStatement(sql: KeychainSchema.selectOneSQL), arguments: [index]) else { return nil }
+                guard let row = try GRDB.Row.fetchOne(db.cachedStatement(sql: KeychainSchema.selectOneSQL), arguments: [index.data]) else { return nil }
                 return try KeychainSchema.row(from: row)
             }
             if let found {
@@ -311,16 +311,16 @@ public final class Keychain: @unchecked Sendable {
     }
 
     /// Every row of a class (optionally one service or server), database and pending writes merged.
-    private func rows(itemClass: ItemClass, serviceIndex: Data?) throws -> [StoredRow] {
+    private func rows(itemClass: ItemClass, serviceIndex: BlindIndex?) throws -> [StoredRow] {
         lock.lock()
         defer { lock.unlock() }
-        var result: [Data: StoredRow] = [:]
+        var result: [BlindIndex: StoredRow] = [:]
         do {
             try reader.inDatabase { db in
                 let rows: [GRDB.Row]
                 if let serviceIndex {
                     rows = try GRDB.Row.fetchAll(db, sql: "SELECT \(KeychainSchema.selectColumns) FROM keychain_items WHERE service_index = ? AND item_class = ?",
-                                                 arguments: [serviceIndex, Int64(itemClass.rawValue)])
+                                                 arguments: [serviceIndex.data, Int64(itemClass.rawValue)])
                 } else {
                     rows = try GRDB.Row.fetchAll(db, sql: "SELECT \(KeychainSchema.selectColumns) FROM keychain_items WHERE item_class = ?",
                                                  arguments: [Int64(itemClass.rawValue)])
@@ -349,13 +349,13 @@ public final class Keychain: @unchecked Sendable {
         return result.values.sorted { a, b in
             let ta = a.created ?? a.modified, tb = b.created ?? b.modified
             if ta != tb { return ta < tb }
-            return ItemCodec.precedes(a.nameIndex, b.nameIndex)
+            return a.nameIndex < b.nameIndex
         }
     }
 
     // MARK: Writing
 
-    private func enqueue(_ index: Data, _ change: PendingChange) throws {
+    private func enqueue(_ index: BlindIndex, _ change: PendingChange) throws {
         lock.lock()
         defer { lock.unlock() }
         var change = change
@@ -379,7 +379,7 @@ public final class Keychain: @unchecked Sendable {
 
     /// Commits the pending writes in one transaction. Runs on `writeQueue` only.
     private func commitOnWriteQueue() throws {
-        let batch: [Data: PendingChange] = lock.withLock {
+        let batch: [BlindIndex: PendingChange] = lock.withLock {
             commitScheduled = false
             inFlight = pending
             pending = [:]
@@ -395,14 +395,15 @@ public final class Keychain: @unchecked Sendable {
                     let upsert = try db.cachedStatement(sql: KeychainSchema.upsertSQL)
                     let delete = try db.cachedStatement(sql: KeychainSchema.deleteSQL)
                     // In index order: neighbouring inserts touch neighbouring B-tree pages.
-                    for (index, change) in batch.sorted(by: { ItemCodec.precedes($0.key, $1.key) }) {
+                    for index in batch.keys.sorted() {
+                        guard let change = batch[index] else { continue }
                         switch change {
                         case .put(let row):
-                            upsert.setUncheckedArguments([row.nameIndex, row.serviceIndex, Int64(row.itemClass), Int64(row.accessibility),
+                            upsert.setUncheckedArguments([row.nameIndex.data, row.serviceIndex.data, Int64(row.itemClass), Int64(row.accessibility),
                                                           row.names, row.value, row.created ?? row.modified, row.modified])
                             try upsert.execute()
                         case .delete:
-                            delete.setUncheckedArguments([index])
+                            delete.setUncheckedArguments([index.data])
                             try delete.execute()
                         }
                     }

@@ -4,8 +4,8 @@ import Cipher
 
 /// One row of the `keychain_items` table, as held in memory.
 struct StoredRow: Sendable {
-    var nameIndex: Data
-    var serviceIndex: Data
+    var nameIndex: BlindIndex
+    var serviceIndex: BlindIndex
     var itemClass: UInt8
     var accessibility: UInt8
     var names: Data
@@ -63,11 +63,12 @@ enum KeychainSchema {
     static let generationSQL = "SELECT value FROM keychain_meta WHERE key = 'generation'"
 
     static func row(from row: GRDB.Row) throws -> StoredRow {
-        guard let nameIndex = row[0] as Data?, let serviceIndex = row[1] as Data?,
+        guard let nameData = row[0] as Data?, let serviceData = row[1] as Data?,
               let itemClass = row[2] as Int64?, let accessibility = row[3] as Int64?,
               let names = row[4] as Data?, let value = row[5] as Data?,
               let created = row[6] as Double?, let modified = row[7] as Double?,
-              let classByte = UInt8(exactly: itemClass), let accessByte = UInt8(exactly: accessibility) else {
+              let classByte = UInt8(exactly: itemClass), let accessByte = UInt8(exactly: accessibility),
+              let nameIndex = BlindIndex(nameData), let serviceIndex = BlindIndex(serviceData) else {
             throw KeychainError.corrupted("a keychain_items row has a missing or mistyped column")
         }
         return StoredRow(nameIndex: nameIndex, serviceIndex: serviceIndex, itemClass: classByte, accessibility: accessByte,
