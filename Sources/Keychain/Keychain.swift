@@ -218,7 +218,7 @@ public final class Keychain: @unchecked Sendable {
                                               context: ItemCodec.valueContext(itemClass: key.itemClass.rawValue, accessibility: code, nameIndex: index))
             return StoredRow(nameIndex: index, serviceIndex: serviceIndex(key.itemClass, key.groupName),
                              itemClass: key.itemClass.rawValue, accessibility: code,
-                             names: Data(sealedNames), value: Data(sealedValue), created: created, modified: now)
+                             names: sealedNames, value: sealedValue, created: created, modified: now)
         } catch {
             throw KeychainError.keyUnavailable("sealing failed: \(error)")
         }
@@ -227,7 +227,7 @@ public final class Keychain: @unchecked Sendable {
     private func openValue(_ row: StoredRow, describing item: @autoclosure () -> String) throws -> SecretBytes {
         let sealing = try sealingKey(row.accessibility).ring
         do {
-            var plain = try Sealed.open(Array(row.value), with: sealing,
+            var plain = try Sealed.open(row.value, with: sealing,
                                         context: ItemCodec.valueContext(itemClass: row.itemClass, accessibility: row.accessibility, nameIndex: row.nameIndex))
             defer { Keychain.zero(&plain) }
             return SecretBytes(copying: plain)
@@ -242,7 +242,7 @@ public final class Keychain: @unchecked Sendable {
         let sealing = try sealingKey(row.accessibility).ring
         let plain: [UInt8]
         do {
-            plain = try Sealed.open(Array(row.names), with: sealing,
+            plain = try Sealed.open(row.names, with: sealing,
                                     context: ItemCodec.namesContext(itemClass: row.itemClass, accessibility: row.accessibility, nameIndex: row.nameIndex))
         } catch {
             throw KeychainError.corrupted("the names of an item (index \(Encoding.hex(row.nameIndex.bytes.prefix(8)))) failed their integrity check (\(error)): changed bytes, or names moved from another item")
@@ -400,7 +400,7 @@ public final class Keychain: @unchecked Sendable {
                         switch change {
                         case .put(let row):
                             upsert.setUncheckedArguments([row.nameIndex.data, row.serviceIndex.data, Int64(row.itemClass), Int64(row.accessibility),
-                                                          row.names, row.value, row.created ?? row.modified, row.modified])
+                                                          Data(row.names), Data(row.value), row.created ?? row.modified, row.modified])
                             try upsert.execute()
                         case .delete:
                             delete.setUncheckedArguments([index.data])

@@ -8,8 +8,8 @@ struct StoredRow: Sendable {
     var serviceIndex: BlindIndex
     var itemClass: UInt8
     var accessibility: UInt8
-    var names: Data
-    var value: Data
+    var names: [UInt8]
+    var value: [UInt8]
     /// Seconds since 1970; nil when the database keeps the stored creation date (an update of an
     /// item this process has not read).
     var created: Double?
@@ -72,7 +72,7 @@ enum KeychainSchema {
             throw KeychainError.corrupted("a keychain_items row has a missing or mistyped column")
         }
         return StoredRow(nameIndex: nameIndex, serviceIndex: serviceIndex, itemClass: classByte, accessibility: accessByte,
-                         names: names, value: value, created: created, modified: modified)
+                         names: Array(names), value: Array(value), created: created, modified: modified)
     }
 
     /// Maps a GRDB or SQLite error to a keychain error.
