@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "Keychain", targets: ["Keychain"]),
         .executable(name: "securefoundation", targets: ["SecureFoundationCLI"]),
         .executable(name: "securefoundation-bench", targets: ["SecureFoundationBench"]),
+        .executable(name: "securefoundation-memcheck-child", targets: ["VaultMemcheckChild"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -33,9 +34,9 @@ let package = Package(
         // OS calls that Swift cannot reach portably (getrandom, explicit_bzero, memfd, FIEMAP).
         .target(name: "CPlatform"),
         .target(name: "Cipher", dependencies: ["CPlatform"] + crypto, swiftSettings: strict),
-        .target(name: "Shredder", dependencies: ["Cipher", "CPlatform"], swiftSettings: strict),
+        .target(name: "Shredder", dependencies: ["Cipher", "CPlatform"] + crypto, swiftSettings: strict),
         .target(name: "Age", dependencies: ["Cipher", "Shredder"] + crypto, swiftSettings: strict),
-        .target(name: "Vault", dependencies: ["Cipher", "Shredder"] + crypto, swiftSettings: strict),
+        .target(name: "Vault", dependencies: ["Cipher", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "Keychain",
             dependencies: ["Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift")] + crypto,
@@ -60,7 +61,9 @@ let package = Package(
         .testTarget(name: "CipherTests", dependencies: ["Cipher"], swiftSettings: strict),
         .testTarget(name: "ShredderTests", dependencies: ["Shredder"], swiftSettings: strict),
         .testTarget(name: "AgeTests", dependencies: ["Age"], swiftSettings: strict),
-        .testTarget(name: "VaultTests", dependencies: ["Vault"], swiftSettings: strict),
+        // Helper process for the vault's memory-scan test (reads secrets from files, prints its key on request).
+        .executableTarget(name: "VaultMemcheckChild", dependencies: ["Vault", "Cipher"], swiftSettings: strict),
+        .testTarget(name: "VaultTests", dependencies: ["Vault", "VaultMemcheckChild"], swiftSettings: strict),
         .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
         .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher"], swiftSettings: strict),

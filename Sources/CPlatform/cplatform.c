@@ -38,3 +38,183 @@ void sf_secure_zero(void *buf, size_t len) {
     while (len--) *p++ = 0;
 #endif
 }
+
+// ---- Shredder ------------------------------------------------------------------------------
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#if defined(__linux__)
+#include <sys/vfs.h>
+#else
+#include <sys/param.h>
+#include <sys/mount.h>
+#endif
+#if defined(__linux__)
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <linux/fs.h>
+#include <linux/fiemap.h>
+#endif
+
+#if defined(__linux__)
+uint32_t sf_fiemap_flag_last(void) { return FIEMAP_EXTENT_LAST; }
+uint32_t sf_fiemap_flag_unknown(void) { return FIEMAP_EXTENT_UNKNOWN; }
+uint32_t sf_fiemap_flag_delalloc(void) { return FIEMAP_EXTENT_DELALLOC; }
+uint32_t sf_fiemap_flag_encoded(void) { return FIEMAP_EXTENT_ENCODED; }
+uint32_t sf_fiemap_flag_not_aligned(void) { return FIEMAP_EXTENT_NOT_ALIGNED; }
+uint32_t sf_fiemap_flag_data_inline(void) { return FIEMAP_EXTENT_DATA_INLINE; }
+uint32_t sf_fiemap_flag_shared(void) { return FIEMAP_EXTENT_SHARED; }
+uint32_t sf_fiemap_flag_unwritten(void) { return FIEMAP_EXTENT_UNWRITTEN; }
+
+int sf_fiemap(int fd, sf_extent *extents, uint32_t capacity, uint32_t *count, int *truncated) {
+    *count = 0;
+    *truncated = 0;
+    size_t size = sizeof(struct fiemap) + (size_t)capacity * sizeof(struct fiemap_extent);
+    struct fiemap *map = calloc(1, size);
+    if (map == NULL) return ENOMEM;
+    map->fm_start = 0;
+    map->fm_length = FIEMAP_MAX_OFFSET;
+    map->fm_flags = FIEMAP_FLAG_SYNC;
+    map->fm_extent_count = capacity;
+    if (ioctl(fd, FS_IOC_FIEMAP, map) != 0) {
+        int code = errno;
+        free(map);
+        return code;
+    }
+    uint32_t n = map->fm_mapped_extents;
+    if (n > capacity) n = capacity;
+    for (uint32_t i = 0; i < n; i++) {
+        extents[i].logical = map->fm_extents[i].fe_logical;
+        extents[i].physical = map->fm_extents[i].fe_physical;
+        extents[i].length = map->fm_extents[i].fe_length;
+        extents[i].flags = map->fm_extents[i].fe_flags;
+    }
+    *count = n;
+    if (n > 0 && n == capacity && !(map->fm_extents[n - 1].fe_flags & FIEMAP_EXTENT_LAST)) *truncated = 1;
+    free(map);
+    return 0;
+}
+
+long sf_inode_flags(int fd) {
+    int flags = 0;
+    if (ioctl(fd, FS_IOC_GETFLAGS, &flags) != 0) return -1;
+    return (long)(unsigned int)flags;
+}
+long sf_inode_flag_journal_data(void) { return FS_JOURNAL_DATA_FL; }
+long sf_inode_flag_nocow(void) { return FS_NOCOW_FL; }
+long sf_inode_flag_compressed(void) { return FS_COMPR_FL; }
+#else
+uint32_t sf_fiemap_flag_last(void) { return 0; }
+uint32_t sf_fiemap_flag_unknown(void) { return 0; }
+uint32_t sf_fiemap_flag_delalloc(void) { return 0; }
+uint32_t sf_fiemap_flag_encoded(void) { return 0; }
+uint32_t sf_fiemap_flag_not_aligned(void) { return 0; }
+uint32_t sf_fiemap_flag_data_inline(void) { return 0; }
+uint32_t sf_fiemap_flag_shared(void) { return 0; }
+uint32_t sf_fiemap_flag_unwritten(void) { return 0; }
+int sf_fiemap(int fd, sf_extent *extents, uint32_t capacity, uint32_t *count, int *truncated) {
+    (void)fd; (void)extents; (void)capacity;
+    *count = 0; *truncated = 0;
+    return ENOSYS;
+}
+long sf_inode_flags(int fd) { (void)fd; errno = ENOSYS; return -1; }
+long sf_inode_flag_journal_data(void) { return 0; }
+long sf_inode_flag_nocow(void) { return 0; }
+long sf_inode_flag_compressed(void) { return 0; }
+#endif
+
+int sf_fstatfs_type(int fd, int64_t *type, char *name, size_t name_capacity) {
+    struct statfs info;
+    if (fstatfs(fd, &info) != 0) return errno;
+    if (name_capacity > 0) name[0] = 0;
+#if defined(__linux__)
+    *type = (int64_t)(uint32_t)info.f_type;
+#else
+    *type = (int64_t)info.f_type;
+#if defined(__APPLE__) || defined(__FreeBSD__)
+    if (name_capacity > 0) {
+        strncpy(name, info.f_fstypename, name_capacity - 1);
+        name[name_capacity - 1] = 0;
+    }
+#endif
+#endif
+    return 0;
+}
+
+off_t sf_seek_data(int fd, off_t offset) {
+#if defined(SEEK_DATA)
+    return lseek(fd, offset, SEEK_DATA);
+#else
+    (void)fd; (void)offset; errno = EINVAL; return -1;
+#endif
+}
+
+off_t sf_seek_hole(int fd, off_t offset) {
+#if defined(SEEK_HOLE)
+    return lseek(fd, offset, SEEK_HOLE);
+#else
+    (void)fd; (void)offset; errno = EINVAL; return -1;
+#endif
+}
+
+int sf_datasync(int fd) {
+#if defined(__APPLE__)
+    if (fcntl(fd, F_FULLFSYNC) == 0) return 0;
+    return fsync(fd);
+#elif defined(__linux__)
+    return fdatasync(fd);
+#else
+    return fsync(fd);
+#endif
+}
+
+int sf_drop_cache(int fd) {
+#if defined(POSIX_FADV_DONTNEED)
+    return posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+#else
+    (void)fd; return ENOSYS;
+#endif
+}
+
+unsigned int sf_dev_major(dev_t dev) { return (unsigned int)major(dev); }
+unsigned int sf_dev_minor(dev_t dev) { return (unsigned int)minor(dev); }
+
+int sf_rename_noreplace(int olddirfd, const char *oldname, int newdirfd, const char *newname) {
+#if defined(__linux__) && defined(SYS_renameat2)
+    if (syscall(SYS_renameat2, olddirfd, oldname, newdirfd, newname, 1 /* RENAME_NOREPLACE */) == 0) return 0;
+    if (errno != ENOSYS && errno != EINVAL) return errno;
+#endif
+    struct stat info;
+    if (fstatat(newdirfd, newname, &info, AT_SYMLINK_NOFOLLOW) == 0) return EEXIST;
+    if (errno != ENOENT) return errno;
+    if (renameat(olddirfd, oldname, newdirfd, newname) != 0) return errno;
+    return 0;
+}
+
+int sf_memfd_create(const char *name) {
+#if defined(__linux__) && defined(SYS_memfd_create)
+    return (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+#else
+    (void)name; errno = ENOSYS; return -1;
+#endif
+}
+
+int sf_memfd_seal(int fd) {
+#if defined(__linux__) && defined(F_ADD_SEALS)
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) return errno;
+    return 0;
+#else
+    (void)fd; return ENOSYS;
+#endif
+}
+
+void *sf_dlopen(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
+void *sf_dlsym(void *handle, const char *name) { return dlsym(handle, name); }
+int sf_dlclose(void *handle) { return dlclose(handle); }
+const char *sf_dlerror(void) { return dlerror(); }

@@ -10,6 +10,8 @@ enum Bench {
     /// Each section: a name and the function that runs it.
     static let sections: [(name: String, run: @Sendable () throws -> Void)] = [
         ("cipher", CipherBench.run),
+        ("shred", ShredBench.run),
+        ("vault", VaultBench.run),
         ("keychain", KeychainBench.run),
     ]
 

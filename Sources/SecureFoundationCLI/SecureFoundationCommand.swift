@@ -17,6 +17,10 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             RandomCommand.self,
             SealCommand.self,
             OpenCommand.self,
+            // Shredding
+            ShredCommand.self,
+            // Crypto manager
+            VaultCommand.self,
             // Keychain
             KeychainCommand.self,
         ]

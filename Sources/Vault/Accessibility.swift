@@ -80,6 +80,7 @@ public enum ClassKeyUnavailableReason: Sendable, Equatable, CustomStringConverti
     /// The device key could not be read (a thisDeviceOnly class, or the device-key provider failed).
     case deviceKeyMissing
 
+    /// What the reason means and what to do about it.
     public var description: String {
         switch self {
         case .locked: return "the vault is locked; unlock it with the passcode or the security answers"

@@ -54,8 +54,14 @@ struct AttemptRecord: Codable, Equatable {
         guard access(path, F_OK) == 0 else { return AttemptRecord() }
         try SecureFile.checkPrivate(path, isDirectory: false)
         let bytes = try SecureFile.read(path, maxLength: 4096)
+        // Created but never written (a crash between open and the first write): no record.
+        if bytes.isEmpty { return AttemptRecord() }
         do {
-            return try CanonicalEncoding.decode(AttemptRecord.self, from: bytes)
+            var record = try CanonicalEncoding.decode(AttemptRecord.self, from: bytes)
+            // Keep hostile values in range (no overflow when counting on).
+            record.failures = min(max(record.failures, 0), 1_000_000)
+            if !record.lastFailure.isFinite { record.lastFailure = .greatestFiniteMagnitude }
+            return record
         } catch {
             // A damaged counter must not reset to zero: treat it as nine failures with the
             // longest wait still running.
@@ -63,9 +69,31 @@ struct AttemptRecord: Codable, Equatable {
         }
     }
 
-    func store(directory: String) throws {
-        let data = try CanonicalEncoding.encode(self)
-        try SecureFile.writeAtomically(data, to: directory + "/" + AttemptRecord.fileName)
+    /// The record's fixed size on disk: canonical JSON padded with spaces, so it is rewritten in
+    /// place with one `pwrite`.
+    static let recordSize = 128
+
+    /// Writes the record in place (under the vault's flock). With `durable` the write is followed
+    /// by `fdatasync`, so a failure recorded before a check survives a power loss; a reset after
+    /// success is not synced (losing it leaves one failure too many, never one too few).
+    ///
+    /// The file is rewritten in place rather than replaced by rename: it is one short record that
+    /// only flock holders read, and the single `fdatasync` keeps unlock within a few milliseconds
+    /// of the KDF. A record torn by a power loss does not parse and is read as the worst case.
+    func store(directory: String, durable: Bool = true) throws {
+        let path = directory + "/" + AttemptRecord.fileName
+        var bytes = Array(try CanonicalEncoding.encode(self))
+        guard bytes.count <= AttemptRecord.recordSize else { throw VaultError.corrupted("attempt record too long") }
+        bytes += [UInt8](repeating: 0x20, count: AttemptRecord.recordSize - bytes.count - 1) + [0x0A]
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw SecureFile.Failure.system(operation: "open", path: path, errno: errno) }
+        defer { close(fd) }
+        try SecureFile.checkPrivate(path, isDirectory: false)
+        let written = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, 0) }
+        guard written == bytes.count else { throw SecureFile.Failure.system(operation: "write", path: path, errno: errno) }
+        if durable {
+            guard fdatasync(fd) == 0 else { throw SecureFile.Failure.system(operation: "fdatasync", path: path, errno: errno) }
+        }
     }
 
     /// How long to wait before an attempt is accepted at `now` (zero: accepted now).

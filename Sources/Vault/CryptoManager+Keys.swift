@@ -21,8 +21,8 @@ extension CryptoManager {
         let base: SecretBytes
         switch accessibility.protectionClass {
         case .whenUnlocked:
-            if let unlocked = memory.withLock({ $0.unlocked }) {
-                base = unlocked.classKey(.whenUnlocked)
+            if let unlocked = memory.withLock({ $0.unlocked }), let key = try? unlocked.classKey(.whenUnlocked) {
+                base = key
             } else {
                 let setUp = try loadState() != nil
                 throw VaultError.classKeyUnavailable(accessibility, setUp ? .locked : .notSetUp)
@@ -69,7 +69,7 @@ extension CryptoManager {
 
     /// A copy of the device key, read once from the provider and then kept in locked memory.
     func cachedDeviceKey() throws -> SecretBytes {
-        if let key = memory.withLock({ $0.deviceKey }) { return key.slice(0..<key.count) }
+        if let key = memory.withLock({ $0.deviceKey }) { return key.copy() }
         let key: SecretBytes
         do {
             key = try deviceKeyProvider.deviceKey()
@@ -81,7 +81,7 @@ extension CryptoManager {
             throw VaultError.deviceKey("the device key is \(key.count) bytes, not 32")
         }
         memory.withLock { memory in
-            if memory.deviceKey == nil { memory.deviceKey = key.slice(0..<32) }
+            if memory.deviceKey == nil { memory.deviceKey = key.copy() }
         }
         return key
     }
@@ -108,6 +108,7 @@ extension CryptoManager {
     /// - Throws: ``VaultError/locked``.
     public func encrypt<Plaintext: DataProtocol>(_ plaintext: Plaintext, context: [UInt8] = []) throws -> [UInt8] {
         let unlocked = try requireUnlocked()
+        defer { HeapScrub.scrubRecentlyFreed() }
         return try vaultCall { try Sealed.seal(plaintext, with: unlocked.keyring, context: context) }
     }
 
@@ -116,6 +117,7 @@ extension CryptoManager {
     ///   sealed under another vault's key, or bound to another context.
     public func decrypt(_ sealed: [UInt8], context: [UInt8] = []) throws -> [UInt8] {
         let unlocked = try requireUnlocked()
+        defer { HeapScrub.scrubRecentlyFreed() }
         return try vaultCall { try Sealed.open(sealed, with: unlocked.keyring, context: context) }
     }
 
@@ -123,6 +125,7 @@ extension CryptoManager {
     /// - Throws: ``VaultError/locked``.
     public func encrypt<Value: Encodable>(value: Value, context: [UInt8] = []) throws -> [UInt8] {
         let unlocked = try requireUnlocked()
+        defer { HeapScrub.scrubRecentlyFreed() }
         return try vaultCall { try Sealed.seal(value: value, with: unlocked.keyring, context: context) }
     }
 
@@ -130,6 +133,7 @@ extension CryptoManager {
     /// - Throws: ``VaultError/locked``, ``VaultError/corrupted(_:)``.
     public func decrypt<Value: Decodable>(_ type: Value.Type, from sealed: [UInt8], context: [UInt8] = []) throws -> Value {
         let unlocked = try requireUnlocked()
+        defer { HeapScrub.scrubRecentlyFreed() }
         return try vaultCall { try Sealed.open(type, from: sealed, with: unlocked.keyring, context: context) }
     }
 

@@ -10,7 +10,7 @@ extension CryptoManager {
     /// - Throws: ``VaultError/invalidArgument(_:)`` for an empty passcode.
     public func storeTemporaryPasscode(_ passcode: SecretBytes) throws {
         guard !passcode.isEmpty else { throw VaultError.invalidArgument("an empty passcode is not accepted") }
-        let copy = passcode.slice(0..<passcode.count)
+        let copy = passcode.copy()
         memory.withLock { memory in
             memory.temporaryPasscode?.wipe()
             memory.temporaryPasscode = copy
@@ -26,7 +26,7 @@ extension CryptoManager {
     /// - Throws: ``VaultError/invalidArgument(_:)`` when counts or the threshold are out of range.
     public func storeTemporarySecurityQuestions(_ questions: [String], answers: [SecretBytes], threshold: Int? = nil) throws {
         try Self.validateQuestions(questions, answerCount: answers.count, threshold: threshold ?? questions.count)
-        let copies = answers.map { $0.slice(0..<$0.count) }
+        let copies = answers.map { $0.copy() }
         memory.withLock { memory in
             memory.temporaryAnswers?.forEach { $0.wipe() }
             memory.temporaryQuestions = questions
@@ -170,7 +170,7 @@ extension CryptoManager {
                     unlink(erasedMarkerPath)
                     try AttemptRecord().store(directory: directory)
                 }
-                install(try UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey, secrets: secrets))
+                try install(UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey, secrets: secrets))
             } catch {
                 appKey.wipe()
                 secrets.wipe()

@@ -84,7 +84,7 @@ extension CryptoManager {
     func finishUnlock(state: VaultState, appKey: SecretBytes) throws {
         do {
             let secrets = try openSecrets(of: state, appKey: appKey)
-            install(try UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey, secrets: secrets))
+            try install(UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey, secrets: secrets))
         } catch {
             appKey.wipe()
             throw VaultError.wrap(error)
@@ -119,7 +119,7 @@ extension CryptoManager {
             throw VaultError.wrap(error)
         }
         if let key {
-            try vaultCall { try withFileLock { try AttemptRecord().store(directory: directory) } }
+            try vaultCall { try withFileLock { try AttemptRecord().store(directory: directory, durable: false) } }
             return key
         }
         let failures: Int = try vaultCall {

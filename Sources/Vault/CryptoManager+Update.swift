@@ -35,6 +35,28 @@ extension CryptoManager {
         }
     }
 
+    /// Sets a new passcode after checking the answers to the security questions (the recovery
+    /// path when the passcode is forgotten). Works locked or unlocked; the answers are checked as
+    /// an unlock attempt (counted on failure) and the vault is unlocked afterwards.
+    ///
+    /// - Parameters:
+    ///   - answers: One entry per question (empty for unanswered); at least the threshold.
+    ///   - new: The new passcode.
+    /// - Throws: ``VaultError/wrongAnswers(failures:nextAttemptAfter:)`` and the attempt errors,
+    ///   ``VaultError/noSecurityQuestions``, ``VaultError/invalidArgument(_:)``.
+    public func resetPasscode(answers: [SecretBytes], new: SecretBytes) throws {
+        guard !new.isEmpty else { throw VaultError.invalidArgument("an empty passcode is not accepted") }
+        try unlock(answers: answers)
+        let unlocked = try requireUnlocked()
+        let state = try requireState()
+        try checkSameVault(state, unlocked)
+        try vaultCall {
+            var next = state
+            next.passcode = try wrapPasscode(new, appKey: unlocked.appKey, state: state)
+            try rewrite(next, unlocked: unlocked, expecting: state)
+        }
+    }
+
     /// The original's name: replaces the passcode (the current one is required here).
     public func changePasscode(from current: SecretBytes?, to new: SecretBytes) throws {
         try updatePasscode(current: current, new: new)
@@ -133,9 +155,9 @@ extension CryptoManager {
                 next.questions = try wrapAnswers(questions: set.questions, normalized: normalized, threshold: set.threshold,
                                                  appKey: newKey, state: next)
             }
-            var retired = [(id: Array(state.keyID), key: unlocked.appKey.slice(0..<32))]
-            retired += unlocked.retired.map { (id: $0.id, key: $0.key.slice(0..<32)) }
-            let secrets = VaultSecrets(classMaster: unlocked.classMaster.slice(0..<32), retired: retired)
+            var retired = [(id: Array(state.keyID), key: try unlocked.appKey.copyKey())]
+            retired += try unlocked.retired.map { (id: $0.id, key: try $0.key.copyKey()) }
+            let secrets = VaultSecrets(classMaster: try unlocked.classMaster.copyKey(), retired: retired)
             do {
                 try sealSecrets(secrets, appKey: newKey, into: &next)
                 try withFileLock {
@@ -144,7 +166,7 @@ extension CryptoManager {
                     }
                     try commit(next)
                 }
-                install(try UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: newKey, secrets: secrets))
+                try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: newKey, secrets: secrets))
             } catch {
                 newKey.wipe()
                 secrets.wipe()
@@ -162,11 +184,63 @@ extension CryptoManager {
         return try rotateKey(passcode: passcode, answers: secrets)
     }
 
+    /// The ids of the retired application keys still kept (newest first). Needs the vault unlocked.
+    /// - Throws: ``VaultError/locked``.
+    public var retiredKeyIDs: [[UInt8]] {
+        get throws { try requireUnlocked().retired.map(\.id) }
+    }
+
+    /// Opens data sealed under the current or a retired key and seals it again under the current
+    /// one, so a retired key can later be removed.
+    ///
+    /// - Parameters:
+    ///   - sealed: Data sealed by ``encrypt(_:context:)``.
+    ///   - context: The associated data it was sealed with (kept).
+    /// - Returns: The data sealed under the current key.
+    /// - Throws: ``VaultError/locked``, ``VaultError/corrupted(_:)``.
+    public func reseal(_ sealed: [UInt8], context: [UInt8] = []) throws -> [UInt8] {
+        var plaintext = try decrypt(sealed, context: context)
+        defer { plaintext.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        return try encrypt(plaintext, context: context)
+    }
+
+    /// Forgets retired application keys once nothing sealed under them is needed (after
+    /// ``reseal(_:context:)``). The state file that still held them is crypto-erased, so data
+    /// sealed under a removed key becomes unreadable. Unknown ids are ignored.
+    ///
+    /// - Parameter ids: Key ids from ``retiredKeyIDs``.
+    /// - Throws: ``VaultError/locked``, I/O errors.
+    public func removeRetiredKeys(_ ids: [[UInt8]]) throws {
+        let unlocked = try requireUnlocked()
+        let state = try requireState()
+        try checkSameVault(state, unlocked)
+        let kept = unlocked.retired.filter { entry in !ids.contains(entry.id) }
+        guard kept.count != unlocked.retired.count else { return }
+        try vaultCall {
+            var next = state
+            let secrets = VaultSecrets(classMaster: try unlocked.classMaster.copyKey(),
+                                       retired: try kept.map { (id: $0.id, key: try $0.key.copyKey()) })
+            do {
+                try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
+                try withFileLock {
+                    guard try VaultState.load(directory: directory) == state else {
+                        throw VaultError.corrupted("the vault changed while it was being updated; try again")
+                    }
+                    try commit(next)
+                }
+                try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: try unlocked.appKey.copyKey(), secrets: secrets))
+            } catch {
+                secrets.wipe()
+                throw error
+            }
+        }
+    }
+
     /// Re-seals the secret section for `next` and commits it if the file still holds `expected`.
     func rewrite(_ next: VaultState, unlocked: UnlockedKeys, expecting expected: VaultState) throws {
         var next = next
-        let secrets = VaultSecrets(classMaster: unlocked.classMaster.slice(0..<32),
-                                   retired: unlocked.retired.map { (id: $0.id, key: $0.key.slice(0..<32)) })
+        let secrets = VaultSecrets(classMaster: try unlocked.classMaster.copyKey(),
+                                   retired: try unlocked.retired.map { (id: $0.id, key: try $0.key.copyKey()) })
         defer { secrets.wipe() }
         try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
         try withFileLock {

@@ -54,8 +54,7 @@ public final class CryptoManager: Sendable {
     public init(directory: String? = nil, deviceKeyProvider: any DeviceKeyProvider = FileDeviceKeyProvider(),
                 policy: KDFPolicy = .interactive, attemptPolicy: AttemptPolicy = .iOS,
                 clock: @escaping @Sendable () -> Date = { Date() }) throws {
-        var resolved = directory ?? VaultPaths.defaultDirectory()
-        while resolved.count > 1 && resolved.hasSuffix("/") { resolved.removeLast() }
+        let resolved = VaultPaths.absolute(directory ?? VaultPaths.defaultDirectory())
         self.directory = resolved
         self.deviceKeyProvider = deviceKeyProvider
         self.policy = policy
@@ -161,6 +160,7 @@ public final class CryptoManager: Sendable {
             memory.unlocked = nil
             memory.notify(.locked)
         }
+        HeapScrub.scrubRecentlyFreed()
     }
 
     /// The original's name for ``lock()``.
@@ -201,7 +201,8 @@ public final class CryptoManager: Sendable {
             if let superseded { unlink(superseded) }
             throw error
         }
-        if let superseded { try? Erasure.destroy([superseded]) }
+        // A failure here leaves a .superseded- file that the next open destroys.
+        if let superseded { _ = try? Erasure.destroy([superseded]) }
     }
 
     /// Destroys superseded state files left by a crash between link and destruction (a file that
@@ -223,8 +224,8 @@ public final class CryptoManager: Sendable {
     }
 
     /// Installs freshly unlocked keys and tells observers.
-    func install(_ unlocked: UnlockedKeys) {
-        FirstUnlockCache.store(vaultID: unlocked.vaultID, key: unlocked.classKey(.afterFirstUnlock))
+    func install(_ unlocked: UnlockedKeys) throws {
+        FirstUnlockCache.store(vaultID: unlocked.vaultID, key: try unlocked.classKey(.afterFirstUnlock))
         memory.withLock { memory in
             let wasLocked = memory.unlocked == nil
             memory.unlocked?.wipe()
@@ -301,15 +302,19 @@ final class UnlockedKeys: @unchecked Sendable {
         self.appKey = appKey
         self.classMaster = secrets.classMaster
         self.retired = secrets.retired
-        var keys = [try SealingKey(key: KeyHierarchy.dataKey(appKey), id: keyID)]
+        var keys = [try SealingKey(key: KeyHierarchy.dataKey(appKey.copyKey()), id: keyID)]
         for entry in secrets.retired where !keys.contains(where: { $0.id == entry.id }) {
-            keys.append(try SealingKey(key: KeyHierarchy.dataKey(entry.key), id: entry.id))
+            keys.append(try SealingKey(key: KeyHierarchy.dataKey(entry.key.copyKey()), id: entry.id))
         }
         self.keyring = try Keyring(keys)
     }
 
-    func classKey(_ protectionClass: ProtectionClass) -> SecretBytes {
-        KeyHierarchy.classKey(protectionClass, master: classMaster)
+    /// Throws ``VaultError/locked`` when a concurrent lock wiped the class master meanwhile
+    /// (never derives from a wiped key).
+    func classKey(_ protectionClass: ProtectionClass) throws -> SecretBytes {
+        let master = try classMaster.copyKey()
+        defer { master.wipe() }
+        return KeyHierarchy.classKey(protectionClass, master: master)
     }
 
     func wipe() {
@@ -336,7 +341,7 @@ enum FirstUnlockCache {
     }
 
     static func key(vaultID: Data) -> SecretBytes? {
-        keys.withLock { $0[vaultID].map { $0.slice(0..<$0.count) } }
+        keys.withLock { $0[vaultID].map { $0.copy() } }
     }
 
     static func remove(vaultID: Data) {
@@ -351,7 +356,8 @@ enum FirstUnlockCache {
 enum KeyHierarchy {
     /// The key that seals application data: HKDF(application key, "securefoundation vault v1 data").
     static func dataKey(_ appKey: SecretBytes) -> SecretBytes {
-        KeyDerivation.hkdf(appKey, info: "securefoundation vault v1 data")
+        defer { appKey.wipe() }  // callers pass a copy
+        return KeyDerivation.hkdf(appKey, info: "securefoundation vault v1 data")
     }
 
     /// The key that seals the state's secret section: HKDF(application key, "securefoundation vault v1 state").

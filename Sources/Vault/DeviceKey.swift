@@ -22,7 +22,7 @@ public struct FileDeviceKeyProvider: DeviceKeyProvider {
 
     /// - Parameter path: The key file, or nil for the default location.
     public init(path: String? = nil) {
-        self.path = path ?? FileDeviceKeyProvider.defaultPath()
+        self.path = VaultPaths.absolute(path ?? FileDeviceKeyProvider.defaultPath())
     }
 
     /// `$XDG_CONFIG_HOME/securefoundation/device.key`, else `~/.config/securefoundation/device.key`.
@@ -58,9 +58,11 @@ public struct StaticDeviceKeyProvider: DeviceKeyProvider {
     private let key: SecretBytes
     /// - Parameter key: 32 bytes; the provider hands out copies.
     public init(key: SecretBytes) { self.key = key }
+    /// A copy of the key.
+    /// - Throws: ``VaultError/deviceKey(_:)`` when the key is not 32 bytes.
     public func deviceKey() throws -> SecretBytes {
         guard key.count == 32 else { throw VaultError.deviceKey("the device key is \(key.count) bytes, not 32") }
-        return key.slice(0..<32)
+        return key.copy()
     }
 }
 
@@ -111,6 +113,13 @@ public enum VaultPaths {
         if let home = environment["SECUREFOUNDATION_HOME"], !home.isEmpty { return home }
         if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") { return data + "/securefoundation" }
         return homeDirectory(environment) + "/.local/share/securefoundation"
+    }
+
+    /// `path` made absolute against the current directory, without trailing slashes.
+    public static func absolute(_ path: String) -> String {
+        var result = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        while result.count > 1 && result.hasSuffix("/") { result.removeLast() }
+        return result
     }
 
     static func homeDirectory(_ environment: [String: String]) -> String {

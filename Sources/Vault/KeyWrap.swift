@@ -13,6 +13,7 @@ enum KeyWrap {
 
     static func wrap(_ key: SecretBytes, under kek: SecretBytes, aad: [UInt8]) throws -> [UInt8] {
         let nonce = try SecureRandom.bytes(nonceLength)
+        defer { HeapScrub.scrubRecentlyFreed() }
         let box: AES.GCM.SealedBox = try key.withUnsafeBytes { plaintext in
             try AES.GCM.seal(plaintext, using: kek.symmetricKey, nonce: AES.GCM.Nonce(data: nonce), authenticating: aad)
         }
@@ -33,6 +34,7 @@ enum KeyWrap {
         } catch {
             throw VaultError.corrupted("a wrapped key is malformed: \(error)")
         }
+        defer { HeapScrub.scrubRecentlyFreed() }
         var plaintext: Data
         do {
             plaintext = try AES.GCM.open(box, using: kek.symmetricKey, authenticating: aad)
@@ -45,4 +47,26 @@ enum KeyWrap {
 
     /// Authentication failed: wrong key, or the blob or its header was changed.
     struct WrongKey: Error {}
+}
+
+extension SecretBytes {
+    /// A copy taken while holding the instance's lock, so a concurrent `wipe()` yields an empty
+    /// copy instead of a failed range check.
+    func copy() -> SecretBytes {
+        withUnsafeBytes { source in
+            SecretBytes(count: source.count) { target in
+                if source.count > 0 { target.copyMemory(from: source) }
+            }
+        }
+    }
+
+    /// A copy of a 32-byte key; ``VaultError/locked`` when it was wiped meanwhile (a concurrent lock).
+    func copyKey() throws -> SecretBytes {
+        let result = copy()
+        guard result.count == 32 else {
+            result.wipe()
+            throw VaultError.locked
+        }
+        return result
+    }
 }

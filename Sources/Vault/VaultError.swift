@@ -37,6 +37,7 @@ public enum VaultError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A cryptographic operation failed (for example the system random generator).
     case crypto(String)
 
+    /// A message that says what went wrong and what to do.
     public var description: String {
         switch self {
         case let .classKeyUnavailable(accessibility, reason):

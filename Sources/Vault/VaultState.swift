@@ -8,6 +8,8 @@ struct VaultState: Codable, Equatable {
     static let fileName = "vault.state"
     static let formatName = "securefoundation-vault"
     static let currentVersion = 1
+    /// nonce (12) ‖ application key (32) ‖ tag (16).
+    static let wrappedKeyLength = 60
 
     /// The application key wrapped under the passcode's key.
     struct PasscodeWrap: Codable, Equatable {
@@ -152,10 +154,16 @@ struct VaultState: Codable, Equatable {
             throw VaultError.corrupted("\(path): state version \(version) is not supported by this version of SecureFoundation")
         }
         guard vaultID.count == 16, keyID.count == 8 else { throw VaultError.corrupted("\(path): bad vault or key id") }
+        guard secrets.count >= KeyWrap.nonceLength + 34 + KeyWrap.tagLength else {
+            throw VaultError.corrupted("\(path): the secret section is \(secrets.count) bytes, too short")
+        }
         guard passcode != nil || questions != nil else { throw VaultError.corrupted("\(path): neither a passcode nor questions") }
         if let passcode {
             try passcode.kdf.validateForVault(path: path)
             guard passcode.salt.count >= 16 else { throw VaultError.corrupted("\(path): passcode salt too short") }
+            guard passcode.wrapped.count == VaultState.wrappedKeyLength else {
+                throw VaultError.corrupted("\(path): the passcode wrapping is \(passcode.wrapped.count) bytes, not \(VaultState.wrappedKeyLength)")
+            }
         }
         if let questions {
             try questions.kdf.validateForVault(path: path)
@@ -167,7 +175,7 @@ struct VaultState: Codable, Equatable {
                 guard subset.indices.count == questions.threshold,
                       subset.indices.allSatisfy({ (0..<n).contains($0) }),
                       Set(subset.indices).count == subset.indices.count,
-                      subset.salt.count >= 16 else {
+                      subset.salt.count >= 16, subset.wrapped.count == VaultState.wrappedKeyLength else {
                     throw VaultError.corrupted("\(path): a question subset is malformed")
                 }
             }

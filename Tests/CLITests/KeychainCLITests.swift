@@ -30,10 +30,14 @@ import Testing
     }
 
     func run(_ home: Home, _ arguments: [String], stdin: String? = nil) throws -> Result {
+        try run(home, command: ["keychain"] + arguments, stdin: stdin)
+    }
+
+    func run(_ home: Home, command arguments: [String], stdin: String? = nil) throws -> Result {
         let binary = try #require(Self.binary, "build the CLI first: swift build")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["keychain"] + arguments + ["--home", home.path + "/home", "--device-key", home.path + "/device.key"]
+        process.arguments = arguments + ["--home", home.path + "/home", "--device-key", home.path + "/device.key"]
         var environment = ProcessInfo.processInfo.environment
         environment["XDG_CONFIG_HOME"] = home.path + "/config"
         process.environment = environment
@@ -103,6 +107,30 @@ import Testing
         let bad = try run(home, ["add-generic-password", "-s", "svc", "-a", "acct", "-w", "pw", "--accessibility", "sometimes"])
         #expect(bad.status != 0)
         #expect(bad.stderr.contains("unknown accessibility"))
+    }
+
+    @Test func whenUnlockedItemsWithThePasscode() throws {
+        let home = try Home()
+        let pin = home.path + "/pin.txt"
+        try "2468\n".write(toFile: pin, atomically: true, encoding: .utf8)
+        let setUp = try run(home, command: ["vault", "init", "--passcode-file", pin])
+        #expect(setUp.status == 0, "\(setUp.stderr)")
+        let add = try run(home, ["add-generic-password", "-s", "bank", "-a", "me", "-w", "-", "--passcode-file", pin], stdin: "s3cret\n")
+        #expect(add.status == 0, "\(add.stderr)")
+        let locked = try run(home, ["find-generic-password", "-s", "bank", "-a", "me", "-w"])
+        #expect(locked.status == 36)
+        #expect(locked.stdout.isEmpty)
+        let found = try run(home, ["find-generic-password", "-s", "bank", "-a", "me", "-w", "--passcode-file", pin])
+        #expect(found.status == 0, "\(found.stderr)")
+        #expect(found.stdout == "s3cret\n")
+        // Locked, the listing shows the item's class but not its names.
+        let dump = try run(home, ["dump-keychain"])
+        #expect(dump.status == 0)
+        #expect(dump.stdout.contains("\"pdmn\"<string>=\"whenUnlocked\""))
+        #expect(!dump.stdout.contains("bank"))
+        #expect(try run(home, ["dump-keychain", "--passcode-file", pin]).stdout.contains("\"svce\"<blob>=\"bank\""))
+        // No class key is needed to delete.
+        #expect(try run(home, ["delete-generic-password", "-s", "bank", "-a", "me"]).status == 0)
     }
 
     @Test func helpHasExamples() throws {

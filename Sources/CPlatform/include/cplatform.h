@@ -12,4 +12,77 @@ int sf_random_bytes(void *buf, size_t len);
 /// Zeroes len bytes in a way the compiler may not remove.
 void sf_secure_zero(void *buf, size_t len);
 
+
+// ---- Shredder ------------------------------------------------------------------------------
+
+/// One physical extent of a file as reported by FIEMAP.
+typedef struct sf_extent {
+    uint64_t logical;
+    uint64_t physical;
+    uint64_t length;
+    uint32_t flags;
+} sf_extent;
+
+/// FIEMAP extent flags the Swift side needs (values of linux/fiemap.h, 0 elsewhere).
+uint32_t sf_fiemap_flag_last(void);
+uint32_t sf_fiemap_flag_unknown(void);
+uint32_t sf_fiemap_flag_delalloc(void);
+uint32_t sf_fiemap_flag_encoded(void);
+uint32_t sf_fiemap_flag_not_aligned(void);
+uint32_t sf_fiemap_flag_data_inline(void);
+uint32_t sf_fiemap_flag_shared(void);
+uint32_t sf_fiemap_flag_unwritten(void);
+
+/// Fills up to `capacity` extents of the open file `fd` (ioctl FS_IOC_FIEMAP with
+/// FIEMAP_FLAG_SYNC). Stores the number found in `*count` and whether more extents exist than
+/// fit in `*truncated`. Returns 0 or an errno value (EOPNOTSUPP/ENOTTY where unsupported,
+/// ENOSYS off Linux).
+int sf_fiemap(int fd, sf_extent *extents, uint32_t capacity, uint32_t *count, int *truncated);
+
+/// The inode flags (FS_IOC_GETFLAGS) of an open file, or -1 with errno set.
+long sf_inode_flags(int fd);
+/// FS_JOURNAL_DATA_FL, FS_NOCOW_FL and FS_COMPR_FL (0 off Linux).
+long sf_inode_flag_journal_data(void);
+long sf_inode_flag_nocow(void);
+long sf_inode_flag_compressed(void);
+
+/// The filesystem type of an open file: statfs f_type on Linux (stored in *type), and the
+/// type name (f_fstypename) where the system has one (stored in name, NUL-terminated).
+/// Returns 0 or an errno value.
+int sf_fstatfs_type(int fd, int64_t *type, char *name, size_t name_capacity);
+
+/// lseek with SEEK_DATA / SEEK_HOLE. Returns -1 with errno EINVAL where they do not exist.
+off_t sf_seek_data(int fd, off_t offset);
+off_t sf_seek_hole(int fd, off_t offset);
+
+/// fdatasync where it exists, else fsync (F_FULLFSYNC on Darwin). Returns 0 or -1 with errno.
+int sf_datasync(int fd);
+
+/// posix_fadvise(POSIX_FADV_DONTNEED) over the whole file. Returns 0 or an errno value.
+int sf_drop_cache(int fd);
+
+/// major/minor of a device number.
+unsigned int sf_dev_major(dev_t dev);
+unsigned int sf_dev_minor(dev_t dev);
+
+/// renameat that refuses to replace an existing entry (renameat2 RENAME_NOREPLACE on Linux,
+/// renameatx_np RENAME_EXCL on Darwin, a check-then-rename elsewhere). Returns 0 or an errno value.
+int sf_rename_noreplace(int olddirfd, const char *oldname, int newdirfd, const char *newname);
+
+/// memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING). Returns the descriptor or -1 with errno
+/// (ENOSYS off Linux).
+int sf_memfd_create(const char *name);
+
+/// Seals a memfd against growing, shrinking and writing (F_ADD_SEALS). Returns 0 or an errno value.
+int sf_memfd_seal(int fd);
+
+/// dlopen(path, RTLD_NOW | RTLD_LOCAL).
+void *sf_dlopen(const char *path);
+/// dlsym; NULL when absent.
+void *sf_dlsym(void *handle, const char *name);
+/// dlclose; 0 on success.
+int sf_dlclose(void *handle);
+/// The last dlerror() text, or NULL.
+const char *sf_dlerror(void);
+
 #endif

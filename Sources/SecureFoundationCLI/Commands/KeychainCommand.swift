@@ -27,20 +27,16 @@ struct KeychainCommand: ParsableCommand {
     )
 }
 
-/// Where the keychain is and how to unlock its keys.
+/// Where the keychain is (the vault's `HomeOptions`) and how to unlock its keys.
 struct KeychainStoreOptions: ParsableArguments {
-    @Option(name: .customLong("home"), help: "The data directory (default: $SECUREFOUNDATION_HOME, else $XDG_DATA_HOME/securefoundation, else ~/.local/share/securefoundation).")
-    var home: String?
-
-    @Option(name: .customLong("device-key"), help: "The device key file (default: $XDG_CONFIG_HOME/securefoundation/device.key, else ~/.config/securefoundation/device.key; created on first use).")
-    var deviceKey: String?
+    @OptionGroup var home: HomeOptions
 
     @Option(name: .customLong("passcode-file"), help: "Unlock the vault with the passcode in this file (`-` for stdin), for whenUnlocked and afterFirstUnlock items.")
     var passcodeFile: String?
 
-    /// Opens the crypto manager (unlocking it when a passcode file is given) and the keychain.
+    /// Opens the crypto manager (unlocking it when a passcode file is given) and its keychain.
     func open() throws -> Keychain {
-        let manager = try CryptoManager(directory: home, deviceKeyProvider: FileDeviceKeyProvider(path: deviceKey))
+        let manager = try home.manager()
         if let passcodeFile {
             let passcode = try CLI.passphrase(file: passcodeFile, prompt: "Passcode: ")
             defer { passcode.wipe() }

@@ -1,0 +1,462 @@
+import ArgumentParser
+import Foundation
+import SecureFoundation
+
+/// Options shared by every command that touches the vault's state: where it lives and where the
+/// device key is. Reusable by later commands (`@OptionGroup var home: HomeOptions`).
+struct HomeOptions: ParsableArguments {
+    @Option(name: .customLong("home"), help: ArgumentHelp(
+        "The data directory (default: $SECUREFOUNDATION_HOME, else $XDG_DATA_HOME/securefoundation, else ~/.local/share/securefoundation).",
+        valueName: "dir"))
+    var home: String?
+
+    @Option(name: .customLong("device-key"), help: ArgumentHelp(
+        "The device-key file (default: $XDG_CONFIG_HOME/securefoundation/device.key, else ~/.config/securefoundation/device.key).",
+        valueName: "file"))
+    var deviceKey: String?
+
+    @Option(name: .customLong("erase-after"), help: ArgumentHelp(
+        "Destroy the vault's keys after this many consecutive failed unlock attempts (default: never).", valueName: "n"))
+    var eraseAfter: Int?
+
+    @Option(name: .customLong("kdf"), help: "KDF work for new wrappings: interactive (scrypt 2^16, default), sensitive (scrypt 2^18), fips-interactive, fips-sensitive (PBKDF2).")
+    var kdf: String = "interactive"
+
+    func validate() throws {
+        if let eraseAfter, eraseAfter < 1 { throw ValidationError("--erase-after must be at least 1") }
+        _ = try policy()
+    }
+
+    func policy() throws -> KDFPolicy {
+        switch kdf {
+        case "interactive": return .interactive
+        case "sensitive": return .sensitive
+        case "fips-interactive": return .fipsInteractive
+        case "fips-sensitive": return .fipsSensitive
+        default: throw ValidationError("--kdf must be interactive, sensitive, fips-interactive or fips-sensitive")
+        }
+    }
+
+    /// The crypto manager for these options.
+    func manager() throws -> CryptoManager {
+        var attempts = AttemptPolicy.iOS
+        if let eraseAfter { attempts = attempts.erasing(after: eraseAfter) }
+        return try CryptoManager(directory: home, deviceKeyProvider: FileDeviceKeyProvider(path: deviceKey),
+                                 policy: try policy(), attemptPolicy: attempts)
+    }
+}
+
+/// `securefoundation vault …`: the crypto manager from the command line.
+struct VaultCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "vault",
+        abstract: "One application key behind a passcode and security questions: create, check, change, rotate, erase.",
+        discussion: """
+        The vault lives in one private directory (0700, files 0600). Its application key is \
+        wrapped under a key derived from the passcode and under keys derived from the answers \
+        to security questions (any K of N with --threshold). Failed unlock attempts are counted \
+        across processes with escalating delays (none for 1-4, then 1 min, 5 min, 15 min, 15 min, 1 h).
+
+        Passcodes are read from the terminal without echo, or from --passcode-file. Answers are \
+        read from --answers-file, one per line in question order (an empty line = not answered); \
+        they are compared after Unicode NFKC, case folding and whitespace collapsing.
+
+        Exit status: 0 success, 1 error, 3 wrong passcode or answers, 4 too many attempts (wait), \
+        5 the vault was erased, 64 usage error.
+
+        Examples:
+          securefoundation vault init --passcode-file pin.txt --question "First pet?" --question "Birth town?" \\
+              --question "First teacher?" --answers-file answers.txt --threshold 2
+          securefoundation vault unlock --passcode-file pin.txt
+          securefoundation vault status
+        """,
+        subcommands: [
+            VaultInitCommand.self, VaultStatusCommand.self, VaultUnlockCommand.self, VaultChangePasscodeCommand.self,
+            VaultChangeQuestionsCommand.self, VaultRotateKeyCommand.self, VaultEraseCommand.self,
+        ]
+    )
+}
+
+/// Shared helpers of the vault commands.
+enum VaultCLI {
+    /// The exit code for a vault error (documented in `vault --help` and docs/VAULT.md).
+    static func exitCode(for error: any Error) -> Int32 {
+        switch error as? VaultError {
+        case .wrongPasscode?, .wrongAnswers?: return 3
+        case .tooManyAttempts?: return 4
+        case .erased?: return 5
+        default: return 1
+        }
+    }
+
+    /// Runs `body`, reporting a failure on stderr and exiting with the documented code.
+    static func run(_ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let error as ExitCode {
+            throw error
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            throw CLI.report(error, code: exitCode(for: error))
+        }
+    }
+
+    /// Reads answers from a file, one per line, straight into locked memory (never a String).
+    static func readAnswers(_ path: String) throws -> [SecretBytes] {
+        let all = try SecretBytes(contentsOfFile: path)
+        defer { all.wipe() }
+        var lines: [SecretBytes] = []
+        all.withUnsafeBytes { bytes in
+            var start = 0
+            for index in 0...bytes.count where index == bytes.count || bytes[index] == 0x0A {
+                var end = index
+                if end > start, bytes[end - 1] == 0x0D { end -= 1 }
+                let from = start
+                let count = end - from
+                lines.append(SecretBytes(count: count) { target in
+                    if count > 0 { target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[from..<from + count])) }
+                })
+                start = index + 1
+            }
+        }
+        return lines
+    }
+
+    /// A passcode from a file or the terminal.
+    static func passcode(file: String?, prompt: String, confirm: Bool = false) throws -> SecretBytes {
+        try CLI.passphrase(file: file, prompt: prompt, confirm: confirm)
+    }
+
+    static func keyID(_ manager: CryptoManager) -> String {
+        ((try? manager.keyID) ?? nil).map { Encoding.hex($0) } ?? "-"
+    }
+
+    static func say(_ line: String) throws {
+        try CLI.writeStdout(Array((line + "\n").utf8))
+    }
+}
+
+struct VaultInitCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "init",
+        abstract: "Create the vault: a new application key behind a passcode and/or security questions.",
+        discussion: """
+        Give a passcode (from the terminal, or --passcode-file), security questions (repeated \
+        --question with --answers-file, one answer per line), or both. --threshold K lets any K \
+        of the N answers unlock (default: all N). Everything is written in one atomic step.
+
+        Example:
+          securefoundation vault init --home ~/.app --passcode-file pin.txt \\
+              --question "First pet?" --question "Birth town?" --question "First teacher?" \\
+              --answers-file answers.txt --threshold 2
+        """
+    )
+
+    @OptionGroup var home: HomeOptions
+
+    @Option(name: .customLong("passcode-file"), help: "Read the passcode from this file (`-` for stdin; one trailing newline is dropped).")
+    var passcodeFile: String?
+
+    @Flag(name: .customLong("no-passcode"), help: "Create the vault with security questions only.")
+    var noPasscode = false
+
+    @Option(name: .customLong("question"), help: "A security question (repeat for several).")
+    var questions: [String] = []
+
+    @Option(name: .customLong("answers-file"), help: "The answers, one per line, in question order.")
+    var answersFile: String?
+
+    @Option(name: .customLong("threshold"), help: "How many answers unlock (K of N; default N).")
+    var threshold: Int?
+
+    func validate() throws {
+        guard questions.isEmpty == (answersFile == nil) else { throw ValidationError("--question and --answers-file go together") }
+        guard !noPasscode || !questions.isEmpty else { throw ValidationError("--no-passcode needs security questions") }
+        guard threshold == nil || !questions.isEmpty else { throw ValidationError("--threshold needs security questions") }
+        guard !(noPasscode && passcodeFile != nil) else { throw ValidationError("--no-passcode and --passcode-file exclude each other") }
+    }
+
+    func run() throws {
+        try VaultCLI.run {
+            let manager = try home.manager()
+            guard try !manager.isSetUp else { throw VaultError.alreadySetUp }
+            let passcode = noPasscode ? nil : try VaultCLI.passcode(file: passcodeFile, prompt: "New passcode: ", confirm: true)
+            defer { passcode?.wipe() }
+            let answers = try answersFile.map { try VaultCLI.readAnswers($0) } ?? []
+            defer { answers.forEach { $0.wipe() } }
+            if let passcode { try manager.storeTemporaryPasscode(passcode) }
+            if !questions.isEmpty { try manager.storeTemporarySecurityQuestions(questions, answers: answers, threshold: threshold) }
+            try manager.finalize()
+            manager.lock()
+            try VaultCLI.say("created vault in \(manager.directory) (key id \(VaultCLI.keyID(manager)))")
+        }
+    }
+}
+
+struct VaultStatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show whether a vault is set up, its questions, key id and failed attempts (no secret needed).",
+        discussion: """
+        Example:
+          securefoundation vault status --home ~/.app
+        """
+    )
+
+    @OptionGroup var home: HomeOptions
+
+    func run() throws {
+        try VaultCLI.run {
+            let manager = try home.manager()
+            var lines = ["directory: \(manager.directory)"]
+            if try manager.isSetUp {
+                lines.append("state: set up")
+                lines.append("passcode: \(try manager.hasPasscode ? "yes" : "no")")
+                let questions = try manager.questions
+                if questions.isEmpty {
+                    lines.append("security questions: none")
+                } else {
+                    lines.append("security questions: \(questions.count), any \(try manager.answerThreshold ?? questions.count) unlock")
+                    for (index, question) in questions.enumerated() { lines.append("  \(index + 1). \(question)") }
+                }
+                lines.append("key id: \(VaultCLI.keyID(manager))")
+            } else {
+                lines.append("state: \(manager.isErased ? "erased" : "not set up")")
+            }
+            let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
+            lines.append("device key: \(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")")
+            lines.append("failed attempts: \(try manager.failedAttempts)")
+            let delay = try manager.nextAttemptDelay
+            if delay > .zero { lines.append("next attempt in: \(Int(delay.components.seconds)) s") }
+            try VaultCLI.say(lines.joined(separator: "\n"))
+        }
+    }
+}
+
+struct VaultUnlockCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unlock",
+        abstract: "Check the passcode (or the answers) and report success, the wait time, or erasure.",
+        discussion: """
+        The check counts as an unlock attempt. Nothing stays unlocked after the command ends: \
+        no background process is started.
+
+        Exit status: 0 unlocked, 3 wrong passcode or answers, 4 too many attempts (the message \
+        says how long to wait), 5 the vault was erased, 1 other errors.
+
+        Examples:
+          securefoundation vault unlock --passcode-file pin.txt
+          securefoundation vault unlock --answers-file answers.txt
+        """
+    )
+
+    @OptionGroup var home: HomeOptions
+
+    @Option(name: .customLong("passcode-file"), help: "Read the passcode from this file (`-` for stdin).")
+    var passcodeFile: String?
+
+    @Option(name: .customLong("answers-file"), help: "Unlock with the answers instead, one per line (empty line = not answered).")
+    var answersFile: String?
+
+    func validate() throws {
+        guard passcodeFile == nil || answersFile == nil else { throw ValidationError("give --passcode-file or --answers-file, not both") }
+    }
+
+    func run() throws {
+        try VaultCLI.run {
+            let manager = try home.manager()
+            if let answersFile {
+                let answers = try VaultCLI.readAnswers(answersFile)
+                defer { answers.forEach { $0.wipe() } }
+                try manager.unlock(answers: answers)
+            } else {
+                guard try manager.isSetUp else { throw manager.isErased ? VaultError.erased : VaultError.notSetUp }
+                let passcode = try VaultCLI.passcode(file: passcodeFile, prompt: "Passcode: ")
+                defer { passcode.wipe() }
+                try manager.unlock(passcode: passcode)
+            }
+            manager.lock()
+            try VaultCLI.say("unlocked (key id \(VaultCLI.keyID(manager)))")
+        }
+    }
+}
+
+struct VaultChangePasscodeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "change-passcode",
+        abstract: "Replace the passcode, proving the current one (or the answers, if it is forgotten).",
+        discussion: """
+        The application key does not change, so data stays readable; the state file holding the \
+        old wrapping is destroyed.
+
+        Examples:
+          securefoundation vault change-passcode --passcode-file old.txt --new-passcode-file new.txt
+          securefoundation vault change-passcode --answers-file answers.txt --new-passcode-file new.txt
+        """
+    )
+
+    @OptionGroup var home: HomeOptions
+
+    @Option(name: .customLong("passcode-file"), help: "The current passcode (`-` for stdin).")
+    var passcodeFile: String?
+
+    @Option(name: .customLong("answers-file"), help: "Prove with the answers instead of the current passcode.")
+    var answersFile: String?
+
+    @Option(name: .customLong("new-passcode-file"), help: "The new passcode (default: asked on the terminal twice).")
+    var newPasscodeFile: String?
+
+    func validate() throws {
+        guard passcodeFile == nil || answersFile == nil else { throw ValidationError("give --passcode-file or --answers-file, not both") }
+    }
+
+    func run() throws {
+        try VaultCLI.run {
+            let manager = try home.manager()
+            guard try manager.isSetUp else { throw manager.isErased ? VaultError.erased : VaultError.notSetUp }
+            if let answersFile {
+                let answers = try VaultCLI.readAnswers(answersFile)
+                defer { answers.forEach { $0.wipe() } }
+                let new = try VaultCLI.passcode(file: newPasscodeFile, prompt: "New passcode: ", confirm: true)
+                defer { new.wipe() }
+                try manager.resetPasscode(answers: answers, new: new)
+            } else {
+                let current = try manager.hasPasscode ? try VaultCLI.passcode(file: passcodeFile, prompt: "Current passcode: ") : nil
+                defer { current?.wipe() }
+                if let current { try manager.unlock(passcode: current) } else {
+                    throw ValidationError("this vault has no passcode yet; prove with --answers-file")
+                }
+                let new = try VaultCLI.passcode(file: newPasscodeFile, prompt: "New passcode: ", confirm: true)
+                defer { new.wipe() }
+                try manager.updatePasscode(current: current, new: new)
+            }
+            manager.lock()
+            try VaultCLI.say("passcode changed (key id \(VaultCLI.keyID(manager)))")
+        }
+    }
+}
+
+struct VaultChangeQuestionsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "change-questions",
+        abstract: "Replace the security questions and answers (unlocking with the passcode first).",
+        discussion: """
+        Example:
+          securefoundation vault change-questions --passcode-file pin.txt \\
+              --question "First pet?" --question "Birth town?" --new-answers-file answers.txt --threshold 1
+        """
+    )
+
+    @OptionGroup var home: HomeOptions
+
+    @Option(name: .customLong("passcode-file"), help: "The passcode (`-` for stdin).")
+    var passcodeFile: String?
+
+    @Option(name: .customLong("answers-file"), help: "Unlock with the current answers instead of the passcode.")
+    var answersFile: String?
+
+    @Option(name: .customLong("question"), help: "A new security question (repeat for several).")
+    var questions: [String] = []
+
+    @Option(name: .customLong("new-answers-file"), help: "The new answers, one per line, in question order.")
+    var newAnswersFile: String
+
+    @Option(name: .customLong("threshold"), help: "How many answers unlock (K of N; default N).")
+    var threshold: Int?
+
+    func validate() throws {
+        guard !questions.isEmpty else { throw ValidationError("give at least one --question") }
+        guard passcodeFile == nil || answersFile == nil else { throw ValidationError("give --passcode-file or --answers-file, not both") }
+    }
+
+    func run() throws {
+        try VaultCLI.run {
+            let manager = try home.manager()
+            guard try manager.isSetUp else { throw manager.isErased ? VaultError.erased : VaultError.notSetUp }
+            if let answersFile {
+                let answers = try VaultCLI.readAnswers(answersFile)
+                defer { answers.forEach { $0.wipe() } }
+                try manager.unlock(answers: answers)
+            } else {
+                let passcode = try VaultCLI.passcode(file: passcodeFile, prompt: "Passcode: ")
+                defer { passcode.wipe() }
+                try manager.unlock(passcode: passcode)
+            }
+            let answers = try VaultCLI.readAnswers(newAnswersFile)
+            defer { answers.forEach { $0.wipe() } }
+            try manager.updateSecurityQuestions(questions, answers: answers, threshold: threshold)
+            manager.lock()
+            try VaultCLI.say("security questions changed: \(questions.count), any \(threshold ?? questions.count) unlock")
+        }
+    }
+}
+
+struct VaultRotateKeyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rotate-key",
+        abstract: "Replace the application key; data sealed under the old one stays readable by its key id.",
+        discussion: """
+        The new key is wrapped under the passcode and under every K-subset of the answers, so \
+        both are needed when the vault has both. Class keys (keychain, protected files) do not change.
+
+        Example:
+          securefoundation vault rotate-key --passcode-file pin.txt --answers-file answers.txt
+        """
+    )
+
+    @OptionGroup var home: HomeOptions
+
+    @Option(name: .customLong("passcode-file"), help: "The passcode (`-` for stdin).")
+    var passcodeFile: String?
+
+    @Option(name: .customLong("answers-file"), help: "All answers, one per line (needed when the vault has questions).")
+    var answersFile: String?
+
+    func run() throws {
+        try VaultCLI.run {
+            let manager = try home.manager()
+            guard try manager.isSetUp else { throw manager.isErased ? VaultError.erased : VaultError.notSetUp }
+            let answers = try answersFile.map { try VaultCLI.readAnswers($0) }
+            defer { answers?.forEach { $0.wipe() } }
+            let passcode = try manager.hasPasscode ? try VaultCLI.passcode(file: passcodeFile, prompt: "Passcode: ") : nil
+            defer { passcode?.wipe() }
+            if let passcode { try manager.unlock(passcode: passcode) } else if let answers { try manager.unlock(answers: answers) }
+            let old = VaultCLI.keyID(manager)
+            let new = try manager.rotateKey(passcode: passcode, answers: answers)
+            manager.lock()
+            try VaultCLI.say("key rotated: \(old) -> \(Encoding.hex(new))")
+        }
+    }
+}
+
+struct VaultEraseCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "erase",
+        abstract: "Destroy the vault's keys (crypto-erase). Everything sealed under them becomes unreadable.",
+        discussion: """
+        The state file (all wrapped keys), the attempt record and the always-class key are \
+        overwritten and removed. The device key, kept outside the data directory, is left alone.
+
+        Example:
+          securefoundation vault erase --home ~/.app --yes
+        """
+    )
+
+    @OptionGroup var home: HomeOptions
+
+    @Flag(name: .customLong("yes"), help: "Confirm: there is no undo.")
+    var yes = false
+
+    func validate() throws {
+        guard yes else { throw ValidationError("erasing cannot be undone; add --yes to confirm") }
+    }
+
+    func run() throws {
+        try VaultCLI.run {
+            let manager = try home.manager()
+            try manager.erase()
+            try VaultCLI.say("erased the vault in \(manager.directory)")
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import CPlatform
+import Foundation
+
+/// Small wrappers over the descriptor calls the shredder needs, each throwing ``ShredError``.
+enum FileIO {
+    /// The ranges of `fd` holding data (holes skipped), found with SEEK_DATA / SEEK_HOLE; the
+    /// whole file when the system cannot tell.
+    static func dataRanges(_ fd: Int32, size: UInt64, path: String) throws -> [Range<UInt64>] {
+        guard size > 0 else { return [] }
+        var ranges: [Range<UInt64>] = []
+        var offset: UInt64 = 0
+        while offset < size {
+            let start = sf_seek_data(fd, off_t(offset))
+            if start < 0 {
+                if errno == ENXIO { break }  // no more data after offset
+                if ranges.isEmpty && offset == 0 && (errno == EINVAL || errno == ENOTSUP) {
+                    return [0..<size]  // SEEK_DATA unsupported: overwrite everything
+                }
+                throw ShredError.system(operation: "lseek(SEEK_DATA)", path: path, errno: errno)
+            }
+            let dataStart = UInt64(start)
+            if dataStart >= size { break }
+            let end = sf_seek_hole(fd, start)
+            guard end >= 0 else { throw ShredError.system(operation: "lseek(SEEK_HOLE)", path: path, errno: errno) }
+            let dataEnd = min(UInt64(end), size)
+            if dataEnd > dataStart { ranges.append(dataStart..<dataEnd) }
+            offset = max(dataEnd, dataStart + 1)
+        }
+        return ranges
+    }
+
+    /// Writes all of `buffer` at `offset`.
+    static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: UInt64, path: String) throws {
+        var done = 0
+        while done < buffer.count {
+            let n = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ShredError.system(operation: "write", path: path, errno: errno)
+            }
+            if n == 0 { throw ShredError.system(operation: "write", path: path, errno: EIO) }
+            done += n
+        }
+    }
+
+    /// Reads exactly `buffer.count` bytes at `offset`; fails on a short file.
+    static func readAll(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, path: String) throws {
+        var done = 0
+        while done < buffer.count {
+            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ShredError.system(operation: "read", path: path, errno: errno)
+            }
+            if n == 0 { throw ShredError.fileChanged(path) }
+            done += n
+        }
+    }
+
+    /// fdatasync (file data reaches the device).
+    static func dataSync(_ fd: Int32, path: String) throws {
+        while sf_datasync(fd) != 0 {
+            if errno == EINTR { continue }
+            throw ShredError.system(operation: "fdatasync", path: path, errno: errno)
+        }
+    }
+
+    /// fsync of a directory descriptor (ignoring filesystems that refuse it with EINVAL).
+    static func syncDirectory(_ fd: Int32, path: String) throws {
+        if fsync(fd) != 0 && errno != EINVAL && errno != EROFS {
+            throw ShredError.system(operation: "fsync directory", path: path, errno: errno)
+        }
+    }
+
+    /// The names in a directory (without "." and ".."), sorted.
+    static func listDirectory(_ fd: Int32, path: String) throws -> [String] {
+        let copy = dup(fd)
+        guard copy >= 0 else { throw ShredError.system(operation: "dup", path: path, errno: errno) }
+        guard let stream = fdopendir(copy) else {
+            let code = errno
+            close(copy)
+            throw ShredError.system(operation: "opendir", path: path, errno: code)
+        }
+        defer { closedir(stream) }
+        rewinddir(stream)
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                if errno != 0 { throw ShredError.system(operation: "readdir", path: path, errno: errno) }
+                break
+            }
+            let name = withUnsafePointer(to: &entry.pointee.d_name) {
+                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+}

@@ -1,1 +1,0 @@
-// The Shredder module. See docs/ARCHITECTURE.md.

@@ -1,0 +1,204 @@
+import Foundation
+import Testing
+
+/// Runs the built `securefoundation vault …` with --home and files: exit codes, messages, files.
+@Suite("vault command")
+struct VaultCLITests {
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// A temporary directory holding the vault home, the device key and the secret files.
+    final class Workspace {
+        let root: String
+        var home: String { root + "/home" }
+        var deviceKey: String { root + "/config/device.key" }
+
+        init() throws {
+            root = FileManager.default.temporaryDirectory.path + "/sf-vault-cli-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+
+        deinit { try? FileManager.default.removeItem(atPath: root) }
+
+        func file(_ name: String, _ content: String) throws -> String {
+            let path = root + "/" + name
+            try Data(content.utf8).write(to: URL(fileURLWithPath: path))
+            chmod(path, 0o600)
+            return path
+        }
+
+        func vault(_ arguments: [String]) throws -> Result {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try ShredCLITests.binary())
+            process.arguments = ["vault"] + arguments + ["--home", home, "--device-key", deviceKey]
+            let output = Pipe(), errors = Pipe()
+            process.standardOutput = output
+            process.standardError = errors
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            let out = output.fileHandleForReading.readDataToEndOfFile()
+            let err = errors.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return Result(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+                          stderr: String(decoding: err, as: UTF8.self))
+        }
+
+        func mode(_ path: String) -> mode_t {
+            var info = stat()
+            _ = lstat(path, &info)
+            return info.st_mode & 0o777
+        }
+    }
+
+    @Test func initStatusUnlockAndWrongPasscode() throws {
+        let ws = try Workspace()
+        let pin = try ws.file("pin", "1234-abcd\n")
+        let bad = try ws.file("bad", "nope\n")
+        let answers = try ws.file("answers", "Rex\nLyon\nMrs Dupont\n")
+        let created = try ws.vault(["init", "--passcode-file", pin, "--question", "Pet?", "--question", "Town?",
+                                    "--question", "Teacher?", "--answers-file", answers, "--threshold", "2"])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(created.stdout.hasPrefix("created vault in \(ws.home) (key id "))
+        #expect(ws.mode(ws.home) == 0o700)
+        #expect(ws.mode(ws.home + "/vault.state") == 0o600)
+
+        let status = try ws.vault(["status"])
+        #expect(status.status == 0)
+        #expect(status.stdout.contains("state: set up\npasscode: yes\nsecurity questions: 3, any 2 unlock\n  1. Pet?\n  2. Town?\n  3. Teacher?\n"))
+        #expect(status.stdout.contains("failed attempts: 0"))
+
+        let wrong = try ws.vault(["unlock", "--passcode-file", bad])
+        #expect(wrong.status == 3)
+        #expect(wrong.stderr == "securefoundation: error: wrong passcode (1 failed attempt in a row)\n")
+        // The counter is shared between processes.
+        #expect(try ws.vault(["status"]).stdout.contains("failed attempts: 1"))
+
+        let right = try ws.vault(["unlock", "--passcode-file", pin])
+        #expect(right.status == 0, "\(right.stderr)")
+        #expect(right.stdout.hasPrefix("unlocked (key id "))
+        #expect(try ws.vault(["status"]).stdout.contains("failed attempts: 0"))
+
+        let partial = try ws.file("partial", "  rex \n\nMRS   DUPONT\n")
+        #expect(try ws.vault(["unlock", "--answers-file", partial]).status == 0)
+        let one = try ws.file("one", "rex\n\n\n")
+        let tooFew = try ws.vault(["unlock", "--answers-file", one])
+        #expect(tooFew.status == 1)
+        #expect(tooFew.stderr.contains("1 answers given; 2 of the 3 questions must be answered"))
+    }
+
+    @Test func delaysAndErasureHaveTheirExitCodes() throws {
+        let ws = try Workspace()
+        let pin = try ws.file("pin", "1234")
+        let bad = try ws.file("bad", "0000")
+        #expect(try ws.vault(["init", "--passcode-file", pin]).status == 0)
+        for attempt in 1...4 {
+            let result = try ws.vault(["unlock", "--passcode-file", bad])
+            #expect(result.status == 3, "attempt \(attempt)")
+        }
+        let fifth = try ws.vault(["unlock", "--passcode-file", bad])
+        #expect(fifth.status == 3)
+        #expect(fifth.stderr == "securefoundation: error: wrong passcode (5 failed attempts in a row); the next attempt is accepted in 1 min\n")
+        let waiting = try ws.vault(["unlock", "--passcode-file", pin])
+        #expect(waiting.status == 4)
+        #expect(waiting.stderr.contains("too many failed attempts; try again in"))
+        #expect(try ws.vault(["status"]).stdout.contains("next attempt in: "))
+        // With --erase-after 5 the next attempt destroys the keys (five attempts already failed).
+        let erased = try ws.vault(["unlock", "--passcode-file", pin, "--erase-after", "5"])
+        #expect(erased.status == 5)
+        #expect(!FileManager.default.fileExists(atPath: ws.home + "/vault.state"))
+        #expect(try ws.vault(["status"]).stdout.contains("state: erased"))
+        #expect(try ws.vault(["unlock", "--passcode-file", pin]).status == 5)
+    }
+
+    @Test func changePasscodeQuestionsRotateAndErase() throws {
+        let ws = try Workspace()
+        let pin = try ws.file("pin", "first pin")
+        let newPin = try ws.file("newpin", "second pin")
+        let answers = try ws.file("answers", "Rex\nLyon\n")
+        #expect(try ws.vault(["init", "--passcode-file", pin, "--question", "Pet?", "--question", "Town?", "--answers-file", answers]).status == 0)
+        let keyID = try ws.vault(["status"]).stdout.split(separator: "\n").first { $0.hasPrefix("key id: ") }
+
+        let changed = try ws.vault(["change-passcode", "--passcode-file", pin, "--new-passcode-file", newPin])
+        #expect(changed.status == 0, "\(changed.stderr)")
+        #expect(try ws.vault(["unlock", "--passcode-file", pin]).status == 3)
+        #expect(try ws.vault(["unlock", "--passcode-file", newPin]).status == 0)
+
+        // Forgotten passcode: prove with the answers.
+        let reset = try ws.vault(["change-passcode", "--answers-file", answers, "--new-passcode-file", pin])
+        #expect(reset.status == 0, "\(reset.stderr)")
+        #expect(try ws.vault(["unlock", "--passcode-file", pin]).status == 0)
+
+        let newAnswers = try ws.file("newanswers", "Blue\nPizza\nParis\n")
+        let questions = try ws.vault(["change-questions", "--passcode-file", pin, "--question", "Colour?", "--question", "Food?",
+                                      "--question", "City?", "--new-answers-file", newAnswers, "--threshold", "2"])
+        #expect(questions.status == 0, "\(questions.stderr)")
+        #expect(try ws.vault(["status"]).stdout.contains("security questions: 3, any 2 unlock\n  1. Colour?\n  2. Food?\n  3. City?\n"))
+        #expect(try ws.vault(["unlock", "--answers-file", answers]).status == 1, "the old answers are of the wrong count")
+        #expect(try ws.vault(["unlock", "--answers-file", try ws.file("two", "blue\n\nparis\n")]).status == 0)
+        #expect(try ws.vault(["status"]).stdout.split(separator: "\n").first { $0.hasPrefix("key id: ") } == keyID,
+                "changing secrets keeps the key")
+
+        let rotated = try ws.vault(["rotate-key", "--passcode-file", pin, "--answers-file", newAnswers])
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        #expect(rotated.stdout.hasPrefix("key rotated: "))
+        #expect(try ws.vault(["status"]).stdout.split(separator: "\n").first { $0.hasPrefix("key id: ") } != keyID)
+
+        #expect(try ws.vault(["erase"]).status == 64, "erase needs --yes")
+        let erased = try ws.vault(["erase", "--yes"])
+        #expect(erased.status == 0)
+        #expect(!FileManager.default.fileExists(atPath: ws.home + "/vault.state"))
+        #expect(try ws.vault(["status"]).stdout.contains("state: not set up"))
+    }
+
+    @Test func killingTheProcessMidCheckKeepsTheAttemptCounted() throws {
+        let ws = try Workspace()
+        let pin = try ws.file("pin", "1234")
+        // scrypt 2^18 (about 1 s) leaves time to kill the check while the KDF runs.
+        #expect(try ws.vault(["init", "--passcode-file", pin, "--kdf", "sensitive"]).status == 0)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try ShredCLITests.binary())
+        process.arguments = ["vault", "unlock", "--passcode-file", pin, "--home", ws.home, "--device-key", ws.deviceKey]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Wait until the attempt is recorded (before the KDF), then kill -9 during the KDF.
+        var recorded = false
+        for _ in 0..<500 {
+            if let record = try? String(contentsOfFile: ws.home + "/attempts", encoding: .utf8), record.contains("\"failures\":1") {
+                recorded = true
+                break
+            }
+            usleep(10_000)
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(recorded, "the attempt was recorded while the check ran")
+        #expect(process.terminationReason == .uncaughtSignal, "the check was still running when killed")
+        #expect(try ws.vault(["status"]).stdout.contains("failed attempts: 1"))
+        #expect(try ws.vault(["unlock", "--passcode-file", pin]).status == 0)
+        #expect(try ws.vault(["status"]).stdout.contains("failed attempts: 0"))
+    }
+
+    @Test func insecureHomeIsRefusedWithAFix() throws {
+        let ws = try Workspace()
+        try FileManager.default.createDirectory(atPath: ws.home, withIntermediateDirectories: true)
+        chmod(ws.home, 0o755)
+        let result = try ws.vault(["status"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("refusing \(ws.home): its mode 755 lets group or others in. Fix it with: chmod 700 \(ws.home)"))
+    }
+
+    @Test func usageErrors() throws {
+        let ws = try Workspace()
+        #expect(try ws.vault(["init", "--question", "Pet?"]).status == 64)
+        #expect(try ws.vault(["unlock", "--passcode-file", "a", "--answers-file", "b"]).status == 64)
+        let noTTY = try ws.vault(["init"])
+        #expect(noTTY.status == 1)
+        #expect(noTTY.stderr.contains("no terminal"))
+        let help = try ws.vault(["unlock", "--help"])
+        #expect(help.stdout.contains("Exit status: 0 unlocked, 3 wrong passcode or answers"))
+    }
+}

@@ -1,0 +1,209 @@
+import Foundation
+import Testing
+import Cipher
+@testable import Vault
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Memory hygiene, checked from outside: a child process sets up and unlocks a vault; this test
+/// reads the child's writable memory through /proc/PID/mem and looks for every 16-byte window of
+/// the application key, the passcode and the answers.
+///
+/// What it checks: after finalize and after unlock, no window of the passcode or of an answer is
+/// anywhere in the child's writable memory (heap, stacks, anonymous mappings, data segments);
+/// while unlocked the key is found (so the scan is known to work); after purge no window of the
+/// key is left, nor of the data and state sub-keys or the passcode KEK. What it does not check:
+/// answers that are not ASCII (normalized through String, see AnswerNormalization), and
+/// programs that use the vault from several threads (the heap scrub reaches only the calling
+/// thread's freed chunks; docs/VAULT.md, "Memory"). Read-only file mappings are skipped: a
+/// secret cannot be written there.
+@Suite("Vault memory hygiene")
+struct MemoryScanTests {
+    static var childPath: String? {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        let candidates = [root + "/.build/debug/securefoundation-memcheck-child",
+                          URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path + "/securefoundation-memcheck-child"]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// A child process driven line by line.
+    final class Child {
+        let process = Process()
+        let input = Pipe()
+        let output = Pipe()
+        var buffer = Data()
+
+        init(path: String, arguments: [String]) throws {
+            process.executableURL = URL(fileURLWithPath: path)
+            process.arguments = arguments
+            process.standardInput = input
+            process.standardOutput = output
+            try process.run()
+        }
+
+        func readLine() -> String {
+            while true {
+                if let newline = buffer.firstIndex(of: 0x0A) {
+                    let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                    buffer.removeSubrange(buffer.startIndex...newline)
+                    return line
+                }
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { return "eof" }
+                buffer.append(chunk)
+            }
+        }
+
+        func send(_ command: String) -> String {
+            input.fileHandleForWriting.write(Data((command + "\n").utf8))
+            return readLine()
+        }
+    }
+
+    /// The readable, writable regions of `pid` (where secrets can be), read through /proc/PID/mem.
+    static func scan(pid: Int32, for secrets: [(name: String, bytes: [UInt8])]) throws -> [String] {
+        let maps = try String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)
+        let fd = open("/proc/\(pid)/mem", O_RDONLY)
+        guard fd >= 0 else { throw CipherError.io("cannot open /proc/\(pid)/mem: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var windows: [(name: String, offset: Int, bytes: [UInt8])] = []
+        for secret in secrets {
+            precondition(secret.bytes.count >= 16)
+            for offset in 0...(secret.bytes.count - 16) {
+                windows.append((secret.name, offset, Array(secret.bytes[offset..<offset + 16])))
+            }
+        }
+        var hits: [String] = []
+        var scanned = 0
+        for line in maps.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 5 else { continue }
+            let perms = Array(fields[1])
+            guard perms.count >= 2, perms[0] == "r", perms[1] == "w" else { continue }
+            let name = fields.count >= 6 ? String(fields[5]) : "[anonymous]"
+            if name == "[vvar]" || name == "[vsyscall]" { continue }
+            let range = fields[0].split(separator: "-")
+            guard range.count == 2, let start = UInt64(range[0], radix: 16), let end = UInt64(range[1], radix: 16) else { continue }
+            let length = Int(end - start)
+            var region = [UInt8](repeating: 0, count: length)
+            let got = region.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, length, off_t(Int64(bitPattern: start))) }
+            guard got > 0 else { continue }
+            scanned += got
+            region.withUnsafeBytes { memory in
+                for window in windows {
+                    let found = window.bytes.withUnsafeBytes { needle in
+                        Self.find(needle, in: UnsafeRawBufferPointer(rebasing: memory[0..<got]))
+                    }
+                    if let found {
+                        let address = start + UInt64(UnsafeRawPointer(found) - memory.baseAddress!)
+                        hits.append("\(window.name)[\(window.offset)..<\(window.offset + 16)] at 0x\(String(address, radix: 16)) in \(name)")
+                    }
+                }
+            }
+        }
+        #expect(scanned > 1 << 20, "the scan read \(scanned) bytes of the child's memory")
+        return hits
+    }
+
+    /// The first occurrence of `needle` in `haystack` (memchr for the first byte, then memcmp).
+    static func find(_ needle: UnsafeRawBufferPointer, in haystack: UnsafeRawBufferPointer) -> UnsafeRawPointer? {
+        guard let base = haystack.baseAddress, let needleBase = needle.baseAddress, haystack.count >= needle.count else { return nil }
+        let first = Int32(needle[0])
+        var position = 0
+        let last = haystack.count - needle.count
+        while position <= last {
+            guard let hit = memchr(base + position, first, last - position + 1) else { return nil }
+            let candidate = UnsafeRawPointer(hit)
+            if memcmp(candidate, needleBase, needle.count) == 0 { return candidate }
+            position = candidate - base + 1
+        }
+        return nil
+    }
+
+    static func hex(_ text: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var iterator = Array(text.utf8).makeIterator()
+        while let high = iterator.next(), let low = iterator.next() {
+            bytes.append(UInt8(String(bytes: [high, low], encoding: .ascii)!, radix: 16)!)
+        }
+        return bytes
+    }
+
+    @Test func keyPasscodeAndAnswersLeaveNoTraceAfterPurge() throws {
+        guard let childPath = Self.childPath else {
+            Issue.record("securefoundation-memcheck-child was not built; run `swift build --build-tests`")
+            return
+        }
+        guard access("/proc/self/mem", R_OK) == 0 else {
+            print("skipping the memory scan: /proc is not available")
+            return
+        }
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        // Distinctive secrets, lowercase ASCII so the normalized answers equal the given bytes.
+        let passcode = "pass-" + (try SecureRandom.string(length: 27, alphabet: SecureRandom.alphanumeric))
+        let answers = (1...3).map { _ in "answer-" + ((try? SecureRandom.string(length: 20, alphabet: Array("abcdefghijklmnopqrstuvwxyz"))) ?? "") }
+        try SecureFile.writeAtomically(Array(passcode.utf8), to: fixture.root + "/passcode")
+        try SecureFile.writeAtomically(Array(answers.joined(separator: "\n").utf8), to: fixture.root + "/answers")
+        let secrets: [(String, [UInt8])] = [("passcode", Array(passcode.utf8))] + answers.enumerated().map { ("answer\($0.offset + 1)", Array($0.element.utf8)) }
+
+        let child = try Child(path: childPath, arguments: ["--home", fixture.home, "--device-key", fixture.root + "/device.key",
+                                                           "--passcode-file", fixture.root + "/passcode",
+                                                           "--answers-file", fixture.root + "/answers"])
+        defer {
+            if child.process.isRunning { child.process.terminate() }
+            child.process.waitUntilExit()
+        }
+        let hello = child.readLine()
+        #expect(hello == "pid \(child.process.processIdentifier)")
+        let pid = child.process.processIdentifier
+
+        // Setup (temporaries, finalize): unlocked afterwards.
+        let setupReply = child.send("setup")
+        try #require(setupReply.hasPrefix("key "), "\(setupReply)")
+        let key = Self.hex(String(setupReply.dropFirst(4)))
+        try #require(key.count == 32)
+        var hits = try Self.scan(pid: pid, for: [("key", key)])
+        #expect(!hits.isEmpty, "the scanner finds the key while unlocked")
+        hits = try Self.scan(pid: pid, for: secrets)
+        #expect(hits.isEmpty, "after finalize: \(hits)")
+
+        #expect(child.send("purge") == "locked")
+        hits = try Self.scan(pid: pid, for: [("key", key)])
+        #expect(hits.isEmpty, "after purge following setup: \(hits)")
+
+        // Unlock with the passcode.
+        #expect(child.send("unlock-passcode") == setupReply)
+        #expect(!(try Self.scan(pid: pid, for: [("key", key)])).isEmpty)
+        hits = try Self.scan(pid: pid, for: secrets)
+        #expect(hits.isEmpty, "after unlock with the passcode: \(hits)")
+        #expect(child.send("purge") == "locked")
+        hits = try Self.scan(pid: pid, for: [("key", key)] + secrets)
+        #expect(hits.isEmpty, "after purge following the passcode unlock: \(hits)")
+
+        // Unlock with the answers.
+        #expect(child.send("unlock-answers") == setupReply)
+        hits = try Self.scan(pid: pid, for: secrets)
+        #expect(hits.isEmpty, "after unlock with the answers: \(hits)")
+        #expect(child.send("purge") == "locked")
+        hits = try Self.scan(pid: pid, for: [("key", key)] + secrets)
+        #expect(hits.isEmpty, "after purge following the answers unlock: \(hits)")
+        // Keys derived from the application key and the passcode, used as AES keys: swift-crypto
+        // frees their key schedules without zeroing; the vault zeroes this thread's recently
+        // freed heap chunks after each use (HeapScrub), which this checks in a single-threaded child.
+        #expect(child.send("unlock-passcode") == setupReply)
+        #expect(child.send("encrypt") == "sealed")
+        #expect(child.send("purge") == "locked")
+        let appKey = SecretBytes(copying: key)
+        let dataKey = KeyDerivation.hkdf(appKey, info: "securefoundation vault v1 data")
+        let stateKey = KeyDerivation.hkdf(appKey, info: "securefoundation vault v1 state")
+        let state = try #require(try VaultState.load(directory: fixture.home))
+        let wrap = try #require(state.passcode)
+        let passcodeKEK = try KeyDerivation.derive(password: SecretBytes(utf8: passcode), salt: Array(wrap.salt), parameters: wrap.kdf)
+        let derived = [("data sub-key", dataKey), ("state sub-key", stateKey), ("passcode KEK", passcodeKEK)]
+        hits = try Self.scan(pid: pid, for: derived.map { ($0.0, $0.1.withUnsafeBytes { Array($0) }) })
+        #expect(hits.isEmpty, "derived keys after purge: \(hits)")
+        _ = child.send("exit")
+    }
+}
