@@ -382,7 +382,8 @@ public final class Keychain: @unchecked Sendable {
         let batch: [BlindIndex: PendingChange] = lock.withLock {
             commitScheduled = false
             inFlight = pending
-            pending = [:]
+            // Writes keep arriving at about the same rate: start the next batch at this size.
+            pending = Dictionary(minimumCapacity: min(pending.count, 1 << 16))
             return inFlight
         }
         guard !batch.isEmpty else { return }

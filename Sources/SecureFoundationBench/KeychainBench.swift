@@ -14,7 +14,9 @@ enum KeychainBench {
         let source = try StaticKeySource(masterKey: SecretBytes.random(count: 32))
         let names = (0..<count).map { ("service-\($0 % 100)", "account-\($0)") }
         let values = (0..<count).map { "password-value-\($0)-\(String(repeating: "x", count: 16))" }
-        print("items: \(count); values \(values[0].utf8.count) bytes; keychain accessibility always (StaticKeySource)")
+        let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3).joined(separator: " ") ?? "n/a"
+        print("items: \(count); values \(values[0].utf8.count) bytes; keychain accessibility always (StaticKeySource);"
+              + " \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(load)")
 
         // MARK: Plain SQLite reference
         let plainPath = root + "/plain.sqlite"
