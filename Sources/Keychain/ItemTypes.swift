@@ -9,6 +9,7 @@ public enum ItemClass: UInt8, Sendable, Hashable, Codable, CaseIterable, CustomS
     /// A password for an account on a server, with protocol, port and path.
     case internetPassword = 2
 
+    /// "generic password" or "internet password".
     public var description: String { self == .genericPassword ? "generic password" : "internet password" }
 }
 
@@ -67,6 +68,7 @@ public struct ItemKey: Sendable, Hashable, CustomStringConvertible {
     /// The name that the "all accounts of a service" index covers: the service, or the server.
     var groupName: String { itemClass == .genericPassword ? service : (server ?? "") }
 
+    /// The class and names, for messages.
     public var description: String {
         switch itemClass {
         case .genericPassword:
@@ -126,11 +128,18 @@ public struct KeychainMatch: Sendable {
 /// matches anything.
 public struct KeychainQuery: Sendable {
     /// How many items a query returns.
-    public enum Limit: Sendable { case one, all }
+    public enum Limit: Sendable {
+        /// The first match.
+        case one
+        /// Every match.
+        case all
+    }
 
     /// What a query returns.
     public struct Return: OptionSet, Sendable {
+        /// The option bits.
         public let rawValue: Int
+        /// - Parameter rawValue: The option bits.
         public init(rawValue: Int) { self.rawValue = rawValue }
         /// The secret data.
         public static let data = Return(rawValue: 1)
@@ -138,14 +147,23 @@ public struct KeychainQuery: Sendable {
         public static let attributes = Return(rawValue: 2)
     }
 
+    /// The item class to search.
     public var itemClass: ItemClass
+    /// The service (generic passwords).
     public var service: String?
+    /// The account.
     public var account: String?
+    /// The server (internet passwords).
     public var server: String?
+    /// The protocol (internet passwords).
     public var networkProtocol: String?
+    /// The port (internet passwords).
     public var port: Int?
+    /// The path (internet passwords).
     public var path: String?
+    /// The label.
     public var label: String?
+    /// The accessibility.
     public var accessibility: Accessibility?
     /// One item (the first found) or all matching items.
     public var limit: Limit

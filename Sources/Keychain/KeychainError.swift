@@ -29,6 +29,7 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
     /// A legacy keychain file could not be read.
     case legacyFormat(String)
 
+    /// What went wrong, for people.
     public var description: String {
         switch self {
         case .itemNotFound(let item): return "item not found: \(item)"
