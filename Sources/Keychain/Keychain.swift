@@ -66,6 +66,9 @@ public final class Keychain: @unchecked Sendable {
     private var lastDataVersion: Int64 = -1
     private var lastWriteError: KeychainError?
     private var sealingKeys: [UInt8: (raw: SecretBytes, key: SealingKey, ring: Keyring)] = [:]
+    // Used only on `writeQueue`.
+    private var lastCheckpoint: UInt64 = 0
+    private var checkpointScheduled = false
 
     // MARK: Opening
 
@@ -108,6 +111,9 @@ public final class Keychain: @unchecked Sendable {
             // large coalesced batch from spilling to the WAL before it commits.
             try db.execute(sql: "PRAGMA synchronous = FULL")
             try db.execute(sql: "PRAGMA cache_size = -32768")
+            // Checkpoints run on the writer queue after commits (see checkpointIfDue), not
+            // inside the commit that flush() waits for.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
         }
         do {
             writer = try DatabaseQueue(path: path, configuration: config)
@@ -423,6 +429,7 @@ public final class Keychain: @unchecked Sendable {
             }
             throw mapped
         }
+        defer { checkpointIfDue() }
         lock.withLock {
             lastWriteError = nil
             if knownGeneration < startGeneration { cache.removeAll(keepingCapacity: true) }
@@ -440,6 +447,20 @@ public final class Keychain: @unchecked Sendable {
                 for index in inFlight.keys { cache[index] = nil }
             }
             inFlight = [:]
+        }
+    }
+
+    /// Copies committed WAL frames into the database (a passive checkpoint) at most once a second,
+    /// as a separate job on `writeQueue`, so that the WAL stays small without a commit (or a
+    /// flush) paying for the copy. Runs on `writeQueue` only.
+    private func checkpointIfDue() {
+        let now = DispatchTime.now().uptimeNanoseconds
+        guard !checkpointScheduled, now - lastCheckpoint >= 1_000_000_000 else { return }
+        checkpointScheduled = true
+        writeQueue.async { [self] in
+            checkpointScheduled = false
+            lastCheckpoint = DispatchTime.now().uptimeNanoseconds
+            _ = try? writer.inDatabase { db in try db.execute(sql: "PRAGMA wal_checkpoint(PASSIVE)") }
         }
     }
 
