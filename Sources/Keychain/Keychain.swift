@@ -65,6 +65,7 @@ public final class Keychain: @unchecked Sendable {
     private var knownGeneration: Int64 = 0
     private var lastDataVersion: Int64 = -1
     private var lastWriteError: KeychainError?
+    private var closed = false
     private var sealingKeys: [UInt8: (raw: SecretBytes, key: SealingKey, ring: Keyring)] = [:]
     // Used only on `writeQueue`.
     private var lastCheckpoint: UInt64 = 0
@@ -295,6 +296,7 @@ public final class Keychain: @unchecked Sendable {
     private func lookup(_ index: BlindIndex) throws -> StoredRow? {
         lock.lock()
         defer { lock.unlock() }
+        try checkOpenLocked()
         if let change = pending[index] ?? inFlight[index] {
             if case .put(let row) = change { return row }
             return nil
@@ -320,6 +322,7 @@ public final class Keychain: @unchecked Sendable {
     private func rows(itemClass: ItemClass, serviceIndex: BlindIndex?) throws -> [StoredRow] {
         lock.lock()
         defer { lock.unlock() }
+        try checkOpenLocked()
         var result: [BlindIndex: StoredRow] = [:]
         do {
             try reader.inDatabase { db in
@@ -364,6 +367,7 @@ public final class Keychain: @unchecked Sendable {
     private func enqueue(_ index: BlindIndex, _ change: PendingChange) throws {
         lock.lock()
         defer { lock.unlock() }
+        try checkOpenLocked()
         var change = change
         if case .put(var row) = change, row.created == nil {
             let previous = pending[index] ?? inFlight[index]
@@ -387,6 +391,7 @@ public final class Keychain: @unchecked Sendable {
     private func commitOnWriteQueue() throws {
         let batch: [BlindIndex: PendingChange] = lock.withLock {
             commitScheduled = false
+            if closed { return [:] }
             inFlight = pending
             // Writes keep arriving at about the same rate: start the next batch at this size.
             pending = Dictionary(minimumCapacity: min(pending.count, 1 << 16))
@@ -460,6 +465,7 @@ public final class Keychain: @unchecked Sendable {
         writeQueue.async { [self] in
             checkpointScheduled = false
             lastCheckpoint = DispatchTime.now().uptimeNanoseconds
+            guard !lock.withLock({ closed }) else { return }
             _ = try? writer.inDatabase { db in try db.execute(sql: "PRAGMA wal_checkpoint(PASSIVE)") }
         }
     }
@@ -472,6 +478,28 @@ public final class Keychain: @unchecked Sendable {
         try writeQueue.sync {
             try commitOnWriteQueue()
         }
+    }
+
+    /// Commits the pending writes durably, then closes the database connections. Afterwards
+    /// every operation throws ``KeychainError/database(_:)``. Call it before deleting the
+    /// keychain's directory; otherwise the connections close when the object is released.
+    /// - Throws: The error of the final commit; the connections are closed regardless.
+    public func close() throws {
+        let result = Result { try flush() }
+        try writeQueue.sync {
+            lock.withLock { closed = true }
+            do {
+                try writer.close()
+                try reader.close()
+            } catch {
+                throw KeychainSchema.map(error, path: path)
+            }
+        }
+        try result.get()
+    }
+
+    private func checkOpenLocked() throws {
+        if closed { throw KeychainError.database("\(path): the keychain was closed") }
     }
 
     /// The number of writes not yet committed.

@@ -140,6 +140,12 @@ enum KeychainBench {
             precondition(secret.count > 0)
         }
 
+        // Close every keychain before the directory is removed.
+        try quietKeychain.close()
+        try reopened.close()
+        try managed.close()
+        try kc.close()
+
         // MARK: Report
         let setRate = Double(count) / setCalls
         let sustained = Double(count) / (setCalls + bulkFlush)

@@ -58,6 +58,21 @@ private func open(_ dir: TemporaryDirectory, _ source: TestKeySource, interval: 
         #expect(try keychain.accounts().isEmpty)
     }
 
+    @Test func closeFlushesAndRefusesLaterUse() throws {
+        let dir = try TemporaryDirectory()
+        let source = try TestKeySource()
+        let keychain = try open(dir, source, interval: .seconds(3600))
+        try keychain.setPassword("v", forService: "s", account: "a")
+        try keychain.close()
+        guard case .database? = keychainError({ _ = try keychain.password(forService: "s", account: "a") }) else {
+            Issue.record("a closed keychain must refuse reads"); return
+        }
+        guard case .database? = keychainError({ try keychain.setPassword("w", forService: "s", account: "a") }) else {
+            Issue.record("a closed keychain must refuse writes"); return
+        }
+        #expect(try open(dir, source).password(forService: "s", account: "a") == "v")
+    }
+
     @Test func codableValues() throws {
         struct Token: Codable, Equatable { var access: String; var expires: Date; var scopes: [String] }
         let dir = try TemporaryDirectory()
