@@ -480,14 +480,19 @@ public final class Keychain: @unchecked Sendable {
         }
     }
 
-    /// Commits the pending writes durably, then closes the database connections. Afterwards
-    /// every operation throws ``KeychainError/database(_:)``. Call it before deleting the
+    /// Commits the pending writes durably, then closes the database connections and drops the
+    /// class keys and rows held in memory. Afterwards every operation throws
+    /// ``KeychainError/database(_:)``. Call it before deleting the
     /// keychain's directory; otherwise the connections close when the object is released.
     /// - Throws: The error of the final commit; the connections are closed regardless.
     public func close() throws {
         let result = Result { try flush() }
         try writeQueue.sync {
-            lock.withLock { closed = true }
+            lock.withLock {
+                closed = true
+                sealingKeys.removeAll()
+                cache.removeAll()
+            }
             do {
                 try writer.close()
                 try reader.close()
