@@ -55,14 +55,16 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .executableTarget(name: "SecureFoundationBench", dependencies: ["SecureFoundation"], swiftSettings: strict),
+        .executableTarget(name: "SecureFoundationBench", dependencies: ["SecureFoundation", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
+        // Test helper: writes keychain items from a separate process (multi-process and kill -9 tests).
+        .executableTarget(name: "KeychainWorker", dependencies: ["Keychain", "Cipher"], path: "Tests/KeychainWorker", swiftSettings: strict),
         .testTarget(name: "CipherTests", dependencies: ["Cipher"], swiftSettings: strict),
         .testTarget(name: "ShredderTests", dependencies: ["Shredder"], swiftSettings: strict),
         .testTarget(name: "AgeTests", dependencies: ["Age"], swiftSettings: strict),
         // Helper process for the vault's memory-scan test (reads secrets from files, prints its key on request).
         .executableTarget(name: "VaultMemcheckChild", dependencies: ["Vault", "Cipher"], swiftSettings: strict),
         .testTarget(name: "VaultTests", dependencies: ["Vault", "VaultMemcheckChild"], swiftSettings: strict),
-        .testTarget(name: "KeychainTests", dependencies: ["Keychain"], swiftSettings: strict),
+        .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
         .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher"], swiftSettings: strict),
     ]

@@ -1,1 +1,812 @@
-// The Keychain module. See docs/ARCHITECTURE.md.
+import Foundation
+import Crypto
+import GRDB
+import Cipher
+import Vault
+
+/// A keychain kept in the application's own storage: service / account / password items, as
+/// the system keychain has them, in one SQLite database (WAL mode) under `directory`.
+///
+/// - Names are stored as keyed blind indexes (HMAC-SHA256) plus their sealed form; values are
+///   sealed under the class key of the item's accessibility, bound to the item's class,
+///   accessibility and name index, so nothing in the file reveals a name or a value and values
+///   cannot be moved between items.
+/// - Writes are coalesced: setters and deletes return at once, a background writer commits them
+///   in one transaction within ``Configuration/coalescingInterval``, and ``flush()`` returns once
+///   they are durable. Reads see the caller's pending writes.
+/// - Several threads and processes may use one keychain at once; each commit is one SQLite
+///   transaction (`BEGIN IMMEDIATE`, `synchronous=FULL`), so a crash loses nothing acknowledged by
+///   ``flush()``.
+///
+/// Thread safety: the in-memory state (pending writes, read cache, generation counters, sealing
+/// keys) sits behind one lock, `lock`; the SQLite connections are GRDB serial queues. The class
+/// is therefore `@unchecked Sendable`.
+public final class Keychain: @unchecked Sendable {
+    /// Settings of a keychain.
+    public struct Configuration: Sendable {
+        /// The database file name inside the directory.
+        public var fileName: String = "keychain.sqlite"
+        /// How long writes may wait before the background writer commits them (default 50 ms).
+        public var coalescingInterval: Duration = .milliseconds(50)
+        /// How long a connection waits for another process's lock before failing (default 30 s).
+        public var busyTimeout: Duration = .seconds(30)
+        /// Opt-in reinstall detection: a path that goes away when the application is reinstalled
+        /// (for example a file in its bundle or cache directory). When the marker is missing or
+        /// names another installation, every item is wiped on open as stale. nil turns it off.
+        public var installMarkerPath: String?
+        /// The most rows the read cache holds before it starts over.
+        public var readCacheLimit: Int = 1_000_000
+
+        /// The defaults.
+        public init() {}
+    }
+
+    /// The directory holding the database.
+    public let directory: String
+    /// The database file.
+    public let path: String
+    /// The number of items wiped as stale on open by reinstall detection (0 when none or off).
+    public private(set) var wipedStaleItems: Int = 0
+
+    private let configuration: Configuration
+    private let keySource: any KeychainKeySource
+    private let indexKey: SymmetricKey
+    private let indexMAC: HMAC<SHA256>
+    private let writer: DatabaseQueue
+    private let reader: DatabaseQueue
+    private let writeQueue = DispatchQueue(label: "securefoundation.keychain.writer", qos: .utility)
+
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var pending: [BlindIndex: PendingChange] = [:]
+    private var inFlight: [BlindIndex: PendingChange] = [:]
+    private var cache: [BlindIndex: StoredRow] = [:]
+    private var commitScheduled = false
+    private var knownGeneration: Int64 = 0
+    private var lastDataVersion: Int64 = -1
+    private var lastWriteError: KeychainError?
+    private var closed = false
+    private var sealingKeys: [UInt8: (raw: SecretBytes, key: SealingKey, ring: Keyring)] = [:]
+    // Used only on `writeQueue`.
+    private var lastCheckpoint: UInt64 = 0
+    private var checkpointScheduled = false
+
+    // MARK: Opening
+
+    /// Opens (creating if needed) the keychain in `directory`.
+    ///
+    /// - Parameters:
+    ///   - directory: A private directory (created 0700 if missing) that goes away with the application.
+    ///   - keySource: Where class keys and the blind-index key come from (usually the Vault's `CryptoManager`).
+    ///   - configuration: Settings; see ``Configuration``.
+    /// - Throws: ``KeychainError/insecurePermissions(path:detail:)`` for a directory or file open
+    ///   to others, ``KeychainError/permissionDenied(path:detail:)``, ``KeychainError/corrupted(_:)``
+    ///   for a file that is not a keychain, ``KeychainError/keyUnavailable(_:)`` when the
+    ///   blind-index key is not the one the keychain was created with.
+    public init(directory: String, keySource: any KeychainKeySource, configuration: Configuration = Configuration()) throws {
+        self.directory = directory
+        self.path = (directory as NSString).appendingPathComponent(configuration.fileName)
+        self.configuration = configuration
+        self.keySource = keySource
+        do {
+            let raw = try keySource.blindIndexKey()
+            guard raw.count >= 32 else { throw KeychainError.keyUnavailable("the blind-index key has \(raw.count) bytes; 32 are needed") }
+            self.indexKey = raw.symmetricKey
+            self.indexMAC = HMAC<SHA256>(key: indexKey)
+        } catch {
+            throw KeychainError.fromKeySource(error)
+        }
+        do {
+            try SecureFile.ensurePrivateDirectory(directory)
+        } catch {
+            throw KeychainError.fromFile(error, path: directory)
+        }
+        try KeychainFiles.prepareDatabaseFile(path)
+
+        var config = GRDB.Configuration()
+        config.busyMode = .timeout(TimeInterval(configuration.busyTimeout.components.seconds))
+        config.journalMode = .wal
+        config.label = "securefoundation.keychain"
+        config.prepareDatabase { db in
+            // Every commit is synced (flush() promises durability); a 32 MiB page cache keeps a
+            // large coalesced batch from spilling to the WAL before it commits.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "PRAGMA cache_size = -32768")
+            // Checkpoints run on the writer queue after commits (see checkpointIfDue), not
+            // inside the commit that flush() waits for.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+        }
+        do {
+            writer = try DatabaseQueue(path: path, configuration: config)
+            reader = try DatabaseQueue(path: path, configuration: config)
+        } catch {
+            throw KeychainSchema.map(error, path: path)
+        }
+        try KeychainFiles.checkSidecars(path)
+        try openSchema()
+    }
+
+    /// Opens (creating if needed) the keychain of a crypto manager: `keychain.sqlite` in the
+    /// manager's directory, with the manager as key source.
+    /// - Parameters:
+    ///   - manager: The Vault module's crypto manager.
+    ///   - configuration: Settings; see ``Configuration``.
+    /// - Throws: as ``init(directory:keySource:configuration:)``.
+    public convenience init(manager: CryptoManager, configuration: Configuration = Configuration()) throws {
+        try self.init(directory: manager.directory, keySource: manager, configuration: configuration)
+    }
+
+    private func openSchema() throws {
+        let check = Data(ItemCodec.mac(Array("SFKC index key check v1".utf8), key: indexKey).prefix(16))
+        let marker = configuration.installMarkerPath
+        do {
+            let wiped: Int = try writer.inDatabase { db in
+                var wiped = 0
+                try db.inTransaction(.immediate) {
+                    for sql in KeychainSchema.createStatements { try db.execute(sql: sql) }
+                    if let format = try Int64.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'format'") {
+                        guard format == KeychainSchema.formatVersion else {
+                            throw KeychainError.corrupted("\(path) has keychain format \(format); this library reads format \(KeychainSchema.formatVersion)")
+                        }
+                    } else {
+                        try db.execute(sql: "INSERT INTO keychain_meta (key, value) VALUES ('format', ?), ('generation', 0), ('index_key_check', ?)",
+                                       arguments: [KeychainSchema.formatVersion, check])
+                    }
+                    guard let stored = try Data.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'index_key_check'"),
+                          ConstantTime.equals(Array(stored), Array(check)) else {
+                        throw KeychainError.keyUnavailable("the blind-index key is not the one \(path) was created with (another device key?); the items cannot be found with it")
+                    }
+                    if let marker {
+                        wiped = try Reinstall.check(db: db, markerPath: marker)
+                    }
+                    return .commit
+                }
+                return wiped
+            }
+            wipedStaleItems = wiped
+            let generation = try reader.inDatabase { db in try Int64.fetchOne(db, sql: KeychainSchema.generationSQL) ?? 0 }
+            knownGeneration = generation
+        } catch {
+            throw KeychainSchema.map(error, path: path)
+        }
+    }
+
+    // MARK: Keys
+
+    private func nameIndex(_ key: ItemKey) -> BlindIndex {
+        ItemCodec.mac(ItemCodec.nameIndexInput(key), prototype: indexMAC)
+    }
+
+    private func serviceIndex(_ itemClass: ItemClass, _ name: String) -> BlindIndex {
+        ItemCodec.mac(ItemCodec.serviceIndexInput(itemClass: itemClass, name: name), prototype: indexMAC)
+    }
+
+    /// The sealing key of an accessibility code. For whenUnlocked the key source is asked every
+    /// time (so a lock is honoured at once) and the derived `SealingKey` is reused while the source
+    /// returns the same bytes. afterFirstUnlock and always keys, once obtained, stay available
+    /// for the life of the process by definition, so they are kept and not asked for again.
+    private func sealingKey(_ code: UInt8) throws -> (key: SealingKey, ring: Keyring) {
+        let accessibility = try ItemCodec.accessibility(code: Int64(code))
+        if accessibility.protectionClass != .whenUnlocked, let cached = lock.withLock({ sealingKeys[code] }) {
+            return (cached.key, cached.ring)
+        }
+        let raw: SecretBytes
+        do {
+            raw = try keySource.classKey(for: accessibility)
+        } catch {
+            lock.withLock { sealingKeys[code] = nil }
+            throw KeychainError.fromKeySource(error)
+        }
+        if let cached = lock.withLock({ sealingKeys[code] }), cached.raw == raw, cached.raw.count == 32 {
+            return (cached.key, cached.ring)
+        }
+        do {
+            let key = try SealingKey(key: raw)
+            let ring = try Keyring([key])
+            lock.withLock { sealingKeys[code] = (raw, key, ring) }
+            return (key, ring)
+        } catch {
+            throw KeychainError.keyUnavailable("the \(accessibility.name) class key is not a 32-byte key")
+        }
+    }
+
+    // MARK: Sealing
+
+    private func makeRow(key: ItemKey, value: UnsafeRawBufferPointer, accessibility: Accessibility,
+                         label: String?, comment: String?, created: Double?, now: Double) throws -> StoredRow {
+        let code = ItemCodec.code(accessibility)
+        let sealing = try sealingKey(code).key
+        let index = nameIndex(key)
+        let names = ItemCodec.encodeNames(key: key, label: label, comment: comment)
+        do {
+            let sealedNames = try Sealed.seal(names, with: sealing,
+                                              context: ItemCodec.namesContext(itemClass: key.itemClass.rawValue, accessibility: code, nameIndex: index))
+            let sealedValue = try Sealed.seal(value, with: sealing,
+                                              context: ItemCodec.valueContext(itemClass: key.itemClass.rawValue, accessibility: code, nameIndex: index))
+            return StoredRow(nameIndex: index, serviceIndex: serviceIndex(key.itemClass, key.groupName),
+                             itemClass: key.itemClass.rawValue, accessibility: code,
+                             names: sealedNames, value: sealedValue, created: created, modified: now)
+        } catch {
+            throw KeychainError.keyUnavailable("sealing failed: \(error)")
+        }
+    }
+
+    private func openValue(_ row: StoredRow, describing item: @autoclosure () -> String) throws -> SecretBytes {
+        let sealing = try sealingKey(row.accessibility).ring
+        do {
+            var plain = try Sealed.open(row.value, with: sealing,
+                                        context: ItemCodec.valueContext(itemClass: row.itemClass, accessibility: row.accessibility, nameIndex: row.nameIndex))
+            defer { Keychain.zero(&plain) }
+            return SecretBytes(copying: plain)
+        } catch {
+            throw KeychainError.corrupted("the value of \(item()) failed its integrity check (\(error)): changed bytes, or a value moved from another item")
+        }
+    }
+
+    private func attributes(of row: StoredRow) throws -> ItemAttributes {
+        guard let itemClass = ItemClass(rawValue: row.itemClass) else { throw KeychainError.corrupted("unknown item class \(row.itemClass)") }
+        let accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
+        let sealing = try sealingKey(row.accessibility).ring
+        let plain: [UInt8]
+        do {
+            plain = try Sealed.open(row.names, with: sealing,
+                                    context: ItemCodec.namesContext(itemClass: row.itemClass, accessibility: row.accessibility, nameIndex: row.nameIndex))
+        } catch {
+            throw KeychainError.corrupted("the names of an item (index \(Encoding.hex(row.nameIndex.bytes.prefix(8)))) failed their integrity check (\(error)): changed bytes, or names moved from another item")
+        }
+        let (key, label, comment) = try ItemCodec.decodeNames(plain, itemClass: itemClass)
+        guard nameIndex(key) == row.nameIndex else {
+            throw KeychainError.corrupted("the names of an item do not match its index")
+        }
+        var created = row.created
+        if created == nil {
+            created = try? reader.inDatabase { db in
+                try Double.fetchOne(db, sql: "SELECT created FROM keychain_items WHERE name_index = ?", arguments: [row.nameIndex.data])
+            }
+        }
+        return ItemAttributes(key: key, accessibility: accessibility, label: label, comment: comment,
+                              creationDate: Date(timeIntervalSince1970: created ?? row.modified),
+                              modificationDate: Date(timeIntervalSince1970: row.modified))
+    }
+
+    /// Zeroes a temporary plaintext buffer.
+    static func zero(_ bytes: inout [UInt8]) {
+        for index in bytes.indices { bytes[index] = 0 }
+    }
+
+    // MARK: Reading rows
+
+    /// Checks, under `lock`, whether another connection committed since the cache was filled,
+    /// and empties the cache if so.
+    private func validateCacheLocked() throws {
+        let (version, generation): (Int64, Int64?) = try reader.inDatabase { db in
+            let version = try Int64.fetchOne(db.cachedStatement(sql: "PRAGMA data_version")) ?? 0
+            if version == lastDataVersion { return (version, nil) }
+            return (version, try Int64.fetchOne(db.cachedStatement(sql: KeychainSchema.generationSQL)) ?? 0)
+        }
+        guard let generation else { return }
+        lastDataVersion = version
+        if generation != knownGeneration {
+            cache.removeAll(keepingCapacity: true)
+            knownGeneration = generation
+        }
+    }
+
+    /// The row of `index`: pending writes first, then the cache, then the database.
+    private func lookup(_ index: BlindIndex) throws -> StoredRow? {
+        lock.lock()
+        defer { lock.unlock() }
+        try checkOpenLocked()
+        if let change = pending[index] ?? inFlight[index] {
+            if case .put(let row) = change { return row }
+            return nil
+        }
+        do {
+            try validateCacheLocked()
+            if let row = cache[index] { return row }
+            let found = try reader.inDatabase { db -> StoredRow? in
+                guard let row = try GRDB.Row.fetchOne(db.cachedStatement(sql: KeychainSchema.selectOneSQL), arguments: [index.data]) else { return nil }
+                return try KeychainSchema.row(from: row)
+            }
+            if let found {
+                if cache.count >= configuration.readCacheLimit { cache.removeAll(keepingCapacity: true) }
+                cache[index] = found
+            }
+            return found
+        } catch {
+            throw KeychainSchema.map(error, path: path)
+        }
+    }
+
+    /// Every row of a class (optionally one service or server), database and pending writes merged.
+    private func rows(itemClass: ItemClass, serviceIndex: BlindIndex?) throws -> [StoredRow] {
+        lock.lock()
+        defer { lock.unlock() }
+        try checkOpenLocked()
+        var result: [BlindIndex: StoredRow] = [:]
+        do {
+            try reader.inDatabase { db in
+                let rows: [GRDB.Row]
+                if let serviceIndex {
+                    rows = try GRDB.Row.fetchAll(db, sql: "SELECT \(KeychainSchema.selectColumns) FROM keychain_items WHERE service_index = ? AND item_class = ?",
+                                                 arguments: [serviceIndex.data, Int64(itemClass.rawValue)])
+                } else {
+                    rows = try GRDB.Row.fetchAll(db, sql: "SELECT \(KeychainSchema.selectColumns) FROM keychain_items WHERE item_class = ?",
+                                                 arguments: [Int64(itemClass.rawValue)])
+                }
+                for row in rows {
+                    let stored = try KeychainSchema.row(from: row)
+                    result[stored.nameIndex] = stored
+                }
+            }
+        } catch {
+            throw KeychainSchema.map(error, path: path)
+        }
+        for overlay in [inFlight, pending] {
+            for (index, change) in overlay {
+                switch change {
+                case .delete: result[index] = nil
+                case .put(let row):
+                    if row.itemClass == itemClass.rawValue && (serviceIndex == nil || row.serviceIndex == serviceIndex) {
+                        result[index] = row
+                    } else {
+                        result[index] = nil
+                    }
+                }
+            }
+        }
+        return result.values.sorted { a, b in
+            let ta = a.created ?? a.modified, tb = b.created ?? b.modified
+            if ta != tb { return ta < tb }
+            return a.nameIndex < b.nameIndex
+        }
+    }
+
+    // MARK: Writing
+
+    private func enqueue(_ index: BlindIndex, _ change: PendingChange) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        try checkOpenLocked()
+        var change = change
+        if case .put(var row) = change, row.created == nil {
+            let previous = pending[index] ?? inFlight[index]
+            if case .put(let old)? = previous { row.created = old.created } else if previous == nil { row.created = cache[index]?.created }
+            change = .put(row)
+        }
+        pending[index] = change
+        scheduleLocked(after: configuration.coalescingInterval)
+    }
+
+    private func scheduleLocked(after delay: Duration) {
+        guard !commitScheduled else { return }
+        commitScheduled = true
+        let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+        writeQueue.asyncAfter(deadline: .now() + seconds) { [self] in
+            do { try commitOnWriteQueue() } catch {}
+        }
+    }
+
+    /// Commits the pending writes in one transaction. Runs on `writeQueue` only.
+    private func commitOnWriteQueue() throws {
+        let batch: [BlindIndex: PendingChange] = lock.withLock {
+            commitScheduled = false
+            if closed { return [:] }
+            inFlight = pending
+            // Writes keep arriving at about the same rate: start the next batch at this size.
+            pending = Dictionary(minimumCapacity: min(pending.count, 1 << 16))
+            return inFlight
+        }
+        guard !batch.isEmpty else { return }
+        let startGeneration: Int64
+        do {
+            startGeneration = try writer.inDatabase { db -> Int64 in
+                var start: Int64 = 0
+                try db.inTransaction(.immediate) {
+                    start = try Int64.fetchOne(db, sql: KeychainSchema.generationSQL) ?? 0
+                    let upsert = try db.cachedStatement(sql: KeychainSchema.upsertSQL)
+                    let delete = try db.cachedStatement(sql: KeychainSchema.deleteSQL)
+                    // In index order: neighbouring inserts touch neighbouring B-tree pages.
+                    for index in batch.keys.sorted() {
+                        guard let change = batch[index] else { continue }
+                        switch change {
+                        case .put(let row):
+                            upsert.setUncheckedArguments([row.nameIndex.data, row.serviceIndex.data, Int64(row.itemClass), Int64(row.accessibility),
+                                                          Data(row.names), Data(row.value), row.created ?? row.modified, row.modified])
+                            try upsert.execute()
+                        case .delete:
+                            delete.setUncheckedArguments([index.data])
+                            try delete.execute()
+                        }
+                    }
+                    try db.execute(sql: "UPDATE keychain_meta SET value = ? WHERE key = 'generation'", arguments: [start + 1])
+                    return .commit
+                }
+                return start
+            }
+        } catch {
+            let mapped = KeychainSchema.map(error, path: path)
+            lock.withLock {
+                for (index, change) in inFlight where pending[index] == nil { pending[index] = change }
+                inFlight = [:]
+                lastWriteError = mapped
+                scheduleLocked(after: .milliseconds(250))
+            }
+            throw mapped
+        }
+        defer { checkpointIfDue() }
+        lock.withLock {
+            lastWriteError = nil
+            if knownGeneration < startGeneration { cache.removeAll(keepingCapacity: true) }
+            if knownGeneration <= startGeneration + 1 {
+                knownGeneration = startGeneration + 1
+                for (index, change) in inFlight {
+                    switch change {
+                    case .delete: cache[index] = nil
+                    case .put(var row):
+                        if row.created == nil { row.created = cache[index]?.created }
+                        cache[index] = row
+                    }
+                }
+            } else {
+                for index in inFlight.keys { cache[index] = nil }
+            }
+            inFlight = [:]
+        }
+    }
+
+    /// Copies committed WAL frames into the database (a passive checkpoint) at most once a second,
+    /// as a separate job on `writeQueue`, so that the WAL stays small without a commit (or a
+    /// flush) paying for the copy. Runs on `writeQueue` only.
+    private func checkpointIfDue() {
+        let now = DispatchTime.now().uptimeNanoseconds
+        guard !checkpointScheduled, now - lastCheckpoint >= 1_000_000_000 else { return }
+        checkpointScheduled = true
+        writeQueue.async { [self] in
+            checkpointScheduled = false
+            lastCheckpoint = DispatchTime.now().uptimeNanoseconds
+            guard !lock.withLock({ closed }) else { return }
+            _ = try? writer.inDatabase { db in try db.execute(sql: "PRAGMA wal_checkpoint(PASSIVE)") }
+        }
+    }
+
+    /// Commits every pending write now and returns once it is durable (the commit ran with
+    /// `synchronous=FULL`, so the WAL was synced to disk).
+    /// - Throws: ``KeychainError/database(_:)`` and the other database errors of the commit; the
+    ///   writes stay pending and are retried.
+    public func flush() throws {
+        try writeQueue.sync {
+            try commitOnWriteQueue()
+        }
+    }
+
+    /// Commits the pending writes durably, then closes the database connections and drops the
+    /// class keys and rows held in memory. Afterwards every operation throws
+    /// ``KeychainError/database(_:)``. Call it before deleting the
+    /// keychain's directory; otherwise the connections close when the object is released.
+    /// - Throws: The error of the final commit; the connections are closed regardless.
+    public func close() throws {
+        let result = Result { try flush() }
+        try writeQueue.sync {
+            lock.withLock {
+                closed = true
+                sealingKeys.removeAll()
+                cache.removeAll()
+            }
+            do {
+                try writer.close()
+                try reader.close()
+            } catch {
+                throw KeychainSchema.map(error, path: path)
+            }
+        }
+        try result.get()
+    }
+
+    private func checkOpenLocked() throws {
+        if closed { throw KeychainError.database("\(path): the keychain was closed") }
+    }
+
+    /// The number of writes not yet committed.
+    public var pendingWriteCount: Int { lock.withLock { pending.count + inFlight.count } }
+
+    /// The error of the last background commit, if it failed (the writes stay pending).
+    public var lastBackgroundError: KeychainError? { lock.withLock { lastWriteError } }
+
+    // MARK: Core operations
+
+    /// Stores `value` for `key`, replacing an existing item unless `mustNotExist`.
+    func store(_ value: UnsafeRawBufferPointer, for key: ItemKey, accessibility: Accessibility,
+               label: String? = nil, comment: String? = nil, mustNotExist: Bool = false) throws {
+        let index = nameIndex(key)
+        if mustNotExist, try lookup(index) != nil { throw KeychainError.duplicateItem(key.description) }
+        let row = try makeRow(key: key, value: value, accessibility: accessibility, label: label, comment: comment,
+                              created: nil, now: Date().timeIntervalSince1970)
+        try enqueue(index, .put(row))
+    }
+
+    /// The value stored for `key`.
+    func read(_ key: ItemKey) throws -> SecretBytes {
+        guard let row = try lookup(nameIndex(key)) else { throw KeychainError.itemNotFound(key.description) }
+        return try openValue(row, describing: key.description)
+    }
+
+    /// Deletes `key`'s item; throws itemNotFound when there is none.
+    func remove(_ key: ItemKey) throws {
+        let index = nameIndex(key)
+        guard try lookup(index) != nil else { throw KeychainError.itemNotFound(key.description) }
+        try enqueue(index, .delete)
+    }
+
+    // MARK: The original API (IMSKeychain)
+
+    /// Stores a password (UTF-8) with accessibility `.always`: readable without unlocking.
+    /// - Parameters:
+    ///   - password: The password.
+    ///   - service: The service name.
+    ///   - account: The account name.
+    /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` when the always-class key is unavailable.
+    public func setPassword(_ password: String, forService service: String, account: String) throws {
+        var bytes = Array(password.utf8)
+        defer { Keychain.zero(&bytes) }
+        try bytes.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: .always) }
+    }
+
+    /// Stores password data with accessibility `.always`.
+    /// - Parameters:
+    ///   - data: The bytes.
+    ///   - service: The service name.
+    ///   - account: The account name.
+    /// - Throws: as ``setPassword(_:forService:account:)``.
+    public func setPasswordData(_ data: some DataProtocol, forService service: String, account: String) throws {
+        let bytes = Array(data)
+        try bytes.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: .always) }
+    }
+
+    /// The password of a service and account, as UTF-8 text.
+    /// - Returns: The password (an empty password is returned as "").
+    /// - Throws: ``KeychainError/itemNotFound(_:)``, ``KeychainError/notUTF8(_:)``,
+    ///   ``KeychainError/interactionNotAllowed(_:_:)``, ``KeychainError/corrupted(_:)``.
+    public func password(forService service: String, account: String) throws -> String {
+        let key = ItemKey.generic(service: service, account: account)
+        let secret = try read(key)
+        defer { secret.wipe() }
+        return try secret.withUnsafeBytes { bytes in
+            guard let text = String(validating: bytes.bindMemory(to: UInt8.self), as: UTF8.self) else {
+                throw KeychainError.notUTF8(key.description)
+            }
+            return text
+        }
+    }
+
+    /// The password data of a service and account.
+    /// - Returns: The bytes, in wiped-on-release memory.
+    /// - Throws: as ``password(forService:account:)``.
+    public func passwordData(forService service: String, account: String) throws -> SecretBytes {
+        try read(.generic(service: service, account: account))
+    }
+
+    /// Stores password data with accessibility `.whenUnlocked`: it needs the crypto manager
+    /// unlocked to write and to read.
+    /// - Parameters:
+    ///   - data: The secret bytes.
+    ///   - service: The service name.
+    ///   - account: The account name.
+    /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` while locked.
+    public func setSecurePasswordData(_ data: SecretBytes, forService service: String, account: String) throws {
+        try data.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: .whenUnlocked) }
+    }
+
+    /// Stores a password (UTF-8) with accessibility `.whenUnlocked`.
+    /// - Throws: as ``setSecurePasswordData(_:forService:account:)``.
+    public func setSecurePassword(_ password: String, forService service: String, account: String) throws {
+        try setSecurePasswordData(SecretBytes(utf8: password), forService: service, account: account)
+    }
+
+    /// The data of an item stored with ``setSecurePasswordData(_:forService:account:)``.
+    /// - Returns: The bytes.
+    /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` while locked, and as ``password(forService:account:)``.
+    public func securePasswordData(forService service: String, account: String) throws -> SecretBytes {
+        try read(.generic(service: service, account: account))
+    }
+
+    /// The text of an item stored with ``setSecurePassword(_:forService:account:)``.
+    /// - Throws: as ``password(forService:account:)``.
+    public func securePassword(forService service: String, account: String) throws -> String {
+        try password(forService: service, account: account)
+    }
+
+    /// Deletes one account of a service (and only that account).
+    /// - Throws: ``KeychainError/itemNotFound(_:)`` when there is no such item.
+    public func deletePassword(forService service: String, account: String) throws {
+        try remove(.generic(service: service, account: account))
+    }
+
+    /// Deletes every account of a service (generic passwords). No class key is needed.
+    /// - Returns: The number of items deleted.
+    /// - Throws: Database errors.
+    @discardableResult
+    public func deleteAccounts(forService service: String) throws -> Int {
+        let rows = try rows(itemClass: .genericPassword, serviceIndex: serviceIndex(.genericPassword, service))
+        for row in rows { try enqueue(row.nameIndex, .delete) }
+        return rows.count
+    }
+
+    /// Deletes every item of every class and service.
+    /// - Returns: The number of items deleted.
+    /// - Throws: Database errors.
+    @discardableResult
+    public func deleteAll() throws -> Int {
+        var count = 0
+        for itemClass in ItemClass.allCases {
+            let rows = try rows(itemClass: itemClass, serviceIndex: nil)
+            for row in rows { try enqueue(row.nameIndex, .delete) }
+            count += rows.count
+        }
+        return count
+    }
+
+    /// The accounts of one service, or of every service (generic passwords).
+    /// - Parameter service: The service, or nil for all.
+    /// - Returns: The item keys, oldest first.
+    /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` when an item's class key is
+    ///   unavailable (its names are sealed under it); ``KeychainError/corrupted(_:)``.
+    public func accounts(forService service: String? = nil) throws -> [ItemKey] {
+        let rows = try rows(itemClass: .genericPassword, serviceIndex: service.map { serviceIndex(.genericPassword, $0) })
+        return try rows.map { try attributes(of: $0).key }
+    }
+
+    // MARK: Codable values
+
+    /// Stores a Codable value, encoded with `CanonicalEncoding`.
+    /// - Parameters:
+    ///   - value: The value.
+    ///   - service: The service name.
+    ///   - account: The account name.
+    ///   - accessibility: Which class key protects it (default `.whenUnlocked`).
+    /// - Throws: ``KeychainError/invalidArgument(_:)`` when the value does not encode; as ``store``.
+    public func set<Value: Encodable>(_ value: Value, forService service: String, account: String,
+                                      accessibility: Accessibility = .whenUnlocked) throws {
+        var data: Data
+        do { data = try CanonicalEncoding.encode(value) } catch { throw KeychainError.invalidArgument("the value does not encode: \(error)") }
+        defer { data.resetBytes(in: 0..<data.count) }
+        try data.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: accessibility) }
+    }
+
+    /// Reads a Codable value stored with ``set(_:forService:account:accessibility:)``.
+    /// - Returns: The value.
+    /// - Throws: ``KeychainError/itemNotFound(_:)``, ``KeychainError/corrupted(_:)`` when it does not decode as `type`.
+    public func value<Value: Decodable>(_ type: Value.Type, forService service: String, account: String) throws -> Value {
+        let secret = try read(.generic(service: service, account: account))
+        defer { secret.wipe() }
+        return try secret.withUnsafeBytes { bytes in
+            do { return try CanonicalEncoding.decode(type, from: bytes) } catch {
+                throw KeychainError.corrupted("the value of service \"\(service)\", account \"\(account)\" does not decode as \(Value.self): \(error)")
+            }
+        }
+    }
+
+    // MARK: Query API
+
+    /// Adds an item (SecItemAdd).
+    /// - Parameters:
+    ///   - data: The secret.
+    ///   - key: The item's class and names.
+    ///   - accessibility: Which class key protects it.
+    ///   - label: A label.
+    ///   - comment: A comment.
+    /// - Throws: ``KeychainError/duplicateItem(_:)`` when the item exists,
+    ///   ``KeychainError/interactionNotAllowed(_:_:)`` when the class key is unavailable.
+    public func add(_ data: SecretBytes, for key: ItemKey, accessibility: Accessibility = .whenUnlocked,
+                    label: String? = nil, comment: String? = nil) throws {
+        try data.withUnsafeBytes {
+            try store($0, for: key, accessibility: accessibility, label: label, comment: comment, mustNotExist: true)
+        }
+    }
+
+    /// The items that match `query` (SecItemCopyMatching).
+    /// - Parameter query: What to match and what to return.
+    /// - Returns: One match for `.one`, every match for `.all`; never empty.
+    /// - Throws: ``KeychainError/itemNotFound(_:)`` when nothing matches; ``KeychainError/interactionNotAllowed(_:_:)``
+    ///   when a candidate's class key is unavailable; ``KeychainError/corrupted(_:)``.
+    public func copyMatching(_ query: KeychainQuery) throws -> [KeychainMatch] {
+        let found = try matchingRows(query)
+        return try found.map { row, attributes in
+            var match = KeychainMatch()
+            if query.returning.contains(.attributes) { match.attributes = try attributes ?? self.attributes(of: row) }
+            if query.returning.contains(.data) || query.returning.isEmpty {
+                match.data = try openValue(row, describing: (attributes?.key.description) ?? query.summary)
+            }
+            return match
+        }
+    }
+
+    /// Changes every item that matches `query` (SecItemUpdate); the limit is ignored.
+    /// - Parameters:
+    ///   - query: The items to change.
+    ///   - changes: What to change.
+    /// - Returns: The number of items changed.
+    /// - Throws: ``KeychainError/itemNotFound(_:)`` when nothing matches, and as ``copyMatching(_:)``.
+    @discardableResult
+    public func update(_ query: KeychainQuery, with changes: ItemUpdate) throws -> Int {
+        var all = query
+        all.limit = .all
+        let found = try matchingRows(all)
+        let now = Date().timeIntervalSince1970
+        for (row, known) in found {
+            let attributes = try known ?? self.attributes(of: row)
+            let data = try changes.data ?? openValue(row, describing: attributes.key.description)
+            let label = changes.label ?? attributes.label
+            let comment = changes.comment ?? attributes.comment
+            let newRow = try data.withUnsafeBytes { bytes in
+                try makeRow(key: attributes.key, value: bytes, accessibility: changes.accessibility ?? attributes.accessibility,
+                            label: label, comment: comment, created: attributes.creationDate.timeIntervalSince1970, now: now)
+            }
+            if changes.data == nil { data.wipe() }
+            try enqueue(row.nameIndex, .put(newRow))
+        }
+        return found.count
+    }
+
+    /// Deletes every item that matches `query` (SecItemDelete); the limit is ignored.
+    /// - Returns: The number of items deleted.
+    /// - Throws: ``KeychainError/itemNotFound(_:)`` when nothing matches, and as ``copyMatching(_:)``.
+    @discardableResult
+    public func delete(_ query: KeychainQuery) throws -> Int {
+        var all = query
+        all.limit = .all
+        let found = try matchingRows(all)
+        for (row, _) in found { try enqueue(row.nameIndex, .delete) }
+        return found.count
+    }
+
+    /// Rows matching a query, with their attributes when they had to be decrypted to match.
+    private func matchingRows(_ query: KeychainQuery) throws -> [(StoredRow, ItemAttributes?)] {
+        if let key = query.exactKey {
+            guard let row = try lookup(nameIndex(key)) else { throw KeychainError.itemNotFound(query.summary) }
+            if query.label == nil && query.accessibility == nil { return [(row, nil)] }
+            let attributes = try attributes(of: row)
+            guard query.matches(attributes) else { throw KeychainError.itemNotFound(query.summary) }
+            return [(row, attributes)]
+        }
+        let candidates = try rows(itemClass: query.itemClass, serviceIndex: query.groupName.map { serviceIndex(query.itemClass, $0) })
+        let needsNames = query.account != nil || query.networkProtocol != nil || query.port != nil || query.path != nil || query.label != nil
+        var result: [(StoredRow, ItemAttributes?)] = []
+        for row in candidates {
+            if let wanted = query.accessibility, ItemCodec.code(wanted) != row.accessibility { continue }
+            if needsNames {
+                let attributes = try attributes(of: row)
+                guard query.matches(attributes) else { continue }
+                result.append((row, attributes))
+            } else {
+                result.append((row, nil))
+            }
+            if query.limit == .one { break }
+        }
+        guard !result.isEmpty else { throw KeychainError.itemNotFound(query.summary) }
+        return result
+    }
+
+    /// Every item, without secrets, for listings. Items whose class key is unavailable are listed
+    /// with their class and accessibility only.
+    /// - Returns: The summaries, oldest first.
+    /// - Throws: Database errors and ``KeychainError/corrupted(_:)``.
+    public func summaries() throws -> [ItemSummary] {
+        var result: [ItemSummary] = []
+        for itemClass in ItemClass.allCases {
+            for row in try rows(itemClass: itemClass, serviceIndex: nil) {
+                let accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
+                do {
+                    result.append(ItemSummary(attributes: try attributes(of: row), itemClass: itemClass, accessibility: accessibility, unavailable: nil))
+                } catch let error as KeychainError {
+                    if case .interactionNotAllowed = error {
+                        result.append(ItemSummary(attributes: nil, itemClass: itemClass, accessibility: accessibility, unavailable: error))
+                    } else {
+                        throw error
+                    }
+                }
+            }
+        }
+        return result
+    }
+}

@@ -13,6 +13,7 @@ enum Bench {
         ("shred", ShredBench.run),
         ("age", AgeBench.run),
         ("vault", VaultBench.run),
+        ("keychain", KeychainBench.run),
     ]
 
     static func main() {

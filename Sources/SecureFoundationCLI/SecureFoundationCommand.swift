@@ -25,6 +25,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             KeygenCommand.self,
             // Crypto manager
             VaultCommand.self,
+            // Keychain
+            KeychainCommand.self,
         ]
     )
 }

@@ -1,0 +1,85 @@
+import Foundation
+import Cipher
+import Vault
+
+/// Everything the keychain can fail with. Each case says why and, where it helps, what to do.
+public enum KeychainError: Error, Sendable, CustomStringConvertible {
+    /// No item matches. `item` describes what was looked for.
+    case itemNotFound(String)
+    /// An item with the same class, service and account (and server, protocol, port, path for
+    /// internet passwords) exists already; use update, or set with overwrite.
+    case duplicateItem(String)
+    /// The class key of `accessibility` is unavailable, for `reason` (locked, no first unlock yet...).
+    case interactionNotAllowed(Accessibility, ClassKeyUnavailableReason)
+    /// Stored data failed its integrity check or does not parse: a flipped byte, rows swapped
+    /// between items, a truncated database, or data written under another key.
+    case corrupted(String)
+    /// A file or directory cannot be read or written for lack of permission.
+    case permissionDenied(path: String, detail: String)
+    /// A file or directory is open to other users, owned by someone else, or not the expected type.
+    case insecurePermissions(path: String, detail: String)
+    /// An argument the operation does not accept.
+    case invalidArgument(String)
+    /// The stored value is not valid UTF-8 (asked for as a string).
+    case notUTF8(String)
+    /// The key source failed for a reason other than an unavailable class key.
+    case keyUnavailable(String)
+    /// The database failed (busy beyond the timeout, disk full, I/O error...).
+    case database(String)
+    /// A legacy keychain file could not be read.
+    case legacyFormat(String)
+
+    /// What went wrong, for people.
+    public var description: String {
+        switch self {
+        case .itemNotFound(let item): return "item not found: \(item)"
+        case .duplicateItem(let item): return "duplicate item: \(item) exists already (update it instead)"
+        case let .interactionNotAllowed(accessibility, reason):
+            let why: String
+            switch reason {
+            case .locked: why = "the vault is locked; unlock it with its passcode"
+            case .noFirstUnlockYet: why = "the vault has not been unlocked since this process started"
+            case .notSetUp: why = "no vault is set up to hold this class key"
+            case .deviceKeyMissing: why = "the device key cannot be read"
+            }
+            return "interaction not allowed: the \(accessibility.name) class key is unavailable (\(why))"
+        case .corrupted(let detail): return "keychain corrupted or tampered with: \(detail)"
+        case let .permissionDenied(path, detail): return "permission denied on \(path): \(detail)"
+        case let .insecurePermissions(path, detail):
+            return "refusing \(path): \(detail)"
+        case .invalidArgument(let detail): return "invalid argument: \(detail)"
+        case .notUTF8(let item): return "the value of \(item) is not valid UTF-8 text; read it as data"
+        case .keyUnavailable(let detail): return "key unavailable: \(detail)"
+        case .database(let detail): return "keychain database error: \(detail)"
+        case .legacyFormat(let detail): return "legacy keychain unreadable: \(detail)"
+        }
+    }
+
+    /// Maps an error thrown by a key source to a keychain error.
+    static func fromKeySource(_ error: any Error) -> KeychainError {
+        switch error {
+        case let error as KeychainError:
+            return error
+        case let VaultError.classKeyUnavailable(accessibility, reason):
+            return .interactionNotAllowed(accessibility, reason)
+        case let VaultError.insecurePermissions(path, reason, fix):
+            return .insecurePermissions(path: path, detail: "\(reason); fix it with: \(fix)")
+        default:
+            return .keyUnavailable(String(describing: error))
+        }
+    }
+
+    /// Maps a file-helper failure.
+    static func fromFile(_ error: any Error, path: String) -> KeychainError {
+        switch error {
+        case let SecureFile.Failure.insecurePermissions(path, reason, fix):
+            return .insecurePermissions(path: path, detail: "\(reason); fix it with: \(fix)")
+        case let SecureFile.Failure.system(operation, path, code) where code == EACCES || code == EPERM || code == EROFS:
+            return .permissionDenied(path: path, detail: "\(operation) failed: \(String(cString: strerror(code)))")
+        case let error as KeychainError:
+            return error
+        default:
+            return .database("\(path): \(error)")
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import Cipher
+import Vault
+
+/// Where a keychain gets its keys: one key per accessibility (the class keys) and the key of the
+/// blind indexes that stand in for service and account names.
+///
+/// The Vault module's `CryptoManager` is the usual source. A source must throw rather than
+/// return a key it does not have; the keychain reports ``KeychainError/interactionNotAllowed(_:_:)``
+/// for a source error that names an unavailable class key.
+public protocol KeychainKeySource: Sendable {
+    /// The 32-byte key of a protection class.
+    /// - Parameter accessibility: The item's accessibility.
+    /// - Returns: The key; the keychain does not wipe it (the source owns it).
+    /// - Throws: An error saying why the key is unavailable (locked, no first unlock yet...).
+    func classKey(for accessibility: Accessibility) throws -> SecretBytes
+
+    /// The 32-byte key of the blind indexes. It must be available without unlocking and must not
+    /// change for the life of the keychain (a different key makes every item unreachable).
+    /// - Returns: The key.
+    /// - Throws: An error when the key cannot be obtained.
+    func blindIndexKey() throws -> SecretBytes
+}
+
+/// A key source that derives every key from one 32-byte master key with HKDF-SHA256, with no
+/// lock state of its own. For tools, servers without a passcode, and tests.
+///
+/// Thread safety: immutable after init; the keys are derived once and only read afterwards.
+public final class StaticKeySource: KeychainKeySource, @unchecked Sendable {
+    private let keys: [Accessibility: SecretBytes]
+    private let indexKey: SecretBytes
+
+    /// - Parameter masterKey: 32 bytes or more of key material; it is not retained.
+    /// - Throws: ``KeychainError/invalidArgument(_:)`` for a key shorter than 32 bytes.
+    public init(masterKey: SecretBytes) throws {
+        guard masterKey.count >= 32 else {
+            throw KeychainError.invalidArgument("a master key needs at least 32 bytes, not \(masterKey.count)")
+        }
+        var keys: [Accessibility: SecretBytes] = [:]
+        for protectionClass in ProtectionClass.allCases {
+            for deviceOnly in [false, true] {
+                let accessibility = Accessibility(protectionClass, thisDeviceOnly: deviceOnly)
+                keys[accessibility] = KeyDerivation.hkdf(masterKey, info: "keychain class key v1 \(accessibility.name)")
+            }
+        }
+        self.keys = keys
+        self.indexKey = KeyDerivation.hkdf(masterKey, info: "keychain blind index v1")
+    }
+
+    /// - Returns: The derived key of `accessibility`.
+    public func classKey(for accessibility: Accessibility) throws -> SecretBytes {
+        guard let key = keys[accessibility] else {
+            throw KeychainError.invalidArgument("no key for accessibility \(accessibility.name)")
+        }
+        return key
+    }
+
+    /// - Returns: The derived blind-index key.
+    public func blindIndexKey() throws -> SecretBytes { indexKey }
+}
+
+extension CryptoManager: KeychainKeySource {
+    /// The keychain's blind-index key: the device sub-key for the purpose "keychain blind index v1".
+    /// It needs no unlock, and a keychain opened with another device key finds none of its items.
+    /// - Returns: 32 key bytes.
+    /// - Throws: The Vault module's device-key errors.
+    public func blindIndexKey() throws -> SecretBytes {
+        try deviceSubkey(purpose: "keychain blind index v1")
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import Cipher
+import Vault
+
+extension Keychain {
+    /// What ``importLegacyKeychain(at:accessibility:overwrite:)`` did.
+    public struct LegacyImportReport: Sendable, Equatable {
+        /// Items written.
+        public var imported: Int
+        /// Items left alone because the keychain already had them (without `overwrite`).
+        public var skipped: Int
+    }
+
+    /// Imports an iMAS `IMSKeychain` file: a binary (or XML) property list
+    /// `{service: {account: data}}`, as found at `Library/...` (or the older `Library/.imskeychain`).
+    /// An empty (0-byte) file is an empty keychain. Values are imported as they are: entries the
+    /// old library stored "securely" stay encrypted in the old crypto manager's format.
+    ///
+    /// - Parameters:
+    ///   - path: The legacy file.
+    ///   - accessibility: The accessibility of the imported items (default `.always`, as the
+    ///     legacy file needed no unlock).
+    ///   - overwrite: Whether to replace items that exist already.
+    /// - Returns: Counts of imported and skipped items. The writes are flushed before returning.
+    /// - Throws: ``KeychainError/legacyFormat(_:)`` when the file is not such a property list;
+    ///   ``KeychainError/interactionNotAllowed(_:_:)``; database errors.
+    @discardableResult
+    public func importLegacyKeychain(at path: String, accessibility: Accessibility = .always,
+                                     overwrite: Bool = false) throws -> LegacyImportReport {
+        let bytes: [UInt8]
+        do { bytes = try SecureFile.read(path) } catch { throw KeychainError.fromFile(error, path: path) }
+        var report = LegacyImportReport(imported: 0, skipped: 0)
+        guard !bytes.isEmpty else { return report }
+        let object: Any
+        do {
+            object = try PropertyListSerialization.propertyList(from: Data(bytes), options: [], format: nil)
+        } catch {
+            throw KeychainError.legacyFormat("\(path) is not a property list: \(error)")
+        }
+        guard let services = object as? [String: Any] else {
+            throw KeychainError.legacyFormat("\(path): the root is not a dictionary of services")
+        }
+        for service in services.keys.sorted() {
+            guard let accounts = services[service] as? [String: Any] else {
+                throw KeychainError.legacyFormat("\(path): service \"\(service)\" is not a dictionary of accounts")
+            }
+            for account in accounts.keys.sorted() {
+                let value: Data
+                if let data = accounts[account] as? Data {
+                    value = data
+                } else if let text = accounts[account] as? String {
+                    value = Data(text.utf8)
+                } else {
+                    throw KeychainError.legacyFormat("\(path): service \"\(service)\", account \"\(account)\" holds neither data nor text")
+                }
+                let key = ItemKey.generic(service: service, account: account)
+                do {
+                    try value.withUnsafeBytes { try store($0, for: key, accessibility: accessibility, mustNotExist: !overwrite) }
+                    report.imported += 1
+                } catch KeychainError.duplicateItem {
+                    report.skipped += 1
+                }
+            }
+        }
+        try flush()
+        return report
+    }
+}

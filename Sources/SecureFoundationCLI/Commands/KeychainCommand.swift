@@ -1,0 +1,294 @@
+import ArgumentParser
+import Foundation
+import SecureFoundation
+
+/// `securefoundation keychain …`: the item verbs of macOS `security`, on the application keychain.
+struct KeychainCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keychain",
+        abstract: "Add, find, delete and list keychain items (the verbs of macOS `security`).",
+        discussion: """
+        The keychain is the SQLite database HOME/keychain.sqlite, where HOME is --home,
+        else $SECUREFOUNDATION_HOME, else $XDG_DATA_HOME/securefoundation, else
+        ~/.local/share/securefoundation. Service and account names and passwords are stored
+        encrypted (docs/KEYCHAIN.md).
+
+        Items of the whenUnlocked and afterFirstUnlock classes need the vault unlocked: give its
+        passcode with --passcode-file. Items of the always class need only the device key.
+
+        Exit status: 0 success, 44 item not found (as `security`), 45 duplicate item,
+        36 class key unavailable (vault locked), 1 any other error.
+
+        Example:
+          securefoundation keychain add-generic-password -s mail -a alice -w - --accessibility always < pw.txt
+          securefoundation keychain find-generic-password -s mail -a alice -w
+        """,
+        subcommands: [AddGenericPassword.self, FindGenericPassword.self, DeleteGenericPassword.self, DumpKeychain.self]
+    )
+}
+
+/// Where the keychain is (the vault's `HomeOptions`) and how to unlock its keys.
+struct KeychainStoreOptions: ParsableArguments {
+    @OptionGroup var home: HomeOptions
+
+    @Option(name: .customLong("passcode-file"), help: "Unlock the vault with the passcode in this file (`-` for stdin), for whenUnlocked and afterFirstUnlock items.")
+    var passcodeFile: String?
+
+    /// Opens the crypto manager (unlocking it when a passcode file is given) and its keychain.
+    func open() throws -> Keychain {
+        let manager = try home.manager()
+        if let passcodeFile {
+            let passcode = try CLI.passphrase(file: passcodeFile, prompt: "Passcode: ")
+            defer { passcode.wipe() }
+            try manager.unlock(passcode: passcode)
+        }
+        return try Keychain(manager: manager)
+    }
+}
+
+extension KeychainCommand {
+    /// Reports `error` on stderr and returns the exit code of `security` for it.
+    static func fail(_ error: any Error) -> ExitCode {
+        if let error = error as? ValidationError { return CLI.report(error, code: 64) }
+        switch error {
+        case KeychainError.itemNotFound: return CLI.report(error, code: 44)
+        case KeychainError.duplicateItem: return CLI.report(error, code: 45)
+        case KeychainError.interactionNotAllowed:
+            CLI.warn("securefoundation: error: \(CLI.describe(error)) (give the vault passcode with --passcode-file)")
+            return ExitCode(36)
+        default: return CLI.report(error)
+        }
+    }
+
+    /// Parses an accessibility name.
+    static func accessibility(_ name: String) throws -> Accessibility {
+        guard let value = Accessibility(name: name) else {
+            throw ValidationError("unknown accessibility \(name); use whenUnlocked, afterFirstUnlock or always, optionally with ThisDeviceOnly (for example alwaysThisDeviceOnly)")
+        }
+        return value
+    }
+
+    /// Text of a date as `security` prints it: "20261122043800Z".
+    static func timestamp(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMddHHmmss'Z'"
+        return formatter.string(from: date)
+    }
+
+    /// Quotes a name for listings, escaping quotes, backslashes and control characters.
+    static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F: out += String(format: "\\%03o", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+
+    /// The attribute listing of one item, in the style of `security`.
+    static func describe(_ summary: ItemSummary, path: String) -> String {
+        var lines = ["keychain: \(quoted(path))"]
+        lines.append("class: \(summary.itemClass == .genericPassword ? "\"genp\"" : "\"inet\"")")
+        lines.append("attributes:")
+        lines.append("    \"pdmn\"<string>=\(quoted(summary.accessibility.name))")
+        guard let attributes = summary.attributes else {
+            lines.append("    (names unavailable: \(summary.unavailable.map { CLI.describe($0) } ?? "class key unavailable"))")
+            return lines.joined(separator: "\n")
+        }
+        let key = attributes.key
+        lines.append("    \"acct\"<blob>=\(quoted(key.account))")
+        if key.itemClass == .genericPassword {
+            lines.append("    \"svce\"<blob>=\(quoted(key.service))")
+        } else {
+            lines.append("    \"srvr\"<blob>=\(quoted(key.server ?? ""))")
+            if let networkProtocol = key.networkProtocol { lines.append("    \"ptcl\"<string>=\(quoted(networkProtocol))") }
+            if let port = key.port { lines.append("    \"port\"<uint32>=\(port)") }
+            if let path = key.path { lines.append("    \"path\"<blob>=\(quoted(path))") }
+        }
+        lines.append("    \"labl\"<blob>=\(attributes.label.map(quoted) ?? "<NULL>")")
+        lines.append("    \"icmt\"<blob>=\(attributes.comment.map(quoted) ?? "<NULL>")")
+        lines.append("    \"cdat\"<timedate>=\(quoted(timestamp(attributes.creationDate)))")
+        lines.append("    \"mdat\"<timedate>=\(quoted(timestamp(attributes.modificationDate)))")
+        return lines.joined(separator: "\n")
+    }
+}
+
+struct AddGenericPassword: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add-generic-password",
+        abstract: "Add a generic password item.",
+        discussion: """
+        Without -U an existing item with the same service and account is an error (exit 45).
+        The password comes from -w, from standard input with `-w -`, or else from the terminal.
+
+        Examples:
+          securefoundation keychain add-generic-password -s mail -a alice -w - --accessibility always < pw.txt
+          securefoundation keychain add-generic-password -U -s api -a token -w - --passcode-file passcode.txt < token.txt
+        """
+    )
+
+    @Option(name: .customShort("s"), help: "The service name.")
+    var service: String
+
+    @Option(name: .customShort("a"), help: "The account name.")
+    var account: String
+
+    @Option(name: .customShort("w"), help: "The password; `-` reads it from standard input (one trailing newline dropped). Avoid giving real passwords on the command line, where other users can see them.")
+    var password: String?
+
+    @Flag(name: .customShort("U"), help: "Update the item if it exists.")
+    var update = false
+
+    @Option(name: .customShort("l"), help: "A label.")
+    var label: String?
+
+    @Option(name: .customShort("j"), help: "A comment.")
+    var comment: String?
+
+    @Option(name: .customLong("accessibility"), help: "whenUnlocked (default), afterFirstUnlock or always, optionally followed by ThisDeviceOnly.")
+    var accessibilityName: String = "whenUnlocked"
+
+    @OptionGroup var store: KeychainStoreOptions
+
+    func run() throws {
+        do {
+            let accessibility = try KeychainCommand.accessibility(accessibilityName)
+            let secret: SecretBytes
+            switch password {
+            case "-"?: secret = try SecretBytes(readingFrom: 0, name: "standard input")
+            case let text?: secret = SecretBytes(utf8: text)
+            case nil: secret = try Terminal.readSecret(prompt: "password data for new item: ")
+            }
+            defer { secret.wipe() }
+            let keychain = try store.open()
+            let key = ItemKey.generic(service: service, account: account)
+            if update {
+                do {
+                    try keychain.update(KeychainQuery(service: service, account: account),
+                                        with: ItemUpdate(data: secret, accessibility: accessibility,
+                                                         label: label.map { .some($0) }, comment: comment.map { .some($0) }))
+                } catch KeychainError.itemNotFound {
+                    try keychain.add(secret, for: key, accessibility: accessibility, label: label, comment: comment)
+                }
+            } else {
+                try keychain.add(secret, for: key, accessibility: accessibility, label: label, comment: comment)
+            }
+            try keychain.flush()
+        } catch {
+            throw KeychainCommand.fail(error)
+        }
+    }
+}
+
+struct FindGenericPassword: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "find-generic-password",
+        abstract: "Find a generic password item and print its attributes, or only its password with -w.",
+        discussion: """
+        Prints the first item matching the given service and/or account. Exit 44 when none does.
+
+        Examples:
+          securefoundation keychain find-generic-password -s mail -a alice
+          securefoundation keychain find-generic-password -s mail -a alice -w --passcode-file passcode.txt
+        """
+    )
+
+    @Option(name: .customShort("s"), help: "The service name.")
+    var service: String?
+
+    @Option(name: .customShort("a"), help: "The account name.")
+    var account: String?
+
+    @Flag(name: .customShort("w"), help: "Print only the password (followed by a newline).")
+    var passwordOnly = false
+
+    @OptionGroup var store: KeychainStoreOptions
+
+    func run() throws {
+        do {
+            let keychain = try store.open()
+            let query = KeychainQuery(service: service, account: account, limit: .one,
+                                      returning: passwordOnly ? .data : .attributes)
+            guard let match = try keychain.copyMatching(query).first else {
+                throw KeychainError.itemNotFound(query.itemClass.description)
+            }
+            if passwordOnly {
+                guard let data = match.data else { throw KeychainError.itemNotFound("password data") }
+                defer { data.wipe() }
+                try data.withUnsafeBytes { try CLI.writeStdout($0) }
+                try CLI.writeStdout(Array("\n".utf8))
+            } else if let attributes = match.attributes {
+                let summary = ItemSummary(attributes: attributes, itemClass: attributes.key.itemClass,
+                                          accessibility: attributes.accessibility, unavailable: nil)
+                try CLI.writeStdout(Array((KeychainCommand.describe(summary, path: keychain.path) + "\n").utf8))
+            }
+        } catch {
+            throw KeychainCommand.fail(error)
+        }
+    }
+}
+
+struct DeleteGenericPassword: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete-generic-password",
+        abstract: "Delete a generic password item.",
+        discussion: """
+        Deletes the item with this service and account (exit 44 when there is none). No class key
+        is needed to delete.
+
+        Example:
+          securefoundation keychain delete-generic-password -s mail -a alice
+        """
+    )
+
+    @Option(name: .customShort("s"), help: "The service name.")
+    var service: String
+
+    @Option(name: .customShort("a"), help: "The account name.")
+    var account: String
+
+    @OptionGroup var store: KeychainStoreOptions
+
+    func run() throws {
+        do {
+            let keychain = try store.open()
+            try keychain.deletePassword(forService: service, account: account)
+            try keychain.flush()
+            CLI.warn("password has been deleted.")
+        } catch {
+            throw KeychainCommand.fail(error)
+        }
+    }
+}
+
+struct DumpKeychain: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dump-keychain",
+        abstract: "List every item's attributes, without secrets.",
+        discussion: """
+        Items whose names are sealed under a class key that is unavailable (vault locked) are
+        listed with their class and accessibility only; give --passcode-file to see them.
+
+        Example:
+          securefoundation keychain dump-keychain --passcode-file passcode.txt
+        """
+    )
+
+    @OptionGroup var store: KeychainStoreOptions
+
+    func run() throws {
+        do {
+            let keychain = try store.open()
+            let text = try keychain.summaries().map { KeychainCommand.describe($0, path: keychain.path) + "\n" }.joined()
+            try CLI.writeStdout(Array(text.utf8))
+        } catch {
+            throw KeychainCommand.fail(error)
+        }
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import Testing
+
+/// Runs the built `securefoundation keychain …` and checks exit codes and output bytes.
+@Suite struct KeychainCLITests {
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    static let binary: String? = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        for candidate in [".build/debug/securefoundation", ".build/x86_64-unknown-linux-gnu/debug/securefoundation",
+                          ".build/aarch64-unknown-linux-gnu/debug/securefoundation"] {
+            let path = url.appendingPathComponent(candidate).path
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        return nil
+    }()
+
+    final class Home {
+        let path: String
+        init() throws {
+            path = (FileManager.default.temporaryDirectory.path as NSString).appendingPathComponent("kc-cli-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        deinit { try? FileManager.default.removeItem(atPath: path) }
+    }
+
+    func run(_ home: Home, _ arguments: [String], stdin: String? = nil) throws -> Result {
+        try run(home, command: ["keychain"] + arguments, stdin: stdin)
+    }
+
+    func run(_ home: Home, command arguments: [String], stdin: String? = nil) throws -> Result {
+        let binary = try #require(Self.binary, "build the CLI first: swift build")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments + ["--home", home.path + "/home", "--device-key", home.path + "/device.key"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_CONFIG_HOME"] = home.path + "/config"
+        process.environment = environment
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                      stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    @Test func addFindDeleteWithSecurityExitCodes() throws {
+        let home = try Home()
+        let add = try run(home, ["add-generic-password", "-s", "mail", "-a", "alice", "-w", "hunter2", "--accessibility", "always"])
+        #expect(add.status == 0, "\(add.stderr)")
+        // An existing item without -U is an error; with -U it is updated (password from stdin).
+        let duplicate = try run(home, ["add-generic-password", "-s", "mail", "-a", "alice", "-w", "x", "--accessibility", "always"])
+        #expect(duplicate.status == 45)
+        #expect(duplicate.stderr.contains("duplicate item"))
+        let update = try run(home, ["add-generic-password", "-U", "-s", "mail", "-a", "alice", "-w", "-", "--accessibility", "always"],
+                             stdin: "from-stdin\n")
+        #expect(update.status == 0, "\(update.stderr)")
+
+        let find = try run(home, ["find-generic-password", "-s", "mail", "-a", "alice", "-w"])
+        #expect(find.status == 0)
+        #expect(find.stdout == "from-stdin\n")
+        let attributes = try run(home, ["find-generic-password", "-s", "mail"])
+        #expect(attributes.status == 0)
+        #expect(attributes.stdout.contains("\"acct\"<blob>=\"alice\""))
+        #expect(attributes.stdout.contains("\"svce\"<blob>=\"mail\""))
+        #expect(!attributes.stdout.contains("from-stdin"))
+
+        let missing = try run(home, ["find-generic-password", "-s", "mail", "-a", "bob", "-w"])
+        #expect(missing.status == 44)
+        #expect(missing.stdout.isEmpty)
+
+        let delete = try run(home, ["delete-generic-password", "-s", "mail", "-a", "alice"])
+        #expect(delete.status == 0)
+        #expect(try run(home, ["delete-generic-password", "-s", "mail", "-a", "alice"]).status == 44)
+        #expect(try run(home, ["find-generic-password", "-s", "mail", "-a", "alice"]).status == 44)
+    }
+
+    @Test func dumpListsWithoutSecretsAndLockedItemsNeedThePasscode() throws {
+        let home = try Home()
+        #expect(try run(home, ["add-generic-password", "-s", "svc-one", "-a", "acct-one", "-w", "SECRET-ONE", "--accessibility", "alwaysThisDeviceOnly", "-l", "Label One"]).status == 0)
+        #expect(try run(home, ["add-generic-password", "-s", "svc-two", "-a", "acct-two", "-w", "SECRET-TWO", "--accessibility", "always"]).status == 0)
+        let dump = try run(home, ["dump-keychain"])
+        #expect(dump.status == 0, "\(dump.stderr)")
+        #expect(dump.stdout.contains("\"svce\"<blob>=\"svc-one\""))
+        #expect(dump.stdout.contains("\"labl\"<blob>=\"Label One\""))
+        #expect(dump.stdout.contains("\"pdmn\"<string>=\"alwaysThisDeviceOnly\""))
+        #expect(dump.stdout.contains("\"acct\"<blob>=\"acct-two\""))
+        #expect(!dump.stdout.contains("SECRET"))
+
+        // whenUnlocked (the default) needs the vault: without a passcode it is refused with 36.
+        let locked = try run(home, ["add-generic-password", "-s", "svc", "-a", "acct", "-w", "pw"])
+        #expect(locked.status == 36)
+        #expect(locked.stderr.contains("whenUnlocked class key is unavailable"))
+        #expect(locked.stderr.contains("--passcode-file"))
+
+        let bad = try run(home, ["add-generic-password", "-s", "svc", "-a", "acct", "-w", "pw", "--accessibility", "sometimes"])
+        #expect(bad.status != 0)
+        #expect(bad.stderr.contains("unknown accessibility"))
+    }
+
+    @Test func whenUnlockedItemsWithThePasscode() throws {
+        let home = try Home()
+        let pin = home.path + "/pin.txt"
+        try "2468\n".write(toFile: pin, atomically: true, encoding: .utf8)
+        let setUp = try run(home, command: ["vault", "init", "--passcode-file", pin])
+        #expect(setUp.status == 0, "\(setUp.stderr)")
+        let add = try run(home, ["add-generic-password", "-s", "bank", "-a", "me", "-w", "-", "--passcode-file", pin], stdin: "s3cret\n")
+        #expect(add.status == 0, "\(add.stderr)")
+        let locked = try run(home, ["find-generic-password", "-s", "bank", "-a", "me", "-w"])
+        #expect(locked.status == 36)
+        #expect(locked.stdout.isEmpty)
+        let found = try run(home, ["find-generic-password", "-s", "bank", "-a", "me", "-w", "--passcode-file", pin])
+        #expect(found.status == 0, "\(found.stderr)")
+        #expect(found.stdout == "s3cret\n")
+        // Locked, the listing shows the item's class but not its names.
+        let dump = try run(home, ["dump-keychain"])
+        #expect(dump.status == 0)
+        #expect(dump.stdout.contains("\"pdmn\"<string>=\"whenUnlocked\""))
+        #expect(!dump.stdout.contains("bank"))
+        #expect(try run(home, ["dump-keychain", "--passcode-file", pin]).stdout.contains("\"svce\"<blob>=\"bank\""))
+        // No class key is needed to delete.
+        #expect(try run(home, ["delete-generic-password", "-s", "bank", "-a", "me"]).status == 0)
+    }
+
+    @Test func helpHasExamples() throws {
+        let home = try Home()
+        for verb in ["add-generic-password", "find-generic-password", "delete-generic-password", "dump-keychain"] {
+            let help = try run(home, [verb, "--help"])
+            #expect(help.status == 0)
+            #expect(help.stdout.contains("securefoundation keychain \(verb)"), "\(verb)")
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import Cipher
+import Vault
+@testable import Keychain
+
+/// A key source with a lock state, as the crypto manager has: whenUnlocked needs it unlocked,
+/// afterFirstUnlock needs one unlock since start, always is always there.
+final class TestKeySource: KeychainKeySource, @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var unlocked: Bool
+    private var everUnlocked: Bool
+    private let keys: StaticKeySource
+    let masterHex: String
+
+    init(unlocked: Bool = true, master: [UInt8]? = nil) throws {
+        let bytes = try master ?? SecureRandom.bytes(32)
+        self.masterHex = Encoding.hex(bytes)
+        self.keys = try StaticKeySource(masterKey: SecretBytes(copying: bytes))
+        self.unlocked = unlocked
+        self.everUnlocked = unlocked
+    }
+
+    func setUnlocked(_ value: Bool) {
+        lock.withLock {
+            unlocked = value
+            if value { everUnlocked = true }
+        }
+    }
+
+    func classKey(for accessibility: Accessibility) throws -> SecretBytes {
+        let (unlocked, everUnlocked) = lock.withLock { (self.unlocked, self.everUnlocked) }
+        switch accessibility.protectionClass {
+        case .whenUnlocked where !unlocked:
+            throw KeychainError.interactionNotAllowed(accessibility, .locked)
+        case .afterFirstUnlock where !everUnlocked:
+            throw KeychainError.interactionNotAllowed(accessibility, .noFirstUnlockYet)
+        default:
+            return try keys.classKey(for: accessibility)
+        }
+    }
+
+    func blindIndexKey() throws -> SecretBytes { try keys.blindIndexKey() }
+}
+
+/// A temporary directory removed at the end.
+final class TemporaryDirectory {
+    let path: String
+    init() throws {
+        path = (FileManager.default.temporaryDirectory.path as NSString)
+            .appendingPathComponent("kc-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+    func sub(_ name: String) -> String { (path as NSString).appendingPathComponent(name) }
+}
+
+func text(_ secret: SecretBytes) -> String {
+    secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+}
+
+/// The package root, from this file's path.
+let packageRoot: String = {
+    var url = URL(fileURLWithPath: #filePath)
+    for _ in 0..<3 { url.deleteLastPathComponent() }
+    return url.path
+}()
+
+/// The built worker executable, or nil.
+func workerPath() -> String? {
+    for candidate in [".build/debug/KeychainWorker", ".build/x86_64-unknown-linux-gnu/debug/KeychainWorker",
+                      ".build/aarch64-unknown-linux-gnu/debug/KeychainWorker"] {
+        let path = (packageRoot as NSString).appendingPathComponent(candidate)
+        if FileManager.default.isExecutableFile(atPath: path) { return path }
+    }
+    return nil
+}
+
+extension KeychainError {
+    var isCorrupted: Bool { if case .corrupted = self { return true } else { return false } }
+    var isNotFound: Bool { if case .itemNotFound = self { return true } else { return false } }
+    var isDuplicate: Bool { if case .duplicateItem = self { return true } else { return false } }
+}
+
+func keychainError(_ body: () throws -> Void) -> KeychainError? {
+    do { try body() } catch let error as KeychainError { return error } catch { return nil }
+    return nil
+}
