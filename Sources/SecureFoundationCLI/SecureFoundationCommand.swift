@@ -12,6 +12,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
         """,
         version: "0.1.0",
         subcommands: [
+            // The whole system, end to end
+            TourCommand.self,
             // Cipher utilities
             HashCommand.self,
             RandomCommand.self,

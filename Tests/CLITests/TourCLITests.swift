@@ -1,0 +1,28 @@
+import Foundation
+import Testing
+
+@Suite struct TourCLITests {
+    @Test func tourRunsEndToEndAndLeavesNothingBehind() throws {
+        let scratch = try ScratchDirectory()
+        let result = try CLIRunner.run(["tour", "--home", scratch.path])
+        #expect(result.status == 0, "\(result.stderr)\n\(result.text)")
+        #expect(result.text.contains("All 8 steps did what they claim"))
+        for claim in ["refused with the typed reason", "2 of 3 suffice", "old data still opens", "nothing opens any more"] {
+            #expect(result.text.contains(claim), "missing: \(claim)")
+        }
+        if CLIRunner.which("age") != nil {
+            #expect(result.text.contains("-d` opens our file"))
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path).isEmpty)
+    }
+
+    @Test func tourRefusesANonEmptyHomeAndTouchesNothing() throws {
+        let scratch = try ScratchDirectory()
+        let precious = try scratch.file("precious", Array("keep me".utf8))
+        let result = try CLIRunner.run(["tour", "--home", scratch.path])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("is not empty"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: precious)) == Data("keep me".utf8))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path) == ["precious"])
+    }
+}
