@@ -182,9 +182,10 @@ public final class Keychain: @unchecked Sendable {
     }
 
     /// The sealing key of an accessibility code. For whenUnlocked the key source is asked every
-    /// time (so a lock is honoured at once) and the derived `SealingKey` is reused while the source
-    /// returns the same bytes. afterFirstUnlock and always keys, once obtained, stay available
-    /// for the life of the process by definition, so they are kept and not asked for again.
+    /// time (so a lock is honoured at once) and nothing is kept: the key lives only as long as the
+    /// operation, so no copy of it outlasts a `lock()`. afterFirstUnlock and always keys, once
+    /// obtained, stay available for the life of the process by definition, so they are kept and
+    /// not asked for again.
     private func sealingKey(_ code: UInt8) throws -> (key: SealingKey, ring: Keyring) {
         let accessibility = try ItemCodec.accessibility(code: Int64(code))
         if accessibility.protectionClass != .whenUnlocked, let cached = lock.withLock({ sealingKeys[code] }) {
@@ -197,13 +198,12 @@ public final class Keychain: @unchecked Sendable {
             lock.withLock { sealingKeys[code] = nil }
             throw KeychainError.fromKeySource(error)
         }
-        if let cached = lock.withLock({ sealingKeys[code] }), cached.raw == raw, cached.raw.count == 32 {
-            return (cached.key, cached.ring)
-        }
         do {
             let key = try SealingKey(key: raw)
             let ring = try Keyring([key])
-            lock.withLock { sealingKeys[code] = (raw, key, ring) }
+            if accessibility.protectionClass != .whenUnlocked {
+                lock.withLock { sealingKeys[code] = (raw, key, ring) }
+            }
             return (key, ring)
         } catch {
             throw KeychainError.keyUnavailable("the \(accessibility.name) class key is not a 32-byte key")
@@ -559,7 +559,8 @@ public final class Keychain: @unchecked Sendable {
     ///   - account: The account name.
     /// - Throws: as ``setPassword(_:forService:account:)``.
     public func setPasswordData(_ data: some DataProtocol, forService service: String, account: String) throws {
-        let bytes = Array(data)
+        var bytes = Array(data)
+        defer { Keychain.zero(&bytes) }
         try bytes.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: .always) }
     }
 
