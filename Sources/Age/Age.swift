@@ -37,7 +37,11 @@ public enum Age {
             try? writer.finish()
             withExtendedLifetime(encryptor) {}
         }
-        if !armor { encryptor.writer = writer }
+        if !armor {
+            encryptor.writer = writer
+            // A writer with real work (file, pipe) gets a core of its own.
+            if ChunkWorkers.writesCostCPU(output) { encryptor.workers = ChunkWorkers.besideWriter }
+        }
         var total: Int64 = 0
         while true {
             let n = try encryptor.update(readingFrom: input)
@@ -66,6 +70,8 @@ public enum Age {
         // Verified plaintext is written on a background thread while the next batch is opened.
         let writer = BackgroundWriter(fd: output)
         let decryptor = AgeDecryptor(identities: identities, armor: armor) { try writer.writeAsync($0) }
+        // A writer with real work (file, pipe) gets a core of its own.
+        if ChunkWorkers.writesCostCPU(output) { decryptor.workers = ChunkWorkers.besideWriter }
         defer {
             // Never free the batch buffers under a queued write.
             try? writer.finish()

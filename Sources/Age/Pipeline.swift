@@ -55,6 +55,12 @@ public final class AgeEncryptor {
         self.sink = sink
     }
 
+    /// Threads sealing each batch (see ``ChunkWorkers``).
+    var workers: Int {
+        get { stream.workers }
+        set { stream.workers = max(1, newValue) }
+    }
+
     private func emit(_ bytes: UnsafeRawBufferPointer) throws {
         if let armor { try armor.update(bytes, sink: sink) } else if let writer { try writer.writeSync(bytes) } else { try sink(bytes) }
     }
@@ -123,6 +129,10 @@ public final class AgeDecryptor {
     private var fileKey: SecretBytes?
     private var failure: (any Error)?
     private var finished = false
+    /// Threads opening each batch once the payload starts; nil for the default (see ``ChunkWorkers``).
+    var workers: Int? {
+        didSet { if let workers, let stream { stream.workers = max(1, workers) } }
+    }
 
     /// The stanzas of the header, once parsed.
     public private(set) var stanzas: [AgeStanza] = []
@@ -244,7 +254,9 @@ public final class AgeDecryptor {
             nonce += UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + take)])
             offset += take
             if nonce.count == PayloadCipher.nonceSize, let fileKey {
-                stream = StreamDecryptor(cipher: PayloadCipher(fileKey: fileKey, nonce: nonce), parallel: parallel)
+                let stream = StreamDecryptor(cipher: PayloadCipher(fileKey: fileKey, nonce: nonce), parallel: parallel)
+                if parallel, let workers { stream.workers = max(1, workers) }
+                self.stream = stream
                 fileKey.wipe()
                 self.fileKey = nil
             }

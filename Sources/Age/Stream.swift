@@ -55,13 +55,39 @@ struct PayloadCipher: Sendable {
     }
 }
 
-/// Runs `body(i)` for i in 0..<count, in parallel when asked and worthwhile.
+/// How many threads seal or open the chunks of a batch.
+enum ChunkWorkers {
+    /// All the active cores.
+    static var all: Int { max(1, ProcessInfo.processInfo.activeProcessorCount) }
+
+    /// The cores left once the background writer has one of its own. Copying a batch into a
+    /// file or a pipe costs the kernel about as much CPU as sealing it, so on two cores the
+    /// fastest pipeline is one thread sealing and one writing: sealing on every core as well
+    /// left three busy threads on two cores, the writer (the critical path) waiting for a core
+    /// and the batches bouncing between the cores' caches.
+    static var besideWriter: Int { max(1, all - 1) }
+
+    /// Whether writes to `fd` cost real CPU: anything but a character device (`/dev/null`,
+    /// a terminal), i.e. regular files, pipes and sockets.
+    static func writesCostCPU(_ fd: Int32) -> Bool {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return true }
+        return info.st_mode & S_IFMT != S_IFCHR
+    }
+}
+
+/// Runs `body(i)` for i in 0..<count on up to `workers` threads (the calling one included).
 @inline(__always)
-func forEachChunk(_ count: Int, parallel: Bool, _ body: @Sendable (Int) -> Void) {
-    if parallel && count > 1 {
+func forEachChunk(_ count: Int, workers: Int, _ body: @Sendable (Int) -> Void) {
+    if workers <= 1 || count <= 1 {
+        for i in 0..<count { body(i) }
+    } else if workers >= ChunkWorkers.all {
         DispatchQueue.concurrentPerform(iterations: count, execute: body)
     } else {
-        for i in 0..<count { body(i) }
+        let threads = min(workers, count)
+        DispatchQueue.concurrentPerform(iterations: threads) { (thread: Int) -> Void in
+            for i in stride(from: thread, to: count, by: threads) { body(i) }
+        }
     }
 }
 
@@ -96,7 +122,8 @@ final class ScratchBuffer {
 final class StreamEncryptor {
     let cipher: PayloadCipher
     let batchChunks: Int
-    let parallel: Bool
+    /// Threads sealing or opening a batch (1: the calling thread alone).
+    var workers: Int
     private let input: ScratchBuffer
     private let outputs: [ScratchBuffer]
     private var flushes = 0
@@ -111,7 +138,7 @@ final class StreamEncryptor {
     init(cipher: PayloadCipher, batchChunks: Int = 16, parallel: Bool = true) {
         self.cipher = cipher
         self.batchChunks = max(1, batchChunks)
-        self.parallel = parallel
+        self.workers = parallel ? ChunkWorkers.all : 1
         _ = AllocatorTuning.applied
         batchBytes = self.batchChunks * PayloadCipher.chunkSize
         input = ScratchBuffer(batchBytes + PayloadCipher.chunkSize)
@@ -175,7 +202,7 @@ final class StreamEncryptor {
         var failures = [Bool](repeating: false, count: chunks)
         failures.withUnsafeMutableBufferPointer { failedBuffer in
             let failed = SharedBuffer(pointer: failedBuffer)
-            forEachChunk(chunks, parallel: parallel) { (i: Int) -> Void in
+            forEachChunk(chunks, workers: workers) { (i: Int) -> Void in
                 let start = i * size
                 let length = min(size, total - start)
                 let plain = UnsafeRawBufferPointer(rebasing: inShared.pointer[start..<(start + length)])
@@ -199,7 +226,8 @@ final class StreamEncryptor {
 final class StreamDecryptor {
     let cipher: PayloadCipher
     let batchChunks: Int
-    let parallel: Bool
+    /// Threads sealing or opening a batch (1: the calling thread alone).
+    var workers: Int
     private let input: ScratchBuffer
     private let outputs: [ScratchBuffer]
     private var flushes = 0
@@ -214,7 +242,7 @@ final class StreamDecryptor {
     init(cipher: PayloadCipher, batchChunks: Int = 16, parallel: Bool = true) {
         self.cipher = cipher
         self.batchChunks = max(1, batchChunks)
-        self.parallel = parallel
+        self.workers = parallel ? ChunkWorkers.all : 1
         _ = AllocatorTuning.applied
         batchBytes = self.batchChunks * PayloadCipher.sealedChunkSize
         input = ScratchBuffer(batchBytes + PayloadCipher.sealedChunkSize)
@@ -286,7 +314,7 @@ final class StreamDecryptor {
         var outcomes = [Outcome](repeating: .failed(""), count: chunks)
         outcomes.withUnsafeMutableBufferPointer { resultBuffer in
             let resultShared = SharedBuffer(pointer: resultBuffer)
-            forEachChunk(chunks, parallel: parallel) { (i: Int) -> Void in
+            forEachChunk(chunks, workers: workers) { (i: Int) -> Void in
                 let inBase = inShared.pointer, outBase = outShared.pointer, results = resultShared.pointer
                 let start = i * size
                 let length = min(size, total - start)
