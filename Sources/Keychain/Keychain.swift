@@ -231,6 +231,16 @@ public final class Keychain: @unchecked Sendable {
         }
     }
 
+    /// When a ciphertext names a key id the class key does not have, the data may be intact but
+    /// sealed under a class key that no longer exists (a vault erased, an always-class key file
+    /// replaced); say so beside the tampering explanation.
+    static func keyGoneHint(_ error: any Error) -> String {
+        if case CipherError.wrongKey = error {
+            return ", or it was sealed under a class key that no longer exists (the vault was erased or its key files replaced)"
+        }
+        return ""
+    }
+
     private func openValue(_ row: StoredRow, describing item: @autoclosure () -> String) throws -> SecretBytes {
         let sealing = try sealingKey(row.accessibility).ring
         do {
@@ -239,7 +249,7 @@ public final class Keychain: @unchecked Sendable {
             defer { Keychain.zero(&plain) }
             return SecretBytes(copying: plain)
         } catch {
-            throw KeychainError.corrupted("the value of \(item()) failed its integrity check (\(error)): changed bytes, or a value moved from another item")
+            throw KeychainError.corrupted("the value of \(item()) failed its integrity check (\(error)): changed bytes, or a value moved from another item\(Keychain.keyGoneHint(error))")
         }
     }
 
@@ -252,7 +262,7 @@ public final class Keychain: @unchecked Sendable {
             plain = try Sealed.open(row.names, with: sealing,
                                     context: ItemCodec.namesContext(itemClass: row.itemClass, accessibility: row.accessibility, nameIndex: row.nameIndex))
         } catch {
-            throw KeychainError.corrupted("the names of an item (index \(Encoding.hex(row.nameIndex.bytes.prefix(8)))) failed their integrity check (\(error)): changed bytes, or names moved from another item")
+            throw KeychainError.corrupted("the names of an item (index \(Encoding.hex(row.nameIndex.bytes.prefix(8)))) failed their integrity check (\(error)): changed bytes, or names moved from another item\(Keychain.keyGoneHint(error))")
         }
         let (key, label, comment) = try ItemCodec.decodeNames(plain, itemClass: itemClass)
         guard nameIndex(key) == row.nameIndex else {
