@@ -79,6 +79,26 @@ struct VaultCommand: ParsableCommand {
 
 /// Shared helpers of the vault commands.
 enum VaultCLI {
+    /// Throws unless the vault is set up (``VaultError/erased`` when it was erased).
+    static func requireSetUp(_ manager: CryptoManager) throws {
+        guard try manager.isSetUp else { throw manager.isErased ? VaultError.erased : VaultError.notSetUp }
+    }
+
+    /// Unlocks with the answers in `answersFile` when given, else with the passcode from
+    /// `passcodeFile` or the terminal. Every secret read is wiped before returning.
+    static func unlock(_ manager: CryptoManager, passcodeFile: String?, answersFile: String?, prompt: String = "Passcode: ") throws {
+        try requireSetUp(manager)
+        if let answersFile {
+            let answers = try readAnswers(answersFile)
+            defer { answers.forEach { $0.wipe() } }
+            try manager.unlock(answers: answers)
+        } else {
+            let passcode = try self.passcode(file: passcodeFile, prompt: prompt)
+            defer { passcode.wipe() }
+            try manager.unlock(passcode: passcode)
+        }
+    }
+
     /// The exit code for a vault error (documented in `vault --help` and docs/VAULT.md).
     static func exitCode(for error: any Error) -> Int32 {
         switch error as? VaultError {
@@ -266,16 +286,7 @@ struct VaultUnlockCommand: ParsableCommand {
     func run() throws {
         try VaultCLI.run {
             let manager = try home.manager()
-            if let answersFile {
-                let answers = try VaultCLI.readAnswers(answersFile)
-                defer { answers.forEach { $0.wipe() } }
-                try manager.unlock(answers: answers)
-            } else {
-                guard try manager.isSetUp else { throw manager.isErased ? VaultError.erased : VaultError.notSetUp }
-                let passcode = try VaultCLI.passcode(file: passcodeFile, prompt: "Passcode: ")
-                defer { passcode.wipe() }
-                try manager.unlock(passcode: passcode)
-            }
+            try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
             manager.lock()
             try VaultCLI.say("unlocked (key id \(VaultCLI.keyID(manager)))")
         }
@@ -314,7 +325,7 @@ struct VaultChangePasscodeCommand: ParsableCommand {
     func run() throws {
         try VaultCLI.run {
             let manager = try home.manager()
-            guard try manager.isSetUp else { throw manager.isErased ? VaultError.erased : VaultError.notSetUp }
+            try VaultCLI.requireSetUp(manager)
             if let answersFile {
                 let answers = try VaultCLI.readAnswers(answersFile)
                 defer { answers.forEach { $0.wipe() } }
@@ -373,16 +384,7 @@ struct VaultChangeQuestionsCommand: ParsableCommand {
     func run() throws {
         try VaultCLI.run {
             let manager = try home.manager()
-            guard try manager.isSetUp else { throw manager.isErased ? VaultError.erased : VaultError.notSetUp }
-            if let answersFile {
-                let answers = try VaultCLI.readAnswers(answersFile)
-                defer { answers.forEach { $0.wipe() } }
-                try manager.unlock(answers: answers)
-            } else {
-                let passcode = try VaultCLI.passcode(file: passcodeFile, prompt: "Passcode: ")
-                defer { passcode.wipe() }
-                try manager.unlock(passcode: passcode)
-            }
+            try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
             let answers = try VaultCLI.readAnswers(newAnswersFile)
             defer { answers.forEach { $0.wipe() } }
             try manager.updateSecurityQuestions(questions, answers: answers, threshold: threshold)
@@ -416,7 +418,7 @@ struct VaultRotateKeyCommand: ParsableCommand {
     func run() throws {
         try VaultCLI.run {
             let manager = try home.manager()
-            guard try manager.isSetUp else { throw manager.isErased ? VaultError.erased : VaultError.notSetUp }
+            try VaultCLI.requireSetUp(manager)
             let answers = try answersFile.map { try VaultCLI.readAnswers($0) }
             defer { answers?.forEach { $0.wipe() } }
             let passcode = try manager.hasPasscode ? try VaultCLI.passcode(file: passcodeFile, prompt: "Passcode: ") : nil
