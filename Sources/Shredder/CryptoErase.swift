@@ -43,14 +43,8 @@ public enum CryptoErase {
     /// truncation (tests read it there).
     static func destroy(_ path: String, beforeRemoval: (Int32) -> Void = { _ in }) throws -> ShredReport {
         let options = ShredOptions()
-        let (directory, name) = try FileShredder.split(path)
-        let parent = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard parent >= 0 else { throw ShredError.system(operation: "open directory", path: directory, errno: errno) }
+        let (directory, parent, name, info) = try FileShredder.openParent(of: path)
         defer { close(parent) }
-        var info = stat()
-        guard fstatat(parent, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
-            throw ShredError.system(operation: "stat", path: path, errno: errno)
-        }
         switch info.st_mode & S_IFMT {
         case S_IFREG: break
         case S_IFLNK: throw ShredError.symlink(path)

@@ -26,6 +26,21 @@ public enum FileShredder {
         try shred(path, options: options, onReport: { _ in })
     }
 
+    /// Opens the directory holding `path` and stats the entry in it without following a
+    /// symlink. The caller closes the returned directory descriptor.
+    static func openParent(of path: String) throws -> (directory: String, parent: Int32, name: String, info: stat) {
+        let (directory, name) = try split(path)
+        let parent = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard parent >= 0 else { throw ShredError.system(operation: "open directory", path: directory, errno: errno) }
+        var info = stat()
+        guard fstatat(parent, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
+            let code = errno
+            close(parent)
+            throw ShredError.system(operation: "stat", path: path, errno: code)
+        }
+        return (directory, parent, name, info)
+    }
+
     /// Shreds a file or directory tree, calling `onReport` as each entry is done (for progress output).
     ///
     /// - Parameters:
@@ -36,14 +51,8 @@ public enum FileShredder {
     /// - Throws: ``ShredError``.
     public static func shred(_ path: String, options: ShredOptions, onReport: (ShredReport) -> Void) throws -> [ShredReport] {
         try options.validate()
-        let (directory, name) = try split(path)
-        let parent = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard parent >= 0 else { throw ShredError.system(operation: "open directory", path: directory, errno: errno) }
+        let (directory, parent, name, info) = try openParent(of: path)
         defer { close(parent) }
-        var info = stat()
-        guard fstatat(parent, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
-            throw ShredError.system(operation: "stat", path: path, errno: errno)
-        }
         switch info.st_mode & S_IFMT {
         case S_IFLNK:
             throw ShredError.symlink(path)
