@@ -81,23 +81,46 @@ enum ItemCodec {
         Data(HMAC<SHA256>.authenticationCode(for: input, using: key))
     }
 
-    /// HMAC-SHA256 from a keyed prototype (the key's pads computed once; the struct is copied).
-    static func mac(_ input: [UInt8], prototype: HMAC<SHA256>) -> BlindIndex {
+    /// The first 16 bytes of HMAC-SHA256 from a keyed prototype (the key's pads computed once;
+    /// the struct is copied), as two big-endian words.
+    static func mac16(_ input: [UInt8], prototype: HMAC<SHA256>) -> (UInt64, UInt64) {
         var hmac = prototype
         hmac.update(data: input)
-        return hmac.finalize().withUnsafeBytes { BlindIndex($0) }
+        return hmac.finalize().withUnsafeBytes { bytes in (ItemID.word(bytes, 0), ItemID.word(bytes, 8)) }
     }
 
-    // MARK: Contexts (associated data)
+    // MARK: Sealed item
 
-    /// The context of a value: "SFKC value v1", 0, class byte, accessibility code, name index.
-    static func valueContext(itemClass: UInt8, accessibility: UInt8, nameIndex: BlindIndex) -> [UInt8] {
-        Array("SFKC value v1".utf8) + [0, itemClass, accessibility] + nameIndex.bytes
+    /// The context (associated data) of an item's sealed record: "SFKC item v2", 0, the
+    /// accessibility code, the 33-byte item id.
+    static func itemContext(accessibility: UInt8, id: ItemID) -> [UInt8] {
+        var out = Array("SFKC item v2".utf8)
+        out.reserveCapacity(out.count + 2 + ItemID.size)
+        out += [0, accessibility]
+        id.append(to: &out)
+        return out
     }
 
-    /// The context of the names: "SFKC names v1", 0, class byte, accessibility code, name index.
-    static func namesContext(itemClass: UInt8, accessibility: UInt8, nameIndex: BlindIndex) -> [UInt8] {
-        Array("SFKC names v1".utf8) + [0, itemClass, accessibility] + nameIndex.bytes
+    /// The plaintext of the `sealed` column: version byte 2, the names record's length (4 bytes,
+    /// big-endian), the names record, then the secret to the end.
+    static func itemPlaintext(names: [UInt8], value: UnsafeRawBufferPointer) -> [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(5 + names.count + value.count)
+        out.append(2)
+        appendUInt32(&out, UInt32(truncatingIfNeeded: names.count))
+        out += names
+        out += value
+        return out
+    }
+
+    /// Splits an opened item record into the ranges of its names record and its secret.
+    static func splitItem(_ plain: [UInt8]) throws -> (names: Range<Int>, value: Range<Int>) {
+        guard plain.count >= 5, plain[0] == 2 else {
+            throw KeychainError.corrupted("item record has unknown version \(plain.first.map { String($0) } ?? "none")")
+        }
+        let length = Int(plain[1]) << 24 | Int(plain[2]) << 16 | Int(plain[3]) << 8 | Int(plain[4])
+        guard plain.count - 5 >= length else { throw KeychainError.corrupted("item record's names overrun the record") }
+        return (5..<5 + length, 5 + length..<plain.count)
     }
 
     // MARK: Names record
@@ -124,7 +147,9 @@ enum ItemCodec {
         return out
     }
 
-    static func decodeNames(_ bytes: [UInt8], itemClass: ItemClass) throws -> (ItemKey, label: String?, comment: String?) {
+    static func decodeNames(_ record: ArraySlice<UInt8>, itemClass: ItemClass) throws -> (ItemKey, label: String?, comment: String?) {
+        var bytes = Array(record)
+        defer { Keychain.zero(&bytes) }
         guard bytes.first == 1 else { throw KeychainError.corrupted("names record has unknown version \(bytes.first.map { String($0) } ?? "none")") }
         var fields: [UInt8: String] = [:]
         var offset = 1
@@ -153,41 +178,75 @@ enum ItemCodec {
     }
 }
 
-/// A 32-byte blind index held inline (four big-endian words), so that dictionary keys hash and
-/// compare without allocation. Its order is the byte order of the index (as SQLite sorts blobs).
-struct BlindIndex: Hashable, Comparable, Sendable {
-    private var w0: UInt64, w1: UInt64, w2: UInt64, w3: UInt64
+/// The key of a keychain row (the `item_id` column): 33 bytes, held inline so that dictionary
+/// keys hash and compare without allocation. Byte 0 is the item class; bytes 1–16 the first 16
+/// bytes of the group's blind index (service, or server), so every item of a service sits in one
+/// key range; bytes 17–32 the first 16 bytes of the item's name index. Its order is the byte
+/// order of the id (as SQLite sorts blobs).
+struct ItemID: Hashable, Comparable, Sendable {
+    static let size = 33
 
-    /// From exactly 32 bytes.
-    init(_ bytes: UnsafeRawBufferPointer) {
-        func word(_ offset: Int) -> UInt64 {
-            var value: UInt64 = 0
-            for index in offset..<offset + 8 { value = value << 8 | UInt64(bytes[index]) }
-            return value
-        }
-        w0 = word(0); w1 = word(8); w2 = word(16); w3 = word(24)
+    let itemClass: UInt8
+    private let g0: UInt64, g1: UInt64, n0: UInt64, n1: UInt64
+
+    init(itemClass: UInt8, group: (UInt64, UInt64), name: (UInt64, UInt64)) {
+        self.itemClass = itemClass
+        (g0, g1) = group
+        (n0, n1) = name
     }
 
-    /// From a database blob; nil unless it has 32 bytes.
+    /// From a database blob; nil unless it has 33 bytes.
     init?(_ data: Data) {
-        guard data.count == 32 else { return nil }
-        self = data.withUnsafeBytes { BlindIndex($0) }
+        guard data.count == ItemID.size else { return nil }
+        let parts = data.withUnsafeBytes { bytes in
+            (bytes[0], ItemID.word(bytes, 1), ItemID.word(bytes, 9), ItemID.word(bytes, 17), ItemID.word(bytes, 25))
+        }
+        self.init(itemClass: parts.0, group: (parts.1, parts.2), name: (parts.3, parts.4))
     }
 
-    /// The 32 bytes.
+    /// A big-endian word at `offset`.
+    static func word(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt64 {
+        var value: UInt64 = 0
+        for index in offset..<offset + 8 { value = value << 8 | UInt64(bytes[index]) }
+        return value
+    }
+
+    private static func append(_ word: UInt64, to out: inout [UInt8]) {
+        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
+    }
+
+    func append(to out: inout [UInt8]) {
+        out.append(itemClass)
+        for word in [g0, g1, n0, n1] { ItemID.append(word, to: &out) }
+    }
+
+    /// The 33 bytes.
     var bytes: [UInt8] {
         var out = [UInt8]()
-        out.reserveCapacity(32)
-        for word in [w0, w1, w2, w3] {
-            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
-        }
+        out.reserveCapacity(ItemID.size)
+        append(to: &out)
         return out
     }
 
-    /// The 32 bytes as a database blob.
+    /// The 33 bytes as a database blob.
     var data: Data { Data(bytes) }
 
-    static func < (a: BlindIndex, b: BlindIndex) -> Bool {
-        (a.w0, a.w1, a.w2, a.w3) < (b.w0, b.w1, b.w2, b.w3)
+    /// The first and last possible ids of a class (group nil) or of one group of a class: every
+    /// id of it lies in `lower...upper`.
+    static func range(itemClass: UInt8, group: (UInt64, UInt64)?) -> (lower: Data, upper: Data) {
+        var lower: [UInt8] = [itemClass], upper: [UInt8] = [itemClass]
+        if let group {
+            for word in [group.0, group.1] { append(word, to: &lower); append(word, to: &upper) }
+        }
+        lower += [UInt8](repeating: 0, count: size - lower.count)
+        upper += [UInt8](repeating: 0xFF, count: size - upper.count)
+        return (Data(lower), Data(upper))
+    }
+
+    /// Whether the id belongs to the group.
+    func isIn(group: (UInt64, UInt64)) -> Bool { g0 == group.0 && g1 == group.1 }
+
+    static func < (a: ItemID, b: ItemID) -> Bool {
+        (a.itemClass, a.g0, a.g1, a.n0, a.n1) < (b.itemClass, b.g0, b.g1, b.n0, b.n1)
     }
 }

@@ -58,9 +58,9 @@ public final class Keychain: @unchecked Sendable {
 
     // Guarded by `lock`.
     private let lock = NSLock()
-    private var pending: [BlindIndex: PendingChange] = [:]
-    private var inFlight: [BlindIndex: PendingChange] = [:]
-    private var cache: [BlindIndex: StoredRow] = [:]
+    private var pending: [ItemID: PendingChange] = [:]
+    private var inFlight: [ItemID: PendingChange] = [:]
+    private var cache: [ItemID: StoredRow] = [:]
     private var commitScheduled = false
     private var knownGeneration: Int64 = 0
     private var lastDataVersion: Int64 = -1
@@ -146,7 +146,10 @@ public final class Keychain: @unchecked Sendable {
                     for sql in KeychainSchema.createStatements { try db.execute(sql: sql) }
                     if let format = try Int64.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'format'") {
                         guard format == KeychainSchema.formatVersion else {
-                            throw KeychainError.corrupted("\(path) has keychain format \(format); this library reads format \(KeychainSchema.formatVersion)")
+                            let hint = format < KeychainSchema.formatVersion
+                                ? " (format 1 was written only by pre-release builds: read its items with the build that wrote it and store them again)"
+                                : " (written by a newer version of the library)"
+                            throw KeychainError.corrupted("\(path) has keychain format \(format); this library reads format \(KeychainSchema.formatVersion)\(hint)")
                         }
                     } else {
                         try db.execute(sql: "INSERT INTO keychain_meta (key, value) VALUES ('format', ?), ('generation', 0), ('index_key_check', ?)",
@@ -173,12 +176,15 @@ public final class Keychain: @unchecked Sendable {
 
     // MARK: Keys
 
-    private func nameIndex(_ key: ItemKey) -> BlindIndex {
-        ItemCodec.mac(ItemCodec.nameIndexInput(key), prototype: indexMAC)
+    /// The row key of an item: its class, its group's blind index and its name index (16 bytes each).
+    private func itemID(_ key: ItemKey) -> ItemID {
+        ItemID(itemClass: key.itemClass.rawValue, group: group(key.itemClass, key.groupName),
+               name: ItemCodec.mac16(ItemCodec.nameIndexInput(key), prototype: indexMAC))
     }
 
-    private func serviceIndex(_ itemClass: ItemClass, _ name: String) -> BlindIndex {
-        ItemCodec.mac(ItemCodec.serviceIndexInput(itemClass: itemClass, name: name), prototype: indexMAC)
+    /// The blind index of a service (or server) within a class: the middle of its items' ids.
+    private func group(_ itemClass: ItemClass, _ name: String) -> (UInt64, UInt64) {
+        ItemCodec.mac16(ItemCodec.serviceIndexInput(itemClass: itemClass, name: name), prototype: indexMAC)
     }
 
     /// The sealing key of an accessibility code. For whenUnlocked the key source is asked every
@@ -216,16 +222,16 @@ public final class Keychain: @unchecked Sendable {
                          label: String?, comment: String?, created: Double?, now: Double) throws -> StoredRow {
         let code = ItemCodec.code(accessibility)
         let sealing = try sealingKey(code).key
-        let index = nameIndex(key)
-        let names = ItemCodec.encodeNames(key: key, label: label, comment: comment)
+        let id = itemID(key)
+        var names = ItemCodec.encodeNames(key: key, label: label, comment: comment)
+        var plain = ItemCodec.itemPlaintext(names: names, value: value)
+        defer {
+            Keychain.zero(&names)
+            Keychain.zero(&plain)
+        }
         do {
-            let sealedNames = try Sealed.seal(names, with: sealing,
-                                              context: ItemCodec.namesContext(itemClass: key.itemClass.rawValue, accessibility: code, nameIndex: index))
-            let sealedValue = try Sealed.seal(value, with: sealing,
-                                              context: ItemCodec.valueContext(itemClass: key.itemClass.rawValue, accessibility: code, nameIndex: index))
-            return StoredRow(nameIndex: index, serviceIndex: serviceIndex(key.itemClass, key.groupName),
-                             itemClass: key.itemClass.rawValue, accessibility: code,
-                             names: sealedNames, value: sealedValue, created: created, modified: now)
+            let sealed = try Sealed.seal(plain, with: sealing, context: ItemCodec.itemContext(accessibility: code, id: id))
+            return StoredRow(id: id, accessibility: code, sealed: sealed, created: created, modified: now)
         } catch {
             throw KeychainError.keyUnavailable("sealing failed: \(error)")
         }
@@ -241,37 +247,40 @@ public final class Keychain: @unchecked Sendable {
         return ""
     }
 
-    private func openValue(_ row: StoredRow, describing item: @autoclosure () -> String) throws -> SecretBytes {
+    /// Opens a row's sealed record and hands its plaintext to `body`, zeroing it afterwards.
+    private func withOpened<T>(_ row: StoredRow, describing item: @autoclosure () -> String,
+                               _ body: (_ plain: [UInt8], _ names: Range<Int>, _ value: Range<Int>) throws -> T) throws -> T {
         let sealing = try sealingKey(row.accessibility).ring
+        var plain: [UInt8]
         do {
-            var plain = try Sealed.open(row.value, with: sealing,
-                                        context: ItemCodec.valueContext(itemClass: row.itemClass, accessibility: row.accessibility, nameIndex: row.nameIndex))
-            defer { Keychain.zero(&plain) }
-            return SecretBytes(copying: plain)
+            plain = try Sealed.open(row.sealed, with: sealing, context: ItemCodec.itemContext(accessibility: row.accessibility, id: row.id))
         } catch {
-            throw KeychainError.corrupted("the value of \(item()) failed its integrity check (\(error)): changed bytes, or a value moved from another item\(Keychain.keyGoneHint(error))")
+            throw KeychainError.corrupted("\(item()) failed its integrity check (\(error)): changed bytes, or a record moved from another item\(Keychain.keyGoneHint(error))")
+        }
+        defer { Keychain.zero(&plain) }
+        let (names, value) = try ItemCodec.splitItem(plain)
+        return try body(plain, names, value)
+    }
+
+    private func openValue(_ row: StoredRow, describing item: @autoclosure () -> String) throws -> SecretBytes {
+        try withOpened(row, describing: "the item \(item())") { plain, _, value in
+            plain.withUnsafeBytes { SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[value])) }
         }
     }
 
     private func attributes(of row: StoredRow) throws -> ItemAttributes {
         guard let itemClass = ItemClass(rawValue: row.itemClass) else { throw KeychainError.corrupted("unknown item class \(row.itemClass)") }
         let accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
-        let sealing = try sealingKey(row.accessibility).ring
-        let plain: [UInt8]
-        do {
-            plain = try Sealed.open(row.names, with: sealing,
-                                    context: ItemCodec.namesContext(itemClass: row.itemClass, accessibility: row.accessibility, nameIndex: row.nameIndex))
-        } catch {
-            throw KeychainError.corrupted("the names of an item (index \(Encoding.hex(row.nameIndex.bytes.prefix(8)))) failed their integrity check (\(error)): changed bytes, or names moved from another item\(Keychain.keyGoneHint(error))")
+        let (key, label, comment) = try withOpened(row, describing: "an item (id \(Encoding.hex(row.id.bytes.prefix(9))))") { plain, names, _ in
+            try ItemCodec.decodeNames(plain[names], itemClass: itemClass)
         }
-        let (key, label, comment) = try ItemCodec.decodeNames(plain, itemClass: itemClass)
-        guard nameIndex(key) == row.nameIndex else {
-            throw KeychainError.corrupted("the names of an item do not match its index")
+        guard itemID(key) == row.id else {
+            throw KeychainError.corrupted("the names of an item do not match its id")
         }
         var created = row.created
         if created == nil {
             created = try? reader.inDatabase { db in
-                try Double.fetchOne(db, sql: "SELECT created FROM keychain_items WHERE name_index = ?", arguments: [row.nameIndex.data])
+                try Double.fetchOne(db, sql: "SELECT created FROM keychain_items WHERE item_id = ?", arguments: [row.id.data])
             }
         }
         return ItemAttributes(key: key, accessibility: accessibility, label: label, comment: comment,
@@ -303,7 +312,7 @@ public final class Keychain: @unchecked Sendable {
     }
 
     /// The row of `index`: pending writes first, then the cache, then the database.
-    private func lookup(_ index: BlindIndex) throws -> StoredRow? {
+    private func lookup(_ index: ItemID) throws -> StoredRow? {
         lock.lock()
         defer { lock.unlock() }
         try checkOpenLocked()
@@ -329,24 +338,18 @@ public final class Keychain: @unchecked Sendable {
     }
 
     /// Every row of a class (optionally one service or server), database and pending writes merged.
-    private func rows(itemClass: ItemClass, serviceIndex: BlindIndex?) throws -> [StoredRow] {
+    private func rows(itemClass: ItemClass, group: (UInt64, UInt64)?) throws -> [StoredRow] {
         lock.lock()
         defer { lock.unlock() }
         try checkOpenLocked()
-        var result: [BlindIndex: StoredRow] = [:]
+        var result: [ItemID: StoredRow] = [:]
         do {
             try reader.inDatabase { db in
-                let rows: [GRDB.Row]
-                if let serviceIndex {
-                    rows = try GRDB.Row.fetchAll(db, sql: "SELECT \(KeychainSchema.selectColumns) FROM keychain_items WHERE service_index = ? AND item_class = ?",
-                                                 arguments: [serviceIndex.data, Int64(itemClass.rawValue)])
-                } else {
-                    rows = try GRDB.Row.fetchAll(db, sql: "SELECT \(KeychainSchema.selectColumns) FROM keychain_items WHERE item_class = ?",
-                                                 arguments: [Int64(itemClass.rawValue)])
-                }
-                for row in rows {
+                let (lower, upper) = ItemID.range(itemClass: itemClass.rawValue, group: group)
+                let rows = try GRDB.Row.fetchCursor(db.cachedStatement(sql: KeychainSchema.selectRangeSQL), arguments: [lower, upper])
+                while let row = try rows.next() {
                     let stored = try KeychainSchema.row(from: row)
-                    result[stored.nameIndex] = stored
+                    result[stored.id] = stored
                 }
             }
         } catch {
@@ -357,7 +360,7 @@ public final class Keychain: @unchecked Sendable {
                 switch change {
                 case .delete: result[index] = nil
                 case .put(let row):
-                    if row.itemClass == itemClass.rawValue && (serviceIndex == nil || row.serviceIndex == serviceIndex) {
+                    if row.itemClass == itemClass.rawValue && (group.map { row.id.isIn(group: $0) } ?? true) {
                         result[index] = row
                     } else {
                         result[index] = nil
@@ -368,13 +371,13 @@ public final class Keychain: @unchecked Sendable {
         return result.values.sorted { a, b in
             let ta = a.created ?? a.modified, tb = b.created ?? b.modified
             if ta != tb { return ta < tb }
-            return a.nameIndex < b.nameIndex
+            return a.id < b.id
         }
     }
 
     // MARK: Writing
 
-    private func enqueue(_ index: BlindIndex, _ change: PendingChange) throws {
+    private func enqueue(_ index: ItemID, _ change: PendingChange) throws {
         lock.lock()
         defer { lock.unlock() }
         try checkOpenLocked()
@@ -393,14 +396,17 @@ public final class Keychain: @unchecked Sendable {
         commitScheduled = true
         let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
         writeQueue.asyncAfter(deadline: .now() + seconds) { [self] in
-            do { try commitOnWriteQueue() } catch {}
+            do { try commitOnWriteQueue(fromTimer: true) } catch {}
         }
     }
 
     /// Commits the pending writes in one transaction. Runs on `writeQueue` only.
-    private func commitOnWriteQueue() throws {
-        let batch: [BlindIndex: PendingChange] = lock.withLock {
-            commitScheduled = false
+    /// `fromTimer` is true for the scheduled run; a flush leaves the scheduled run in place (it
+    /// will find nothing or the writes made since), so a set-and-flush loop arms one timer per
+    /// interval rather than one per flush.
+    private func commitOnWriteQueue(fromTimer: Bool = false) throws {
+        let batch: [ItemID: PendingChange] = lock.withLock {
+            if fromTimer { commitScheduled = false }
             if closed { return [:] }
             inFlight = pending
             // Writes keep arriving at about the same rate: start the next batch at this size.
@@ -413,7 +419,6 @@ public final class Keychain: @unchecked Sendable {
             startGeneration = try writer.inDatabase { db -> Int64 in
                 var start: Int64 = 0
                 try db.inTransaction(.immediate) {
-                    start = try Int64.fetchOne(db, sql: KeychainSchema.generationSQL) ?? 0
                     let upsert = try db.cachedStatement(sql: KeychainSchema.upsertSQL)
                     let delete = try db.cachedStatement(sql: KeychainSchema.deleteSQL)
                     // In index order: neighbouring inserts touch neighbouring B-tree pages.
@@ -421,15 +426,18 @@ public final class Keychain: @unchecked Sendable {
                         guard let change = batch[index] else { continue }
                         switch change {
                         case .put(let row):
-                            upsert.setUncheckedArguments([row.nameIndex.data, row.serviceIndex.data, Int64(row.itemClass), Int64(row.accessibility),
-                                                          Data(row.names), Data(row.value), row.created ?? row.modified, row.modified])
+                            upsert.setUncheckedArguments([row.id.data, Int64(row.accessibility), Data(row.sealed),
+                                                          row.created ?? row.modified, row.modified])
                             try upsert.execute()
                         case .delete:
                             delete.setUncheckedArguments([index.data])
                             try delete.execute()
                         }
                     }
-                    try db.execute(sql: "UPDATE keychain_meta SET value = ? WHERE key = 'generation'", arguments: [start + 1])
+                    guard let next = try Int64.fetchOne(db.cachedStatement(sql: KeychainSchema.bumpGenerationSQL)) else {
+                        throw KeychainError.corrupted("\(path) has no generation counter in keychain_meta")
+                    }
+                    start = next - 1
                     return .commit
                 }
                 return start
@@ -445,24 +453,33 @@ public final class Keychain: @unchecked Sendable {
             throw mapped
         }
         defer { checkpointIfDue() }
-        lock.withLock {
+        // The committed batch is released after the lock is let go (freeing a large batch takes a while).
+        let committed: [ItemID: PendingChange] = lock.withLock {
             lastWriteError = nil
             if knownGeneration < startGeneration { cache.removeAll(keepingCapacity: true) }
             if knownGeneration <= startGeneration + 1 {
                 knownGeneration = startGeneration + 1
-                for (index, change) in inFlight {
-                    switch change {
-                    case .delete: cache[index] = nil
-                    case .put(var row):
-                        if row.created == nil { row.created = cache[index]?.created }
-                        cache[index] = row
+                // Cached rows are brought up to date; rows not cached stay uncached (the next read
+                // fetches them), so a large batch does not grow the cache by its whole size under
+                // the lock.
+                if !cache.isEmpty {
+                    for (index, change) in inFlight {
+                        guard let old = cache[index] else { continue }
+                        switch change {
+                        case .delete: cache[index] = nil
+                        case .put(var row):
+                            if row.created == nil { row.created = old.created }
+                            cache[index] = row
+                        }
                     }
                 }
             } else {
                 for index in inFlight.keys { cache[index] = nil }
             }
-            inFlight = [:]
+            defer { inFlight = [:] }
+            return inFlight
         }
+        _ = committed
     }
 
     /// Copies committed WAL frames into the database (a passive checkpoint) at most once a second,
@@ -528,7 +545,7 @@ public final class Keychain: @unchecked Sendable {
     /// Stores `value` for `key`, replacing an existing item unless `mustNotExist`.
     func store(_ value: UnsafeRawBufferPointer, for key: ItemKey, accessibility: Accessibility,
                label: String? = nil, comment: String? = nil, mustNotExist: Bool = false) throws {
-        let index = nameIndex(key)
+        let index = itemID(key)
         if mustNotExist, try lookup(index) != nil { throw KeychainError.duplicateItem(key.description) }
         let row = try makeRow(key: key, value: value, accessibility: accessibility, label: label, comment: comment,
                               created: nil, now: Date().timeIntervalSince1970)
@@ -537,13 +554,13 @@ public final class Keychain: @unchecked Sendable {
 
     /// The value stored for `key`.
     func read(_ key: ItemKey) throws -> SecretBytes {
-        guard let row = try lookup(nameIndex(key)) else { throw KeychainError.itemNotFound(key.description) }
+        guard let row = try lookup(itemID(key)) else { throw KeychainError.itemNotFound(key.description) }
         return try openValue(row, describing: key.description)
     }
 
     /// Deletes `key`'s item; throws itemNotFound when there is none.
     func remove(_ key: ItemKey) throws {
-        let index = nameIndex(key)
+        let index = itemID(key)
         guard try lookup(index) != nil else { throw KeychainError.itemNotFound(key.description) }
         try enqueue(index, .delete)
     }
@@ -638,8 +655,8 @@ public final class Keychain: @unchecked Sendable {
     /// - Throws: Database errors.
     @discardableResult
     public func deleteAccounts(forService service: String) throws -> Int {
-        let rows = try rows(itemClass: .genericPassword, serviceIndex: serviceIndex(.genericPassword, service))
-        for row in rows { try enqueue(row.nameIndex, .delete) }
+        let rows = try rows(itemClass: .genericPassword, group: group(.genericPassword, service))
+        for row in rows { try enqueue(row.id, .delete) }
         return rows.count
     }
 
@@ -650,8 +667,8 @@ public final class Keychain: @unchecked Sendable {
     public func deleteAll() throws -> Int {
         var count = 0
         for itemClass in ItemClass.allCases {
-            let rows = try rows(itemClass: itemClass, serviceIndex: nil)
-            for row in rows { try enqueue(row.nameIndex, .delete) }
+            let rows = try rows(itemClass: itemClass, group: nil)
+            for row in rows { try enqueue(row.id, .delete) }
             count += rows.count
         }
         return count
@@ -663,7 +680,7 @@ public final class Keychain: @unchecked Sendable {
     /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` when an item's class key is
     ///   unavailable (its names are sealed under it); ``KeychainError/corrupted(_:)``.
     public func accounts(forService service: String? = nil) throws -> [ItemKey] {
-        let rows = try rows(itemClass: .genericPassword, serviceIndex: service.map { serviceIndex(.genericPassword, $0) })
+        let rows = try rows(itemClass: .genericPassword, group: service.map { group(.genericPassword, $0) })
         return try rows.map { try attributes(of: $0).key }
     }
 
@@ -754,7 +771,7 @@ public final class Keychain: @unchecked Sendable {
                             label: label, comment: comment, created: attributes.creationDate.timeIntervalSince1970, now: now)
             }
             if changes.data == nil { data.wipe() }
-            try enqueue(row.nameIndex, .put(newRow))
+            try enqueue(row.id, .put(newRow))
         }
         return found.count
     }
@@ -767,20 +784,20 @@ public final class Keychain: @unchecked Sendable {
         var all = query
         all.limit = .all
         let found = try matchingRows(all)
-        for (row, _) in found { try enqueue(row.nameIndex, .delete) }
+        for (row, _) in found { try enqueue(row.id, .delete) }
         return found.count
     }
 
     /// Rows matching a query, with their attributes when they had to be decrypted to match.
     private func matchingRows(_ query: KeychainQuery) throws -> [(StoredRow, ItemAttributes?)] {
         if let key = query.exactKey {
-            guard let row = try lookup(nameIndex(key)) else { throw KeychainError.itemNotFound(query.summary) }
+            guard let row = try lookup(itemID(key)) else { throw KeychainError.itemNotFound(query.summary) }
             if query.label == nil && query.accessibility == nil { return [(row, nil)] }
             let attributes = try attributes(of: row)
             guard query.matches(attributes) else { throw KeychainError.itemNotFound(query.summary) }
             return [(row, attributes)]
         }
-        let candidates = try rows(itemClass: query.itemClass, serviceIndex: query.groupName.map { serviceIndex(query.itemClass, $0) })
+        let candidates = try rows(itemClass: query.itemClass, group: query.groupName.map { group(query.itemClass, $0) })
         let needsNames = query.account != nil || query.networkProtocol != nil || query.port != nil || query.path != nil || query.label != nil
         var result: [(StoredRow, ItemAttributes?)] = []
         for row in candidates {
@@ -805,7 +822,7 @@ public final class Keychain: @unchecked Sendable {
     public func summaries() throws -> [ItemSummary] {
         var result: [ItemSummary] = []
         for itemClass in ItemClass.allCases {
-            for row in try rows(itemClass: itemClass, serviceIndex: nil) {
+            for row in try rows(itemClass: itemClass, group: nil) {
                 let accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
                 do {
                     result.append(ItemSummary(attributes: try attributes(of: row), itemClass: itemClass, accessibility: accessibility, unavailable: nil))

@@ -4,16 +4,16 @@ import Cipher
 
 /// One row of the `keychain_items` table, as held in memory.
 struct StoredRow: Sendable {
-    var nameIndex: BlindIndex
-    var serviceIndex: BlindIndex
-    var itemClass: UInt8
+    var id: ItemID
     var accessibility: UInt8
-    var names: [UInt8]
-    var value: [UInt8]
+    /// The sealed-data envelope of the item record (names and secret).
+    var sealed: [UInt8]
     /// Seconds since 1970; nil when the database keeps the stored creation date (an update of an
     /// item this process has not read).
     var created: Double?
     var modified: Double
+
+    var itemClass: UInt8 { id.itemClass }
 }
 
 /// A change waiting for the background writer.
@@ -24,7 +24,7 @@ enum PendingChange: Sendable {
 
 /// The SQL side of the keychain: schema, statements, and the mapping of SQLite errors.
 enum KeychainSchema {
-    static let formatVersion: Int64 = 1
+    static let formatVersion: Int64 = 2
 
     static let createStatements = [
         """
@@ -35,44 +35,35 @@ enum KeychainSchema {
         """,
         """
         CREATE TABLE IF NOT EXISTS keychain_items (
-            id INTEGER PRIMARY KEY,
-            name_index BLOB NOT NULL UNIQUE,
-            service_index BLOB NOT NULL,
-            item_class INTEGER NOT NULL,
+            item_id BLOB PRIMARY KEY NOT NULL,
             accessibility INTEGER NOT NULL,
-            names BLOB NOT NULL,
-            value BLOB NOT NULL,
+            sealed BLOB NOT NULL,
             created REAL NOT NULL,
             modified REAL NOT NULL
-        )
+        ) WITHOUT ROWID
         """,
-        "CREATE INDEX IF NOT EXISTS keychain_items_by_service ON keychain_items (service_index)",
     ]
 
     static let upsertSQL = """
-        INSERT INTO keychain_items (name_index, service_index, item_class, accessibility, names, value, created, modified)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT (name_index) DO UPDATE SET
-            service_index = excluded.service_index, item_class = excluded.item_class,
-            accessibility = excluded.accessibility, names = excluded.names, value = excluded.value,
-            modified = excluded.modified
+        INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified) VALUES (?, ?, ?, ?, ?)
+        ON CONFLICT (item_id) DO UPDATE SET
+            accessibility = excluded.accessibility, sealed = excluded.sealed, modified = excluded.modified
         """
-    static let deleteSQL = "DELETE FROM keychain_items WHERE name_index = ?"
-    static let selectColumns = "name_index, service_index, item_class, accessibility, names, value, created, modified"
-    static let selectOneSQL = "SELECT \(selectColumns) FROM keychain_items WHERE name_index = ?"
+    static let deleteSQL = "DELETE FROM keychain_items WHERE item_id = ?"
+    static let selectColumns = "item_id, accessibility, sealed, created, modified"
+    static let selectOneSQL = "SELECT \(selectColumns) FROM keychain_items WHERE item_id = ?"
+    static let selectRangeSQL = "SELECT \(selectColumns) FROM keychain_items WHERE item_id BETWEEN ? AND ?"
     static let generationSQL = "SELECT value FROM keychain_meta WHERE key = 'generation'"
+    /// Counts a commit and returns the new generation (one statement, inside the commit).
+    static let bumpGenerationSQL = "UPDATE keychain_meta SET value = value + 1 WHERE key = 'generation' RETURNING value"
 
     static func row(from row: GRDB.Row) throws -> StoredRow {
-        guard let nameData = row[0] as Data?, let serviceData = row[1] as Data?,
-              let itemClass = row[2] as Int64?, let accessibility = row[3] as Int64?,
-              let names = row[4] as Data?, let value = row[5] as Data?,
-              let created = row[6] as Double?, let modified = row[7] as Double?,
-              let classByte = UInt8(exactly: itemClass), let accessByte = UInt8(exactly: accessibility),
-              let nameIndex = BlindIndex(nameData), let serviceIndex = BlindIndex(serviceData) else {
+        guard let idData = row[0] as Data?, let accessibility = row[1] as Int64?, let sealed = row[2] as Data?,
+              let created = row[3] as Double?, let modified = row[4] as Double?,
+              let accessByte = UInt8(exactly: accessibility), let id = ItemID(idData) else {
             throw KeychainError.corrupted("a keychain_items row has a missing or mistyped column")
         }
-        return StoredRow(nameIndex: nameIndex, serviceIndex: serviceIndex, itemClass: classByte, accessibility: accessByte,
-                         names: Array(names), value: Array(value), created: created, modified: modified)
+        return StoredRow(id: id, accessibility: accessByte, sealed: Array(sealed), created: created, modified: modified)
     }
 
     /// Maps a GRDB or SQLite error to a keychain error.

@@ -55,6 +55,29 @@ import Testing
         if geteuid() == 0 { #expect(secret.isMemoryLocked) }
     }
 
+    @Test func smallSecretsComeFromLockedPoolSlotsThatAreZeroedOnRelease() throws {
+        // Sizes on both sides of every slot size, and one past the pool (pages of its own).
+        for count in [0, 1, 32, 33, 64, 65, 200, 512, 1000, 1024, 1025] {
+            var address: UnsafeRawPointer?
+            do {
+                let secret = SecretBytes(copying: [UInt8](repeating: 0xC5, count: count))
+                #expect(secret.withUnsafeBytes { Array($0) } == [UInt8](repeating: 0xC5, count: count))
+                if geteuid() == 0 { #expect(secret.isMemoryLocked, "\(count) bytes") }
+                if count > 0, count <= SecretPool.largestSlot { address = secret.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) } }
+            }
+            // Pool arenas are never unmapped, so a released slot can be read: it must be zero.
+            if let address {
+                #expect(Array(UnsafeRawBufferPointer(start: address, count: count)) == [UInt8](repeating: 0, count: count), "\(count) bytes")
+            }
+        }
+        // Many live secrets at once (several arenas), each keeping its own bytes.
+        let many = (0..<5000).map { index in SecretBytes(copying: [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 48)) }
+        for (index, secret) in many.enumerated() {
+            #expect(secret.withUnsafeBytes { $0.allSatisfy { $0 == UInt8(truncatingIfNeeded: index) } })
+        }
+        #expect(Set(many.map { $0.withUnsafeBytes { Int(bitPattern: $0.baseAddress!) } }).count == many.count)
+    }
+
     @Test func sliceAndAppend() {
         let secret = SecretBytes(copying: [0, 1, 2, 3, 4, 5])
         #expect(secret.slice(2..<5).withUnsafeBytes { Array($0) } == [2, 3, 4])

@@ -353,46 +353,60 @@ final class LockedCounter: @unchecked Sendable {
         return (dir, source, keychain.path)
     }
 
-    private func rows(_ path: String) throws -> [(Data, Data, Data)] {
+    private func rows(_ path: String) throws -> [(id: Data, sealed: Data)] {
         try DatabaseQueue(path: path).read { db in
-            try GRDB.Row.fetchAll(db, sql: "SELECT name_index, names, value FROM keychain_items ORDER BY name_index").map { ($0[0], $0[1], $0[2]) }
+            try GRDB.Row.fetchAll(db, sql: "SELECT item_id, sealed FROM keychain_items ORDER BY item_id").map { ($0[0], $0[1]) }
         }
     }
 
-    @Test func flippedByteInValueIsCorruption() throws {
+    @Test func flippedByteAnywhereInTheRecordIsCorruption() throws {
         let (dir, source, path) = try setUp()
-        for column in ["value", "names"] {
-            let all = try rows(path)
-            let target = all[0]
-            var changed = column == "value" ? target.2 : target.1
-            changed[changed.count - 3] ^= 0x01
+        let target = try rows(path)[0]
+        // Header (magic, version, key id), nonce, ciphertext, tag.
+        for position in [0, 4, 9, 20, 30, target.sealed.count / 2, target.sealed.count - 3] {
+            var changed = target.sealed
+            changed[position] ^= 0x01
             try DatabaseQueue(path: path).write { db in
-                try db.execute(sql: "UPDATE keychain_items SET \(column) = ? WHERE name_index = ?", arguments: [changed, target.0])
+                try db.execute(sql: "UPDATE keychain_items SET sealed = ? WHERE item_id = ?", arguments: [changed, target.id])
             }
             let keychain = try open(dir, source)
-            let error = column == "value"
-                ? keychainError { for account in ["one", "two"] { _ = try keychain.password(forService: "s", account: account) } }
-                : keychainError { _ = try keychain.accounts(forService: "s") }
-            #expect(error?.isCorrupted == true, "\(column): \(String(describing: error))")
-            try DatabaseQueue(path: path).write { db in
-                try db.execute(sql: "UPDATE keychain_items SET \(column) = ? WHERE name_index = ?",
-                               arguments: [column == "value" ? target.2 : target.1, target.0])
-            }
+            let readError = keychainError { for account in ["one", "two"] { _ = try keychain.password(forService: "s", account: account) } }
+            #expect(readError?.isCorrupted == true, "byte \(position): \(String(describing: readError))")
+            let listError = keychainError { _ = try keychain.accounts(forService: "s") }
+            #expect(listError?.isCorrupted == true, "byte \(position): \(String(describing: listError))")
+            try keychain.close()
         }
+        try DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "UPDATE keychain_items SET sealed = ? WHERE item_id = ?", arguments: [target.sealed, target.id])
+        }
+        #expect(try open(dir, source).password(forService: "s", account: "one") == "first-value")
     }
 
     @Test func swappedRowsAreDetected() throws {
         let (dir, source, path) = try setUp()
         let all = try rows(path)
         try DatabaseQueue(path: path).write { db in
-            try db.execute(sql: "UPDATE keychain_items SET value = ?, names = ? WHERE name_index = ?", arguments: [all[1].2, all[1].1, all[0].0])
-            try db.execute(sql: "UPDATE keychain_items SET value = ?, names = ? WHERE name_index = ?", arguments: [all[0].2, all[0].1, all[1].0])
+            try db.execute(sql: "UPDATE keychain_items SET sealed = ? WHERE item_id = ?", arguments: [all[1].sealed, all[0].id])
+            try db.execute(sql: "UPDATE keychain_items SET sealed = ? WHERE item_id = ?", arguments: [all[0].sealed, all[1].id])
         }
         let keychain = try open(dir, source)
         for account in ["one", "two"] {
             let error = keychainError { _ = try keychain.password(forService: "s", account: account) }
             #expect(error?.isCorrupted == true, "\(account): \(String(describing: error))")
         }
+        #expect(keychainError { _ = try keychain.accounts(forService: "s") }?.isCorrupted == true)
+    }
+
+    @Test func rowMovedToAnotherIdIsDetected() throws {
+        let (dir, source, path) = try setUp()
+        let all = try rows(path)
+        // The row of "one" given a new id in the same service's range: it no longer opens there.
+        var moved = all[0].id
+        moved[moved.count - 1] ^= 0x01
+        try DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "UPDATE keychain_items SET item_id = ? WHERE item_id = ?", arguments: [moved, all[0].id])
+        }
+        let keychain = try open(dir, source)
         #expect(keychainError { _ = try keychain.accounts(forService: "s") }?.isCorrupted == true)
     }
 
@@ -403,6 +417,18 @@ final class LockedCounter: @unchecked Sendable {
         }
         let keychain = try open(dir, source)
         #expect(keychainError { _ = try keychain.password(forService: "s", account: "one") }?.isCorrupted == true)
+    }
+
+    @Test func olderFormatIsRefusedUntouched() throws {
+        let (dir, source, path) = try setUp()
+        try DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "UPDATE keychain_meta SET value = 1 WHERE key = 'format'")
+        }
+        let before = try rows(path)
+        let error = keychainError { _ = try open(dir, source) }
+        guard case .corrupted(let message)? = error else { Issue.record("got \(String(describing: error))"); return }
+        #expect(message.contains("format 1"))
+        #expect(try rows(path).map(\.sealed) == before.map(\.sealed))
     }
 
     @Test func garbageFileIsCorrupted() throws {
