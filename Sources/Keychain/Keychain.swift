@@ -67,6 +67,9 @@ public final class Keychain: @unchecked Sendable {
     private var lastWriteError: KeychainError?
     private var closed = false
     private var sealingKeys: [UInt8: (raw: SecretBytes, key: SealingKey, ring: Keyring)] = [:]
+    // Guarded by `groupLock`.
+    private let groupLock = NSLock()
+    private var groupCache: [GroupKey: (UInt64, UInt64)] = [:]
     // Used only on `writeQueue`.
     private var lastCheckpoint: UInt64 = 0
     private var checkpointScheduled = false
@@ -183,9 +186,25 @@ public final class Keychain: @unchecked Sendable {
     }
 
     /// The blind index of a service (or server) within a class: the middle of its items' ids.
+    /// Applications use few services, so the last ``groupCacheLimit`` are remembered (saving one
+    /// HMAC per call); the cache holds the names the caller passed, never anything from the file.
     private func group(_ itemClass: ItemClass, _ name: String) -> (UInt64, UInt64) {
-        ItemCodec.mac16(ItemCodec.serviceIndexInput(itemClass: itemClass, name: name), prototype: indexMAC)
+        let key = GroupKey(itemClass: itemClass.rawValue, name: name)
+        if let known = groupLock.withLock({ groupCache[key] }) { return known }
+        let value = ItemCodec.mac16(ItemCodec.serviceIndexInput(itemClass: itemClass, name: name), prototype: indexMAC)
+        groupLock.withLock {
+            if groupCache.count >= Keychain.groupCacheLimit { groupCache.removeAll(keepingCapacity: true) }
+            groupCache[key] = value
+        }
+        return value
     }
+
+    private struct GroupKey: Hashable {
+        let itemClass: UInt8
+        let name: String
+    }
+
+    private static let groupCacheLimit = 256
 
     /// The sealing key of an accessibility code. For whenUnlocked the key source is asked every
     /// time (so a lock is honoured at once) and nothing is kept: the key lives only as long as the
@@ -297,13 +316,10 @@ public final class Keychain: @unchecked Sendable {
 
     /// Checks, under `lock`, whether another connection committed since the cache was filled,
     /// and empties the cache if so.
-    private func validateCacheLocked() throws {
-        let (version, generation): (Int64, Int64?) = try reader.inDatabase { db in
-            let version = try Int64.fetchOne(db.cachedStatement(sql: "PRAGMA data_version")) ?? 0
-            if version == lastDataVersion { return (version, nil) }
-            return (version, try Int64.fetchOne(db.cachedStatement(sql: KeychainSchema.generationSQL)) ?? 0)
-        }
-        guard let generation else { return }
+    private func validateCacheLocked(_ db: Database) throws {
+        let version = try Int64.fetchOne(db.cachedStatement(sql: "PRAGMA data_version")) ?? 0
+        if version == lastDataVersion { return }
+        let generation = try Int64.fetchOne(db.cachedStatement(sql: KeychainSchema.generationSQL)) ?? 0
         lastDataVersion = version
         if generation != knownGeneration {
             cache.removeAll(keepingCapacity: true)
@@ -321,13 +337,16 @@ public final class Keychain: @unchecked Sendable {
             return nil
         }
         do {
-            try validateCacheLocked()
-            if let row = cache[index] { return row }
-            let found = try reader.inDatabase { db -> StoredRow? in
-                guard let row = try GRDB.Row.fetchOne(db.cachedStatement(sql: KeychainSchema.selectOneSQL), arguments: [index.data]) else { return nil }
-                return try KeychainSchema.row(from: row)
+            // One trip to the reader: is the cache current, and if the row is not cached, the row.
+            let (found, cached) = try reader.inDatabase { db -> (StoredRow?, Bool) in
+                try validateCacheLocked(db)
+                if let row = cache[index] { return (row, true) }
+                guard let row = try GRDB.Row.fetchOne(db.cachedStatement(sql: KeychainSchema.selectOneSQL), arguments: [index.data]) else {
+                    return (nil, false)
+                }
+                return (try KeychainSchema.row(from: row), false)
             }
-            if let found {
+            if let found, !cached {
                 if cache.count >= configuration.readCacheLimit { cache.removeAll(keepingCapacity: true) }
                 cache[index] = found
             }
@@ -345,6 +364,7 @@ public final class Keychain: @unchecked Sendable {
         var result: [ItemID: StoredRow] = [:]
         do {
             try reader.inDatabase { db in
+                try validateCacheLocked(db)
                 let (lower, upper) = ItemID.range(itemClass: itemClass.rawValue, group: group)
                 let rows = try GRDB.Row.fetchCursor(db.cachedStatement(sql: KeychainSchema.selectRangeSQL), arguments: [lower, upper])
                 while let row = try rows.next() {
@@ -528,6 +548,16 @@ public final class Keychain: @unchecked Sendable {
             }
         }
         try result.get()
+    }
+
+    /// A keychain released without ``close()`` closes its connections here, each on its own queue
+    /// and in a fixed order (writer, then reader), rather than leaving it to the connections'
+    /// deinitialisers: dropping an open keychain used to crash the process in optimised builds.
+    /// Pending writes cannot be left behind: a scheduled commit keeps the keychain alive until it
+    /// has run.
+    deinit {
+        try? writer.close()
+        try? reader.close()
     }
 
     private func checkOpenLocked() throws {
