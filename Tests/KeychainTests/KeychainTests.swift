@@ -120,6 +120,18 @@ private func open(_ dir: TemporaryDirectory, _ source: TestKeySource, interval: 
         #expect(try other.password(forService: "s", account: "a") == "v")
     }
 
+    @Test func droppedWithoutCloseStillCommitsAndCloses() async throws {
+        let dir = try TemporaryDirectory()
+        let source = try TestKeySource()
+        for index in 0..<20 {
+            // Released at once, with its write still pending: the scheduled commit keeps it alive.
+            try open(dir, source, interval: .milliseconds(10)).setPassword("v\(index)", forService: "s", account: "a\(index)")
+        }
+        let keychain = try open(dir, source)
+        for _ in 0..<300 where (try? keychain.password(forService: "s", account: "a19")) == nil { try await Task.sleep(for: .milliseconds(10)) }
+        for index in 0..<20 { #expect(try keychain.password(forService: "s", account: "a\(index)") == "v\(index)") }
+    }
+
     @Test func flushIsDurableAcrossReopen() throws {
         let dir = try TemporaryDirectory()
         let source = try TestKeySource()
