@@ -7,9 +7,9 @@ import Vault
 /// A keychain kept in the application's own storage: service / account / password items, as
 /// the system keychain has them, in one SQLite database (WAL mode) under `directory`.
 ///
-/// - Names are stored as keyed blind indexes (HMAC-SHA256) plus their sealed form; values are
-///   sealed under the class key of the item's accessibility, bound to the item's class,
-///   accessibility and name index, so nothing in the file reveals a name or a value and values
+/// - Rows are keyed by blind indexes (HMAC-SHA256) of the item's service and names; names and
+///   value are sealed together under the class key of the item's accessibility, bound to the
+///   accessibility and the row key, so nothing in the file reveals a name or a value and records
 ///   cannot be moved between items.
 /// - Writes are coalesced: setters and deletes return at once, a background writer commits them
 ///   in one transaction within ``Configuration/coalescingInterval``, and ``flush()`` returns once
