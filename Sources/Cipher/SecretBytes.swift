@@ -53,7 +53,18 @@ public final class SecretBytes: @unchecked Sendable {
 
     /// Copies the bytes of `bytes`. The source is left as it was: wipe it yourself if you own it.
     public convenience init<Bytes: Sequence>(copying bytes: Bytes) where Bytes.Element == UInt8 {
-        let array = ContiguousArray(bytes)
+        // Contiguous sources (arrays, buffers, slices) are copied straight in; anything else goes
+        // through a temporary array that is zeroed afterwards.
+        if let count = bytes.withContiguousStorageIfAvailable({ $0.count }) {
+            self.init(count: count) { buffer in
+                _ = bytes.withContiguousStorageIfAvailable { source in
+                    buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(source).prefix(count)))
+                }
+            }
+            return
+        }
+        var array = ContiguousArray(bytes)
+        defer { array.withUnsafeMutableBytes { if let base = $0.baseAddress { MemoryProtection.zero(base, $0.count) } } }
         self.init(count: array.count) { buffer in
             array.withUnsafeBytes { source in buffer.copyMemory(from: source) }
         }

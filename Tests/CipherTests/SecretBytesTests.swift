@@ -13,6 +13,15 @@ import Testing
         #expect(secret.withUnsafeBytes { Array($0) } == [])
     }
 
+    @Test func copiesFromEveryKindOfSequence() {
+        let bytes: [UInt8] = [9, 8, 7, 6, 5]
+        #expect(SecretBytes(copying: bytes[1..<4]).withUnsafeBytes { Array($0) } == [8, 7, 6])
+        #expect(bytes.withUnsafeBytes { SecretBytes(copying: $0[2...]) }.withUnsafeBytes { Array($0) } == [7, 6, 5])
+        #expect(SecretBytes(copying: bytes.lazy.map { $0 + 1 }).withUnsafeBytes { Array($0) } == [10, 9, 8, 7, 6])
+        #expect(SecretBytes(copying: [UInt8]()).count == 0)
+        #expect(SecretBytes(copying: EmptyCollection<UInt8>()).count == 0)
+    }
+
     @Test func wipeZeroesTheUnderlyingMemory() {
         let secret = SecretBytes(copying: [UInt8](repeating: 0xAB, count: 64))
         let address = secret.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
