@@ -32,6 +32,16 @@ struct ProbeTests {
         #expect(MountInfo.parse("garbage") == nil)
     }
 
+    @Test("/proc files are read to the end, not cut at the first read")
+    func procFilesAreReadWhole() throws {
+        // This process's memory map is well over 4 KiB; String(contentsOfFile:) returns ~4 KiB of it.
+        let text = try #require(MountInfo.readProcFile("/proc/self/maps"))
+        #expect(text.utf8.count > 8 * 1024, "\(text.utf8.count) bytes")
+        #expect(text.hasSuffix("\n"))
+        #expect(text.contains("[stack]"))
+        #expect(MountInfo.readProcFile("/proc/self/no-such-file") == nil)
+    }
+
     @Test("a file on tmpfs is reported as RAM-only with unknown placement")
     func tmpfs() throws {
         var fs = [UInt8]()

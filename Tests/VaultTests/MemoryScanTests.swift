@@ -63,7 +63,12 @@ struct MemoryScanTests {
 
     /// The readable, writable regions of `pid` (where secrets can be), read through /proc/PID/mem.
     static func scan(pid: Int32, for secrets: [(name: String, bytes: [UInt8])]) throws -> [String] {
-        let maps = try String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)
+        // Read to the end: /proc files report size 0, and String(contentsOfFile:) returns only
+        // the first read's worth (about 4 KiB, a third of a typical map), which hid most regions.
+        let mapsHandle = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/\(pid)/maps"))
+        defer { try? mapsHandle.close() }
+        let maps = String(decoding: try mapsHandle.readToEnd() ?? Data(), as: UTF8.self)
+        var regions = 0
         let fd = open("/proc/\(pid)/mem", O_RDONLY)
         guard fd >= 0 else { throw CipherError.io("cannot open /proc/\(pid)/mem: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
@@ -90,6 +95,7 @@ struct MemoryScanTests {
             let got = region.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, length, off_t(Int64(bitPattern: start))) }
             guard got > 0 else { continue }
             scanned += got
+            regions += 1
             region.withUnsafeBytes { memory in
                 for window in windows {
                     let found = window.bytes.withUnsafeBytes { needle in
@@ -103,6 +109,7 @@ struct MemoryScanTests {
             }
         }
         #expect(scanned > 1 << 20, "the scan read \(scanned) bytes of the child's memory")
+        #expect(maps.hasSuffix("\n") && regions > 20, "the map of the child was read whole (\(regions) writable regions)")
         return hits
     }
 

@@ -131,7 +131,7 @@ struct MountInfo {
     /// The last (topmost) mount of device `device`.
     static func find(device: dev_t) -> MountInfo? {
         let key = "\(sf_dev_major(device)):\(sf_dev_minor(device))"
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
+        guard let text = readProcFile("/proc/self/mountinfo") else { return nil }
         var found: MountInfo?
         for line in text.split(separator: "\n") {
             if let entry = parse(String(line)), entry.device == key { found = entry }
@@ -142,7 +142,7 @@ struct MountInfo {
     /// The mount whose mount point is the longest prefix of `path` (the topmost when several
     /// mounts share it). Used when `st_dev` is anonymous (btrfs subvolumes).
     static func find(containing path: String?) -> MountInfo? {
-        guard let path, let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
+        guard let path, let text = readProcFile("/proc/self/mountinfo") else { return nil }
         var found: MountInfo?
         for line in text.split(separator: "\n") {
             guard let entry = parse(String(line)) else { continue }
@@ -151,6 +151,25 @@ struct MountInfo {
             if matches, point.count >= (found?.mountPoint.count ?? 0) { found = entry }
         }
         return found
+    }
+
+    /// The whole text of a /proc file, read until end of file. /proc files report a size of 0 and
+    /// `String(contentsOfFile:)` returns only its first read (about 4 KiB), which cut mountinfo
+    /// short on machines with many mounts.
+    static func readProcFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            guard n >= 0 else { return nil }
+            if n == 0 { break }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The path the kernel gives for an open descriptor (/proc/self/fd/N), or nil.
