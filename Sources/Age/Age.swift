@@ -25,22 +25,15 @@ public enum Age {
     ///   - output: A writable descriptor.
     ///   - recipients: One or more recipients.
     ///   - armor: Write ASCII armor instead of binary.
-    ///   - progress: Called after each read with the total input consumed.
+    ///   - progress: Called as it goes with the input consumed so far.
     /// - Throws: ``AgeError``.
     public static func encrypt(from input: Int32, to output: Int32, recipients: [any AgeRecipient],
                                armor: Bool = false, progress: Progress? = nil) throws {
         let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { try writeAll(output, $0) }
-        // Binary output is written on a background thread while the next batch is sealed.
-        let writer = BackgroundWriter(fd: output)
-        defer {
-            // Never free the batch buffers under a queued write.
-            try? writer.finish()
-            withExtendedLifetime(encryptor) {}
-        }
         if !armor {
-            encryptor.writer = writer
-            // A writer with real work (file, pipe) gets a core of its own.
-            if ChunkWorkers.writesCostCPU(output) { encryptor.workers = ChunkWorkers.besideWriter }
+            // Binary: sealing threads on every core, reading in turn, and this thread writing.
+            try encryptor.encryptPipelined(from: input, to: output, workers: ChunkWorkers.all, progress: progress)
+            return
         }
         var total: Int64 = 0
         while true {
@@ -63,13 +56,16 @@ public enum Age {
     ///   - output: A writable descriptor.
     ///   - identities: Keys and passphrases to try.
     ///   - armor: Armor handling (detected by default).
-    ///   - progress: Called after each read with the total input consumed.
+    ///   - progress: Called as it goes with the input consumed so far.
     /// - Throws: ``AgeError``: header, header MAC, no match, payload or armor failure, or I/O.
     public static func decrypt(from input: Int32, to output: Int32, identities: [any AgeIdentity],
                                armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
-        // Verified plaintext is written on a background thread while the next batch is opened.
+        // Armored input goes through the decryptor, its verified plaintext written on a
+        // background thread while the next batch is opened; a binary payload goes to a
+        // ChunkPipeline once the header is read.
         let writer = BackgroundWriter(fd: output)
         let decryptor = AgeDecryptor(identities: identities, armor: armor) { try writer.writeAsync($0) }
+        decryptor.deferPayload = true
         // A writer with real work (file, pipe) gets a core of its own.
         if ChunkWorkers.writesCostCPU(output) { decryptor.workers = ChunkWorkers.besideWriter }
         defer {
@@ -80,6 +76,13 @@ public enum Age {
         let scratch = ScratchBuffer(64 * 1024)
         var total: Int64 = 0
         while true {
+            if let payload = decryptor.deferredPayload {
+                let pipeline = ChunkPipeline(direction: .open, input: input, output: output, cipher: payload.cipher, prefix: payload.prefix)
+                // Progress stays the input consumed: the header, then the payload written.
+                let header = total - Int64(payload.prefix.count)
+                try pipeline.run(workers: ChunkWorkers.all, progress: progress.map { report in { report(header + $0) } })
+                return
+            }
             let n = try decryptor.update(readingFrom: input, scratch: scratch)
             if n == 0 { break }
             total += Int64(n)

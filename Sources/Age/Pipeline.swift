@@ -20,8 +20,6 @@ public enum AgeArmorMode: Sendable {
 public final class AgeEncryptor {
     private let sink: (UnsafeRawBufferPointer) throws -> Void
     private let armor: ArmorEncoder?
-    /// When set (binary output to a descriptor), batches are written in the background.
-    var writer: BackgroundWriter?
     private var header: [UInt8]?
     private let stream: StreamEncryptor
     private var finished = false
@@ -62,7 +60,7 @@ public final class AgeEncryptor {
     }
 
     private func emit(_ bytes: UnsafeRawBufferPointer) throws {
-        if let armor { try armor.update(bytes, sink: sink) } else if let writer { try writer.writeSync(bytes) } else { try sink(bytes) }
+        if let armor { try armor.update(bytes, sink: sink) } else { try sink(bytes) }
     }
 
     private func emitHeader() throws {
@@ -90,10 +88,20 @@ public final class AgeEncryptor {
     func update(readingFrom fd: Int32) throws -> Int {
         guard !finished else { throw AgeError.invalidArgument("update after finish") }
         try emitHeader()
-        if let writer, armor == nil {
-            return try stream.update(readingFrom: fd) { try writer.writeAsync($0) }
-        }
         return try stream.update(readingFrom: fd) { try emit($0) }
+    }
+
+    /// Encrypts everything readable from `input` straight to `output` (binary only) through an
+    /// ``EncryptPipeline`` of `workers` sealing threads, then finishes.
+    func encryptPipelined(from input: Int32, to output: Int32, workers: Int, slots: Int = 16, progress: ((Int64) -> Void)?) throws {
+        guard !finished else { throw AgeError.invalidArgument("update after finish") }
+        guard armor == nil else { throw AgeError.invalidArgument("the pipelined path writes binary output") }
+        finished = true
+        if let header {
+            self.header = nil
+            try header.withUnsafeBytes { try Age.writeAll(output, $0) }
+        }
+        try ChunkPipeline(direction: .seal, input: input, output: output, cipher: stream.cipher, slots: slots).run(workers: workers, progress: progress)
     }
 
     /// Writes the final chunk (and the armor's END line).
@@ -101,11 +109,6 @@ public final class AgeEncryptor {
         guard !finished else { return }
         finished = true
         try emitHeader()
-        if let writer, armor == nil {
-            try stream.finish { try writer.writeAsync($0) }
-            try writer.finish()
-            return
-        }
         try stream.finish { try emit($0) }
         try armor?.finish(sink: sink)
     }
@@ -129,6 +132,10 @@ public final class AgeDecryptor {
     private var fileKey: SecretBytes?
     private var failure: (any Error)?
     private var finished = false
+    /// When set, a binary payload is not opened here: once the nonce is read, the payload key
+    /// and the payload bytes already fed wait in ``deferredPayload`` for a ``ChunkPipeline``.
+    var deferPayload = false
+    private(set) var deferredPayload: (cipher: PayloadCipher, prefix: [UInt8])?
     /// Threads opening each batch once the payload starts; nil for the default (see ``ChunkWorkers``).
     var workers: Int? {
         didSet { if let workers, let stream { stream.workers = max(1, workers) } }
@@ -253,13 +260,21 @@ public final class AgeDecryptor {
             let take = min(PayloadCipher.nonceSize - nonce.count, bytes.count - offset)
             nonce += UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + take)])
             offset += take
-            if nonce.count == PayloadCipher.nonceSize, let fileKey {
+            if nonce.count == PayloadCipher.nonceSize, let fileKey, deferPayload, armor == nil {
+                deferredPayload = (PayloadCipher(fileKey: fileKey, nonce: nonce), [])
+                fileKey.wipe()
+                self.fileKey = nil
+            } else if nonce.count == PayloadCipher.nonceSize, let fileKey {
                 let stream = StreamDecryptor(cipher: PayloadCipher(fileKey: fileKey, nonce: nonce), parallel: parallel)
                 if parallel, let workers { stream.workers = max(1, workers) }
                 self.stream = stream
                 fileKey.wipe()
                 self.fileKey = nil
             }
+        }
+        if offset < bytes.count, deferredPayload != nil {
+            deferredPayload!.prefix += UnsafeRawBufferPointer(rebasing: bytes[offset...])
+            return
         }
         if offset < bytes.count, let stream {
             try stream.update(UnsafeRawBufferPointer(rebasing: bytes[offset...]), sink: sink)

@@ -114,6 +114,68 @@ struct AgeLibraryTests {
         #expect(sequential.count == 16 + plaintext.count + 16 * ((plaintext.count + 65535) / 65536))
     }
 
+    @Test("the descriptor pipeline writes the bytes of a sequential run, from a file or a pipe", arguments: [0, 1, 65535, 65536, 65537, 4 * 65536, 5 * 65536 * 7 + 123])
+    func pipelineDeterminism(size: Int) throws {
+        let identity = X25519Identity.generate()
+        let fileKey = SecretBytes(copying: pattern(16, seed: 1))
+        let nonce = pattern(16, seed: 2)
+        let plaintext = pattern(size)
+        func payload(_ file: [UInt8]) -> [UInt8] {
+            let marker = Array("\n--- ".utf8)
+            var i = 0
+            while Array(file[i..<(i + marker.count)]) != marker { i += 1 }
+            return Array(file[(file[(i + 1)...].firstIndex(of: 0x0A)! + 1)...])
+        }
+        var sequentialFile = [UInt8]()
+        let sequential = try AgeEncryptor(recipients: [identity.recipient], armor: false, fileKey: fileKey, nonce: nonce,
+                                          batchChunks: 1, parallel: false) { sequentialFile += $0 }
+        try sequential.update(plaintext)
+        try sequential.finish()
+        let expected = payload(sequentialFile)
+        #expect(expected.count == 16 + plaintext.count + 16 * max(1, (plaintext.count + 65535) / 65536))
+
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sf-pipeline-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Data(plaintext).write(to: URL(fileURLWithPath: dir + "/plain"))
+        for (slots, workers, fromPipe) in [(4, 2, false), (16, 2, true), (4, 3, true), (16, 1, false)] {
+            let output = open(dir + "/out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            var input = open(dir + "/plain", O_RDONLY)
+            var feeder: Thread?
+            if fromPipe {
+                // Feed the plaintext through a pipe in uneven writes (short reads on the other side).
+                var fds: [Int32] = [0, 0]
+                #expect(pipe(&fds) == 0)
+                close(input)
+                input = fds[0]
+                let writeEnd = fds[1]
+                let bytes = plaintext
+                feeder = Thread {
+                    var offset = 0, step = 1000
+                    while offset < bytes.count {
+                        let n = min(step, bytes.count - offset)
+                        _ = bytes.withUnsafeBytes { write(writeEnd, $0.baseAddress! + offset, n) }
+                        offset += n
+                        step = step * 2 + 333
+                    }
+                    close(writeEnd)
+                }
+                feeder?.start()
+            }
+            let encryptor = try AgeEncryptor(recipients: [identity.recipient], armor: false, fileKey: fileKey, nonce: nonce) { _ in }
+            var reported: Int64 = 0
+            try encryptor.encryptPipelined(from: input, to: output, workers: workers, slots: slots) { reported = $0 }
+            close(input)
+            close(output)
+            let file = Array(try Data(contentsOf: URL(fileURLWithPath: dir + "/out")))
+            #expect(payload(file) == expected, "slots \(slots), workers \(workers), pipe \(fromPipe)")
+            #expect(reported == Int64(size))
+            // And back through the decrypting pipeline.
+            let back = try Age.decrypt(file, identities: [identity])
+            #expect(back == plaintext)
+        }
+    }
+
     @Test("payload failure releases only the verified chunks")
     func payloadFailureReleasesVerifiedOnly() throws {
         let identity = X25519Identity.generate()
@@ -257,15 +319,35 @@ struct AgeHostileInputTests {
                 case 1: mutated = Array(mutated.prefix(Int.random(in: 0..<mutated.count, using: &generator)))
                 default: mutated.insert(UInt8.random(in: 0...255, using: &generator), at: Int.random(in: 0...mutated.count, using: &generator))
                 }
+                var pushOutcome = "success"
                 do {
                     let result = try Age.decrypt(mutated, identities: [identity])
                     // Only a change the format ignores may still decrypt (e.g. armor whitespace).
                     #expect(result == plaintext)
-                } catch is AgeError {
+                } catch let error as AgeError {
+                    pushOutcome = "\(error)"
                 } catch {
                     Issue.record("unexpected error type: \(error)")
                 }
+                // The descriptor path (the chunk pipeline for binary payloads) agrees, and writes
+                // only a verified prefix of the plaintext.
+                let (outcome, written) = try descriptorDecrypt(mutated, identity)
+                #expect(outcome == pushOutcome, "round \(round), armor \(armor)")
+                #expect(written == Array(plaintext.prefix(written.count)))
             }
         }
+    }
+
+    func descriptorDecrypt(_ file: [UInt8], _ identity: X25519Identity) throws -> (String, [UInt8]) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sf-mut-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Data(file).write(to: URL(fileURLWithPath: dir + "/in"))
+        let input = open(dir + "/in", O_RDONLY)
+        let output = open(dir + "/out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        defer { close(input); close(output) }
+        var outcome = "success"
+        do { try Age.decrypt(from: input, to: output, identities: [identity]) } catch let error as AgeError { outcome = "\(error)" }
+        return (outcome, Array(try Data(contentsOf: URL(fileURLWithPath: dir + "/out"))))
     }
 }

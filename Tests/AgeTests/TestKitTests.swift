@@ -90,6 +90,39 @@ enum TestKit {
         return (outcome, released)
     }
 
+    /// Decrypts a vector through the descriptor path (file in, file out: the chunk pipeline for
+    /// a binary payload); the outcome category and the plaintext written.
+    static func runThroughDescriptors(_ vector: Vector) throws -> (String, [UInt8]) {
+        var identities = [any AgeIdentity]()
+        for text in vector.identities {
+            if text.hasPrefix("AGE-SECRET-KEY-PQ-") { identities.append(try MLKEM768X25519Identity(text)) }
+            else { identities.append(try X25519Identity(text)) }
+        }
+        for passphrase in vector.passphrases { identities.append(ScryptIdentity(passphrase: SecretBytes(utf8: passphrase))) }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sf-cctv-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Data(vector.body).write(to: URL(fileURLWithPath: dir + "/in"))
+        let input = open(dir + "/in", O_RDONLY)
+        let output = open(dir + "/out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        defer { close(input); close(output) }
+        let outcome: String
+        do {
+            try Age.decrypt(from: input, to: output, identities: identities, armor: vector.armored ? .required : .auto)
+            outcome = "success"
+        } catch let error as AgeError {
+            switch error {
+            case .headerFailure: outcome = "header failure"
+            case .headerMACFailure: outcome = "HMAC failure"
+            case .noMatchingIdentity: outcome = "no match"
+            case .payloadFailure: outcome = "payload failure"
+            case .armorFailure: outcome = "armor failure"
+            default: outcome = "other: \(error)"
+            }
+        }
+        return (outcome, Array(try Data(contentsOf: URL(fileURLWithPath: dir + "/out"))))
+    }
+
     static func hex(_ bytes: some Sequence<UInt8>) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 }
 
@@ -107,6 +140,18 @@ struct TestKitTests {
         #expect(outcome == vector.expect, "\(name): expected \(vector.expect), got \(outcome)")
         if vector.expect == "success" || vector.expect == "payload failure" {
             #expect(TestKit.hex(SHA256.hash(data: released)) == vector.payloadHash, "\(name): released plaintext hash differs")
+        }
+    }
+
+    @Test("every vector gives the same outcome and plaintext through the descriptor pipeline", .enabled(if: TestKit.available))
+    func descriptorPipeline() throws {
+        for name in TestKit.names {
+            let vector = try TestKit.load(name)
+            let (outcome, written) = try TestKit.runThroughDescriptors(vector)
+            #expect(outcome == vector.expect, "\(name): expected \(vector.expect), got \(outcome)")
+            if vector.expect == "success" || vector.expect == "payload failure" {
+                #expect(TestKit.hex(SHA256.hash(data: written)) == vector.payloadHash, "\(name): written plaintext hash differs")
+            }
         }
     }
 
