@@ -86,8 +86,8 @@ enum AgeBench {
             try [UInt8]([0x0A]).withUnsafeBytes { try SecureFile.writeAll(fd, $0) }
         }
         let mib = Double(size)
-        let runs = Int(ProcessInfo.processInfo.environment["AGE_BENCH_RUNS"] ?? "3") ?? 3
-        print("plaintext: \(size) MiB, X25519 recipient, \(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs) alternating runs; files in \(base); peak RSS \(gnuTime != nil ? "from GNU time" : "from wait4 (includes this process's RSS at exec)")")
+        let runs = max(1, Int(ProcessInfo.processInfo.environment["AGE_BENCH_RUNS"] ?? "5") ?? 5)
+        print("plaintext: \(size) MiB, X25519 recipient, \(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs) alternating runs (and the ratio of the best runs: page-allocation noise only adds time); files in \(base); peak RSS \(gnuTime != nil ? "from GNU time" : "from wait4 (includes this process's RSS at exec)")")
         // Warm the page cache so both tools read the plaintext from memory.
         _ = spawn(["/bin/cat", plain], stdin: "/dev/null", stdout: "/dev/null")
         guard let age else {
@@ -130,11 +130,12 @@ enum AgeBench {
             if c.output != "/dev/null" { unlink(c.output) }
             guard !failed else { print("  \(c.name): a run failed"); continue }
             let ourMedian = ourTimes.sorted()[runs / 2], ageMedian = ageTimes.sorted()[runs / 2]
+            let ourBest = ourTimes.min()!, ageBest = ageTimes.min()!
             func cell(_ seconds: Double, _ rss: Int, _ cpu: [Double]) -> String {
                 let cpuMedian = cpu.sorted()[cpu.count / 2]
                 return "\(BenchSupport.format(mib / seconds, 0)) MiB/s, RSS \(BenchSupport.format(Double(rss) / 1024, 1)) MiB, CPU \(BenchSupport.format(cpuMedian)) s".padding(toLength: 38, withPad: " ", startingAt: 0)
             }
-            print("  \(c.name.padding(toLength: 22, withPad: " ", startingAt: 0))  \(cell(ourMedian, ourRSS, ourCPU)) \(cell(ageMedian, ageRSS, ageCPU)) \(BenchSupport.format(ageMedian / ourMedian))x")
+            print("  \(c.name.padding(toLength: 22, withPad: " ", startingAt: 0))  \(cell(ourMedian, ourRSS, ourCPU)) \(cell(ageMedian, ageRSS, ageCPU)) \(BenchSupport.format(ageMedian / ourMedian))x (best runs \(BenchSupport.format(ageBest / ourBest))x)")
         }
         // Constant memory: a 4 GiB stream through a pipe (encrypt | decrypt), peak RSS of each side.
         let streamMiB = Int(ProcessInfo.processInfo.environment["AGE_BENCH_STREAM_MIB"] ?? "4096") ?? 4096
