@@ -15,7 +15,7 @@ public enum AgeArmorMode: Sendable {
 /// Push-mode age encryption: feed plaintext with ``update(_:)``, then call ``finish()``.
 /// The encrypted bytes go to the sink given at creation, in order.
 ///
-/// Memory is bounded by the batch (32 chunks of 64 KiB by default), whatever the input size.
+/// Memory is bounded by the batch (16 chunks of 64 KiB by default), whatever the input size.
 /// Not thread-safe: drive one instance from one task at a time.
 public final class AgeEncryptor {
     private let sink: (UnsafeRawBufferPointer) throws -> Void
