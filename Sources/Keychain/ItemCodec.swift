@@ -243,10 +243,24 @@ struct ItemID: Hashable, Comparable, Sendable {
         return (Data(lower), Data(upper))
     }
 
+    var groupWords: (UInt64, UInt64) { (g0, g1) }
+
     /// Whether the id belongs to the group.
     func isIn(group: (UInt64, UInt64)) -> Bool { g0 == group.0 && g1 == group.1 }
 
     static func < (a: ItemID, b: ItemID) -> Bool {
         (a.itemClass, a.g0, a.g1, a.n0, a.n1) < (b.itemClass, b.g0, b.g1, b.n0, b.n1)
+    }
+}
+
+/// A class and a service's (or server's) blind index: the group of item ids sharing a prefix.
+struct GroupID: Hashable {
+    let itemClass: UInt8
+    let g0: UInt64
+    let g1: UInt64
+
+    init(_ id: ItemID) {
+        itemClass = id.itemClass
+        (g0, g1) = id.groupWords
     }
 }

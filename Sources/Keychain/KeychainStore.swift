@@ -52,6 +52,8 @@ enum KeychainSchema {
     static let deleteSQL = "DELETE FROM keychain_items WHERE item_id = ?"
     static let selectColumns = "item_id, accessibility, sealed, created, modified"
     static let selectOneSQL = "SELECT \(selectColumns) FROM keychain_items WHERE item_id = ?"
+    static let existsSQL = "SELECT 1 FROM keychain_items WHERE item_id = ?"
+    static let selectRangeIDsSQL = "SELECT item_id FROM keychain_items WHERE item_id BETWEEN ? AND ? LIMIT ?"
     static let selectRangeSQL = "SELECT \(selectColumns) FROM keychain_items WHERE item_id BETWEEN ? AND ?"
     static let generationSQL = "SELECT value FROM keychain_meta WHERE key = 'generation'"
     /// Counts a commit and returns the new generation (one statement, inside the commit).

@@ -58,6 +58,60 @@ private func open(_ dir: TemporaryDirectory, _ source: TestKeySource, interval: 
         #expect(try keychain.accounts().isEmpty)
     }
 
+    /// Deletes in a service that has seen many checks use the set of its ids (no SQL per call);
+    /// answers must stay exact for this keychain's own writes and for another connection's.
+    @Test func deletesInABusyServiceStayExact() throws {
+        let dir = try TemporaryDirectory()
+        let source = try TestKeySource()
+        let keychain = try open(dir, source)
+        for index in 0..<200 { try keychain.setPassword("v\(index)", forService: "busy", account: "a\(index)") }
+        try keychain.setPassword("other", forService: "quiet", account: "a0")
+        try keychain.flush()
+        // Enough deletes to load the service's ids; interleaved with pending and committed state.
+        for index in 0..<100 { try keychain.deletePassword(forService: "busy", account: "a\(index)") }
+        for index in 0..<100 {
+            guard case .itemNotFound? = keychainError({ try keychain.deletePassword(forService: "busy", account: "a\(index)") }) else {
+                Issue.record("a pending delete must make the item absent"); return
+            }
+        }
+        try keychain.flush()
+        for index in [0, 50, 99] {
+            guard case .itemNotFound? = keychainError({ try keychain.deletePassword(forService: "busy", account: "a\(index)") }) else {
+                Issue.record("a committed delete must make the item absent"); return
+            }
+        }
+        guard case .itemNotFound? = keychainError({ try keychain.deletePassword(forService: "busy", account: "never") }) else {
+            Issue.record("an account that never existed is not found"); return
+        }
+        // Re-added here, then deleted again.
+        try keychain.setPassword("back", forService: "busy", account: "a5")
+        try keychain.flush()
+        try keychain.deletePassword(forService: "busy", account: "a5")
+        try keychain.flush()
+
+        // Another connection adds an item: it is found (a miss in the set is always looked up).
+        let other = try open(dir, source)
+        try other.setPassword("new", forService: "busy", account: "from-other")
+        try other.flush()
+        try keychain.deletePassword(forService: "busy", account: "from-other")
+        try keychain.flush()
+        #expect(throws: KeychainError.self) { _ = try other.password(forService: "busy", account: "from-other") }
+        // Another connection deletes an item: once its commit is seen (at most 100 ms later),
+        // a delete here reports it missing.
+        try other.deletePassword(forService: "busy", account: "a150")
+        try other.flush()
+        Thread.sleep(forTimeInterval: 0.15)
+        guard case .itemNotFound? = keychainError({ try keychain.deletePassword(forService: "busy", account: "a150") }) else {
+            Issue.record("an item deleted by another connection must be reported missing once its commit is seen"); return
+        }
+        try other.close()
+        // Everything else is intact.
+        #expect(try keychain.accounts(forService: "busy").count == 99)
+        #expect(try keychain.password(forService: "busy", account: "a199") == "v199")
+        #expect(try keychain.password(forService: "quiet", account: "a0") == "other")
+        try keychain.close()
+    }
+
     @Test func closeFlushesAndRefusesLaterUse() throws {
         let dir = try TemporaryDirectory()
         let source = try TestKeySource()
