@@ -55,14 +55,31 @@ enum TestKit {
         return vector
     }
 
-    /// Decrypts a vector; returns the outcome category (as the test kit names it) and the released plaintext.
-    static func run(_ vector: Vector, parallel: Bool = true) throws -> (String, [UInt8]) {
+    static func identities(of vector: Vector) throws -> [any AgeIdentity] {
         var identities = [any AgeIdentity]()
         for text in vector.identities {
             if text.hasPrefix("AGE-SECRET-KEY-PQ-") { identities.append(try MLKEM768X25519Identity(text)) }
             else { identities.append(try X25519Identity(text)) }
         }
         for passphrase in vector.passphrases { identities.append(ScryptIdentity(passphrase: SecretBytes(utf8: passphrase))) }
+        return identities
+    }
+
+    /// The test kit's name for an error's failure category.
+    static func category(of error: AgeError) -> String {
+        switch error {
+        case .headerFailure: return "header failure"
+        case .headerMACFailure: return "HMAC failure"
+        case .noMatchingIdentity: return "no match"
+        case .payloadFailure: return "payload failure"
+        case .armorFailure: return "armor failure"
+        default: return "other: \(error)"
+        }
+    }
+
+    /// Decrypts a vector; returns the outcome category (as the test kit names it) and the released plaintext.
+    static func run(_ vector: Vector, parallel: Bool = true) throws -> (String, [UInt8]) {
+        let identities = try identities(of: vector)
         var released = [UInt8]()
         let decryptor = AgeDecryptor(identities: identities, armor: vector.armored ? .required : .auto, parallel: parallel) { released += $0 }
         let outcome: String
@@ -78,14 +95,7 @@ enum TestKit {
             try decryptor.finish()
             outcome = "success"
         } catch let error as AgeError {
-            switch error {
-            case .headerFailure: outcome = "header failure"
-            case .headerMACFailure: outcome = "HMAC failure"
-            case .noMatchingIdentity: outcome = "no match"
-            case .payloadFailure: outcome = "payload failure"
-            case .armorFailure: outcome = "armor failure"
-            default: outcome = "other: \(error)"
-            }
+            outcome = category(of: error)
         }
         return (outcome, released)
     }
@@ -93,12 +103,7 @@ enum TestKit {
     /// Decrypts a vector through the descriptor path (file in, file out: the chunk pipeline for
     /// a binary payload); the outcome category and the plaintext written.
     static func runThroughDescriptors(_ vector: Vector) throws -> (String, [UInt8]) {
-        var identities = [any AgeIdentity]()
-        for text in vector.identities {
-            if text.hasPrefix("AGE-SECRET-KEY-PQ-") { identities.append(try MLKEM768X25519Identity(text)) }
-            else { identities.append(try X25519Identity(text)) }
-        }
-        for passphrase in vector.passphrases { identities.append(ScryptIdentity(passphrase: SecretBytes(utf8: passphrase))) }
+        let identities = try identities(of: vector)
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sf-cctv-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -111,14 +116,7 @@ enum TestKit {
             try Age.decrypt(from: input, to: output, identities: identities, armor: vector.armored ? .required : .auto)
             outcome = "success"
         } catch let error as AgeError {
-            switch error {
-            case .headerFailure: outcome = "header failure"
-            case .headerMACFailure: outcome = "HMAC failure"
-            case .noMatchingIdentity: outcome = "no match"
-            case .payloadFailure: outcome = "payload failure"
-            case .armorFailure: outcome = "armor failure"
-            default: outcome = "other: \(error)"
-            }
+            outcome = category(of: error)
         }
         return (outcome, Array(try Data(contentsOf: URL(fileURLWithPath: dir + "/out"))))
     }
