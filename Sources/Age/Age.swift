@@ -31,7 +31,7 @@ public enum Age {
                                armor: Bool = false, progress: Progress? = nil) throws {
         let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { try writeAll(output, $0) }
         if !armor {
-            // Binary: sealing threads on every core, reading in turn, and this thread writing.
+            // Binary: a chunk pipeline on every core (this thread included), reading in turn.
             try encryptor.encryptPipelined(from: input, to: output, workers: ChunkWorkers.all, progress: progress)
             return
         }

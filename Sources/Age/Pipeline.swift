@@ -92,7 +92,7 @@ public final class AgeEncryptor {
     }
 
     /// Encrypts everything readable from `input` straight to `output` (binary only) through an
-    /// ``EncryptPipeline`` of `workers` sealing threads, then finishes.
+    /// ``ChunkPipeline`` of `workers` threads, then finishes.
     func encryptPipelined(from input: Int32, to output: Int32, workers: Int, slots: Int = 16, progress: ((Int64) -> Void)?) throws {
         guard !finished else { throw AgeError.invalidArgument("update after finish") }
         guard armor == nil else { throw AgeError.invalidArgument("the pipelined path writes binary output") }
@@ -260,16 +260,17 @@ public final class AgeDecryptor {
             let take = min(PayloadCipher.nonceSize - nonce.count, bytes.count - offset)
             nonce += UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + take)])
             offset += take
-            if nonce.count == PayloadCipher.nonceSize, let fileKey, deferPayload, armor == nil {
-                deferredPayload = (PayloadCipher(fileKey: fileKey, nonce: nonce), [])
+            if nonce.count == PayloadCipher.nonceSize, let fileKey {
+                let cipher = PayloadCipher(fileKey: fileKey, nonce: nonce)
                 fileKey.wipe()
                 self.fileKey = nil
-            } else if nonce.count == PayloadCipher.nonceSize, let fileKey {
-                let stream = StreamDecryptor(cipher: PayloadCipher(fileKey: fileKey, nonce: nonce), parallel: parallel)
-                if parallel, let workers { stream.workers = max(1, workers) }
-                self.stream = stream
-                fileKey.wipe()
-                self.fileKey = nil
+                if deferPayload && armor == nil {
+                    deferredPayload = (cipher, [])
+                } else {
+                    let stream = StreamDecryptor(cipher: cipher, parallel: parallel)
+                    if parallel, let workers { stream.workers = max(1, workers) }
+                    self.stream = stream
+                }
             }
         }
         if offset < bytes.count, deferredPayload != nil {
