@@ -231,37 +231,43 @@ public enum Sealed {
                                                         algorithm: SealAlgorithm, context: [UInt8],
                                                         nonce fixedNonce: [UInt8]? = nil) throws -> [UInt8] {
         let nonce = try fixedNonce ?? SecureRandom.bytes(nonceLength)
-        let fullHeader = header + nonce
-        let aad = fullHeader + context
+        var aad = [UInt8]()
+        aad.reserveCapacity(header.count + nonce.count + context.count)
+        aad += header
+        aad += nonce
+        aad += context
         let symmetric = key.symmetricKey
-        var output = fullHeader
+        // The envelope after the header is the sealed box's combined form: nonce, ciphertext, tag.
+        let combined: Data
         switch algorithm {
         case .aes256GCM:
             let box = try AES.GCM.seal(plaintext, using: symmetric, nonce: AES.GCM.Nonce(data: nonce), authenticating: aad)
-            output += box.ciphertext
-            output += box.tag
+            guard let bytes = box.combined else { throw CipherError.invalidParameter("AES-GCM nonce is not \(nonceLength) bytes") }
+            combined = bytes
         case .chaCha20Poly1305:
-            let box = try ChaChaPoly.seal(plaintext, using: symmetric, nonce: ChaChaPoly.Nonce(data: nonce), authenticating: aad)
-            output += box.ciphertext
-            output += box.tag
+            combined = try ChaChaPoly.seal(plaintext, using: symmetric, nonce: ChaChaPoly.Nonce(data: nonce), authenticating: aad).combined
         }
+        var output = [UInt8]()
+        output.reserveCapacity(header.count + combined.count)
+        output += header
+        combined.withUnsafeBytes { output.append(contentsOf: $0.bindMemory(to: UInt8.self)) }
         return output
     }
 
     private static func decrypt(_ sealed: [UInt8], header: SealedHeader, key: SecretBytes, context: [UInt8]) throws -> [UInt8] {
-        let body = sealed[header.encoded.count...]
-        let ciphertext = body.dropLast(tagLength)
-        let tag = body.suffix(tagLength)
-        let aad = header.encoded + context
+        // From the nonce (the header's last bytes) to the end: the sealed box's combined form.
+        let combined = sealed[(header.encoded.count - nonceLength)...]
+        var aad = [UInt8]()
+        aad.reserveCapacity(header.encoded.count + context.count)
+        aad += header.encoded
+        aad += context
         let symmetric = key.symmetricKey
         do {
             switch header.algorithm {
             case .aes256GCM:
-                let box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: header.nonce), ciphertext: ciphertext, tag: tag)
-                return Array(try AES.GCM.open(box, using: symmetric, authenticating: aad))
+                return Array(try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: symmetric, authenticating: aad))
             case .chaCha20Poly1305:
-                let box = try ChaChaPoly.SealedBox(nonce: ChaChaPoly.Nonce(data: header.nonce), ciphertext: ciphertext, tag: tag)
-                return Array(try ChaChaPoly.open(box, using: symmetric, authenticating: aad))
+                return Array(try ChaChaPoly.open(ChaChaPoly.SealedBox(combined: combined), using: symmetric, authenticating: aad))
             }
         } catch {
             throw CipherError.tampered

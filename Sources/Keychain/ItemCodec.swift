@@ -41,25 +41,34 @@ enum ItemCodec {
     // MARK: Blind indexes
 
     private static func appendField(_ out: inout [UInt8], _ text: String?) {
-        guard let text else { out.append(0); return }
+        guard var text else { out.append(0); return }
         out.append(1)
-        appendBytes(&out, Array(text.utf8))
-    }
-
-    private static func appendBytes(_ out: inout [UInt8], _ bytes: [UInt8]) {
-        appendUInt32(&out, UInt32(truncatingIfNeeded: bytes.count))
-        out += bytes
+        text.withUTF8 { utf8 in
+            appendUInt32(&out, UInt32(truncatingIfNeeded: utf8.count))
+            out.append(contentsOf: utf8)
+        }
     }
 
     private static func appendUInt32(_ out: inout [UInt8], _ value: UInt32) {
-        out += [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+        out.append(UInt8(value >> 24))
+        out.append(UInt8(value >> 16 & 0xFF))
+        out.append(UInt8(value >> 8 & 0xFF))
+        out.append(UInt8(value & 0xFF))
     }
+
+    private static let itemContextPrefix = Array("SFKC item v2".utf8)
+    private static let nameIndexPrefix = Array("SFKC name v1".utf8) + [0]
+    private static let serviceIndexPrefix = Array("SFKC service v1".utf8) + [0]
 
     /// The input of the name index: "SFKC name v1", 0, the class byte, then service, account,
     /// server, protocol, port (decimal text) and path, each as a presence byte (0 absent, 1
     /// present) and, when present, a 4-byte big-endian length and the UTF-8 bytes.
     static func nameIndexInput(_ key: ItemKey) -> [UInt8] {
-        var out = Array("SFKC name v1".utf8) + [0, key.itemClass.rawValue]
+        var out = [UInt8]()
+        out.reserveCapacity(nameIndexPrefix.count + 1 + 6 * 5 + key.service.utf8.count + key.account.utf8.count
+                            + (key.server?.utf8.count ?? 0) + (key.networkProtocol?.utf8.count ?? 0) + 20 + (key.path?.utf8.count ?? 0))
+        out += nameIndexPrefix
+        out.append(key.itemClass.rawValue)
         appendField(&out, key.service)
         appendField(&out, key.account)
         appendField(&out, key.server)
@@ -72,8 +81,15 @@ enum ItemCodec {
     /// The input of the service index: "SFKC service v1", 0, the class byte, then the service
     /// (generic passwords) or server (internet passwords) as a 4-byte length and the UTF-8 bytes.
     static func serviceIndexInput(itemClass: ItemClass, name: String) -> [UInt8] {
-        var out = Array("SFKC service v1".utf8) + [0, itemClass.rawValue]
-        appendBytes(&out, Array(name.utf8))
+        var out = [UInt8]()
+        out.reserveCapacity(serviceIndexPrefix.count + 5 + name.utf8.count)
+        out += serviceIndexPrefix
+        out.append(itemClass.rawValue)
+        var name = name
+        name.withUTF8 { utf8 in
+            appendUInt32(&out, UInt32(truncatingIfNeeded: utf8.count))
+            out.append(contentsOf: utf8)
+        }
         return out
     }
 
@@ -85,7 +101,8 @@ enum ItemCodec {
     /// the struct is copied), as two big-endian words.
     static func mac16(_ input: [UInt8], prototype: HMAC<SHA256>) -> (UInt64, UInt64) {
         var hmac = prototype
-        hmac.update(data: input)
+        // Through a raw buffer: HMAC's generic update costs a third more with an array.
+        input.withUnsafeBytes { hmac.update(data: $0) }
         return hmac.finalize().withUnsafeBytes { bytes in (ItemID.word(bytes, 0), ItemID.word(bytes, 8)) }
     }
 
@@ -94,9 +111,11 @@ enum ItemCodec {
     /// The context (associated data) of an item's sealed record: "SFKC item v2", 0, the
     /// accessibility code, the 33-byte item id.
     static func itemContext(accessibility: UInt8, id: ItemID) -> [UInt8] {
-        var out = Array("SFKC item v2".utf8)
-        out.reserveCapacity(out.count + 2 + ItemID.size)
-        out += [0, accessibility]
+        var out = [UInt8]()
+        out.reserveCapacity(itemContextPrefix.count + 2 + ItemID.size)
+        out += itemContextPrefix
+        out.append(0)
+        out.append(accessibility)
         id.append(to: &out)
         return out
     }
@@ -132,9 +151,12 @@ enum ItemCodec {
     static func encodeNames(key: ItemKey, label: String?, comment: String?) -> [UInt8] {
         var out: [UInt8] = [1]
         func put(_ tag: Tag, _ text: String?) {
-            guard let text else { return }
+            guard var text else { return }
             out.append(tag.rawValue)
-            appendBytes(&out, Array(text.utf8))
+            text.withUTF8 { utf8 in
+                appendUInt32(&out, UInt32(truncatingIfNeeded: utf8.count))
+                out.append(contentsOf: utf8)
+            }
         }
         put(.service, key.service)
         put(.account, key.account)
@@ -217,7 +239,10 @@ struct ItemID: Hashable, Comparable, Sendable {
 
     func append(to out: inout [UInt8]) {
         out.append(itemClass)
-        for word in [g0, g1, n0, n1] { ItemID.append(word, to: &out) }
+        ItemID.append(g0, to: &out)
+        ItemID.append(g1, to: &out)
+        ItemID.append(n0, to: &out)
+        ItemID.append(n1, to: &out)
     }
 
     /// The 33 bytes.
@@ -228,8 +253,22 @@ struct ItemID: Hashable, Comparable, Sendable {
         return out
     }
 
+    /// Writes the 33 bytes to the start of `raw` (which has room for them).
+    func write(to raw: UnsafeMutableRawBufferPointer) {
+        precondition(raw.count >= ItemID.size)
+        raw[0] = itemClass
+        raw.storeBytes(of: g0.bigEndian, toByteOffset: 1, as: UInt64.self)
+        raw.storeBytes(of: g1.bigEndian, toByteOffset: 9, as: UInt64.self)
+        raw.storeBytes(of: n0.bigEndian, toByteOffset: 17, as: UInt64.self)
+        raw.storeBytes(of: n1.bigEndian, toByteOffset: 25, as: UInt64.self)
+    }
+
     /// The 33 bytes as a database blob.
-    var data: Data { Data(bytes) }
+    var data: Data {
+        var data = Data(count: ItemID.size)
+        data.withUnsafeMutableBytes { write(to: $0) }
+        return data
+    }
 
     /// The first and last possible ids of a class (group nil) or of one group of a class: every
     /// id of it lies in `lower...upper`.

@@ -119,9 +119,8 @@ public final class Keychain: @unchecked Sendable {
         config.journalMode = .wal
         config.label = "securefoundation.keychain"
         config.prepareDatabase { db in
-            // Every commit is synced (flush() promises durability); a 32 MiB page cache keeps a
-            // large coalesced batch from spilling to the WAL before it commits.
-            try db.execute(sql: "PRAGMA synchronous = FULL")
+            // A 32 MiB page cache keeps a large coalesced batch from spilling to the WAL before it
+            // commits. (synchronous = FULL is set once GRDB's WAL set-up has run, below.)
             try db.execute(sql: "PRAGMA cache_size = -32768")
             // Checkpoints run on the writer queue after commits (see checkpointIfDue), not
             // inside the commit that flush() waits for.
@@ -130,6 +129,12 @@ public final class Keychain: @unchecked Sendable {
         do {
             writer = try DatabaseQueue(path: path, configuration: config)
             reader = try DatabaseQueue(path: path, configuration: config)
+            // GRDB's WAL set-up runs after prepareDatabase and selects synchronous = NORMAL, under
+            // which a commit does not sync the WAL (it survives a crash of the process, not of
+            // the machine). flush() promises durability: every commit is synced.
+            for connection in [writer, reader] {
+                try connection.inDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+            }
         } catch {
             throw KeychainSchema.map(error, path: path)
         }
@@ -183,6 +188,13 @@ public final class Keychain: @unchecked Sendable {
         } catch {
             throw KeychainSchema.map(error, path: path)
         }
+    }
+
+    /// The `synchronous` setting of the writer and reader connections (2 is FULL), for tests.
+    func synchronousSettings() throws -> (writer: Int, reader: Int) {
+        let writerSetting = try writer.inDatabase { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
+        let readerSetting = try reader.inDatabase { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
+        return (writerSetting, readerSetting)
     }
 
     // MARK: Keys
@@ -336,6 +348,20 @@ public final class Keychain: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` in one read transaction of the reader connection (started with cached
+    /// statements, so that a read pays for one lock round rather than one per statement).
+    private func inReadTransaction<T>(_ db: Database, _ body: () throws -> T) throws -> T {
+        try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
+        do {
+            let result = try body()
+            try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+            return result
+        } catch {
+            try? db.cachedStatement(sql: "ROLLBACK TRANSACTION").execute()
+            throw error
+        }
+    }
+
     /// The row of `index`: pending writes first, then the cache, then the database.
     private func lookup(_ index: ItemID) throws -> StoredRow? {
         lock.lock()
@@ -347,13 +373,20 @@ public final class Keychain: @unchecked Sendable {
         }
         do {
             // One trip to the reader: is the cache current, and if the row is not cached, the row.
+            // A row not cached is read in the same read transaction as the check (in WAL mode a
+            // statement outside a transaction is a read transaction of its own, two fcntl locks).
             let (found, cached) = try reader.inDatabase { db -> (StoredRow?, Bool) in
-                try validateCacheLocked(db)
-                if let row = cache[index] { return (row, true) }
-                guard let row = try GRDB.Row.fetchOne(db.cachedStatement(sql: KeychainSchema.selectOneSQL), arguments: [index.data]) else {
-                    return (nil, false)
+                if cache[index] != nil {
+                    try validateCacheLocked(db)
+                    if let row = cache[index] { return (row, true) }
                 }
-                return (try KeychainSchema.row(from: row), false)
+                return try inReadTransaction(db) {
+                    try validateCacheLocked(db)
+                    guard let row = try GRDB.Row.fetchOne(db.cachedStatement(sql: KeychainSchema.selectOneSQL), arguments: [index.data]) else {
+                        return (nil, false)
+                    }
+                    return (try KeychainSchema.row(from: row), false)
+                }
             }
             if let found, !cached {
                 if cache.count >= configuration.readCacheLimit { cache.removeAll(keepingCapacity: true) }
@@ -488,13 +521,14 @@ public final class Keychain: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         try checkOpenLocked()
-        var change = change
+        // One hash of the id in the common case (a new item): the change goes in first, and an
+        // update takes the creation date of the change it replaced or of the stored row.
+        let replaced = pending.updateValue(change, forKey: index)
         if case .put(var row) = change, row.created == nil {
-            let previous = pending[index] ?? inFlight[index]
-            if case .put(let old)? = previous { row.created = old.created } else if previous == nil { row.created = cache[index]?.created }
-            change = .put(row)
+            let previous = replaced ?? (inFlight.isEmpty ? nil : inFlight[index])
+            if case .put(let old)? = previous { row.created = old.created } else if previous == nil, !cache.isEmpty { row.created = cache[index]?.created }
+            if row.created != nil { pending[index] = .put(row) }
         }
-        pending[index] = change
         scheduleLocked(after: configuration.coalescingInterval)
     }
 
@@ -526,18 +560,21 @@ public final class Keychain: @unchecked Sendable {
             startGeneration = try writer.inDatabase { db -> Int64 in
                 var start: Int64 = 0
                 try db.inTransaction(.immediate) {
-                    let upsert = try db.cachedStatement(sql: KeychainSchema.upsertSQL)
-                    let delete = try db.cachedStatement(sql: KeychainSchema.deleteSQL)
+                    let upsert = DirectStatement(try db.cachedStatement(sql: KeychainSchema.upsertSQL))
+                    let delete = DirectStatement(try db.cachedStatement(sql: KeychainSchema.deleteSQL))
                     // In index order: neighbouring inserts touch neighbouring B-tree pages.
                     for (index, change) in batch.sorted(by: { $0.key < $1.key }) {
                         switch change {
                         case .put(let row):
-                            upsert.setUncheckedArguments([row.id.data, Int64(row.accessibility), Data(row.sealed),
-                                                          row.created ?? row.modified, row.modified])
-                            try upsert.execute()
+                            upsert.bind(1, id: row.id)
+                            upsert.bind(2, int: Int64(row.accessibility))
+                            upsert.bind(3, blob: row.sealed)
+                            upsert.bind(4, double: row.created ?? row.modified)
+                            upsert.bind(5, double: row.modified)
+                            try upsert.run(db)
                         case .delete:
-                            delete.setUncheckedArguments([index.data])
-                            try delete.execute()
+                            delete.bind(1, id: index)
+                            try delete.run(db)
                         }
                     }
                     guard let next = try Int64.fetchOne(db.cachedStatement(sql: KeychainSchema.bumpGenerationSQL)) else {
@@ -704,9 +741,9 @@ public final class Keychain: @unchecked Sendable {
     ///   - account: The account name.
     /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` when the always-class key is unavailable.
     public func setPassword(_ password: String, forService service: String, account: String) throws {
-        var bytes = Array(password.utf8)
-        defer { Keychain.zero(&bytes) }
-        try bytes.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: .always) }
+        // The string's own UTF-8 storage is sealed in place: no copy of the password is made.
+        var password = password
+        try password.withUTF8 { try store(UnsafeRawBufferPointer($0), for: .generic(service: service, account: account), accessibility: .always) }
     }
 
     /// Stores password data with accessibility `.always`.

@@ -1,6 +1,11 @@
 import Foundation
 import GRDB
 import Cipher
+#if canImport(GRDBSQLite)
+import GRDBSQLite
+#else
+import SQLite3
+#endif
 
 /// One row of the `keychain_items` table, as held in memory.
 struct StoredRow: Sendable {
@@ -83,5 +88,55 @@ enum KeychainSchema {
             }
         }
         return .database("\(path): \(error)")
+    }
+}
+
+/// Runs a statement that GRDB prepared and caches, binding its parameters with the SQLite C API.
+///
+/// Used on the background writer's per-row path only: GRDB's `StatementArguments` box every value
+/// in an existential array and copy every blob into a `Data`, which measured over a third of a
+/// large commit's time. GRDB still owns the connection, the transaction and the statement; the
+/// statement is left reset with its parameters cleared, as GRDB expects to find it.
+struct DirectStatement {
+    private let statement: Statement
+    private let handle: SQLiteStatement
+
+    init(_ statement: Statement) {
+        self.statement = statement
+        self.handle = statement.sqliteStatement
+    }
+
+    /// SQLITE_TRANSIENT: SQLite copies the bytes before the bind call returns.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    func bind(_ index: Int32, id: ItemID) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: ItemID.size) { buffer in
+            id.write(to: UnsafeMutableRawBufferPointer(buffer))
+            _ = sqlite3_bind_blob(handle, index, buffer.baseAddress, Int32(ItemID.size), DirectStatement.transient)
+        }
+    }
+
+    func bind(_ index: Int32, blob: [UInt8]) {
+        blob.withUnsafeBytes { bytes in
+            // A zero-length blob still needs a non-null pointer, or SQLite binds NULL.
+            let base = bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)
+            _ = sqlite3_bind_blob(handle, index, base, Int32(bytes.count), DirectStatement.transient)
+        }
+    }
+
+    func bind(_ index: Int32, int: Int64) { _ = sqlite3_bind_int64(handle, index, int) }
+
+    func bind(_ index: Int32, double: Double) { _ = sqlite3_bind_double(handle, index, double) }
+
+    /// Steps the statement to completion (it returns no rows), then resets it and clears its
+    /// parameters; a failure is thrown as GRDB's `DatabaseError`.
+    func run(_ db: Database) throws {
+        let code = sqlite3_step(handle)
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+        guard code == SQLITE_DONE else {
+            let message = db.sqliteConnection.map { String(cString: sqlite3_errmsg($0)) }
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: statement.sql)
+        }
     }
 }

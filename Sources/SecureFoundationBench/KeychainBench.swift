@@ -6,6 +6,8 @@ import SecureFoundation
 /// in the same run: coalesced sets, durable flush, gets (p50/p99), open, deletes.
 enum KeychainBench {
     static let count = Int(ProcessInfo.processInfo.environment["KEYCHAIN_BENCH_COUNT"] ?? "") ?? 100_000
+    static let deleteRoundCount = 5
+    static let smallCommitRuns = 200
 
     static func run() throws {
         let root = (FileManager.default.temporaryDirectory.path as NSString).appendingPathComponent("sf-keychain-bench-\(getpid())")
@@ -28,6 +30,9 @@ enum KeychainBench {
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
         }
         let plain = try DatabaseQueue(path: plainPath, configuration: config)
+        // GRDB's WAL set-up selects synchronous = NORMAL after prepareDatabase; FULL again, as
+        // the keychain does, so that both stores sync every commit.
+        try plain.inDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         try plain.write { db in
             try db.execute(sql: "CREATE TABLE items (service TEXT NOT NULL, account TEXT NOT NULL, value BLOB NOT NULL, PRIMARY KEY (service, account)) WITHOUT ROWID")
         }
@@ -44,10 +49,14 @@ enum KeychainBench {
             }
         }
         try checkpoint(plainPath)
-        let plainSmallCommit = try median(20) {
+        // A new value every time: SQLite skips writing a row rewritten with the same bytes, and a
+        // commit with nothing written neither writes nor syncs the WAL.
+        var plainRun = 0
+        let plainSmallCommit = try median(smallCommitRuns) {
+            plainRun += 1
             try plain.inDatabase { db in
                 try db.inTransaction(.immediate) {
-                    try db.execute(sql: "UPDATE items SET value = ? WHERE service = ? AND account = ?", arguments: [Data("new".utf8), names[7].0, names[7].1])
+                    try db.execute(sql: "UPDATE items SET value = ? WHERE service = ? AND account = ?", arguments: [Data("new-\(plainRun)".utf8), names[7].0, names[7].1])
                     return .commit
                 }
             }
@@ -68,19 +77,6 @@ enum KeychainBench {
             let queue = try DatabaseQueue(path: plainPath, configuration: config)
             _ = try queue.inDatabase { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM items WHERE service = 'x'") }
         }
-        try checkpoint(plainPath)
-        let plainDelete = try BenchSupport.time {
-            try plain.inDatabase { db in
-                try db.inTransaction(.immediate) {
-                    let statement = try db.cachedStatement(sql: "DELETE FROM items WHERE service = ? AND account = ?")
-                    for index in stride(from: 0, to: count, by: 10) {
-                        statement.setUncheckedArguments([names[index].0, names[index].1])
-                        try statement.execute()
-                    }
-                    return .commit
-                }
-            }
-        }
 
         // MARK: Keychain
         let directory = root + "/keychain"
@@ -91,8 +87,10 @@ enum KeychainBench {
         }
         let bulkFlush = try BenchSupport.time { try kc.flush() }
         try checkpoint(directory + "/keychain.sqlite")
-        let smallFlush = try median(20) {
-            try kc.setPassword("new", forService: names[7].0, account: names[7].1)
+        var smallRun = 0
+        let smallFlush = try median(smallCommitRuns) {
+            smallRun += 1
+            try kc.setPassword("new-\(smallRun)", forService: names[7].0, account: names[7].1)
             try kc.flush()
         }
         keychain = nil
@@ -121,11 +119,31 @@ enum KeychainBench {
                 precondition(secret.count > 0)
             }
         }
-        try checkpoint(directory + "/keychain.sqlite")
-        let deleteCalls = try BenchSupport.time {
-            for index in stride(from: 0, to: count, by: 10) { try reopened.deletePassword(forService: names[index].0, account: names[index].1) }
+        // Deletes: rounds of count/10 items (round r deletes the items whose index is r mod 10, all
+        // the accounts of 10 services), the plain table and the keychain in turn, each from a
+        // checkpointed file; the median round is reported (one round is too short to trust alone).
+        var deleteRounds = [(calls: Double, flush: Double, plain: Double)]()
+        for round in 0..<deleteRoundCount {
+            try checkpoint(plainPath)
+            let plainTime = try BenchSupport.time {
+                try plain.inDatabase { db in
+                    try db.inTransaction(.immediate) {
+                        let statement = try db.cachedStatement(sql: "DELETE FROM items WHERE service = ? AND account = ?")
+                        for index in stride(from: round, to: count, by: 10) {
+                            statement.setUncheckedArguments([names[index].0, names[index].1])
+                            try statement.execute()
+                        }
+                        return .commit
+                    }
+                }
+            }
+            try checkpoint(directory + "/keychain.sqlite")
+            let calls = try BenchSupport.time {
+                for index in stride(from: round, to: count, by: 10) { try reopened.deletePassword(forService: names[index].0, account: names[index].1) }
+            }
+            let flush = try BenchSupport.time { try reopened.flush() }
+            deleteRounds.append((calls, flush, plainTime))
         }
-        let deleteFlush = try BenchSupport.time { try reopened.flush() }
 
         // whenUnlocked items through a real CryptoManager (asked for the class key on every read).
         let manager = try CryptoManager(directory: root + "/vault", deviceKeyProvider: FileDeviceKeyProvider(path: root + "/device.key"),
@@ -179,10 +197,15 @@ enum KeychainBench {
         print("open with \(count) items: \(BenchSupport.format(openTime * 1000, 2)) ms (median of 5)   [target <= 200 ms];"
               + " plain SQLite open \(BenchSupport.format(plainOpen * 1000, 2)) ms")
         let deletes = Double(count / 10)
-        print("delete \(Int(deletes)) + flush: \(BenchSupport.format((deleteCalls + deleteFlush) * 1000, 1)) ms"
-              + " (calls \(BenchSupport.format(deleteCalls * 1000, 1)) ms, flush \(BenchSupport.format(deleteFlush * 1000, 1)) ms)"
-              + " (\(Int(deletes / (deleteCalls + deleteFlush))) /s); plain SQLite \(BenchSupport.format(plainDelete * 1000, 1)) ms;"
-              + " ratio \(BenchSupport.format((deleteCalls + deleteFlush) / plainDelete))x")
+        let byTotal = deleteRounds.sorted { $0.calls + $0.flush < $1.calls + $1.flush }
+        let middle = byTotal[byTotal.count / 2]
+        let plainDelete = deleteRounds.map(\.plain).sorted()[deleteRounds.count / 2]
+        let ratios = deleteRounds.map { ($0.calls + $0.flush) / $0.plain }.sorted()
+        print("delete \(Int(deletes)) + flush (median of \(deleteRoundCount) rounds): \(BenchSupport.format((middle.calls + middle.flush) * 1000, 1)) ms"
+              + " (calls \(BenchSupport.format(middle.calls * 1000, 1)) ms, flush \(BenchSupport.format(middle.flush * 1000, 1)) ms)"
+              + " (\(Int(deletes / (middle.calls + middle.flush))) /s); plain SQLite \(BenchSupport.format(plainDelete * 1000, 1)) ms;"
+              + " ratio \(BenchSupport.format((middle.calls + middle.flush) / plainDelete))x"
+              + " (per round: \(ratios.map { BenchSupport.format($0) }.joined(separator: ", ")))")
     }
 
     /// Copies the WAL into the database and empties it, outside any timing, so that each timed
