@@ -323,7 +323,7 @@ public final class Keychain: @unchecked Sendable {
             }
         }
         return ItemAttributes(key: key, accessibility: accessibility, label: label, comment: comment,
-                              creationDate: Date(timeIntervalSince1970: created ?? row.modified),
+                              creationDate: Date(timeIntervalSince1970: created ?? row.firstWritten ?? row.modified),
                               modificationDate: Date(timeIntervalSince1970: row.modified))
     }
 
@@ -351,13 +351,18 @@ public final class Keychain: @unchecked Sendable {
     /// Runs `body` in one read transaction of the reader connection (started with cached
     /// statements, so that a read pays for one lock round rather than one per statement).
     private func inReadTransaction<T>(_ db: Database, _ body: () throws -> T) throws -> T {
-        try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
+        // All three prepared before the transaction starts, so that ending it cannot fail on a
+        // statement's first preparation (GRDB stops the process if a transaction is left open).
+        let begin = try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION")
+        let commit = try db.cachedStatement(sql: "COMMIT TRANSACTION")
+        let rollback = try db.cachedStatement(sql: "ROLLBACK TRANSACTION")
+        try begin.execute()
         do {
             let result = try body()
-            try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+            try commit.execute()
             return result
         } catch {
-            try? db.cachedStatement(sql: "ROLLBACK TRANSACTION").execute()
+            try? rollback.execute()
             throw error
         }
     }
@@ -509,7 +514,7 @@ public final class Keychain: @unchecked Sendable {
             }
         }
         return result.values.sorted { a, b in
-            let ta = a.created ?? a.modified, tb = b.created ?? b.modified
+            let ta = a.created ?? a.firstWritten ?? a.modified, tb = b.created ?? b.firstWritten ?? b.modified
             if ta != tb { return ta < tb }
             return a.id < b.id
         }
@@ -521,13 +526,19 @@ public final class Keychain: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         try checkOpenLocked()
-        // One hash of the id in the common case (a new item): the change goes in first, and an
-        // update takes the creation date of the change it replaced or of the stored row.
+        // One hash of the id in the common case (a new item): the change goes in first. An
+        // update takes the creation date of the change it replaced or of the cached row (nil:
+        // the commit keeps the stored date); an item deleted and written again is a new item.
         let replaced = pending.updateValue(change, forKey: index)
         if case .put(var row) = change, row.created == nil {
-            let previous = replaced ?? (inFlight.isEmpty ? nil : inFlight[index])
-            if case .put(let old)? = previous { row.created = old.created } else if previous == nil, !cache.isEmpty { row.created = cache[index]?.created }
-            if row.created != nil { pending[index] = .put(row) }
+            switch replaced ?? (inFlight.isEmpty ? nil : inFlight[index]) {
+            case .put(let old)?:
+                row.created = old.created
+                row.firstWritten = old.firstWritten ?? old.modified
+            case .delete?: row.created = row.modified
+            case nil: if !cache.isEmpty { row.created = cache[index]?.created }
+            }
+            if row.created != nil || row.firstWritten != nil { pending[index] = .put(row) }
         }
         scheduleLocked(after: configuration.coalescingInterval)
     }
@@ -566,14 +577,15 @@ public final class Keychain: @unchecked Sendable {
                     for (index, change) in batch.sorted(by: { $0.key < $1.key }) {
                         switch change {
                         case .put(let row):
-                            upsert.bind(1, id: row.id)
-                            upsert.bind(2, int: Int64(row.accessibility))
-                            upsert.bind(3, blob: row.sealed)
-                            upsert.bind(4, double: row.created ?? row.modified)
-                            upsert.bind(5, double: row.modified)
+                            try upsert.bind(1, id: row.id)
+                            try upsert.bind(2, int: Int64(row.accessibility))
+                            try upsert.bind(3, blob: row.sealed)
+                            try upsert.bind(4, double: row.created)
+                            try upsert.bind(5, double: row.modified)
+                            try upsert.bind(6, double: row.firstWritten ?? row.modified)
                             try upsert.run(db)
                         case .delete:
-                            delete.bind(1, id: index)
+                            try delete.bind(1, id: index)
                             try delete.run(db)
                         }
                     }
@@ -741,9 +753,9 @@ public final class Keychain: @unchecked Sendable {
     ///   - account: The account name.
     /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` when the always-class key is unavailable.
     public func setPassword(_ password: String, forService service: String, account: String) throws {
-        // The string's own UTF-8 storage is sealed in place: no copy of the password is made.
-        var password = password
-        try password.withUTF8 { try store(UnsafeRawBufferPointer($0), for: .generic(service: service, account: account), accessibility: .always) }
+        var bytes = Array(password.utf8)
+        defer { Keychain.zero(&bytes) }
+        try bytes.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: .always) }
     }
 
     /// Stores password data with accessibility `.always`.

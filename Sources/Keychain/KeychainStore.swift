@@ -17,6 +17,9 @@ struct StoredRow: Sendable {
     /// item this process has not read).
     var created: Double?
     var modified: Double
+    /// The creation date a new row gets when `created` is nil: the time of the first of several
+    /// writes of the item that were pending together (nil: `modified`).
+    var firstWritten: Double? = nil
 
     var itemClass: UInt8 { id.itemClass }
 }
@@ -49,10 +52,13 @@ enum KeychainSchema {
         """,
     ]
 
+    /// Parameters: id, accessibility, sealed, creation date (NULL: keep the stored one, or use
+    /// parameter 6 for a new row), modification date, creation date of a new row.
     static let upsertSQL = """
-        INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified) VALUES (?, ?, ?, ?, ?)
+        INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified) VALUES (?1, ?2, ?3, coalesce(?4, ?6), ?5)
         ON CONFLICT (item_id) DO UPDATE SET
-            accessibility = excluded.accessibility, sealed = excluded.sealed, modified = excluded.modified
+            accessibility = excluded.accessibility, sealed = excluded.sealed, modified = excluded.modified,
+            created = coalesce(?4, keychain_items.created)
         """
     static let deleteSQL = "DELETE FROM keychain_items WHERE item_id = ?"
     static let selectColumns = "item_id, accessibility, sealed, created, modified"
@@ -109,24 +115,38 @@ struct DirectStatement {
     /// SQLITE_TRANSIENT: SQLite copies the bytes before the bind call returns.
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
-    func bind(_ index: Int32, id: ItemID) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: ItemID.size) { buffer in
+    func bind(_ index: Int32, id: ItemID) throws {
+        let code = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: ItemID.size) { buffer in
             id.write(to: UnsafeMutableRawBufferPointer(buffer))
-            _ = sqlite3_bind_blob(handle, index, buffer.baseAddress, Int32(ItemID.size), DirectStatement.transient)
+            return sqlite3_bind_blob(handle, index, buffer.baseAddress, Int32(ItemID.size), DirectStatement.transient)
         }
+        try check(code, binding: index)
     }
 
-    func bind(_ index: Int32, blob: [UInt8]) {
-        blob.withUnsafeBytes { bytes in
+    func bind(_ index: Int32, blob: [UInt8]) throws {
+        let code = blob.withUnsafeBytes { bytes in
             // A zero-length blob still needs a non-null pointer, or SQLite binds NULL.
             let base = bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)
-            _ = sqlite3_bind_blob(handle, index, base, Int32(bytes.count), DirectStatement.transient)
+            return sqlite3_bind_blob(handle, index, base, Int32(bytes.count), DirectStatement.transient)
         }
+        try check(code, binding: index)
     }
 
-    func bind(_ index: Int32, int: Int64) { _ = sqlite3_bind_int64(handle, index, int) }
+    func bind(_ index: Int32, int: Int64) throws { try check(sqlite3_bind_int64(handle, index, int), binding: index) }
 
-    func bind(_ index: Int32, double: Double) { _ = sqlite3_bind_double(handle, index, double) }
+    /// Binds `double`, or NULL when it is nil.
+    func bind(_ index: Int32, double: Double?) throws {
+        try check(double.map { sqlite3_bind_double(handle, index, $0) } ?? sqlite3_bind_null(handle, index), binding: index)
+    }
+
+    /// A failed bind leaves the parameter NULL (a delete would then match nothing and succeed):
+    /// it fails the commit instead.
+    private func check(_ code: Int32, binding index: Int32) throws {
+        guard code == SQLITE_OK else {
+            sqlite3_clear_bindings(handle)
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "binding parameter \(index) failed", sql: statement.sql)
+        }
+    }
 
     /// Steps the statement to completion (it returns no rows), then resets it and clears its
     /// parameters; a failure is thrown as GRDB's `DatabaseError`.

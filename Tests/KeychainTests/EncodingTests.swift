@@ -88,7 +88,8 @@ import Cipher
         let dir = try TemporaryDirectory()
         var configuration = Keychain.Configuration()
         configuration.coalescingInterval = .seconds(3600)
-        let keychain = try Keychain(directory: dir.sub("kc"), keySource: try TestKeySource(), configuration: configuration)
+        let source = try TestKeySource()
+        let keychain = try Keychain(directory: dir.sub("kc"), keySource: source, configuration: configuration)
         let other = try DatabaseQueue(path: keychain.path)
         try other.write { db in
             try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON keychain_items BEGIN SELECT RAISE(ABORT, 'refused by test'); END")
@@ -106,5 +107,8 @@ import Cipher
         let stored = try other.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM keychain_items") }
         #expect(stored == 1)
         try keychain.close()
+        let reopened = try Keychain(directory: dir.sub("kc"), keySource: source)
+        #expect(try reopened.password(forService: "svc", account: "acct") == "value")
+        try reopened.close()
     }
 }

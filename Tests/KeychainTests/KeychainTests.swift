@@ -576,6 +576,40 @@ final class LockedCounter: @unchecked Sendable {
         #expect(after.modificationDate > created)
     }
 }
+    /// Within one coalescing window: repeated sets keep the first creation date, an update of a
+    /// cached item keeps the stored one, and an item deleted and set again is a new item.
+    @Test func creationDatesWithinOneCoalescingWindow() throws {
+        let dir = try TemporaryDirectory()
+        let source = try TestKeySource()
+        let keychain = try open(dir, source, interval: .seconds(3600))
+        func attributes(_ keychain: Keychain) throws -> ItemAttributes {
+            try #require(keychain.copyMatching(KeychainQuery(service: "s", account: "x", returning: .attributes))[0].attributes)
+        }
+        try keychain.setPassword("a", forService: "s", account: "x")
+        Thread.sleep(forTimeInterval: 0.02)
+        try keychain.setPassword("b", forService: "s", account: "x")
+        try keychain.flush()
+        let first = try attributes(keychain)
+        #expect(first.modificationDate > first.creationDate)
+
+        _ = try keychain.password(forService: "s", account: "x")  // now cached
+        Thread.sleep(forTimeInterval: 0.02)
+        try keychain.setPassword("c", forService: "s", account: "x")
+        try keychain.flush()
+        #expect(try attributes(keychain).creationDate == first.creationDate)
+
+        Thread.sleep(forTimeInterval: 0.02)
+        try keychain.deletePassword(forService: "s", account: "x")
+        try keychain.setPassword("d", forService: "s", account: "x")
+        let renewed = try attributes(keychain)
+        #expect(renewed.creationDate > first.creationDate)
+        #expect(renewed.creationDate == renewed.modificationDate)
+        try keychain.flush()
+        let stored = try attributes(try open(dir, source))
+        #expect(stored.creationDate == renewed.creationDate)
+        #expect(try open(dir, source).password(forService: "s", account: "x") == "d")
+    }
+
 
 @Suite struct MigrationTests {
     @Test func importsLegacyBinaryPlist() throws {
