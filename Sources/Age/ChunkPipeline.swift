@@ -165,15 +165,7 @@ final class ChunkPipeline: @unchecked Sendable {
         }
         // Nothing left to read: help write what remains, or wait for whoever is writing it.
         condition.lock()
-        while failure == nil && (chunkCount == nil || written != chunkCount) {
-            if !writing && sealedUpTo > written {
-                writeRunLocked()
-            } else {
-                sleepers += 1
-                condition.wait()
-                sleepers -= 1
-            }
-        }
+        while failure == nil && (chunkCount == nil || written != chunkCount) { writeOrWaitLocked() }
         condition.unlock()
     }
 
@@ -206,6 +198,18 @@ final class ChunkPipeline: @unchecked Sendable {
             return (count, .payloadFailure("data follows the final chunk"))
         }
         return (0, .payloadFailure("chunk \(n) does not authenticate"))
+    }
+
+    /// Under `condition`: writes the next run of sealed chunks if nobody is writing and there is
+    /// one, otherwise sleeps until another thread signals progress.
+    private func writeOrWaitLocked() {
+        if !writing && sealedUpTo > written {
+            writeRunLocked()
+        } else {
+            sleepers += 1
+            condition.wait()
+            sleepers -= 1
+        }
     }
 
     /// Under `condition`, with no write in progress and at least one sealed chunk unwritten:
@@ -278,15 +282,7 @@ final class ChunkPipeline: @unchecked Sendable {
             // The slot is free once its previous chunk is written: write it here if it is
             // sealed and nobody is writing; otherwise wait for whoever seals or writes it.
             condition.lock()
-            while state[slot] != .free && failure == nil {
-                if !writing && sealedUpTo > written {
-                    writeRunLocked()
-                } else {
-                    sleepers += 1
-                    condition.wait()
-                    sleepers -= 1
-                }
-            }
+            while state[slot] != .free && failure == nil { writeOrWaitLocked() }
             if failure != nil {
                 condition.unlock()
                 return nil

@@ -41,8 +41,14 @@ enum ItemCodec {
     // MARK: Blind indexes
 
     private static func appendField(_ out: inout [UInt8], _ text: String?) {
-        guard var text else { out.append(0); return }
+        guard let text else { out.append(0); return }
         out.append(1)
+        appendText(&out, text)
+    }
+
+    /// A 4-byte big-endian length, then the UTF-8 bytes.
+    private static func appendText(_ out: inout [UInt8], _ text: String) {
+        var text = text
         text.withUTF8 { utf8 in
             appendUInt32(&out, UInt32(truncatingIfNeeded: utf8.count))
             out.append(contentsOf: utf8)
@@ -85,11 +91,7 @@ enum ItemCodec {
         out.reserveCapacity(serviceIndexPrefix.count + 5 + name.utf8.count)
         out += serviceIndexPrefix
         out.append(itemClass.rawValue)
-        var name = name
-        name.withUTF8 { utf8 in
-            appendUInt32(&out, UInt32(truncatingIfNeeded: utf8.count))
-            out.append(contentsOf: utf8)
-        }
+        appendText(&out, name)
         return out
     }
 
@@ -151,12 +153,9 @@ enum ItemCodec {
     static func encodeNames(key: ItemKey, label: String?, comment: String?) -> [UInt8] {
         var out: [UInt8] = [1]
         func put(_ tag: Tag, _ text: String?) {
-            guard var text else { return }
+            guard let text else { return }
             out.append(tag.rawValue)
-            text.withUTF8 { utf8 in
-                appendUInt32(&out, UInt32(truncatingIfNeeded: utf8.count))
-                out.append(contentsOf: utf8)
-            }
+            appendText(&out, text)
         }
         put(.service, key.service)
         put(.account, key.account)
