@@ -231,6 +231,18 @@ public enum Age {
                                    armor: Bool = false, progress: Progress? = nil) throws {
         let input = try openForReading(source)
         defer { close(input) }
+        try encrypt(from: input, toFile: destination, recipients: recipients, armor: armor, progress: progress)
+    }
+
+    /// Encrypts everything readable from `input` (a file, pipe or socket, e.g. standard input)
+    /// into the file `destination`, atomically: a temporary file beside it (mode 0600), fsync,
+    /// rename, fsync of the directory. On any failure nothing is left behind and an existing
+    /// `destination` is untouched.
+    ///
+    /// - Throws: ``AgeError``; ``AgeError/invalidArgument(_:)`` when `destination` is the file
+    ///   `input` reads (use ``encryptFileInPlace(at:recipients:armor:shredOptions:progress:)``).
+    public static func encrypt(from input: Int32, toFile destination: String, recipients: [any AgeRecipient],
+                               armor: Bool = false, progress: Progress? = nil) throws {
         if try sameFile(input, destination) {
             throw AgeError.invalidArgument("\(destination) is the source file; use encryptFileInPlace(at:recipients:) to replace it")
         }
@@ -285,6 +297,17 @@ public enum Age {
                                    armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
         let input = try openForReading(source)
         defer { close(input) }
+        try decrypt(from: input, toFile: destination, identities: identities, armor: armor, progress: progress)
+    }
+
+    /// Decrypts everything readable from `input` (a file, pipe or socket, e.g. standard input)
+    /// into the file `destination`, atomically: the destination appears only once the whole
+    /// payload authenticated; on any failure nothing is left behind and an existing
+    /// `destination` is untouched. `destination` may be the file `input` reads.
+    ///
+    /// - Throws: ``AgeError``.
+    public static func decrypt(from input: Int32, toFile destination: String, identities: [any AgeIdentity],
+                               armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
         try atomically(destination) { output in
             try decrypt(from: input, to: output, identities: identities, armor: armor, progress: progress)
         }

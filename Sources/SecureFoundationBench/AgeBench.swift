@@ -86,7 +86,7 @@ enum AgeBench {
             try [UInt8]([0x0A]).withUnsafeBytes { try SecureFile.writeAll(fd, $0) }
         }
         let mib = Double(size)
-        let runs = max(1, Int(ProcessInfo.processInfo.environment["AGE_BENCH_RUNS"] ?? "5") ?? 5)
+        let runs = max(1, Int(ProcessInfo.processInfo.environment["AGE_BENCH_RUNS"] ?? "7") ?? 7)
         print("plaintext: \(size) MiB, X25519 recipient, \(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs) alternating runs (and the ratio of the best runs: page-allocation noise only adds time); files in \(base); peak RSS \(gnuTime != nil ? "from GNU time" : "from wait4 (includes this process's RSS at exec)")")
         // Warm the page cache so both tools read the plaintext from memory.
         _ = spawn(["/bin/cat", plain], stdin: "/dev/null", stdout: "/dev/null")
@@ -107,12 +107,20 @@ enum AgeBench {
         let cross2 = spawn([ours, "decrypt", "-i", dir + "/key.txt"], stdin: dir + "/age.age", stdout: "/dev/null")?.status
         print("  cross-decryption: age reads ours: \(cross1 == 0 ? "ok" : "FAILED"), ours reads age's: \(cross2 == 0 ? "ok" : "FAILED")")
 
+        // `-o FILE`: file to file (ours through a temporary file, fsync and rename; age writes
+        // the file directly). `> FILE`: the shell's redirection, both tools writing to stdout.
+        let out = dir + "/out"
+        let key = dir + "/key.txt"
         let cases: [(name: String, ours: [String], age: [String], input: [String], output: String)] = [
-            ("encrypt -> file", [ours, "encrypt", "-r", recipient], [age, "-r", recipient], [plain, plain], dir + "/out.age"),
-            ("encrypt -> /dev/null", [ours, "encrypt", "-r", recipient], [age, "-r", recipient], [plain, plain], "/dev/null"),
-            ("decrypt -> /dev/null", [ours, "decrypt", "-i", dir + "/key.txt"], [age, "-d", "-i", dir + "/key.txt"], [dir + "/ours.age", dir + "/age.age"], "/dev/null"),
-            ("decrypt -> file", [ours, "decrypt", "-i", dir + "/key.txt"], [age, "-d", "-i", dir + "/key.txt"], [dir + "/ours.age", dir + "/age.age"], dir + "/out.plain"),
+            // `output`: the file to remove between runs and where stdout goes, except with -o.
+            ("encrypt -o file", [ours, "encrypt", "-r", recipient, "-o", out, plain], [age, "-r", recipient, "-o", out, plain], ["/dev/null", "/dev/null"], out),
+            ("encrypt > file", [ours, "encrypt", "-r", recipient], [age, "-r", recipient], [plain, plain], out),
+            ("encrypt > /dev/null", [ours, "encrypt", "-r", recipient], [age, "-r", recipient], [plain, plain], "/dev/null"),
+            ("decrypt > /dev/null", [ours, "decrypt", "-i", key], [age, "-d", "-i", key], [dir + "/ours.age", dir + "/age.age"], "/dev/null"),
+            ("decrypt > file", [ours, "decrypt", "-i", key], [age, "-d", "-i", key], [dir + "/ours.age", dir + "/age.age"], out),
+            ("decrypt -o file", [ours, "decrypt", "-i", key, "-o", out, dir + "/ours.age"], [age, "-d", "-i", key, "-o", out, dir + "/age.age"], ["/dev/null", "/dev/null"], out),
         ]
+        var ratios = [(String, Double)]()
         print("  \("case".padding(toLength: 22, withPad: " ", startingAt: 0))  \("securefoundation".padding(toLength: 38, withPad: " ", startingAt: 0)) \("age".padding(toLength: 38, withPad: " ", startingAt: 0)) throughput ratio")
         for c in cases {
             var ourTimes = [Double](), ageTimes = [Double]()
@@ -121,10 +129,11 @@ enum AgeBench {
             var failed = false
             for _ in 0..<runs {
                 if c.output != "/dev/null" { unlink(c.output) }
-                guard let m = spawn(c.ours, stdin: c.input[0], stdout: c.output), m.status == 0 else { failed = true; break }
+                let stdout = c.ours.contains("-o") ? "/dev/null" : c.output
+                guard let m = spawn(c.ours, stdin: c.input[0], stdout: stdout), m.status == 0 else { failed = true; break }
                 ourTimes.append(m.seconds); ourRSS = max(ourRSS, m.maxRSSKiB); ourCPU.append(m.cpuSeconds)
                 if c.output != "/dev/null" { unlink(c.output) }
-                guard let a = spawn(c.age, stdin: c.input[1], stdout: c.output), a.status == 0 else { failed = true; break }
+                guard let a = spawn(c.age, stdin: c.input[1], stdout: stdout), a.status == 0 else { failed = true; break }
                 ageTimes.append(a.seconds); ageRSS = max(ageRSS, a.maxRSSKiB); ageCPU.append(a.cpuSeconds)
             }
             if c.output != "/dev/null" { unlink(c.output) }
@@ -135,8 +144,11 @@ enum AgeBench {
                 let cpuMedian = cpu.sorted()[cpu.count / 2]
                 return "\(BenchSupport.format(mib / seconds, 0)) MiB/s, RSS \(BenchSupport.format(Double(rss) / 1024, 1)) MiB, CPU \(BenchSupport.format(cpuMedian)) s".padding(toLength: 38, withPad: " ", startingAt: 0)
             }
+            ratios.append((c.name, ageMedian / ourMedian))
             print("  \(c.name.padding(toLength: 22, withPad: " ", startingAt: 0))  \(cell(ourMedian, ourRSS, ourCPU)) \(cell(ageMedian, ageRSS, ageCPU)) \(BenchSupport.format(ageMedian / ourMedian))x (best runs \(BenchSupport.format(ageBest / ourBest))x)")
         }
+        let under = ratios.filter { $0.1 < 1.5 }.map(\.0)
+        print("  target 1.5x age's throughput: \(ratios.count - under.count) of \(ratios.count) cases met\(under.isEmpty ? "" : " (under: " + under.joined(separator: ", ") + ")")")
         // Constant memory: a 4 GiB stream through a pipe (encrypt | decrypt), peak RSS of each side.
         let streamMiB = Int(ProcessInfo.processInfo.environment["AGE_BENCH_STREAM_MIB"] ?? "4096") ?? 4096
         if streamMiB > 0, let gnuTime {

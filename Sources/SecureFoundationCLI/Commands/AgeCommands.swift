@@ -152,8 +152,10 @@ struct EncryptCommand: ParsableCommand {
                 for warning in report.warnings { CLI.warn("securefoundation: warning: \(warning)") }
                 return
             }
-            try AgeCLI.withOutput(output) { fd in
-                try Age.encrypt(from: inputFD, to: fd, recipients: list, armor: armor, progress: progress)
+            if let output, output != "-" {
+                try Age.encrypt(from: inputFD, toFile: output, recipients: list, armor: armor, progress: progress)
+            } else {
+                try Age.encrypt(from: inputFD, to: 1, recipients: list, armor: armor, progress: progress)
             }
         } catch let error as ValidationError {
             throw error
@@ -225,8 +227,10 @@ struct DecryptCommand: ParsableCommand {
             let inputFD = try AgeCLI.openInput(input)
             defer { if inputFD != 0 { close(inputFD) } }
             let progress = AgeCLI.progressBar(total: AgeCLI.regularFileSize(inputFD))
-            try AgeCLI.withOutput(output) { fd in
-                try Age.decrypt(from: inputFD, to: fd, identities: identities, progress: progress)
+            if let output, output != "-" {
+                try Age.decrypt(from: inputFD, toFile: output, identities: identities, progress: progress)
+            } else {
+                try Age.decrypt(from: inputFD, to: 1, identities: identities, progress: progress)
             }
         } catch let error as ValidationError {
             throw error
