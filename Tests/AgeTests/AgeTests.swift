@@ -256,6 +256,62 @@ struct AgeLibraryTests {
         #expect(throws: AgeError.self) { try Age.encryptFile(at: dir + "/plain", to: dir + "/plain", recipients: [identity.recipient]) }
     }
 
+    @Test("descriptor to file: a pipe's bytes land atomically, a failure keeps the old destination")
+    func descriptorToFile() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let identity = X25519Identity.generate()
+        let plaintext = pattern(3 * 65536 + 11)
+        /// A pipe fed from another thread, like standard input.
+        func pipeOf(_ bytes: [UInt8]) -> Int32 {
+            var fds: [Int32] = [0, 0]
+            #expect(pipe(&fds) == 0)
+            let writeEnd = fds[1]
+            Thread {
+                var offset = 0
+                while offset < bytes.count {
+                    let n = bytes.withUnsafeBytes { write(writeEnd, $0.baseAddress! + offset, min(10_000, bytes.count - offset)) }
+                    if n <= 0 { break }
+                    offset += n
+                }
+                close(writeEnd)
+            }.start()
+            return fds[0]
+        }
+        var input = pipeOf(plaintext)
+        try Age.encrypt(from: input, toFile: dir + "/p.age", recipients: [identity.recipient])
+        close(input)
+        var info = stat()
+        #expect(stat(dir + "/p.age", &info) == 0 && info.st_mode & 0o777 == 0o600)
+        let sealed = try SecureFile.read(dir + "/p.age")
+        #expect(try Age.decrypt(sealed, identities: [identity]) == plaintext)
+
+        input = pipeOf(sealed)
+        try Age.decrypt(from: input, toFile: dir + "/back", identities: [identity])
+        close(input)
+        #expect(try SecureFile.read(dir + "/back") == plaintext)
+
+        // A damaged second chunk (chunk 1): the first chunk authenticates, but the existing destination
+        // keeps its old bytes and no temporary file remains.
+        var damaged = sealed
+        damaged[damaged.count - 2 * 65536] ^= 1
+        input = pipeOf(damaged)
+        #expect(throws: AgeError.payloadFailure("chunk 1 does not authenticate")) {
+            try Age.decrypt(from: input, toFile: dir + "/back", identities: [identity])
+        }
+        close(input)
+        #expect(try SecureFile.read(dir + "/back") == plaintext)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".tmp") }.isEmpty)
+
+        // Encrypting a file onto itself through a descriptor is refused, the file untouched.
+        let fd = open(dir + "/back", O_RDONLY)
+        defer { close(fd) }
+        #expect(throws: AgeError.invalidArgument("\(dir)/back is the source file; use encryptFileInPlace(at:recipients:) to replace it")) {
+            try Age.encrypt(from: fd, toFile: dir + "/back", recipients: [identity.recipient])
+        }
+        #expect(try SecureFile.read(dir + "/back") == plaintext)
+    }
+
     @Test("async byte sequences")
     func asyncSequences() async throws {
         let identity = X25519Identity.generate()

@@ -110,6 +110,11 @@ struct AgeCLITests {
         let dearmored = try Self.run(["decrypt", "-i", key, "-o", dir + "/out"], stdin: armored.stdout)
         #expect(dearmored.status == 0)
         #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/out"))) == plaintext)
+        // stdin to -o, binary.
+        let fromStdin = try Self.run(["encrypt", "-r", recipient, "-o", dir + "/stdin.age"], stdin: plaintext)
+        #expect(fromStdin.status == 0 && fromStdin.stdout.isEmpty, "\(fromStdin.stderr)")
+        let backFromStdin = try Self.run(["decrypt", "-i", key, dir + "/stdin.age"])
+        #expect(backFromStdin.status == 0 && backFromStdin.stdout == plaintext)
 
         try "a passphrase for tests\n".write(toFile: dir + "/pass.txt", atomically: true, encoding: .utf8)
         let penc = try Self.run(["encrypt", "--passphrase-file", dir + "/pass.txt", "-o", dir + "/p.age", dir + "/plain"])
