@@ -222,7 +222,7 @@ public enum Age {
     /// - Parameters:
     ///   - source: The plaintext file.
     ///   - destination: The age file to create or replace. It must not be `source` (see
-    ///     ``encryptFileInPlace(at:recipients:armor:progress:)``).
+    ///     ``encryptFileInPlace(at:recipients:armor:shredOptions:progress:)``).
     ///   - recipients: One or more recipients.
     ///   - armor: Write ASCII armor.
     ///   - progress: Called with the plaintext bytes consumed.
@@ -243,7 +243,7 @@ public enum Age {
     ///   `input` reads (use ``encryptFileInPlace(at:recipients:armor:shredOptions:progress:)``).
     public static func encrypt(from input: Int32, toFile destination: String, recipients: [any AgeRecipient],
                                armor: Bool = false, progress: Progress? = nil) throws {
-        if try sameFile(input, destination) {
+        if sameFile(input, destination) {
             throw AgeError.invalidArgument("\(destination) is the source file; use encryptFileInPlace(at:recipients:) to replace it")
         }
         try atomically(destination) { output in
@@ -331,7 +331,7 @@ public enum Age {
         return fd
     }
 
-    static func sameFile(_ fd: Int32, _ path: String) throws -> Bool {
+    static func sameFile(_ fd: Int32, _ path: String) -> Bool {
         var a = stat(), b = stat()
         guard fstat(fd, &a) == 0 else { return false }
         guard stat(path, &b) == 0 else { return false }

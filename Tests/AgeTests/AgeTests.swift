@@ -262,11 +262,15 @@ struct AgeLibraryTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let identity = X25519Identity.generate()
         let plaintext = pattern(3 * 65536 + 11)
-        /// A pipe fed from another thread, like standard input.
-        func pipeOf(_ bytes: [UInt8]) -> Int32 {
+        // A reader that stops early closes the pipe under the feeder: EPIPE, not a signal.
+        signal(SIGPIPE, SIG_IGN)
+        /// Runs `body` with the read end of a pipe fed from another thread, like standard input;
+        /// the read end is closed and the feeder finished when it returns.
+        func withPipe(of bytes: [UInt8], _ body: (Int32) throws -> Void) throws {
             var fds: [Int32] = [0, 0]
-            #expect(pipe(&fds) == 0)
+            try #require(pipe(&fds) == 0)
             let writeEnd = fds[1]
+            let done = DispatchSemaphore(value: 0)
             Thread {
                 var offset = 0
                 while offset < bytes.count {
@@ -275,36 +279,38 @@ struct AgeLibraryTests {
                     offset += n
                 }
                 close(writeEnd)
+                done.signal()
             }.start()
-            return fds[0]
+            defer {
+                close(fds[0])
+                done.wait()
+            }
+            try body(fds[0])
         }
-        var input = pipeOf(plaintext)
-        try Age.encrypt(from: input, toFile: dir + "/p.age", recipients: [identity.recipient])
-        close(input)
+        try withPipe(of: plaintext) { try Age.encrypt(from: $0, toFile: dir + "/p.age", recipients: [identity.recipient]) }
         var info = stat()
         #expect(stat(dir + "/p.age", &info) == 0 && info.st_mode & 0o777 == 0o600)
         let sealed = try SecureFile.read(dir + "/p.age")
         #expect(try Age.decrypt(sealed, identities: [identity]) == plaintext)
 
-        input = pipeOf(sealed)
-        try Age.decrypt(from: input, toFile: dir + "/back", identities: [identity])
-        close(input)
+        try withPipe(of: sealed) { try Age.decrypt(from: $0, toFile: dir + "/back", identities: [identity]) }
         #expect(try SecureFile.read(dir + "/back") == plaintext)
 
-        // A damaged second chunk (chunk 1): the first chunk authenticates, but the existing destination
-        // keeps its old bytes and no temporary file remains.
+        // A damaged second chunk (chunk 1): the first chunk authenticates, but the existing
+        // destination keeps its old bytes and no temporary file remains.
         var damaged = sealed
         damaged[damaged.count - 2 * 65536] ^= 1
-        input = pipeOf(damaged)
-        #expect(throws: AgeError.payloadFailure("chunk 1 does not authenticate")) {
-            try Age.decrypt(from: input, toFile: dir + "/back", identities: [identity])
+        try withPipe(of: damaged) { input in
+            #expect(throws: AgeError.payloadFailure("chunk 1 does not authenticate")) {
+                try Age.decrypt(from: input, toFile: dir + "/back", identities: [identity])
+            }
         }
-        close(input)
         #expect(try SecureFile.read(dir + "/back") == plaintext)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".tmp") }.isEmpty)
 
         // Encrypting a file onto itself through a descriptor is refused, the file untouched.
         let fd = open(dir + "/back", O_RDONLY)
+        try #require(fd >= 0)
         defer { close(fd) }
         #expect(throws: AgeError.invalidArgument("\(dir)/back is the source file; use encryptFileInPlace(at:recipients:) to replace it")) {
             try Age.encrypt(from: fd, toFile: dir + "/back", recipients: [identity.recipient])

@@ -11,14 +11,20 @@ struct AgeCLITests {
         var text: String { String(decoding: stdout, as: UTF8.self) }
     }
 
-    static func run(_ arguments: [String], stdin: [UInt8]? = nil) throws -> Result {
+    /// - Parameter stdinFile: A file to give as stdin (as the shell's `< FILE` does) instead of bytes.
+    static func run(_ arguments: [String], stdin: [UInt8]? = nil, stdinFile: String? = nil) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try ShredCLITests.binary())
         process.arguments = arguments
         let out = Pipe(), err = Pipe(), input = Pipe()
         process.standardOutput = out
         process.standardError = err
-        process.standardInput = stdin == nil ? FileHandle.nullDevice : input
+        if let stdinFile {
+            guard let handle = FileHandle(forReadingAtPath: stdinFile) else { throw CocoaError(.fileNoSuchFile) }
+            process.standardInput = handle
+        } else {
+            process.standardInput = stdin == nil ? FileHandle.nullDevice : input
+        }
         try process.run()
         if let stdin {
             let writer = input.fileHandleForWriting
@@ -162,7 +168,7 @@ struct AgeCLITests {
         #expect(try Self.run(["encrypt", "-p", "-r", recipient]).status == 64)
     }
 
-    @Test("in place: encrypt -o INPUT replaces the plaintext and reports the shredding")
+    @Test("in place: encrypt -o INPUT (or -o FILE < FILE) replaces the plaintext and reports the shredding")
     func inPlace() throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -174,5 +180,13 @@ struct AgeCLITests {
         #expect(result.stderr.contains("in place"))
         let dec = try Self.run(["decrypt", "-i", key, dir + "/doc"])
         #expect(dec.status == 0 && dec.stdout == plaintext)
+
+        // The same file on stdin (`encrypt -o doc < doc`) is encrypted in place too.
+        try Data(plaintext).write(to: URL(fileURLWithPath: dir + "/doc2"))
+        let redirected = try Self.run(["encrypt", "-r", recipient, "-o", dir + "/doc2"], stdinFile: dir + "/doc2")
+        #expect(redirected.status == 0, "\(redirected.stderr)")
+        #expect(redirected.stderr.contains("\(dir)/doc2 in place"))
+        let dec2 = try Self.run(["decrypt", "-i", key, dir + "/doc2"])
+        #expect(dec2.status == 0 && dec2.stdout == plaintext)
     }
 }

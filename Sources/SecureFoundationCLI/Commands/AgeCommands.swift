@@ -54,9 +54,10 @@ enum AgeCLI {
         return fd
     }
 
-    static func isSameFile(_ a: String, _ b: String) -> Bool {
+    /// Whether `path` names the file open on `fd` (a regular file; never a pipe or terminal).
+    static func isSameFile(_ fd: Int32, _ path: String) -> Bool {
         var x = stat(), y = stat()
-        guard stat(a, &x) == 0, stat(b, &y) == 0 else { return false }
+        guard fstat(fd, &x) == 0, x.st_mode & S_IFMT == S_IFREG, stat(path, &y) == 0 else { return false }
         return x.st_dev == y.st_dev && x.st_ino == y.st_ino
     }
 
@@ -79,8 +80,9 @@ struct EncryptCommand: ParsableCommand {
         discussion: """
         Reads INPUT (or stdin) and writes the age file to OUTPUT (or stdout). With -o the output
         is written to a temporary file and renamed into place, so a failure leaves nothing.
-        When OUTPUT is INPUT, the file is encrypted in place: the age file replaces it atomically
-        and the old plaintext blocks are overwritten (the shredder's report goes to stderr).
+        When OUTPUT is INPUT (or the file on stdin), the file is encrypted in place: the age
+        file replaces it atomically and the old plaintext blocks are overwritten (the shredder's
+        report goes to stderr).
         Recipients are age1… (X25519) and age1pq1… (post-quantum hybrid) public keys.
 
         Examples:
@@ -146,9 +148,10 @@ struct EncryptCommand: ParsableCommand {
             let inputFD = try AgeCLI.openInput(input)
             defer { if inputFD != 0 { close(inputFD) } }
             let progress = AgeCLI.progressBar(total: AgeCLI.regularFileSize(inputFD))
-            if let output, let input, input != "-", AgeCLI.isSameFile(input, output) {
-                let report = try Age.encryptFileInPlace(at: input, recipients: list, armor: armor, progress: progress)
-                CLI.warn("securefoundation: encrypted \(input) in place; old plaintext: \(report)")
+            // OUTPUT is the file being read (given as INPUT, or redirected to stdin): in place.
+            if let output, output != "-", AgeCLI.isSameFile(inputFD, output) {
+                let report = try Age.encryptFileInPlace(at: output, recipients: list, armor: armor, progress: progress)
+                CLI.warn("securefoundation: encrypted \(output) in place; old plaintext: \(report)")
                 for warning in report.warnings { CLI.warn("securefoundation: warning: \(warning)") }
                 return
             }
