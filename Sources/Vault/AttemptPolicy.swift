@@ -119,6 +119,13 @@ struct AttemptRecord: Codable, Equatable {
         try SecureFile.checkPrivate(path, isDirectory: false)
         let written = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, 0) }
         guard written == bytes.count else { throw SecureFile.Failure.system(operation: "write", path: path, errno: errno) }
+        // A longer (damaged) file keeps no tail after the record.
+        var info = stat()
+        if fstat(fd, &info) == 0, info.st_size != off_t(bytes.count) {
+            guard ftruncate(fd, off_t(bytes.count)) == 0 else {
+                throw SecureFile.Failure.system(operation: "truncate", path: path, errno: errno)
+            }
+        }
         if durable {
             guard fdatasync(fd) == 0 else { throw SecureFile.Failure.system(operation: "fdatasync", path: path, errno: errno) }
         }

@@ -241,7 +241,7 @@ extension CryptoManager {
         var paths = [statePath]
         if includeAlwaysKey { paths.append(alwaysKeyPath) }
         for path in paths {
-            do { try destroyFile(path) } catch { failures.append("\(error)") }
+            do { try destroyFile(path, live: nil) } catch { failures.append("\(error)") }
         }
         unlink(directory + "/" + AttemptRecord.fileName)
         testHooks.step?("attempts removed")

@@ -206,7 +206,7 @@ public final class CryptoManager: Sendable {
         let identity = FileIdentity(path: statePath)
         testHooks.step?("committed")
         // A failure here leaves a .superseded- file that the next open or erase destroys.
-        if let superseded { try? destroyFile(superseded) }
+        if let superseded { try? destroyFile(superseded, live: liveInodes()) }
         return identity
     }
 

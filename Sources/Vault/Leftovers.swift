@@ -61,16 +61,18 @@ extension CryptoManager {
     /// unlinked; anything that is not a regular file, or has other hard links, is unlinked (it
     /// cannot be overwritten without touching the other names); a regular file is renamed into
     /// `.erasing/` and crypto-erased there. Call with the file lock held.
-    func destroyFile(_ path: String, live: [(dev_t, ino_t)]? = nil) throws {
+    ///
+    /// With `live` nil, `path` is itself a live file being destroyed (erase): it goes straight to
+    /// crypto-erase (which refuses, and then unlinks, a file with other hard links).
+    func destroyFile(_ path: String, live: [(dev_t, ino_t)]?) throws {
         var info = stat()
         guard lstat(path, &info) == 0 else { return }
-        let live = live ?? liveInodes()
-        let isLive = live.contains { $0.0 == info.st_dev && $0.1 == info.st_ino }
         let kind = info.st_mode & S_IFMT
         if kind == S_IFDIR {
             throw VaultError.io("\(path) is a directory where the vault expects a file; remove it by hand")
         }
-        if isLive || kind != S_IFREG || info.st_nlink > 1 {
+        let isLive = live?.contains { $0.0 == info.st_dev && $0.1 == info.st_ino } ?? false
+        if isLive || kind != S_IFREG || (live != nil && info.st_nlink > 1) {
             guard unlink(path) == 0 || errno == ENOENT else {
                 throw VaultError.io("unlink \(path): \(String(cString: strerror(errno)))")
             }
@@ -88,6 +90,7 @@ extension CryptoManager {
             testHooks.step?("moved \(SecureFile.directoryOf(path) == directory ? String(path.dropFirst(directory.count + 1)) : path)")
         }
         try Erasure.destroy([target])
+        if target != path { rmdir(erasingPath) }
         testHooks.step?("destroyed")
     }
 
