@@ -12,7 +12,11 @@ extension CryptoManager {
     /// - thisDeviceOnly variants also mix in the device key.
     ///
     /// whenUnlocked and afterFirstUnlock come from the class master, a random key sealed in the
-    /// state under the application key, so they stay the same across key rotation.
+    /// state under the application key, so they stay the same across key rotation; only
+    /// ``rotateClassKeys()`` changes them (and the always key). An unlocked manager follows a
+    /// class-key rotation made by another manager or process (it notices that `vault.state`
+    /// changed and re-reads the class master), or locks when its application key no longer
+    /// opens the state.
     ///
     /// - Parameter accessibility: The class.
     /// - Returns: 32 key bytes.

@@ -110,8 +110,14 @@ extension CryptoManager {
     ///   - passcode: The current passcode (required when the vault has one).
     ///   - answers: All answers (required when the vault has questions).
     /// - Returns: The new key id.
+    /// Every answer is verified before it is used for a new wrapping: one subset that opens,
+    /// then each other answer together with k - 1 verified ones (one KDF each). One attempt in
+    /// all, counted as failed unless every answer verified.
+    ///
     /// - Throws: ``VaultError/locked``, ``VaultError/invalidArgument(_:)`` when a required secret is
-    ///   missing, ``VaultError/wrongPasscode(failures:nextAttemptAfter:)``, ``VaultError/wrongAnswers(failures:nextAttemptAfter:)``.
+    ///   missing, ``VaultError/wrongPasscode(failures:nextAttemptAfter:)``, ``VaultError/wrongAnswers(failures:nextAttemptAfter:)``
+    ///   when no subset opens, ``VaultError/unverifiedAnswers(questions:)`` naming the answers that
+    ///   did not verify (nothing is written).
     @discardableResult
     public func rotateKey(passcode: SecretBytes?, answers: [SecretBytes]? = nil) throws -> [UInt8] {
         let unlocked = try requireUnlocked()

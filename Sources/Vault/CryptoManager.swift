@@ -67,7 +67,9 @@ public final class CryptoManager: Sendable {
         }
         try vaultCall {
             try SecureFile.ensurePrivateDirectory(resolved)
-            try withFileLock { try destroyLeftovers() }
+            // Leftovers that may hold key material; one that cannot be destroyed does not stop
+            // the open (erase reports it).
+            try withFileLock { try? destroyLeftovers() }
         }
     }
 
