@@ -10,12 +10,15 @@ public struct AttemptPolicy: Sendable, Hashable {
     /// Destroy the wrapped keys once this many consecutive attempts have failed (nil: never).
     public var eraseAfter: Int?
 
+    /// The largest erase-after count a vault stores.
+    public static let maximumEraseAfter = 1_000_000
+
     /// - Parameters:
     ///   - delays: The wait after the 1st, 2nd, … consecutive failure.
     ///   - eraseAfter: Erase after this many consecutive failures (at least 1), or nil.
     public init(delays: [Duration], eraseAfter: Int? = nil) {
         self.delays = delays
-        self.eraseAfter = eraseAfter.map { max(1, $0) }
+        self.eraseAfter = eraseAfter.map { min(max(1, $0), AttemptPolicy.maximumEraseAfter) }
     }
 
     /// iOS's schedule: failures 1–4 no wait, the 5th 1 min, the 6th 5 min, the 7th and 8th
@@ -46,6 +49,23 @@ struct AttemptRecord: Codable, Equatable {
     var failures: Int = 0
     /// When the last attempt started, in seconds since 1970 (the delay runs from here).
     var lastFailure: Double = 0
+    /// How many of `failures` were imputed for a damaged record: they set the delay but never
+    /// count towards erasure (absent in records written before this field existed: zero).
+    var uncounted: Int?
+    /// 2 when `uncounted` is stored; absent (version 1) otherwise.
+    var version: Int?
+    /// Set by `load` (never stored) when the file did not parse.
+    var damaged: Bool?
+
+    /// The failures that count towards erase-after-N.
+    var countedFailures: Int { max(0, failures - min(max(uncounted ?? 0, 0), failures)) }
+
+    /// The worst case a damaged record is read as: this many failures (at least nine, iOS's
+    /// longest delay), none of them counted towards erasure, the delay starting now.
+    static func damagedRecord(policy: AttemptPolicy, now: Date) -> AttemptRecord {
+        let level = max(9, policy.delays.count)
+        return AttemptRecord(failures: level, lastFailure: now.timeIntervalSince1970, uncounted: level)
+    }
 
     static let fileName = "attempts"
 
@@ -60,12 +80,16 @@ struct AttemptRecord: Codable, Equatable {
             var record = try CanonicalEncoding.decode(AttemptRecord.self, from: bytes)
             // Keep hostile values in range (no overflow when counting on).
             record.failures = min(max(record.failures, 0), 1_000_000)
+            record.uncounted = record.uncounted.map { min(max($0, 0), record.failures) }
+            record.damaged = nil
+            guard record.version == nil || record.version == 2 else { throw VaultError.corrupted("unknown attempt record version") }
             if !record.lastFailure.isFinite { record.lastFailure = .greatestFiniteMagnitude }
             return record
         } catch {
             // A damaged counter must not reset to zero: treat it as nine failures with the
-            // longest wait still running.
-            return AttemptRecord(failures: 9, lastFailure: .greatestFiniteMagnitude)
+            // longest wait still running. It never erases: the vault does not know how many of
+            // these failures really happened (`attempt` stores it with `uncounted`).
+            return AttemptRecord(failures: 9, lastFailure: .greatestFiniteMagnitude, uncounted: 9, damaged: true)
         }
     }
 
@@ -82,7 +106,11 @@ struct AttemptRecord: Codable, Equatable {
     /// of the KDF. A record torn by a power loss does not parse and is read as the worst case.
     func store(directory: String, durable: Bool = true) throws {
         let path = directory + "/" + AttemptRecord.fileName
-        var bytes = Array(try CanonicalEncoding.encode(self))
+        var stored = self
+        stored.damaged = nil
+        if stored.uncounted == 0 { stored.uncounted = nil }
+        stored.version = stored.uncounted == nil ? nil : 2
+        var bytes = Array(try CanonicalEncoding.encode(stored))
         guard bytes.count <= AttemptRecord.recordSize else { throw VaultError.corrupted("attempt record too long") }
         bytes += [UInt8](repeating: 0x20, count: AttemptRecord.recordSize - bytes.count - 1) + [0x0A]
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
@@ -91,6 +119,13 @@ struct AttemptRecord: Codable, Equatable {
         try SecureFile.checkPrivate(path, isDirectory: false)
         let written = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, 0) }
         guard written == bytes.count else { throw SecureFile.Failure.system(operation: "write", path: path, errno: errno) }
+        // A longer (damaged) file keeps no tail after the record.
+        var info = stat()
+        if fstat(fd, &info) == 0, info.st_size != off_t(bytes.count) {
+            guard ftruncate(fd, off_t(bytes.count)) == 0 else {
+                throw SecureFile.Failure.system(operation: "truncate", path: path, errno: errno)
+            }
+        }
         if durable {
             guard fdatasync(fd) == 0 else { throw SecureFile.Failure.system(operation: "fdatasync", path: path, errno: errno) }
         }

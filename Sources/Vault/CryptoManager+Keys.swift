@@ -12,7 +12,11 @@ extension CryptoManager {
     /// - thisDeviceOnly variants also mix in the device key.
     ///
     /// whenUnlocked and afterFirstUnlock come from the class master, a random key sealed in the
-    /// state under the application key, so they stay the same across key rotation.
+    /// state under the application key, so they stay the same across key rotation; only
+    /// ``rotateClassKeys()`` changes them (and the always key). An unlocked manager follows a
+    /// class-key rotation made by another manager or process (it notices that `vault.state`
+    /// changed and re-reads the class master), or locks when its application key no longer
+    /// opens the state.
     ///
     /// - Parameter accessibility: The class.
     /// - Returns: 32 key bytes.
@@ -21,14 +25,14 @@ extension CryptoManager {
         let base: SecretBytes
         switch accessibility.protectionClass {
         case .whenUnlocked:
-            if let unlocked = memory.withLock({ $0.unlocked }), let key = try? unlocked.classKey(.whenUnlocked) {
+            if let unlocked = try currentUnlockedKeys(), let key = try? unlocked.classKey(.whenUnlocked) {
                 base = key
             } else {
                 let setUp = try loadState() != nil
                 throw VaultError.classKeyUnavailable(accessibility, setUp ? .locked : .notSetUp)
             }
         case .afterFirstUnlock:
-            if let unlocked = memory.withLock({ $0.unlocked }), let cached = FirstUnlockCache.key(vaultID: unlocked.vaultID) {
+            if let unlocked = try currentUnlockedKeys(), let cached = FirstUnlockCache.key(vaultID: unlocked.vaultID) {
                 base = cached
             } else if let state = try loadState() {
                 guard let cached = FirstUnlockCache.key(vaultID: state.vaultID) else {
@@ -39,8 +43,153 @@ extension CryptoManager {
                 throw VaultError.classKeyUnavailable(accessibility, .notSetUp)
             }
         case .always:
-            base = try alwaysKey()
+            let keys = try alwaysKeys()
+            base = keys[0]
+            keys.dropFirst().forEach { $0.wipe() }
         }
+        return try bindToDevice(base, accessibility)
+    }
+
+    /// The keys of a protection class's earlier generations (before ``rotateClassKeys()``), newest
+    /// first, for opening data sealed before a rotation; empty when there was no rotation. The same
+    /// availability rules as ``classKey(for:)``: whenUnlocked needs the vault unlocked,
+    /// afterFirstUnlock one unlock in this process, always nothing. Wipe them when done.
+    ///
+    /// - Parameter accessibility: The class.
+    /// - Returns: 32-byte keys, newest first.
+    /// - Throws: ``VaultError/classKeyUnavailable(_:_:)`` with the reason, or permission errors.
+    public func retiredClassKeys(for accessibility: Accessibility) throws -> [SecretBytes] {
+        let bases: [SecretBytes]
+        switch accessibility.protectionClass {
+        case .whenUnlocked:
+            guard let unlocked = try currentUnlockedKeys(), let keys = try? unlocked.classKeys(.whenUnlocked) else {
+                let setUp = try loadState() != nil
+                throw VaultError.classKeyUnavailable(accessibility, setUp ? .locked : .notSetUp)
+            }
+            keys[0].wipe()
+            bases = Array(keys.dropFirst())
+        case .afterFirstUnlock:
+            let vaultID: Data
+            if let unlocked = try currentUnlockedKeys() {
+                vaultID = unlocked.vaultID
+            } else if let state = try loadState() {
+                vaultID = state.vaultID
+            } else {
+                throw VaultError.classKeyUnavailable(accessibility, .notSetUp)
+            }
+            guard let keys = FirstUnlockCache.retiredKeys(vaultID: vaultID) else {
+                throw VaultError.classKeyUnavailable(accessibility, .noFirstUnlockYet)
+            }
+            bases = keys
+        case .always:
+            let keys = try alwaysKeys()
+            keys[0].wipe()
+            bases = Array(keys.dropFirst())
+        }
+        var result: [SecretBytes] = []
+        do {
+            for (offset, base) in bases.enumerated() {
+                do {
+                    result.append(try bindToDevice(base, accessibility))
+                } catch {
+                    bases[(offset + 1)...].forEach { $0.wipe() }
+                    throw error
+                }
+            }
+        } catch {
+            result.forEach { $0.wipe() }
+            throw error
+        }
+        return result
+    }
+
+    /// Replaces the class master (whenUnlocked and afterFirstUnlock) and the always-class key with
+    /// new random keys. The previous generations stay, for opening only: the class masters sealed
+    /// in the state (at most 16; a rotation beyond that drops the oldest), the always keys in
+    /// `always.key`. Nothing sealed under the new keys can be opened from a copy of the state or
+    /// of `always.key` taken before. Data sealed under the old keys is not re-sealed here (the
+    /// keychain does that); until it is, ``retiredClassKeys(for:)`` opens it.
+    ///
+    /// Needs the vault unlocked. `always.key` is written first, then the state (each atomically,
+    /// under the vault's lock): an interruption between the two leaves a new always key with the
+    /// old class master, and both still open everything.
+    ///
+    /// - Throws: ``VaultError/locked``, ``VaultError/corrupted(_:)`` when the vault changed
+    ///   elsewhere meanwhile, I/O errors (then nothing changed, or only the always key).
+    public func rotateClassKeys() throws {
+        let unlocked = try requireUnlocked()
+        let state = try requireState()
+        try checkSameVault(state, unlocked)
+        try vaultCall {
+            var next = state
+            next.version = VaultState.currentVersion
+            next.eraseAfter = state.eraseAfter ?? (state.version < 2 ? attemptPolicy.eraseAfter : nil)
+            if next.questions != nil, next.questions?.normalization == nil { next.questions?.normalization = VaultState.currentNormalization }
+            let current = try unlocked.secretsCopy()
+            var retiredMasters = [current.classMaster] + current.retiredClassMasters
+            while retiredMasters.count > VaultSecrets.maximumRetiredClassMasters { retiredMasters.removeLast().wipe() }
+            let secrets = VaultSecrets(classMaster: try SecretBytes.random(count: 32), retired: current.retired,
+                                       retiredClassMasters: retiredMasters)
+            do {
+                try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
+                let identity: FileIdentity? = try withFileLock {
+                    guard try VaultState.load(directory: directory) == state else {
+                        throw VaultError.corrupted("the vault changed while the class keys were being rotated; try again")
+                    }
+                    try rotateAlwaysKeyLocked()
+                    testHooks.step?("always key rotated")
+                    return try commit(next)
+                }
+                try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: try unlocked.appKey.copyKey(),
+                                         secrets: secrets, stateIdentity: identity))
+            } catch {
+                secrets.wipe()
+                throw error
+            }
+        }
+    }
+
+    /// The unlocked keys, re-read when another manager or process changed `vault.state` since
+    /// they were read (a cheap stat first). When the state's key id is the one in memory, the
+    /// secret section is opened again with the application key held, so a class-key rotation
+    /// elsewhere is followed. When it cannot be (the key was rotated elsewhere, the vault was
+    /// erased or replaced), the manager locks: it must not go on with keys that are no longer
+    /// the vault's. Nil when locked.
+    func currentUnlockedKeys() throws -> UnlockedKeys? {
+        guard let unlocked = memory.withLock({ $0.unlocked }) else { return nil }
+        let identity = FileIdentity(path: statePath)
+        if identity != nil, identity == unlocked.stateIdentity { return unlocked }
+        let state: VaultState?
+        do { state = try loadState() } catch { lock(); throw error }
+        guard let state, state.vaultID == unlocked.vaultID, Array(state.keyID) == unlocked.keyID else {
+            lock()
+            return nil
+        }
+        let secrets: VaultSecrets
+        do {
+            secrets = try openSecrets(of: state, appKey: unlocked.appKey)
+        } catch {
+            lock()
+            throw error
+        }
+        let fresh = try UnlockedKeys(vaultID: state.vaultID, keyID: unlocked.keyID, appKey: try unlocked.appKey.copyKey(),
+                                     secrets: secrets, stateIdentity: identity)
+        let installed: Bool = memory.withLock { memory in
+            guard memory.unlocked === unlocked else { return false }
+            memory.unlocked = fresh
+            return true
+        }
+        guard installed else {
+            fresh.wipe()
+            return memory.withLock { $0.unlocked }
+        }
+        FirstUnlockCache.store(vaultID: fresh.vaultID, keys: try fresh.classKeys(.afterFirstUnlock))
+        unlocked.wipe()
+        return fresh
+    }
+
+    /// `base` bound to the device key for a thisDeviceOnly class (consumes `base`).
+    func bindToDevice(_ base: SecretBytes, _ accessibility: Accessibility) throws -> SecretBytes {
         guard accessibility.thisDeviceOnly else { return base }
         defer { base.wipe() }
         let device: SecretBytes
@@ -86,13 +235,32 @@ extension CryptoManager {
         return key
     }
 
-    /// The always-class key: `always.key` in the data directory, created on first use.
-    func alwaysKey() throws -> SecretBytes {
+    /// The always-class keys, current first: `always.key` in the data directory, created on
+    /// first use (under the vault's lock, so its temporary file is never taken for a leftover).
+    func alwaysKeys() throws -> [SecretBytes] {
         try vaultCall {
             if access(alwaysKeyPath, F_OK) != 0 {
-                try KeyFile.createExclusively(path: alwaysKeyPath, key: SecretBytes.random(count: 32))
+                try withFileLock {
+                    if access(alwaysKeyPath, F_OK) != 0 {
+                        try KeyFile.createExclusively(path: alwaysKeyPath, key: SecretBytes.random(count: 32))
+                    }
+                }
             }
-            return try KeyFile.read(path: alwaysKeyPath, what: "always-class key")
+            return try AlwaysKeyFile.read(path: alwaysKeyPath)
+        }
+    }
+
+    /// Puts a new random always key in front of the existing ones (at most 17 in all), written
+    /// atomically. Call with the file lock held.
+    func rotateAlwaysKeyLocked() throws {
+        var keys = access(alwaysKeyPath, F_OK) == 0 ? try AlwaysKeyFile.read(path: alwaysKeyPath) : []
+        defer { keys.forEach { $0.wipe() } }
+        keys.insert(try SecretBytes.random(count: 32), at: 0)
+        while keys.count > 1 + VaultSecrets.maximumRetiredClassMasters { keys.removeLast().wipe() }
+        let bytes = try AlwaysKeyFile.encode(keys)
+        defer { bytes.wipe() }
+        try bytes.withUnsafeBytes { raw in
+            try SecureFile.replaceAtomically(alwaysKeyPath) { fd in try SecureFile.writeAll(fd, raw, path: alwaysKeyPath) }
         }
     }
 

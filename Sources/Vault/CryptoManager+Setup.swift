@@ -153,7 +153,7 @@ extension CryptoManager {
             let appKey = try SecretBytes.random(count: 32)
             let secrets = VaultSecrets(classMaster: try SecretBytes.random(count: 32), retired: [])
             var state = VaultState(vaultID: Data(try SecureRandom.bytes(16)), keyID: Data(try SecureRandom.bytes(8)),
-                                   passcode: nil, questions: nil, secrets: Data())
+                                   passcode: nil, questions: nil, eraseAfter: attemptPolicy.eraseAfter, secrets: Data())
             do {
                 if let passcode {
                     state.passcode = try wrapPasscode(passcode, appKey: appKey, state: state)
@@ -163,14 +163,30 @@ extension CryptoManager {
                                                       threshold: questions.threshold, appKey: appKey, state: state)
                 }
                 try sealSecrets(secrets, appKey: appKey, into: &state)
+                // All or nothing: every file is created before the commit point (the rename of
+                // the state file); after it nothing can fail, so a failure means no vault.
+                let attemptsPath = directory + "/" + AttemptRecord.fileName
+                let prepared = try UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey,
+                                                secrets: secrets, stateIdentity: nil)
+                var identity: FileIdentity?
                 try withFileLock {
                     guard try VaultState.load(directory: directory) == nil else { throw VaultError.alreadySetUp }
-                    try testHooks.beforeCommit?()
-                    try commit(state)
+                    try destroyLeftovers()
+                    let hadAttempts = access(attemptsPath, F_OK) == 0
+                    do {
+                        try AttemptRecord().store(directory: directory)
+                        try testHooks.beforeCommit?()
+                        identity = try commit(state)
+                    } catch {
+                        if !hadAttempts { unlink(attemptsPath) }
+                        throw error
+                    }
                     unlink(erasedMarkerPath)
-                    try AttemptRecord().store(directory: directory)
                 }
-                try install(UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey, secrets: secrets))
+                // The vault exists now; nothing after this point reports a failure.
+                let unlocked = (try? UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey,
+                                                  secrets: secrets, stateIdentity: identity)) ?? prepared
+                try? install(unlocked)
             } catch {
                 appKey.wipe()
                 secrets.wipe()
@@ -191,7 +207,8 @@ extension CryptoManager {
 
     func wrapAnswers(questions: [String], normalized: [SecretBytes], threshold: Int, appKey: SecretBytes,
                      state: VaultState) throws -> VaultState.Questions {
-        var set = VaultState.Questions(questions: questions, threshold: threshold, kdf: policy.parameters, subsets: [])
+        var set = VaultState.Questions(questions: questions, threshold: threshold, kdf: policy.parameters, subsets: [],
+                                       normalization: VaultState.currentNormalization)
         for indices in Self.subsets(n: questions.count, k: threshold) {
             let salt = try SecureRandom.bytes(KeyDerivation.saltLength)
             let kek = try subsetKEK(normalized: normalized, indices: indices, salt: salt, parameters: policy.parameters)
@@ -252,6 +269,9 @@ extension CryptoManager {
 /// Hooks for tests (fault injection).
 struct TestHooks: Sendable {
     var beforeCommit: (@Sendable () throws -> Void)?
+    /// Called at each named step of commits and destruction (tests copy the directory there to
+    /// see what a kill at that moment leaves).
+    var step: (@Sendable (String) -> Void)?
 }
 
 extension CryptoManager {

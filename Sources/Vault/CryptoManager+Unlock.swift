@@ -15,14 +15,15 @@ extension CryptoManager {
     ///   ``VaultError/tooManyAttempts(retryAfter:)``, ``VaultError/erased``, ``VaultError/notSetUp``,
     ///   ``VaultError/noPasscode``, ``VaultError/corrupted(_:)``.
     public func unlock(passcode: SecretBytes) throws {
+        let identity = FileIdentity(path: statePath)
         let state = try requireState()
         guard let wrap = state.passcode else { throw VaultError.noPasscode }
-        let appKey = try attempt(wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
+        let appKey = try attempt(state: state, wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
             let kek = try timedKDF { try KeyDerivation.derive(password: passcode, salt: Array(wrap.salt), parameters: wrap.kdf) }
             defer { kek.wipe() }
             return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.passcodeAAD())
         }
-        try finishUnlock(state: state, appKey: appKey)
+        try finishUnlock(state: state, appKey: appKey, identity: identity)
     }
 
     /// Runs one KDF and adds its duration to the calling thread's tally (for the benchmark).
@@ -39,6 +40,7 @@ extension CryptoManager {
     /// - Throws: ``VaultError/wrongAnswers(failures:nextAttemptAfter:)`` and the errors of
     ///   ``unlock(passcode:)``; ``VaultError/invalidArgument(_:)`` for too few answers (not counted as an attempt).
     public func unlock(answers: [SecretBytes]) throws {
+        let identity = FileIdentity(path: statePath)
         let state = try requireState()
         guard let set = state.questions else { throw VaultError.noSecurityQuestions }
         guard answers.count == set.questions.count else {
@@ -50,17 +52,10 @@ extension CryptoManager {
         guard given.count >= set.threshold else {
             throw VaultError.invalidArgument("\(given.count) answers given; \(set.threshold) of the \(set.questions.count) questions must be answered")
         }
-        let appKey = try attempt(wrong: { VaultError.wrongAnswers(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
-            for subset in set.subsets where subset.indices.allSatisfy(given.contains) {
-                let kek = try timedKDF { try subsetKEK(normalized: normalized, indices: subset.indices, salt: Array(subset.salt), parameters: set.kdf) }
-                defer { kek.wipe() }
-                if let key = try? KeyWrap.unwrap(Array(subset.wrapped), under: kek, aad: state.subsetAAD(questions: set, indices: subset.indices)) {
-                    return key
-                }
-            }
-            return nil
+        let appKey = try attempt(state: state, wrong: { VaultError.wrongAnswers(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
+            try openWithAnswers(state: state, set: set, normalized: normalized, given: given)?.key
         }
-        try finishUnlock(state: state, appKey: appKey)
+        try finishUnlock(state: state, appKey: appKey, identity: identity)
     }
 
     /// Unlocks with String answers (see ``AnswerNormalization`` about `String` copies in memory).
@@ -88,13 +83,64 @@ extension CryptoManager {
         }
     }
 
-    func finishUnlock(state: VaultState, appKey: SecretBytes) throws {
+    /// Tries the subsets made only of given answers, in order, and returns the application key
+    /// with the first subset it opened. No attempt accounting (callers run it inside `attempt`).
+    func openWithAnswers(state: VaultState, set: VaultState.Questions, normalized: [SecretBytes],
+                         given: Set<Int>) throws -> (key: SecretBytes, indices: [Int])? {
+        for subset in set.subsets where subset.indices.allSatisfy(given.contains) {
+            if let key = try openSubset(state: state, set: set, indices: subset.indices, normalized: normalized) {
+                return (key, subset.indices)
+            }
+        }
+        return nil
+    }
+
+    /// The application key if the answers at `indices` open that subset's wrapping, else nil.
+    func openSubset(state: VaultState, set: VaultState.Questions, indices: [Int], normalized: [SecretBytes]) throws -> SecretBytes? {
+        guard let subset = set.subsets.first(where: { $0.indices == indices }) else { return nil }
+        let kek = try timedKDF { try subsetKEK(normalized: normalized, indices: subset.indices, salt: Array(subset.salt), parameters: set.kdf) }
+        defer { kek.wipe() }
+        return try? KeyWrap.unwrap(Array(subset.wrapped), under: kek, aad: state.subsetAAD(questions: set, indices: subset.indices))
+    }
+
+    func finishUnlock(state: VaultState, appKey: SecretBytes, identity: FileIdentity?) throws {
         do {
             let secrets = try openSecrets(of: state, appKey: appKey)
-            try install(UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey, secrets: secrets))
+            var unlocked = try UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey,
+                                            secrets: secrets, stateIdentity: identity)
+            if state.version < VaultState.currentVersion, let upgraded = try? upgrade(state, unlocked: unlocked) {
+                let old = unlocked
+                unlocked = upgraded
+                old.wipe()
+            }
+            try install(unlocked)
         } catch {
             appKey.wipe()
             throw VaultError.wrap(error)
+        }
+    }
+
+    /// Rewrites an older state in the current version (same keys and wrappings; the secret
+    /// section re-sealed for the new associated data). Returns the keys bound to the new file, or
+    /// nil when the file changed meanwhile. A failure leaves the old state, which stays readable.
+    func upgrade(_ state: VaultState, unlocked: UnlockedKeys) throws -> UnlockedKeys? {
+        var next = state
+        next.version = VaultState.currentVersion
+        next.eraseAfter = state.eraseAfter ?? attemptPolicy.eraseAfter
+        if next.questions != nil { next.questions?.normalization = VaultState.currentNormalization }
+        let secrets = try unlocked.secretsCopy()
+        do {
+            try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
+            let identity: FileIdentity? = try withFileLock {
+                guard try VaultState.load(directory: directory) == state else { return nil }
+                return try commit(next)
+            }
+            guard let identity else { secrets.wipe(); return nil }
+            return try UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: try unlocked.appKey.copyKey(),
+                                    secrets: secrets, stateIdentity: identity)
+        } catch {
+            secrets.wipe()
+            throw error
         }
     }
 
@@ -104,11 +150,23 @@ extension CryptoManager {
     /// was reached), records it as failed, runs `check`, and clears the record when `check`
     /// returns a key. A nil from `check` is a wrong guess: the error from `wrong` is thrown (or
     /// ``VaultError/erased`` when this failure reaches the limit).
-    func attempt(wrong: (Int, Duration?) -> VaultError, _ check: () throws -> SecretBytes?) throws -> SecretBytes {
+    ///
+    /// Erase-after-N is the stricter of the count stored in the (version 2) state and the
+    /// manager's ``AttemptPolicy/eraseAfter``. A record that does not parse never erases: it is
+    /// rewritten as the longest delay, starting now, with failures that do not count towards
+    /// erasure, and ``VaultError/attemptRecordDamaged(retryAfter:)`` says so.
+    func attempt(state: VaultState?, wrong: (Int, Duration?) -> VaultError, _ check: () throws -> SecretBytes?) throws -> SecretBytes {
+        let limit = effectiveEraseAfter(state)
         try vaultCall {
             try withFileLock {
                 var record = try AttemptRecord.load(directory: directory)
-                if let limit = attemptPolicy.eraseAfter, record.failures >= limit {
+                if record.damaged == true {
+                    record = AttemptRecord.damagedRecord(policy: attemptPolicy, now: clock())
+                    try record.store(directory: directory)
+                    let wait = record.wait(at: clock(), policy: attemptPolicy)
+                    if wait > .zero { throw VaultError.attemptRecordDamaged(retryAfter: wait) }
+                }
+                if let limit, record.countedFailures >= limit {
                     try eraseLocked(keepMarker: true)
                     throw VaultError.erased
                 }
@@ -139,7 +197,7 @@ extension CryptoManager {
         let failures: Int = try vaultCall {
             try withFileLock {
                 let record = try AttemptRecord.load(directory: directory)
-                if let limit = attemptPolicy.eraseAfter, record.failures >= limit {
+                if let limit, record.damaged != true, record.countedFailures >= limit {
                     try eraseLocked(keepMarker: true)
                     throw VaultError.erased
                 }
@@ -150,11 +208,23 @@ extension CryptoManager {
         throw wrong(failures, delay > .zero ? delay : nil)
     }
 
+    /// The erase-after count in force: the stricter of the stored one and the manager's.
+    func effectiveEraseAfter(_ state: VaultState?) -> Int? {
+        switch (state?.eraseAfter, attemptPolicy.eraseAfter) {
+        case let (stored?, given?): return min(stored, given)
+        case let (stored?, nil): return stored
+        case let (nil, given): return given
+        }
+    }
+
     // MARK: Erase
 
-    /// Destroys the vault: the state file with every wrapped key (crypto-erase), the attempt
-    /// record and the always-class key file, and locks the manager. Data sealed under the
-    /// vault's keys cannot be recovered afterwards. The device key is kept (it is not the vault's).
+    /// Destroys the vault: the state file with every wrapped key (crypto-erase), every leftover
+    /// that may hold a copy of it (temporaries of interrupted writes, superseded state files,
+    /// files of an interrupted erase), the attempt record and the always-class key file, and
+    /// locks the manager. Data sealed under the vault's keys cannot be recovered afterwards. The
+    /// device key is kept (it is not the vault's). Running it again after an interruption
+    /// finishes the job.
     /// - Throws: ``VaultError/io(_:)`` when a file cannot be destroyed.
     public func erase() throws {
         try vaultCall { try withFileLock { try eraseLocked(keepMarker: false, includeAlwaysKey: true) } }
@@ -163,18 +233,32 @@ extension CryptoManager {
     /// Call with the file lock held.
     func eraseLocked(keepMarker: Bool, includeAlwaysKey: Bool = false) throws {
         let vaultID = (try? VaultState.load(directory: directory))?.vaultID
+        var failures: [String] = []
+        // Leftovers first: a name linked to the live state is only unlinked, after which the
+        // state has one link and can be overwritten.
+        do { try destroyLeftovers() } catch { failures.append("\(error)") }
+        testHooks.step?("leftovers destroyed")
         var paths = [statePath]
         if includeAlwaysKey { paths.append(alwaysKeyPath) }
-        try Erasure.destroy(paths)
+        for path in paths {
+            do { try destroyFile(path, live: nil) } catch { failures.append("\(error)") }
+        }
         unlink(directory + "/" + AttemptRecord.fileName)
+        testHooks.step?("attempts removed")
+        // Whatever the destruction itself left behind (nothing, unless it failed).
+        do { try destroyLeftovers() } catch { failures.append("\(error)") }
         if keepMarker {
             let marker = try CanonicalEncoding.encode(["erased": clock().timeIntervalSince1970])
             try SecureFile.writeAtomically(marker, to: erasedMarkerPath)
         } else {
             unlink(erasedMarkerPath)
         }
+        try? SecureFile.syncDirectory(directory)
         if let vaultID { FirstUnlockCache.remove(vaultID: vaultID) }
         lock()
+        if !failures.isEmpty {
+            throw VaultError.io("the erase was incomplete (run it again): " + failures.joined(separator: "; "))
+        }
     }
 }
 

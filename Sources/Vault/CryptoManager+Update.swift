@@ -20,7 +20,7 @@ extension CryptoManager {
         try checkSameVault(state, unlocked)
         if let wrap = state.passcode {
             guard let current else { throw VaultError.invalidArgument("the current passcode is required to change it") }
-            let key = try attempt(wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
+            let key = try attempt(state: state, wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
                 let kek = try KeyDerivation.derive(password: current, salt: Array(wrap.salt), parameters: wrap.kdf)
                 defer { kek.wipe() }
                 return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.passcodeAAD())
@@ -110,8 +110,14 @@ extension CryptoManager {
     ///   - passcode: The current passcode (required when the vault has one).
     ///   - answers: All answers (required when the vault has questions).
     /// - Returns: The new key id.
+    /// Every answer is verified before it is used for a new wrapping: one subset that opens,
+    /// then each other answer together with k - 1 verified ones (one KDF each). One attempt in
+    /// all, counted as failed unless every answer verified.
+    ///
     /// - Throws: ``VaultError/locked``, ``VaultError/invalidArgument(_:)`` when a required secret is
-    ///   missing, ``VaultError/wrongPasscode(failures:nextAttemptAfter:)``, ``VaultError/wrongAnswers(failures:nextAttemptAfter:)``.
+    ///   missing, ``VaultError/wrongPasscode(failures:nextAttemptAfter:)``, ``VaultError/wrongAnswers(failures:nextAttemptAfter:)``
+    ///   when no subset opens, ``VaultError/unverifiedAnswers(questions:)`` naming the answers that
+    ///   did not verify (nothing is written).
     @discardableResult
     public func rotateKey(passcode: SecretBytes?, answers: [SecretBytes]? = nil) throws -> [UInt8] {
         let unlocked = try requireUnlocked()
@@ -119,7 +125,7 @@ extension CryptoManager {
         try checkSameVault(state, unlocked)
         if let wrap = state.passcode {
             guard let passcode else { throw VaultError.invalidArgument("the passcode is required to rotate the key") }
-            let key = try attempt(wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
+            let key = try attempt(state: state, wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
                 let kek = try KeyDerivation.derive(password: passcode, salt: Array(wrap.salt), parameters: wrap.kdf)
                 defer { kek.wipe() }
                 return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.passcodeAAD())
@@ -133,20 +139,22 @@ extension CryptoManager {
                 throw VaultError.invalidArgument("all \(set.questions.count) answers are required to rotate the key")
             }
             normalized = try answers.map { try AnswerNormalization.normalize($0) }
-            // Check the answers against the current wrappings (one subset) before rewrapping.
-            let subset = set.subsets[0]
-            let key = try attempt(wrong: { VaultError.wrongAnswers(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
-                guard subset.indices.allSatisfy({ !normalized[$0].isEmpty }) else { return nil }
-                let kek = try subsetKEK(normalized: normalized, indices: subset.indices, salt: Array(subset.salt), parameters: set.kdf)
-                defer { kek.wipe() }
-                return try? KeyWrap.unwrap(Array(subset.wrapped), under: kek, aad: state.subsetAAD(questions: set, indices: subset.indices))
+            if normalized.contains(where: { $0.isEmpty }) {
+                throw VaultError.invalidArgument("all \(set.questions.count) answers are required to rotate the key; one is empty")
+            }
+            // Every answer goes into new wrappings, so every answer must verify: first one subset
+            // that opens, then each other answer in a subset with k - 1 answers already verified.
+            // One attempt in all; it counts as failed unless every answer verified.
+            let key = try attempt(state: state, wrong: { VaultError.wrongAnswers(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
+                try verifyAllAnswers(state: state, set: set, normalized: normalized)
             }
             key.wipe()
-            if normalized.contains(where: { $0.isEmpty }) { throw VaultError.invalidArgument("an answer is empty") }
         }
         return try vaultCall {
             let newKey = try SecretBytes.random(count: 32)
             var next = state
+            next.version = VaultState.currentVersion
+            next.eraseAfter = state.eraseAfter ?? (state.version < 2 ? attemptPolicy.eraseAfter : nil)
             next.keyID = Data(try SecureRandom.bytes(8))
             if let passcode, state.passcode != nil {
                 next.passcode = try wrapPasscode(passcode, appKey: newKey, state: next)
@@ -155,18 +163,20 @@ extension CryptoManager {
                 next.questions = try wrapAnswers(questions: set.questions, normalized: normalized, threshold: set.threshold,
                                                  appKey: newKey, state: next)
             }
-            var retired = [(id: Array(state.keyID), key: try unlocked.appKey.copyKey())]
-            retired += try unlocked.retired.map { (id: $0.id, key: try $0.key.copyKey()) }
-            let secrets = VaultSecrets(classMaster: try unlocked.classMaster.copyKey(), retired: retired)
+            let current = try unlocked.secretsCopy()
+            let secrets = VaultSecrets(classMaster: current.classMaster,
+                                       retired: [(id: Array(state.keyID), key: try unlocked.appKey.copyKey())] + current.retired,
+                                       retiredClassMasters: current.retiredClassMasters)
             do {
                 try sealSecrets(secrets, appKey: newKey, into: &next)
-                try withFileLock {
+                let identity: FileIdentity? = try withFileLock {
                     guard try VaultState.load(directory: directory) == state else {
                         throw VaultError.corrupted("the vault changed while the key was being rotated; try again")
                     }
-                    try commit(next)
+                    return try commit(next)
                 }
-                try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: newKey, secrets: secrets))
+                try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: newKey, secrets: secrets,
+                                         stateIdentity: identity))
             } catch {
                 newKey.wipe()
                 secrets.wipe()
@@ -174,6 +184,30 @@ extension CryptoManager {
             }
             return Array(next.keyID)
         }
+    }
+
+    /// Checks every answer against the state: finds one subset that opens, then checks each
+    /// remaining answer in a subset made of it and k - 1 verified answers. Returns the key when
+    /// all verify, nil when no subset opens, and throws ``VaultError/unverifiedAnswers(questions:)``
+    /// naming the answers that did not verify.
+    func verifyAllAnswers(state: VaultState, set: VaultState.Questions, normalized: [SecretBytes]) throws -> SecretBytes? {
+        let all = Set(normalized.indices)
+        guard let (key, opened) = try openWithAnswers(state: state, set: set, normalized: normalized, given: all) else { return nil }
+        var unverified: [Int] = []
+        let verified = Array(opened.dropLast())
+        for index in all.subtracting(opened).sorted() {
+            let indices = (verified + [index]).sorted()
+            if let other = try openSubset(state: state, set: set, indices: indices, normalized: normalized) {
+                other.wipe()
+            } else {
+                unverified.append(index + 1)
+            }
+        }
+        guard unverified.isEmpty else {
+            key.wipe()
+            throw VaultError.unverifiedAnswers(questions: unverified)
+        }
+        return key
     }
 
     /// String answers for ``rotateKey(passcode:answers:)``.
@@ -218,17 +252,22 @@ extension CryptoManager {
         guard kept.count != unlocked.retired.count else { return }
         try vaultCall {
             var next = state
+            next.version = VaultState.currentVersion
+            next.eraseAfter = state.eraseAfter ?? (state.version < 2 ? attemptPolicy.eraseAfter : nil)
+            if next.questions != nil { next.questions?.normalization = VaultState.currentNormalization }
             let secrets = VaultSecrets(classMaster: try unlocked.classMaster.copyKey(),
-                                       retired: try kept.map { (id: $0.id, key: try $0.key.copyKey()) })
+                                       retired: try kept.map { (id: $0.id, key: try $0.key.copyKey()) },
+                                       retiredClassMasters: try unlocked.retiredClassMasters.map { try $0.copyKey() })
             do {
                 try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
-                try withFileLock {
+                let identity: FileIdentity? = try withFileLock {
                     guard try VaultState.load(directory: directory) == state else {
                         throw VaultError.corrupted("the vault changed while it was being updated; try again")
                     }
-                    try commit(next)
+                    return try commit(next)
                 }
-                try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: try unlocked.appKey.copyKey(), secrets: secrets))
+                try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: try unlocked.appKey.copyKey(),
+                                         secrets: secrets, stateIdentity: identity))
             } catch {
                 secrets.wipe()
                 throw error
@@ -236,18 +275,27 @@ extension CryptoManager {
         }
     }
 
-    /// Re-seals the secret section for `next` and commits it if the file still holds `expected`.
+    /// Re-seals the secret section for `next` (in the current state version) and commits it if
+    /// the file still holds `expected`; the keys in memory are bound to the new file.
     func rewrite(_ next: VaultState, unlocked: UnlockedKeys, expecting expected: VaultState) throws {
         var next = next
-        let secrets = VaultSecrets(classMaster: try unlocked.classMaster.copyKey(),
-                                   retired: try unlocked.retired.map { (id: $0.id, key: try $0.key.copyKey()) })
-        defer { secrets.wipe() }
-        try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
-        try withFileLock {
-            guard try VaultState.load(directory: directory) == expected else {
-                throw VaultError.corrupted("the vault changed while it was being updated; try again")
+        next.version = VaultState.currentVersion
+        next.eraseAfter = expected.eraseAfter ?? (expected.version < 2 ? attemptPolicy.eraseAfter : nil)
+        if next.questions != nil, next.questions?.normalization == nil { next.questions?.normalization = VaultState.currentNormalization }
+        let secrets = try unlocked.secretsCopy()
+        do {
+            try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
+            let identity: FileIdentity? = try withFileLock {
+                guard try VaultState.load(directory: directory) == expected else {
+                    throw VaultError.corrupted("the vault changed while it was being updated; try again")
+                }
+                return try commit(next)
             }
-            try commit(next)
+            try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: try unlocked.appKey.copyKey(),
+                                     secrets: secrets, stateIdentity: identity))
+        } catch {
+            secrets.wipe()
+            throw error
         }
     }
 

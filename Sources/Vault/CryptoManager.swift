@@ -67,7 +67,9 @@ public final class CryptoManager: Sendable {
         }
         try vaultCall {
             try SecureFile.ensurePrivateDirectory(resolved)
-            try withFileLock { try removeSupersededFiles() }
+            // Leftovers that may hold key material; one that cannot be destroyed does not stop
+            // the open (erase reports it).
+            try withFileLock { try? destroyLeftovers() }
         }
     }
 
@@ -188,7 +190,9 @@ public final class CryptoManager: Sendable {
 
     /// Writes `state` atomically. The state file it replaces (which holds superseded wrappings)
     /// is kept by a hard link during the rename and then destroyed. Call with the file lock held.
-    func commit(_ state: VaultState) throws {
+    /// - Returns: The identity of the file written.
+    @discardableResult
+    func commit(_ state: VaultState) throws -> FileIdentity? {
         let data = try state.encoded()
         var superseded: String?
         if access(statePath, F_OK) == 0 {
@@ -201,31 +205,16 @@ public final class CryptoManager: Sendable {
             if let superseded { unlink(superseded) }
             throw error
         }
-        // A failure here leaves a .superseded- file that the next open destroys.
-        if let superseded { _ = try? Erasure.destroy([superseded]) }
-    }
-
-    /// Destroys superseded state files left by a crash between link and destruction (a file that
-    /// is still the live state, same inode, is only unlinked). Call with the file lock held.
-    func removeSupersededFiles() throws {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
-        var live = stat()
-        let hasLive = lstat(statePath, &live) == 0
-        for name in names where name.hasPrefix(".superseded-") {
-            let path = directory + "/" + name
-            var info = stat()
-            guard lstat(path, &info) == 0 else { continue }
-            if hasLive && info.st_ino == live.st_ino && info.st_dev == live.st_dev {
-                unlink(path)
-            } else {
-                try Erasure.destroy([path])
-            }
-        }
+        let identity = FileIdentity(path: statePath)
+        testHooks.step?("committed")
+        // A failure here leaves a .superseded- file that the next open or erase destroys.
+        if let superseded { try? destroyFile(superseded, live: liveInodes()) }
+        return identity
     }
 
     /// Installs freshly unlocked keys and tells observers.
     func install(_ unlocked: UnlockedKeys) throws {
-        FirstUnlockCache.store(vaultID: unlocked.vaultID, key: try unlocked.classKey(.afterFirstUnlock))
+        FirstUnlockCache.store(vaultID: unlocked.vaultID, keys: try unlocked.classKeys(.afterFirstUnlock))
         memory.withLock { memory in
             let wasLocked = memory.unlocked == nil
             memory.unlocked?.wipe()
@@ -293,15 +282,22 @@ final class UnlockedKeys: @unchecked Sendable {
     let appKey: SecretBytes
     let classMaster: SecretBytes
     let retired: [(id: [UInt8], key: SecretBytes)]
+    /// Class masters of earlier generations, newest first.
+    let retiredClassMasters: [SecretBytes]
     /// Sealing keys derived from the current and retired application keys.
     let keyring: Keyring
+    /// The identity of the state file these keys were read from (or written to); a different
+    /// identity on disk means another process changed the state.
+    let stateIdentity: FileIdentity?
 
-    init(vaultID: Data, keyID: [UInt8], appKey: SecretBytes, secrets: VaultSecrets) throws {
+    init(vaultID: Data, keyID: [UInt8], appKey: SecretBytes, secrets: VaultSecrets, stateIdentity: FileIdentity?) throws {
         self.vaultID = vaultID
         self.keyID = keyID
         self.appKey = appKey
         self.classMaster = secrets.classMaster
         self.retired = secrets.retired
+        self.retiredClassMasters = secrets.retiredClassMasters
+        self.stateIdentity = stateIdentity
         var keys = [try SealingKey(key: KeyHierarchy.dataKey(appKey.copyKey()), id: keyID)]
         for entry in secrets.retired where !keys.contains(where: { $0.id == entry.id }) {
             keys.append(try SealingKey(key: KeyHierarchy.dataKey(entry.key.copyKey()), id: entry.id))
@@ -317,9 +313,28 @@ final class UnlockedKeys: @unchecked Sendable {
         return KeyHierarchy.classKey(protectionClass, master: master)
     }
 
+    /// The class keys of every generation, current first.
+    func classKeys(_ protectionClass: ProtectionClass) throws -> [SecretBytes] {
+        var keys = [try classKey(protectionClass)]
+        for retired in retiredClassMasters {
+            let master = try retired.copyKey()
+            defer { master.wipe() }
+            keys.append(KeyHierarchy.classKey(protectionClass, master: master))
+        }
+        return keys
+    }
+
+    /// Copies of the secrets (for a new state), with the caller wiping them.
+    func secretsCopy() throws -> VaultSecrets {
+        VaultSecrets(classMaster: try classMaster.copyKey(),
+                     retired: try retired.map { (id: $0.id, key: try $0.key.copyKey()) },
+                     retiredClassMasters: try retiredClassMasters.map { try $0.copyKey() })
+    }
+
     func wipe() {
         appKey.wipe()
         classMaster.wipe()
+        for master in retiredClassMasters { master.wipe() }
         for entry in retired { entry.key.wipe() }
         for key in keyring.keys { key.key.wipe() }
     }
@@ -328,27 +343,51 @@ final class UnlockedKeys: @unchecked Sendable {
 /// The afterFirstUnlock class keys of every vault unlocked in this process, by vault id; kept
 /// until the process ends (as iOS keeps them until reboot). Guarded by a lock.
 enum FirstUnlockCache {
-    private static let keys = Protected([Data: SecretBytes]())
+    /// Current generation first, then retired generations, newest first.
+    private static let keys = Protected([Data: [SecretBytes]]())
 
-    static func store(vaultID: Data, key: SecretBytes) {
+    static func store(vaultID: Data, keys newKeys: [SecretBytes]) {
         keys.withLock { keys in
-            if let existing = keys[vaultID] {
-                if existing == key { key.wipe(); return }
-                existing.wipe()
-            }
-            keys[vaultID] = key
+            keys[vaultID]?.forEach { $0.wipe() }
+            keys[vaultID] = newKeys
         }
     }
 
+    /// The current generation's key.
     static func key(vaultID: Data) -> SecretBytes? {
-        keys.withLock { $0[vaultID].map { $0.copy() } }
+        keys.withLock { $0[vaultID]?.first.map { $0.copy() } }
+    }
+
+    /// The retired generations' keys, newest first.
+    static func retiredKeys(vaultID: Data) -> [SecretBytes]? {
+        keys.withLock { $0[vaultID].map { $0.dropFirst().map { $0.copy() } } }
     }
 
     static func remove(vaultID: Data) {
         keys.withLock { keys in
-            keys[vaultID]?.wipe()
+            keys[vaultID]?.forEach { $0.wipe() }
             keys[vaultID] = nil
         }
+    }
+}
+
+/// What identifies one version of a file cheaply: device, inode, size, change time. An atomic
+/// replacement always changes the inode while the old one is still linked (`.superseded-`).
+struct FileIdentity: Equatable, Sendable {
+    var device: UInt64
+    var inode: UInt64
+    var size: Int64
+    var changeSeconds: Int
+    var changeNanoseconds: Int
+
+    init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        changeSeconds = Int(info.st_ctim.tv_sec)
+        changeNanoseconds = Int(info.st_ctim.tv_nsec)
     }
 }
 

@@ -127,3 +127,56 @@ public enum VaultPaths {
         return NSHomeDirectory()
     }
 }
+
+/// `always.key`: the always-class keys. Layout 1 is exactly 32 bytes (one key, as created on
+/// first use). Layout 2, written by ``CryptoManager/rotateClassKeys()``, is
+/// `"SFAK" ‖ 0x02 ‖ count (1, 1…17) ‖ count × key (32)`, current key first, then the retired
+/// ones, newest first.
+enum AlwaysKeyFile {
+    static let magic: [UInt8] = Array("SFAK".utf8)
+    static let maximumKeys = 1 + VaultSecrets.maximumRetiredClassMasters
+
+    static func read(path: String) throws -> [SecretBytes] {
+        try SecureFile.checkPrivate(path, isDirectory: false)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { throw SecureFile.Failure.system(operation: "open", path: path, errno: errno) }
+        defer { close(fd) }
+        let limit = 6 + 32 * maximumKeys
+        let raw = try SecretBytes(readingFrom: fd, maxLength: limit + 1, trimNewline: false, name: path)
+        defer { raw.wipe() }
+        return try parse(raw, path: path)
+    }
+
+    static func parse(_ raw: SecretBytes, path: String) throws -> [SecretBytes] {
+        try raw.withUnsafeBytes { bytes in
+            if bytes.count == 32 {
+                return [SecretBytes(count: 32) { $0.copyMemory(from: UnsafeRawBufferPointer(bytes)) }]
+            }
+            guard bytes.count >= 6, Array(bytes[0..<4]) == magic, bytes[4] == 2 else {
+                throw VaultError.corrupted("the always-class key file \(path) holds \(bytes.count) bytes that are neither one key nor a key list")
+            }
+            let count = Int(bytes[5])
+            guard (1...maximumKeys).contains(count), bytes.count == 6 + 32 * count else {
+                throw VaultError.corrupted("the always-class key file \(path) is truncated or malformed")
+            }
+            return (0..<count).map { index in
+                let start = 6 + 32 * index
+                return SecretBytes(count: 32) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[start..<start + 32])) }
+            }
+        }
+    }
+
+    static func encode(_ keys: [SecretBytes]) throws -> SecretBytes {
+        guard (1...maximumKeys).contains(keys.count), keys.allSatisfy({ $0.count == 32 }) else {
+            throw VaultError.invalidArgument("an always-class key list of \(keys.count) keys")
+        }
+        return SecretBytes(count: 6 + 32 * keys.count) { target in
+            for (index, byte) in magic.enumerated() { target[index] = byte }
+            target[4] = 2
+            target[5] = UInt8(keys.count)
+            for (index, key) in keys.enumerated() {
+                key.withUnsafeBytes { (target.baseAddress! + 6 + 32 * index).copyMemory(from: $0.baseAddress!, byteCount: 32) }
+            }
+        }
+    }
+}

@@ -12,6 +12,12 @@ public enum VaultError: Error, Sendable, Equatable, CustomStringConvertible {
     case wrongAnswers(failures: Int, nextAttemptAfter: Duration?)
     /// Too many failed attempts: no attempt is accepted before `retryAfter` has passed.
     case tooManyAttempts(retryAfter: Duration)
+    /// The failed-attempt record (`attempts`) did not parse. It is read as the longest delay, never
+    /// as a reason to erase; no attempt is accepted before `retryAfter` has passed.
+    case attemptRecordDamaged(retryAfter: Duration)
+    /// Some of the given answers (1-based question numbers) did not verify against the vault, so
+    /// they cannot be used for new wrappings. Nothing was changed.
+    case unverifiedAnswers(questions: [Int])
     /// The wrapped keys were destroyed (after too many failed attempts, or by ``CryptoManager/erase()``).
     case erased
     /// No vault has been set up in this directory.
@@ -48,6 +54,11 @@ public enum VaultError: Error, Sendable, Equatable, CustomStringConvertible {
             return "wrong answers to the security questions (\(failures) failed attempt\(failures == 1 ? "" : "s") in a row)" + VaultError.waitText(wait)
         case let .tooManyAttempts(retryAfter):
             return "too many failed attempts; try again in \(VaultError.format(retryAfter))"
+        case let .attemptRecordDamaged(retryAfter):
+            return "the failed-attempt record (attempts) is damaged; it is read as the longest delay and the vault is not erased because of it: try again in \(VaultError.format(retryAfter))"
+        case let .unverifiedAnswers(questions):
+            let list = questions.map { "\($0)" }.joined(separator: ", ")
+            return "the answer\(questions.count == 1 ? "" : "s") to question\(questions.count == 1 ? "" : "s") \(list) did not verify; nothing was changed: give the answers the vault was set up with"
         case .erased:
             return "the vault was erased after too many failed attempts (or on request); its keys are destroyed and data sealed under them cannot be recovered"
         case .notSetUp:

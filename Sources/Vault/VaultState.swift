@@ -7,7 +7,11 @@ import Cipher
 struct VaultState: Codable, Equatable {
     static let fileName = "vault.state"
     static let formatName = "securefoundation-vault"
-    static let currentVersion = 1
+    /// Version 2 adds the stored erase policy, the answer-normalization version and secret
+    /// layout 2 (retired class masters). Version 1 is read and upgraded on the next write or unlock.
+    static let currentVersion = 2
+    /// The answer normalization this code implements (``AnswerNormalization``).
+    static let currentNormalization = 1
     /// nonce (12) ‖ application key (32) ‖ tag (16).
     static let wrappedKeyLength = 60
 
@@ -31,6 +35,9 @@ struct VaultState: Codable, Equatable {
         var threshold: Int
         var kdf: KDFParameters
         var subsets: [SubsetWrap]
+        /// The answer-normalization version the wrappings were made with (version 2; absent in
+        /// version 1, which used normalization 1).
+        var normalization: Int?
     }
 
     var format: String = VaultState.formatName
@@ -41,6 +48,9 @@ struct VaultState: Codable, Equatable {
     var keyID: Data
     var passcode: PasscodeWrap?
     var questions: Questions?
+    /// Erase after this many consecutive failed attempts (version 2; nil: never). Bound into the
+    /// secret section's associated data.
+    var eraseAfter: Int?
     /// The secret section (class master, retired keys), AES-256-GCM under the state key with the
     /// digest of every other field as associated data.
     var secrets: Data
@@ -92,6 +102,20 @@ struct VaultState: Codable, Equatable {
             }
         } else {
             input.append(0)
+        }
+        if version >= 2 {
+            if let eraseAfter {
+                input.append(1)
+                VaultState.appendUInt32(&input, UInt32(clamping: eraseAfter))
+            } else {
+                input.append(0)
+            }
+            if let questions {
+                input.append(1)
+                VaultState.appendUInt32(&input, UInt32(clamping: questions.normalization ?? 0))
+            } else {
+                input.append(0)
+            }
         }
         return Array((VaultState.label + " secrets").utf8) + [0] + Array(SHA256.hash(data: input))
     }
@@ -150,7 +174,7 @@ struct VaultState: Codable, Equatable {
     /// Structural checks done before any key derivation.
     func check(path: String) throws {
         guard format == VaultState.formatName else { throw VaultError.corrupted("\(path): unknown format \(format)") }
-        guard version == VaultState.currentVersion else {
+        guard (1...VaultState.currentVersion).contains(version) else {
             throw VaultError.corrupted("\(path): state version \(version) is not supported by this version of SecureFoundation")
         }
         guard vaultID.count == 16, keyID.count == 8 else { throw VaultError.corrupted("\(path): bad vault or key id") }
@@ -158,6 +182,11 @@ struct VaultState: Codable, Equatable {
             throw VaultError.corrupted("\(path): the secret section is \(secrets.count) bytes, too short")
         }
         guard passcode != nil || questions != nil else { throw VaultError.corrupted("\(path): neither a passcode nor questions") }
+        if let eraseAfter {
+            guard version >= 2, (1...AttemptPolicy.maximumEraseAfter).contains(eraseAfter) else {
+                throw VaultError.corrupted("\(path): an erase-after count of \(eraseAfter) is out of range")
+            }
+        }
         if let passcode {
             try passcode.kdf.validateForVault(path: path)
             guard passcode.salt.count >= 16 else { throw VaultError.corrupted("\(path): passcode salt too short") }
@@ -171,13 +200,28 @@ struct VaultState: Codable, Equatable {
             guard (1...CryptoManager.maximumQuestions).contains(n), (1...n).contains(questions.threshold) else {
                 throw VaultError.corrupted("\(path): \(questions.threshold) of \(n) questions is out of range")
             }
+            // Exactly the C(n, k) distinct k-subsets, each once: one unlock costs at most
+            // C(n, k) <= maximumSubsets KDF runs, whatever the file says.
+            let expected = CryptoManager.binomial(n, questions.threshold)
+            guard expected <= CryptoManager.maximumSubsets, questions.subsets.count == expected else {
+                throw VaultError.corrupted("\(path): \(questions.subsets.count) question subsets where \(questions.threshold) of \(n) needs exactly \(expected) (at most \(CryptoManager.maximumSubsets))")
+            }
+            var seen = Set<[Int]>()
             for subset in questions.subsets {
                 guard subset.indices.count == questions.threshold,
                       subset.indices.allSatisfy({ (0..<n).contains($0) }),
-                      Set(subset.indices).count == subset.indices.count,
+                      zip(subset.indices, subset.indices.dropFirst()).allSatisfy({ $0 < $1 }),
+                      seen.insert(subset.indices).inserted,
                       subset.salt.count >= 16, subset.wrapped.count == VaultState.wrappedKeyLength else {
-                    throw VaultError.corrupted("\(path): a question subset is malformed")
+                    throw VaultError.corrupted("\(path): a question subset is malformed or repeated")
                 }
+            }
+            switch (version, questions.normalization) {
+            case (1, nil), (2, VaultState.currentNormalization?): break
+            case (1, _?), (_, nil):
+                throw VaultError.corrupted("\(path): the answer-normalization version is missing or misplaced")
+            case let (_, other?):
+                throw VaultError.corrupted("\(path): answer normalization \(other) is not supported by this version of SecureFoundation; use the version that wrote the vault")
             }
         }
     }
@@ -193,28 +237,40 @@ extension KDFParameters {
     }
 }
 
-/// The secret section's plaintext: `version (1) ‖ class master (32) ‖ count (1) ‖
-/// count × (id length (1) ‖ id ‖ retired application key (32))`.
+/// The secret section's plaintext. Layout 2 (written by state version 2):
+/// `0x02 ‖ class master (32) ‖ count (1) ‖ count × (id length (1) ‖ id ‖ retired application key (32))
+/// ‖ class count (1) ‖ class count × retired class master (32)`, newest first. Layout 1 (read only)
+/// ends after the retired application keys.
 struct VaultSecrets {
+    /// How many retired class masters are kept; a rotation beyond this drops the oldest.
+    static let maximumRetiredClassMasters = 16
+
     var classMaster: SecretBytes
     /// Retired application keys, newest first, each with its key id.
     var retired: [(id: [UInt8], key: SecretBytes)]
+    /// Class masters of earlier generations, newest first (for opening only).
+    var retiredClassMasters: [SecretBytes] = []
 
     func wipe() {
         classMaster.wipe()
         for entry in retired { entry.key.wipe() }
+        for master in retiredClassMasters { master.wipe() }
     }
 
     func serialize() throws -> SecretBytes {
         guard classMaster.count == 32, retired.count <= 255 else { throw VaultError.invalidArgument("too many retired keys (at most 255)") }
-        let total = 1 + 32 + 1 + retired.reduce(0) { $0 + 1 + $1.id.count + 32 }
+        guard retiredClassMasters.count <= VaultSecrets.maximumRetiredClassMasters,
+              retiredClassMasters.allSatisfy({ $0.count == 32 }) else {
+            throw VaultError.invalidArgument("a retired class master is malformed")
+        }
+        let total = 1 + 32 + 1 + retired.reduce(0) { $0 + 1 + $1.id.count + 32 } + 1 + 32 * retiredClassMasters.count
         return try SecretBytes(count: total) { target in
             var offset = 0
             func put(_ bytes: UnsafeRawBufferPointer) {
                 (target.baseAddress! + offset).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
                 offset += bytes.count
             }
-            target[0] = 1
+            target[0] = 2
             offset = 1
             classMaster.withUnsafeBytes { put($0) }
             target[offset] = UInt8(retired.count)
@@ -226,32 +282,52 @@ struct VaultSecrets {
                 entry.id.withUnsafeBytes { put($0) }
                 entry.key.withUnsafeBytes { put($0) }
             }
+            target[offset] = UInt8(retiredClassMasters.count)
+            offset += 1
+            for master in retiredClassMasters { master.withUnsafeBytes { put($0) } }
         }
     }
 
     static func parse(_ plaintext: SecretBytes) throws -> VaultSecrets {
         try plaintext.withUnsafeBytes { bytes in
-            guard bytes.count >= 34, bytes[0] == 1 else { throw VaultError.corrupted("the secret section has an unknown layout") }
-            let master = SecretBytes(count: 32) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[1..<33])) }
-            var retired: [(id: [UInt8], key: SecretBytes)] = []
+            guard bytes.count >= 34, bytes[0] == 1 || bytes[0] == 2 else { throw VaultError.corrupted("the secret section has an unknown layout") }
+            let layout = bytes[0]
+            var result = VaultSecrets(classMaster: SecretBytes(count: 32) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[1..<33])) },
+                                      retired: [])
+            func fail(_ why: String) -> VaultError {
+                result.wipe()
+                return VaultError.corrupted("the secret section \(why)")
+            }
             let count = Int(bytes[33])
             var offset = 34
             for _ in 0..<count {
-                guard offset < bytes.count else { master.wipe(); throw VaultError.corrupted("the secret section is truncated") }
+                guard offset < bytes.count else { throw fail("is truncated") }
                 let idLength = Int(bytes[offset])
                 offset += 1
-                guard idLength > 0, offset + idLength + 32 <= bytes.count else {
-                    master.wipe(); retired.forEach { $0.key.wipe() }
-                    throw VaultError.corrupted("the secret section is truncated")
-                }
+                guard idLength > 0, offset + idLength + 32 <= bytes.count else { throw fail("is truncated") }
                 let id = Array(bytes[offset..<offset + idLength])
                 offset += idLength
                 let start = offset
                 let key = SecretBytes(count: 32) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[start..<start + 32])) }
                 offset += 32
-                retired.append((id, key))
+                result.retired.append((id, key))
             }
-            return VaultSecrets(classMaster: master, retired: retired)
+            if layout == 2 {
+                guard offset < bytes.count else { throw fail("is truncated") }
+                let classCount = Int(bytes[offset])
+                offset += 1
+                guard classCount <= maximumRetiredClassMasters else { throw fail("holds too many class masters") }
+                for _ in 0..<classCount {
+                    guard offset + 32 <= bytes.count else { throw fail("is truncated") }
+                    let start = offset
+                    result.retiredClassMasters.append(SecretBytes(count: 32) {
+                        $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[start..<start + 32]))
+                    })
+                    offset += 32
+                }
+            }
+            guard offset == bytes.count else { throw fail("has trailing bytes") }
+            return result
         }
     }
 }

@@ -191,6 +191,58 @@ struct VaultCLITests {
         #expect(result.stderr.contains("refusing \(ws.home): its mode 755 lets group or others in. Fix it with: chmod 700 \(ws.home)"))
     }
 
+    /// Every regular file under `directory`, recursively.
+    static func files(under directory: String) -> [String] {
+        var result: [String] = []
+        for name in ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted() {
+            let path = directory + "/" + name
+            var info = stat()
+            guard lstat(path, &info) == 0 else { continue }
+            if info.st_mode & S_IFMT == S_IFDIR { result += files(under: path) } else if info.st_mode & S_IFMT == S_IFREG { result.append(path) }
+        }
+        return result
+    }
+
+    @Test func eraseLeavesNoWorkingCopyOfTheVaultBehind() throws {
+        let ws = try Workspace()
+        let pin = try ws.file("pin", "first pin")
+        let newPin = try ws.file("newpin", "second pin")
+        #expect(try ws.vault(["init", "--passcode-file", pin]).status == 0)
+        // What a change-passcode killed just after writing its temporary file leaves: a
+        // complete state in `.sf-*.tmp`.
+        let leftover = ws.home + "/.sf-0sszU9bCZNcBq7Lw.tmp"
+        try Data(contentsOf: URL(fileURLWithPath: ws.home + "/vault.state")).write(to: URL(fileURLWithPath: leftover))
+        chmod(leftover, 0o600)
+        #expect(try ws.vault(["change-passcode", "--passcode-file", pin, "--new-passcode-file", newPin]).status == 0)
+        let erased = try ws.vault(["erase", "--yes"])
+        #expect(erased.status == 0, "\(erased.stderr)")
+        #expect(erased.stdout == "erased the vault in \(ws.home)\n")
+        let left = Self.files(under: ws.home)
+        #expect(left == [ws.home + "/vault.lock"])
+        // Each file left, as the state of a fresh home, unlocks with neither passcode.
+        for file in left + [leftover] where FileManager.default.fileExists(atPath: file) {
+            let fresh = try Workspace()
+            try FileManager.default.createDirectory(atPath: fresh.home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try Data(contentsOf: URL(fileURLWithPath: file)).write(to: URL(fileURLWithPath: fresh.home + "/vault.state"))
+            chmod(fresh.home + "/vault.state", 0o600)
+            for passcode in [pin, newPin] {
+                let result = try fresh.vault(["unlock", "--passcode-file", passcode])
+                #expect(result.status != 0, "\(file) unlocks: \(result.stdout)")
+            }
+        }
+    }
+
+    @Test func theEraseAfterPolicyGivenAtInitApplies() throws {
+        let ws = try Workspace()
+        let pin = try ws.file("pin", "1234")
+        let bad = try ws.file("bad", "0000")
+        #expect(try ws.vault(["init", "--passcode-file", pin, "--erase-after", "2"]).status == 0)
+        #expect(try ws.vault(["unlock", "--passcode-file", bad]).status == 3)
+        let second = try ws.vault(["unlock", "--passcode-file", bad])
+        #expect(second.status == 5, "\(second.stderr)")
+        #expect(try ws.vault(["status"]).stdout.contains("state: erased"))
+    }
+
     @Test func usageErrors() throws {
         let ws = try Workspace()
         #expect(try ws.vault(["init", "--question", "Pet?"]).status == 64)

@@ -91,7 +91,7 @@ struct AttemptTests {
         // Simulate a process killed during the KDF: the check never returns.
         struct Killed: Error {}
         #expect(throws: (any Error).self) {
-            _ = try manager.attempt(wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
+            _ = try manager.attempt(state: nil, wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
                 #expect((try? AttemptRecord.load(directory: fixture.home).failures) == 1, "recorded before the check")
                 throw Killed()
             }

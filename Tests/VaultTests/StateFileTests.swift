@@ -41,7 +41,7 @@ struct StateFileTests {
             expectCorrupted(label)
         }
         let mutations: [(String, (inout [String: Any]) -> Void)] = [
-            ("version 2", { $0["version"] = 2 }),
+            ("version 3", { $0["version"] = 3 }),
             ("other format", { $0["format"] = "something-else" }),
             ("short vault id", { $0["vaultID"] = "AAAA" }),
             ("no unlock method", { $0.removeValue(forKey: "passcode"); $0.removeValue(forKey: "questions") }),
@@ -123,7 +123,7 @@ struct StateFileTests {
         manager.lock()
         try SecureFile.writeAtomically(Array("garbage".utf8), to: fixture.home + "/attempts")
         #expect(try manager.failedAttempts == 9)
-        #expect(throws: VaultError.tooManyAttempts(retryAfter: .seconds(3600))) { try manager.unlock(passcode: secret("pin")) }
+        #expect(throws: VaultError.attemptRecordDamaged(retryAfter: .seconds(3600))) { try manager.unlock(passcode: secret("pin")) }
         // The worst case is a wait that runs out, not a permanent lockout.
         fixture.clock.advance(1800)
         #expect(throws: VaultError.tooManyAttempts(retryAfter: .seconds(1800))) { try manager.unlock(passcode: secret("pin")) }

@@ -16,7 +16,7 @@ struct HomeOptions: ParsableArguments {
     var deviceKey: String?
 
     @Option(name: .customLong("erase-after"), help: ArgumentHelp(
-        "Destroy the vault's keys after this many consecutive failed unlock attempts (default: never).", valueName: "n"))
+        "Destroy the vault's keys after this many consecutive failed unlock attempts (default: never). Stored with the vault by init; on later commands the stricter of the stored and the given count applies.", valueName: "n"))
     var eraseAfter: Int?
 
     @Option(name: .customLong("kdf"), help: "KDF work for new wrappings: interactive (scrypt 2^16, default), sensitive (scrypt 2^18), fips-interactive, fips-sensitive (PBKDF2).")
@@ -102,8 +102,8 @@ enum VaultCLI {
     /// The exit code for a vault error (documented in `vault --help` and docs/VAULT.md).
     static func exitCode(for error: any Error) -> Int32 {
         switch error as? VaultError {
-        case .wrongPasscode?, .wrongAnswers?: return 3
-        case .tooManyAttempts?: return 4
+        case .wrongPasscode?, .wrongAnswers?, .unverifiedAnswers?: return 3
+        case .tooManyAttempts?, .attemptRecordDamaged?: return 4
         case .erased?: return 5
         default: return 1
         }
@@ -400,7 +400,9 @@ struct VaultRotateKeyCommand: ParsableCommand {
         abstract: "Replace the application key; data sealed under the old one stays readable by its key id.",
         discussion: """
         The new key is wrapped under the passcode and under every K-subset of the answers, so \
-        both are needed when the vault has both. Class keys (keychain, protected files) do not change.
+        both are needed when the vault has both; every answer is checked first, and an answer \
+        that does not verify is refused by its question number (exit 3). Class keys (keychain, \
+        protected files) do not change.
 
         Example:
           securefoundation vault rotate-key --passcode-file pin.txt --answers-file answers.txt
@@ -437,8 +439,12 @@ struct VaultEraseCommand: ParsableCommand {
         commandName: "erase",
         abstract: "Destroy the vault's keys (crypto-erase). Everything sealed under them becomes unreadable.",
         discussion: """
-        The state file (all wrapped keys), the attempt record and the always-class key are \
-        overwritten and removed. The device key, kept outside the data directory, is left alone.
+        The state file (all wrapped keys), every leftover copy of it in the data directory \
+        (temporary files of interrupted writes, superseded state files, files of an interrupted \
+        erase), the attempt record and the always-class key are overwritten and removed. If it \
+        is interrupted, run it again. Copies outside the data directory (backups, snapshots) and \
+        old blocks kept by SSDs or journals are out of its reach. The device key, kept outside \
+        the data directory, is left alone.
 
         Example:
           securefoundation vault erase --home ~/.app --yes
