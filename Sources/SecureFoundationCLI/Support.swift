@@ -29,6 +29,21 @@ enum CLI {
         try bytes.withUnsafeBytes { try writeStdout($0) }
     }
 
+    /// Writes a command's `-o PATH` (`SecureFile.writeOutput`): a new path or regular file is
+    /// replaced atomically with mode 0600, a character device or FIFO is written in place,
+    /// `/dev/stdout` and `/dev/fd/N` write into that descriptor, and a symbolic link, directory,
+    /// socket or block device is refused. `-` is standard output.
+    static func writeOutput(to path: String, _ body: (Int32) throws -> Void) throws {
+        if path == "-" { try body(1); return }
+        try SecureFile.writeOutput(to: path, body)
+    }
+
+    /// Writes `bytes` to `-o PATH` (see ``writeOutput(to:_:)``) or, without one, to standard output.
+    static func writeOutput(_ bytes: [UInt8], to path: String?) throws {
+        guard let path else { try writeStdout(bytes); return }
+        try writeOutput(to: path) { fd in try bytes.withUnsafeBytes { try SecureFile.writeAll(fd, $0, path: path) } }
+    }
+
     /// Reads all of standard input or a file (`-` is standard input) into memory, up to `maxLength`.
     static func readInput(_ path: String?, maxLength: Int = 1 << 30) throws -> [UInt8] {
         if let path, path != "-" { return try SecureFile.read(path, maxLength: maxLength) }

@@ -90,7 +90,7 @@ struct SealCommand: ParsableCommand {
     @Option(help: "AEAD: aes-256-gcm or chacha20-poly1305.")
     var algorithm: Algorithm = .aesGCM
 
-    @Option(name: .shortAndLong, help: "Write here (atomically, mode 0600) instead of stdout.")
+    @Option(name: .shortAndLong, help: "Write here instead of stdout: a file atomically with mode 0600, a device or FIFO in place; a symlink is refused.")
     var output: String?
 
     @Argument(help: "The file to seal; `-` or none for stdin.")
@@ -109,7 +109,7 @@ struct SealCommand: ParsableCommand {
                 sealed = try Sealed.seal(plaintext, passphrase: passphrase, policy: policy.policy,
                                          algorithm: algorithm.value, context: context)
             }
-            if let output { try SecureFile.writeAtomically(sealed, to: output) } else { try CLI.writeStdout(sealed) }
+            try CLI.writeOutput(sealed, to: output)
         } catch let error as ValidationError {
             throw error
         } catch {
@@ -133,7 +133,7 @@ struct OpenCommand: ParsableCommand {
 
     @OptionGroup var keys: SealKeyOptions
 
-    @Option(name: .shortAndLong, help: "Write here (atomically, mode 0600) instead of stdout.")
+    @Option(name: .shortAndLong, help: "Write here instead of stdout: a file atomically with mode 0600, a device or FIFO in place; a symlink is refused.")
     var output: String?
 
     @Argument(help: "The sealed file; `-` or none for stdin.")
@@ -151,7 +151,7 @@ struct OpenCommand: ParsableCommand {
                 defer { passphrase.wipe() }
                 plaintext = try Sealed.open(sealed, passphrase: passphrase, context: context)
             }
-            if let output { try SecureFile.writeAtomically(plaintext, to: output) } else { try CLI.writeStdout(plaintext) }
+            try CLI.writeOutput(plaintext, to: output)
         } catch let error as ValidationError {
             throw error
         } catch {
