@@ -112,18 +112,21 @@ public enum Sealed {
         return try finish(header: header, plaintext: plaintext, key: key, algorithm: algorithm, context: context)
     }
 
-    /// Opens data sealed with a passphrase. Parameters outside the floor and ceiling are refused
-    /// before any work is done.
+    /// Opens data sealed with a passphrase. Parameters outside the floor and `ceiling` are
+    /// refused before any work is done.
     ///
+    /// - Parameter ceiling: The most KDF memory and work the header may demand; pass
+    ///   ``KDFCeiling/legacy`` only for trusted data sealed with costlier parameters.
     /// - Throws: as ``open(_:with:context:)-(_,Keyring,_)``, plus ``CipherError/kdfParametersTooWeak(_:)``
     ///   and ``CipherError/kdfParametersTooExpensive(_:)``; a wrong passphrase is ``CipherError/wrongKey(_:)``.
-    public static func open(_ sealed: [UInt8], passphrase: SecretBytes, context: [UInt8] = []) throws -> [UInt8] {
+    public static func open(_ sealed: [UInt8], passphrase: SecretBytes, context: [UInt8] = [],
+                            ceiling: KDFCeiling = .standard) throws -> [UInt8] {
         let header = try parseHeader(sealed)
         guard case let .passphrase(parameters, salt) = header.keySource else {
             throw CipherError.wrongKey("the data was sealed with a key (id \(keyIDString(header))), not a passphrase")
         }
-        try parameters.validate()
-        let key = try KeyDerivation.derive(password: passphrase, salt: salt, parameters: parameters)
+        try parameters.validate(ceiling: ceiling)
+        let key = try KeyDerivation.derive(password: passphrase, salt: salt, parameters: parameters, outputLength: 32, ceiling: ceiling)
         defer { key.wipe() }
         do {
             return try decrypt(sealed, header: header, key: key, context: context)

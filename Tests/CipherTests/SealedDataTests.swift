@@ -150,6 +150,26 @@ import Testing
         }
     }
 
+    @Test("a hostile header asking for 16 GiB or 2^25 scrypt work, or 100,000,000 PBKDF2 rounds, is refused before any work")
+    func hostileMemoryAndWorkAreRefused() throws {
+        let passphrase = SecretBytes(utf8: "pw")
+        var sealed = try Sealed.seal([1], passphrase: passphrase, policy: fastPolicy)
+        // logN at offset 8, r at 9...12, p at 13...16 (big-endian).
+        sealed[8] = 22; sealed[9...12] = [0, 0, 0, 32]; sealed[13...16] = [0, 0, 0, 16]
+        #expect(throws: CipherError.kdfParametersTooExpensive("scrypt N = 2^22, r = 32 needs 16384 MiB (128·N·r); at most 1024 MiB")) {
+            try Sealed.open(sealed, passphrase: passphrase)
+        }
+        sealed[8] = 16
+        #expect(throws: CipherError.kdfParametersTooExpensive("scrypt N = 2^16, r = 32, p = 16 is work N·r·p = 2^25; at most 2^23")) {
+            try Sealed.open(sealed, passphrase: passphrase)
+        }
+        var pbkdf2 = try Sealed.seal([1], passphrase: passphrase, policy: KDFPolicy(parameters: .pbkdf2SHA256(rounds: 210_000)))
+        pbkdf2[8...11] = [0x05, 0xF5, 0xE1, 0x00] // 100,000,000
+        #expect(throws: CipherError.kdfParametersTooExpensive("PBKDF2 with 100000000 rounds is over 32000000")) {
+            try Sealed.open(pbkdf2, passphrase: passphrase)
+        }
+    }
+
     @Test func keyAndPassphraseModesDoNotMix() throws {
         let key = try SealingKey.generate()
         let byKey = try Sealed.seal([1], with: key)

@@ -136,6 +136,9 @@ struct OpenCommand: ParsableCommand {
     @Option(name: .shortAndLong, help: "Write here instead of stdout: a file atomically with mode 0600, a device or FIFO in place; a symlink is refused.")
     var output: String?
 
+    @Flag(name: .customLong("legacy-kdf-ceiling"), help: "Accept the costlier KDF parameters earlier versions accepted (scrypt up to 16 GiB, PBKDF2 up to 100,000,000 rounds); only for trusted data.")
+    var legacyKDFCeiling = false
+
     @Argument(help: "The sealed file; `-` or none for stdin.")
     var input: String?
 
@@ -149,7 +152,8 @@ struct OpenCommand: ParsableCommand {
             } else {
                 let passphrase = try CLI.passphrase(file: keys.passphraseFile)
                 defer { passphrase.wipe() }
-                plaintext = try Sealed.open(sealed, passphrase: passphrase, context: context)
+                plaintext = try Sealed.open(sealed, passphrase: passphrase, context: context,
+                                            ceiling: legacyKDFCeiling ? .legacy : .standard)
             }
             try CLI.writeOutput(plaintext, to: output)
         } catch let error as ValidationError {
