@@ -103,13 +103,21 @@ public enum Sealed {
                                                      policy: KDFPolicy = .sensitive,
                                                      algorithm: SealAlgorithm = .aes256GCM,
                                                      context: [UInt8] = []) throws -> [UInt8] {
-        let salt = try SecureRandom.bytes(KeyDerivation.saltLength)
+        try seal(plaintext, passphrase: passphrase, policy: policy, algorithm: algorithm, context: context,
+                 salt: try SecureRandom.bytes(KeyDerivation.saltLength), nonce: nil)
+    }
+
+    /// Seals under a passphrase with a given salt and nonce; for known-answer tests only.
+    static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, passphrase: SecretBytes, policy: KDFPolicy,
+                                              algorithm: SealAlgorithm, context: [UInt8],
+                                              salt: [UInt8], nonce: [UInt8]?) throws -> [UInt8] {
+        guard (8...255).contains(salt.count) else { throw CipherError.invalidParameter("a salt of \(salt.count) bytes is not 8...255") }
         let key = try KeyDerivation.derive(password: passphrase, salt: salt, parameters: policy.parameters)
         defer { key.wipe() }
         var header = magic + [version, algorithm.rawValue, modePassphrase]
         header += encode(policy.parameters)
         header += [UInt8(salt.count)] + salt
-        return try finish(header: header, plaintext: plaintext, key: key, algorithm: algorithm, context: context)
+        return try finish(header: header, plaintext: plaintext, key: key, algorithm: algorithm, context: context, nonce: nonce)
     }
 
     /// Opens data sealed with a passphrase. Parameters outside the floor and `ceiling` are
