@@ -154,15 +154,17 @@ public enum SecureFile {
         let directory: String
         /// The temporary's path while it has a name (always for the named kind; between linkat
         /// and rename for the unnamed kind).
-        private var path: String?
+        private(set) var path: String?
         private var closed = false
 
         var displayName: String { path ?? directory + "/(unnamed temporary)" }
 
-        init(in directory: String, mode: mode_t) throws {
+        /// - Parameter unnamed: Try an `O_TMPFILE` file first (tests pass false to exercise the
+        ///   named kind, which filesystems without `O_TMPFILE` get).
+        init(in directory: String, mode: mode_t, unnamed: Bool = true) throws {
             self.directory = directory
             #if os(Linux)
-            let anonymous = sf_open_tmpfile(directory, mode)
+            let anonymous = unnamed ? sf_open_tmpfile(directory, mode) : -1
             if anonymous >= 0 {
                 // linkat needs /proc/self/fd (or CAP_DAC_READ_SEARCH); without it use a name.
                 if access("/proc/self/fd/\(anonymous)", F_OK) == 0, flock(anonymous, LOCK_EX | LOCK_NB) == 0 {

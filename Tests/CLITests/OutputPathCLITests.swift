@@ -153,7 +153,7 @@ struct OutputPathCLITests {
         #expect(!FileManager.default.fileExists(atPath: dir + "/nowhere"))
     }
 
-    @Test("a socket or a directory given to -o is refused with a message saying so")
+    @Test("a socket, a directory or a block device given to -o is refused with a message saying so")
     func socketAndDirectory() throws {
         let dir = try Run.directory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -182,6 +182,17 @@ struct OutputPathCLITests {
         }
         var info = stat()
         #expect(lstat(socketPath, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK)
+        // A block device (never opened: refused from what lstat says).
+        let block = dir + "/block"
+        if mknod(block, S_IFBLK | 0o600, dev_t((7 << 8) | 200)) == 0 {
+            for (name, arguments) in try Self.commands(dir: dir, key: key, recipient: recipient, target: block) {
+                let result = try Run.run(arguments)
+                #expect(result.status == 1 && result.stderr.contains("is a block device"), "\(name): \(result.stderr)")
+            }
+            #expect(lstat(block, &info) == 0 && info.st_mode & S_IFMT == S_IFBLK)
+        } else {
+            print("skipping the block-device case: mknod needs root")
+        }
     }
 
     /// Writes all of a buffer to a descriptor; stops at the first error (a killed reader).

@@ -90,3 +90,38 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["state"])
     }
 }
+
+/// The named temporaries filesystems without O_TMPFILE get.
+@Suite struct NamedTemporaryTests {
+    @Test("a named temporary is locked while its writer lives and removed by the next replacement once the writer is gone")
+    func namedTemporaryLifecycle() throws {
+        let directory = try TemporaryDirectory()
+        let base = directory.path
+        let unnamed = try SecureFile.LockedTemporary(in: base, mode: 0o600)
+        #if os(Linux)
+        #expect(unnamed.path == nil, "O_TMPFILE is expected on Linux test filesystems")
+        #endif
+        unnamed.discard()
+        let live = try SecureFile.LockedTemporary(in: base, mode: 0o600, unnamed: false)
+        let name = try #require(live.path)
+        #expect(SecureFile.isLockedTemporaryName(String(name.split(separator: "/").last!)))
+        #expect(SecureFile.removeAbandonedTemporaries(in: base) == 0)
+        #expect(FileManager.default.fileExists(atPath: name))
+        // The writer dies without renaming: its descriptor (and lock) goes, its name stays.
+        close(live.fd)
+        #expect(FileManager.default.fileExists(atPath: name))
+        try SecureFile.writeAtomically([1], to: base + "/state")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: base) == ["state"])
+    }
+
+    @Test("a named temporary commits by rename like an unnamed one")
+    func namedTemporaryCommits() throws {
+        let directory = try TemporaryDirectory()
+        let temporary = try SecureFile.LockedTemporary(in: directory.path, mode: 0o600, unnamed: false)
+        defer { temporary.discard() }
+        _ = write(temporary.fd, "named", 5)
+        try temporary.commit(as: directory.path + "/out")
+        #expect(try SecureFile.read(directory.path + "/out") == Array("named".utf8))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["out"])
+    }
+}
