@@ -146,8 +146,15 @@ struct EncryptCommand: ParsableCommand {
                 secret = value
                 list.append(try ScryptRecipient(passphrase: value, policy: .sensitive))
             }
-            if output == nil && isatty(1) == 1 && !armor {
-                throw ValidationError("refusing to write binary to the terminal; use -o FILE or -a")
+            if !armor {
+                // Standard output, or a descriptor named as -o (/dev/stdout, /dev/fd/N), on a terminal.
+                var descriptor: Int32? = 1
+                if let output, output != "-" {
+                    if case .descriptor(let fd)? = try? SecureFile.outputTarget(of: output) { descriptor = fd } else { descriptor = nil }
+                }
+                if let descriptor, isatty(descriptor) == 1 {
+                    throw ValidationError("refusing to write binary to the terminal; use -o FILE or -a")
+                }
             }
             let inputFD = try AgeCLI.openInput(input)
             defer { if inputFD != 0 { close(inputFD) } }
