@@ -217,7 +217,9 @@ public enum Age {
 
     /// Encrypts the file at `source` into `destination` atomically (temporary file beside the
     /// destination, fsync, rename, fsync of the directory; mode 0600). A failure leaves no
-    /// destination file and no partial output.
+    /// destination file and no partial output. A `destination` that is a character device or
+    /// FIFO is written in place, `/dev/stdout` or `/dev/fd/N` writes into that descriptor, and a
+    /// symbolic link, directory, socket or block device is refused (``SecureFile/writeOutput(to:mode:_:)``).
     ///
     /// - Parameters:
     ///   - source: The plaintext file.
@@ -237,7 +239,8 @@ public enum Age {
     /// Encrypts everything readable from `input` (a file, pipe or socket, e.g. standard input)
     /// into the file `destination`, atomically: a temporary file beside it (mode 0600), fsync,
     /// rename, fsync of the directory. On any failure nothing is left behind and an existing
-    /// `destination` is untouched.
+    /// `destination` is untouched. Devices, FIFOs, descriptors and refused kinds of path as in
+    /// ``encryptFile(at:to:recipients:armor:progress:)``.
     ///
     /// - Throws: ``AgeError``; ``AgeError/invalidArgument(_:)`` when `destination` is the file
     ///   `input` reads (use ``encryptFileInPlace(at:recipients:armor:shredOptions:progress:)``).
@@ -246,7 +249,7 @@ public enum Age {
         if sameFile(input, destination) {
             throw AgeError.invalidArgument("\(destination) is the source file; use encryptFileInPlace(at:recipients:) to replace it")
         }
-        try atomically(destination) { output in
+        try writeOutput(destination) { output in
             try encrypt(from: input, to: output, recipients: recipients, armor: armor, progress: progress)
         }
     }
@@ -303,12 +306,15 @@ public enum Age {
     /// Decrypts everything readable from `input` (a file, pipe or socket, e.g. standard input)
     /// into the file `destination`, atomically: the destination appears only once the whole
     /// payload authenticated; on any failure nothing is left behind and an existing
-    /// `destination` is untouched. `destination` may be the file `input` reads.
+    /// `destination` is untouched. `destination` may be the file `input` reads. A character
+    /// device, FIFO or descriptor (`/dev/stdout`, `/dev/fd/N`) is written as it is verified, as
+    /// standard output is, so a failure there stops the output part way; a symbolic link,
+    /// directory, socket or block device is refused.
     ///
     /// - Throws: ``AgeError``.
     public static func decrypt(from input: Int32, toFile destination: String, identities: [any AgeIdentity],
                                armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
-        try atomically(destination) { output in
+        try writeOutput(destination) { output in
             try decrypt(from: input, to: output, identities: identities, armor: armor, progress: progress)
         }
     }
@@ -325,17 +331,37 @@ public enum Age {
         }
     }
 
+    /// Writes to a path named as output (``SecureFile/writeOutput(to:mode:_:)``): a new path or a
+    /// regular file is replaced atomically; a character device or FIFO is written in place;
+    /// `/dev/stdout` and `/dev/fd/N` write into that descriptor; a symlink, directory, socket or
+    /// block device is refused.
+    static func writeOutput(_ destination: String, _ body: (Int32) throws -> Void) throws {
+        do {
+            try SecureFile.writeOutput(to: destination, body)
+        } catch let error as AgeError {
+            throw error
+        } catch let error as SecureFile.Failure {
+            throw AgeError.io(error.description)
+        }
+    }
+
     static func openForReading(_ path: String) throws -> Int32 {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw AgeError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
         return fd
     }
 
+    /// Whether the output `path` would write the regular file open on `fd` (a symlink at `path`
+    /// is not followed: it is refused as output).
     static func sameFile(_ fd: Int32, _ path: String) -> Bool {
         var a = stat(), b = stat()
-        guard fstat(fd, &a) == 0 else { return false }
-        guard stat(path, &b) == 0 else { return false }
-        return a.st_dev == b.st_dev && a.st_ino == b.st_ino
+        guard fstat(fd, &a) == 0, a.st_mode & S_IFMT == S_IFREG else { return false }
+        if case .descriptor(let output)? = try? SecureFile.outputTarget(of: path) {
+            guard fstat(output, &b) == 0 else { return false }
+        } else {
+            guard lstat(path, &b) == 0 else { return false }
+        }
+        return b.st_mode & S_IFMT == S_IFREG && a.st_dev == b.st_dev && a.st_ino == b.st_ino
     }
 
     static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {

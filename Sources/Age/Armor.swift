@@ -8,6 +8,9 @@ enum Armor {
     static let lineBytes = 48
 
     static func isWhitespace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x09 || c == 0x0A || c == 0x0D }
+    /// The most whitespace accepted before the BEGIN line and after the END line, as age's
+    /// reference implementation (more before, or 1024 bytes or more after, is refused).
+    static let maxWhitespace = 1024
 }
 
 /// Streams bytes into armored text: 64-column padded base64 lines between BEGIN and END.
@@ -57,26 +60,45 @@ final class ArmorEncoder {
     }
 }
 
-/// Strict streaming armor decoder: whitespace only before BEGIN and after END, no headers,
-/// every line 64 columns but the last (1...64), canonical padded base64, LF or CRLF line ends.
+/// Strict streaming armor decoder: as age's reference implementation, only whole lines of
+/// whitespace before the BEGIN line (up to 1024 bytes; the BEGIN line itself starts in column
+/// one) and only whitespace after the END line (under 1024 bytes); no headers; every line 64
+/// columns but the last (1...64); canonical padded base64; LF or CRLF line ends.
 final class ArmorDecoder {
     private enum State { case leading, data, trailing }
     private var state = State.leading
     private var line = [UInt8]()
     private var sawFinalLine = false
     private var lines = 0
+    /// Whitespace bytes seen before the BEGIN line, or after the END line.
+    private var whitespace = 0
+    /// Whether the current leading line holds anything but whitespace.
+    private var lineHasText = false
 
     func update(_ bytes: UnsafeRawBufferPointer, sink: (UnsafeRawBufferPointer) throws -> Void) throws {
         for c in bytes {
             switch state {
             case .leading:
-                if line.isEmpty && Armor.isWhitespace(c) { continue }
                 if c == 0x0A {
-                    try beginLine()
+                    if lineHasText {
+                        try beginLine()
+                    } else {
+                        whitespace += line.count + 1
+                        if whitespace > Armor.maxWhitespace {
+                            throw AgeError.armorFailure("more than \(Armor.maxWhitespace) bytes of whitespace before the BEGIN line")
+                        }
+                    }
                     line.removeAll(keepingCapacity: true)
+                    lineHasText = false
                 } else {
                     line.append(c)
-                    if line.count > Armor.begin.count + 1 { throw AgeError.armorFailure("the first line is not -----BEGIN AGE ENCRYPTED FILE-----") }
+                    if !Armor.isWhitespace(c) { lineHasText = true }
+                    if lineHasText && line.count > Armor.begin.count + 1 {
+                        throw AgeError.armorFailure("the first line is not -----BEGIN AGE ENCRYPTED FILE----- (starting in the first column)")
+                    }
+                    if !lineHasText && whitespace + line.count > Armor.maxWhitespace {
+                        throw AgeError.armorFailure("more than \(Armor.maxWhitespace) bytes of whitespace before the BEGIN line")
+                    }
                 }
             case .data:
                 if c == 0x0A {
@@ -90,6 +112,10 @@ final class ArmorDecoder {
                 }
             case .trailing:
                 guard Armor.isWhitespace(c) else { throw AgeError.armorFailure("data follows the END line") }
+                whitespace += 1
+                if whitespace >= Armor.maxWhitespace {
+                    throw AgeError.armorFailure("\(Armor.maxWhitespace) bytes or more of whitespace after the END line")
+                }
             }
         }
     }
@@ -97,7 +123,7 @@ final class ArmorDecoder {
     func finish(sink: (UnsafeRawBufferPointer) throws -> Void) throws {
         switch state {
         case .leading:
-            throw AgeError.armorFailure(line.isEmpty ? "the armored input is empty" : "the armor has no data and no END line")
+            throw AgeError.armorFailure(lineHasText ? "the armor has no data and no END line" : "the armored input is empty")
         case .data:
             // The END line may lack its final newline.
             if stripCR(line) == Armor.end[...] {
@@ -116,13 +142,14 @@ final class ArmorDecoder {
 
     private func beginLine() throws {
         guard stripCR(line) == Armor.begin[...] else {
-            throw AgeError.armorFailure("the first line is not -----BEGIN AGE ENCRYPTED FILE-----")
+            throw AgeError.armorFailure("the first line is not -----BEGIN AGE ENCRYPTED FILE----- (starting in the first column)")
         }
         state = .data
     }
 
     private func endLine() throws {
         state = .trailing
+        whitespace = 0
     }
 
     private func dataLine(sink: (UnsafeRawBufferPointer) throws -> Void) throws {

@@ -161,8 +161,12 @@ public struct X25519Identity: AgeIdentity, Sendable {
 
 /// Passphrase encryption (`scrypt` stanza). Its stanza must be the only one in the header.
 public struct ScryptRecipient: AgeRecipient {
-    /// The highest work factor (log2 N) accepted when decrypting.
-    public static let maximumLogN = Int(KDFParameters.scryptMaximumLogN)
+    /// The highest work factor (log2 N) accepted when decrypting: 22, the limit of age's
+    /// reference implementation (2^22 with r = 8 takes 4 GiB), so every file age opens opens
+    /// here. Above Cipher's ``KDFCeiling/standard`` (1 GiB), which bounds what
+    /// ``init(passphrase:policy:)`` writes; lower it per identity with
+    /// ``ScryptIdentity/init(passphrase:maximumLogN:)``.
+    public static let maximumLogN = 22
     let passphrase: SecretBytes
     /// The scrypt work factor log2 N written to the header.
     public let logN: Int
@@ -194,7 +198,8 @@ public struct ScryptRecipient: AgeRecipient {
         let fullSalt = Array("age-encryption.org/v1/scrypt".utf8) + salt
         // Within Cipher's bounds, go through its KeyDerivation; age files may use lower work
         // factors (the test vectors use 2^10), which Cipher's floor refuses, so those call
-        // swift-crypto's scrypt directly. The ceiling (2^22) is enforced by ScryptIdentity.
+        // swift-crypto's scrypt directly, as do work factors above Cipher's ceiling up to age's
+        // own limit (2^22), which ScryptIdentity enforces before calling this.
         let parameters = KDFParameters.scrypt(logN: UInt8(clamping: logN), r: 8, p: 1)
         if (try? parameters.validate()) != nil {
             do { return try KeyDerivation.derive(password: passphrase, salt: fullSalt, parameters: parameters, outputLength: 32) } catch {

@@ -230,3 +230,31 @@ int sf_malloc_keep_freed(size_t bytes) {
     return 0;
 }
 #endif
+
+#include <fcntl.h>
+#include <stdio.h>
+
+int sf_open_tmpfile(const char *directory, mode_t mode) {
+#if defined(__linux__) && defined(O_TMPFILE)
+    return open(directory, O_TMPFILE | O_WRONLY | O_CLOEXEC, mode);
+#else
+    (void)directory; (void)mode; errno = ENOSYS; return -1;
+#endif
+}
+
+int sf_link_open_file(int fd, const char *path) {
+#if defined(__linux__)
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0) return 0;
+    if (errno == EEXIST) return EEXIST;
+    int first = errno;
+#if defined(AT_EMPTY_PATH)
+    if (linkat(fd, "", AT_FDCWD, path, AT_EMPTY_PATH) == 0) return 0;
+    if (errno == EEXIST) return EEXIST;
+#endif
+    return first;
+#else
+    (void)fd; (void)path; return ENOSYS;
+#endif
+}

@@ -12,16 +12,24 @@ public enum KDFParameters: Sendable, Hashable, Codable {
 
     /// The lowest scrypt logN accepted (2^15).
     public static let scryptMinimumLogN: UInt8 = 15
-    /// The highest scrypt logN accepted when opening data (2^22: 4 GiB with r = 8 is refused above).
+    /// The highest scrypt logN accepted at all (2^22, age's own limit); the memory and work
+    /// ceilings of ``KDFCeiling`` bind first for r = 8.
     public static let scryptMaximumLogN: UInt8 = 22
     /// The lowest PBKDF2 round count accepted (OWASP 2023 for SHA-256 is 600,000; NIST's floor here is 210,000).
     public static let pbkdf2MinimumRounds: UInt32 = 210_000
-    /// The highest PBKDF2 round count accepted when opening data.
-    public static let pbkdf2MaximumRounds: UInt32 = 100_000_000
+    /// The highest PBKDF2 round count accepted by default (4 × ``KDFPolicy/fipsSensitive``).
+    public static let pbkdf2MaximumRounds: UInt32 = KDFCeiling.standard.pbkdf2Rounds
 
-    /// Throws unless the parameters lie between the safe floor and the ceiling.
+    /// Throws unless the parameters lie between the safe floor and the standard ceiling.
     /// - Throws: ``CipherError/kdfParametersTooWeak(_:)`` or ``CipherError/kdfParametersTooExpensive(_:)``.
     public func validate() throws {
+        try validate(ceiling: .standard)
+    }
+
+    /// Throws unless the parameters lie between the safe floor and `ceiling`. Nothing is
+    /// derived: a hostile header is refused before any memory is taken or work done.
+    /// - Throws: ``CipherError/kdfParametersTooWeak(_:)`` or ``CipherError/kdfParametersTooExpensive(_:)``.
+    public func validate(ceiling: KDFCeiling) throws {
         switch self {
         case let .scrypt(logN, r, p):
             guard logN >= Self.scryptMinimumLogN else {
@@ -34,12 +42,23 @@ public enum KDFParameters: Sendable, Hashable, Codable {
             guard r <= 32, p <= 16 else {
                 throw CipherError.kdfParametersTooExpensive("scrypt r = \(r), p = \(p) (at most r = 32, p = 16)")
             }
+            // logN ≤ 22, r ≤ 32, p ≤ 16: these products fit easily in 64 bits.
+            let memory = (UInt64(128) << UInt64(logN)) * UInt64(r)
+            guard memory <= ceiling.scryptMemory else {
+                throw CipherError.kdfParametersTooExpensive(
+                    "scrypt N = 2^\(logN), r = \(r) needs \(memory >> 20) MiB (128·N·r); at most \(ceiling.scryptMemory >> 20) MiB")
+            }
+            let work = (UInt64(1) << UInt64(logN)) * UInt64(r) * UInt64(p)
+            guard work <= ceiling.scryptWork else {
+                throw CipherError.kdfParametersTooExpensive(
+                    "scrypt N = 2^\(logN), r = \(r), p = \(p) is work N·r·p = 2^\(63 - work.leadingZeroBitCount); at most 2^\(63 - ceiling.scryptWork.leadingZeroBitCount)")
+            }
         case let .pbkdf2SHA256(rounds):
             guard rounds >= Self.pbkdf2MinimumRounds else {
                 throw CipherError.kdfParametersTooWeak("PBKDF2 with \(rounds) rounds is under \(Self.pbkdf2MinimumRounds)")
             }
-            guard rounds <= Self.pbkdf2MaximumRounds else {
-                throw CipherError.kdfParametersTooExpensive("PBKDF2 with \(rounds) rounds is over \(Self.pbkdf2MaximumRounds)")
+            guard rounds <= ceiling.pbkdf2Rounds else {
+                throw CipherError.kdfParametersTooExpensive("PBKDF2 with \(rounds) rounds is over \(ceiling.pbkdf2Rounds)")
             }
         }
     }
@@ -51,6 +70,31 @@ public enum KDFParameters: Sendable, Hashable, Codable {
         case let .pbkdf2SHA256(rounds): return "PBKDF2-HMAC-SHA256(\(rounds) rounds)"
         }
     }
+}
+
+/// The most work and memory a stored KDF header may demand before it is refused as hostile.
+public struct KDFCeiling: Sendable, Hashable {
+    /// The most memory scrypt may take, 128·N·r bytes.
+    public let scryptMemory: UInt64
+    /// The most scrypt work, N·r·p.
+    public let scryptWork: UInt64
+    /// The most PBKDF2 rounds.
+    public let pbkdf2Rounds: UInt32
+
+    public init(scryptMemory: UInt64, scryptWork: UInt64, pbkdf2Rounds: UInt32) {
+        self.scryptMemory = scryptMemory
+        self.scryptWork = scryptWork
+        self.pbkdf2Rounds = pbkdf2Rounds
+    }
+
+    /// 1 GiB of scrypt memory, scrypt work N·r·p ≤ 2^23 (N = 2^20, r = 8, p = 1: 4 × ``KDFPolicy/sensitive``)
+    /// and 32,000,000 PBKDF2 rounds (4 × ``KDFPolicy/fipsSensitive``): a few seconds per guess at most.
+    public static let standard = KDFCeiling(scryptMemory: 1 << 30, scryptWork: 1 << 23, pbkdf2Rounds: 32_000_000)
+
+    /// The ceiling of earlier versions (scrypt N ≤ 2^22, r ≤ 32, p ≤ 16, up to 16 GiB and
+    /// minutes per guess; PBKDF2 ≤ 100,000,000 rounds), for opening data sealed with costlier
+    /// parameters than ``standard`` admits. Only for data from a trusted source.
+    public static let legacy = KDFCeiling(scryptMemory: 1 << 34, scryptWork: 1 << 31, pbkdf2Rounds: 100_000_000)
 }
 
 /// A named choice of KDF work, so callers pick intent rather than numbers.
@@ -81,7 +125,14 @@ public enum KeyDerivation {
     /// - Throws: ``CipherError/kdfParametersTooWeak(_:)``, ``CipherError/kdfParametersTooExpensive(_:)``,
     ///   or ``CipherError/invalidParameter(_:)`` for an empty salt or output length out of range.
     public static func derive(password: SecretBytes, salt: [UInt8], parameters: KDFParameters, outputLength: Int = 32) throws -> SecretBytes {
-        try parameters.validate()
+        try derive(password: password, salt: salt, parameters: parameters, outputLength: outputLength, ceiling: .standard)
+    }
+
+    /// Derives `outputLength` bytes, accepting parameters up to `ceiling`.
+    /// - Throws: as ``derive(password:salt:parameters:outputLength:)``.
+    public static func derive(password: SecretBytes, salt: [UInt8], parameters: KDFParameters, outputLength: Int,
+                              ceiling: KDFCeiling) throws -> SecretBytes {
+        try parameters.validate(ceiling: ceiling)
         guard !salt.isEmpty else { throw CipherError.invalidParameter("the salt is empty") }
         guard (16...1024).contains(outputLength) else { throw CipherError.invalidParameter("output length \(outputLength) must be 16...1024") }
         let key: SymmetricKey = try password.withUnsafeBytes { pw in

@@ -103,27 +103,38 @@ public enum Sealed {
                                                      policy: KDFPolicy = .sensitive,
                                                      algorithm: SealAlgorithm = .aes256GCM,
                                                      context: [UInt8] = []) throws -> [UInt8] {
-        let salt = try SecureRandom.bytes(KeyDerivation.saltLength)
+        try seal(plaintext, passphrase: passphrase, policy: policy, algorithm: algorithm, context: context,
+                 salt: try SecureRandom.bytes(KeyDerivation.saltLength), nonce: nil)
+    }
+
+    /// Seals under a passphrase with a given salt and nonce; for known-answer tests only.
+    static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, passphrase: SecretBytes, policy: KDFPolicy,
+                                              algorithm: SealAlgorithm, context: [UInt8],
+                                              salt: [UInt8], nonce: [UInt8]?) throws -> [UInt8] {
+        guard (8...255).contains(salt.count) else { throw CipherError.invalidParameter("a salt of \(salt.count) bytes is not 8...255") }
         let key = try KeyDerivation.derive(password: passphrase, salt: salt, parameters: policy.parameters)
         defer { key.wipe() }
         var header = magic + [version, algorithm.rawValue, modePassphrase]
         header += encode(policy.parameters)
         header += [UInt8(salt.count)] + salt
-        return try finish(header: header, plaintext: plaintext, key: key, algorithm: algorithm, context: context)
+        return try finish(header: header, plaintext: plaintext, key: key, algorithm: algorithm, context: context, nonce: nonce)
     }
 
-    /// Opens data sealed with a passphrase. Parameters outside the floor and ceiling are refused
-    /// before any work is done.
+    /// Opens data sealed with a passphrase. Parameters outside the floor and `ceiling` are
+    /// refused before any work is done.
     ///
+    /// - Parameter ceiling: The most KDF memory and work the header may demand; pass
+    ///   ``KDFCeiling/legacy`` only for trusted data sealed with costlier parameters.
     /// - Throws: as ``open(_:with:context:)-(_,Keyring,_)``, plus ``CipherError/kdfParametersTooWeak(_:)``
     ///   and ``CipherError/kdfParametersTooExpensive(_:)``; a wrong passphrase is ``CipherError/wrongKey(_:)``.
-    public static func open(_ sealed: [UInt8], passphrase: SecretBytes, context: [UInt8] = []) throws -> [UInt8] {
+    public static func open(_ sealed: [UInt8], passphrase: SecretBytes, context: [UInt8] = [],
+                            ceiling: KDFCeiling = .standard) throws -> [UInt8] {
         let header = try parseHeader(sealed)
         guard case let .passphrase(parameters, salt) = header.keySource else {
             throw CipherError.wrongKey("the data was sealed with a key (id \(keyIDString(header))), not a passphrase")
         }
-        try parameters.validate()
-        let key = try KeyDerivation.derive(password: passphrase, salt: salt, parameters: parameters)
+        try parameters.validate(ceiling: ceiling)
+        let key = try KeyDerivation.derive(password: passphrase, salt: salt, parameters: parameters, outputLength: 32, ceiling: ceiling)
         defer { key.wipe() }
         do {
             return try decrypt(sealed, header: header, key: key, context: context)

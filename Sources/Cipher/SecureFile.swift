@@ -1,11 +1,14 @@
 import Foundation
+import CPlatform
 
 /// Persistent files done safely: atomic replacement (temporary file, fsync, rename, fsync of the
 /// directory), private modes (0600 files in 0700 directories) and ssh-style ownership checks.
 public enum SecureFile {
     /// Errors of the file helpers.
     public enum Failure: Error, Equatable, Sendable, CustomStringConvertible {
-        /// A file or directory is accessible to group or others, or owned by another user.
+        /// A file or directory is accessible to group or others, or owned by another user, or
+        /// is of a kind that is refused (a symlinked state directory; an output path that is a
+        /// symbolic link, directory, socket or block device).
         case insecurePermissions(path: String, reason: String, fix: String)
         /// A system call failed.
         case system(operation: String, path: String, errno: Int32)
@@ -79,24 +82,151 @@ public enum SecureFile {
     /// Creates a temporary file beside `path`, lets `body` write it, then fsyncs, renames over
     /// `path` and fsyncs the directory. On any failure the temporary file is removed and `path`
     /// is untouched.
+    ///
+    /// The temporary is an unnamed file (`O_TMPFILE`) where the filesystem supports it, named
+    /// `.sf-lk-<random>.tmp` only for the instant between `linkat` and `rename`; elsewhere it is a
+    /// named `.sf-lk-<random>.tmp` from the start. Either way it is `flock`ed while its writer
+    /// lives, so a process killed mid-write leaves nothing, or a name that the next replacement
+    /// in the same directory recognises as abandoned (unlocked) and removes
+    /// (``removeAbandonedTemporaries(in:)``).
+    ///
+    /// `path` itself is replaced whatever it is (a symlink included); for a path a person
+    /// named, use ``writeOutput(to:mode:_:)``.
     public static func replaceAtomically(_ path: String, mode: mode_t = 0o600, _ body: (Int32) throws -> Void) throws {
         let directory = directoryOf(path)
-        let (fd, temporary) = try makeTemporaryFile(in: directory, mode: mode)
-        var committed = false
-        defer {
-            if !committed { unlink(temporary) }
-        }
-        do {
-            try body(fd)
-            guard fsync(fd) == 0 else { throw Failure.system(operation: "fsync", path: temporary, errno: errno) }
-        } catch {
-            close(fd)
-            throw error
-        }
-        close(fd)
-        guard rename(temporary, path) == 0 else { throw Failure.system(operation: "rename", path: path, errno: errno) }
-        committed = true
+        removeAbandonedTemporaries(in: directory)
+        let temporary = try LockedTemporary(in: directory, mode: mode)
+        defer { temporary.discard() }
+        try body(temporary.fd)
+        guard fsync(temporary.fd) == 0 else { throw Failure.system(operation: "fsync", path: temporary.displayName, errno: errno) }
+        try temporary.commit(as: path)
         try syncDirectory(directory)
+    }
+
+    /// The prefix and suffix of the temporaries ``replaceAtomically(_:mode:_:)`` names.
+    static let lockedTemporaryPrefix = ".sf-lk-"
+    static let temporarySuffix = ".tmp"
+    static let temporaryRandomLength = 16
+
+    /// Whether `name` has the form `.sf-lk-<16 letters or digits>.tmp`.
+    static func isLockedTemporaryName(_ name: String) -> Bool {
+        guard name.hasPrefix(lockedTemporaryPrefix), name.hasSuffix(temporarySuffix) else { return false }
+        let middle = name.utf8.dropFirst(lockedTemporaryPrefix.utf8.count).dropLast(temporarySuffix.utf8.count)
+        return middle.count == temporaryRandomLength && middle.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
+    }
+
+    /// Removes the temporaries of replacements in `directory` whose writer is gone: files named
+    /// `.sf-lk-<16 letters or digits>.tmp`, regular, owned by the current user, on which no
+    /// process holds the `flock` a live writer holds from creation to rename. Best effort:
+    /// errors are ignored; at most 100,000 directory entries are looked at. Returns the number
+    /// removed.
+    @discardableResult
+    public static func removeAbandonedTemporaries(in directory: String) -> Int {
+        guard let stream = opendir(directory) else { return 0 }
+        defer { closedir(stream) }
+        let directoryFD = dirfd(stream)
+        var removed = 0
+        var seen = 0
+        while seen < 100_000, let entry = readdir(stream) {
+            seen += 1
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            guard isLockedTemporaryName(name) else { continue }
+            let fd = openat(directoryFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            var info = stat(), current = stat()
+            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else { continue }
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
+            // Still the same file under that name (not replaced since it was opened).
+            guard fstatat(directoryFD, name, &current, AT_SYMLINK_NOFOLLOW) == 0,
+                  current.st_dev == info.st_dev, current.st_ino == info.st_ino else { continue }
+            if unlinkat(directoryFD, name, 0) == 0 { removed += 1 }
+        }
+        return removed
+    }
+
+    /// A temporary file held under an exclusive `flock` from creation until it is renamed into
+    /// place or discarded.
+    final class LockedTemporary {
+        let fd: Int32
+        let directory: String
+        /// The temporary's path while it has a name (always for the named kind; between linkat
+        /// and rename for the unnamed kind).
+        private(set) var path: String?
+        private var closed = false
+
+        var displayName: String { path ?? directory + "/(unnamed temporary)" }
+
+        /// - Parameter unnamed: Try an `O_TMPFILE` file first (tests pass false to exercise the
+        ///   named kind, which filesystems without `O_TMPFILE` get).
+        init(in directory: String, mode: mode_t, unnamed: Bool = true) throws {
+            self.directory = directory
+            #if os(Linux)
+            let anonymous = unnamed ? sf_open_tmpfile(directory, mode) : -1
+            if anonymous >= 0 {
+                // linkat needs /proc/self/fd (or CAP_DAC_READ_SEARCH); without it use a name.
+                if access("/proc/self/fd/\(anonymous)", F_OK) == 0, flock(anonymous, LOCK_EX | LOCK_NB) == 0 {
+                    _ = fchmod(anonymous, mode)
+                    fd = anonymous
+                    path = nil
+                    return
+                }
+                close(anonymous)
+            }
+            #endif
+            for _ in 0..<16 {
+                let candidate = directory + "/" + (try SecureFile.lockedTemporaryName())
+                let named = open(candidate, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
+                if named < 0 {
+                    if errno == EEXIST { continue }
+                    throw Failure.system(operation: "create", path: candidate, errno: errno)
+                }
+                // Locked and still under its name: a cleaner may have taken the name between
+                // the open and the lock (then it removed it); take another.
+                var mine = stat(), there = stat()
+                if flock(named, LOCK_EX | LOCK_NB) == 0, fstat(named, &mine) == 0, lstat(candidate, &there) == 0,
+                   mine.st_dev == there.st_dev, mine.st_ino == there.st_ino {
+                    _ = fchmod(named, mode)
+                    fd = named
+                    path = candidate
+                    return
+                }
+                close(named)
+            }
+            throw Failure.system(operation: "create temporary file in", path: directory, errno: EEXIST)
+        }
+
+        /// Names the file (if unnamed), renames it over `destination`, then releases it.
+        func commit(as destination: String) throws {
+            if path == nil {
+                var linked: String?
+                for _ in 0..<16 {
+                    let candidate = directory + "/" + (try SecureFile.lockedTemporaryName())
+                    let code = sf_link_open_file(fd, candidate)
+                    if code == 0 { linked = candidate; break }
+                    if code != EEXIST { throw Failure.system(operation: "link temporary file", path: candidate, errno: code) }
+                }
+                guard let linked else { throw Failure.system(operation: "link temporary file in", path: directory, errno: EEXIST) }
+                path = linked
+            }
+            guard let path else { return }
+            guard rename(path, destination) == 0 else { throw Failure.system(operation: "rename", path: destination, errno: errno) }
+            self.path = nil
+            close(fd)
+            closed = true
+        }
+
+        /// Removes the temporary (if it still has a name) and closes it. Idempotent.
+        func discard() {
+            if let path { unlink(path); self.path = nil }
+            if !closed { close(fd); closed = true }
+        }
+    }
+
+    static func lockedTemporaryName() throws -> String {
+        lockedTemporaryPrefix + (try SecureRandom.string(length: temporaryRandomLength, alphabet: SecureRandom.alphanumeric)) + temporarySuffix
     }
 
     /// Creates an exclusive temporary file `.<random>.tmp` in `directory`.

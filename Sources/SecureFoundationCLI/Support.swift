@@ -29,6 +29,21 @@ enum CLI {
         try bytes.withUnsafeBytes { try writeStdout($0) }
     }
 
+    /// Writes a command's `-o PATH` (`SecureFile.writeOutput`): a new path or regular file is
+    /// replaced atomically with mode 0600, a character device or FIFO is written in place,
+    /// `/dev/stdout` and `/dev/fd/N` write into that descriptor, and a symbolic link, directory,
+    /// socket or block device is refused. `-` is standard output.
+    static func writeOutput(to path: String, _ body: (Int32) throws -> Void) throws {
+        if path == "-" { try body(1); return }
+        try SecureFile.writeOutput(to: path, body)
+    }
+
+    /// Writes `bytes` to `-o PATH` (see ``writeOutput(to:_:)``) or, without one, to standard output.
+    static func writeOutput(_ bytes: [UInt8], to path: String?) throws {
+        guard let path else { try writeStdout(bytes); return }
+        try writeOutput(to: path) { fd in try bytes.withUnsafeBytes { try SecureFile.writeAll(fd, $0, path: path) } }
+    }
+
     /// Reads all of standard input or a file (`-` is standard input) into memory, up to `maxLength`.
     static func readInput(_ path: String?, maxLength: Int = 1 << 30) throws -> [UInt8] {
         if let path, path != "-" { return try SecureFile.read(path, maxLength: maxLength) }
@@ -76,10 +91,18 @@ enum CLI {
 }
 
 /// Reading secrets from the controlling terminal with echo off.
+///
+/// The terminal's settings are restored however the read ends: normally, on an error (a
+/// `defer`), and on SIGINT, SIGTERM, SIGHUP or SIGQUIT, whose handler (installed only for the
+/// read, and only where the signal had its default action) restores them and then dies of the
+/// same signal.
 enum Terminal {
     struct NoTerminal: Error, CustomStringConvertible {
         var description: String { "no terminal to read a secret from; give it with a file option (for example --passphrase-file)" }
     }
+
+    /// The signals that end the process while echo is off.
+    static let fatalSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
 
     static func readSecret(prompt: String) throws -> SecretBytes {
         let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
@@ -90,12 +113,16 @@ enum Terminal {
         var silent = original
         silent.c_lflag &= ~tcflag_t(ECHO)
         silent.c_lflag |= tcflag_t(ICANON)
-        _ = prompt.withCString { write(fd, $0, strlen($0)) }
+        // The handlers are in place before echo goes off, and removed after it is back on; the
+        // prompt appears once nothing typed can echo.
+        let previous = TerminalRestore.arm(fd: fd, settings: original, signals: fatalSignals)
+        defer { TerminalRestore.disarm(previous) }
         _ = tcsetattr(fd, TCSAFLUSH, &silent)
         defer {
             _ = tcsetattr(fd, TCSAFLUSH, &original)
             _ = write(fd, "\n", 1)
         }
+        _ = prompt.withCString { write(fd, $0, strlen($0)) }
         // One line, read byte by byte straight into locked memory.
         var total = 0
         let secret = SecretBytes(count: 4096) { buffer in
@@ -111,5 +138,67 @@ enum Terminal {
         let result = secret.slice(0..<total)
         secret.wipe()
         return result
+    }
+}
+
+/// What a signal handler needs to give the terminal back its settings: plain globals, since a
+/// C signal handler captures nothing. Written only while no handler is installed.
+nonisolated(unsafe) private var restoreDescriptor: Int32 = -1
+nonisolated(unsafe) private var restoreSettings = termios()
+
+/// Restores the terminal, then dies of `signal` as if no handler had been installed (only
+/// async-signal-safe calls: tcsetattr, write, sigaction, raise).
+private func restoreTerminalAndDie(_ signal: Int32) {
+    if restoreDescriptor >= 0 {
+        _ = tcsetattr(restoreDescriptor, TCSAFLUSH, &restoreSettings)
+        _ = write(restoreDescriptor, "\n", 1)
+    }
+    var standard = sigaction()
+    #if os(Linux)
+    standard.__sigaction_handler.sa_handler = SIG_DFL
+    #else
+    standard.__sigaction_u.__sa_handler = SIG_DFL
+    #endif
+    _ = sigaction(signal, &standard, nil)
+    // Delivered once this handler returns (the signal is blocked while it runs).
+    _ = raise(signal)
+}
+
+enum TerminalRestore {
+    /// Installs the restoring handler for each of `signals` that has its default action now,
+    /// and returns what to put back.
+    static func arm(fd: Int32, settings: termios, signals: [Int32]) -> [(Int32, sigaction)] {
+        restoreSettings = settings
+        restoreDescriptor = fd
+        var replaced: [(Int32, sigaction)] = []
+        for signal in signals {
+            var current = sigaction()
+            guard sigaction(signal, nil, &current) == 0 else { continue }
+            #if os(Linux)
+            let isDefault = current.__sigaction_handler.sa_handler == nil
+            #else
+            let isDefault = current.__sigaction_u.__sa_handler == nil
+            #endif
+            guard isDefault else { continue }
+            var handler = sigaction()
+            #if os(Linux)
+            handler.__sigaction_handler.sa_handler = restoreTerminalAndDie
+            #else
+            handler.__sigaction_u.__sa_handler = restoreTerminalAndDie
+            #endif
+            sigemptyset(&handler.sa_mask)
+            for other in signals { sigaddset(&handler.sa_mask, other) }
+            if sigaction(signal, &handler, nil) == 0 { replaced.append((signal, current)) }
+        }
+        return replaced
+    }
+
+    /// Puts back the handlers `arm` replaced.
+    static func disarm(_ replaced: [(Int32, sigaction)]) {
+        for (signal, action) in replaced {
+            var action = action
+            _ = sigaction(signal, &action, nil)
+        }
+        restoreDescriptor = -1
     }
 }

@@ -55,6 +55,34 @@ import Testing
         }
     }
 
+    @Test("the ceiling bounds scrypt memory (128·N·r ≤ 1 GiB) and work (N·r·p ≤ 2^23), and PBKDF2 at 32,000,000 rounds")
+    func memoryAndWorkCeilings() throws {
+        // 128·2^22·8 = 4 GiB: refused for memory (it was accepted before).
+        #expect(throws: CipherError.kdfParametersTooExpensive("scrypt N = 2^22, r = 8 needs 4096 MiB (128·N·r); at most 1024 MiB")) {
+            try KeyDerivation.derive(password: password, salt: salt, parameters: .scrypt(logN: 22, r: 8, p: 1))
+        }
+        // 2^16·32·16 = 2^25 work (26 s a guess on a small machine), 256 MiB: refused for work.
+        #expect(throws: CipherError.kdfParametersTooExpensive("scrypt N = 2^16, r = 32, p = 16 is work N·r·p = 2^25; at most 2^23")) {
+            try KeyDerivation.derive(password: password, salt: salt, parameters: .scrypt(logN: 16, r: 32, p: 16))
+        }
+        #expect(throws: CipherError.kdfParametersTooExpensive("scrypt N = 2^20, r = 8, p = 2 is work N·r·p = 2^24; at most 2^23")) {
+            try KDFParameters.scrypt(logN: 20, r: 8, p: 2).validate()
+        }
+        #expect(throws: CipherError.kdfParametersTooExpensive("PBKDF2 with 32000001 rounds is over 32000000")) {
+            try KDFParameters.pbkdf2SHA256(rounds: 32_000_001).validate()
+        }
+        // The largest accepted: exactly 1 GiB and 2^23, and 4 × fipsSensitive.
+        try KDFParameters.scrypt(logN: 20, r: 8, p: 1).validate()
+        try KDFParameters.scrypt(logN: 18, r: 8, p: 4).validate()
+        try KDFParameters.pbkdf2SHA256(rounds: 32_000_000).validate()
+        #expect(KDFParameters.pbkdf2MaximumRounds == 32_000_000)
+        // The legacy ceiling admits what earlier versions admitted, no more.
+        try KDFParameters.scrypt(logN: 22, r: 32, p: 16).validate(ceiling: .legacy)
+        try KDFParameters.pbkdf2SHA256(rounds: 100_000_000).validate(ceiling: .legacy)
+        #expect(throws: CipherError.self) { try KDFParameters.scrypt(logN: 23, r: 1, p: 1).validate(ceiling: .legacy) }
+        #expect(throws: CipherError.self) { try KDFParameters.pbkdf2SHA256(rounds: 100_000_001).validate(ceiling: .legacy) }
+    }
+
     @Test func badSaltAndLength() {
         #expect(throws: CipherError.invalidParameter("the salt is empty")) {
             try KeyDerivation.derive(password: password, salt: [], parameters: .scrypt(logN: 15, r: 8, p: 1))

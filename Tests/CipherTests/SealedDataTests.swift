@@ -150,6 +150,26 @@ import Testing
         }
     }
 
+    @Test("a hostile header asking for 16 GiB or 2^25 scrypt work, or 100,000,000 PBKDF2 rounds, is refused before any work")
+    func hostileMemoryAndWorkAreRefused() throws {
+        let passphrase = SecretBytes(utf8: "pw")
+        var sealed = try Sealed.seal([1], passphrase: passphrase, policy: fastPolicy)
+        // logN at offset 8, r at 9...12, p at 13...16 (big-endian).
+        sealed[8] = 22; sealed[9...12] = [0, 0, 0, 32]; sealed[13...16] = [0, 0, 0, 16]
+        #expect(throws: CipherError.kdfParametersTooExpensive("scrypt N = 2^22, r = 32 needs 16384 MiB (128·N·r); at most 1024 MiB")) {
+            try Sealed.open(sealed, passphrase: passphrase)
+        }
+        sealed[8] = 16
+        #expect(throws: CipherError.kdfParametersTooExpensive("scrypt N = 2^16, r = 32, p = 16 is work N·r·p = 2^25; at most 2^23")) {
+            try Sealed.open(sealed, passphrase: passphrase)
+        }
+        var pbkdf2 = try Sealed.seal([1], passphrase: passphrase, policy: KDFPolicy(parameters: .pbkdf2SHA256(rounds: 210_000)))
+        pbkdf2[8...11] = [0x05, 0xF5, 0xE1, 0x00] // 100,000,000
+        #expect(throws: CipherError.kdfParametersTooExpensive("PBKDF2 with 100000000 rounds is over 32000000")) {
+            try Sealed.open(pbkdf2, passphrase: passphrase)
+        }
+    }
+
     @Test func keyAndPassphraseModesDoNotMix() throws {
         let key = try SealingKey.generate()
         let byKey = try Sealed.seal([1], with: key)
@@ -184,5 +204,56 @@ import Testing
         #expect(key.id == SealingKey.fingerprint(of: secret))
         #expect(throws: CipherError.self) { try SealingKey(key: SecretBytes(copying: [1, 2, 3])) }
         #expect(throws: CipherError.self) { try SealingKey(key: secret, id: []) }
+    }
+}
+
+/// Passphrase-mode known answers, computed independently (Python's hashlib.scrypt /
+/// pbkdf2_hmac and `cryptography`'s AESGCM / ChaCha20Poly1305), and documented in
+/// docs/FORMATS.md byte for byte.
+@Suite struct SealedPassphraseKnownAnswers {
+    static let passphrase = "correct horse battery staple"
+    static let salt: [UInt8] = Array(0x00...0x0F)
+    static let nonce: [UInt8] = Array(0x10...0x1B)
+    static let vectors: [(name: String, policy: KDFPolicy, algorithm: SealAlgorithm, key: String, sealed: String)] = [
+        ("scrypt AES-256-GCM", KDFPolicy(parameters: .scrypt(logN: 15, r: 8, p: 1)), .aes256GCM,
+         "7a8e34241db898d59175c696538c417467a975ffe569068425f16188d3159c58",
+         "53465344010102010f000000080000000110000102030405060708090a0b0c0d0e0f101112131415161718191a1bfd809dc6abc4e98f7bb102813508cb6db48793ff8a"),
+        ("PBKDF2 ChaCha20-Poly1305", KDFPolicy(parameters: .pbkdf2SHA256(rounds: 210_000)), .chaCha20Poly1305,
+         "18465cade096c185b5f60765891fca3f74477e23fd9b6fc88faf7831a91753ac",
+         "53465344010202020003345010000102030405060708090a0b0c0d0e0f101112131415161718191a1bfb0175ce79b4e2ab205dff94dbbd249f9d340af0c0"),
+    ]
+
+    @Test("seal with the documented passphrase, salt and nonce gives the documented bytes, and they open", arguments: 0..<2)
+    func vector(_ index: Int) throws {
+        let vector = Self.vectors[index]
+        let passphrase = SecretBytes(utf8: Self.passphrase)
+        let key = try KeyDerivation.derive(password: passphrase, salt: Self.salt, parameters: vector.policy.parameters)
+        #expect(key.withUnsafeBytes { Encoding.hex($0) } == vector.key)
+        let sealed = try Sealed.seal(Array("hello".utf8), passphrase: passphrase, policy: vector.policy, algorithm: vector.algorithm,
+                                     context: Array("ctx".utf8), salt: Self.salt, nonce: Self.nonce)
+        #expect(Encoding.hex(sealed) == vector.sealed)
+        #expect(try Sealed.open(try Encoding.fromHex(vector.sealed), passphrase: passphrase, context: Array("ctx".utf8)) == Array("hello".utf8))
+        // A wrong passphrase and a changed byte fail alike: passphrase mode cannot tell them apart.
+        let wrong = CipherError.wrongKey("the passphrase is wrong, or the data or its context was modified")
+        #expect(throws: wrong) { try Sealed.open(sealed, passphrase: SecretBytes(utf8: "wrong"), context: Array("ctx".utf8)) }
+        var tampered = sealed
+        tampered[tampered.count - 1] ^= 1
+        #expect(throws: wrong) { try Sealed.open(tampered, passphrase: passphrase, context: Array("ctx".utf8)) }
+    }
+
+    @Test("docs/FORMATS.md shows every known-answer vector byte for byte")
+    func documented() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/FORMATS.md").path
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            print("skipping: docs/FORMATS.md is not beside the tests (\(path))")
+            return
+        }
+        for vector in Self.vectors {
+            #expect(text.contains(vector.sealed), "\(vector.name) sealed bytes")
+            #expect(text.contains(vector.key), "\(vector.name) key")
+        }
+        #expect(text.contains("5346534401010102aabb000000000000000000000000ae1cb775d2f5a20d48e3f166e5ce207c37c75c493c"))
+        #expect(text.contains("5346534401020102aabb0000000000000000000000000befbb7a0836467ec7edd8ba901b5b714a429bcae5"))
     }
 }

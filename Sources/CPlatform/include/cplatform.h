@@ -90,4 +90,17 @@ const char *sf_dlerror(void);
 /// Process-wide; a no-op outside glibc. Returns 1 when applied.
 int sf_malloc_keep_freed(size_t bytes);
 
+
+// ---- Files ---------------------------------------------------------------------------------
+
+/// Opens an unnamed regular file in `directory` (open with O_TMPFILE | O_WRONLY | O_CLOEXEC and
+/// `mode`): a crash before it is linked leaves nothing behind. Returns the descriptor, or -1
+/// with errno (EOPNOTSUPP, EISDIR or EINVAL where the filesystem or kernel has no O_TMPFILE,
+/// ENOSYS off Linux).
+int sf_open_tmpfile(const char *directory, mode_t mode);
+
+/// Gives the unnamed file open on `fd` the name `path` (linkat through /proc/self/fd, then
+/// AT_EMPTY_PATH). Returns 0 or an errno value (EEXIST when `path` exists; ENOSYS off Linux).
+int sf_link_open_file(int fd, const char *path);
+
 #endif

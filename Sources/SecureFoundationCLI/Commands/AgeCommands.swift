@@ -54,19 +54,21 @@ enum AgeCLI {
         return fd
     }
 
-    /// Whether `path` names the file open on `fd` (a regular file; never a pipe or terminal).
+    /// Whether `path` names the regular file open on `fd` (never a pipe or terminal; a symlink
+    /// at `path` is not followed, since it is refused as output).
     static func isSameFile(_ fd: Int32, _ path: String) -> Bool {
         var x = stat(), y = stat()
-        guard fstat(fd, &x) == 0, x.st_mode & S_IFMT == S_IFREG, stat(path, &y) == 0 else { return false }
+        guard fstat(fd, &x) == 0, x.st_mode & S_IFMT == S_IFREG, lstat(path, &y) == 0,
+              y.st_mode & S_IFMT == S_IFREG else { return false }
         return x.st_dev == y.st_dev && x.st_ino == y.st_ino
     }
 
-    /// Writes to `output` atomically (temporary file, fsync, rename) or streams to stdout.
+    /// Writes to `output` as ``SecureFile/writeOutput(to:mode:_:)`` does (a regular file or new
+    /// path atomically; a device or FIFO in place; `/dev/stdout` into the descriptor; a symlink
+    /// refused), or streams to stdout without one.
     static func withOutput(_ output: String?, _ body: (Int32) throws -> Void) throws {
         if let output, output != "-" {
-            do { try SecureFile.replaceAtomically(output, body) } catch let error as SecureFile.Failure {
-                throw AgeError.io(error.description)
-            }
+            try CLI.writeOutput(to: output, body)
         } else {
             try body(1)
         }
@@ -79,7 +81,9 @@ struct EncryptCommand: ParsableCommand {
         abstract: "Encrypt a file to age recipients or a passphrase (age v1 format, interoperable with age).",
         discussion: """
         Reads INPUT (or stdin) and writes the age file to OUTPUT (or stdout). With -o the output
-        is written to a temporary file and renamed into place, so a failure leaves nothing.
+        is written to a temporary file and renamed into place, so a failure leaves nothing; a
+        device or FIFO (-o /dev/null) is written in place, -o /dev/stdout writes standard
+        output, and a symbolic link, directory or socket is refused.
         When OUTPUT is INPUT (or the file on stdin), the file is encrypted in place: the age
         file replaces it atomically and the old plaintext blocks are overwritten (the shredder's
         report goes to stderr).
@@ -108,7 +112,7 @@ struct EncryptCommand: ParsableCommand {
     @Flag(name: [.customShort("a"), .customLong("armor")], help: "Write PEM-armored text instead of binary.")
     var armor = false
 
-    @Option(name: [.customShort("o"), .customLong("output")], help: "Write here (atomically, mode 0600) instead of stdout.")
+    @Option(name: [.customShort("o"), .customLong("output")], help: "Write here instead of stdout: a file atomically with mode 0600, a device or FIFO in place; a symlink is refused.")
     var output: String?
 
     @Argument(help: "The file to encrypt; `-` or none for stdin.")
@@ -142,8 +146,15 @@ struct EncryptCommand: ParsableCommand {
                 secret = value
                 list.append(try ScryptRecipient(passphrase: value, policy: .sensitive))
             }
-            if output == nil && isatty(1) == 1 && !armor {
-                throw ValidationError("refusing to write binary to the terminal; use -o FILE or -a")
+            if !armor {
+                // Standard output, or a descriptor named as -o (/dev/stdout, /dev/fd/N), on a terminal.
+                var descriptor: Int32? = 1
+                if let output, output != "-" {
+                    if case .descriptor(let fd)? = try? SecureFile.outputTarget(of: output) { descriptor = fd } else { descriptor = nil }
+                }
+                if let descriptor, isatty(descriptor) == 1 {
+                    throw ValidationError("refusing to write binary to the terminal; use -o FILE or -a")
+                }
             }
             let inputFD = try AgeCLI.openInput(input)
             defer { if inputFD != 0 { close(inputFD) } }
@@ -173,9 +184,10 @@ struct DecryptCommand: ParsableCommand {
         commandName: "decrypt",
         abstract: "Decrypt an age file (binary or armored) with identity files or a passphrase.",
         discussion: """
-        Reads INPUT (or stdin) and writes the plaintext to OUTPUT (or stdout). With -o the
-        plaintext appears only once the whole file authenticated; on stdout, plaintext is
-        written as it is verified and a failure stops it. Without -i and --passphrase-file,
+        Reads INPUT (or stdin) and writes the plaintext to OUTPUT (or stdout). With -o FILE the
+        plaintext appears only once the whole file authenticated; on stdout (or a device or
+        FIFO given to -o), plaintext is written as it is verified and a failure stops it. A
+        symbolic link, directory or socket given to -o is refused. Without -i and --passphrase-file,
         a passphrase-encrypted file asks for the passphrase on the terminal.
 
         Exit status: 0 success, 2 header failure, 3 header MAC failure, 4 no identity matched,
@@ -193,7 +205,7 @@ struct DecryptCommand: ParsableCommand {
     @Option(name: .customLong("passphrase-file"), help: "Use the passphrase in this file (`-` for stdin).")
     var passphraseFile: String?
 
-    @Option(name: [.customShort("o"), .customLong("output")], help: "Write here (atomically, mode 0600) instead of stdout.")
+    @Option(name: [.customShort("o"), .customLong("output")], help: "Write here instead of stdout: a file atomically with mode 0600, a device or FIFO in place; a symlink is refused.")
     var output: String?
 
     @Argument(help: "The age file; `-` or none for stdin.")
@@ -319,10 +331,11 @@ struct KeygenCommand: ParsableCommand {
             }
             defer { file.wipe() }
             if let output, output != "-" {
-                if FileManager.default.fileExists(atPath: output) {
+                var info = stat()
+                if try SecureFile.outputTarget(of: output) == .replace && lstat(output, &info) == 0 {
                     throw AgeError.invalidArgument("\(output) exists; refusing to overwrite an identity file")
                 }
-                try SecureFile.replaceAtomically(output, mode: 0o600) { fd in try file.withUnsafeBytes { try SecureFile.writeAll(fd, $0) } }
+                try CLI.writeOutput(to: output) { fd in try file.withUnsafeBytes { try SecureFile.writeAll(fd, $0) } }
                 CLI.warn("Public key: \(recipient)")
             } else {
                 try file.withUnsafeBytes { try CLI.writeStdout($0) }

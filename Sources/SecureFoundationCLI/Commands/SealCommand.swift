@@ -7,7 +7,7 @@ struct SealKeyOptions: ParsableArguments {
     @Option(name: .customLong("passphrase-file"), help: "Read the passphrase from this file (`-` for stdin; one trailing newline is dropped).")
     var passphraseFile: String?
 
-    @Option(name: .customLong("key-file"), help: "Use a 32-byte key from this file: raw bytes or 64 hex digits (make one with `securefoundation random -n 32 > key`).")
+    @Option(name: .customLong("key-file"), help: "Use a 32-byte key from this file: exactly 32 raw bytes (no newline is stripped), or 64 hex digits with at most one trailing newline (make one with `securefoundation random -n 32 > key`).")
     var keyFile: String?
 
     @Option(name: .customLong("context"), help: "Associated data the sealed data is bound to; opening needs the same context.")
@@ -17,13 +17,25 @@ struct SealKeyOptions: ParsableArguments {
         guard passphraseFile == nil || keyFile == nil else { throw ValidationError("give --passphrase-file or --key-file, not both") }
     }
 
-    /// Loads the key file as a sealing key.
+    /// Loads the key file as a sealing key: exactly 32 raw bytes (read as they are, so a key
+    /// ending in 0x0A or 0x0D keeps it), or 64 hex digits with at most one trailing newline
+    /// (`\n` or `\r\n`).
     func loadKey() throws -> SealingKey? {
         guard let keyFile else { return nil }
-        let raw = try SecretBytes(contentsOfFile: keyFile, maxLength: 1024)
+        let fd = open(keyFile, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw CipherError.io("cannot open \(keyFile): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let raw = try SecretBytes(readingFrom: fd, maxLength: 1024, trimNewline: false, name: keyFile)
         defer { raw.wipe() }
         if raw.count == 32 { return try SealingKey(key: raw.slice(0..<32)) }
-        if raw.count == 64 {
+        let newline = raw.withUnsafeBytes { bytes -> Bool in
+            switch bytes.count {
+            case 65: return bytes[64] == 0x0A
+            case 66: return bytes[64] == 0x0D && bytes[65] == 0x0A
+            default: return bytes.count == 64
+            }
+        }
+        if (64...66).contains(raw.count) && newline {
             let decoded = try raw.withUnsafeBytes { bytes -> SecretBytes in
                 try SecretBytes(count: 32) { target in
                     for index in 0..<32 {
@@ -36,7 +48,7 @@ struct SealKeyOptions: ParsableArguments {
             }
             return try SealingKey(key: decoded)
         }
-        throw ValidationError("\(keyFile) holds \(raw.count) bytes; a key file is 32 raw bytes or 64 hex digits")
+        throw ValidationError("\(keyFile) holds \(raw.count) bytes; a key file is exactly 32 raw bytes, or 64 hex digits and at most one newline")
     }
 
     private func hexValue(_ c: UInt8) -> UInt8? {
@@ -90,7 +102,7 @@ struct SealCommand: ParsableCommand {
     @Option(help: "AEAD: aes-256-gcm or chacha20-poly1305.")
     var algorithm: Algorithm = .aesGCM
 
-    @Option(name: .shortAndLong, help: "Write here (atomically, mode 0600) instead of stdout.")
+    @Option(name: .shortAndLong, help: "Write here instead of stdout: a file atomically with mode 0600, a device or FIFO in place; a symlink is refused.")
     var output: String?
 
     @Argument(help: "The file to seal; `-` or none for stdin.")
@@ -109,7 +121,7 @@ struct SealCommand: ParsableCommand {
                 sealed = try Sealed.seal(plaintext, passphrase: passphrase, policy: policy.policy,
                                          algorithm: algorithm.value, context: context)
             }
-            if let output { try SecureFile.writeAtomically(sealed, to: output) } else { try CLI.writeStdout(sealed) }
+            try CLI.writeOutput(sealed, to: output)
         } catch let error as ValidationError {
             throw error
         } catch {
@@ -133,8 +145,11 @@ struct OpenCommand: ParsableCommand {
 
     @OptionGroup var keys: SealKeyOptions
 
-    @Option(name: .shortAndLong, help: "Write here (atomically, mode 0600) instead of stdout.")
+    @Option(name: .shortAndLong, help: "Write here instead of stdout: a file atomically with mode 0600, a device or FIFO in place; a symlink is refused.")
     var output: String?
+
+    @Flag(name: .customLong("legacy-kdf-ceiling"), help: "Accept the costlier KDF parameters earlier versions accepted (scrypt up to 16 GiB, PBKDF2 up to 100,000,000 rounds); only for trusted data.")
+    var legacyKDFCeiling = false
 
     @Argument(help: "The sealed file; `-` or none for stdin.")
     var input: String?
@@ -149,9 +164,10 @@ struct OpenCommand: ParsableCommand {
             } else {
                 let passphrase = try CLI.passphrase(file: keys.passphraseFile)
                 defer { passphrase.wipe() }
-                plaintext = try Sealed.open(sealed, passphrase: passphrase, context: context)
+                plaintext = try Sealed.open(sealed, passphrase: passphrase, context: context,
+                                            ceiling: legacyKDFCeiling ? .legacy : .standard)
             }
-            if let output { try SecureFile.writeAtomically(plaintext, to: output) } else { try CLI.writeStdout(plaintext) }
+            try CLI.writeOutput(plaintext, to: output)
         } catch let error as ValidationError {
             throw error
         } catch {

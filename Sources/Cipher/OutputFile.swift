@@ -1,0 +1,141 @@
+import Foundation
+
+extension SecureFile {
+    /// How a path a person named as output (a command's `-o PATH`, a `toFile:` argument) is written.
+    public enum OutputTarget: Equatable, Sendable {
+        /// A new path or an existing regular file: replaced atomically (temporary file, fsync,
+        /// rename, fsync of the directory), mode 0600.
+        case replace
+        /// `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N` (or a symlink to one of
+        /// them): the already open descriptor N is written, whatever it is (terminal, pipe,
+        /// socket, regular file).
+        case descriptor(Int32)
+        /// A character device (`/dev/null`, a terminal) or a FIFO: opened without creating or
+        /// truncating and written in place; nothing is replaced.
+        case inPlace
+    }
+
+    /// Decides how `path` is written as output, without writing anything.
+    ///
+    /// - Throws: ``Failure/insecurePermissions(path:reason:fix:)`` for a symbolic link (other than
+    ///   to a descriptor: it is neither followed nor replaced), a directory, a socket or a block
+    ///   device; ``Failure/system(operation:path:errno:)`` when `path` cannot be examined or
+    ///   names a descriptor that is not open for writing.
+    public static func outputTarget(of path: String) throws -> OutputTarget {
+        if let number = descriptorNumber(path) { return .descriptor(try writableDescriptor(number, path: path)) }
+        var info = stat()
+        if lstat(path, &info) != 0 {
+            if errno == ENOENT { return .replace }
+            throw Failure.system(operation: "stat", path: path, errno: errno)
+        }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG:
+            return .replace
+        case S_IFCHR, S_IFIFO:
+            return .inPlace
+        case S_IFLNK:
+            let target = linkTarget(path) ?? "?"
+            if let number = descriptorNumber(target) { return .descriptor(try writableDescriptor(number, path: path)) }
+            throw Failure.insecurePermissions(path: path, reason: "it is a symbolic link (to \(target)), which output neither follows nor replaces",
+                                            fix: "name the file it points to instead, or rm \(path)")
+        case S_IFDIR:
+            throw Failure.insecurePermissions(path: path, reason: "it is a directory, not a file to write", fix: "name a file inside it")
+        case S_IFSOCK:
+            throw Failure.insecurePermissions(path: path, reason: "it is a socket, which cannot be opened as a file",
+                                            fix: "write to standard output and pipe it to a client: | socat - UNIX-CONNECT:\(path)")
+        case S_IFBLK:
+            throw Failure.insecurePermissions(path: path, reason: "it is a block device",
+                                            fix: "write to standard output and redirect it (> \(path)) if that is really meant")
+        default:
+            throw Failure.insecurePermissions(path: path, reason: "it is not a regular file, character device or FIFO", fix: "name a regular file")
+        }
+    }
+
+    /// Writes output to a path a person named, as its kind demands (``outputTarget(of:)``):
+    /// a new path or a regular file is replaced atomically with `mode` (``replaceAtomically(_:mode:_:)``);
+    /// a character device or FIFO is opened (a FIFO waits for its reader) and written in place;
+    /// `/dev/stdout`, `/dev/fd/N` and the like write into the open descriptor, which is left open.
+    /// A symbolic link, directory, socket or block device is refused before `body` runs.
+    ///
+    /// - Parameter body: Writes everything to the descriptor it is given.
+    /// - Returns: How the path was written.
+    /// - Throws: ``Failure`` or what `body` throws.
+    @discardableResult
+    public static func writeOutput(to path: String, mode: mode_t = 0o600, _ body: (Int32) throws -> Void) throws -> OutputTarget {
+        switch try outputTarget(of: path) {
+        case .replace:
+            try replaceAtomically(path, mode: mode, body)
+            return .replace
+        case .descriptor(let fd):
+            try body(fd)
+            return .descriptor(fd)
+        case .inPlace:
+            var fd: Int32
+            repeat { fd = open(path, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC) } while fd < 0 && errno == EINTR
+            guard fd >= 0 else { throw Failure.system(operation: "open", path: path, errno: errno) }
+            var info = stat()
+            guard fstat(fd, &info) == 0 else {
+                let code = errno
+                close(fd)
+                throw Failure.system(operation: "stat", path: path, errno: code)
+            }
+            let kind = info.st_mode & S_IFMT
+            guard kind == S_IFCHR || kind == S_IFIFO else {
+                // Replaced between the look and the open: decide again from what is there now.
+                close(fd)
+                if kind == S_IFREG {
+                    try replaceAtomically(path, mode: mode, body)
+                    return .replace
+                }
+                throw Failure.insecurePermissions(path: path, reason: "it changed while it was being opened", fix: "try again")
+            }
+            defer { close(fd) }
+            try body(fd)
+            return .inPlace
+        }
+    }
+
+    /// Writes `bytes` as output to a path a person named (see ``writeOutput(to:mode:_:)``).
+    @discardableResult
+    public static func writeOutput<Bytes: DataProtocol>(_ bytes: Bytes, to path: String, mode: mode_t = 0o600) throws -> OutputTarget {
+        try writeOutput(to: path, mode: mode) { fd in
+            for region in bytes.regions {
+                try region.withUnsafeBytes { try writeAll(fd, $0, path: path) }
+            }
+        }
+    }
+
+    /// The descriptor number a path names: `/dev/stdin|stdout|stderr`, `/dev/fd/N`,
+    /// `/proc/self/fd/N`, `/proc/thread-self/fd/N` or `/proc/<this process>/fd/N`.
+    static func descriptorNumber(_ path: String) -> Int32? {
+        switch path {
+        case "/dev/stdin": return 0
+        case "/dev/stdout": return 1
+        case "/dev/stderr": return 2
+        default: break
+        }
+        let prefixes = ["/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/", "/proc/\(getpid())/fd/"]
+        for prefix in prefixes where path.hasPrefix(prefix) {
+            let digits = path.dropFirst(prefix.count)
+            guard !digits.isEmpty, digits.count <= 9, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            return Int32(digits)
+        }
+        return nil
+    }
+
+    private static func writableDescriptor(_ number: Int32, path: String) throws -> Int32 {
+        let flags = fcntl(number, F_GETFL)
+        guard flags >= 0 else { throw Failure.system(operation: "use descriptor \(number) named by", path: path, errno: errno) }
+        guard flags & O_ACCMODE != O_RDONLY else {
+            throw Failure.system(operation: "write to descriptor \(number) (open read-only) named by", path: path, errno: EBADF)
+        }
+        return number
+    }
+
+    private static func linkTarget(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4097)
+        let n = readlink(path, &buffer, buffer.count - 1)
+        guard n >= 0 else { return nil }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
