@@ -102,6 +102,13 @@ public final class CryptoManager: Sendable {
         get throws { try loadState()?.questions?.threshold }
     }
 
+    /// The erase-after count stored with the vault by ``setUp`` (nil: the vault never erases
+    /// itself unless a manager's ``AttemptPolicy/eraseAfter`` asks for it). When both are set,
+    /// the stricter applies.
+    public var storedEraseAfter: Int? {
+        get throws { try loadState()?.eraseAfter }
+    }
+
     /// Whether a vault is set up in the directory.
     public var isSetUp: Bool {
         get throws { try loadState() != nil }

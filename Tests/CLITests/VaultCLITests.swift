@@ -69,6 +69,7 @@ struct VaultCLITests {
         #expect(status.status == 0)
         #expect(status.stdout.contains("state: set up\npasscode: yes\nsecurity questions: 3, any 2 unlock\n  1. Pet?\n  2. Town?\n  3. Teacher?\n"))
         #expect(status.stdout.contains("failed attempts: 0"))
+        #expect(status.stdout.contains("erase after: never (unless --erase-after is given)\n"))
 
         let wrong = try ws.vault(["unlock", "--passcode-file", bad])
         #expect(wrong.status == 3)
@@ -237,6 +238,7 @@ struct VaultCLITests {
         let pin = try ws.file("pin", "1234")
         let bad = try ws.file("bad", "0000")
         #expect(try ws.vault(["init", "--passcode-file", pin, "--erase-after", "2"]).status == 0)
+        #expect(try ws.vault(["status"]).stdout.contains("erase after: 2 failed attempts in a row\n"))
         #expect(try ws.vault(["unlock", "--passcode-file", bad]).status == 3)
         let second = try ws.vault(["unlock", "--passcode-file", bad])
         #expect(second.status == 5, "\(second.stderr)")

@@ -241,6 +241,8 @@ struct VaultStatusCommand: ParsableCommand {
                     for (index, question) in questions.enumerated() { lines.append("  \(index + 1). \(question)") }
                 }
                 lines.append("key id: \(VaultCLI.keyID(manager))")
+                let eraseAfter = try manager.storedEraseAfter
+                lines.append("erase after: \(eraseAfter.map { "\($0) failed attempts in a row" } ?? "never (unless --erase-after is given)")")
             } else {
                 lines.append("state: \(manager.isErased ? "erased" : "not set up")")
             }
