@@ -108,6 +108,27 @@ enum ItemCodec {
         return hmac.finalize().withUnsafeBytes { bytes in (ItemID.word(bytes, 0), ItemID.word(bytes, 8)) }
     }
 
+    // MARK: Class binding
+
+    static let rowMACSize = 16
+    private static let rowMACPrefix = Array("SFKC row v3".utf8) + [0]
+
+    /// The `row_mac` column: the first 16 bytes of HMAC-SHA256, keyed by the blind-index key, of
+    /// "SFKC row v3", 0, the 33-byte item id, the accessibility code, then the sealed record.
+    /// Without the blind-index key (a device sub-key, kept outside the data directory) no one can
+    /// give a row another class, another record, or a record of another row.
+    static func rowMAC(id: ItemID, accessibility: UInt8, sealed: [UInt8], prototype: HMAC<SHA256>) -> [UInt8] {
+        var hmac = prototype
+        var head = [UInt8]()
+        head.reserveCapacity(rowMACPrefix.count + ItemID.size + 1)
+        head += rowMACPrefix
+        id.append(to: &head)
+        head.append(accessibility)
+        head.withUnsafeBytes { hmac.update(data: $0) }
+        sealed.withUnsafeBytes { hmac.update(data: $0) }
+        return hmac.finalize().withUnsafeBytes { Array($0.prefix(rowMACSize)) }
+    }
+
     // MARK: Sealed item
 
     /// The context (associated data) of an item's sealed record: "SFKC item v2", 0, the

@@ -165,6 +165,10 @@ public struct KeychainQuery: Sendable {
     public var label: String?
     /// The accessibility.
     public var accessibility: Accessibility?
+    /// The weakest class the caller accepts: a matching item stored under a weaker one (see
+    /// ``Accessibility/isAtLeast(_:)``) is refused with ``KeychainError/accessibilityTooWeak(item:stored:required:)``
+    /// rather than returned, changed or deleted.
+    public var minimumAccessibility: Accessibility?
     /// One item (the first found) or all matching items.
     public var limit: Limit
     /// What ``Keychain/copyMatching(_:)`` returns.
@@ -173,8 +177,9 @@ public struct KeychainQuery: Sendable {
     /// - Parameters: see the properties.
     public init(itemClass: ItemClass = .genericPassword, service: String? = nil, account: String? = nil,
                 server: String? = nil, networkProtocol: String? = nil, port: Int? = nil, path: String? = nil,
-                label: String? = nil, accessibility: Accessibility? = nil,
+                label: String? = nil, accessibility: Accessibility? = nil, minimumAccessibility: Accessibility? = nil,
                 limit: Limit = .one, returning: Return = .data) {
+        self.minimumAccessibility = minimumAccessibility
         self.itemClass = itemClass
         self.service = service
         self.account = account
@@ -228,6 +233,7 @@ public struct KeychainQuery: Sendable {
         if let path { parts.append("path \"\(path)\"") }
         if let label { parts.append("label \"\(label)\"") }
         if let accessibility { parts.append("accessibility \(accessibility.name)") }
+        if let minimumAccessibility { parts.append("at least \(minimumAccessibility.name)") }
         return parts.joined(separator: ", ")
     }
 }
@@ -270,5 +276,24 @@ public struct ItemSummary: Sendable {
         self.itemClass = itemClass
         self.accessibility = accessibility
         self.unavailable = unavailable
+    }
+}
+
+extension Accessibility {
+    /// How hard the class's key is to reach: whenUnlocked 3, afterFirstUnlock 2, always 1.
+    private var strength: Int {
+        switch protectionClass {
+        case .whenUnlocked: return 3
+        case .afterFirstUnlock: return 2
+        case .always: return 1
+        }
+    }
+
+    /// Whether an item of this accessibility is at least as protected as `minimum`: its
+    /// protection class is the same or stronger (whenUnlocked > afterFirstUnlock > always), and
+    /// it is bound to this device when `minimum` is.
+    /// - Parameter minimum: The weakest accessibility accepted.
+    public func isAtLeast(_ minimum: Accessibility) -> Bool {
+        strength >= minimum.strength && (thisDeviceOnly || !minimum.thisDeviceOnly)
     }
 }

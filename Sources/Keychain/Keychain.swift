@@ -160,8 +160,9 @@ public final class Keychain: @unchecked Sendable {
                 var wiped = 0
                 try db.inTransaction(.immediate) {
                     for sql in KeychainSchema.createStatements { try db.execute(sql: sql) }
-                    if let format = try Int64.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'format'") {
-                        guard format == KeychainSchema.formatVersion else {
+                    let format = try Int64.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'format'")
+                    if let format {
+                        guard format == KeychainSchema.formatVersion || format == 2 else {
                             let hint = format < KeychainSchema.formatVersion
                                 ? " (format 1 was written only by pre-release builds: read its items with the build that wrote it and store them again)"
                                 : " (written by a newer version of the library)"
@@ -175,6 +176,7 @@ public final class Keychain: @unchecked Sendable {
                           ConstantTime.equals(Array(stored), Array(check)) else {
                         throw KeychainError.keyUnavailable("the blind-index key is not the one \(path) was created with (another device key?); the items cannot be found with it")
                     }
+                    if format == 2 { try upgradeFromFormat2(db) }
                     if let marker {
                         wiped = try Reinstall.check(db: db, markerPath: marker)
                     }
@@ -188,6 +190,28 @@ public final class Keychain: @unchecked Sendable {
         } catch {
             throw KeychainSchema.map(error, path: path)
         }
+    }
+
+    /// Format 2 to 3, inside the opening transaction (so all or nothing): adds the `row_mac`
+    /// column and binds every row's class to it. It needs only the blind-index key, so a locked
+    /// vault does not stop it. The rows of a format-2 file are taken at their word here, once:
+    /// a class changed in the file before the upgrade cannot be told from the real one.
+    private func upgradeFromFormat2(_ db: Database) throws {
+        let columns = try String.fetchAll(db, sql: "SELECT name FROM pragma_table_info('keychain_items')")
+        if !columns.contains("row_mac") { try db.execute(sql: KeychainSchema.addMACColumnSQL) }
+        let rows = try GRDB.Row.fetchCursor(db, sql: "SELECT item_id, accessibility, sealed FROM keychain_items")
+        var tags: [(Data, Data)] = []
+        while let row = try rows.next() {
+            // A row that does not decode keeps no MAC and is reported as damaged when read.
+            let idValue: DatabaseValue = row[0], codeValue: DatabaseValue = row[1], sealedValue: DatabaseValue = row[2]
+            guard case .blob(let idData) = idValue.storage, let id = ItemID(idData),
+                  case .int64(let code) = codeValue.storage, let accessibility = UInt8(exactly: code),
+                  case .blob(let sealed) = sealedValue.storage else { continue }
+            let mac = ItemCodec.rowMAC(id: id, accessibility: accessibility, sealed: Array(sealed), prototype: indexMAC)
+            tags.append((Data(mac), idData))
+        }
+        for (mac, id) in tags { try db.execute(sql: KeychainSchema.setMACSQL, arguments: [mac, id]) }
+        try db.execute(sql: "UPDATE keychain_meta SET value = ? WHERE key = 'format'", arguments: [KeychainSchema.formatVersion])
     }
 
     /// The `synchronous` setting of the writer and reader connections (2 is FULL), for tests.
@@ -270,7 +294,8 @@ public final class Keychain: @unchecked Sendable {
         }
         do {
             let sealed = try Sealed.seal(plain, with: sealing, context: ItemCodec.itemContext(accessibility: code, id: id))
-            return StoredRow(id: id, accessibility: code, sealed: sealed, created: created, modified: now)
+            return StoredRow(id: id, accessibility: code, sealed: sealed, created: created, modified: now,
+                             mac: ItemCodec.rowMAC(id: id, accessibility: code, sealed: sealed, prototype: indexMAC))
         } catch {
             throw KeychainError.keyUnavailable("sealing failed: \(error)")
         }
@@ -289,6 +314,12 @@ public final class Keychain: @unchecked Sendable {
     /// Opens a row's sealed record and hands its plaintext to `body`, zeroing it afterwards.
     private func withOpened<T>(_ row: StoredRow, describing item: @autoclosure () -> String,
                                _ body: (_ plain: [UInt8], _ names: Range<Int>, _ value: Range<Int>) throws -> T) throws -> T {
+        // The class binding is checked before the row's accessibility chooses a key: a row whose
+        // class, record or id was changed in the file is refused, whatever key it was sealed under.
+        let expected = ItemCodec.rowMAC(id: row.id, accessibility: row.accessibility, sealed: row.sealed, prototype: indexMAC)
+        guard ConstantTime.equals(expected, row.mac) else {
+            throw KeychainError.corrupted("\(item()) failed its class binding check: its accessibility, sealed record or id was changed in the file by someone without this keychain's keys")
+        }
         let sealing = try sealingKey(row.accessibility).ring
         var plain: [UInt8]
         do {
@@ -583,6 +614,7 @@ public final class Keychain: @unchecked Sendable {
                             try upsert.bind(4, double: row.created)
                             try upsert.bind(5, double: row.modified)
                             try upsert.bind(6, double: row.firstWritten ?? row.modified)
+                            try upsert.bind(7, blob: row.mac)
                             try upsert.run(db)
                         case .delete:
                             try delete.bind(1, id: index)
@@ -731,10 +763,21 @@ public final class Keychain: @unchecked Sendable {
         try enqueue(index, .put(row))
     }
 
-    /// The value stored for `key`.
-    func read(_ key: ItemKey) throws -> SecretBytes {
+    /// The value stored for `key`, refused when stored under a class weaker than `minimum`.
+    func read(_ key: ItemKey, requiring minimum: Accessibility? = nil) throws -> SecretBytes {
         guard let row = try lookup(itemID(key)) else { throw KeychainError.itemNotFound(key.description) }
+        try Keychain.check(row, against: minimum, describing: key.description)
         return try openValue(row, describing: key.description)
+    }
+
+    /// Throws ``KeychainError/accessibilityTooWeak(item:stored:required:)`` when `row` is stored
+    /// under a class weaker than `minimum`.
+    private static func check(_ row: StoredRow, against minimum: Accessibility?, describing item: @autoclosure () -> String) throws {
+        guard let minimum else { return }
+        let stored = try ItemCodec.accessibility(code: Int64(row.accessibility))
+        guard stored.isAtLeast(minimum) else {
+            throw KeychainError.accessibilityTooWeak(item: item(), stored: stored, required: minimum)
+        }
     }
 
     /// Deletes `key`'s item; throws itemNotFound when there is none.
@@ -771,12 +814,15 @@ public final class Keychain: @unchecked Sendable {
     }
 
     /// The password of a service and account, as UTF-8 text.
+    /// - Parameter minimum: The weakest accessibility accepted (nil: any); an item stored under a
+    ///   weaker one is refused.
     /// - Returns: The password (an empty password is returned as "").
     /// - Throws: ``KeychainError/itemNotFound(_:)``, ``KeychainError/notUTF8(_:)``,
-    ///   ``KeychainError/interactionNotAllowed(_:_:)``, ``KeychainError/corrupted(_:)``.
-    public func password(forService service: String, account: String) throws -> String {
+    ///   ``KeychainError/interactionNotAllowed(_:_:)``, ``KeychainError/corrupted(_:)``,
+    ///   ``KeychainError/accessibilityTooWeak(item:stored:required:)``.
+    public func password(forService service: String, account: String, requiring minimum: Accessibility? = nil) throws -> String {
         let key = ItemKey.generic(service: service, account: account)
-        let secret = try read(key)
+        let secret = try read(key, requiring: minimum)
         defer { secret.wipe() }
         return try secret.withUnsafeBytes { bytes in
             guard let text = String(validating: bytes.bindMemory(to: UInt8.self), as: UTF8.self) else {
@@ -789,8 +835,8 @@ public final class Keychain: @unchecked Sendable {
     /// The password data of a service and account.
     /// - Returns: The bytes, in wiped-on-release memory.
     /// - Throws: as ``password(forService:account:)``.
-    public func passwordData(forService service: String, account: String) throws -> SecretBytes {
-        try read(.generic(service: service, account: account))
+    public func passwordData(forService service: String, account: String, requiring minimum: Accessibility? = nil) throws -> SecretBytes {
+        try read(.generic(service: service, account: account), requiring: minimum)
     }
 
     /// Stores password data with accessibility `.whenUnlocked`: it needs the crypto manager
@@ -810,17 +856,21 @@ public final class Keychain: @unchecked Sendable {
         try setSecurePasswordData(SecretBytes(utf8: password), forService: service, account: account)
     }
 
-    /// The data of an item stored with ``setSecurePasswordData(_:forService:account:)``.
+    /// The data of an item stored with ``setSecurePasswordData(_:forService:account:)``. The item
+    /// must be of the whenUnlocked class (either variant): one stored under a weaker class is
+    /// refused, so a row moved to the always class cannot stand in for it.
     /// - Returns: The bytes.
-    /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` while locked, and as ``password(forService:account:)``.
+    /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` while locked,
+    ///   ``KeychainError/accessibilityTooWeak(item:stored:required:)``, and as ``password(forService:account:requiring:)``.
     public func securePasswordData(forService service: String, account: String) throws -> SecretBytes {
-        try read(.generic(service: service, account: account))
+        try read(.generic(service: service, account: account), requiring: .whenUnlocked)
     }
 
-    /// The text of an item stored with ``setSecurePassword(_:forService:account:)``.
-    /// - Throws: as ``password(forService:account:)``.
+    /// The text of an item stored with ``setSecurePassword(_:forService:account:)`` (whenUnlocked
+    /// required, as ``securePasswordData(forService:account:)``).
+    /// - Throws: as ``password(forService:account:requiring:)``.
     public func securePassword(forService service: String, account: String) throws -> String {
-        try password(forService: service, account: account)
+        try password(forService: service, account: account, requiring: .whenUnlocked)
     }
 
     /// Deletes one account of a service (and only that account).
@@ -881,10 +931,12 @@ public final class Keychain: @unchecked Sendable {
     }
 
     /// Reads a Codable value stored with ``set(_:forService:account:accessibility:)``.
+    /// - Parameter minimum: The weakest accessibility accepted (nil: any).
     /// - Returns: The value.
     /// - Throws: ``KeychainError/itemNotFound(_:)``, ``KeychainError/corrupted(_:)`` when it does not decode as `type`.
-    public func value<Value: Decodable>(_ type: Value.Type, forService service: String, account: String) throws -> Value {
-        let secret = try read(.generic(service: service, account: account))
+    public func value<Value: Decodable>(_ type: Value.Type, forService service: String, account: String,
+                                        requiring minimum: Accessibility? = nil) throws -> Value {
+        let secret = try read(.generic(service: service, account: account), requiring: minimum)
         defer { secret.wipe() }
         return try secret.withUnsafeBytes { bytes in
             do { return try CanonicalEncoding.decode(type, from: bytes) } catch {
@@ -909,6 +961,28 @@ public final class Keychain: @unchecked Sendable {
         try data.withUnsafeBytes {
             try store($0, for: key, accessibility: accessibility, label: label, comment: comment, mustNotExist: true)
         }
+    }
+
+    /// Adds the item, or replaces the data and class of the existing one, in one write: there is
+    /// no moment between "not found" and "add" at which another thread or process can add the
+    /// item first, so this never fails with ``KeychainError/duplicateItem(_:)`` (`security
+    /// add-generic-password -U`). A label or comment given as nil keeps the existing item's (when
+    /// its class key is available to read it); the creation date is kept.
+    /// - Parameters:
+    ///   - data: The secret.
+    ///   - key: The item's class and names.
+    ///   - accessibility: Which class key protects it from now on.
+    ///   - label: A label, or nil to keep the existing one.
+    ///   - comment: A comment, or nil to keep the existing one.
+    /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` when the class key is unavailable.
+    public func addOrUpdate(_ data: SecretBytes, for key: ItemKey, accessibility: Accessibility = .whenUnlocked,
+                            label: String? = nil, comment: String? = nil) throws {
+        var label = label, comment = comment
+        if label == nil || comment == nil, let row = try lookup(itemID(key)), let existing = try? attributes(of: row) {
+            label = label ?? existing.label
+            comment = comment ?? existing.comment
+        }
+        try data.withUnsafeBytes { try store($0, for: key, accessibility: accessibility, label: label, comment: comment) }
     }
 
     /// The items that match `query` (SecItemCopyMatching).
@@ -971,6 +1045,7 @@ public final class Keychain: @unchecked Sendable {
     private func matchingRows(_ query: KeychainQuery) throws -> [(StoredRow, ItemAttributes?)] {
         if let key = query.exactKey {
             guard let row = try lookup(itemID(key)) else { throw KeychainError.itemNotFound(query.summary) }
+            try Keychain.check(row, against: query.minimumAccessibility, describing: key.description)
             if query.label == nil && query.accessibility == nil { return [(row, nil)] }
             let attributes = try attributes(of: row)
             guard query.matches(attributes) else { throw KeychainError.itemNotFound(query.summary) }
@@ -984,8 +1059,10 @@ public final class Keychain: @unchecked Sendable {
             if needsNames {
                 let attributes = try attributes(of: row)
                 guard query.matches(attributes) else { continue }
+                try Keychain.check(row, against: query.minimumAccessibility, describing: attributes.key.description)
                 result.append((row, attributes))
             } else {
+                try Keychain.check(row, against: query.minimumAccessibility, describing: query.summary)
                 result.append((row, nil))
             }
             if query.limit == .one { break }

@@ -28,6 +28,10 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
     case database(String)
     /// A legacy keychain file could not be read.
     case legacyFormat(String)
+    /// The item is stored under a weaker class than the caller requires (see
+    /// ``Accessibility/isAtLeast(_:)``): it was written that way, or its row was changed by
+    /// someone who can write the keychain's directory. Its value is not returned.
+    case accessibilityTooWeak(item: String, stored: Accessibility, required: Accessibility)
 
     /// What went wrong, for people.
     public var description: String {
@@ -52,6 +56,8 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
         case .keyUnavailable(let detail): return "key unavailable: \(detail)"
         case .database(let detail): return "keychain database error: \(detail)"
         case .legacyFormat(let detail): return "legacy keychain unreadable: \(detail)"
+        case let .accessibilityTooWeak(item, stored, required):
+            return "refusing \(item): it is stored as \(stored.name), weaker than the \(required.name) required; store it again with the required accessibility if that is what it should have"
         }
     }
 

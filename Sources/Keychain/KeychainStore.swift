@@ -20,6 +20,10 @@ struct StoredRow: Sendable {
     /// The creation date a new row gets when `created` is nil: the time of the first of several
     /// writes of the item that were pending together (nil: `modified`).
     var firstWritten: Double? = nil
+    /// The row's class binding (the `row_mac` column): the first 16 bytes of HMAC-SHA256 under
+    /// the blind-index key of the id, the accessibility code and the sealed record, so that a
+    /// row's class cannot be changed by anyone without that key (docs/FORMATS.md).
+    var mac: [UInt8]
 
     var itemClass: UInt8 { id.itemClass }
 }
@@ -32,7 +36,9 @@ enum PendingChange: Sendable {
 
 /// The SQL side of the keychain: schema, statements, and the mapping of SQLite errors.
 enum KeychainSchema {
-    static let formatVersion: Int64 = 2
+    /// Format 3 adds the `row_mac` column to format 2 (nothing else changed); a format-2 file is
+    /// upgraded when it is opened (``upgradeStatements``).
+    static let formatVersion: Int64 = 3
 
     static let createStatements = [
         """
@@ -47,21 +53,26 @@ enum KeychainSchema {
             accessibility INTEGER NOT NULL,
             sealed BLOB NOT NULL,
             created REAL NOT NULL,
-            modified REAL NOT NULL
+            modified REAL NOT NULL,
+            row_mac BLOB
         ) WITHOUT ROWID
         """,
     ]
 
+    /// Format 2 to 3: the column of the class binding, filled in by the upgrade.
+    static let addMACColumnSQL = "ALTER TABLE keychain_items ADD COLUMN row_mac BLOB"
+    static let setMACSQL = "UPDATE keychain_items SET row_mac = ? WHERE item_id = ?"
+
     /// Parameters: id, accessibility, sealed, creation date (NULL: keep the stored one, or use
-    /// parameter 6 for a new row), modification date, creation date of a new row.
+    /// parameter 6 for a new row), modification date, creation date of a new row, row MAC.
     static let upsertSQL = """
-        INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified) VALUES (?1, ?2, ?3, coalesce(?4, ?6), ?5)
+        INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified, row_mac) VALUES (?1, ?2, ?3, coalesce(?4, ?6), ?5, ?7)
         ON CONFLICT (item_id) DO UPDATE SET
             accessibility = excluded.accessibility, sealed = excluded.sealed, modified = excluded.modified,
-            created = coalesce(?4, keychain_items.created)
+            created = coalesce(?4, keychain_items.created), row_mac = excluded.row_mac
         """
     static let deleteSQL = "DELETE FROM keychain_items WHERE item_id = ?"
-    static let selectColumns = "item_id, accessibility, sealed, created, modified"
+    static let selectColumns = "item_id, accessibility, sealed, created, modified, row_mac"
     static let selectOneSQL = "SELECT \(selectColumns) FROM keychain_items WHERE item_id = ?"
     static let existsSQL = "SELECT 1 FROM keychain_items WHERE item_id = ?"
     static let selectRangeIDsSQL = "SELECT item_id FROM keychain_items WHERE item_id BETWEEN ? AND ? LIMIT ?"
@@ -70,13 +81,50 @@ enum KeychainSchema {
     /// Counts a commit and returns the new generation (one statement, inside the commit).
     static let bumpGenerationSQL = "UPDATE keychain_meta SET value = value + 1 WHERE key = 'generation' RETURNING value"
 
+    /// Decodes a row of ``selectColumns`` with the exact SQLite storage class of every column
+    /// (GRDB's non-throwing accessors stop the process on a mistyped value): an id of 33 bytes, an
+    /// integer accessibility code, a blob record, numeric dates and a 16-byte MAC.
+    /// - Throws: ``KeychainError/corrupted(_:)`` naming the column, for any other value.
     static func row(from row: GRDB.Row) throws -> StoredRow {
-        guard let idData = row[0] as Data?, let accessibility = row[1] as Int64?, let sealed = row[2] as Data?,
-              let created = row[3] as Double?, let modified = row[4] as Double?,
-              let accessByte = UInt8(exactly: accessibility), let id = ItemID(idData) else {
-            throw KeychainError.corrupted("a keychain_items row has a missing or mistyped column")
+        func value(_ index: Int) -> DatabaseValue.Storage {
+            let value: DatabaseValue = row[index]
+            return value.storage
         }
-        return StoredRow(id: id, accessibility: accessByte, sealed: Array(sealed), created: created, modified: modified)
+        func bad(_ column: String, _ storage: DatabaseValue.Storage, _ wanted: String) -> KeychainError {
+            let found: String
+            switch storage {
+            case .null: found = "NULL"
+            case .int64: found = "an integer"
+            case .double: found = "a real number"
+            case .string: found = "text"
+            case .blob(let data): found = "a blob of \(data.count) bytes"
+            }
+            return KeychainError.corrupted("a keychain_items row has \(found) in its \(column) column where \(wanted) belongs; delete the item (or restore the file from a backup)")
+        }
+        func blob(_ index: Int, _ column: String, count: Int? = nil) throws -> Data {
+            let storage = value(index)
+            guard case .blob(let data) = storage, count.map({ data.count == $0 }) ?? true else {
+                throw bad(column, storage, count.map { "a blob of \($0) bytes" } ?? "a blob")
+            }
+            return data
+        }
+        func date(_ index: Int, _ column: String) throws -> Double {
+            switch value(index) {
+            case .double(let number) where number.isFinite: return number
+            case .int64(let number): return Double(number)
+            case let other: throw bad(column, other, "a date (a number)")
+            }
+        }
+        let idData = try blob(0, "item_id", count: ItemID.size)
+        guard let id = ItemID(idData) else { throw bad("item_id", value(0), "a blob of \(ItemID.size) bytes") }
+        guard case .int64(let code) = value(1), let accessibility = UInt8(exactly: code) else {
+            throw bad("accessibility", value(1), "an accessibility code")
+        }
+        let sealed = try blob(2, "sealed")
+        let created = try date(3, "created")
+        let modified = try date(4, "modified")
+        let mac = try blob(5, "row_mac", count: ItemCodec.rowMACSize)
+        return StoredRow(id: id, accessibility: accessibility, sealed: Array(sealed), created: created, modified: modified, mac: Array(mac))
     }
 
     /// Maps a GRDB or SQLite error to a keychain error.

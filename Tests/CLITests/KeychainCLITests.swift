@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Synchronization
 
 /// Runs the built `securefoundation keychain …` and checks exit codes and output bytes.
 @Suite struct KeychainCLITests {
@@ -20,7 +21,7 @@ import Testing
         return nil
     }()
 
-    final class Home {
+    final class Home: Sendable {
         let path: String
         init() throws {
             path = (FileManager.default.temporaryDirectory.path as NSString).appendingPathComponent("kc-cli-\(UUID().uuidString)")
@@ -140,5 +141,77 @@ import Testing
             #expect(help.status == 0)
             #expect(help.stdout.contains("securefoundation keychain \(verb)"), "\(verb)")
         }
+    }
+}
+
+/// Attacks and faults through the command line: a mistyped column, a row moved to a weaker
+/// class, concurrent `-U`.
+@Suite struct KeychainCLIRobustnessTests {
+    let cli = KeychainCLITests()
+
+    private func sqlite(_ home: KeychainCLITests.Home, _ script: String) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            db.executescript(sys.argv[2])
+            db.commit()
+            """, home.path + "/home/keychain.sqlite", script]
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    @Test(arguments: ["created = 'abc'", "accessibility = 'xyz'", "sealed = 12345", "modified = 'x'"])
+    func aMistypedColumnExitsWithAnErrorNotASignal(assignment: String) throws {
+        let home = try KeychainCLITests.Home()
+        #expect(try cli.run(home, ["add-generic-password", "-s", "mail", "-a", "alice", "-w", "pw", "--accessibility", "always"]).status == 0)
+        #expect(try cli.run(home, ["add-generic-password", "-s", "news", "-a", "bob", "-w", "pw2", "--accessibility", "always"]).status == 0)
+        // mail/alice's row is the older one.
+        guard try sqlite(home, "UPDATE keychain_items SET \(assignment) WHERE created = (SELECT min(created) FROM keychain_items)") == 0 else {
+            Issue.record("python3 with sqlite3 is needed"); return
+        }
+        let find = try cli.run(home, ["find-generic-password", "-s", "mail", "-a", "alice", "-w"])
+        #expect(find.status == 1, "\(find.status) \(find.stderr)")
+        #expect(find.stderr.contains("keychain corrupted or tampered with"), "\(find.stderr)")
+        #expect(find.stdout.isEmpty)
+        let other = try cli.run(home, ["find-generic-password", "-s", "news", "-a", "bob", "-w"])
+        #expect(other.status == 0 && other.stdout == "pw2\n", "\(other.stderr)")
+        #expect(try cli.run(home, ["delete-generic-password", "-s", "mail", "-a", "alice"]).status == 0)
+    }
+
+    @Test func minimumAccessibilityRefusesAWeakerItem() throws {
+        let home = try KeychainCLITests.Home()
+        #expect(try cli.run(home, ["add-generic-password", "-s", "api", "-a", "token", "-w", "t", "--accessibility", "always"]).status == 0)
+        let refused = try cli.run(home, ["find-generic-password", "-s", "api", "-a", "token", "-w", "--minimum-accessibility", "afterFirstUnlock"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("stored as always, weaker than the afterFirstUnlock required"), "\(refused.stderr)")
+        #expect(refused.stdout.isEmpty)
+        let accepted = try cli.run(home, ["find-generic-password", "-s", "api", "-a", "token", "-w", "--minimum-accessibility", "always"])
+        #expect(accepted.status == 0 && accepted.stdout == "t\n")
+    }
+
+    /// Several processes run `add-generic-password -U` on one item while another deletes it:
+    /// every -U succeeds (it used to update, find nothing, then fail to add as a duplicate).
+    @Test func concurrentUpsertsNeverReportADuplicate() throws {
+        let home = try KeychainCLITests.Home()
+        #expect(try cli.run(home, ["add-generic-password", "-s", "race", "-a", "a", "-w", "0", "--accessibility", "always"]).status == 0)
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { worker in
+            for round in 0..<15 {
+                do {
+                    if worker == 0 {
+                        _ = try cli.run(home, ["delete-generic-password", "-s", "race", "-a", "a"])
+                    } else {
+                        let result = try cli.run(home, ["add-generic-password", "-U", "-s", "race", "-a", "a", "-w", "\(worker)-\(round)", "--accessibility", "always"])
+                        if result.status != 0 { failures.withLock { $0.append("\(result.status): \(result.stderr)") } }
+                    }
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+        }
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
     }
 }

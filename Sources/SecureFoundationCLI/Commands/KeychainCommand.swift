@@ -124,7 +124,8 @@ struct AddGenericPassword: ParsableCommand {
         commandName: "add-generic-password",
         abstract: "Add a generic password item.",
         discussion: """
-        Without -U an existing item with the same service and account is an error (exit 45).
+        Without -U an existing item with the same service and account is an error (exit 45);
+        with -U the item is added or replaced in one write, so concurrent -U never fails.
         The password comes from -w, from standard input with `-w -`, or else from the terminal.
 
         Examples:
@@ -169,13 +170,8 @@ struct AddGenericPassword: ParsableCommand {
             let keychain = try store.open()
             let key = ItemKey.generic(service: service, account: account)
             if update {
-                do {
-                    try keychain.update(KeychainQuery(service: service, account: account),
-                                        with: ItemUpdate(data: secret, accessibility: accessibility,
-                                                         label: label.map { .some($0) }, comment: comment.map { .some($0) }))
-                } catch KeychainError.itemNotFound {
-                    try keychain.add(secret, for: key, accessibility: accessibility, label: label, comment: comment)
-                }
+                // One upsert: another process adding the item meanwhile cannot make it a duplicate.
+                try keychain.addOrUpdate(secret, for: key, accessibility: accessibility, label: label, comment: comment)
             } else {
                 try keychain.add(secret, for: key, accessibility: accessibility, label: label, comment: comment)
             }
@@ -196,6 +192,7 @@ struct FindGenericPassword: ParsableCommand {
         Examples:
           securefoundation keychain find-generic-password -s mail -a alice
           securefoundation keychain find-generic-password -s mail -a alice -w --passcode-file passcode.txt
+          securefoundation keychain find-generic-password -s api -a token -w --minimum-accessibility whenUnlocked --passcode-file passcode.txt
         """
     )
 
@@ -208,12 +205,18 @@ struct FindGenericPassword: ParsableCommand {
     @Flag(name: .customShort("w"), help: "Print only the password (followed by a newline).")
     var passwordOnly = false
 
+    @Option(name: .customLong("minimum-accessibility"), help: ArgumentHelp(
+        "Refuse (exit 1) an item stored under a weaker class than this one (whenUnlocked > afterFirstUnlock > always; ThisDeviceOnly also requires a device-bound item).",
+        valueName: "accessibility"))
+    var minimumAccessibility: String?
+
     @OptionGroup var store: KeychainStoreOptions
 
     func run() throws {
         do {
+            let minimum = try minimumAccessibility.map { try KeychainCommand.accessibility($0) }
             let keychain = try store.open()
-            let query = KeychainQuery(service: service, account: account, limit: .one,
+            let query = KeychainQuery(service: service, account: account, minimumAccessibility: minimum, limit: .one,
                                       returning: passwordOnly ? .data : .attributes)
             guard let match = try keychain.copyMatching(query).first else {
                 throw KeychainError.itemNotFound(query.itemClass.description)
