@@ -2,11 +2,23 @@ import Foundation
 import Testing
 import GRDB
 import Cipher
+import Crypto
 @testable import Keychain
 
 /// The byte encodings of docs/FORMATS.md (section Keychain), written out by hand.
 @Suite struct EncodingTests {
     private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+    /// The row MAC of FORMATS.md, against a value computed with Python's hmac module.
+    @Test func rowMACKnownAnswer() throws {
+        let key = SymmetricKey(data: Array(0..<32) as [UInt8])
+        var idBytes: [UInt8] = [1]
+        for index in 0..<32 { idBytes.append(UInt8(0xA0 + index % 16)) }
+        let id = try #require(ItemID(Data(idBytes)))
+        let sealed = bytes("SFSD") + Array(0..<20)
+        let mac = ItemCodec.rowMAC(id: id, accessibility: 0x13, sealed: sealed, prototype: HMAC<SHA256>(key: key))
+        #expect(Encoding.hex(mac) == "b0d790ea92a29126f53fc5a1f951e3cc")
+    }
 
     @Test func nameIndexInputOfAGenericPassword() {
         let input = ItemCodec.nameIndexInput(.generic(service: "svc", account: "é"))
