@@ -279,6 +279,123 @@ public final class Keychain: @unchecked Sendable {
         }
     }
 
+    /// Every key that may open a record of the class: the current key, asked of the source again
+    /// (a rotation elsewhere replaces it), then the retired ones, newest first.
+    private func openingRing(_ code: UInt8) throws -> Keyring {
+        let accessibility = try ItemCodec.accessibility(code: Int64(code))
+        lock.withLock { sealingKeys[code] = nil }
+        let current = try sealingKey(code).key
+        let retired: [SecretBytes]
+        do {
+            retired = try keySource.retiredClassKeys(for: accessibility)
+        } catch {
+            throw KeychainError.fromKeySource(error)
+        }
+        var keys = [current]
+        for raw in retired {
+            guard let key = try? SealingKey(key: raw), !keys.contains(where: { $0.id == key.id }) else { continue }
+            keys.append(key)
+        }
+        do {
+            return try Keyring(keys)
+        } catch {
+            throw KeychainError.keyUnavailable("the \(accessibility.name) class keys do not form a keyring: \(error)")
+        }
+    }
+
+    // MARK: Class-key rotation
+
+    /// Replaces the class keys at the key source (for a `CryptoManager`: a new class master and a
+    /// new always key, see `CryptoManager.rotateClassKeys()`), then re-seals every item under
+    /// the new keys with ``resealUnderCurrentClassKeys()``. Afterwards an old copy of the
+    /// vault's state or of `always.key` opens no item, even with the passcode of the time.
+    ///
+    /// Crash safety: the source keeps the replaced keys as retired keys, and each batch of
+    /// re-sealed rows is one transaction that replaces a row only if it is still the row that was
+    /// read; so a kill at any moment leaves every item readable, under its old or its new key.
+    /// Call ``resealUnderCurrentClassKeys()`` (or this again) to finish an interrupted run.
+    /// - Returns: The number of items re-sealed.
+    /// - Throws: ``KeychainError/invalidArgument(_:)`` when the key source cannot rotate,
+    ///   ``KeychainError/interactionNotAllowed(_:_:)`` while the vault is locked, database errors.
+    @discardableResult
+    public func rotateClassKeys() throws -> Int {
+        guard let source = keySource as? any ClassKeyRotatingSource else {
+            throw KeychainError.invalidArgument("this keychain's key source cannot rotate class keys (it does not conform to ClassKeyRotatingSource)")
+        }
+        try flush()
+        do {
+            try source.rotateClassKeys()
+        } catch {
+            throw KeychainError.fromKeySource(error)
+        }
+        lock.withLock { sealingKeys.removeAll() }
+        return try resealUnderCurrentClassKeys()
+    }
+
+    /// Re-seals every item whose record names a class key other than its class's current one
+    /// (sealed before a class-key rotation), in transactions of at most ``resealBatchSize`` rows.
+    /// A row changed by another writer since it was read is left to that writer. Needs every
+    /// class key of the items present (the vault unlocked).
+    /// - Returns: The number of items re-sealed (0 when all are current).
+    /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)``, ``KeychainError/corrupted(_:)`` for an
+    ///   item that does not open, database errors.
+    @discardableResult
+    public func resealUnderCurrentClassKeys() throws -> Int {
+        try flush()
+        lock.withLock { sealingKeys.removeAll() }
+        var batch: [(old: StoredRow, new: StoredRow)] = []
+        var count = 0
+        for itemClass in ItemClass.allCases {
+            for row in try rows(itemClass: itemClass, group: nil) {
+                let current = try sealingKey(row.accessibility).key
+                guard case .key(let id)? = try? Sealed.parseHeader(row.sealed).keySource, id != current.id else { continue }
+                let context = ItemCodec.itemContext(accessibility: row.accessibility, id: row.id)
+                let sealed = try withOpened(row, describing: "an item (id \(Encoding.hex(row.id.bytes.prefix(9))))") { plain, _, _ in
+                    do {
+                        return try Sealed.seal(plain, with: current, context: context)
+                    } catch {
+                        throw KeychainError.keyUnavailable("sealing failed: \(error)")
+                    }
+                }
+                var resealed = row
+                resealed.sealed = sealed
+                resealed.mac = ItemCodec.rowMAC(id: row.id, accessibility: row.accessibility, sealed: sealed, prototype: indexMAC)
+                batch.append((row, resealed))
+                if batch.count >= Keychain.resealBatchSize {
+                    count += try commitReseal(batch)
+                    batch.removeAll(keepingCapacity: true)
+                }
+            }
+        }
+        count += try commitReseal(batch)
+        return count
+    }
+
+    /// Rows re-sealed per transaction.
+    static let resealBatchSize = 256
+
+    /// Writes re-sealed rows in one transaction, each only where the row is still as it was read.
+    private func commitReseal(_ batch: [(old: StoredRow, new: StoredRow)]) throws -> Int {
+        guard !batch.isEmpty else { return 0 }
+        do {
+            return try writer.inDatabase { db -> Int in
+                var changed = 0
+                try db.inTransaction(.immediate) {
+                    for (old, new) in batch {
+                        try db.execute(sql: KeychainSchema.resealSQL,
+                                       arguments: [Data(new.sealed), Data(new.mac), old.id.data, Data(old.sealed)])
+                        changed += db.changesCount
+                    }
+                    _ = try Int64.fetchOne(db, sql: KeychainSchema.bumpGenerationSQL)
+                    return .commit
+                }
+                return changed
+            }
+        } catch {
+            throw KeychainSchema.map(error, path: path)
+        }
+    }
+
     // MARK: Sealing
 
     private func makeRow(key: ItemKey, value: UnsafeRawBufferPointer, accessibility: Accessibility,
@@ -320,10 +437,18 @@ public final class Keychain: @unchecked Sendable {
         guard ConstantTime.equals(expected, row.mac) else {
             throw KeychainError.corrupted("\(item()) failed its class binding check: its accessibility, sealed record or id was changed in the file by someone without this keychain's keys")
         }
-        let sealing = try sealingKey(row.accessibility).ring
+        let context = ItemCodec.itemContext(accessibility: row.accessibility, id: row.id)
         var plain: [UInt8]
         do {
-            plain = try Sealed.open(row.sealed, with: sealing, context: ItemCodec.itemContext(accessibility: row.accessibility, id: row.id))
+            do {
+                plain = try Sealed.open(row.sealed, with: try sealingKey(row.accessibility).ring, context: context)
+            } catch CipherError.wrongKey {
+                // Sealed under another generation of the class key: before a rotation (a retired
+                // key), or after one made by another process (a newer current key).
+                plain = try Sealed.open(row.sealed, with: try openingRing(row.accessibility), context: context)
+            }
+        } catch let error as KeychainError {
+            throw error
         } catch {
             throw KeychainError.corrupted("\(item()) failed its integrity check (\(error)): changed bytes, or a record moved from another item\(Keychain.keyGoneHint(error))")
         }

@@ -19,6 +19,27 @@ public protocol KeychainKeySource: Sendable {
     /// - Returns: The key.
     /// - Throws: An error when the key cannot be obtained.
     func blindIndexKey() throws -> SecretBytes
+
+    /// The keys of a protection class's earlier generations, newest first, for opening items
+    /// sealed before a class-key rotation (records name their key by fingerprint). The default
+    /// is none. The keychain wipes what it is given.
+    /// - Parameter accessibility: The item's accessibility.
+    /// - Throws: As ``classKey(for:)``.
+    func retiredClassKeys(for accessibility: Accessibility) throws -> [SecretBytes]
+}
+
+extension KeychainKeySource {
+    /// No earlier generations.
+    public func retiredClassKeys(for accessibility: Accessibility) throws -> [SecretBytes] { [] }
+}
+
+/// A key source whose class keys can be replaced by new ones (the earlier generations staying
+/// available through ``KeychainKeySource/retiredClassKeys(for:)``). ``Keychain/rotateClassKeys()``
+/// uses it.
+public protocol ClassKeyRotatingSource: KeychainKeySource {
+    /// Replaces every class key with a new one; the replaced keys become retired keys.
+    /// - Throws: An error saying why the keys cannot be rotated (for example a locked vault).
+    func rotateClassKeys() throws
 }
 
 /// A key source that derives every key from one 32-byte master key with HKDF-SHA256, with no
@@ -57,6 +78,10 @@ public final class StaticKeySource: KeychainKeySource, @unchecked Sendable {
     /// - Returns: The derived blind-index key.
     public func blindIndexKey() throws -> SecretBytes { indexKey }
 }
+
+/// The Vault's `rotateClassKeys()` replaces the class master and the always key; its
+/// `retiredClassKeys(for:)` gives the earlier generations (at most 16).
+extension CryptoManager: ClassKeyRotatingSource {}
 
 extension CryptoManager: KeychainKeySource {
     /// The keychain's blind-index key: the device sub-key for the purpose "keychain blind index v1".

@@ -72,6 +72,8 @@ enum KeychainSchema {
             created = coalesce(?4, keychain_items.created), row_mac = excluded.row_mac
         """
     static let deleteSQL = "DELETE FROM keychain_items WHERE item_id = ?"
+    /// A re-sealed record, written only where the row still holds the record that was read.
+    static let resealSQL = "UPDATE keychain_items SET sealed = ?, row_mac = ? WHERE item_id = ? AND sealed = ?"
     static let selectColumns = "item_id, accessibility, sealed, created, modified, row_mac"
     static let selectOneSQL = "SELECT \(selectColumns) FROM keychain_items WHERE item_id = ?"
     static let existsSQL = "SELECT 1 FROM keychain_items WHERE item_id = ?"
