@@ -30,10 +30,12 @@ struct VaultCLITests {
             return path
         }
 
-        func vault(_ arguments: [String]) throws -> Result {
+        func vault(_ arguments: [String]) throws -> Result { try run(["vault"] + arguments) }
+
+        func run(_ arguments: [String], home: String? = nil) throws -> Result {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: try ShredCLITests.binary())
-            process.arguments = ["vault"] + arguments + ["--home", home, "--device-key", deviceKey]
+            process.arguments = arguments + ["--home", home ?? self.home, "--device-key", deviceKey]
             let output = Pipe(), errors = Pipe()
             process.standardOutput = output
             process.standardError = errors
@@ -243,6 +245,40 @@ struct VaultCLITests {
         let second = try ws.vault(["unlock", "--passcode-file", bad])
         #expect(second.status == 5, "\(second.stderr)")
         #expect(try ws.vault(["status"]).stdout.contains("state: erased"))
+    }
+
+    /// After rotate-class-keys, an old copy of vault.state and always.key with the passcode of
+    /// the time opens no keychain item; the real vault opens them all.
+    @Test func rotateClassKeysLeavesOldCopiesUseless() throws {
+        let ws = try Workspace()
+        let pin = try ws.file("pin", "1234")
+        #expect(try ws.vault(["init", "--passcode-file", pin]).status == 0)
+        for (account, accessibility) in [("wu", "whenUnlocked"), ("afu", "afterFirstUnlockThisDeviceOnly"), ("al", "always")] {
+            let add = try ws.run(["keychain", "add-generic-password", "-s", "svc", "-a", account, "-w", "v-\(account)",
+                                  "--accessibility", accessibility, "--passcode-file", pin])
+            #expect(add.status == 0, "\(add.stderr)")
+        }
+        let stale = ws.root + "/stale"
+        try FileManager.default.createDirectory(atPath: stale, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        for name in ["vault.state", "always.key"] { try FileManager.default.copyItem(atPath: ws.home + "/" + name, toPath: stale + "/" + name) }
+
+        let rotated = try ws.vault(["rotate-class-keys", "--passcode-file", pin])
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        #expect(rotated.stdout == "class keys rotated; keychain items re-sealed: 3\n")
+        let again = try ws.vault(["rotate-class-keys", "--reseal-only", "--passcode-file", pin])
+        #expect(again.stdout == "class keys unchanged; keychain items re-sealed: 0\n")
+        for account in ["wu", "afu", "al"] {
+            let find = try ws.run(["keychain", "find-generic-password", "-s", "svc", "-a", account, "-w", "--passcode-file", pin])
+            #expect(find.status == 0 && find.stdout == "v-\(account)\n", "\(find.stderr)")
+        }
+        // The attacker's home: the old state and always key beside the current keychain.
+        try FileManager.default.copyItem(atPath: ws.home + "/keychain.sqlite", toPath: stale + "/keychain.sqlite")
+        for account in ["wu", "afu", "al"] {
+            let find = try ws.run(["keychain", "find-generic-password", "-s", "svc", "-a", account, "-w", "--passcode-file", pin], home: stale)
+            #expect(find.status == 1 && find.stdout.isEmpty, "\(account): \(find.status) \(find.stdout)")
+        }
+        let wrong = try ws.vault(["rotate-class-keys", "--passcode-file", try ws.file("bad", "0000")])
+        #expect(wrong.status == 3)
     }
 
     @Test func usageErrors() throws {

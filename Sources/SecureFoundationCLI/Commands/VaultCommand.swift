@@ -72,7 +72,7 @@ struct VaultCommand: ParsableCommand {
         """,
         subcommands: [
             VaultInitCommand.self, VaultStatusCommand.self, VaultUnlockCommand.self, VaultChangePasscodeCommand.self,
-            VaultChangeQuestionsCommand.self, VaultRotateKeyCommand.self, VaultEraseCommand.self,
+            VaultChangeQuestionsCommand.self, VaultRotateKeyCommand.self, VaultRotateClassKeysCommand.self, VaultEraseCommand.self,
         ]
     )
 }
@@ -432,6 +432,61 @@ struct VaultRotateKeyCommand: ParsableCommand {
             let new = try manager.rotateKey(passcode: passcode, answers: answers)
             manager.lock()
             try VaultCLI.say("key rotated: \(old) -> \(Encoding.hex(new))")
+        }
+    }
+}
+
+struct VaultRotateClassKeysCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rotate-class-keys",
+        abstract: "Replace the class keys and re-seal every keychain item under the new ones.",
+        discussion: """
+        Replaces the class master (whenUnlocked and afterFirstUnlock keys) and the always key, \
+        then re-seals every item of the keychain (HOME/keychain.sqlite) under the new keys. \
+        Afterwards an old copy of vault.state and always.key, even with the passcode of the time, \
+        opens no keychain item. rotate-key and change-passcode do not do this: run this after a \
+        copy of the vault may have leaked.
+
+        The replaced keys are kept (sealed in the state) until nothing needs them, so an \
+        interruption at any moment leaves every item readable; run the command again, or with \
+        --reseal-only, to finish re-sealing without another rotation.
+
+        Exit status: 0 success, 1 error, 3 wrong passcode or answers, 4 wait, 5 erased, 64 usage.
+
+        Example:
+          securefoundation vault rotate-class-keys --passcode-file pin.txt
+        """
+    )
+
+    @OptionGroup var home: HomeOptions
+
+    @Option(name: .customLong("passcode-file"), help: "The passcode (`-` for stdin).")
+    var passcodeFile: String?
+
+    @Option(name: .customLong("answers-file"), help: "Unlock with the answers instead, one per line.")
+    var answersFile: String?
+
+    @Flag(name: .customLong("reseal-only"), help: "Only re-seal items still under earlier keys (finish an interrupted run).")
+    var resealOnly = false
+
+    func validate() throws {
+        if passcodeFile != nil && answersFile != nil { throw ValidationError("give --passcode-file or --answers-file, not both") }
+    }
+
+    func run() throws {
+        try VaultCLI.run {
+            let manager = try home.manager()
+            try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
+            defer { manager.lock() }
+            var resealed = 0
+            if access(manager.directory + "/keychain.sqlite", F_OK) == 0 {
+                let keychain = try Keychain(manager: manager)
+                resealed = try resealOnly ? keychain.resealUnderCurrentClassKeys() : keychain.rotateClassKeys()
+                try keychain.close()
+            } else if !resealOnly {
+                try manager.rotateClassKeys()
+            }
+            try VaultCLI.say("\(resealOnly ? "class keys unchanged" : "class keys rotated"); keychain items re-sealed: \(resealed)")
         }
     }
 }
