@@ -24,8 +24,12 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
     case notUTF8(String)
     /// The key source failed for a reason other than an unavailable class key.
     case keyUnavailable(String)
-    /// The database failed (busy beyond the timeout, disk full, I/O error...).
+    /// The database failed (busy beyond the timeout, I/O error...).
     case database(String)
+    /// The file system holding the keychain is full: `path` (the database, its write-ahead log
+    /// `-wal` or its shared-memory index `-shm`) could not grow. Nothing was half-written: the
+    /// transaction was rolled back, and writes not yet committed stay queued for a later flush.
+    case diskFull(path: String, detail: String)
     /// A legacy keychain file could not be read.
     case legacyFormat(String)
     /// The item is stored under a weaker class than the caller requires (see
@@ -55,6 +59,8 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
         case .notUTF8(let item): return "the value of \(item) is not valid UTF-8 text; read it as data"
         case .keyUnavailable(let detail): return "key unavailable: \(detail)"
         case .database(let detail): return "keychain database error: \(detail)"
+        case let .diskFull(path, detail):
+            return "the disk is full: \(path) could not grow (\(detail)); free some space on that file system and try again (writes not yet committed stay queued)"
         case .legacyFormat(let detail): return "legacy keychain unreadable: \(detail)"
         case let .accessibilityTooWeak(item, stored, required):
             return "refusing \(item): it is stored as \(stored.name), weaker than the \(required.name) required; store it again with the required accessibility if that is what it should have"

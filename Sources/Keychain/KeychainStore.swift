@@ -129,11 +129,44 @@ enum KeychainSchema {
         return StoredRow(id: id, accessibility: accessibility, sealed: Array(sealed), created: created, modified: modified, mac: Array(mac))
     }
 
-    /// Maps a GRDB or SQLite error to a keychain error.
+    /// The file an I/O error of SQLite concerns, by extended code.
+    private static func fileOf(_ extended: Int32, path: String) -> String? {
+        switch extended {
+        case 4874, 4618, 5386, 5130:   // SHMSIZE, SHMOPEN, SHMMAP, SHMLOCK
+            return path + "-shm"
+        case 778, 1034, 1290, 1546, 6154, 13:   // WRITE, FSYNC, DIR_FSYNC, TRUNCATE, MMAP, FULL
+            return path + " (or its -wal log)"
+        default:
+            return nil
+        }
+    }
+
+    /// Whether the file system of `path` has no block left for an unprivileged writer.
+    static func fileSystemIsFull(_ path: String) -> Bool {
+        var info = statvfs()
+        guard statvfs(SecureFile.directoryOf(path), &info) == 0 else { return false }
+        return info.f_bavail <= 2
+    }
+
+    private static func diskFull(_ error: DatabaseError, path: String, detail: String) -> KeychainError? {
+        let extended = error.extendedResultCode.rawValue
+        if error.resultCode == .SQLITE_FULL {
+            return .diskFull(path: fileOf(extended, path: path) ?? path + " (or its -wal log)", detail: detail)
+        }
+        guard error.resultCode == .SQLITE_IOERR, let file = fileOf(extended, path: path), fileSystemIsFull(path) else { return nil }
+        return .diskFull(path: file, detail: detail)
+    }
+
+    /// Maps a GRDB or SQLite error to a keychain error. A full disk is ``KeychainError/diskFull(path:detail:)``
+    /// naming the file that could not grow: SQLite reports it as SQLITE_FULL, or, when its
+    /// shared-memory index or a write of the log fails, as an I/O error whose extended code names
+    /// the operation (4874 is "the -shm file could not be extended"); those count as a full disk
+    /// when the file system has no free block left.
     static func map(_ error: any Error, path: String) -> KeychainError {
         if let error = error as? KeychainError { return error }
         if let error = error as? DatabaseError {
             let detail = "\(error.message ?? "SQLite error") (SQLite code \(error.extendedResultCode.rawValue))"
+            if let full = diskFull(error, path: path, detail: detail) { return full }
             switch error.resultCode {
             case .SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_FORMAT:
                 return .corrupted("\(path): \(detail)")

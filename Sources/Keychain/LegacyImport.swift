@@ -22,15 +22,29 @@ extension Keychain {
     ///     legacy file needed no unlock).
     ///   - overwrite: Whether to replace items that exist already.
     /// - Returns: Counts of imported and skipped items. The writes are flushed before returning.
+    /// The file is checked before it is parsed: at most 16 MiB and three levels of nesting (a
+    /// binary list's references are followed with bounds), so a hostile file cannot exhaust the
+    /// parser's stack or memory.
     /// - Throws: ``KeychainError/legacyFormat(_:)`` when the file is not such a property list;
     ///   ``KeychainError/interactionNotAllowed(_:_:)``; database errors.
     @discardableResult
     public func importLegacyKeychain(at path: String, accessibility: Accessibility = .always,
                                      overwrite: Bool = false) throws -> LegacyImportReport {
         let bytes: [UInt8]
-        do { bytes = try SecureFile.read(path) } catch { throw KeychainError.fromFile(error, path: path) }
+        do {
+            bytes = try SecureFile.read(path, maxLength: LegacyPlistGuard.maximumSize)
+        } catch SecureFile.Failure.system(_, _, EFBIG) {
+            throw KeychainError.legacyFormat("\(path) is larger than \(LegacyPlistGuard.maximumSize) bytes: not a legacy keychain")
+        } catch {
+            throw KeychainError.fromFile(error, path: path)
+        }
         var report = LegacyImportReport(imported: 0, skipped: 0)
         guard !bytes.isEmpty else { return report }
+        do {
+            try LegacyPlistGuard.check(bytes)
+        } catch {
+            throw KeychainError.legacyFormat("\(path) is refused unparsed: \(error)")
+        }
         let object: Any
         do {
             object = try PropertyListSerialization.propertyList(from: Data(bytes), options: [], format: nil)

@@ -102,3 +102,172 @@ import Vault
         #expect(try keychain.securePassword(forService: "s", account: "a") == "two")
     }
 }
+
+/// Hostile legacy keychain files are refused before `PropertyListSerialization` sees them.
+@Suite struct LegacyImportBoundsTests {
+    /// A binary property list of `depth` arrays each holding the next (1-byte refs and offsets
+    /// are not enough: 4 bytes each), the last one empty; `cycle` makes the last refer to the first.
+    static func nestedBinaryPlist(depth: Int, cycle: Bool = false) -> [UInt8] {
+        var bytes = Array("bplist00".utf8)
+        var offsets: [Int] = []
+        for index in 0..<depth {
+            offsets.append(bytes.count)
+            if index == depth - 1 && !cycle {
+                bytes.append(0xA0)
+            } else {
+                bytes.append(0xA1)
+                let child = UInt32(index == depth - 1 ? 0 : index + 1)
+                bytes += [UInt8(child >> 24), UInt8(child >> 16 & 0xFF), UInt8(child >> 8 & 0xFF), UInt8(child & 0xFF)]
+            }
+        }
+        let table = bytes.count
+        for offset in offsets {
+            let value = UInt32(offset)
+            bytes += [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+        }
+        func be64(_ value: Int) -> [UInt8] { (0..<8).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }
+        bytes += [0, 0, 0, 0, 0, 0, 4, 4] + be64(depth) + be64(0) + be64(table)
+        return bytes
+    }
+
+    private func refused(_ bytes: [UInt8], _ name: String) throws -> KeychainError? {
+        let dir = try TemporaryDirectory()
+        let file = dir.sub(name)
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        let keychain = try Keychain(directory: dir.sub("kc"), keySource: try TestKeySource())
+        return keychainError { _ = try keychain.importLegacyKeychain(at: file) }
+    }
+
+    @Test func deeplyNestedBinaryPlistIsRefused() throws {
+        let error = try refused(Self.nestedBinaryPlist(depth: 200_000), "nested.bplist")
+        guard case .legacyFormat(let detail)? = error else { Issue.record("got \(String(describing: error))"); return }
+        #expect(detail.contains("nests containers deeper than 3 levels"))
+    }
+
+    @Test func aReferenceCycleIsRefused() throws {
+        let error = try refused(Self.nestedBinaryPlist(depth: 2, cycle: true), "cycle.bplist")
+        guard case .legacyFormat? = error else { Issue.record("got \(String(describing: error))"); return }
+    }
+
+    @Test func deeplyNestedXMLIsRefused() throws {
+        let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<plist version=\"1.0\">"
+            + String(repeating: "<array>", count: 100_000) + String(repeating: "</array>", count: 100_000) + "</plist>\n"
+        let error = try refused(Array(xml.utf8), "nested.plist")
+        guard case .legacyFormat(let detail)? = error else { Issue.record("got \(String(describing: error))"); return }
+        #expect(detail.contains("nest deeper than 3 levels"))
+    }
+
+    @Test func anOversizedFileIsRefusedUnread() throws {
+        let dir = try TemporaryDirectory()
+        let file = dir.sub("huge")
+        #expect(FileManager.default.createFile(atPath: file, contents: Data()))
+        #expect(truncate(file, off_t(LegacyPlistGuard.maximumSize + 1)) == 0)
+        let keychain = try Keychain(directory: dir.sub("kc"), keySource: try TestKeySource())
+        guard case .legacyFormat(let detail)? = keychainError({ _ = try keychain.importLegacyKeychain(at: file) }) else {
+            Issue.record("an oversized file must be refused"); return
+        }
+        #expect(detail.contains("larger than"))
+    }
+
+    @Test func bogusTrailersAreRefused() throws {
+        var bytes = Self.nestedBinaryPlist(depth: 3)
+        bytes[bytes.count - 1] = 0xFF   // offset table beyond the file
+        guard case .legacyFormat? = try refused(bytes, "bad-trailer") else { Issue.record("bad trailer accepted"); return }
+        var wide = Self.nestedBinaryPlist(depth: 3)
+        wide[wide.count - 32 + 8] = 0x7F   // an absurd object count
+        guard case .legacyFormat? = try refused(wide, "bad-count") else { Issue.record("bad count accepted"); return }
+    }
+
+    /// The legacy shapes still import: binary (Foundation's writer) and XML.
+    @Test func wellFormedFilesStillImport() throws {
+        let legacy: [String: [String: Data]] = ["mail": ["alice": Data("pw".utf8)], "other": [:]]
+        for format in [PropertyListSerialization.PropertyListFormat.binary, .xml] {
+            let dir = try TemporaryDirectory()
+            let file = dir.sub("legacy")
+            try PropertyListSerialization.data(fromPropertyList: legacy, format: format, options: 0).write(to: URL(fileURLWithPath: file))
+            let keychain = try Keychain(directory: dir.sub("kc"), keySource: try TestKeySource())
+            #expect(try keychain.importLegacyKeychain(at: file).imported == 1)
+            #expect(try keychain.password(forService: "mail", account: "alice") == "pw")
+        }
+    }
+}
+
+/// A keychain on a small, full file system: every failure says the disk is full and names the
+/// file; nothing acknowledged is lost, and the queued writes commit once space is freed.
+@Suite struct DiskFullTests {
+    static func run(_ tool: String, _ arguments: [String]) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch { return -1 }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Fills the file system of `directory` to `freePages` free pages with one file.
+    static func fill(_ directory: String, leaving freePages: Int) {
+        let filler = directory + "/filler"
+        unlink(filler)
+        var info = statvfs()
+        guard statvfs(directory, &info) == 0 else { return }
+        let free = Int(info.f_bavail) * Int(info.f_frsize)
+        // Written in place (FileManager.createFile writes a temporary first, which does not fit).
+        try? Data(count: max(0, free - freePages * Int(info.f_frsize))).write(to: URL(fileURLWithPath: filler))
+    }
+
+    @Test(arguments: [0, 1, 3])
+    func aFullDiskIsReportedAsSuch(freePages: Int) throws {
+        let dir = try TemporaryDirectory()
+        let mountPoint = dir.sub("tmpfs")
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        guard Self.run("/bin/mount", ["-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs", mountPoint]) == 0 else {
+            print("skipping the disk-full keychain test: mounting a tmpfs is not permitted here (needs root)")
+            return
+        }
+        defer { _ = Self.run("/bin/umount", ["-l", mountPoint]) }
+        let source = try TestKeySource()
+        var configuration = Keychain.Configuration()
+        configuration.coalescingInterval = .seconds(60)   // commits only at flush
+        let keychain = try Keychain(directory: mountPoint + "/kc", keySource: source, configuration: configuration)
+        for index in 0..<10 { try keychain.setPassword("kept \(index)", forService: "s", account: "kept\(index)") }
+        try keychain.flush()
+
+        Self.fill(mountPoint, leaving: freePages)
+        let big = String(repeating: "x", count: 6000)
+        var failure: KeychainError?
+        for round in 0..<40 where failure == nil {
+            for index in 0..<8 { try keychain.setPassword(big, forService: "bulk", account: "r\(round)i\(index)") }
+            do { try keychain.flush() } catch let error as KeychainError { failure = error }
+        }
+        guard case .diskFull(let path, _)? = failure else {
+            Issue.record("expected diskFull, got \(String(describing: failure))"); return
+        }
+        #expect(path.hasPrefix(mountPoint + "/kc/keychain.sqlite"), "\(path)")
+        #expect(failure.map { "\($0)" }?.hasPrefix("the disk is full: ") == true)
+        // SQLite's "disk I/O error" of a shared-memory index that could not grow (extended code
+        // 4874) is a full disk naming the -shm file while the file system is full.
+        let database = mountPoint + "/kc/keychain.sqlite"
+        let shm = KeychainSchema.map(DatabaseError(resultCode: ResultCode(rawValue: 4874), message: "disk I/O error"), path: database)
+        guard case .diskFull(database + "-shm", _) = shm else { Issue.record("4874 on a full disk: \(shm)"); return }
+        // Reads of committed items work, or say the disk is full; never a bare I/O error.
+        do {
+            #expect(try keychain.password(forService: "s", account: "kept3") == "kept 3")
+        } catch let error as KeychainError {
+            guard case .diskFull = error else { Issue.record("a read failed with \(error)"); return }
+        }
+        // Freed space: the queued writes commit and everything reads.
+        unlink(mountPoint + "/filler")
+        guard case .database = KeychainSchema.map(DatabaseError(resultCode: ResultCode(rawValue: 4874), message: "disk I/O error"), path: database) else {
+            Issue.record("an I/O error with free space is not a full disk"); return
+        }
+        try keychain.flush()
+        #expect(keychain.pendingWriteCount == 0)
+        try keychain.close()
+        let reopened = try Keychain(directory: mountPoint + "/kc", keySource: source)
+        #expect(try reopened.password(forService: "s", account: "kept9") == "kept 9")
+        #expect(try reopened.accounts(forService: "bulk").count % 8 == 0)
+        try reopened.close()
+    }
+}
