@@ -62,7 +62,7 @@ let package = Package(
         .testTarget(name: "ShredderTests", dependencies: ["Shredder"], swiftSettings: strict),
         .testTarget(name: "AgeTests", dependencies: ["Age"], swiftSettings: strict),
         // Helper process for the vault's memory-scan test (reads secrets from files, prints its key on request).
-        .executableTarget(name: "VaultMemcheckChild", dependencies: ["Vault", "Cipher"], swiftSettings: strict),
+        .executableTarget(name: "VaultMemcheckChild", dependencies: ["Vault", "Cipher", "Keychain"], swiftSettings: strict),
         .testTarget(name: "VaultTests", dependencies: ["Vault", "VaultMemcheckChild"], swiftSettings: strict),
         .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.

@@ -1,5 +1,6 @@
 import Foundation
 import Crypto
+import CPlatform
 
 /// The AEAD algorithms of the sealed-data format.
 public enum SealAlgorithm: UInt8, Sendable, CaseIterable, Codable {
@@ -273,16 +274,21 @@ public enum Sealed {
         aad += header.encoded
         aad += context
         let symmetric = key.symmetricKey
+        var plain: Data
         do {
             switch header.algorithm {
             case .aes256GCM:
-                return Array(try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: symmetric, authenticating: aad))
+                plain = try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: symmetric, authenticating: aad)
             case .chaCha20Poly1305:
-                return Array(try ChaChaPoly.open(ChaChaPoly.SealedBox(combined: combined), using: symmetric, authenticating: aad))
+                plain = try ChaChaPoly.open(ChaChaPoly.SealedBox(combined: combined), using: symmetric, authenticating: aad)
             }
         } catch {
             throw CipherError.tampered
         }
+        // swift-crypto's plaintext buffer would be freed as it is: copy it out, then zero it in
+        // place (the Data is not shared, so this writes its own buffer) before it is released.
+        defer { plain.withUnsafeMutableBytes { if let base = $0.baseAddress { sf_secure_zero(base, $0.count) } } }
+        return Array(plain)
     }
 }
 

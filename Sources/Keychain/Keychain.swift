@@ -2,6 +2,7 @@ import Foundation
 import Crypto
 import GRDB
 import Cipher
+import CPlatform
 import Vault
 
 /// A keychain kept in the application's own storage: service / account / password items, as
@@ -483,9 +484,9 @@ public final class Keychain: @unchecked Sendable {
                               modificationDate: Date(timeIntervalSince1970: row.modified))
     }
 
-    /// Zeroes a temporary plaintext buffer.
+    /// Zeroes a temporary plaintext buffer (a write the optimiser keeps).
     static func zero(_ bytes: inout [UInt8]) {
-        for index in bytes.indices { bytes[index] = 0 }
+        bytes.withUnsafeMutableBytes { if let base = $0.baseAddress { sf_secure_zero(base, $0.count) } }
     }
 
     // MARK: Reading rows

@@ -6,12 +6,16 @@
 //   unlock-passcode  unlock with the passcode file                -> "key HEX"
 //   unlock-answers   unlock with the answers file                 -> "key HEX"
 //   encrypt          seal and open a message with the key     -> "sealed"
+//   keychain         add the --item-file secret as a whenUnlocked keychain item (account from
+//                    --account), read it back, wipe, close the keychain -> "read N"
+//   sealed-open      seal the --item-file secret under a new key, open it, wipe -> "opened N"
 //   purge            lock()                                       -> "locked"
 //   exit                                                          -> exits
 // Secrets are read from files straight into SecretBytes, never through argv or String.
 // The key is printed only so the test knows what to look for (a debug hook, never for applications).
 import Foundation
 import Cipher
+import Keychain
 @_spi(Testing) import Vault
 
 func argument(_ name: String) -> String? {
@@ -81,6 +85,28 @@ do {
                 let sealed = try manager.encrypt(Array("memory check".utf8))
                 let opened = try manager.decrypt(sealed)
                 reply(opened == Array("memory check".utf8) ? "sealed" : "error mismatch")
+            case "keychain":
+                guard let itemFile = argument("--item-file"), let account = argument("--account") else { reply("error usage"); continue }
+                let secret = try SecretBytes(contentsOfFile: itemFile)
+                let keychain = try Keychain(manager: manager)
+                try keychain.add(secret, for: .generic(service: "memcheck", account: account), accessibility: .whenUnlocked)
+                secret.wipe()
+                try keychain.flush()
+                let read = try keychain.securePasswordData(forService: "memcheck", account: account)
+                let count = read.count
+                read.wipe()
+                try keychain.close()
+                reply("read \(count)")
+            case "sealed-open":
+                guard let itemFile = argument("--item-file") else { reply("error usage"); continue }
+                let secret = try SecretBytes(contentsOfFile: itemFile)
+                let key = try SealingKey.generate()
+                let sealed = try secret.withUnsafeBytes { try Sealed.seal($0, with: key) }
+                secret.wipe()
+                var opened = try Sealed.open(sealed, with: key)
+                let count = opened.count
+                opened.withUnsafeMutableBytes { bytes in for index in bytes.indices { bytes[index] = 0 } }
+                reply("opened \(count)")
             case "purge":
                 manager.lock()
                 reply(manager.isUnlocked ? "unlocked" : "locked")

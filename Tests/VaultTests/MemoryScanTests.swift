@@ -213,4 +213,51 @@ struct MemoryScanTests {
         #expect(hits.isEmpty, "derived keys after purge: \(hits)")
         _ = child.send("exit")
     }
+
+    /// A keychain read and a sealed-data open leave no copy of the secret in the child's memory
+    /// once the caller has wiped what it was given (swift-crypto's plaintext buffer used to be
+    /// freed as it was, with the item's names and secret side by side).
+    @Test func keychainReadsAndSealedOpenLeaveNoPlaintext() throws {
+        guard let childPath = Self.childPath else {
+            Issue.record("securefoundation-memcheck-child was not built; run `swift build --build-tests`")
+            return
+        }
+        guard access("/proc/self/mem", R_OK) == 0 else {
+            print("skipping the memory scan: /proc is not available")
+            return
+        }
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let passcode = "pass-" + (try SecureRandom.string(length: 27, alphabet: SecureRandom.alphanumeric))
+        let item = "item-" + (try SecureRandom.string(length: 40, alphabet: SecureRandom.alphanumeric))
+        let account = "account-" + (try SecureRandom.string(length: 24, alphabet: SecureRandom.alphanumeric))
+        try SecureFile.writeAtomically(Array(passcode.utf8), to: fixture.root + "/passcode")
+        try SecureFile.writeAtomically(Array("a\nb\nc".utf8), to: fixture.root + "/answers")
+        try SecureFile.writeAtomically(Array(item.utf8), to: fixture.root + "/item")
+        let child = try Child(path: childPath, arguments: ["--home", fixture.home, "--device-key", fixture.root + "/device.key",
+                                                           "--passcode-file", fixture.root + "/passcode",
+                                                           "--answers-file", fixture.root + "/answers",
+                                                           "--item-file", fixture.root + "/item", "--account", account])
+        defer {
+            if child.process.isRunning { child.process.terminate() }
+            child.process.waitUntilExit()
+        }
+        let pid = child.process.processIdentifier
+        #expect(child.readLine() == "pid \(pid)")
+        try #require(child.send("setup").hasPrefix("key "))
+        let secret: [(String, [UInt8])] = [("item secret", Array(item.utf8))]
+        // The names record as sealed: the account field followed, after the record, by the secret.
+        let record: [(String, [UInt8])] = [("account and secret", Array(account.utf8.suffix(12)) + Array(item.utf8.prefix(4)))]
+
+        #expect(child.send("keychain") == "read \(item.utf8.count)")
+        var hits = try Self.scan(pid: pid, for: secret)
+        #expect(hits.isEmpty, "after a keychain write and read: \(hits)")
+        hits = try Self.scan(pid: pid, for: record)
+        #expect(hits.isEmpty, "the item record after a keychain read: \(hits)")
+
+        #expect(child.send("sealed-open") == "opened \(item.utf8.count)")
+        hits = try Self.scan(pid: pid, for: secret)
+        #expect(hits.isEmpty, "after a sealed-data open: \(hits)")
+        _ = child.send("exit")
+    }
 }
