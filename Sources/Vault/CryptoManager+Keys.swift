@@ -121,30 +121,15 @@ extension CryptoManager {
         let state = try requireState()
         try checkSameVault(state, unlocked)
         try vaultCall {
-            var next = state
-            next.version = VaultState.currentVersion
-            next.eraseAfter = state.eraseAfter ?? (state.version < 2 ? attemptPolicy.eraseAfter : nil)
-            if next.questions != nil, next.questions?.normalization == nil { next.questions?.normalization = VaultState.currentNormalization }
             let current = try unlocked.secretsCopy()
             var retiredMasters = [current.classMaster] + current.retiredClassMasters
             while retiredMasters.count > VaultSecrets.maximumRetiredClassMasters { retiredMasters.removeLast().wipe() }
             let secrets = VaultSecrets(classMaster: try SecretBytes.random(count: 32), retired: current.retired,
                                        retiredClassMasters: retiredMasters)
-            do {
-                try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
-                let identity: FileIdentity? = try withFileLock {
-                    guard try VaultState.load(directory: directory) == state else {
-                        throw VaultError.corrupted("the vault changed while the class keys were being rotated; try again")
-                    }
-                    try rotateAlwaysKeyLocked()
-                    testHooks.step?("always key rotated")
-                    return try commit(next)
-                }
-                try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: try unlocked.appKey.copyKey(),
-                                         secrets: secrets, stateIdentity: identity))
-            } catch {
-                secrets.wipe()
-                throw error
+            try rewrite(state, unlocked: unlocked, expecting: state, secrets: secrets,
+                        during: "the class keys were being rotated") {
+                try rotateAlwaysKeyLocked()
+                testHooks.step?("always key rotated")
             }
         }
     }

@@ -251,44 +251,31 @@ extension CryptoManager {
         let kept = unlocked.retired.filter { entry in !ids.contains(entry.id) }
         guard kept.count != unlocked.retired.count else { return }
         try vaultCall {
-            var next = state
-            next.version = VaultState.currentVersion
-            next.eraseAfter = state.eraseAfter ?? (state.version < 2 ? attemptPolicy.eraseAfter : nil)
-            if next.questions != nil { next.questions?.normalization = VaultState.currentNormalization }
             let secrets = VaultSecrets(classMaster: try unlocked.classMaster.copyKey(),
                                        retired: try kept.map { (id: $0.id, key: try $0.key.copyKey()) },
                                        retiredClassMasters: try unlocked.retiredClassMasters.map { try $0.copyKey() })
-            do {
-                try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
-                let identity: FileIdentity? = try withFileLock {
-                    guard try VaultState.load(directory: directory) == state else {
-                        throw VaultError.corrupted("the vault changed while it was being updated; try again")
-                    }
-                    return try commit(next)
-                }
-                try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: try unlocked.appKey.copyKey(),
-                                         secrets: secrets, stateIdentity: identity))
-            } catch {
-                secrets.wipe()
-                throw error
-            }
+            try rewrite(state, unlocked: unlocked, expecting: state, secrets: secrets)
         }
     }
 
-    /// Re-seals the secret section for `next` (in the current state version) and commits it if
-    /// the file still holds `expected`; the keys in memory are bound to the new file.
-    func rewrite(_ next: VaultState, unlocked: UnlockedKeys, expecting expected: VaultState) throws {
+    /// Re-seals the secret section for `next` (in the current state version) with `secrets` (a
+    /// copy of the unlocked ones when nil, consumed either way) and commits it if the file still
+    /// holds `expected`, running `beforeCommit` under the lock first; the keys in memory are bound
+    /// to the new file.
+    func rewrite(_ next: VaultState, unlocked: UnlockedKeys, expecting expected: VaultState, secrets given: VaultSecrets? = nil,
+                 during operation: String = "it was being updated", beforeCommit: () throws -> Void = {}) throws {
         var next = next
         next.version = VaultState.currentVersion
         next.eraseAfter = expected.eraseAfter ?? (expected.version < 2 ? attemptPolicy.eraseAfter : nil)
         if next.questions != nil, next.questions?.normalization == nil { next.questions?.normalization = VaultState.currentNormalization }
-        let secrets = try unlocked.secretsCopy()
+        let secrets = try given ?? unlocked.secretsCopy()
         do {
             try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
             let identity: FileIdentity? = try withFileLock {
                 guard try VaultState.load(directory: directory) == expected else {
-                    throw VaultError.corrupted("the vault changed while it was being updated; try again")
+                    throw VaultError.corrupted("the vault changed while \(operation); try again")
                 }
+                try beforeCommit()
                 return try commit(next)
             }
             try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: try unlocked.appKey.copyKey(),

@@ -27,6 +27,25 @@ struct MemoryScanTests {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
+    /// The child's path when the scan can run here (else records or prints why not).
+    static func scannableChild() -> String? {
+        guard let childPath else {
+            Issue.record("securefoundation-memcheck-child was not built; run `swift build --build-tests`")
+            return nil
+        }
+        guard access("/proc/self/mem", R_OK) == 0 else {
+            print("skipping the memory scan: /proc is not available")
+            return nil
+        }
+        return childPath
+    }
+
+    /// The child's arguments for a fixture with `passcode` and `answers` files in its root.
+    static func childArguments(_ fixture: VaultFixture, _ extra: [String] = []) -> [String] {
+        ["--home", fixture.home, "--device-key", fixture.root + "/device.key",
+         "--passcode-file", fixture.root + "/passcode", "--answers-file", fixture.root + "/answers"] + extra
+    }
+
     /// A child process driven line by line.
     final class Child {
         let process = Process()
@@ -138,14 +157,7 @@ struct MemoryScanTests {
     }
 
     @Test func keyPasscodeAndAnswersLeaveNoTraceAfterPurge() throws {
-        guard let childPath = Self.childPath else {
-            Issue.record("securefoundation-memcheck-child was not built; run `swift build --build-tests`")
-            return
-        }
-        guard access("/proc/self/mem", R_OK) == 0 else {
-            print("skipping the memory scan: /proc is not available")
-            return
-        }
+        guard let childPath = Self.scannableChild() else { return }
         let fixture = try VaultFixture()
         defer { fixture.cleanup() }
         // Distinctive secrets, lowercase ASCII so the normalized answers equal the given bytes.
@@ -155,9 +167,7 @@ struct MemoryScanTests {
         try SecureFile.writeAtomically(Array(answers.joined(separator: "\n").utf8), to: fixture.root + "/answers")
         let secrets: [(String, [UInt8])] = [("passcode", Array(passcode.utf8))] + answers.enumerated().map { ("answer\($0.offset + 1)", Array($0.element.utf8)) }
 
-        let child = try Child(path: childPath, arguments: ["--home", fixture.home, "--device-key", fixture.root + "/device.key",
-                                                           "--passcode-file", fixture.root + "/passcode",
-                                                           "--answers-file", fixture.root + "/answers"])
+        let child = try Child(path: childPath, arguments: Self.childArguments(fixture))
         defer {
             if child.process.isRunning { child.process.terminate() }
             child.process.waitUntilExit()
@@ -218,14 +228,7 @@ struct MemoryScanTests {
     /// once the caller has wiped what it was given (swift-crypto's plaintext buffer used to be
     /// freed as it was, with the item's names and secret side by side).
     @Test func keychainReadsAndSealedOpenLeaveNoPlaintext() throws {
-        guard let childPath = Self.childPath else {
-            Issue.record("securefoundation-memcheck-child was not built; run `swift build --build-tests`")
-            return
-        }
-        guard access("/proc/self/mem", R_OK) == 0 else {
-            print("skipping the memory scan: /proc is not available")
-            return
-        }
+        guard let childPath = Self.scannableChild() else { return }
         let fixture = try VaultFixture()
         defer { fixture.cleanup() }
         let passcode = "pass-" + (try SecureRandom.string(length: 27, alphabet: SecureRandom.alphanumeric))
@@ -234,10 +237,7 @@ struct MemoryScanTests {
         try SecureFile.writeAtomically(Array(passcode.utf8), to: fixture.root + "/passcode")
         try SecureFile.writeAtomically(Array("a\nb\nc".utf8), to: fixture.root + "/answers")
         try SecureFile.writeAtomically(Array(item.utf8), to: fixture.root + "/item")
-        let child = try Child(path: childPath, arguments: ["--home", fixture.home, "--device-key", fixture.root + "/device.key",
-                                                           "--passcode-file", fixture.root + "/passcode",
-                                                           "--answers-file", fixture.root + "/answers",
-                                                           "--item-file", fixture.root + "/item", "--account", account])
+        let child = try Child(path: childPath, arguments: Self.childArguments(fixture, ["--item-file", fixture.root + "/item", "--account", account]))
         defer {
             if child.process.isRunning { child.process.terminate() }
             child.process.waitUntilExit()
