@@ -64,7 +64,8 @@ let package = Package(
         // Helper process for the vault's memory-scan test (reads secrets from files, prints its key on request).
         .executableTarget(name: "VaultMemcheckChild", dependencies: ["Vault", "Cipher", "Keychain"], swiftSettings: strict),
         .testTarget(name: "VaultTests", dependencies: ["Vault", "VaultMemcheckChild"], swiftSettings: strict),
-        .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
+        .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")],
+                    exclude: ["Fixtures"], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
         .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher"], swiftSettings: strict),
     ]

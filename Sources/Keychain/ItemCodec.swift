@@ -110,6 +110,14 @@ enum ItemCodec {
 
     // MARK: Class binding
 
+    /// The `index_key_check` value of a format: the first 16 bytes of HMAC-SHA256 under the
+    /// blind-index key of "SFKC index key check v1" (format 2) or "SFKC index key check v3"
+    /// (format 3). That they differ keeps a format-3 file from passing as a format-2 one.
+    static func indexKeyCheck(format: Int64, key: SymmetricKey) -> Data {
+        let label = format == 2 ? "SFKC index key check v1" : "SFKC index key check v3"
+        return Data(mac(Array(label.utf8), key: key).prefix(16))
+    }
+
     static let rowMACSize = 16
     private static let rowMACPrefix = Array("SFKC row v3".utf8) + [0]
 

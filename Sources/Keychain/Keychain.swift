@@ -154,7 +154,7 @@ public final class Keychain: @unchecked Sendable {
     }
 
     private func openSchema() throws {
-        let check = Data(ItemCodec.mac(Array("SFKC index key check v1".utf8), key: indexKey).prefix(16))
+        let check = ItemCodec.indexKeyCheck(format: KeychainSchema.formatVersion, key: indexKey)
         let marker = configuration.installMarkerPath
         do {
             let wiped: Int = try writer.inDatabase { db in
@@ -173,8 +173,16 @@ public final class Keychain: @unchecked Sendable {
                         try db.execute(sql: "INSERT INTO keychain_meta (key, value) VALUES ('format', ?), ('generation', 0), ('index_key_check', ?)",
                                        arguments: [KeychainSchema.formatVersion, check])
                     }
+                    // The check value depends on the format, so a format-3 file relabelled as format
+                    // 2 (to have its rows bound again by the upgrade) fails here: a format-2 check
+                    // exists only in files written before the upgrade.
+                    let expected = ItemCodec.indexKeyCheck(format: format ?? KeychainSchema.formatVersion, key: indexKey)
                     guard let stored = try Data.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'index_key_check'"),
-                          ConstantTime.equals(Array(stored), Array(check)) else {
+                          ConstantTime.equals(Array(stored), Array(expected)) else {
+                        if format == 2, let stored = try Data.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'index_key_check'"),
+                           ConstantTime.equals(Array(stored), Array(check)) {
+                            throw KeychainError.corrupted("\(path) says format 2 but was written in format 3: it was changed by someone without the keychain's keys (restore it from a backup)")
+                        }
                         throw KeychainError.keyUnavailable("the blind-index key is not the one \(path) was created with (another device key?); the items cannot be found with it")
                     }
                     if format == 2 { try upgradeFromFormat2(db) }
@@ -213,6 +221,8 @@ public final class Keychain: @unchecked Sendable {
         }
         for (mac, id) in tags { try db.execute(sql: KeychainSchema.setMACSQL, arguments: [mac, id]) }
         try db.execute(sql: "UPDATE keychain_meta SET value = ? WHERE key = 'format'", arguments: [KeychainSchema.formatVersion])
+        try db.execute(sql: "UPDATE keychain_meta SET value = ? WHERE key = 'index_key_check'",
+                       arguments: [ItemCodec.indexKeyCheck(format: KeychainSchema.formatVersion, key: indexKey)])
     }
 
     /// The `synchronous` setting of the writer and reader connections (2 is FULL), for tests.

@@ -151,10 +151,12 @@ import Vault
         try keychain.add(SecretBytes(utf8: "locked-value"), for: .generic(service: "s", account: "wu"), accessibility: .whenUnlocked)
         try keychain.close()
         let path = dir.sub("kc") + "/keychain.sqlite"
+        let formatTwoCheck = ItemCodec.indexKeyCheck(format: 2, key: try source.blindIndexKey().symmetricKey)
         let db = try DatabaseQueue(path: path)
         try db.write { db in
             try db.execute(sql: "ALTER TABLE keychain_items DROP COLUMN row_mac")
             try db.execute(sql: "UPDATE keychain_meta SET value = 2 WHERE key = 'format'")
+            try db.execute(sql: "UPDATE keychain_meta SET value = ? WHERE key = 'index_key_check'", arguments: [formatTwoCheck])
         }
         try db.close()
 
@@ -170,9 +172,33 @@ import Vault
         try check.close()
         #expect(format == 3)
         #expect(macs == 2)
+        let storedCheck = try DatabaseQueue(path: path).read { db in try Data.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'index_key_check'") }
+        #expect(storedCheck == ItemCodec.indexKeyCheck(format: 3, key: try source.blindIndexKey().symmetricKey))
         source.setUnlocked(true)
         let later = try open(dir, source)
         #expect(try later.securePassword(forService: "s", account: "wu") == "locked-value")
+    }
+
+    /// The attacker relabels a format-3 file as format 2 (dropping the MAC column) after moving
+    /// a row to the always class, hoping the upgrade binds the tampered row: refused.
+    @Test func aFormatThreeFileRelabelledAsFormatTwoIsRefused() throws {
+        let dir = try TemporaryDirectory()
+        let source = try TestKeySource()
+        let keychain = try open(dir, source)
+        try keychain.add(SecretBytes(utf8: "the real secret"), for: .generic(service: "bank", account: "alice"), accessibility: .whenUnlocked)
+        try keychain.close()
+        try downgrade(dir, alwaysKey: try source.classKey(for: .always), service: "bank", account: "alice",
+                      value: "the attacker's value", to: .always)
+        let db = try DatabaseQueue(path: dir.sub("kc") + "/keychain.sqlite")
+        try db.write { db in
+            try db.execute(sql: "ALTER TABLE keychain_items DROP COLUMN row_mac")
+            try db.execute(sql: "UPDATE keychain_meta SET value = 2 WHERE key = 'format'")
+        }
+        try db.close()
+        source.setUnlocked(false)
+        let error = keychainError { _ = try open(dir, source) }
+        #expect(error?.isCorrupted == true, "\(String(describing: error))")
+        #expect(error.map { "\($0)" }?.contains("says format 2 but was written in format 3") == true)
     }
 
     @Test func aNewerFormatIsRefused() throws {
@@ -185,5 +211,37 @@ import Vault
         let error = keychainError { _ = try open(dir, source) }
         #expect(error?.isCorrupted == true)
         #expect(error.map { "\($0)" }?.contains("newer version") == true)
+    }
+}
+
+/// A keychain written by the previous release (format 2, by its command line: `mail`/`alice`
+/// = "hunter2" as always, `api`/`token` = "device-bound token" as alwaysThisDeviceOnly with
+/// label "a label"), with its always key and device key: it opens, upgrades to format 3 and
+/// reads as it was.
+@Suite struct FormatTwoFixtureTests {
+    @Test func aKeychainOfThePreviousFormatOpensAndUpgrades() throws {
+        let dir = try TemporaryDirectory()
+        let fixture = packageRoot + "/Tests/KeychainTests/Fixtures/format2"
+        let home = dir.sub("home")
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        for (name, target) in [("keychain.sqlite", home + "/keychain.sqlite"), ("always.key", home + "/always.key"), ("device.key", dir.sub("device.key"))] {
+            try FileManager.default.copyItem(atPath: fixture + "/" + name, toPath: target)
+            #expect(chmod(target, 0o600) == 0)
+        }
+        let manager = try CryptoManager(directory: home, deviceKeyProvider: FileDeviceKeyProvider(path: dir.sub("device.key")))
+        let keychain = try Keychain(manager: manager)
+        #expect(try keychain.password(forService: "mail", account: "alice") == "hunter2")
+        let token = try keychain.copyMatching(KeychainQuery(service: "api", account: "token", returning: [.data, .attributes]))
+        #expect(token.first?.data.map(text) == "device-bound token")
+        #expect(token.first?.attributes?.label == "a label")
+        #expect(token.first?.attributes?.accessibility == .alwaysThisDeviceOnly)
+        try keychain.close()
+        let db = try DatabaseQueue(path: home + "/keychain.sqlite")
+        let (format, macs) = try db.read { db in
+            (try Int64.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'format'"),
+             try Int.fetchOne(db, sql: "SELECT count(*) FROM keychain_items WHERE length(row_mac) = 16"))
+        }
+        try db.close()
+        #expect(format == 3 && macs == 2)
     }
 }
