@@ -261,7 +261,8 @@ public struct ItemUpdate: Sendable {
 /// A summary of a stored item for listings, without its secret. Items whose class key is
 /// unavailable are listed with their accessibility only.
 public struct ItemSummary: Sendable {
-    /// The attributes, or nil when the class key needed to decrypt the names is unavailable.
+    /// The attributes, or nil when the class key needed to decrypt the names is unavailable or
+    /// the row failed its integrity check (see ``unavailable``).
     public var attributes: ItemAttributes?
     /// The item class (stored in the clear).
     public var itemClass: ItemClass

@@ -1207,8 +1207,9 @@ public final class Keychain: @unchecked Sendable {
         return result
     }
 
-    /// Every item, without secrets, for listings. Items whose class key is unavailable are listed
-    /// with their class and accessibility only.
+    /// Every item, without secrets, for listings. Items whose class key is unavailable, or whose
+    /// row fails its integrity check, are listed with their class and stored accessibility only
+    /// and the reason (``ItemSummary/unavailable``).
     /// - Returns: The summaries, oldest first.
     /// - Throws: Database errors and ``KeychainError/corrupted(_:)``.
     public func summaries() throws -> [ItemSummary] {
@@ -1219,9 +1220,11 @@ public final class Keychain: @unchecked Sendable {
                 do {
                     result.append(ItemSummary(attributes: try attributes(of: row), itemClass: itemClass, accessibility: accessibility, unavailable: nil))
                 } catch let error as KeychainError {
-                    if case .interactionNotAllowed = error {
+                    switch error {
+                    case .interactionNotAllowed, .corrupted:
+                        // Listed without names; a damaged row does not hide the others.
                         result.append(ItemSummary(attributes: nil, itemClass: itemClass, accessibility: accessibility, unavailable: error))
-                    } else {
+                    default:
                         throw error
                     }
                 }

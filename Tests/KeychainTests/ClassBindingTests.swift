@@ -53,8 +53,9 @@ import Vault
         let read = keychainError { _ = try reopened.password(forService: "bank", account: "alice") }
         #expect(read?.isCorrupted == true, "\(String(describing: read))")
         #expect(read.map { "\($0)" }?.contains("class binding") == true)
-        // The listing does not show the item as `always` with its names either.
-        #expect(keychainError { _ = try reopened.summaries() }?.isCorrupted == true)
+        // The listing does not show the item's names: it is listed as damaged.
+        let listed = try reopened.summaries()
+        #expect(listed.count == 1 && listed.first?.attributes == nil && listed.first?.unavailable?.isCorrupted == true)
         // A read that states the class refuses the weaker row before looking at it.
         let secure = keychainError { _ = try reopened.securePasswordData(forService: "bank", account: "alice") }
         if original.protectionClass == .whenUnlocked {
