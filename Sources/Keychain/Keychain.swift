@@ -128,14 +128,9 @@ public final class Keychain: @unchecked Sendable {
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
         }
         do {
-            writer = try DatabaseQueue(path: path, configuration: config)
-            reader = try DatabaseQueue(path: path, configuration: config)
-            // GRDB's WAL set-up runs after prepareDatabase and selects synchronous = NORMAL, under
-            // which a commit does not sync the WAL (it survives a crash of the process, not of
-            // the machine). flush() promises durability: every commit is synced.
-            for connection in [writer, reader] {
-                try connection.inDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-            }
+            // Both with synchronous = FULL; on a full disk, reads through one exclusive connection
+            // (see DiskFull.openConnections).
+            (writer, reader) = try DiskFull.openConnections(path: path, configuration: config)
         } catch {
             throw KeychainSchema.map(error, path: path)
         }

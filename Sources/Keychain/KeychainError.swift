@@ -86,6 +86,8 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
         switch error {
         case let SecureFile.Failure.insecurePermissions(path, reason, fix):
             return .insecurePermissions(path: path, detail: "\(reason); fix it with: \(fix)")
+        case let SecureFile.Failure.system(operation, path, code) where code == ENOSPC || code == EDQUOT:
+            return .diskFull(path: path, detail: "\(operation) failed: \(String(cString: strerror(code)))")
         case let SecureFile.Failure.system(operation, path, code) where code == EACCES || code == EPERM || code == EROFS:
             return .permissionDenied(path: path, detail: "\(operation) failed: \(String(cString: strerror(code)))")
         case let error as KeychainError:

@@ -270,4 +270,106 @@ import Vault
         #expect(try reopened.accounts(forService: "bulk").count % 8 == 0)
         try reopened.close()
     }
+
+    /// On a full disk a fresh process can still read the keychain (SQLite cannot create its
+    /// shared-memory index there), and every refused write says the disk is full and which file.
+    @Test func fullDiskKeepsReadsAndNamesTheFileOnWrites() throws {
+        guard let disk = try SmallFileSystem(kilobytes: 1024) else {
+            print("skipped: cannot mount a small tmpfs (needs root on Linux)")
+            return
+        }
+        let directory = (disk.path as NSString).appendingPathComponent("kc")
+        let source = try TestKeySource()
+        do {
+            let keychain = try Keychain(directory: directory, keySource: source)
+            for index in 0..<5 { try keychain.setPassword("value-\(index)", forService: "svc", account: "a\(index)") }
+            try keychain.flush()
+            try keychain.close()
+        }
+        disk.fill()
+        defer { disk.unfill() }
+
+        let keychain = try Keychain(directory: directory, keySource: source)
+        #expect(try keychain.password(forService: "svc", account: "a3") == "value-3")
+        #expect(try keychain.accounts(forService: "svc").count == 5)
+
+        let big = String(repeating: "x", count: 4096)
+        var refused = 0
+        for index in 0..<22 {
+            do {
+                try keychain.setPassword(big, forService: "svc", account: "new-\(index)")
+                try keychain.flush()
+            } catch KeychainError.diskFull(let path, _) {
+                refused += 1
+                #expect(path.hasPrefix(keychain.path), "\(path)")
+                #expect(KeychainError.diskFull(path: path, detail: "").description.hasPrefix("the disk is full: "))
+            } catch {
+                Issue.record("a refused write says \(error)")
+            }
+        }
+        #expect(refused > 0)
+        // Reads still work after the refused writes.
+        #expect(try keychain.password(forService: "svc", account: "a0") == "value-0")
+        try? keychain.close()
+
+        // Space freed: writes work again.
+        disk.unfill()
+        let again = try Keychain(directory: directory, keySource: source)
+        try again.setPassword("later", forService: "svc", account: "later")
+        try again.flush()
+        #expect(try again.password(forService: "svc", account: "later") == "later")
+        try again.close()
+    }
+
+    /// Errors from the file helpers with ENOSPC name the file.
+    @Test func noSpaceFromAFileOperationIsDiskFull() {
+        let error = KeychainError.fromFile(SecureFile.Failure.system(operation: "write", path: "/x/keychain.sqlite", errno: ENOSPC), path: "/x")
+        guard case let .diskFull(path, detail) = error else {
+            Issue.record("\(error)")
+            return
+        }
+        #expect(path == "/x/keychain.sqlite")
+        #expect(detail.contains("write failed"))
+    }
 }
+
+/// A small tmpfs mounted for one test (needs root, as CI has); nil when it cannot be mounted.
+final class SmallFileSystem {
+    let path: String
+    private let holder: TemporaryDirectory
+
+    init?(kilobytes: Int) throws {
+        #if os(Linux)
+        holder = try TemporaryDirectory()
+        path = holder.sub("mnt")
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        guard geteuid() == 0, mount("tmpfs", path, "tmpfs", 0, "size=\(kilobytes)k,mode=0700") == 0 else { return nil }
+        #else
+        return nil
+        #endif
+    }
+
+    /// Writes zeros to a file until the file system is full (bounded by its size).
+    func fill() {
+        let fd = open((path as NSString).appendingPathComponent("filler"), O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let block = [UInt8](repeating: 0, count: 1024)
+        for _ in 0..<100_000 {
+            if block.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) <= 0 { break }
+        }
+        // Fill the last partial block too.
+        for _ in 0..<1024 {
+            if block.withUnsafeBytes({ write(fd, $0.baseAddress, 1) }) <= 0 { break }
+        }
+    }
+
+    func unfill() { unlink((path as NSString).appendingPathComponent("filler")) }
+
+    deinit {
+        #if os(Linux)
+        umount2(path, Int32(MNT_DETACH))
+        #endif
+    }
+}
+
