@@ -85,6 +85,36 @@ import Vault
         #expect(attributes?.accessibility == .afterFirstUnlock)
     }
 
+    /// Six processes add-or-update one item while two delete it, each flushing every operation:
+    /// no upsert fails (a lookup-then-add would meet "duplicate item" when another process adds
+    /// the item between the two). Bounded: 300 operations per process.
+    @Test func eightProcessesUpsertAndDeleteOneItem() throws {
+        guard let worker = workerPath() else {
+            print("skipped: the KeychainWorker helper is not built (run swift build --build-tests)")
+            return
+        }
+        let dir = try TemporaryDirectory()
+        let source = try TestKeySource()
+        let path = dir.sub("kc")
+        try Keychain(directory: path, keySource: source).close()
+        var processes: [(Process, Pipe)] = []
+        for index in 0..<8 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: worker)
+            process.arguments = [index < 6 ? "upsert" : "delete", path, source.masterHex, "race", "item", "300"]
+            let errors = Pipe()
+            process.standardError = errors
+            try process.run()
+            processes.append((process, errors))
+        }
+        for (process, errors) in processes {
+            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationReason == .exit)
+            #expect(process.terminationStatus == 0, "\(message)")
+        }
+    }
+
     @Test func addOrUpdateKeepsLabelCommentAndCreationDate() throws {
         let dir = try TemporaryDirectory()
         let source = try TestKeySource()
