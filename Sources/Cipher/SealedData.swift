@@ -1,6 +1,5 @@
 import Foundation
 import Crypto
-import CPlatform
 
 /// The AEAD algorithms of the sealed-data format.
 public enum SealAlgorithm: UInt8, Sendable, CaseIterable, Codable {
@@ -274,7 +273,7 @@ public enum Sealed {
         aad += header.encoded
         aad += context
         let symmetric = key.symmetricKey
-        var plain: Data
+        let plain: Data
         do {
             switch header.algorithm {
             case .aes256GCM:
@@ -285,10 +284,9 @@ public enum Sealed {
         } catch {
             throw CipherError.tampered
         }
-        // swift-crypto's plaintext buffer would be freed as it is: copy it out, then zero it in
-        // place (the Data is not shared, so this writes its own buffer) before it is released.
-        defer { plain.withUnsafeMutableBytes { if let base = $0.baseAddress { sf_secure_zero(base, $0.count) } } }
-        return Array(plain)
+        // swift-crypto returns the plaintext in a buffer it allocated and frees unzeroed: copy it
+        // out, then zero that buffer before it is released (see PlaintextScrub).
+        return PlaintextScrub.take(plain)
     }
 }
 

@@ -682,6 +682,37 @@ public final class Keychain: @unchecked Sendable {
         }
     }
 
+    /// The ids of every item of a class (optionally one service), database and pending writes
+    /// merged. No other column is read, so a row with a damaged column is still found (and can
+    /// be deleted).
+    private func ids(itemClass: ItemClass, group: (UInt64, UInt64)?) throws -> [ItemID] {
+        lock.lock()
+        defer { lock.unlock() }
+        try checkOpenLocked()
+        var result = Set<ItemID>()
+        do {
+            try reader.inDatabase { db in
+                let (lower, upper) = ItemID.range(itemClass: itemClass.rawValue, group: group)
+                let rows = try Data.fetchCursor(db.cachedStatement(sql: KeychainSchema.selectRangeIDsSQL),
+                                                arguments: [lower, upper, Int64.max])
+                while let data = try rows.next() {
+                    if let id = ItemID(data) { result.insert(id) }
+                }
+            }
+        } catch {
+            throw KeychainSchema.map(error, path: path)
+        }
+        for overlay in [inFlight, pending] {
+            for (index, change) in overlay where index.itemClass == itemClass.rawValue && (group.map { index.isIn(group: $0) } ?? true) {
+                switch change {
+                case .delete: result.remove(index)
+                case .put: result.insert(index)
+                }
+            }
+        }
+        return result.sorted()
+    }
+
     // MARK: Writing
 
     private func enqueue(_ index: ItemID, _ change: PendingChange) throws {
@@ -1015,9 +1046,9 @@ public final class Keychain: @unchecked Sendable {
     /// - Throws: Database errors.
     @discardableResult
     public func deleteAccounts(forService service: String) throws -> Int {
-        let rows = try rows(itemClass: .genericPassword, group: group(.genericPassword, service))
-        for row in rows { try enqueue(row.id, .delete) }
-        return rows.count
+        let ids = try ids(itemClass: .genericPassword, group: group(.genericPassword, service))
+        for id in ids { try enqueue(id, .delete) }
+        return ids.count
     }
 
     /// Deletes every item of every class and service.
@@ -1027,9 +1058,9 @@ public final class Keychain: @unchecked Sendable {
     public func deleteAll() throws -> Int {
         var count = 0
         for itemClass in ItemClass.allCases {
-            let rows = try rows(itemClass: itemClass, group: nil)
-            for row in rows { try enqueue(row.id, .delete) }
-            count += rows.count
+            let ids = try ids(itemClass: itemClass, group: nil)
+            for id in ids { try enqueue(id, .delete) }
+            count += ids.count
         }
         return count
     }
