@@ -22,9 +22,22 @@ enum LegacyPlistGuard {
         }
         if bytes.starts(with: Array("bplist".utf8)) {
             try checkBinary(bytes)
-        } else {
+        } else if isXML(bytes) {
             try checkXML(bytes)
+        } else {
+            // The legacy files are binary or XML; the other text format (OpenStep) has its own
+            // parser, which is not handed untrusted input.
+            throw Refusal(description: "it is neither a binary nor an XML property list")
         }
+    }
+
+    /// Whether the text starts (after a byte-order mark and white space) with an XML declaration,
+    /// a document type or a `<plist` element.
+    private static func isXML(_ bytes: [UInt8]) -> Bool {
+        var index = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        let rest = bytes[index...]
+        return ["<?xml", "<!DOCTYPE", "<plist"].contains { rest.starts(with: Array($0.utf8)) }
     }
 
     /// XML: the nesting of `<dict>` and `<array>` elements, counted over the whole text

@@ -193,6 +193,14 @@ import Vault
         #expect(detail.contains("nest deeper than 3 levels"))
     }
 
+    @Test func otherFormatsAreRefusedUnparsed() throws {
+        let openStep = String(repeating: "(", count: 100_000) + String(repeating: ")", count: 100_000)
+        guard case .legacyFormat(let detail)? = try refused(Array(openStep.utf8), "openstep") else {
+            Issue.record("an OpenStep list must be refused"); return
+        }
+        #expect(detail.contains("neither a binary nor an XML property list"))
+    }
+
     @Test func anOversizedFileIsRefusedUnread() throws {
         let dir = try TemporaryDirectory()
         let file = dir.sub("huge")
