@@ -122,14 +122,16 @@ enum ItemCodec {
     private static let rowMACPrefix = Array("SFKC row v3".utf8) + [0]
 
     /// The `row_mac` column: the first 16 bytes of HMAC-SHA256, keyed by the blind-index key, of
-    /// "SFKC row v3", 0, the 33-byte item id, the accessibility code, then the sealed record.
-    /// Without the blind-index key (a device sub-key, kept outside the data directory) no one can
-    /// give a row another class, another record, or a record of another row.
-    static func rowMAC(id: ItemID, accessibility: UInt8, sealed: [UInt8], prototype: HMAC<SHA256>) -> [UInt8] {
+    /// "SFKC row v3", 0, the keychain's 16-byte id, the 33-byte item id, the accessibility code,
+    /// then the sealed record. Without the blind-index key (a device sub-key, kept outside the
+    /// data directory) no one can give a row another class, another record, a record of another
+    /// row, or a row of another keychain.
+    static func rowMAC(keychain: [UInt8], id: ItemID, accessibility: UInt8, sealed: [UInt8], prototype: HMAC<SHA256>) -> [UInt8] {
         var hmac = prototype
         var head = [UInt8]()
-        head.reserveCapacity(rowMACPrefix.count + ItemID.size + 1)
+        head.reserveCapacity(rowMACPrefix.count + keychain.count + ItemID.size + 1)
         head += rowMACPrefix
+        head += keychain
         id.append(to: &head)
         head.append(accessibility)
         head.withUnsafeBytes { hmac.update(data: $0) }

@@ -37,6 +37,13 @@ public final class Keychain: @unchecked Sendable {
         public var installMarkerPath: String?
         /// The most rows the read cache holds before it starts over.
         public var readCacheLimit: Int = 1_000_000
+        /// Whether a keychain of format 2 (written by earlier releases) is upgraded when opened.
+        /// The upgrade binds every row's class as the file states it, so a writer of the data
+        /// directory who kept a format-2 file's check value (any copy of a keychain of this
+        /// device key from before its upgrade) could relabel a format-3 file as format 2 with
+        /// rows of their choosing. Set it to false once every keychain of the application has
+        /// been opened by this version: a format-2 file is then refused as corrupted.
+        public var upgradesFormat2 = true
 
         /// The defaults.
         public init() {}
@@ -67,7 +74,10 @@ public final class Keychain: @unchecked Sendable {
     private var lastDataVersion: Int64 = -1
     private var lastWriteError: KeychainError?
     private var closed = false
-    private var sealingKeys: [UInt8: (raw: SecretBytes, key: SealingKey, ring: Keyring)] = [:]
+    private var sealingKeys: [UInt8: (raw: SecretBytes, key: SealingKey, ring: Keyring, fetched: UInt64)] = [:]
+    /// The keychain's random id (`keychain_id` in `keychain_meta`), part of every row MAC, so a
+    /// row cannot be moved from another keychain of the same device key. Set by `openSchema`.
+    private var keychainID: [UInt8] = []
     /// The ids present in the file for services (groups) that saw many existence checks (see
     /// ``exists(_:)``), kept current by this keychain's commits and dropped when another
     /// connection commits.
@@ -157,6 +167,12 @@ public final class Keychain: @unchecked Sendable {
                 try db.inTransaction(.immediate) {
                     for sql in KeychainSchema.createStatements { try db.execute(sql: sql) }
                     let format = try Int64.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'format'")
+                    if format == nil, try Int.fetchOne(db, sql: "SELECT count(*) FROM keychain_meta") ?? 0 > 0 {
+                        throw KeychainError.corrupted("\(path) has keychain metadata without a format: it was changed by someone without the keychain's keys (restore it from a backup)")
+                    }
+                    if format == 2 && !configuration.upgradesFormat2 {
+                        throw KeychainError.corrupted("\(path) has keychain format 2, which this application no longer upgrades (Configuration.upgradesFormat2 is off): a file put back from before its upgrade, or changed by someone without the keychain's keys")
+                    }
                     if let format {
                         guard format == KeychainSchema.formatVersion || format == 2 else {
                             let hint = format < KeychainSchema.formatVersion
@@ -165,8 +181,8 @@ public final class Keychain: @unchecked Sendable {
                             throw KeychainError.corrupted("\(path) has keychain format \(format); this library reads format \(KeychainSchema.formatVersion)\(hint)")
                         }
                     } else {
-                        try db.execute(sql: "INSERT INTO keychain_meta (key, value) VALUES ('format', ?), ('generation', 0), ('index_key_check', ?)",
-                                       arguments: [KeychainSchema.formatVersion, check])
+                        try db.execute(sql: "INSERT INTO keychain_meta (key, value) VALUES ('format', ?), ('generation', 0), ('index_key_check', ?), ('keychain_id', ?)",
+                                       arguments: [KeychainSchema.formatVersion, check, Data(try Keychain.newKeychainID())])
                     }
                     // The check value depends on the format, so a format-3 file relabelled as format
                     // 2 (to have its rows bound again by the upgrade) fails here: a format-2 check
@@ -180,6 +196,14 @@ public final class Keychain: @unchecked Sendable {
                         }
                         throw KeychainError.keyUnavailable("the blind-index key is not the one \(path) was created with (another device key?); the items cannot be found with it")
                     }
+                    if format == 2 {
+                        try db.execute(sql: "INSERT OR REPLACE INTO keychain_meta (key, value) VALUES ('keychain_id', ?)",
+                                       arguments: [Data(try Keychain.newKeychainID())])
+                    }
+                    guard let id = try Data.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'keychain_id'"), id.count == 16 else {
+                        throw KeychainError.corrupted("\(path) has no valid keychain_id in keychain_meta: it was changed by someone without the keychain's keys (restore it from a backup)")
+                    }
+                    keychainID = Array(id)
                     if format == 2 { try upgradeFromFormat2(db) }
                     if let marker {
                         wiped = try Reinstall.check(db: db, markerPath: marker)
@@ -211,13 +235,23 @@ public final class Keychain: @unchecked Sendable {
             guard case .blob(let idData) = idValue.storage, let id = ItemID(idData),
                   case .int64(let code) = codeValue.storage, let accessibility = UInt8(exactly: code),
                   case .blob(let sealed) = sealedValue.storage else { continue }
-            let mac = ItemCodec.rowMAC(id: id, accessibility: accessibility, sealed: Array(sealed), prototype: indexMAC)
+            let mac = rowMAC(id, accessibility, Array(sealed))
             tags.append((Data(mac), idData))
         }
         for (mac, id) in tags { try db.execute(sql: KeychainSchema.setMACSQL, arguments: [mac, id]) }
         try db.execute(sql: "UPDATE keychain_meta SET value = ? WHERE key = 'format'", arguments: [KeychainSchema.formatVersion])
         try db.execute(sql: "UPDATE keychain_meta SET value = ? WHERE key = 'index_key_check'",
                        arguments: [ItemCodec.indexKeyCheck(format: KeychainSchema.formatVersion, key: indexKey)])
+    }
+
+    /// 16 random bytes.
+    private static func newKeychainID() throws -> [UInt8] {
+        do { return try SecureRandom.bytes(16) } catch { throw KeychainError.keyUnavailable("no randomness for the keychain id: \(error)") }
+    }
+
+    /// The row MAC of this keychain (``ItemCodec/rowMAC(keychain:id:accessibility:sealed:prototype:)``).
+    private func rowMAC(_ id: ItemID, _ accessibility: UInt8, _ sealed: [UInt8]) -> [UInt8] {
+        ItemCodec.rowMAC(keychain: keychainID, id: id, accessibility: accessibility, sealed: sealed, prototype: indexMAC)
     }
 
     /// The `synchronous` setting of the writer and reader connections (2 is FULL), for tests.
@@ -259,11 +293,15 @@ public final class Keychain: @unchecked Sendable {
     /// The sealing key of an accessibility code. For whenUnlocked the key source is asked every
     /// time (so a lock is honoured at once) and nothing is kept: the key lives only as long as the
     /// operation, so no copy of it outlasts a `lock()`. afterFirstUnlock and always keys, once
-    /// obtained, stay available for the life of the process by definition, so they are kept and
-    /// not asked for again.
+    /// obtained, stay available for the life of the process by definition, so they are kept; the
+    /// source is asked again when the kept key is older than ``classKeyRecheckInterval``, so a
+    /// class-key rotation made by another process is followed within that time (until then new
+    /// items are sealed under the key it retired, which still opens them).
     private func sealingKey(_ code: UInt8) throws -> (key: SealingKey, ring: Keyring) {
         let accessibility = try ItemCodec.accessibility(code: Int64(code))
-        if accessibility.protectionClass != .whenUnlocked, let cached = lock.withLock({ sealingKeys[code] }) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        if accessibility.protectionClass != .whenUnlocked, let cached = lock.withLock({ sealingKeys[code] }),
+           now &- cached.fetched < Keychain.classKeyRecheckInterval {
             return (cached.key, cached.ring)
         }
         let raw: SecretBytes
@@ -277,13 +315,17 @@ public final class Keychain: @unchecked Sendable {
             let key = try SealingKey(key: raw)
             let ring = try Keyring([key])
             if accessibility.protectionClass != .whenUnlocked {
-                lock.withLock { sealingKeys[code] = (raw, key, ring) }
+                lock.withLock { sealingKeys[code] = (raw, key, ring, now) }
             }
             return (key, ring)
         } catch {
             throw KeychainError.keyUnavailable("the \(accessibility.name) class key is not a 32-byte key")
         }
     }
+
+    /// How long a kept afterFirstUnlock or always key is used before the source is asked again
+    /// (nanoseconds): one second.
+    static let classKeyRecheckInterval: UInt64 = 1_000_000_000
 
     /// Every key that may open a record of the class: the current key, asked of the source again
     /// (a rotation elsewhere replaces it), then the retired ones, newest first.
@@ -311,70 +353,101 @@ public final class Keychain: @unchecked Sendable {
 
     // MARK: Class-key rotation
 
+    /// What a re-seal did.
+    public struct ResealReport: Sendable, Equatable {
+        /// Items sealed again under their class's current key.
+        public var resealed: Int
+        /// Items that could not be opened (a damaged row, or one sealed under a key that no
+        /// longer exists), by item id in hex: they are left as they are. Delete them (by name,
+        /// with their service, or with ``deleteAll()``) or restore the file from a backup.
+        public var unreadable: [String]
+
+        /// - Parameters: see the properties.
+        public init(resealed: Int, unreadable: [String]) {
+            self.resealed = resealed
+            self.unreadable = unreadable
+        }
+    }
+
     /// Replaces the class keys at the key source (for a `CryptoManager`: a new class master and a
     /// new always key, see `CryptoManager.rotateClassKeys()`), then re-seals every item under
-    /// the new keys with ``resealUnderCurrentClassKeys()``. Afterwards an old copy of the
-    /// vault's state or of `always.key` opens no item, even with the passcode of the time.
+    /// the new keys. Afterwards an old copy of the vault's state or of `always.key` opens no
+    /// item, even with the passcode of the time.
     ///
-    /// Crash safety: the source keeps the replaced keys as retired keys, and each batch of
-    /// re-sealed rows is one transaction that replaces a row only if it is still the row that was
-    /// read; so a kill at any moment leaves every item readable, under its old or its new key.
-    /// Call ``resealUnderCurrentClassKeys()`` (or this again) to finish an interrupted run.
-    /// - Returns: The number of items re-sealed.
+    /// Items still sealed under an earlier key (an interrupted run) are re-sealed first, so no
+    /// item is ever more than one generation behind; the source keeps a bounded number of
+    /// retired generations. Crash safety: each batch of re-sealed rows is one transaction that
+    /// replaces a row only if it is still the row that was read, and the retired keys open the
+    /// rest; so a kill at any moment leaves every item readable. ``resealUnderCurrentClassKeys()``
+    /// (or this again) finishes an interrupted run. Damaged items do not stop it: they are
+    /// reported and left alone.
+    /// - Returns: The items re-sealed (before and after the rotation) and those that could not be opened.
     /// - Throws: ``KeychainError/invalidArgument(_:)`` when the key source cannot rotate,
     ///   ``KeychainError/interactionNotAllowed(_:_:)`` while the vault is locked, database errors.
     @discardableResult
-    public func rotateClassKeys() throws -> Int {
+    public func rotateClassKeys() throws -> ResealReport {
         guard let source = keySource as? any ClassKeyRotatingSource else {
             throw KeychainError.invalidArgument("this keychain's key source cannot rotate class keys (it does not conform to ClassKeyRotatingSource)")
         }
-        try flush()
+        let before = try resealUnderCurrentClassKeys()
         do {
             try source.rotateClassKeys()
         } catch {
             throw KeychainError.fromKeySource(error)
         }
         lock.withLock { sealingKeys.removeAll() }
-        return try resealUnderCurrentClassKeys()
+        var after = try resealUnderCurrentClassKeys()
+        after.resealed += before.resealed
+        return after
     }
 
     /// Re-seals every item whose record names a class key other than its class's current one
     /// (sealed before a class-key rotation), in transactions of at most ``resealBatchSize`` rows.
-    /// A row changed by another writer since it was read is left to that writer. Needs every
-    /// class key of the items present (the vault unlocked).
-    /// - Returns: The number of items re-sealed (0 when all are current).
-    /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)``, ``KeychainError/corrupted(_:)`` for an
-    ///   item that does not open, database errors.
+    /// A row changed by another writer since it was read is left to that writer; a row that
+    /// cannot be opened is reported and left alone. Needs every class key of the items present
+    /// (the vault unlocked).
+    /// - Returns: The number of items re-sealed (0 when all are current) and the unreadable ones.
+    /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)``, database errors.
     @discardableResult
-    public func resealUnderCurrentClassKeys() throws -> Int {
+    public func resealUnderCurrentClassKeys() throws -> ResealReport {
         try flush()
         lock.withLock { sealingKeys.removeAll() }
         var batch: [(old: StoredRow, new: StoredRow)] = []
-        var count = 0
+        var report = ResealReport(resealed: 0, unreadable: [])
         for itemClass in ItemClass.allCases {
-            for row in try rows(itemClass: itemClass, group: nil) {
-                let current = try sealingKey(row.accessibility).key
-                guard case .key(let id)? = try? Sealed.parseHeader(row.sealed).keySource, id != current.id else { continue }
-                let context = ItemCodec.itemContext(accessibility: row.accessibility, id: row.id)
-                let sealed = try withOpened(row, describing: "an item (id \(Encoding.hex(row.id.bytes.prefix(9))))") { plain, _, _ in
-                    do {
-                        return try Sealed.seal(plain, with: current, context: context)
-                    } catch {
-                        throw KeychainError.keyUnavailable("sealing failed: \(error)")
+            // Id by id (a row with a damaged column is skipped, not the end of the run).
+            for id in try ids(itemClass: itemClass, group: nil) {
+                do {
+                    guard let row = try lookup(id) else { continue }
+                    let current = try sealingKey(row.accessibility).key
+                    guard case .key(let keyID)? = try? Sealed.parseHeader(row.sealed).keySource else {
+                        throw KeychainError.corrupted("the sealed record does not parse")
                     }
+                    guard keyID != current.id else { continue }
+                    let context = ItemCodec.itemContext(accessibility: row.accessibility, id: row.id)
+                    let sealed = try withOpened(row, describing: "an item (id \(Encoding.hex(row.id.bytes.prefix(9))))") { plain, _, _ in
+                        do {
+                            return try Sealed.seal(plain, with: current, context: context)
+                        } catch {
+                            throw KeychainError.keyUnavailable("sealing failed: \(error)")
+                        }
+                    }
+                    var resealed = row
+                    resealed.sealed = sealed
+                    resealed.mac = rowMAC(row.id, row.accessibility, sealed)
+                    batch.append((row, resealed))
+                } catch KeychainError.corrupted {
+                    report.unreadable.append(Encoding.hex(id.bytes))
+                    continue
                 }
-                var resealed = row
-                resealed.sealed = sealed
-                resealed.mac = ItemCodec.rowMAC(id: row.id, accessibility: row.accessibility, sealed: sealed, prototype: indexMAC)
-                batch.append((row, resealed))
                 if batch.count >= Keychain.resealBatchSize {
-                    count += try commitReseal(batch)
+                    report.resealed += try commitReseal(batch)
                     batch.removeAll(keepingCapacity: true)
                 }
             }
         }
-        count += try commitReseal(batch)
-        return count
+        report.resealed += try commitReseal(batch)
+        return report
     }
 
     /// Rows re-sealed per transaction.
@@ -418,7 +491,7 @@ public final class Keychain: @unchecked Sendable {
         do {
             let sealed = try Sealed.seal(plain, with: sealing, context: ItemCodec.itemContext(accessibility: code, id: id))
             return StoredRow(id: id, accessibility: code, sealed: sealed, created: created, modified: now,
-                             mac: ItemCodec.rowMAC(id: id, accessibility: code, sealed: sealed, prototype: indexMAC))
+                             mac: rowMAC(id, code, sealed))
         } catch {
             throw KeychainError.keyUnavailable("sealing failed: \(error)")
         }
@@ -439,7 +512,7 @@ public final class Keychain: @unchecked Sendable {
                                _ body: (_ plain: [UInt8], _ names: Range<Int>, _ value: Range<Int>) throws -> T) throws -> T {
         // The class binding is checked before the row's accessibility chooses a key: a row whose
         // class, record or id was changed in the file is refused, whatever key it was sealed under.
-        let expected = ItemCodec.rowMAC(id: row.id, accessibility: row.accessibility, sealed: row.sealed, prototype: indexMAC)
+        let expected = rowMAC(row.id, row.accessibility, row.sealed)
         guard ConstantTime.equals(expected, row.mac) else {
             throw KeychainError.corrupted("\(item()) failed its class binding check: its accessibility, sealed record or id was changed in the file by someone without this keychain's keys")
         }

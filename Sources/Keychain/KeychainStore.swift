@@ -101,7 +101,9 @@ enum KeychainSchema {
             case .string: found = "text"
             case .blob(let data): found = "a blob of \(data.count) bytes"
             }
-            return KeychainError.corrupted("a keychain_items row has \(found) in its \(column) column where \(wanted) belongs; delete the item (or restore the file from a backup)")
+            var which = ""
+            if case .blob(let id) = value(0) { which = " (item id \(Encoding.hex(Array(id))))" }
+            return KeychainError.corrupted("a keychain_items row\(which) has \(found) in its \(column) column where \(wanted) belongs; delete the item, or all of its service (or restore the file from a backup)")
         }
         func blob(_ index: Int, _ column: String, count: Int? = nil) throws -> Data {
             let storage = value(index)

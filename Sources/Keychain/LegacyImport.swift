@@ -46,10 +46,16 @@ extension Keychain {
             throw KeychainError.legacyFormat("\(path) is refused unparsed: \(error)")
         }
         let object: Any
+        var format = PropertyListSerialization.PropertyListFormat.binary
         do {
-            object = try PropertyListSerialization.propertyList(from: Data(bytes), options: [], format: nil)
+            object = try PropertyListSerialization.propertyList(from: Data(bytes), options: [], format: &format)
         } catch {
             throw KeychainError.legacyFormat("\(path) is not a property list: \(error)")
+        }
+        // The parser falls back to the OpenStep text format when a file does not parse as what
+        // it looks like: only the two legacy formats are accepted.
+        guard format == .binary || format == .xml else {
+            throw KeychainError.legacyFormat("\(path) is neither a binary nor an XML property list")
         }
         guard let services = object as? [String: Any] else {
             throw KeychainError.legacyFormat("\(path): the root is not a dictionary of services")

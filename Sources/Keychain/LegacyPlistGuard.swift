@@ -45,14 +45,21 @@ enum LegacyPlistGuard {
     private static func checkXML(_ bytes: [UInt8]) throws {
         var depth = 0
         var index = 0
-        let open: [[UInt8]] = [Array("<dict>".utf8), Array("<array>".utf8), Array("<dict ".utf8), Array("<array ".utf8)]
-        let close: [[UInt8]] = [Array("</dict>".utf8), Array("</array>".utf8)]
+        let open: [[UInt8]] = [Array("<dict".utf8), Array("<array".utf8)]
+        let close: [[UInt8]] = [Array("</dict".utf8), Array("</array".utf8)]
+        // A tag name ends at white space, ">" or "/" (XML allows `<array\n>`); `<dict/>` is empty.
         func matches(_ tag: [UInt8]) -> Bool {
-            index + tag.count <= bytes.count && bytes[index..<index + tag.count].elementsEqual(tag)
+            guard index + tag.count < bytes.count, bytes[index..<index + tag.count].elementsEqual(tag) else { return false }
+            return [0x20, 0x09, 0x0A, 0x0D, UInt8(ascii: ">"), UInt8(ascii: "/")].contains(bytes[index + tag.count])
+        }
+        func selfClosing() -> Bool {
+            var end = index
+            while end < bytes.count, bytes[end] != UInt8(ascii: ">") { end += 1 }
+            return end > index && end < bytes.count && bytes[end - 1] == UInt8(ascii: "/")
         }
         while index < bytes.count {
             if bytes[index] == UInt8(ascii: "<") {
-                if open.contains(where: matches) {
+                if open.contains(where: matches), !selfClosing() {
                     depth += 1
                     guard depth <= maximumDepth else {
                         throw Refusal(description: "its dictionaries and arrays nest deeper than \(maximumDepth) levels")

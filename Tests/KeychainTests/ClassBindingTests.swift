@@ -202,6 +202,67 @@ import Vault
         #expect(error.map { "\($0)" }?.contains("says format 2 but was written in format 3") == true)
     }
 
+    /// A row copied from another keychain of the same device key (another home) does not pass:
+    /// the MAC covers the keychain's own random id.
+    @Test func aRowFromAnotherKeychainIsRefused() throws {
+        let dir = try TemporaryDirectory()
+        let source = try TestKeySource()
+        var configuration = Keychain.Configuration()
+        configuration.coalescingInterval = .milliseconds(5)
+        let other = try Keychain(directory: dir.sub("other"), keySource: source, configuration: configuration)
+        try other.setPassword("from the other keychain", forService: "bank", account: "alice")
+        try other.close()
+        let keychain = try open(dir, source)
+        try keychain.add(SecretBytes(utf8: "mine"), for: .generic(service: "bank", account: "alice"), accessibility: .whenUnlocked)
+        try keychain.close()
+        let source2 = try DatabaseQueue(path: dir.sub("other") + "/keychain.sqlite")
+        let row = try source2.read { db in try Row.fetchOne(db, sql: "SELECT item_id, accessibility, sealed, created, modified, row_mac FROM keychain_items") }
+        try source2.close()
+        let target = try DatabaseQueue(path: dir.sub("kc") + "/keychain.sqlite")
+        try target.write { db in
+            try db.execute(sql: "DELETE FROM keychain_items")
+            try db.execute(sql: "INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified, row_mac) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: StatementArguments((0..<6).map { row![$0] as DatabaseValue }))
+        }
+        try target.close()
+        source.setUnlocked(false)
+        let error = keychainError { _ = try open(dir, source).password(forService: "bank", account: "alice") }
+        #expect(error?.isCorrupted == true, "\(String(describing: error))")
+    }
+
+    @Test func formatTwoCanBeTurnedOff() throws {
+        let dir = try TemporaryDirectory()
+        let source = try TestKeySource()
+        try open(dir, source).close()
+        let formatTwoCheck = ItemCodec.indexKeyCheck(format: 2, key: try source.blindIndexKey().symmetricKey)
+        let db = try DatabaseQueue(path: dir.sub("kc") + "/keychain.sqlite")
+        try db.write { db in
+            try db.execute(sql: "ALTER TABLE keychain_items DROP COLUMN row_mac")
+            try db.execute(sql: "UPDATE keychain_meta SET value = 2 WHERE key = 'format'")
+            try db.execute(sql: "UPDATE keychain_meta SET value = ? WHERE key = 'index_key_check'", arguments: [formatTwoCheck])
+        }
+        try db.close()
+        var configuration = Keychain.Configuration()
+        configuration.upgradesFormat2 = false
+        let error = keychainError { _ = try Keychain(directory: dir.sub("kc"), keySource: source, configuration: configuration) }
+        #expect(error?.isCorrupted == true && "\(error!)".contains("no longer upgrades"), "\(String(describing: error))")
+    }
+
+    @Test func missingMetadataIsCorruption() throws {
+        let dir = try TemporaryDirectory()
+        let source = try TestKeySource()
+        try open(dir, source).close()
+        for key in ["format", "keychain_id"] {
+            let copy = dir.sub("copy-\(key)")
+            try FileManager.default.copyItem(atPath: dir.sub("kc"), toPath: copy)
+            let db = try DatabaseQueue(path: copy + "/keychain.sqlite")
+            try db.write { db in try db.execute(sql: "DELETE FROM keychain_meta WHERE key = ?", arguments: [key]) }
+            try db.close()
+            let error = keychainError { _ = try Keychain(directory: copy, keySource: source) }
+            #expect(error?.isCorrupted == true, "\(key): \(String(describing: error))")
+        }
+    }
+
     @Test func aNewerFormatIsRefused() throws {
         let dir = try TemporaryDirectory()
         let source = try TestKeySource()

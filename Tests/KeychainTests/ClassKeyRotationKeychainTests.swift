@@ -81,12 +81,12 @@ final class RotatingKeySource: ClassKeyRotatingSource, @unchecked Sendable {
         let before = Set(try rowsSealed(keychain))
         #expect(before.count == 6)
 
-        #expect(try keychain.rotateClassKeys() == 7)
+        #expect(try keychain.rotateClassKeys() == Keychain.ResealReport(resealed: 7, unreadable: []))
         let after = Set(try rowsSealed(keychain))
         #expect(after.count == 6)
         #expect(after.isDisjoint(with: before))
         // Nothing left for a second run.
-        #expect(try keychain.resealUnderCurrentClassKeys() == 0)
+        #expect(try keychain.resealUnderCurrentClassKeys().resealed == 0)
 
         // Only the new generation is needed now: without the retired keys everything reads.
         source.dropRetired()
@@ -117,7 +117,7 @@ final class RotatingKeySource: ClassKeyRotatingSource, @unchecked Sendable {
         #expect(try keychain.password(forService: "s", account: "new") == "new")
         #expect(try keychain.password(forService: "s", account: "old") == "old")
         #expect(try other.password(forService: "s", account: "old") == "old")
-        #expect(try other.resealUnderCurrentClassKeys() == 1)
+        #expect(try other.resealUnderCurrentClassKeys().resealed == 1)
         source.dropRetired()
         #expect(try open(dir, source).password(forService: "s", account: "old") == "old")
     }
@@ -148,8 +148,48 @@ final class RotatingKeySource: ClassKeyRotatingSource, @unchecked Sendable {
         for index in stride(from: 0, to: total, by: 37) {
             #expect(text(try reopened.passwordData(forService: "bulk", account: "a\(index)")) == "v\(index)")
         }
-        #expect(try reopened.resealUnderCurrentClassKeys() == total - done)
+        #expect(try reopened.resealUnderCurrentClassKeys().resealed == total - done)
         #expect(Set(try rowsSealed(reopened)).count == 1)
+    }
+
+    /// A damaged row does not stop a rotation: it is reported and left alone, and every other
+    /// item is re-sealed each time, so repeated rotations never strand a readable item.
+    @Test func aDamagedRowIsReportedAndTheRestReSealed() throws {
+        let dir = try TemporaryDirectory()
+        let source = try RotatingKeySource()
+        let keychain = try open(dir, source)
+        try keychain.add(SecretBytes(utf8: "damaged"), for: .generic(service: "a", account: "x"), accessibility: .always)
+        try keychain.close()
+        let db = try DatabaseQueue(path: dir.sub("kc") + "/keychain.sqlite")
+        let damagedID = try db.write { db -> Data in
+            try db.execute(sql: "UPDATE keychain_items SET row_mac = NULL")
+            return try Data.fetchOne(db, sql: "SELECT item_id FROM keychain_items") ?? Data()
+        }
+        try db.close()
+        let reopened = try open(dir, source)
+        try reopened.add(SecretBytes(utf8: "healthy"), for: .generic(service: "b", account: "y"), accessibility: .whenUnlocked)
+        for round in 0..<18 {
+            let report = try reopened.rotateClassKeys()
+            #expect(report.resealed == 1 && report.unreadable == [Encoding.hex(Array(damagedID))], "round \(round): \(report)")
+        }
+        source.dropRetired()
+        #expect(try open(dir, source).securePassword(forService: "b", account: "y") == "healthy")
+    }
+
+    /// A process that keeps a keychain open follows a rotation made elsewhere within a second:
+    /// what it writes afterwards is sealed under the new key.
+    @Test func aKeptKeyIsReplacedAfterARotationElsewhere() throws {
+        let dir = try TemporaryDirectory()
+        let source = try RotatingKeySource()
+        let keychain = try open(dir, source)
+        try keychain.setPassword("before", forService: "s", account: "before")
+        #expect(try keychain.password(forService: "s", account: "before") == "before")
+        try source.rotateClassKeys()
+        Thread.sleep(forTimeInterval: Double(Keychain.classKeyRecheckInterval) / 1e9 + 0.2)
+        try keychain.setPassword("after", forService: "s", account: "after")
+        try keychain.flush()
+        source.dropRetired()
+        #expect(try open(dir, source).password(forService: "s", account: "after") == "after")
     }
 
     @Test func aSourceThatCannotRotateIsRefused() throws {
@@ -177,7 +217,7 @@ final class RotatingKeySource: ClassKeyRotatingSource, @unchecked Sendable {
         let oldState = try Data(contentsOf: URL(fileURLWithPath: vault + "/vault.state"))
         let oldAlways = try Data(contentsOf: URL(fileURLWithPath: vault + "/always.key"))
 
-        #expect(try keychain.rotateClassKeys() == 3)
+        #expect(try keychain.rotateClassKeys().resealed == 3)
         #expect(try keychain.securePassword(forService: "s", account: "wu") == "wu")
         #expect(try keychain.password(forService: "s", account: "always") == "always")
         try keychain.close()

@@ -16,8 +16,9 @@ import Crypto
         for index in 0..<32 { idBytes.append(UInt8(0xA0 + index % 16)) }
         let id = try #require(ItemID(Data(idBytes)))
         let sealed = bytes("SFSD") + Array(0..<20)
-        let mac = ItemCodec.rowMAC(id: id, accessibility: 0x13, sealed: sealed, prototype: HMAC<SHA256>(key: key))
-        #expect(Encoding.hex(mac) == "b0d790ea92a29126f53fc5a1f951e3cc")
+        let keychain = Array(UInt8(0xC0)...UInt8(0xCF))
+        let mac = ItemCodec.rowMAC(keychain: keychain, id: id, accessibility: 0x13, sealed: sealed, prototype: HMAC<SHA256>(key: key))
+        #expect(Encoding.hex(mac) == "601af9fdf3a9b8e33abcbbc42f0f6165")
     }
 
     @Test func nameIndexInputOfAGenericPassword() {

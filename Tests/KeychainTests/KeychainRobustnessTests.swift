@@ -193,6 +193,26 @@ import Vault
         #expect(detail.contains("nest deeper than 3 levels"))
     }
 
+    /// Tag names followed by white space count as nesting (XML allows `<array\n>`).
+    @Test func spacedXMLTagsAreCounted() throws {
+        let xml = "<?xml version=\"1.0\"?><plist version=\"1.0\">" + String(repeating: "<array\n>", count: 5) + String(repeating: "</array\t>", count: 5) + "</plist>"
+        guard case .legacyFormat(let detail)? = try refused(Array(xml.utf8), "spaced.plist") else { Issue.record("spaced tags passed"); return }
+        #expect(detail.contains("nest deeper than 3 levels"))
+    }
+
+    /// A file that passes as binary but parses as OpenStep text (the parser's fallback) is refused.
+    @Test func aBinaryLookalikeParsedAsTextIsRefused() throws {
+        var bytes = Array("bplist00 = { alice = <414243>; }; /*".utf8)
+        bytes += [UInt8](repeating: 0x20, count: 64)
+        // A trailer whose offset table lies inside the comment, ending the comment with "*/".
+        func be64(_ value: Int) -> [UInt8] { (0..<8).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }
+        let table = 10
+        bytes += [0, 0, 0, 0, 0, 0, 1, 1] + be64(1) + be64(0) + be64(table)
+        bytes += Array("*/".utf8)
+        let error = try refused(bytes, "lookalike")
+        guard case .legacyFormat? = error else { Issue.record("got \(String(describing: error))"); return }
+    }
+
     @Test func otherFormatsAreRefusedUnparsed() throws {
         let openStep = String(repeating: "(", count: 100_000) + String(repeating: ")", count: 100_000)
         guard case .legacyFormat(let detail)? = try refused(Array(openStep.utf8), "openstep") else {

@@ -478,15 +478,18 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
             let manager = try home.manager()
             try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
             defer { manager.lock() }
-            var resealed = 0
+            var report = Keychain.ResealReport(resealed: 0, unreadable: [])
             if access(manager.directory + "/keychain.sqlite", F_OK) == 0 {
                 let keychain = try Keychain(manager: manager)
-                resealed = try resealOnly ? keychain.resealUnderCurrentClassKeys() : keychain.rotateClassKeys()
+                report = try resealOnly ? keychain.resealUnderCurrentClassKeys() : keychain.rotateClassKeys()
                 try keychain.close()
             } else if !resealOnly {
                 try manager.rotateClassKeys()
             }
-            try VaultCLI.say("\(resealOnly ? "class keys unchanged" : "class keys rotated"); keychain items re-sealed: \(resealed)")
+            try VaultCLI.say("\(resealOnly ? "class keys unchanged" : "class keys rotated"); keychain items re-sealed: \(report.resealed)")
+            if !report.unreadable.isEmpty {
+                throw KeychainError.corrupted("\(report.unreadable.count) keychain item(s) could not be opened and were left as they are (item ids \(report.unreadable.joined(separator: ", "))): delete them (delete-generic-password, or dump-keychain to see which) or restore the keychain from a backup")
+            }
         }
     }
 }
