@@ -32,10 +32,14 @@ extension SecureFile {
         case S_IFREG:
             return .replace
         case S_IFCHR, S_IFIFO:
+            try requireTrustedOwner(info, path: path, kind: (info.st_mode & S_IFMT) == S_IFIFO ? "FIFO" : "device")
             return .inPlace
         case S_IFLNK:
             let target = linkTarget(path) ?? "?"
-            if let number = descriptorNumber(target) { return .descriptor(try writableDescriptor(number, path: path)) }
+            if let number = descriptorNumber(target) {
+                try requireTrustedOwner(info, path: path, kind: "symbolic link")
+                return .descriptor(try writableDescriptor(number, path: path))
+            }
             throw Failure.insecurePermissions(path: path, reason: "it is a symbolic link (to \(target)), which output neither follows nor replaces",
                                             fix: "name the file it points to instead, or rm \(path)")
         case S_IFDIR:
@@ -48,6 +52,16 @@ extension SecureFile {
                                             fix: "write to standard output and redirect it (> \(path)) if that is really meant")
         default:
             throw Failure.insecurePermissions(path: path, reason: "it is not a regular file, character device or FIFO", fix: "name a regular file")
+        }
+    }
+
+    /// Output is written into a FIFO or device, or through a link to a descriptor, only when it
+    /// belongs to the caller or to root: another user's FIFO (planted in a shared directory such
+    /// as /tmp, where a rename over their path would fail) would hand them what is written.
+    static func requireTrustedOwner(_ info: stat, path: String, kind: String) throws {
+        guard info.st_uid == geteuid() || info.st_uid == 0 else {
+            throw Failure.insecurePermissions(path: path, reason: "it is a \(kind) owned by another user (uid \(info.st_uid)), who could read what is written into it",
+                                            fix: "write to a path of your own")
         }
     }
 
@@ -80,6 +94,9 @@ extension SecureFile {
                 throw Failure.system(operation: "stat", path: path, errno: code)
             }
             let kind = info.st_mode & S_IFMT
+            if kind == S_IFCHR || kind == S_IFIFO {
+                do { try requireTrustedOwner(info, path: path, kind: kind == S_IFIFO ? "FIFO" : "device") } catch { close(fd); throw error }
+            }
             guard kind == S_IFCHR || kind == S_IFIFO else {
                 // Replaced between the look and the open: decide again from what is there now.
                 close(fd)

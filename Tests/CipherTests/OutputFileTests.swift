@@ -37,6 +37,34 @@ import Testing
         #expect(SecureFile.descriptorNumber("/dev/fd/") == nil)
     }
 
+    /// In a shared directory another user can plant a FIFO (or a link to /dev/stdout) at the
+    /// path someone will name as output, and read what is written into it: refused unless it
+    /// belongs to the caller or to root.
+    @Test("another user's FIFO or link to a descriptor is refused as output; the caller's and root's are used")
+    func anotherUsersFIFOIsRefused() throws {
+        guard geteuid() == 0 else {
+            print("skipping: handing a FIFO to another user needs root")
+            return
+        }
+        let directory = try TemporaryDirectory()
+        let base = directory.path
+        #expect(mkfifo(base + "/planted", 0o666) == 0)
+        #expect(chown(base + "/planted", 65534, 65534) == 0)
+        #expect(throws: SecureFile.Failure.insecurePermissions(
+            path: base + "/planted", reason: "it is a FIFO owned by another user (uid 65534), who could read what is written into it",
+            fix: "write to a path of your own")) {
+            try SecureFile.outputTarget(of: base + "/planted")
+        }
+        #expect(throws: SecureFile.Failure.self) { try SecureFile.writeOutput([1, 2, 3], to: base + "/planted") }
+        #expect(symlink("/dev/stdout", base + "/to-stdout") == 0)
+        #expect(lchown(base + "/to-stdout", 65534, 65534) == 0)
+        #expect(throws: SecureFile.Failure.self) { try SecureFile.outputTarget(of: base + "/to-stdout") }
+        // Root's devices and the caller's own FIFO are written in place.
+        #expect(try SecureFile.outputTarget(of: "/dev/null") == .inPlace)
+        #expect(mkfifo(base + "/mine", 0o600) == 0)
+        #expect(try SecureFile.outputTarget(of: base + "/mine") == .inPlace)
+    }
+
     @Test("writeOutput into a FIFO writes in place and keeps the FIFO; into a descriptor leaves it open")
     func fifoAndDescriptor() throws {
         let directory = try TemporaryDirectory()
