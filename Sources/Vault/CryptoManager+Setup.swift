@@ -238,7 +238,25 @@ extension CryptoManager {
             }
         }
         defer { material.wipe() }
-        return try KeyDerivation.derive(password: material, salt: salt, parameters: parameters)
+        return try storedKDF(password: material, salt: salt, parameters: parameters)
+    }
+
+    /// Runs the KDF of a wrapping with the manager's ceiling (``kdfCeiling``), refusing settings
+    /// above it before any work with an error that says how to open a vault made with them.
+    func storedKDF(password: SecretBytes, salt: [UInt8], parameters: KDFParameters) throws -> SecretBytes {
+        try checkKDFCeiling(parameters)
+        return try KeyDerivation.derive(password: password, salt: salt, parameters: parameters, outputLength: 32, ceiling: kdfCeiling)
+    }
+
+    /// Throws, before any work, when stored settings exceed ``kdfCeiling``.
+    func checkKDFCeiling(_ parameters: KDFParameters) throws {
+        do {
+            try parameters.validate(ceiling: kdfCeiling)
+        } catch CipherError.kdfParametersTooExpensive(let detail) {
+            throw VaultError.corrupted("the vault's stored KDF settings exceed the accepted ceiling (\(detail)): if this vault was created with such costly custom settings by an earlier version, open it with CryptoManager(kdfCeiling: .legacy) or --legacy-kdf-ceiling; otherwise the state file was changed")
+        } catch {
+            throw VaultError.wrap(error)
+        }
     }
 
     /// Seals the secret section under the state key, bound to every public field of `state`.

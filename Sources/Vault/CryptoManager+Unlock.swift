@@ -19,7 +19,7 @@ extension CryptoManager {
         let state = try requireState()
         guard let wrap = state.passcode else { throw VaultError.noPasscode }
         let appKey = try attempt(state: state, wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
-            let kek = try timedKDF { try KeyDerivation.derive(password: passcode, salt: Array(wrap.salt), parameters: wrap.kdf) }
+            let kek = try timedKDF { try storedKDF(password: passcode, salt: Array(wrap.salt), parameters: wrap.kdf) }
             defer { kek.wipe() }
             return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.passcodeAAD())
         }
@@ -156,6 +156,8 @@ extension CryptoManager {
     /// rewritten as the longest delay, starting now, with failures that do not count towards
     /// erasure, and ``VaultError/attemptRecordDamaged(retryAfter:)`` says so.
     func attempt(state: VaultState?, wrong: (Int, Duration?) -> VaultError, _ check: () throws -> SecretBytes?) throws -> SecretBytes {
+        // Settings over the manager's KDF ceiling are refused before an attempt is counted.
+        for parameters in [state?.passcode?.kdf, state?.questions?.kdf].compactMap({ $0 }) { try checkKDFCeiling(parameters) }
         let limit = effectiveEraseAfter(state)
         try vaultCall {
             try withFileLock {

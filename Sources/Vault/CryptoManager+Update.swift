@@ -21,7 +21,7 @@ extension CryptoManager {
         if let wrap = state.passcode {
             guard let current else { throw VaultError.invalidArgument("the current passcode is required to change it") }
             let key = try attempt(state: state, wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
-                let kek = try KeyDerivation.derive(password: current, salt: Array(wrap.salt), parameters: wrap.kdf)
+                let kek = try storedKDF(password: current, salt: Array(wrap.salt), parameters: wrap.kdf)
                 defer { kek.wipe() }
                 return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.passcodeAAD())
             }
@@ -126,7 +126,7 @@ extension CryptoManager {
         if let wrap = state.passcode {
             guard let passcode else { throw VaultError.invalidArgument("the passcode is required to rotate the key") }
             let key = try attempt(state: state, wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
-                let kek = try KeyDerivation.derive(password: passcode, salt: Array(wrap.salt), parameters: wrap.kdf)
+                let kek = try storedKDF(password: passcode, salt: Array(wrap.salt), parameters: wrap.kdf)
                 defer { kek.wipe() }
                 return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.passcodeAAD())
             }

@@ -28,6 +28,11 @@ public final class CryptoManager: Sendable {
     public let directory: String
     /// The KDF policy for new wrappings (stored wrappings keep their own parameters).
     public let policy: KDFPolicy
+    /// The most KDF work a stored wrapping may demand before it is run: ``KDFCeiling/standard``
+    /// (scrypt 1 GiB and N·r·p ≤ 2^23, PBKDF2 ≤ 32,000,000 rounds) unless the manager was made
+    /// with ``KDFCeiling/legacy`` for a vault created with costlier custom settings by an
+    /// earlier version. A hostile state can make an unlock cost no more than this.
+    public let kdfCeiling: KDFCeiling
     /// The failed-attempt policy.
     public let attemptPolicy: AttemptPolicy
     let deviceKeyProvider: any DeviceKeyProvider
@@ -52,12 +57,13 @@ public final class CryptoManager: Sendable {
     /// - Throws: ``VaultError/insecurePermissions(path:reason:fix:)`` when the directory is reachable
     ///   by others or owned by another user; ``VaultError/io(_:)``.
     public init(directory: String? = nil, deviceKeyProvider: any DeviceKeyProvider = FileDeviceKeyProvider(),
-                policy: KDFPolicy = .interactive, attemptPolicy: AttemptPolicy = .iOS,
+                policy: KDFPolicy = .interactive, attemptPolicy: AttemptPolicy = .iOS, kdfCeiling: KDFCeiling = .standard,
                 clock: @escaping @Sendable () -> Date = { Date() }) throws {
         let resolved = VaultPaths.absolute(directory ?? VaultPaths.defaultDirectory())
         self.directory = resolved
         self.deviceKeyProvider = deviceKeyProvider
         self.policy = policy
+        self.kdfCeiling = kdfCeiling
         self.attemptPolicy = attemptPolicy
         self.clock = clock
         do {

@@ -233,7 +233,9 @@ struct VaultState: Codable, Equatable {
 
 extension KDFParameters {
     func validateForVault(path: String) throws {
-        do { try validate() } catch { throw VaultError.corrupted("\(path): \(error)") }
+        // The legacy ceiling bounds what a state may say at all; the manager's own ceiling
+        // (CryptoManager.kdfCeiling, standard by default) is applied before the KDF runs.
+        do { try validate(ceiling: .legacy) } catch { throw VaultError.corrupted("\(path): \(error)") }
     }
 }
 

@@ -40,6 +40,38 @@ struct HardeningTests {
         try manager.unlock(answers: ["", "Lyon", "Dupont"])
     }
 
+    /// A vault whose stored KDF settings lie between the standard and the legacy ceilings (a
+    /// custom policy of an earlier version) is not taken for a damaged one: its status reads,
+    /// and an unlock is refused before any work with a message naming the way to open it.
+    @Test func storedSettingsAboveTheStandardCeilingPointToTheLegacyCeiling() throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        try fixture.manager().setUp(passcode: secret("pin"))
+        let costly = try JSONSerialization.jsonObject(with: JSONEncoder().encode(KDFParameters.pbkdf2SHA256(rounds: 40_000_000)))
+        try rewriteState(fixture) { state in
+            var passcode = state["passcode"] as? [String: Any] ?? [:]
+            passcode["kdf"] = costly
+            state["passcode"] = passcode
+        }
+        let manager = try fixture.manager()
+        #expect(try manager.isSetUp)
+        do {
+            try manager.unlock(passcode: secret("pin"))
+            Issue.record("an unlock over the ceiling ran")
+        } catch let VaultError.corrupted(detail) {
+            #expect(detail.contains("--legacy-kdf-ceiling") && detail.contains("kdfCeiling: .legacy"), "\(detail)")
+        }
+        #expect(try fixture.manager().failedAttempts == 0, "a refusal before any work is not a failed attempt")
+        // Beyond the legacy ceiling the state itself is refused.
+        let hostile = try JSONSerialization.jsonObject(with: JSONEncoder().encode(KDFParameters.pbkdf2SHA256(rounds: 200_000_000)))
+        try rewriteState(fixture) { state in
+            var passcode = state["passcode"] as? [String: Any] ?? [:]
+            passcode["kdf"] = hostile
+            state["passcode"] = passcode
+        }
+        #expect(throws: VaultError.self) { _ = try fixture.manager(kdfCeiling: .legacy).isSetUp }
+    }
+
     @Test func theEraseAfterPolicyIsStoredWithTheVault() throws {
         let fixture = try VaultFixture()
         defer { fixture.cleanup() }

@@ -17,10 +17,10 @@ final class VaultFixture: @unchecked Sendable {
         deviceKey = try SecretBytes.random(count: 32)
     }
 
-    func manager(attemptPolicy: AttemptPolicy = .unlimited, deviceKey: SecretBytes? = nil) throws -> CryptoManager {
+    func manager(attemptPolicy: AttemptPolicy = .unlimited, deviceKey: SecretBytes? = nil, kdfCeiling: KDFCeiling = .standard) throws -> CryptoManager {
         let clock = self.clock
         return try CryptoManager(directory: home, deviceKeyProvider: StaticDeviceKeyProvider(key: deviceKey ?? self.deviceKey),
-                                 policy: .interactive, attemptPolicy: attemptPolicy, clock: { clock.now })
+                                 policy: .interactive, attemptPolicy: attemptPolicy, kdfCeiling: kdfCeiling, clock: { clock.now })
     }
 
     func cleanup() {

@@ -22,6 +22,9 @@ struct HomeOptions: ParsableArguments {
     @Option(name: .customLong("kdf"), help: "KDF work for new wrappings: interactive (scrypt 2^16, default), sensitive (scrypt 2^18), fips-interactive, fips-sensitive (PBKDF2).")
     var kdf: String = "interactive"
 
+    @Flag(name: .customLong("legacy-kdf-ceiling"), help: "Accept stored KDF settings up to the earlier, looser ceiling (scrypt up to 16 GiB, PBKDF2 up to 100,000,000 rounds), for a vault created with such custom settings by an earlier version.")
+    var legacyKDFCeiling = false
+
     func validate() throws {
         if let eraseAfter, eraseAfter < 1 { throw ValidationError("--erase-after must be at least 1") }
         _ = try policy()
@@ -42,7 +45,7 @@ struct HomeOptions: ParsableArguments {
         var attempts = AttemptPolicy.iOS
         if let eraseAfter { attempts = attempts.erasing(after: eraseAfter) }
         return try CryptoManager(directory: home, deviceKeyProvider: FileDeviceKeyProvider(path: deviceKey),
-                                 policy: try policy(), attemptPolicy: attempts)
+                                 policy: try policy(), attemptPolicy: attempts, kdfCeiling: legacyKDFCeiling ? .legacy : .standard)
     }
 }
 
