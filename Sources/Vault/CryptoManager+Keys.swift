@@ -244,8 +244,10 @@ extension CryptoManager {
         while keys.count > 1 + VaultSecrets.maximumRetiredClassMasters { keys.removeLast().wipe() }
         let bytes = try AlwaysKeyFile.encode(keys)
         defer { bytes.wipe() }
-        try bytes.withUnsafeBytes { raw in
-            try SecureFile.replaceAtomically(alwaysKeyPath) { fd in try SecureFile.writeAll(fd, raw, path: alwaysKeyPath) }
+        try replaceDestroyingSuperseded(alwaysKeyPath) {
+            try bytes.withUnsafeBytes { raw in
+                try SecureFile.replaceAtomically(alwaysKeyPath) { fd in try SecureFile.writeAll(fd, raw, path: alwaysKeyPath) }
+            }
         }
     }
 

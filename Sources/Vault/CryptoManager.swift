@@ -207,22 +207,33 @@ public final class CryptoManager: Sendable {
     @discardableResult
     func commit(_ state: VaultState) throws -> FileIdentity? {
         let data = try state.encoded()
+        try replaceDestroyingSuperseded(statePath) {
+            try SecureFile.writeAtomically(data, to: statePath)
+            testHooks.step?("committed")
+        }
+        return FileIdentity(path: statePath)
+    }
+
+    /// Replaces the key file at `path` with what `write` writes there atomically, keeping the file
+    /// it replaces by a hard link (`.superseded-…`) during the rename and then crypto-erasing
+    /// it, so the superseded keys do not linger in a freed inode. Call with the file lock held.
+    func replaceDestroyingSuperseded(_ path: String, _ write: () throws -> Void) throws {
+        // Leftovers of a writer killed since the open are crypto-erased first: the atomic write
+        // below would otherwise unlink an abandoned temporary (a whole state) without erasing it.
+        try? destroyLeftovers()
         var superseded: String?
-        if access(statePath, F_OK) == 0 {
+        if access(path, F_OK) == 0 {
             let name = directory + "/.superseded-" + (try SecureRandom.string(length: 12, alphabet: SecureRandom.alphanumeric))
-            if link(statePath, name) == 0 { superseded = name }
+            if link(path, name) == 0 { superseded = name }
         }
         do {
-            try SecureFile.writeAtomically(data, to: statePath)
+            try write()
         } catch {
             if let superseded { unlink(superseded) }
             throw error
         }
-        let identity = FileIdentity(path: statePath)
-        testHooks.step?("committed")
         // A failure here leaves a .superseded- file that the next open or erase destroys.
         if let superseded { try? destroyFile(superseded, live: liveInodes()) }
-        return identity
     }
 
     /// Installs freshly unlocked keys and tells observers.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import Cipher
 @testable import Vault
@@ -111,5 +112,25 @@ struct ClassKeyRotationTests {
         #expect(try reopened.classKey(for: .always) != oldAlways)
         #expect(try reopened.retiredClassKeys(for: .always) == [oldAlways])
         #expect(Array(try FileManager.default.contentsOfDirectory(atPath: snapshot)).filter(CryptoManager.isLeftover).isEmpty)
+    }
+
+    /// The always-key file a rotation replaces holds raw keys: it is crypto-erased (moved into
+    /// `.erasing/` and destroyed), like a superseded state, not left in a freed inode.
+    @Test func theReplacedAlwaysKeyFileIsCryptoErased() throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let manager = try fixture.manager()
+        try manager.setUp(passcode: secret("pin"))
+        _ = try manager.classKey(for: .always)   // creates always.key
+        let steps = Mutex<[String]>([])
+        manager.hooks.withLock { hooks in hooks.step = { label in steps.withLock { $0.append(label) } } }
+        try manager.rotateClassKeys()
+        manager.hooks.withLock { $0.step = nil }
+        let moved = steps.withLock { $0 }.filter { $0.hasPrefix("moved .superseded-") }
+        #expect(moved.count == 2, "the superseded always.key and vault.state: \(steps.withLock { $0 })")
+        let order = steps.withLock { $0 }
+        let alwaysRotated = try #require(order.firstIndex(of: "always key rotated"))
+        #expect(order[..<alwaysRotated].contains { $0.hasPrefix("moved .superseded-") }, "\(order)")
+        #expect(Array(try FileManager.default.contentsOfDirectory(atPath: fixture.home)).filter(CryptoManager.isLeftover).isEmpty)
     }
 }

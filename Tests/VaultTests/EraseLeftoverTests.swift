@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import Cipher
 @testable import Vault
@@ -80,9 +81,12 @@ struct EraseLeftoverTests {
         let manager = try fixture.manager()
         try manager.setUp(passcode: secret("old pin"))
         _ = try manager.classKey(for: .always)
-        // A change-passcode killed after its temporary was written: a complete state in `.sf-*.tmp`.
-        let temporary = try Self.plantTemporary(copying: fixture.statePath, into: fixture.home)
+        // A change-passcode killed after its temporary was written: a complete state in `.sf-*.tmp`
+        // (planted after the next commit, which would crypto-erase it first).
+        let oldState = fixture.root + "/old.state"
+        try SecureFile.writeAtomically(try SecureFile.read(fixture.statePath), to: oldState)
         try manager.updatePasscode(current: secret("old pin"), new: secret("new pin"))
+        let temporary = try Self.plantTemporary(copying: oldState, into: fixture.home)
         // A commit killed before its superseded copy was destroyed, and an erase killed during
         // the shredder's overwrite and rename steps.
         try SecureFile.writeAtomically(try SecureFile.read(fixture.home + "/" + temporary), to: fixture.home + "/.superseded-AAAAAAAAAAAA")
@@ -100,6 +104,22 @@ struct EraseLeftoverTests {
             #expect(try !Self.unlocks(file, passcodes: ["old pin", "new pin"], scratch: fixture.root), "\(file) unlocks")
         }
         #expect(try !manager.isSetUp)
+    }
+
+    /// A writer killed after the open leaves a temporary; the next commit crypto-erases it before
+    /// writing (the atomic write would otherwise just unlink it).
+    @Test func aCommitDestroysLeftoversFirst() throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let manager = try fixture.manager()
+        try manager.setUp(passcode: secret("old pin"))
+        let temporary = try Self.plantTemporary(copying: fixture.statePath, into: fixture.home)
+        let steps = Mutex<[String]>([])
+        manager.hooks.withLock { hooks in hooks.step = { label in steps.withLock { $0.append(label) } } }
+        try manager.updatePasscode(current: secret("old pin"), new: secret("new pin"))
+        manager.hooks.withLock { $0.step = nil }
+        #expect(steps.withLock { $0 }.contains("moved \(temporary)"), "\(steps.withLock { $0 })")
+        #expect(access(fixture.home + "/" + temporary, F_OK) != 0)
     }
 
     @Test func openDestroysLeftoversButKeepsTheLiveFiles() throws {
