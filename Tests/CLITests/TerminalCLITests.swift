@@ -118,23 +118,23 @@ struct TerminalCLITests {
         #expect(result.echo == true, "\(result.transcript)")
     }
 
-    @Test("encrypt -o /dev/stdout refuses binary output when standard output is a terminal, as without -o")
-    func binaryToTerminalThroughStdoutAlias() throws {
+    @Test("encrypt -o /dev/stdout or /dev/tty refuses binary output to the terminal, as without -o", arguments: ["/dev/stdout", "/dev/tty"])
+    func binaryToTerminalByName(output: String) throws {
         let scratch = try ScratchDirectory()
         let dir = scratch.path
         let (_, recipient) = try AgeCLITests.keygen(dir)
         let input = try scratch.file("in", Array("x".utf8))
         let binary = try ShredCLITests.binary()
-        let script = try scratch.file("run.sh", Array("'\(binary)' encrypt -r \(recipient) -o /dev/stdout '\(input)'\necho rc=$?\n".utf8))
+        let script = try scratch.file("run.sh", Array("'\(binary)' encrypt -r \(recipient) -o \(output) '\(input)'\necho rc=$?\n".utf8))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
         process.arguments = ["-qec", "/bin/sh \(script)", "/dev/null"]
-        let output = Pipe()
+        let pipe = Pipe()
         process.standardInput = FileHandle.nullDevice
-        process.standardOutput = output
-        process.standardError = output
+        process.standardOutput = pipe
+        process.standardError = pipe
         try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(text.contains("refusing to write binary to the terminal"), "\(text)")
         #expect(text.split(whereSeparator: \.isNewline).contains("rc=64"), "\(text)")

@@ -149,10 +149,24 @@ struct EncryptCommand: ParsableCommand {
             if !armor {
                 // Standard output, or a descriptor named as -o (/dev/stdout, /dev/fd/N), on a terminal.
                 var descriptor: Int32? = 1
+                var terminalDevice = false
                 if let output, output != "-" {
-                    if case .descriptor(let fd)? = try? SecureFile.outputTarget(of: output) { descriptor = fd } else { descriptor = nil }
+                    switch try? SecureFile.outputTarget(of: output) {
+                    case .descriptor(let fd)?: descriptor = fd
+                    case .inPlace?:
+                        // A terminal named as a device (-o /dev/tty, -o /dev/pts/N).
+                        // Only a character device is opened to ask: opening a FIFO would
+                        // hand its reader an end of file.
+                        descriptor = nil
+                        var info = stat()
+                        if lstat(output, &info) == 0, info.st_mode & S_IFMT == S_IFCHR {
+                            let fd = open(output, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)
+                            if fd >= 0 { terminalDevice = isatty(fd) == 1; close(fd) }
+                        }
+                    default: descriptor = nil
+                    }
                 }
-                if let descriptor, isatty(descriptor) == 1 {
+                if terminalDevice || descriptor.map({ isatty($0) == 1 }) == true {
                     throw ValidationError("refusing to write binary to the terminal; use -o FILE or -a")
                 }
             }
