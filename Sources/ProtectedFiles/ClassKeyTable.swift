@@ -191,6 +191,9 @@ struct ClassKeyTable: Sendable {
     }
 
     /// The entry of `cls`, created (under the lock) when missing; creating needs the class key.
+    /// The missing entries of the other classes whose keys are available now are created in the
+    /// same write, so that completeUnlessOpen has its key pair (for writing while locked) once
+    /// any class was used unlocked.
     func entryCreatingIfNeeded(_ cls: FileProtectionClass) throws -> ClassKeyEntry {
         if let existing = try entry(cls) { return existing }
         return try withLock {
@@ -198,6 +201,9 @@ struct ClassKeyTable: Sendable {
             if let existing = entries.first(where: { $0.name == cls.name }) { return existing }
             let created = try makeEntry(cls, identity: X25519Identity.generate())
             entries.append(created)
+            for other in FileProtectionClass.allValues where !entries.contains(where: { $0.name == other.name }) {
+                if let entry = try? makeEntry(other, identity: X25519Identity.generate()) { entries.append(entry) }
+            }
             try save(entries)
             return created
         }

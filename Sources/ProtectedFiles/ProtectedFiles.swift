@@ -78,7 +78,7 @@ public final class ProtectedFiles: Sendable {
     /// class key.
     /// - Throws: ``ProtectedFileError``.
     public func exportIdentity(for cls: FileProtectionClass) throws -> SecretBytes {
-        try identity(cls, path: table.path).encoded
+        try table.openIdentity(try table.entryCreatingIfNeeded(cls), cls).encoded
     }
 
     /// Re-seals the class identities under the vault's current class keys (after

@@ -487,6 +487,10 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
                 try manager.rotateClassKeys()
             }
             try VaultCLI.say("\(resealOnly ? "class keys unchanged" : "class keys rotated"); keychain items re-sealed: \(resealed)")
+            if access(manager.directory + "/protected-files.keys", F_OK) == 0 {
+                let identities = try ProtectedFiles(manager: manager).resealUnderCurrentClassKeys()
+                try VaultCLI.say("protected-file class identities re-sealed: \(identities)")
+            }
         }
     }
 }
