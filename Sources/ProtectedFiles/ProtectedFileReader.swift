@@ -69,7 +69,10 @@ public final class ProtectedFileReader {
 
     /// Frees the file key and closes the file.
     public func close() {
-        reader = nil
+        if reader != nil {
+            reader = nil
+            HeapScrub.scrubRecentlyFreed()
+        }
         if fd >= 0 {
             Glibc.close(fd)
             fd = -1
