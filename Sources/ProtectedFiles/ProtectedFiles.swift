@@ -268,7 +268,7 @@ public final class ProtectedFiles: Sendable {
         public var changed: [String] = []
         /// Regular files left as they were (of another class, or not protected files).
         public var skipped: Int = 0
-        /// Files of the old class that could not be changed.
+        /// Files that could not be changed, or whose class could not be read (a damaged header).
         public var failures: [Failure] = []
     }
 
@@ -292,7 +292,17 @@ public final class ProtectedFiles: Sendable {
             guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
             let name = (relative as NSString).lastPathComponent
             if name.hasPrefix(".sf-lk-") { continue }
-            guard let cls = try? protection(ofItemAt: path), cls == from else {
+            let cls: FileProtectionClass
+            do {
+                cls = try protection(ofItemAt: path)
+            } catch ProtectedFileError.notProtectedFile {
+                report.skipped += 1
+                continue
+            } catch let error as ProtectedFileError {
+                report.failures.append(.init(path: path, error: error))
+                continue
+            }
+            guard cls == from else {
                 report.skipped += 1
                 continue
             }
