@@ -112,6 +112,33 @@ struct ProtectedFilesTests {
         #expect(leftovers.isEmpty)
     }
 
+    /// The layout FORMATS.md gives: the X25519 stanza, then `-> sf-protection 1 NAME` with an
+    /// empty body, then the MAC line; the key table is format 1 JSON, mode 0600.
+    @Test func headerAndKeyTableLayout() throws {
+        let fixture = try ProtectFixture()
+        defer { fixture.cleanup() }
+        let files = ProtectedFiles(manager: try fixture.setUp())
+        let path = fixture.path("layout")
+        try files.write(Array("layout".utf8), to: path, protection: .completeUntilFirstUserAuthenticationThisDeviceOnly)
+        let fd = open(path, O_RDONLY)
+        defer { close(fd) }
+        let header = try AgeFileHeader.read(fileDescriptor: fd)
+        #expect(header.stanzas.map(\.type) == ["X25519", "sf-protection"])
+        #expect(header.stanzas[0].arguments.count == 1 && header.stanzas[0].body.count == 32)
+        #expect(header.stanzas[1].arguments == ["1", "completeUntilFirstUserAuthenticationThisDeviceOnly"])
+        #expect(header.stanzas[1].body.isEmpty)
+        let text = String(decoding: try bytes(path).prefix(Int(header.length)), as: UTF8.self)
+        #expect(text.hasPrefix("age-encryption.org/v1\n-> X25519 "))
+        #expect(text.contains("\n-> sf-protection 1 completeUntilFirstUserAuthenticationThisDeviceOnly\n\n--- "))
+        let tablePath = fixture.home + "/protected-files.keys"
+        var info = stat()
+        #expect(lstat(tablePath, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        let table = try JSONDecoder().decode(ClassKeyTableFile.self, from: Data(try bytes(tablePath)))
+        #expect(table.format == 1)
+        #expect(Set(table.entries.map(\.name)) == Set(FileProtectionClass.allValues.map(\.name)))
+        #expect(table.entries.allSatisfy { $0.recipient.hasPrefix("age1") && !$0.mac.isEmpty })
+    }
+
     /// Changing the class stanza, the wrapped key or the payload is refused as tampering.
     @Test func tamperingIsRefused() throws {
         let fixture = try ProtectFixture()
