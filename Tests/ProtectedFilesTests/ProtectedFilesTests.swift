@@ -139,6 +139,42 @@ struct ProtectedFilesTests {
         #expect(table.entries.allSatisfy { $0.recipient.hasPrefix("age1") && !$0.mac.isEmpty })
     }
 
+    /// A key table readable by others is refused with a permission error naming the fix.
+    @Test func keyTableWithLoosePermissionsIsRefused() throws {
+        let fixture = try ProtectFixture()
+        defer { fixture.cleanup() }
+        let files = ProtectedFiles(manager: try fixture.setUp())
+        try files.write(Array("x".utf8), to: fixture.path("x"), protection: .none)
+        let tablePath = fixture.home + "/protected-files.keys"
+        chmod(tablePath, 0o644)
+        #expect(throws: ProtectedFileError.permission(path: tablePath, reason: "its mode 644 lets group or others in; fix it with: chmod 600 \(tablePath)")) {
+            try files.read(at: fixture.path("x"))
+        }
+        chmod(tablePath, 0o600)
+        #expect(try files.read(at: fixture.path("x")) == Array("x".utf8))
+    }
+
+    /// Managers racing to create the key pairs (each its own descriptor on the lock file) end
+    /// with one key pair per class: every file written by any of them opens.
+    @Test func concurrentKeyPairCreationAgrees() throws {
+        let fixture = try ProtectFixture()
+        defer { fixture.cleanup() }
+        let first = try fixture.setUp()
+        let managers = [first] + (try (0..<3).map { _ in try fixture.manager() })
+        for manager in managers.dropFirst() { try manager.unlock(passcode: fixture.passcode) }
+        let recipients = Protected([String]())
+        DispatchQueue.concurrentPerform(iterations: managers.count) { index in
+            let files = ProtectedFiles(manager: managers[index])
+            if let recipient = try? files.recipient(for: .complete).description {
+                recipients.withLock { $0.append(recipient) }
+            }
+            try? files.write(Array("from \(index)".utf8), to: fixture.path("f\(index)"), protection: .completeUnlessOpen)
+        }
+        #expect(recipients.withLock { Set($0).count == 1 && $0.count == managers.count })
+        let files = ProtectedFiles(manager: first)
+        for index in managers.indices { #expect(try files.read(at: fixture.path("f\(index)")) == Array("from \(index)".utf8)) }
+    }
+
     /// Changing the class stanza, the wrapped key or the payload is refused as tampering.
     @Test func tamperingIsRefused() throws {
         let fixture = try ProtectFixture()

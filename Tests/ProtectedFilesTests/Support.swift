@@ -72,3 +72,15 @@ func run(_ program: String, _ arguments: [String], stdin: [UInt8]? = nil) throws
     process.waitUntilExit()
     return (process.terminationStatus, Array(output), String(decoding: error, as: UTF8.self))
 }
+
+/// A value behind a lock, for test threads.
+final class Protected<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+}
