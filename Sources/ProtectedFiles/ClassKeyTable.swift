@@ -79,13 +79,23 @@ struct ClassKeyTable: Sendable {
         do { data = try encoder.encode(ClassKeyTableFile(format: ClassKeyTableFile.currentFormat, entries: entries)) } catch {
             throw ProtectedFileError.io("cannot encode the key table: \(error)")
         }
-        do { try SecureFile.writeAtomically(data, to: path) } catch let failure as SecureFile.Failure {
-            throw Self.map(failure, path: path)
+        // The vault's own lock is held while the temporary file exists: the vault treats every
+        // `.sf-*.tmp` in its directory found under that lock as abandoned. Nothing inside calls
+        // the vault (which takes the same lock through another descriptor).
+        try withLock(file: manager.directory + "/vault.lock") {
+            do { try SecureFile.writeAtomically(data, to: path) } catch let failure as SecureFile.Failure {
+                throw Self.map(failure, path: path)
+            }
         }
     }
 
     /// Runs `body` holding the table's lock file (flock, exclusive).
     func withLock<Result>(_ body: () throws -> Result) throws -> Result {
+        try withLock(file: lockPath, body)
+    }
+
+    /// Runs `body` holding an exclusive flock on `lockPath` (created 0600 if missing).
+    func withLock<Result>(file lockPath: String, _ body: () throws -> Result) throws -> Result {
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw ProtectedFileError.permission(path: lockPath, reason: String(cString: strerror(errno))) }
         defer { close(fd) }
