@@ -90,6 +90,39 @@ struct ProtectCLITests {
         #expect(try ws.protect(["write", "--class", "bogus", "-o", ws.dir + "/b"]).status == 64)
     }
 
+    /// A 1 GiB protected file written from a pipe and read back to a pipe, byte for byte, each
+    /// process's peak RSS bounded (constant memory; no timing is asserted).
+    @Test func oneGiBRoundTripInConstantMemory() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/time") else {
+            print("skipping: GNU time (/usr/bin/time) is not installed to measure peak RSS")
+            return
+        }
+        let ws = try Workspace()
+        var fs = statvfs()
+        guard statvfs(ws.root, &fs) == 0, UInt64(fs.f_bavail) * UInt64(fs.f_frsize) > 3 << 30 else {
+            print("skipping: less than 3 GiB free for the 1 GiB round trip")
+            return
+        }
+        let flags = "--home \(ws.home) --device-key \(ws.root)/device.key"
+        let file = ws.dir + "/large"
+        let script = """
+        set -o pipefail
+        head -c 1G /dev/zero | /usr/bin/time -f %M -o \(ws.root)/write.rss \(CLIRunner.executable) protect write --class completeUntilFirstUserAuthentication -o \(file) --passcode-file \(ws.pin) \(flags) &&
+        /usr/bin/time -f %M -o \(ws.root)/read.rss \(CLIRunner.executable) protect read \(file) --passcode-file \(ws.pin) \(flags) | cmp - <(head -c 1G /dev/zero)
+        """
+        let result = try CLIRunner.runTool("/bin/bash", ["-c", script])
+        #expect(result.status == 0, "\(result.stderr)")
+        let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
+        #expect(size > 1 << 30)
+        for name in ["write", "read"] {
+            let text = (try? String(contentsOfFile: ws.root + "/\(name).rss", encoding: .utf8)) ?? ""
+            let kib = text.split(separator: "\n").last.flatMap { Int($0) } ?? Int.max
+            print("1 GiB protect \(name): peak RSS \(kib / 1024) MiB")
+            #expect(kib < 256 * 1024, "peak RSS of protect \(name): \(kib) KiB")
+        }
+        unlink(file)
+    }
+
     /// `age -d -i` opens a protected file with the exported identity; `age -r RECIPIENT` output
     /// reads as that class.
     @Test func exportIdentityInteropWithAge() throws {
