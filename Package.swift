@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "Age", targets: ["Age"]),
         .library(name: "Vault", targets: ["Vault"]),
         .library(name: "Keychain", targets: ["Keychain"]),
+        .library(name: "ProtectedFiles", targets: ["ProtectedFiles"]),
         .executable(name: "securefoundation", targets: ["SecureFoundationCLI"]),
         .executable(name: "securefoundation-bench", targets: ["SecureFoundationBench"]),
         .executable(name: "securefoundation-memcheck-child", targets: ["VaultMemcheckChild"]),
@@ -42,9 +43,10 @@ let package = Package(
             dependencies: ["Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift")] + crypto,
             swiftSettings: strict
         ),
+        .target(name: "ProtectedFiles", dependencies: ["Cipher", "Age", "Vault", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "SecureFoundation",
-            dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain"],
+            dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles"],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -62,10 +64,11 @@ let package = Package(
         .testTarget(name: "ShredderTests", dependencies: ["Shredder"], swiftSettings: strict),
         .testTarget(name: "AgeTests", dependencies: ["Age"], swiftSettings: strict),
         // Helper process for the vault's memory-scan test (reads secrets from files, prints its key on request).
-        .executableTarget(name: "VaultMemcheckChild", dependencies: ["Vault", "Cipher", "Keychain"], swiftSettings: strict),
-        .testTarget(name: "VaultTests", dependencies: ["Vault", "VaultMemcheckChild"], swiftSettings: strict),
+        .executableTarget(name: "VaultMemcheckChild", dependencies: ["Vault", "Cipher", "Keychain", "ProtectedFiles"], swiftSettings: strict),
+        .testTarget(name: "VaultTests", dependencies: ["Vault", "VaultMemcheckChild", "Age"], swiftSettings: strict),
         .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")],
                     exclude: ["Fixtures"], swiftSettings: strict),
+        .testTarget(name: "ProtectedFilesTests", dependencies: ["ProtectedFiles", "Age", "Vault", "Cipher"], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
         .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher"], swiftSettings: strict),
     ]

@@ -49,7 +49,11 @@ struct PayloadCipher: Sendable {
                                                   tag: UnsafeRawBufferPointer(rebasing: sealed[n...])),
               let plain = try? ChaChaPoly.open(box, using: key) else { return nil }
         plain.withUnsafeBytes { p in
-            if p.count > 0 { out.baseAddress!.copyMemory(from: p.baseAddress!, byteCount: p.count) }
+            if p.count > 0 {
+                out.baseAddress!.copyMemory(from: p.baseAddress!, byteCount: p.count)
+                // swift-crypto frees this buffer unzeroed: clear the plaintext before it goes.
+                sf_secure_zero(UnsafeMutableRawPointer(mutating: p.baseAddress!), p.count)
+            }
         }
         return n
     }

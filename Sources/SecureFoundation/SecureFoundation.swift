@@ -6,3 +6,4 @@
 @_exported import Age
 @_exported import Vault
 @_exported import Keychain
+@_exported import ProtectedFiles

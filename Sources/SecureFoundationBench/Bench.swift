@@ -14,6 +14,7 @@ enum Bench {
         ("age", AgeBench.run),
         ("vault", VaultBench.run),
         ("keychain", KeychainBench.run),
+        ("protect", ProtectBench.run),
     ]
 
     static func main() {

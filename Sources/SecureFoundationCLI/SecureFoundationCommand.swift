@@ -29,6 +29,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             VaultCommand.self,
             // Keychain
             KeychainCommand.self,
+            // Protected files
+            ProtectCommand.self,
         ]
     )
 }

@@ -9,6 +9,8 @@
 //   keychain         add the --item-file secret as a whenUnlocked keychain item (account from
 //                    --account), read it back, wipe, close the keychain -> "read N"
 //   sealed-open      seal the --item-file secret under a new key, open it, wipe -> "opened N"
+//   protected-file   write the --item-file secret as a complete protected file (--file),
+//                    read it whole and through a streaming reader, wipe, close -> "protected N"
 //   purge            lock()                                       -> "locked"
 //   exit                                                          -> exits
 // Secrets are read from files straight into SecretBytes, never through argv or String.
@@ -16,6 +18,7 @@
 import Foundation
 import Cipher
 import Keychain
+import ProtectedFiles
 @_spi(Testing) import Vault
 
 func argument(_ name: String) -> String? {
@@ -107,6 +110,20 @@ do {
                 let count = opened.count
                 opened.withUnsafeMutableBytes { bytes in for index in bytes.indices { bytes[index] = 0 } }
                 reply("opened \(count)")
+            case "protected-file":
+                guard let itemFile = argument("--item-file"), let file = argument("--file") else { reply("error usage"); continue }
+                let secret = try SecretBytes(contentsOfFile: itemFile)
+                let files = ProtectedFiles(manager: manager)
+                try secret.withUnsafeBytes { try files.write($0, to: file, protection: .complete) }
+                secret.wipe()
+                var whole = try files.read(at: file)
+                let count = whole.count
+                for index in whole.indices { whole[index] = 0 }
+                let reader = try files.openForReading(at: file)
+                var streamed = try reader.read(upToCount: count)
+                for index in streamed.indices { streamed[index] = 0 }
+                reader.close()
+                reply("protected \(count)")
             case "purge":
                 manager.lock()
                 reply(manager.isUnlocked ? "unlocked" : "locked")

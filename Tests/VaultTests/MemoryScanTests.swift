@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import Cipher
+import Age
 @testable import Vault
 #if canImport(Glibc)
 import Glibc
@@ -258,6 +259,58 @@ struct MemoryScanTests {
         #expect(child.send("sealed-open") == "opened \(item.utf8.count)")
         hits = try Self.scan(pid: pid, for: secret)
         #expect(hits.isEmpty, "after a sealed-data open: \(hits)")
+        _ = child.send("exit")
+    }
+
+    /// A protected file written, read whole and through a streaming reader, then closed, leaves
+    /// no copy of its plaintext, its file key or its payload key in the child's memory.
+    @Test func protectedFileLeavesNoKeyOrPlaintextAfterClose() throws {
+        guard let childPath = Self.scannableChild() else { return }
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let passcode = "pass-" + (try SecureRandom.string(length: 27, alphabet: SecureRandom.alphanumeric))
+        let item = "file-" + (try SecureRandom.string(length: 40, alphabet: SecureRandom.alphanumeric))
+        try SecureFile.writeAtomically(Array(passcode.utf8), to: fixture.root + "/passcode")
+        try SecureFile.writeAtomically(Array("a\nb\nc".utf8), to: fixture.root + "/answers")
+        try SecureFile.writeAtomically(Array(item.utf8), to: fixture.root + "/item")
+        let file = fixture.root + "/protected"
+        let child = try Child(path: childPath, arguments: Self.childArguments(fixture, ["--item-file", fixture.root + "/item", "--file", file]))
+        defer {
+            if child.process.isRunning { child.process.terminate() }
+            child.process.waitUntilExit()
+        }
+        let pid = child.process.processIdentifier
+        #expect(child.readLine() == "pid \(pid)")
+        try #require(child.send("setup").hasPrefix("key "))
+        #expect(child.send("protected-file") == "protected \(item.utf8.count)")
+
+        // The file key and payload key, recovered here with the class identity.
+        let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: FileDeviceKeyProvider(path: fixture.root + "/device.key"),
+                                        policy: .interactive, attemptPolicy: .unlimited)
+        try manager.unlock(passcode: SecretBytes(utf8: passcode))
+        let table = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: fixture.home + "/protected-files.keys"))) as? [String: Any]
+        let entry = try #require((table?["entries"] as? [[String: Any]])?.first { $0["name"] as? String == "complete" })
+        let sealedText = try #require(entry["sealedIdentity"] as? String)
+        let sealedIdentity = try #require(Data(base64Encoded: sealedText))
+        let recipient = try #require(entry["recipient"] as? String)
+        let classKey = try manager.classKey(for: .whenUnlocked)
+        let raw = try Sealed.open(Array(sealedIdentity), with: SealingKey(key: classKey),
+                                  context: Array("SecureFoundation protected-file identity v1\ncomplete\n\(recipient)".utf8))
+        let identity = X25519Identity(privateKey: try .init(rawRepresentation: raw))
+        let fd = open(file, O_RDONLY)
+        defer { close(fd) }
+        let header = try AgeFileHeader.read(fileDescriptor: fd)
+        let fileKey = try #require(try identity.unwrap(stanzas: header.stanzas))
+        var nonce = [UInt8](repeating: 0, count: 16)
+        #expect(pread(fd, &nonce, 16, off_t(header.length)) == 16)
+        let payloadKey = KeyDerivation.hkdf(fileKey, salt: nonce, info: "payload")
+        // swift-crypto's ChaChaPoly.open returns each chunk's plaintext in a buffer it frees
+        // unzeroed (Age now clears it), and frees its AEAD context, which holds the payload key,
+        // unzeroed (ProtectedFiles scrubs this thread's freed chunks and stack on release).
+        let secrets: [(String, [UInt8])] = [("plaintext", Array(item.utf8)), ("file key", fileKey.withUnsafeBytes { Array($0) }),
+                                             ("payload key", payloadKey.withUnsafeBytes { Array($0) })]
+        let hits = try Self.scan(pid: pid, for: secrets)
+        #expect(hits.isEmpty, "after a protected file was written, read and closed: \(hits)")
         _ = child.send("exit")
     }
 }

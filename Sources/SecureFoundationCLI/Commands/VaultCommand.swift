@@ -490,6 +490,10 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
                 try manager.rotateClassKeys()
             }
             try VaultCLI.say("\(resealOnly ? "class keys unchanged" : "class keys rotated"); keychain items re-sealed: \(report.resealed)")
+            if access(manager.directory + "/protected-files.keys", F_OK) == 0 {
+                let identities = try ProtectedFiles(manager: manager).resealUnderCurrentClassKeys()
+                try VaultCLI.say("protected-file class identities re-sealed: \(identities)")
+            }
             if !report.unreadable.isEmpty {
                 throw KeychainError.corrupted("\(report.unreadable.count) keychain item(s) could not be opened and were left as they are (item ids \(report.unreadable.joined(separator: ", "))): delete them (delete-generic-password, or dump-keychain to see which) or restore the keychain from a backup")
             }

@@ -1,0 +1,95 @@
+import Foundation
+import Cipher
+
+/// The header of a binary age file, read without any key: its stanzas and where it ends.
+///
+/// Nothing here is authenticated until ``verify(identities:)`` (or a decryption) checks the
+/// header MAC with the file key.
+public struct AgeFileHeader: Sendable {
+    /// The recipient stanzas, in header order.
+    public var stanzas: [AgeStanza] { parsed.stanzas }
+    /// The number of bytes from the start of the file to the end of the MAC line; the 16-byte
+    /// payload nonce and the payload follow.
+    public let length: Int64
+    let parsed: AgeHeader
+
+    /// Reads the header of the binary age file open on `fd`, from offset 0 (`pread`; the
+    /// descriptor's offset is not moved).
+    /// - Throws: ``AgeError/headerFailure(_:)`` for input that is not a binary age file,
+    ///   ``AgeError/invalidArgument(_:)`` for an armored file, ``AgeError/io(_:)``.
+    public static func read(fileDescriptor fd: Int32) throws -> AgeFileHeader {
+        var parser = AgeHeaderParser()
+        var offset: Int64 = 0
+        var piece = [UInt8](repeating: 0, count: 16 * 1024)
+        var first = true
+        while parser.header == nil {
+            let n = piece.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(offset)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw AgeError.io("read failed: \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { break }
+            if first {
+                first = false
+                if piece[0] != 0x61, piece[0..<n].first(where: { !Armor.isWhitespace($0) }) == 0x2D {
+                    throw AgeError.invalidArgument("the file is armored; this operation needs a binary age file")
+                }
+            }
+            let used = try piece.withUnsafeBytes { try parser.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            offset += Int64(used)
+        }
+        try parser.finish()
+        guard let header = parser.header else { throw AgeError.headerFailure("incomplete header") }
+        return AgeFileHeader(length: offset, parsed: header)
+    }
+
+    /// Unwraps the file key with `identities` and checks the header MAC; the key is wiped at once.
+    /// - Throws: ``AgeError/noMatchingIdentity(_:)``, ``AgeError/headerMACFailure``,
+    ///   ``AgeError/headerFailure(_:)``.
+    public func verify(identities: [any AgeIdentity]) throws {
+        try AgeDecryptor.unwrapFileKey(header: parsed, identities: identities).wipe()
+    }
+}
+
+extension Age {
+    /// Writes to `output` the binary age file open on `input` with a new header: the file key is
+    /// unwrapped with `identities` (header MAC checked), wrapped again for `recipients`, and the
+    /// nonce and payload are copied byte for byte, not re-encrypted (the payload stays
+    /// authenticated by the same file key, checked when it is read). Reads `input` with `pread`
+    /// from offset 0; the file key lives only during the call and is wiped.
+    ///
+    /// - Throws: ``AgeError``: header failures, ``AgeError/noMatchingIdentity(_:)``,
+    ///   ``AgeError/headerMACFailure``, ``AgeError/invalidArgument(_:)`` for an armored file or
+    ///   no recipients, ``AgeError/io(_:)``.
+    public static func rewrapHeader(from input: Int32, to output: Int32, identities: [any AgeIdentity],
+                                    recipients: [any AgeRecipient]) throws {
+        guard !recipients.isEmpty else { throw AgeError.invalidArgument("no recipients") }
+        if recipients.contains(where: { $0.requiresSoleStanza }) && recipients.count > 1 {
+            throw AgeError.invalidArgument("a passphrase (scrypt) recipient cannot be combined with other recipients")
+        }
+        let header = try AgeFileHeader.read(fileDescriptor: input)
+        let fileKey = try AgeDecryptor.unwrapFileKey(header: header.parsed, identities: identities)
+        defer { fileKey.wipe() }
+        var stanzas = [AgeStanza]()
+        for recipient in recipients { stanzas += try recipient.wrap(fileKey: fileKey) }
+        let newHeader = AgeHeader.encode(stanzas: stanzas, fileKey: fileKey)
+        try newHeader.withUnsafeBytes { try writeAll(output, $0) }
+        var buffer = [UInt8](repeating: 0, count: readSize)
+        var offset = header.length
+        var copied: Int64 = 0
+        while true {
+            let n = buffer.withUnsafeMutableBytes { pread(input, $0.baseAddress, $0.count, off_t(offset)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw AgeError.io("read failed: \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { break }
+            try buffer.withUnsafeBytes { try writeAll(output, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            offset += Int64(n)
+            copied += Int64(n)
+        }
+        guard copied >= Int64(PayloadCipher.nonceSize) else {
+            throw AgeError.headerFailure("the file ends before the 16-byte payload nonce")
+        }
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import Vault
+
+/// Everything protected files can fail with; each message says what to do.
+public enum ProtectedFileError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The class's key cannot be used now (the vault is locked, or has not been unlocked since
+    /// the process started, or is not set up).
+    case locked(FileProtectionClass, ClassKeyUnavailableReason)
+    /// The file is not a protected file (not a binary age file, or of no class this vault has).
+    case notProtectedFile(path: String, reason: String)
+    /// A thisDeviceOnly class whose key depends on another device's key (a copied data
+    /// directory or file), or the device key is missing.
+    case wrongDevice(FileProtectionClass, path: String)
+    /// The file's header, class stanza, wrapped key or payload does not authenticate.
+    case tampered(path: String, reason: String)
+    /// The key table of the protected-file classes is damaged, altered or from another vault.
+    case keyTable(String)
+    /// A file or directory is accessible to others, owned by another user, or cannot be opened.
+    case permission(path: String, reason: String)
+    /// An argument is not acceptable.
+    case invalidArgument(String)
+    /// A read, write or file operation failed.
+    case io(String)
+
+    public var description: String {
+        switch self {
+        case let .locked(cls, reason):
+            return "the \(cls.name) protected-file class is unavailable: \(reason)"
+        case let .notProtectedFile(path, reason):
+            return "\(path) is not a protected file: \(reason)"
+        case let .wrongDevice(cls, path):
+            return "\(path) is of class \(cls.name), whose key is bound to another device (or the device key is missing); it opens only on the device that wrote it"
+        case let .tampered(path, reason):
+            return "\(path) was modified or damaged: \(reason); restore it from a backup"
+        case let .keyTable(why):
+            return "the protected-file key table is unusable: \(why)"
+        case let .permission(path, reason):
+            return "permission problem with \(path): \(reason)"
+        case let .invalidArgument(why):
+            return "invalid argument: \(why)"
+        case let .io(why):
+            return why
+        }
+    }
+}

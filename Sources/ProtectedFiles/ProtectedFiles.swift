@@ -1,0 +1,436 @@
+import Foundation
+import Cipher
+import Age
+import Vault
+
+/// The age recipient of a protection class: the standard `X25519` stanza to the class
+/// recipient, followed by the class stanza `-> sf-protection 1 NAME` (empty body), which the
+/// header MAC authenticates and which stock `age` skips.
+struct ProtectionClassRecipient: AgeRecipient {
+    static let stanzaType = "sf-protection"
+    static let stanzaVersion = "1"
+    let cls: FileProtectionClass
+    let recipient: X25519Recipient
+
+    func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
+        try recipient.wrap(fileKey: fileKey) + [AgeStanza(type: Self.stanzaType, arguments: [Self.stanzaVersion, cls.name], body: [])]
+    }
+}
+
+/// Files protected by the four data-protection classes, on top of a vault's class keys and
+/// the age format.
+///
+/// Each class (×thisDeviceOnly) has an X25519 key pair; its identity is sealed under the
+/// vault's class key (`protected-files.keys` in the vault directory) and its recipient is kept
+/// in clear, so ``FileProtection/completeUnlessOpen`` files can be written while the vault is
+/// locked. A protected file is an age v1 file for the class recipient, plus a class stanza.
+///
+/// ```swift
+/// let files = ProtectedFiles(manager: manager)
+/// try files.write(Data("hello".utf8), to: path, protection: .completeUnlessOpen)  // even locked
+/// try manager.unlock(passcode: passcode)
+/// let bytes = try files.read(at: path)
+/// try files.setProtection(.complete, ofItemAt: path)
+/// ```
+public final class ProtectedFiles: Sendable {
+    /// The vault whose class keys protect the files.
+    public let manager: CryptoManager
+    let table: ClassKeyTable
+
+    /// Binds to a vault (nothing is read until used).
+    public init(manager: CryptoManager) {
+        self.manager = manager
+        table = ClassKeyTable(manager: manager)
+    }
+
+    // MARK: Keys
+
+    /// Creates the key pair of every class whose class key is available now (for
+    /// ``FileProtection/completeUnlessOpen``, do this once while unlocked so that writing
+    /// works while locked). Pairs that exist are kept.
+    /// - Returns: The classes that have a key pair afterwards.
+    @discardableResult
+    public func prepareClasses() throws -> [FileProtectionClass] {
+        var ready: [FileProtectionClass] = []
+        for cls in FileProtectionClass.allValues {
+            do {
+                _ = try table.entryCreatingIfNeeded(cls)
+                ready.append(cls)
+            } catch let error as ProtectedFileError {
+                switch error {
+                case .locked, .wrongDevice: continue
+                default: throw error
+                }
+            }
+        }
+        return ready
+    }
+
+    /// The class recipient (`age1…`): files encrypted to it by any age tool read as this class.
+    /// Creates the key pair when missing (which needs the class key).
+    /// - Throws: ``ProtectedFileError``.
+    public func recipient(for cls: FileProtectionClass) throws -> X25519Recipient {
+        try table.trustedRecipient(cls)
+    }
+
+    /// The class identity (`AGE-SECRET-KEY-1…`, in locked memory), for interoperability and
+    /// recovery: whoever holds it reads every file of the class without the vault. Needs the
+    /// class key.
+    /// - Throws: ``ProtectedFileError``.
+    public func exportIdentity(for cls: FileProtectionClass) throws -> SecretBytes {
+        try table.openIdentity(try table.entryCreatingIfNeeded(cls), cls).encoded
+    }
+
+    /// Re-seals the class identities under the vault's current class keys (after
+    /// `CryptoManager.rotateClassKeys()`); needs the vault unlocked.
+    /// - Returns: The number of identities re-sealed.
+    @discardableResult
+    public func resealUnderCurrentClassKeys() throws -> Int {
+        try table.resealUnderCurrentClassKeys()
+    }
+
+    /// Rotates the vault's class keys, then re-seals the class identities under the new keys.
+    /// The key pairs themselves do not change: see docs/PROTECTED-FILES.md.
+    /// - Returns: The number of identities re-sealed.
+    @discardableResult
+    public func rotateClassKeys() throws -> Int {
+        do { try manager.rotateClassKeys() } catch let error as VaultError {
+            throw ProtectedFileError.io("rotating the class keys failed: \(error)")
+        }
+        return try resealUnderCurrentClassKeys()
+    }
+
+    // MARK: Writing
+
+    /// Writes `bytes` to `path` as a protected file of class `protection`, atomically
+    /// (temporary file, fsync, rename, fsync of the directory; mode 0600).
+    /// - Throws: ``ProtectedFileError``: ``ProtectedFileError/locked(_:_:)`` when the class is
+    ///   not writable now (every class but completeUnlessOpen needs its class key).
+    public func write<Bytes: DataProtocol>(_ bytes: Bytes, to path: String, protection: FileProtectionClass) throws {
+        let recipient = try writableRecipient(protection)
+        defer { HeapScrub.scrubRecentlyFreed() }
+        try mapAge(path: path, protection) {
+            _ = try SecureFile.writeOutput(to: path) { fd in
+                let encryptor = try AgeEncryptor(recipients: [recipient]) { try SecureFile.writeAll(fd, $0, path: path) }
+                try encryptor.update(bytes)
+                try encryptor.finish()
+            }
+        }
+    }
+
+    /// Writes a Codable value (JSON) as a protected file.
+    /// - Throws: ``ProtectedFileError``.
+    public func write<Value: Encodable>(value: Value, to path: String, protection: FileProtectionClass) throws {
+        var data: Data
+        do { data = try JSONEncoder().encode(value) } catch {
+            throw ProtectedFileError.invalidArgument("the value does not encode as JSON: \(error)")
+        }
+        defer { data.resetBytes(in: 0..<data.count) }
+        try write(data, to: path, protection: protection)
+    }
+
+    /// Writes everything readable from `input` (a file, pipe or socket) as a protected file,
+    /// streaming in constant memory, atomically.
+    /// - Throws: ``ProtectedFileError``.
+    public func write(from input: Int32, to path: String, protection: FileProtectionClass) throws {
+        let recipient = try writableRecipient(protection)
+        defer { HeapScrub.scrubRecentlyFreed() }
+        try mapAge(path: path, protection) {
+            try Age.encrypt(from: input, toFile: path, recipients: [recipient])
+        }
+    }
+
+    // MARK: Reading
+
+    /// Reads a whole protected file.
+    /// - Throws: ``ProtectedFileError``.
+    public func read(at path: String) throws -> [UInt8] {
+        let opened = try open(path)
+        defer { close(opened.fd) }
+        let identity = try identity(opened.cls, path: path)
+        defer { HeapScrub.scrubRecentlyFreed() }
+        return try mapAge(path: path, opened.cls) {
+            let reader = try AgeRandomAccessReader(fileDescriptor: opened.fd, identities: [identity])
+            return try reader.read(offset: 0, count: Int(reader.plaintextSize))
+        }
+    }
+
+    /// Reads a whole protected file as `Data`.
+    public func readData(at path: String) throws -> Data { Data(try read(at: path)) }
+
+    /// Reads a Codable value written by ``write(value:to:protection:)``.
+    /// - Throws: ``ProtectedFileError``.
+    public func read<Value: Decodable>(_ type: Value.Type, at path: String) throws -> Value {
+        var bytes = try read(at: path)
+        defer { for i in bytes.indices { bytes[i] = 0 } }
+        do { return try JSONDecoder().decode(type, from: Data(bytes)) } catch {
+            throw ProtectedFileError.invalidArgument("\(path) does not decode as \(type): \(error)")
+        }
+    }
+
+    /// Decrypts a protected file to the descriptor `output`, streaming (constant memory); only
+    /// authenticated plaintext is written.
+    /// - Throws: ``ProtectedFileError``.
+    public func read(at path: String, to output: Int32) throws {
+        let opened = try open(path)
+        defer { close(opened.fd) }
+        let identity = try identity(opened.cls, path: path)
+        defer { HeapScrub.scrubRecentlyFreed() }
+        try mapAge(path: path, opened.cls) { try Age.decrypt(from: opened.fd, to: output, identities: [identity], armor: .none) }
+    }
+
+    /// Decrypts a protected file into the file `destination`, streaming, atomically (it
+    /// appears only once the whole payload authenticated).
+    /// - Throws: ``ProtectedFileError``.
+    public func read(at path: String, toFile destination: String) throws {
+        let opened = try open(path)
+        defer { close(opened.fd) }
+        let identity = try identity(opened.cls, path: path)
+        defer { HeapScrub.scrubRecentlyFreed() }
+        try mapAge(path: path, opened.cls) { try Age.decrypt(from: opened.fd, toFile: destination, identities: [identity], armor: .none) }
+    }
+
+    /// Opens a protected file for streaming, random-access reads (constant memory). The file key
+    /// lives in the reader until ``ProtectedFileReader/close()``; for ``FileProtection/complete``
+    /// every read after the vault locks fails, for the other classes an open reader stays usable.
+    /// - Throws: ``ProtectedFileError``.
+    public func openForReading(at path: String) throws -> ProtectedFileReader {
+        let opened = try open(path)
+        do {
+            let identity = try identity(opened.cls, path: path)
+            let reader = try mapAge(path: path, opened.cls) { try AgeRandomAccessReader(fileDescriptor: opened.fd, identities: [identity]) }
+            return ProtectedFileReader(reader: reader, fd: opened.fd, cls: opened.cls, path: path, manager: manager)
+        } catch {
+            close(opened.fd)
+            throw error
+        }
+    }
+
+    // MARK: Classes
+
+    /// The class of a protected file, from its class stanza (no key needed). A file without
+    /// one (written by another age tool to a class recipient) is matched against the class
+    /// identities available now.
+    /// - Throws: ``ProtectedFileError/notProtectedFile(path:reason:)`` and others.
+    public func protection(ofItemAt path: String) throws -> FileProtectionClass {
+        let opened = try open(path)
+        close(opened.fd)
+        return opened.cls
+    }
+
+    /// Whether a file of class `cls` can be read now (nil) or why not.
+    public func readError(for cls: FileProtectionClass) -> ProtectedFileError? {
+        do {
+            let entry = try table.entry(cls)
+            guard let entry else {
+                return .notProtectedFile(path: table.path, reason: "this vault has no \(cls.name) key pair")
+            }
+            _ = try table.openIdentity(entry, cls)
+            return nil
+        } catch let error as ProtectedFileError {
+            return error
+        } catch {
+            return .io("\(error)")
+        }
+    }
+
+    /// Changes the class of a protected file: the file key is unwrapped with the current class's
+    /// identity and wrapped to the new class's recipient; only the header is rewritten, the
+    /// payload is copied, and the file is replaced atomically. Needs the current class readable
+    /// and the new class writable now.
+    /// - Throws: ``ProtectedFileError``.
+    public func setProtection(_ protection: FileProtectionClass, ofItemAt path: String) throws {
+        let opened = try open(path)
+        defer { close(opened.fd) }
+        if opened.cls == protection && opened.hasClassStanza { return }
+        let identity = try identity(opened.cls, path: path)
+        let recipient = try writableRecipient(protection)
+        defer { HeapScrub.scrubRecentlyFreed() }
+        try mapAge(path: path, opened.cls) {
+            do {
+                try SecureFile.replaceAtomically(path) { output in
+                    try Age.rewrapHeader(from: opened.fd, to: output, identities: [identity], recipients: [recipient])
+                }
+            } catch let failure as SecureFile.Failure {
+                throw ClassKeyTable.map(failure, path: path)
+            }
+        }
+    }
+
+    /// What ``upgradeItems(inDirectory:from:to:)`` did.
+    public struct UpgradeReport: Sendable, Equatable {
+        /// One file that could not be changed.
+        public struct Failure: Sendable, Equatable {
+            public var path: String
+            public var error: ProtectedFileError
+        }
+        /// Files changed to the new class.
+        public var changed: [String] = []
+        /// Regular files left as they were (of another class, or not protected files).
+        public var skipped: Int = 0
+        /// Files that could not be changed, or whose class could not be read (a damaged header).
+        public var failures: [Failure] = []
+    }
+
+    /// Changes every protected file of class `from` in the tree under `directory` to class `to`
+    /// (as `upgradeImagesInDir` in Apple's data-protection examples: files written as
+    /// completeUnlessOpen while locked become complete once unlocked). Symbolic links are not
+    /// followed; other files are left alone. A failure on one file does not stop the others.
+    /// - Throws: ``ProtectedFileError`` when the directory cannot be read.
+    public func upgradeItems(inDirectory directory: String, from: FileProtectionClass, to: FileProtectionClass) throws -> UpgradeReport {
+        var info = stat()
+        guard lstat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw ProtectedFileError.invalidArgument("\(directory) is not a directory")
+        }
+        guard let enumerator = FileManager.default.enumerator(atPath: directory) else {
+            throw ProtectedFileError.permission(path: directory, reason: "the directory cannot be read")
+        }
+        var report = UpgradeReport()
+        let base = directory.hasSuffix("/") ? directory : directory + "/"
+        while let relative = enumerator.nextObject() as? String {
+            let path = base + relative
+            guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            let name = (relative as NSString).lastPathComponent
+            if name.hasPrefix(".sf-lk-") { continue }
+            let cls: FileProtectionClass
+            do {
+                cls = try protection(ofItemAt: path)
+            } catch ProtectedFileError.notProtectedFile {
+                report.skipped += 1
+                continue
+            } catch let error as ProtectedFileError {
+                report.failures.append(.init(path: path, error: error))
+                continue
+            }
+            guard cls == from else {
+                report.skipped += 1
+                continue
+            }
+            do {
+                try setProtection(to, ofItemAt: path)
+                report.changed.append(path)
+            } catch let error as ProtectedFileError {
+                report.failures.append(.init(path: path, error: error))
+            } catch {
+                report.failures.append(.init(path: path, error: .io("\(error)")))
+            }
+        }
+        return report
+    }
+
+    // MARK: Plumbing
+
+    /// The recipient to write `cls` with, after checking that the class is writable now.
+    func writableRecipient(_ cls: FileProtectionClass) throws -> ProtectionClassRecipient {
+        if cls.protection != .completeUnlessOpen {
+            let key = try Self.vaultCall(cls, path: table.path) { try manager.classKey(for: cls.accessibility) }
+            key.wipe()
+        }
+        return ProtectionClassRecipient(cls: cls, recipient: try table.trustedRecipient(cls))
+    }
+
+    /// The identity of `cls` (needs its class key).
+    func identity(_ cls: FileProtectionClass, path: String) throws -> X25519Identity {
+        guard let entry = try table.entry(cls) else {
+            throw ProtectedFileError.notProtectedFile(path: path, reason: "this vault has no \(cls.name) key pair (the file was written under another vault)")
+        }
+        do {
+            return try table.openIdentity(entry, cls)
+        } catch ProtectedFileError.wrongDevice(let c, _) {
+            throw ProtectedFileError.wrongDevice(c, path: path)
+        }
+    }
+
+    /// Opens `path` and determines its class.
+    func open(_ path: String) throws -> (fd: Int32, cls: FileProtectionClass, hasClassStanza: Bool) {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else {
+            let code = errno
+            if code == EACCES || code == EPERM || code == ELOOP {
+                throw ProtectedFileError.permission(path: path, reason: code == ELOOP ? "it is a symbolic link" : String(cString: strerror(code)))
+            }
+            throw ProtectedFileError.io("cannot open \(path): \(String(cString: strerror(code)))")
+        }
+        do {
+            var info = stat()
+            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+                throw ProtectedFileError.notProtectedFile(path: path, reason: "it is not a regular file")
+            }
+            let header: AgeFileHeader
+            do { header = try AgeFileHeader.read(fileDescriptor: fd) } catch let error as AgeError {
+                switch error {
+                case .io(let why): throw ProtectedFileError.io(why)
+                default:
+                    // A file that starts as an age file but whose header does not parse was damaged.
+                    var start = [UInt8](repeating: 0, count: 22)
+                    let n = start.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+                    if n == start.count && start == Array("age-encryption.org/v1\n".utf8) {
+                        throw ProtectedFileError.tampered(path: path, reason: "\(error)")
+                    }
+                    throw ProtectedFileError.notProtectedFile(path: path, reason: "\(error)")
+                }
+            }
+            let classStanzas = header.stanzas.filter { $0.type == ProtectionClassRecipient.stanzaType }
+            guard classStanzas.count <= 1 else { throw ProtectedFileError.tampered(path: path, reason: "the header has more than one class stanza") }
+            if let stanza = classStanzas.first {
+                guard stanza.arguments.count == 2, stanza.arguments[0] == ProtectionClassRecipient.stanzaVersion, stanza.body.isEmpty,
+                      let cls = FileProtectionClass(name: stanza.arguments[1]) else {
+                    throw ProtectedFileError.tampered(path: path, reason: "the class stanza is malformed or of an unknown version")
+                }
+                return (fd, cls, true)
+            }
+            // No class stanza: the class whose identity opens the header.
+            for entry in try table.load() {
+                guard let cls = FileProtectionClass(name: entry.name), let identity = try? table.openIdentity(entry, cls) else { continue }
+                do {
+                    try header.verify(identities: [identity])
+                    return (fd, cls, false)
+                } catch AgeError.noMatchingIdentity {
+                    continue
+                } catch let error as AgeError {
+                    throw Self.map(error, path: path, cls)
+                }
+            }
+            throw ProtectedFileError.notProtectedFile(path: path, reason: "it has no class stanza and no class identity available now opens it")
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
+    /// Runs a vault call, mapping its errors for class `cls`.
+    static func vaultCall<Result>(_ cls: FileProtectionClass, path: String, _ body: () throws -> Result) throws -> Result {
+        do { return try body() } catch let error as VaultError {
+            switch error {
+            case .classKeyUnavailable(_, .deviceKeyMissing): throw ProtectedFileError.wrongDevice(cls, path: path)
+            case .classKeyUnavailable(_, let reason): throw ProtectedFileError.locked(cls, reason)
+            case .notSetUp: throw ProtectedFileError.locked(cls, .notSetUp)
+            case let .insecurePermissions(path, reason, fix): throw ProtectedFileError.permission(path: path, reason: "\(reason); fix it with: \(fix)")
+            default: throw ProtectedFileError.io("\(error)")
+            }
+        }
+    }
+
+    /// Runs an age call on `path`, mapping its errors.
+    func mapAge<Result>(path: String, _ cls: FileProtectionClass, _ body: () throws -> Result) throws -> Result {
+        do { return try body() } catch let error as AgeError {
+            throw Self.map(error, path: path, cls)
+        } catch let failure as SecureFile.Failure {
+            throw ClassKeyTable.map(failure, path: path)
+        }
+    }
+
+    static func map(_ error: AgeError, path: String, _ cls: FileProtectionClass) -> ProtectedFileError {
+        switch error {
+        case .headerMACFailure:
+            return .tampered(path: path, reason: "the header MAC does not match (the class stanza or a wrapped key was altered)")
+        case .noMatchingIdentity:
+            return .tampered(path: path, reason: "its file key is not wrapped to this vault's \(cls.name) key (the class stanza was changed, or the file was written under another vault)")
+        case .payloadFailure(let why): return .tampered(path: path, reason: "the payload does not authenticate: \(why)")
+        case .headerFailure(let why): return .tampered(path: path, reason: "the header is malformed: \(why)")
+        case .io(let why): return .io(why)
+        case .invalidArgument(let why): return .invalidArgument(why)
+        default: return .io("\(error)")
+        }
+    }
+}

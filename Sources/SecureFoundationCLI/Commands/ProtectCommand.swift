@@ -1,0 +1,311 @@
+import ArgumentParser
+import Foundation
+import SecureFoundation
+
+/// `securefoundation protect …`: files of the four data-protection classes.
+struct ProtectCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "protect",
+        abstract: "Files of the four data-protection classes (complete, completeUnlessOpen, completeUntilFirstUserAuthentication, none).",
+        discussion: """
+        A protected file is an age v1 file for its class's X25519 recipient plus a class stanza. \
+        Each class's identity is sealed under the vault's matching class key, so a class is \
+        readable exactly when the keychain's matching accessibility is: complete and \
+        completeUnlessOpen while unlocked, completeUntilFirstUserAuthentication after an unlock \
+        in the same process, none always. completeUnlessOpen files can be written while locked. \
+        Add ThisDeviceOnly to a class name to bind it to the device key.
+
+        Each command runs locked unless given --passcode-file, --answers-file or --unlock.
+
+        Exit status: 0 success, 1 error, 3 wrong passcode or answers, 4 too many attempts, \
+        5 the vault was erased, 6 the class is locked (unlock and try again), 64 usage error.
+
+        Examples:
+          echo data | securefoundation protect write --class completeUnlessOpen -o inbox/1.sf
+          securefoundation protect upgrade --from completeUnlessOpen --to complete inbox --passcode-file pin.txt
+          securefoundation protect read inbox/1.sf --passcode-file pin.txt
+          securefoundation protect status inbox
+        """,
+        subcommands: [
+            ProtectWriteCommand.self, ProtectReadCommand.self, ProtectStatusCommand.self, ProtectUpgradeCommand.self,
+            ProtectExportIdentityCommand.self,
+        ]
+    )
+}
+
+/// The vault flags of the protect commands: the home, and how (if at all) to unlock.
+struct ProtectVaultOptions: ParsableArguments {
+    @OptionGroup var home: HomeOptions
+
+    @Option(name: .customLong("passcode-file"), help: "Unlock with the passcode in this file (`-` for stdin).")
+    var passcodeFile: String?
+
+    @Option(name: .customLong("answers-file"), help: "Unlock with the answers in this file instead, one per line.")
+    var answersFile: String?
+
+    @Flag(name: .customLong("unlock"), help: "Unlock with the passcode read from the terminal.")
+    var unlock = false
+
+    func validate() throws {
+        if passcodeFile != nil && answersFile != nil { throw ValidationError("give --passcode-file or --answers-file, not both") }
+    }
+
+    /// The protected files of the vault, unlocked when asked to.
+    func files() throws -> ProtectedFiles {
+        let manager = try home.manager()
+        try VaultCLI.requireSetUp(manager)
+        if unlock || passcodeFile != nil || answersFile != nil {
+            try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
+            // Unlocked: every class key is available, so every key pair exists afterwards
+            // (completeUnlessOpen can then be written while locked).
+            let files = ProtectedFiles(manager: manager)
+            try files.prepareClasses()
+            return files
+        }
+        return ProtectedFiles(manager: manager)
+    }
+}
+
+enum ProtectCLI {
+    static func parseClass(_ name: String) throws -> FileProtectionClass {
+        guard let cls = FileProtectionClass(name: name) else {
+            throw ValidationError("unknown class \(name); use one of \(FileProtectionClass.allValues.map(\.name).joined(separator: ", "))")
+        }
+        return cls
+    }
+
+    /// Runs `body`, reporting failures with the documented exit codes.
+    static func run(_ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let error as ExitCode {
+            throw error
+        } catch let error as ValidationError {
+            throw error
+        } catch let error as ProtectedFileError {
+            if case .locked = error { throw CLI.report(error, code: 6) }
+            throw CLI.report(error, code: 1)
+        } catch {
+            throw CLI.report(error, code: VaultCLI.exitCode(for: error))
+        }
+    }
+}
+
+struct ProtectWriteCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "write",
+        abstract: "Write standard input or a file as a protected file of a class (atomic, 0600).",
+        discussion: """
+        Example:
+          securefoundation protect write --class completeUnlessOpen -o photo.sf photo.jpg
+        """
+    )
+
+    @Option(name: .customLong("class"), help: "The protection class.")
+    var className: String
+
+    @Option(name: .shortAndLong, help: "The protected file to write (default: standard output).")
+    var output: String?
+
+    @Argument(help: "The plaintext file (default: standard input).")
+    var input: String?
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func run() throws {
+        let cls = try ProtectCLI.parseClass(className)
+        try ProtectCLI.run {
+            let files = try vault.files()
+            var fd: Int32 = 0
+            if let input, input != "-" {
+                fd = open(input, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else { throw ProtectedFileError.io("cannot open \(input): \(String(cString: strerror(errno)))") }
+            }
+            defer { if fd != 0 { close(fd) } }
+            let destination = output.map { $0 == "-" ? "/dev/stdout" : $0 } ?? "/dev/stdout"
+            try files.write(from: fd, to: destination, protection: cls)
+        }
+    }
+}
+
+struct ProtectReadCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "read",
+        abstract: "Decrypt a protected file (streaming; -o is written atomically once authenticated).",
+        discussion: """
+        Example:
+          securefoundation protect read -o photo.jpg photo.sf --passcode-file pin.txt
+        """
+    )
+
+    @Option(name: .shortAndLong, help: "Where to write the plaintext (default: standard output).")
+    var output: String?
+
+    @Argument(help: "The protected file.")
+    var file: String
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func run() throws {
+        try ProtectCLI.run {
+            let files = try vault.files()
+            if let output, output != "-" {
+                try files.read(at: file, toFile: output)
+            } else {
+                try files.read(at: file, to: 1)
+            }
+        }
+    }
+}
+
+struct ProtectStatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "The class of each protected file, and whether it is readable now.",
+        discussion: """
+        One line per file: `PATH: CLASS, readable` or `PATH: CLASS, locked (REASON)`, or \
+        `PATH: not a protected file`. Directories are walked (symbolic links are not followed). \
+        Exit status 1 when a path cannot be examined.
+
+        Example:
+          securefoundation protect status inbox photo.sf
+        """
+    )
+
+    @Argument(help: "Files or directories.")
+    var paths: [String]
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func run() throws {
+        var failed = false
+        try ProtectCLI.run {
+            let files = try vault.files()
+            var readable: [FileProtectionClass: ProtectedFileError?] = [:]
+            for path in paths {
+                for file in try Self.regularFiles(path) {
+                    let line: String
+                    do {
+                        let cls = try files.protection(ofItemAt: file)
+                        if readable[cls] == nil { readable[cls] = .some(files.readError(for: cls)) }
+                        if case let .some(.some(error)) = readable[cls] {
+                            switch error {
+                            case let .locked(_, reason): line = "\(file): \(cls.name), locked (\(reason))"
+                            case .wrongDevice: line = "\(file): \(cls.name), bound to another device"
+                            default: line = "\(file): \(cls.name), unreadable (\(error))"
+                            }
+                        } else {
+                            line = "\(file): \(cls.name), readable"
+                        }
+                    } catch ProtectedFileError.notProtectedFile {
+                        line = "\(file): not a protected file"
+                    } catch {
+                        line = "\(file): error: \(error)"
+                        failed = true
+                    }
+                    try VaultCLI.say(line)
+                }
+            }
+        }
+        if failed { throw ExitCode(1) }
+    }
+
+    /// `path` itself, or the regular files under it (sorted), without following symbolic links.
+    static func regularFiles(_ path: String) throws -> [String] {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw ProtectedFileError.io("cannot examine \(path): \(String(cString: strerror(errno)))") }
+        guard info.st_mode & S_IFMT == S_IFDIR else { return [path] }
+        guard let enumerator = FileManager.default.enumerator(atPath: path) else {
+            throw ProtectedFileError.permission(path: path, reason: "the directory cannot be read")
+        }
+        let base = path.hasSuffix("/") ? path : path + "/"
+        var result: [String] = []
+        while let relative = enumerator.nextObject() as? String {
+            let file = base + relative
+            if lstat(file, &info) == 0, info.st_mode & S_IFMT == S_IFREG { result.append(file) }
+        }
+        return result.sorted()
+    }
+}
+
+struct ProtectUpgradeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "upgrade",
+        abstract: "Change every protected file of one class under a directory to another class (header only, atomic).",
+        discussion: """
+        Prints `changed N, skipped M, failed K` and one line per failure; exit status 1 when \
+        any file failed.
+
+        Example:
+          securefoundation protect upgrade --from completeUnlessOpen --to complete inbox --passcode-file pin.txt
+        """
+    )
+
+    @Option(name: .customLong("from"), help: "The class of the files to change.")
+    var from: String
+
+    @Option(name: .customLong("to"), help: "The class to give them.")
+    var to: String
+
+    @Argument(help: "The directory.")
+    var directory: String
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func run() throws {
+        let old = try ProtectCLI.parseClass(from)
+        let new = try ProtectCLI.parseClass(to)
+        var failed = false
+        try ProtectCLI.run {
+            let files = try vault.files()
+            let report = try files.upgradeItems(inDirectory: directory, from: old, to: new)
+            try VaultCLI.say("changed \(report.changed.count), skipped \(report.skipped), failed \(report.failures.count)")
+            for failure in report.failures { CLI.warn("securefoundation: \(failure.path): \(failure.error)") }
+            failed = !report.failures.isEmpty
+        }
+        if failed { throw ExitCode(1) }
+    }
+}
+
+struct ProtectExportIdentityCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export-identity",
+        abstract: "Print a class's age identity (AGE-SECRET-KEY-1…), for `age -d -i` and recovery.",
+        discussion: """
+        Whoever holds the identity reads every file of the class without the vault, on any \
+        device: keep it as you would the passcode. The class recipient (age1…) goes to stderr \
+        with the warning, so files encrypted by `age -r` to it read as that class.
+
+        Example:
+          securefoundation protect export-identity --class complete -o complete.key --passcode-file pin.txt
+        """
+    )
+
+    @Option(name: .customLong("class"), help: "The protection class.")
+    var className: String
+
+    @Option(name: .shortAndLong, help: "Write the identity to this file (0600) instead of standard output.")
+    var output: String?
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func run() throws {
+        let cls = try ProtectCLI.parseClass(className)
+        try ProtectCLI.run {
+            let files = try vault.files()
+            let identity = try files.exportIdentity(for: cls)
+            defer { identity.wipe() }
+            let recipient = try files.recipient(for: cls)
+            CLI.warn("securefoundation: warning: this identity opens every \(cls.name) file without the vault; keep it secret (recipient: \(recipient))")
+            let line = identity.appending(SecretBytes(copying: [0x0A]))
+            defer { line.wipe() }
+            try line.withUnsafeBytes { bytes in
+                if let output, output != "-" {
+                    try CLI.writeOutput(to: output) { fd in try SecureFile.writeAll(fd, bytes, path: output) }
+                } else {
+                    try CLI.writeStdout(bytes)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import Testing
+
+/// Runs the built `securefoundation protect …`: exit codes, stdout bytes, interop with `age`.
+@Suite("protect command")
+struct ProtectCLITests {
+    /// A vault home, a device key, a passcode file and a directory of files.
+    final class Workspace {
+        let root: String
+        var home: String { root + "/home" }
+        var pin: String { root + "/pin" }
+        var dir: String { root + "/files" }
+
+        init() throws {
+            root = FileManager.default.temporaryDirectory.path + "/sf-protect-cli-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: root + "/files", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            chmod(root, 0o700)
+            try Data("2468".utf8).write(to: URL(fileURLWithPath: pin))
+            chmod(pin, 0o600)
+            let created = try run(["vault", "init", "--passcode-file", pin])
+            #expect(created.status == 0, "\(created.stderr)")
+        }
+
+        deinit { try? FileManager.default.removeItem(atPath: root) }
+
+        func run(_ arguments: [String], stdin: [UInt8] = []) throws -> CLIRunner.Result {
+            try CLIRunner.run(arguments + ["--home", home, "--device-key", root + "/device.key"], stdin: stdin)
+        }
+
+        func protect(_ arguments: [String], unlocked: Bool = false, stdin: [UInt8] = []) throws -> CLIRunner.Result {
+            try run(["protect"] + arguments + (unlocked ? ["--passcode-file", pin] : []), stdin: stdin)
+        }
+    }
+
+    /// Every class × {never unlocked in this process} × {read, write}: each command is a new
+    /// process that does not unlock, after the key pairs and files were made in another.
+    @Test func neverUnlockedProcessMatrix() throws {
+        let ws = try Workspace()
+        let classes = ["complete", "completeUnlessOpen", "completeUntilFirstUserAuthentication", "none"]
+        for name in classes + classes.map({ $0 + "ThisDeviceOnly" }) {
+            let made = try ws.protect(["write", "--class", name, "-o", ws.dir + "/" + name], unlocked: true, stdin: Array(name.utf8))
+            #expect(made.status == 0, "\(made.stderr)")
+        }
+        for name in classes + classes.map({ $0 + "ThisDeviceOnly" }) {
+            let written = try ws.protect(["write", "--class", name, "-o", ws.dir + "/new-" + name], stdin: Array("new".utf8))
+            let read = try ws.protect(["read", ws.dir + "/" + name])
+            switch name.replacingOccurrences(of: "ThisDeviceOnly", with: "") {
+            case "complete":
+                #expect(written.status == 6 && read.status == 6, "\(name)")
+                #expect(read.stderr == "securefoundation: error: the \(name) protected-file class is unavailable: the vault is locked; unlock it with the passcode or the security answers\n")
+                #expect(read.stdout.isEmpty)
+            case "completeUnlessOpen":
+                #expect(written.status == 0, "\(name): \(written.stderr)")
+                #expect(read.status == 6, "\(name)")
+            case "completeUntilFirstUserAuthentication":
+                #expect(written.status == 6 && read.status == 6, "\(name)")
+                #expect(read.stderr == "securefoundation: error: the \(name) protected-file class is unavailable: the vault has not been unlocked since this process started; unlock it once\n")
+            default:
+                #expect(written.status == 0, "\(name): \(written.stderr)")
+                #expect(read.status == 0 && read.stdout == Array(name.utf8), "\(name): \(read.stderr)")
+            }
+            #expect(FileManager.default.fileExists(atPath: ws.dir + "/new-" + name) == (written.status == 0))
+        }
+    }
+
+    /// Written while locked as completeUnlessOpen, upgraded after an unlock, then unreadable locked.
+    @Test func lockedWriteUpgradeThenUnreadableLocked() throws {
+        let ws = try Workspace()
+        #expect(try ws.protect(["status", ws.dir], unlocked: true).status == 0)
+        let inbox = ws.dir + "/inbox"
+        try FileManager.default.createDirectory(atPath: inbox, withIntermediateDirectories: true)
+        let written = try ws.protect(["write", "--class", "completeUnlessOpen", "-o", inbox + "/1"], stdin: Array("mail".utf8))
+        #expect(written.status == 0, "\(written.stderr)")
+        let status = try ws.protect(["status", inbox])
+        #expect(status.text == "\(inbox)/1: completeUnlessOpen, locked (the vault is locked; unlock it with the passcode or the security answers)\n")
+        #expect(try ws.protect(["read", inbox + "/1"]).status == 6)
+        let upgraded = try ws.protect(["upgrade", "--from", "completeUnlessOpen", "--to", "complete", inbox], unlocked: true)
+        #expect(upgraded.status == 0)
+        #expect(upgraded.text == "changed 1, skipped 0, failed 0\n")
+        #expect(try ws.protect(["status", inbox]).text == "\(inbox)/1: complete, locked (the vault is locked; unlock it with the passcode or the security answers)\n")
+        #expect(try ws.protect(["status", inbox], unlocked: true).text == "\(inbox)/1: complete, readable\n")
+        #expect(try ws.protect(["read", inbox + "/1"]).status == 6)
+        let read = try ws.protect(["read", "-o", ws.dir + "/out", inbox + "/1"], unlocked: true)
+        #expect(read.status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: ws.dir + "/out")) == Data("mail".utf8))
+        // A class-key rotation re-seals the class identities; files still open.
+        let rotated = try ws.run(["vault", "rotate-class-keys", "--passcode-file", ws.pin])
+        #expect(rotated.text == "class keys rotated; keychain items re-sealed: 0\nprotected-file class identities re-sealed: 8\n")
+        #expect(try ws.protect(["read", inbox + "/1"], unlocked: true).stdout == Array("mail".utf8))
+        #expect(try ws.protect(["write", "--class", "bogus", "-o", ws.dir + "/b"]).status == 64)
+    }
+
+    /// A 1 GiB protected file written from a pipe and read back to a pipe, byte for byte, each
+    /// process's peak RSS bounded (constant memory; no timing is asserted).
+    @Test func oneGiBRoundTripInConstantMemory() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/time") else {
+            print("skipping: GNU time (/usr/bin/time) is not installed to measure peak RSS")
+            return
+        }
+        let ws = try Workspace()
+        var fs = statvfs()
+        guard statvfs(ws.root, &fs) == 0, UInt64(fs.f_bavail) * UInt64(fs.f_frsize) > 3 << 30 else {
+            print("skipping: less than 3 GiB free for the 1 GiB round trip")
+            return
+        }
+        let flags = "--home \(ws.home) --device-key \(ws.root)/device.key"
+        let file = ws.dir + "/large"
+        let script = """
+        set -o pipefail
+        head -c 1G /dev/zero | /usr/bin/time -f %M -o \(ws.root)/write.rss \(CLIRunner.executable) protect write --class completeUntilFirstUserAuthentication -o \(file) --passcode-file \(ws.pin) \(flags) &&
+        /usr/bin/time -f %M -o \(ws.root)/read.rss \(CLIRunner.executable) protect read \(file) --passcode-file \(ws.pin) \(flags) | cmp - <(head -c 1G /dev/zero)
+        """
+        let result = try CLIRunner.runTool("/bin/bash", ["-c", script])
+        #expect(result.status == 0, "\(result.stderr)")
+        let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
+        #expect(size > 1 << 30)
+        for name in ["write", "read"] {
+            let text = (try? String(contentsOfFile: ws.root + "/\(name).rss", encoding: .utf8)) ?? ""
+            let kib = text.split(separator: "\n").last.flatMap { Int($0) } ?? Int.max
+            print("1 GiB protect \(name): peak RSS \(kib / 1024) MiB")
+            #expect(kib < 256 * 1024, "peak RSS of protect \(name): \(kib) KiB")
+        }
+        unlink(file)
+    }
+
+    /// `age -d -i` opens a protected file with the exported identity; `age -r RECIPIENT` output
+    /// reads as that class.
+    @Test func exportIdentityInteropWithAge() throws {
+        guard let age = CLIRunner.which("age") else {
+            print("skipping: the age tool is not installed")
+            return
+        }
+        let ws = try Workspace()
+        let file = ws.dir + "/doc"
+        #expect(try ws.protect(["write", "--class", "none", "-o", file], unlocked: true, stdin: Array("interop".utf8)).status == 0)
+        let exported = try ws.protect(["export-identity", "--class", "none", "-o", ws.dir + "/id"], unlocked: true)
+        #expect(exported.status == 0)
+        #expect(exported.stderr.contains("warning: this identity opens every none file without the vault"))
+        let opened = try CLIRunner.runTool(age, ["-d", "-i", ws.dir + "/id", file])
+        #expect(opened.status == 0, "\(opened.stderr)")
+        #expect(opened.stdout == Array("interop".utf8))
+        let recipient = try #require(exported.stderr.split(separator: "(recipient: ").last?.split(separator: ")").first).description
+        let sealed = try CLIRunner.runTool(age, ["-r", recipient, "-o", ws.dir + "/from-age"], stdin: Array("from age".utf8))
+        #expect(sealed.status == 0, "\(sealed.stderr)")
+        #expect(try ws.protect(["status", ws.dir + "/from-age"]).text == "\(ws.dir)/from-age: none, readable\n")
+        #expect(try ws.protect(["read", ws.dir + "/from-age"]).stdout == Array("from age".utf8))
+    }
+}
