@@ -1,4 +1,5 @@
 import Foundation
+import CPlatform
 import Cipher
 
 /// The header of a binary age file, read without any key: its stanzas and where it ends.
@@ -74,9 +75,19 @@ extension Age {
         for recipient in recipients { stanzas += try recipient.wrap(fileKey: fileKey) }
         let newHeader = AgeHeader.encode(stanzas: stanzas, fileKey: fileKey)
         try newHeader.withUnsafeBytes { try writeAll(output, $0) }
-        var buffer = [UInt8](repeating: 0, count: readSize)
         var offset = header.length
         var copied: Int64 = 0
+        // The payload is copied by the kernel where it can (no trip through user memory);
+        // otherwise, or when it stops, through a buffer from where it got to.
+        var inputOffset = Int64(offset)
+        while true {
+            let n = sf_copy_file_range(input, &inputOffset, output, 1 << 30)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            copied += n
+        }
+        offset = inputOffset
+        var buffer = [UInt8](repeating: 0, count: readSize)
         while true {
             let n = buffer.withUnsafeMutableBytes { pread(input, $0.baseAddress, $0.count, off_t(offset)) }
             if n < 0 {

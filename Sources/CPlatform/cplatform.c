@@ -258,3 +258,16 @@ int sf_link_open_file(int fd, const char *path) {
     (void)fd; (void)path; return ENOSYS;
 #endif
 }
+
+long long sf_copy_file_range(int in, long long *in_offset, int out, size_t length) {
+#if defined(__linux__)
+    loff_t offset = (loff_t)*in_offset;
+    ssize_t n = copy_file_range(in, &offset, out, NULL, length, 0);
+    if (n > 0) *in_offset = (long long)offset;
+    return (long long)n;
+#else
+    (void)in; (void)in_offset; (void)out; (void)length;
+    errno = ENOSYS;
+    return -1;
+#endif
+}

@@ -103,4 +103,9 @@ int sf_open_tmpfile(const char *directory, mode_t mode);
 /// AT_EMPTY_PATH). Returns 0 or an errno value (EEXIST when `path` exists; ENOSYS off Linux).
 int sf_link_open_file(int fd, const char *path);
 
+/// Copies up to `length` bytes from `in` at `*in_offset` (advanced) to `out` at its file offset,
+/// in the kernel (copy_file_range). Returns the bytes copied, 0 at the end of `in`, or -1 with
+/// errno (EXDEV, EINVAL, ENOSYS and others where the kernel cannot: copy through a buffer).
+long long sf_copy_file_range(int in, long long *in_offset, int out, size_t length);
+
 #endif
