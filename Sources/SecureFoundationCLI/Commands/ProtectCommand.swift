@@ -37,25 +37,17 @@ struct ProtectCommand: ParsableCommand {
 struct ProtectVaultOptions: ParsableArguments {
     @OptionGroup var home: HomeOptions
 
-    @Option(name: .customLong("passcode-file"), help: "Unlock with the passcode in this file (`-` for stdin).")
-    var passcodeFile: String?
-
-    @Option(name: .customLong("answers-file"), help: "Unlock with the answers in this file instead, one per line.")
-    var answersFile: String?
+    @OptionGroup var credentials: VaultCredentialOptions
 
     @Flag(name: .customLong("unlock"), help: "Unlock with the passcode read from the terminal.")
     var unlock = false
-
-    func validate() throws {
-        if passcodeFile != nil && answersFile != nil { throw ValidationError("give --passcode-file or --answers-file, not both") }
-    }
 
     /// The protected files of the vault, unlocked when asked to.
     func files() throws -> ProtectedFiles {
         let manager = try home.manager()
         try VaultCLI.requireSetUp(manager)
-        if unlock || passcodeFile != nil || answersFile != nil {
-            try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
+        if unlock || credentials.given {
+            try credentials.unlock(manager)
             // Unlocked: every class key is available, so every key pair exists afterwards
             // (completeUnlessOpen can then be written while locked).
             let files = ProtectedFiles(manager: manager)

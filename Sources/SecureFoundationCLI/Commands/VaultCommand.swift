@@ -80,6 +80,27 @@ struct VaultCommand: ParsableCommand {
     )
 }
 
+/// How a command unlocks the vault: `--passcode-file` or `--answers-file` (else the terminal).
+struct VaultCredentialOptions: ParsableArguments {
+    @Option(name: .customLong("passcode-file"), help: "Unlock with the passcode in this file (`-` for stdin).")
+    var passcodeFile: String?
+
+    @Option(name: .customLong("answers-file"), help: "Unlock with the answers in this file instead, one per line.")
+    var answersFile: String?
+
+    func validate() throws {
+        if passcodeFile != nil && answersFile != nil { throw ValidationError("give --passcode-file or --answers-file, not both") }
+    }
+
+    /// Whether a file was given.
+    var given: Bool { passcodeFile != nil || answersFile != nil }
+
+    /// Unlocks `manager` with the given file, or the passcode from the terminal.
+    func unlock(_ manager: CryptoManager) throws {
+        try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
+    }
+}
+
 /// Shared helpers of the vault commands.
 enum VaultCLI {
     /// Throws unless the vault is set up (``VaultError/erased`` when it was erased).
@@ -463,23 +484,15 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
-    @Option(name: .customLong("passcode-file"), help: "The passcode (`-` for stdin).")
-    var passcodeFile: String?
-
-    @Option(name: .customLong("answers-file"), help: "Unlock with the answers instead, one per line.")
-    var answersFile: String?
+    @OptionGroup var credentials: VaultCredentialOptions
 
     @Flag(name: .customLong("reseal-only"), help: "Only re-seal items still under earlier keys (finish an interrupted run).")
     var resealOnly = false
 
-    func validate() throws {
-        if passcodeFile != nil && answersFile != nil { throw ValidationError("give --passcode-file or --answers-file, not both") }
-    }
-
     func run() throws {
         try VaultCLI.run {
             let manager = try home.manager()
-            try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
+            try credentials.unlock(manager)
             defer { manager.lock() }
             var report = Keychain.ResealReport(resealed: 0, unreadable: [])
             if access(manager.directory + "/keychain.sqlite", F_OK) == 0 {
