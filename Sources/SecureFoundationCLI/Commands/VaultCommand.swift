@@ -469,7 +469,10 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
         then re-seals every item of the keychain (HOME/keychain.sqlite) under the new keys. \
         Afterwards an old copy of vault.state and always.key, even with the passcode of the time, \
         opens no keychain item. rotate-key and change-passcode do not do this: run this after a \
-        copy of the vault may have leaked.
+        copy of the vault may have leaked. Protected-file class identities are re-sealed under \
+        the new keys too; their key pairs stay the same, so an old copy of the data directory \
+        still opens protected files (docs/PROTECTED-FILES.md). Items that cannot be opened are \
+        left as they are and reported (exit 1 after the rest is done).
 
         The replaced keys are kept (sealed in the state) until nothing needs them, so an \
         interruption at any moment leaves every item readable; run the command again, or with \
