@@ -1,5 +1,6 @@
 import Foundation
 import Age
+import Cipher
 import Vault
 
 /// A protected file open for streaming, random-access reads (constant memory: only the 64 KiB
@@ -71,7 +72,7 @@ public final class ProtectedFileReader {
     public func close() {
         if reader != nil {
             reader = nil
-            HeapScrub.scrubRecentlyFreed()
+            HeapScrub.scrubRecentlyFreed(stackDepth: 32)
         }
         if fd >= 0 {
             Glibc.close(fd)

@@ -108,7 +108,7 @@ public final class ProtectedFiles: Sendable {
     ///   not writable now (every class but completeUnlessOpen needs its class key).
     public func write<Bytes: DataProtocol>(_ bytes: Bytes, to path: String, protection: FileProtectionClass) throws {
         let recipient = try writableRecipient(protection)
-        defer { HeapScrub.scrubRecentlyFreed() }
+        defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         try mapAge(path: path, protection) {
             _ = try SecureFile.writeOutput(to: path) { fd in
                 let encryptor = try AgeEncryptor(recipients: [recipient]) { try SecureFile.writeAll(fd, $0, path: path) }
@@ -134,7 +134,7 @@ public final class ProtectedFiles: Sendable {
     /// - Throws: ``ProtectedFileError``.
     public func write(from input: Int32, to path: String, protection: FileProtectionClass) throws {
         let recipient = try writableRecipient(protection)
-        defer { HeapScrub.scrubRecentlyFreed() }
+        defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         try mapAge(path: path, protection) {
             try Age.encrypt(from: input, toFile: path, recipients: [recipient])
         }
@@ -148,7 +148,7 @@ public final class ProtectedFiles: Sendable {
         let opened = try open(path)
         defer { close(opened.fd) }
         let identity = try identity(opened.cls, path: path)
-        defer { HeapScrub.scrubRecentlyFreed() }
+        defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         return try mapAge(path: path, opened.cls) {
             let reader = try AgeRandomAccessReader(fileDescriptor: opened.fd, identities: [identity])
             return try reader.read(offset: 0, count: Int(reader.plaintextSize))
@@ -175,7 +175,7 @@ public final class ProtectedFiles: Sendable {
         let opened = try open(path)
         defer { close(opened.fd) }
         let identity = try identity(opened.cls, path: path)
-        defer { HeapScrub.scrubRecentlyFreed() }
+        defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         try mapAge(path: path, opened.cls) { try Age.decrypt(from: opened.fd, to: output, identities: [identity], armor: .none) }
     }
 
@@ -186,7 +186,7 @@ public final class ProtectedFiles: Sendable {
         let opened = try open(path)
         defer { close(opened.fd) }
         let identity = try identity(opened.cls, path: path)
-        defer { HeapScrub.scrubRecentlyFreed() }
+        defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         try mapAge(path: path, opened.cls) { try Age.decrypt(from: opened.fd, toFile: destination, identities: [identity], armor: .none) }
     }
 
@@ -245,7 +245,7 @@ public final class ProtectedFiles: Sendable {
         if opened.cls == protection && opened.hasClassStanza { return }
         let identity = try identity(opened.cls, path: path)
         let recipient = try writableRecipient(protection)
-        defer { HeapScrub.scrubRecentlyFreed() }
+        defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         try mapAge(path: path, opened.cls) {
             do {
                 try SecureFile.replaceAtomically(path) { output in
