@@ -259,17 +259,6 @@ import Vault
 /// A keychain on a small, full file system: every failure says the disk is full and names the
 /// file; nothing acknowledged is lost, and the queued writes commit once space is freed.
 @Suite struct DiskFullTests {
-    static func run(_ tool: String, _ arguments: [String]) -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { return -1 }
-        process.waitUntilExit()
-        return process.terminationStatus
-    }
-
     /// Fills the file system of `directory` to `freePages` free pages with one file.
     static func fill(_ directory: String, leaving freePages: Int) {
         let filler = directory + "/filler"
@@ -283,14 +272,11 @@ import Vault
 
     @Test(arguments: [0, 1, 3])
     func aFullDiskIsReportedAsSuch(freePages: Int) throws {
-        let dir = try TemporaryDirectory()
-        let mountPoint = dir.sub("tmpfs")
-        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        guard Self.run("/bin/mount", ["-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs", mountPoint]) == 0 else {
+        guard let disk = try SmallFileSystem(kilobytes: 512) else {
             print("skipping the disk-full keychain test: mounting a tmpfs is not permitted here (needs root)")
             return
         }
-        defer { _ = Self.run("/bin/umount", ["-l", mountPoint]) }
+        let mountPoint = disk.path
         let source = try TestKeySource()
         var configuration = Keychain.Configuration()
         configuration.coalescingInterval = .seconds(60)   // commits only at flush
