@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "Vault", targets: ["Vault"]),
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "ProtectedFiles", targets: ["ProtectedFiles"]),
+        .library(name: "Migration", targets: ["Migration"]),
         .executable(name: "securefoundation", targets: ["SecureFoundationCLI"]),
         .executable(name: "securefoundation-bench", targets: ["SecureFoundationBench"]),
         .executable(name: "securefoundation-memcheck-child", targets: ["VaultMemcheckChild"]),
@@ -49,10 +50,14 @@ let package = Package(
             dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles"],
             swiftSettings: strict
         ),
+        // Reading what iMAS Secure Foundation wrote (its CBC format, 1,000-round PBKDF2), for
+        // migration only: not part of the umbrella module, never used for new data.
+        .target(name: "Migration", dependencies: ["Cipher", "Shredder", "Vault", "Keychain", "ProtectedFiles"] + crypto, swiftSettings: strict),
         .executableTarget(
             name: "SecureFoundationCLI",
             dependencies: [
                 "SecureFoundation",
+                "Migration",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -71,5 +76,11 @@ let package = Package(
         .testTarget(name: "ProtectedFilesTests", dependencies: ["ProtectedFiles", "Age", "Vault", "Cipher"], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
         .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher"], swiftSettings: strict),
+        .testTarget(name: "MigrationTests", dependencies: ["Migration", "Cipher", "Vault", "Keychain", "ProtectedFiles"],
+                    exclude: ["Fixtures"], swiftSettings: strict),
+        // Replays the saved fuzzing cases (Tests/FuzzRegressionTests/Cases) through the fuzz
+        // targets' entry points; the fuzzing itself is Fuzz/ and scripts/fuzz.
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration"],
+                    exclude: ["Cases"], swiftSettings: strict),
     ]
 )
