@@ -3,6 +3,13 @@ import Foundation
 import SecureFoundation
 
 /// Shared CLI plumbing: standard streams, secret input, error reporting.
+/// A failure found while a command runs (not a mistake in its arguments): reported as
+/// `securefoundation: error: …` without the usage text that a `ValidationError` brings.
+struct CLIFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
 enum CLI {
     /// Writes `message` and a newline to standard error.
     static func warn(_ message: String) {
@@ -70,11 +77,11 @@ enum CLI {
             let second = try Terminal.readSecret(prompt: "Confirm: ")
             guard first == second else {
                 first.wipe(); second.wipe()
-                throw ValidationError("the two entries differ")
+                throw CLIFailure("the two entries differ")
             }
             second.wipe()
         }
-        guard !first.isEmpty else { throw ValidationError("an empty passphrase is not accepted") }
+        guard !first.isEmpty else { throw CLIFailure("an empty passphrase is not accepted") }
         return first
     }
 
@@ -83,7 +90,7 @@ enum CLI {
         if let file {
             let secret = file == "-" ? try SecretBytes(readingFrom: 0, name: "standard input")
                                      : try SecretBytes(contentsOfFile: file)
-            guard !secret.isEmpty else { throw ValidationError("the passphrase file \(file) is empty") }
+            guard !secret.isEmpty else { throw CLIFailure("the passphrase file \(file) is empty") }
             return secret
         }
         return try readPassphrase(prompt: prompt, confirm: confirm)
