@@ -41,7 +41,7 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .itemNotFound(let item): return "item not found: \(item)"
-        case .duplicateItem(let item): return "duplicate item: \(item) exists already (update it instead)"
+        case .duplicateItem(let item): return "duplicate item: \(item) exists already (update it, or use addOrUpdate, instead)"
         case let .interactionNotAllowed(accessibility, reason):
             let why: String
             switch reason {

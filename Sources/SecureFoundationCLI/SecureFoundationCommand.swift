@@ -33,4 +33,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             ProtectCommand.self,
         ]
     )
+
+    static func main() async {
+        await main(KeychainCommand.droppingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst())))
+    }
 }

@@ -86,11 +86,18 @@ enum CLI {
     }
 
     /// A passphrase from `--passphrase-file` (`-` is standard input) or, without one, from the terminal.
-    static func passphrase(file: String?, prompt: String = "Passphrase: ", confirm: Bool = false) throws -> SecretBytes {
+    /// - Parameters:
+    ///   - what: what the secret is called in messages ("passphrase", "passcode").
+    ///   - option: the option that names the file, for messages.
+    static func passphrase(file: String?, prompt: String = "Passphrase: ", confirm: Bool = false,
+                           what: String = "passphrase", option: String = "--passphrase-file") throws -> SecretBytes {
         if let file {
             let secret = file == "-" ? try SecretBytes(readingFrom: 0, name: "standard input")
                                      : try SecretBytes(contentsOfFile: file)
-            guard !secret.isEmpty else { throw CLIFailure("the passphrase file \(file) is empty") }
+            guard !secret.isEmpty else {
+                throw CLIFailure(file == "-" ? "standard input is empty: \(option) - reads the \(what) from it"
+                                             : "the \(what) file \(file) (\(option)) is empty")
+            }
             return secret
         }
         return try readPassphrase(prompt: prompt, confirm: confirm)

@@ -151,7 +151,7 @@ struct AgeCLITests {
         try Data().write(to: URL(fileURLWithPath: dir + "/empty.txt"))
         let empty = try Self.run(["encrypt", "--passphrase-file", dir + "/empty.txt", "-o", dir + "/e.age", dir + "/plain"])
         #expect(empty.status == 1)
-        #expect(empty.stderr == "securefoundation: error: the passphrase file \(dir)/empty.txt is empty\n")
+        #expect(empty.stderr == "securefoundation: error: the passphrase file \(dir)/empty.txt (--passphrase-file) is empty\n")
     }
 
     @Test("decrypt exit codes: 2 header, 3 MAC, 4 no match, 5 payload, 6 armor, 64 usage")

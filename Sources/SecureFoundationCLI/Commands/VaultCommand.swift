@@ -40,6 +40,15 @@ struct HomeOptions: ParsableArguments {
         }
     }
 
+    /// The data directory these options name, resolved as the crypto manager resolves it.
+    var directory: String { VaultPaths.absolute(home ?? VaultPaths.defaultDirectory()) }
+
+    /// Whether the data directory exists (read-only commands create nothing when it does not).
+    var directoryExists: Bool {
+        var info = stat()
+        return lstat(directory, &info) == 0
+    }
+
     /// The crypto manager for these options.
     func manager() throws -> CryptoManager {
         var attempts = AttemptPolicy.iOS
@@ -169,7 +178,7 @@ enum VaultCLI {
 
     /// A passcode from a file or the terminal.
     static func passcode(file: String?, prompt: String, confirm: Bool = false) throws -> SecretBytes {
-        try CLI.passphrase(file: file, prompt: prompt, confirm: confirm)
+        try CLI.passphrase(file: file, prompt: prompt, confirm: confirm, what: "passcode", option: "--passcode-file")
     }
 
     static func keyID(_ manager: CryptoManager) -> String {
@@ -252,6 +261,16 @@ struct VaultStatusCommand: ParsableCommand {
 
     func run() throws {
         try VaultCLI.run {
+            guard home.directoryExists else {
+                // Read-only: a mistyped --home must not create a directory.
+                let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
+                try VaultCLI.say("""
+                    directory: \(home.directory) (does not exist)
+                    state: not set up
+                    device key: \(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")
+                    """)
+                return
+            }
             let manager = try home.manager()
             var lines = ["directory: \(manager.directory)"]
             if try manager.isSetUp {
@@ -545,6 +564,9 @@ struct VaultEraseCommand: ParsableCommand {
 
     func run() throws {
         try VaultCLI.run {
+            guard home.directoryExists else {
+                throw CLIFailure("nothing to erase: \(home.directory) does not exist (check --home)")
+            }
             let manager = try home.manager()
             try manager.erase()
             try VaultCLI.say("erased the vault in \(manager.directory)")
