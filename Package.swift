@@ -35,6 +35,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        // `swift package generate-documentation` (DocC); no code of it is linked.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
         // OS calls that Swift cannot reach portably (getrandom, explicit_bzero, memfd, FIEMAP).

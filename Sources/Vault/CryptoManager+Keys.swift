@@ -254,7 +254,7 @@ extension CryptoManager {
     // MARK: Encryption with the application key
 
     /// Seals bytes under the application key (the sealed-data format of the Cipher module; the
-    /// key id is recorded, so data stays readable after ``rotateKey(passcode:answers:)``).
+    /// key id is recorded, so data stays readable after `rotateKey(passcode:answers:)`).
     ///
     /// - Parameters:
     ///   - plaintext: The bytes.
