@@ -43,7 +43,7 @@ let package = Package(
             dependencies: ["Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift")] + crypto,
             swiftSettings: strict
         ),
-        .target(name: "ProtectedFiles", dependencies: ["Cipher", "Age", "Vault", "CPlatform"] + crypto, swiftSettings: strict),
+        .target(name: "ProtectedFiles", dependencies: ["Cipher", "Age", "Vault", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "SecureFoundation",
             dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles"],
