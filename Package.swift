@@ -50,7 +50,7 @@ let package = Package(
             dependencies: ["Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift")] + crypto,
             swiftSettings: strict
         ),
-        .target(name: "ProtectedFiles", dependencies: ["Cipher", "Age", "Vault", "CPlatform"] + crypto, swiftSettings: strict),
+        .target(name: "ProtectedFiles", dependencies: ["Cipher", "Age", "Vault", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
         // TLS with the application's own anchors, pins and client certificates. Pulls SwiftNIO,
         // so it stays out of the umbrella.
         .target(

@@ -145,4 +145,33 @@ struct ProtectCLITests {
         #expect(try ws.protect(["status", ws.dir + "/from-age"]).text == "\(ws.dir)/from-age: none, readable\n")
         #expect(try ws.protect(["read", ws.dir + "/from-age"]).stdout == Array("from age".utf8))
     }
+
+    /// `protect rotate-keys`: new key pairs, files re-wrapped, old pairs destroyed; an old copy
+    /// of the data directory with the passcode opens the file before, not after. A damaged file
+    /// is reported (exit 1); --resume makes no new pairs.
+    @Test func rotateKeysCutsOffOldDataDirectory() throws {
+        let ws = try Workspace()
+        let inbox = ws.dir + "/inbox"
+        try FileManager.default.createDirectory(atPath: inbox, withIntermediateDirectories: true)
+        #expect(try ws.protect(["write", "--class", "complete", "-o", inbox + "/1"], unlocked: true, stdin: Array("mail".utf8)).status == 0)
+        let stolen = ws.root + "/stolen"
+        #expect(try CLIRunner.runTool("/bin/cp", ["-a", ws.home, stolen]).status == 0)
+        let stolenRead = ["protect", "read", inbox + "/1", "--passcode-file", ws.pin, "--home", stolen, "--device-key", ws.root + "/device.key"]
+        #expect(try CLIRunner.run(stolenRead).stdout == Array("mail".utf8))
+        let rotated = try ws.protect(["rotate-keys", inbox], unlocked: true)
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        #expect(rotated.text == "key pairs rotated: 8\nre-wrapped 1, current 0, skipped 0, damaged 0, failed 0\nretired key pairs destroyed: 8\n")
+        #expect(try ws.protect(["read", inbox + "/1"], unlocked: true).stdout == Array("mail".utf8))
+        let attack = try CLIRunner.run(stolenRead)
+        #expect(attack.status == 1 && attack.stdout.isEmpty)
+        #expect(attack.stderr.contains("\(inbox)/1 was modified or damaged: its file key is not wrapped to this vault's complete key"))
+
+        try Data("age-encryption.org/v1\n-> junk".utf8).write(to: URL(fileURLWithPath: inbox + "/2"))
+        let resumed = try ws.protect(["rotate-keys", "--resume", inbox], unlocked: true)
+        #expect(resumed.status == 1)
+        #expect(resumed.text == "key pairs rotated: 0\nre-wrapped 0, current 1, skipped 0, damaged 1, failed 0\nretired key pairs destroyed: 0\n")
+        #expect(resumed.stderr.hasPrefix("securefoundation: damaged: \(inbox)/2: "))
+        #expect(try ws.protect(["rotate-keys", inbox]).status == 6)
+        #expect(try ws.protect(["rotate-keys"], unlocked: true).status == 64)
+    }
 }

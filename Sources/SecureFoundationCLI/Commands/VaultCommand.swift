@@ -489,9 +489,10 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
         Afterwards an old copy of vault.state and always.key, even with the passcode of the time, \
         opens no keychain item. rotate-key and change-passcode do not do this: run this after a \
         copy of the vault may have leaked. Protected-file class identities are re-sealed under \
-        the new keys too; their key pairs stay the same, so an old copy of the data directory \
-        still opens protected files (docs/PROTECTED-FILES.md). Items that cannot be opened are \
-        left as they are and reported (exit 1 after the rest is done).
+        the new keys too; their key pairs stay the same until `protect rotate-keys DIR...`, \
+        which an old copy of the data directory needs to be cut off from protected files \
+        (docs/PROTECTED-FILES.md). Items that cannot be opened are left as they are and \
+        reported (exit 1 after the rest is done).
 
         The replaced keys are kept (sealed in the state) until nothing needs them, so an \
         interruption at any moment leaves every item readable; run the command again, or with \
