@@ -65,12 +65,25 @@ public enum SecretsGenerator {
                 throw SecretsManifestError.runtimeShareMissing(name: share.name,
                                                                lookedIn: sources.describeLookup(variable: share.name, credentialName: share.name))
             }
-            guard found.bytes.count >= SealedSecretsFormat.minimumRuntimeShareLength else {
-                let length = found.bytes.count
-                found.bytes.wipe()
+            var bytes = found.bytes
+            if share.source == .provided && !found.isRawFile {
+                // The program provides raw bytes (for example a device sub-key); the build gets
+                // them as base64, as `securefoundation secrets device-share` prints them.
+                let decoded = bytes.withUnsafeBytes { try? Encoding.fromBase64(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) }
+                bytes.wipe()
+                guard var decoded else {
+                    throw SecretsManifestError.invalidValue(secret: share.name, type: "run-time share",
+                                                            reason: "a provided share is given to the build as base64")
+                }
+                bytes = SecretBytes(copying: decoded)
+                for index in decoded.indices { decoded[index] = 0 }
+            }
+            guard bytes.count >= SealedSecretsFormat.minimumRuntimeShareLength else {
+                let length = bytes.count
+                bytes.wipe()
                 throw SecretsManifestError.runtimeShareTooShort(name: share.name, length: length)
             }
-            runtimeShare = found.bytes
+            runtimeShare = bytes
         }
         let buildKey = try SecretBytes.random(count: SealedSecretsFormat.keyLength)
         defer { buildKey.wipe() }

@@ -105,4 +105,33 @@ import Cipher
         #expect(good.status == 0)
         #expect(good.text.contains("not found"))
     }
+
+    /// The device share printed at build time opens secrets sealed with it when the program
+    /// provides the same sub-key, and it is stable for one device key.
+    @Test func deviceShareIsTheVaultSubkey() throws {
+        let scratch = try ScratchDirectory()
+        let deviceKey = scratch.path + "/keys/device.key"
+        let first = try run(["secrets", "device-share", "--home", scratch.path + "/home", "--device-key", deviceKey])
+        #expect(first.status == 0, "\(first.stderr)")
+        let share = try Encoding.fromBase64(first.text.trimmingCharacters(in: .newlines))
+        #expect(share.count == 32)
+        let again = try run(["secrets", "device-share", "--home", scratch.path + "/home", "--device-key", deviceKey])
+        #expect(again.stdout == first.stdout)
+        let other = try run(["secrets", "device-share", "--home", scratch.path + "/home", "--device-key", deviceKey, "--purpose", "other"])
+        #expect(other.status == 0 && other.stdout != first.stdout)
+        // Build-time use: a manifest with a provided share seals with it.
+        let manifest = try scratch.file("secrets.json", Array("""
+        { "runtimeShare": { "source": "provided", "name": "APP_DEVICE_SHARE" },
+          "secrets": [ { "name": "apiToken", "type": "String" } ] }
+        """.utf8))
+        let generated = try run(["secrets", "generate", "--manifest", manifest, "-o", "-"],
+                                environment: ["API_TOKEN": Self.token, "APP_DEVICE_SHARE": first.text.trimmingCharacters(in: .newlines)])
+        #expect(generated.status == 0, "\(generated.stderr)")
+        #expect(generated.text.contains("static func provideRuntimeShare(_ share: SecretBytes)"))
+        let bad = try run(["secrets", "generate", "--manifest", manifest, "-o", "-"],
+                          environment: ["API_TOKEN": Self.token, "APP_DEVICE_SHARE": "not base64!"])
+        #expect(bad.status == 1)
+        #expect(bad.stderr.contains("APP_DEVICE_SHARE"))
+        #expect(!bad.stderr.contains("not base64!"))
+    }
 }

@@ -144,7 +144,7 @@ import Cipher
           "secrets": [ { "name": "apiToken", "type": "String" } ] }
         """
         let deviceShare = try SecretBytes.random(count: 32)
-        let shareText = Encoding.hex(deviceShare.withUnsafeBytes { Array($0) })
+        let shareText = Encoding.base64(deviceShare.withUnsafeBytes { Array($0) })
         let sealed = try SecretsGenerator.generate(manifest: manifest(provided),
                                                    sources: sources(["API_TOKEN": Self.token, "DEVICE_SHARE": shareText]))
         #expect(sealed.swiftSource.contains("static func provideRuntimeShare(_ share: SecretBytes)"))
@@ -152,7 +152,7 @@ import Cipher
                                                    runtimeShare: .provided, namespace: "ProvidedSecrets")
         RuntimeShare.clear(for: "ProvidedSecrets")
         #expect(throws: EmbeddedSecretsError.self) { _ = try providedReader.string("apiToken") }
-        RuntimeShare.provide(SecretBytes(utf8: shareText), for: "ProvidedSecrets")
+        RuntimeShare.provide(deviceShare, for: "ProvidedSecrets")
         defer { RuntimeShare.clear(for: "ProvidedSecrets") }
         #expect(try providedReader.string("apiToken") == Self.token)
     }

@@ -18,7 +18,7 @@ struct SecretsCommand: ParsableCommand {
           securefoundation secrets check --manifest secrets.json --environment staging
           securefoundation secrets levels
         """,
-        subcommands: [SecretsGenerateCommand.self, SecretsCheckCommand.self, SecretsLevelsCommand.self]
+        subcommands: [SecretsGenerateCommand.self, SecretsCheckCommand.self, SecretsLevelsCommand.self, SecretsDeviceShareCommand.self]
     )
 }
 
@@ -217,6 +217,42 @@ struct SecretsLevelsCommand: ParsableCommand {
         report("3b. sealed with a run-time share", Array(shared.swiftSource.utf8),
                "the binary alone opens nothing: \(binaryAloneOpens ? "OPENED (unexpected)" : "reading without the share fails with runtimeShareMissing")")
         print("Levels 2 and 3a are obfuscation: they cost an attacker time, not possibility. Only 3b is encryption.")
+    }
+}
+
+struct SecretsDeviceShareCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "device-share",
+        abstract: "Print (base64) the vault device sub-key a program uses as its run-time share.",
+        discussion: """
+        For manifests with "runtimeShare": {"source": "provided", "name": NAME}: give the output
+        to the build as NAME, and in the program call
+        Secrets.provideRuntimeShare(try vault.deviceSubkey(purpose: PURPOSE)). The secrets then
+        open only on a machine holding that device key. The output is key material: pass it to
+        the build through a file or a pipe, never a shell history.
+
+        Example:
+          APP_DEVICE_SHARE=$(securefoundation secrets device-share) swift build
+        """
+    )
+
+    @OptionGroup var home: HomeOptions
+
+    @Option(help: "The sub-key's purpose, as the program passes it to deviceSubkey(purpose:).")
+    var purpose: String = "embedded secrets v1"
+
+    @Option(name: .shortAndLong, help: "Write here instead of standard output.")
+    var output: String?
+
+    func run() throws {
+        do {
+            let key = try home.manager().deviceSubkey(purpose: purpose)
+            defer { key.wipe() }
+            let text = key.withUnsafeBytes { Encoding.base64($0) } + "\n"
+            try CLI.writeOutput(Array(text.utf8), to: output)
+        } catch {
+            throw CLI.report(error)
+        }
     }
 }
 
