@@ -26,6 +26,9 @@ let package = Package(
         .executable(name: "securefoundation", targets: ["SecureFoundationCLI"]),
         .executable(name: "securefoundation-bench", targets: ["SecureFoundationBench"]),
         .executable(name: "securefoundation-memcheck-child", targets: ["VaultMemcheckChild"]),
+        .library(name: "EmbeddedSecrets", targets: ["EmbeddedSecrets"]),
+        .executable(name: "embedded-secrets-generator", targets: ["EmbeddedSecretsGeneratorTool"]),
+        .plugin(name: "SecretsPlugin", targets: ["SecretsPlugin"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -77,6 +80,7 @@ let package = Package(
                 "SecureFoundation",
                 "PinnedTLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "EmbeddedSecretsGenerator",
             ],
             swiftSettings: strict
         ),
@@ -95,5 +99,12 @@ let package = Package(
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
         .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher"], swiftSettings: strict),
         .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher"], swiftSettings: strict),
+        // Embedded secrets: the run-time reader (Cipher only), the generator the plugin and the CLI share.
+        .target(name: "EmbeddedSecrets", dependencies: ["Cipher"] + crypto, swiftSettings: strict),
+        .target(name: "EmbeddedSecretsGenerator", dependencies: ["EmbeddedSecrets", "Cipher"], swiftSettings: strict),
+        .executableTarget(name: "EmbeddedSecretsGeneratorTool", dependencies: ["EmbeddedSecretsGenerator"], swiftSettings: strict),
+        .plugin(name: "SecretsPlugin", capability: .buildTool(), dependencies: ["EmbeddedSecretsGeneratorTool"]),
+        .testTarget(name: "EmbeddedSecretsTests", dependencies: ["EmbeddedSecrets", "EmbeddedSecretsGenerator", "Cipher"], exclude: ["Vectors"],
+                    swiftSettings: strict),
     ]
 )

@@ -31,6 +31,7 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             KeychainCommand.self,
             // Protected files
             ProtectCommand.self,
+            SecretsCommand.self,
         ]
     )
 
