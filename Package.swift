@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "ProtectedFiles", targets: ["ProtectedFiles"]),
         .library(name: "PinnedTLS", targets: ["PinnedTLS"]),
+        .library(name: "Migration", targets: ["Migration"]),
         .executable(name: "securefoundation", targets: ["SecureFoundationCLI"]),
         .executable(name: "securefoundation-bench", targets: ["SecureFoundationBench"]),
         .executable(name: "securefoundation-memcheck-child", targets: ["VaultMemcheckChild"]),
@@ -74,11 +75,15 @@ let package = Package(
             dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles"],
             swiftSettings: strict
         ),
+        // Reading what iMAS Secure Foundation wrote (its CBC format, 1,000-round PBKDF2), for
+        // migration only: not part of the umbrella module, never used for new data.
+        .target(name: "Migration", dependencies: ["Cipher", "Shredder", "Vault", "Keychain", "ProtectedFiles"] + crypto, swiftSettings: strict),
         .executableTarget(
             name: "SecureFoundationCLI",
             dependencies: [
                 "SecureFoundation",
                 "PinnedTLS",
+                "Migration",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 "EmbeddedSecretsGenerator",
             ],
@@ -106,5 +111,11 @@ let package = Package(
         .plugin(name: "SecretsPlugin", capability: .buildTool(), dependencies: ["EmbeddedSecretsGeneratorTool"]),
         .testTarget(name: "EmbeddedSecretsTests", dependencies: ["EmbeddedSecrets", "EmbeddedSecretsGenerator", "Cipher"], exclude: ["Vectors"],
                     swiftSettings: strict),
+        .testTarget(name: "MigrationTests", dependencies: ["Migration", "Cipher", "Vault", "Keychain", "ProtectedFiles"],
+                    exclude: ["Fixtures"], swiftSettings: strict),
+        // Replays the saved fuzzing cases (Tests/FuzzRegressionTests/Cases) through the fuzz
+        // targets' entry points; the fuzzing itself is Fuzz/ and scripts/fuzz.
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration"],
+                    exclude: ["Cases"], swiftSettings: strict),
     ]
 )

@@ -9,27 +9,37 @@ extension Keychain {
         public var imported: Int
         /// Items left alone because the keychain already had them (without `overwrite`).
         public var skipped: Int
+        /// Entries not imported, with the reason (a value that is neither data nor text).
+        public var failed: [LegacyEntryFailure] = []
     }
 
-    /// Imports an iMAS `IMSKeychain` file: a binary (or XML) property list
-    /// `{service: {account: data}}`, as found at `Library/...` (or the older `Library/.imskeychain`).
-    /// An empty (0-byte) file is an empty keychain. Values are imported as they are: entries the
-    /// old library stored "securely" stay encrypted in the old crypto manager's format.
-    ///
-    /// - Parameters:
-    ///   - path: The legacy file.
-    ///   - accessibility: The accessibility of the imported items (default `.always`, as the
-    ///     legacy file needed no unlock).
-    ///   - overwrite: Whether to replace items that exist already.
-    /// - Returns: Counts of imported and skipped items. The writes are flushed before returning.
-    /// The file is checked before it is parsed: at most 16 MiB and three levels of nesting (a
-    /// binary list's references are followed with bounds), so a hostile file cannot exhaust the
-    /// parser's stack or memory.
-    /// - Throws: ``KeychainError/legacyFormat(_:)`` when the file is not such a property list;
-    ///   ``KeychainError/interactionNotAllowed(_:_:)``; database errors.
-    @discardableResult
-    public func importLegacyKeychain(at path: String, accessibility: Accessibility = .always,
-                                     overwrite: Bool = false) throws -> LegacyImportReport {
+    /// One entry of a legacy keychain file.
+    public struct LegacyEntry: Sendable, Equatable {
+        public var service: String
+        public var account: String
+        /// The stored bytes (text values as their UTF-8 bytes).
+        public var value: [UInt8]
+    }
+
+    /// An entry of a legacy keychain file that could not be read, and why.
+    public struct LegacyEntryFailure: Sendable, Equatable, CustomStringConvertible {
+        public var service: String
+        public var account: String
+        public var reason: String
+        public var description: String { "service \"\(service)\", account \"\(account)\": \(reason)" }
+    }
+
+    /// The readable entries of a legacy keychain file (sorted by service, then account) and
+    /// the entries that were not readable.
+    public struct LegacyKeychainContents: Sendable, Equatable {
+        public var entries: [LegacyEntry]
+        public var failed: [LegacyEntryFailure]
+    }
+
+    /// Reads an iMAS `IMSKeychain` file without importing it (see
+    /// ``importLegacyKeychain(at:accessibility:overwrite:)`` for the format and the checks).
+    /// - Throws: ``KeychainError/legacyFormat(_:)``; file errors.
+    public static func readLegacyKeychain(at path: String) throws -> LegacyKeychainContents {
         let bytes: [UInt8]
         do {
             bytes = try SecureFile.read(path, maxLength: LegacyPlistGuard.maximumSize)
@@ -38,48 +48,86 @@ extension Keychain {
         } catch {
             throw KeychainError.fromFile(error, path: path)
         }
-        var report = LegacyImportReport(imported: 0, skipped: 0)
-        guard !bytes.isEmpty else { return report }
+        return try parseLegacyKeychain(bytes, name: path)
+    }
+
+    /// Parses the bytes of an iMAS `IMSKeychain` file: a binary or XML property list
+    /// `{service: {account: data}}`, 0 bytes for an empty keychain. Hostile bytes are checked
+    /// before the property-list parser sees them (at most 16 MiB and three levels of nesting).
+    /// - Parameter name: How error messages name the file.
+    /// - Throws: ``KeychainError/legacyFormat(_:)`` when the bytes are not such a property list.
+    public static func parseLegacyKeychain(_ bytes: [UInt8], name: String = "the legacy keychain") throws -> LegacyKeychainContents {
+        var contents = LegacyKeychainContents(entries: [], failed: [])
+        guard !bytes.isEmpty else { return contents }
         do {
             try LegacyPlistGuard.check(bytes)
         } catch {
-            throw KeychainError.legacyFormat("\(path) is refused unparsed: \(error)")
+            throw KeychainError.legacyFormat("\(name) is refused unparsed: \(error)")
         }
         let object: Any
         var format = PropertyListSerialization.PropertyListFormat.binary
         do {
             object = try PropertyListSerialization.propertyList(from: Data(bytes), options: [], format: &format)
         } catch {
-            throw KeychainError.legacyFormat("\(path) is not a property list: \(error)")
+            throw KeychainError.legacyFormat("\(name) is not a property list: \(error)")
         }
         // The parser falls back to the OpenStep text format when a file does not parse as what
         // it looks like: only the two legacy formats are accepted.
         guard format == .binary || format == .xml else {
-            throw KeychainError.legacyFormat("\(path) is neither a binary nor an XML property list")
+            throw KeychainError.legacyFormat("\(name) is neither a binary nor an XML property list")
         }
         guard let services = object as? [String: Any] else {
-            throw KeychainError.legacyFormat("\(path): the root is not a dictionary of services")
+            throw KeychainError.legacyFormat("\(name): the root is not a dictionary of services")
         }
         for service in services.keys.sorted() {
             guard let accounts = services[service] as? [String: Any] else {
-                throw KeychainError.legacyFormat("\(path): service \"\(service)\" is not a dictionary of accounts")
+                throw KeychainError.legacyFormat("\(name): service \"\(service)\" is not a dictionary of accounts")
             }
             for account in accounts.keys.sorted() {
-                let value: Data
                 if let data = accounts[account] as? Data {
-                    value = data
+                    contents.entries.append(LegacyEntry(service: service, account: account, value: Array(data)))
                 } else if let text = accounts[account] as? String {
-                    value = Data(text.utf8)
+                    contents.entries.append(LegacyEntry(service: service, account: account, value: Array(text.utf8)))
                 } else {
-                    throw KeychainError.legacyFormat("\(path): service \"\(service)\", account \"\(account)\" holds neither data nor text")
+                    contents.failed.append(LegacyEntryFailure(service: service, account: account,
+                                                              reason: "the value is neither data nor text (\(type(of: accounts[account]!)))"))
                 }
-                let key = ItemKey.generic(service: service, account: account)
-                do {
-                    try value.withUnsafeBytes { try store($0, for: key, accessibility: accessibility, mustNotExist: !overwrite) }
-                    report.imported += 1
-                } catch KeychainError.duplicateItem {
-                    report.skipped += 1
-                }
+            }
+        }
+        return contents
+    }
+
+    /// Imports an iMAS `IMSKeychain` file: a binary (or XML) property list
+    /// `{service: {account: data}}`, as found at `Library/...` (or the older `Library/.imskeychain`).
+    /// An empty (0-byte) file is an empty keychain. Values are imported as they are: entries the
+    /// old library stored "securely" stay encrypted in the old crypto manager's format (the
+    /// `Migration` module and `securefoundation migrate imas-data` decrypt and re-seal them).
+    ///
+    /// - Parameters:
+    ///   - path: The legacy file.
+    ///   - accessibility: The accessibility of the imported items (default `.always`, as the
+    ///     legacy file needed no unlock).
+    ///   - overwrite: Whether to replace items that exist already.
+    /// - Returns: Counts of imported and skipped items, and the entries not imported with the
+    ///   reason (a value that is neither data nor text). The writes are flushed before returning.
+    /// The file is checked before it is parsed: at most 16 MiB and three levels of nesting (a
+    /// binary list's references are followed with bounds), so a hostile file cannot exhaust the
+    /// parser's stack or memory.
+    /// - Throws: ``KeychainError/legacyFormat(_:)`` when the file is not such a property list;
+    ///   ``KeychainError/interactionNotAllowed(_:_:)``; database errors.
+    @discardableResult
+    public func importLegacyKeychain(at path: String, accessibility: Accessibility = .always,
+                                     overwrite: Bool = false) throws -> LegacyImportReport {
+        let contents = try Self.readLegacyKeychain(at: path)
+        var report = LegacyImportReport(imported: 0, skipped: 0, failed: contents.failed)
+        guard !contents.entries.isEmpty else { return report }
+        for entry in contents.entries {
+            let key = ItemKey.generic(service: entry.service, account: entry.account)
+            do {
+                try entry.value.withUnsafeBytes { try store($0, for: key, accessibility: accessibility, mustNotExist: !overwrite) }
+                report.imported += 1
+            } catch KeychainError.duplicateItem {
+                report.skipped += 1
             }
         }
         try flush()

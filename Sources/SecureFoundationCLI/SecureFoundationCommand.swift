@@ -32,6 +32,7 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             // Protected files
             ProtectCommand.self,
             SecretsCommand.self,
+            MigrateCommand.self,
         ]
     )
 

@@ -1,0 +1,27 @@
+// swift-tools-version: 6.1
+// Coverage-guided fuzzing of every parser of SecureFoundation: one libFuzzer executable per
+// parser, all calling the entry points of Tests/FuzzRegressionTests/FuzzHarness.swift (linked
+// here as Sources/FuzzHarness). Build and run with ../scripts/fuzz; the build needs
+//   swift build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address \
+//       -Xswiftc -parse-as-library --scratch-path .build-fuzz
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+/// The fuzz targets: executable name and harness entry point (see scripts/fuzz).
+let targets = [
+    "FuzzAge", "FuzzArmor", "FuzzAgePayload", "FuzzSealed", "FuzzLegacyPlist", "FuzzLegacyCipher", "FuzzVaultState", "FuzzKeychainDB",
+]
+
+let package = Package(
+    name: "SecureFoundationFuzz",
+    platforms: [.macOS(.v14)],
+    dependencies: [.package(name: "SecureFoundation", path: "..")],
+    targets: [
+        .target(
+            name: "FuzzHarness",
+            dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration"].map { .product(name: $0, package: "SecureFoundation") },
+            swiftSettings: strict
+        ),
+    ] + targets.map { .executableTarget(name: $0, dependencies: ["FuzzHarness"], swiftSettings: strict) }
+)

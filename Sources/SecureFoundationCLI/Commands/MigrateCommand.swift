@@ -1,0 +1,185 @@
+import ArgumentParser
+import Foundation
+import SecureFoundation
+import Migration
+
+/// `securefoundation migrate …`: bringing what iMAS Secure Foundation wrote across.
+struct MigrateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Import what iMAS Secure Foundation wrote: its keychain file, its crypto manager, its encrypted data and files.",
+        discussion: """
+        imas-keychain imports the legacy keychain file as it is (no passcode needed); imas-data \
+        also turns the legacy crypto manager into a vault with the same passcode and questions, \
+        decrypts the values, data and files the old library encrypted, and re-seals them in this \
+        library's formats. The old format (AES-CBC with an 8-bit checksum, PBKDF2 with 1,000 \
+        rounds) is read only here, never written. docs/MIGRATING.md walks through a migration.
+        """,
+        subcommands: [MigrateIMASKeychainCommand.self, MigrateIMASDataCommand.self]
+    )
+}
+
+struct MigrateIMASKeychainCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "imas-keychain",
+        abstract: "Import an iMAS keychain file (Library/... or Library/.imskeychain) as keychain items.",
+        discussion: """
+        Each entry {service: {account: data}} becomes a generic password of class --accessibility \
+        (default always, as the legacy file needed no unlock). Values are imported as they are: \
+        entries the old library stored with setSecurePassword stay in the old encrypted format \
+        (use `migrate imas-data` to decrypt them). Existing items are kept unless --overwrite.
+
+        Prints one line per entry not imported (with the reason) and a summary:
+          imported 3, skipped 1, failed 0
+
+        Exit status: 0 every entry imported or skipped, 2 some entries could not be read (the \
+        others were imported), 1 the file is not a legacy keychain or another error.
+
+        Example:
+          securefoundation migrate imas-keychain ./Library/... --home ~/.app
+        """
+    )
+
+    @Argument(help: "The legacy keychain file.")
+    var file: String
+
+    @Flag(name: .customLong("overwrite"), help: "Replace items that exist already.")
+    var overwrite = false
+
+    @Option(name: .customLong("accessibility"), help: "The class of the imported items (default always; whenUnlocked and afterFirstUnlock need --passcode-file).")
+    var accessibility = "always"
+
+    @OptionGroup var store: KeychainStoreOptions
+
+    func run() throws {
+        do {
+            let accessibility = try KeychainCommand.accessibility(self.accessibility)
+            let keychain = try store.open()
+            let report = try keychain.importLegacyKeychain(at: file, accessibility: accessibility, overwrite: overwrite)
+            var lines = report.failed.map { "failed: \($0)" }
+            lines.append("imported \(report.imported), skipped \(report.skipped), failed \(report.failed.count)")
+            try CLI.writeStdout(Array((lines.joined(separator: "\n") + "\n").utf8))
+            if !report.failed.isEmpty { throw ExitCode(2) }
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            throw KeychainCommand.fail(error)
+        }
+    }
+}
+
+struct MigrateIMASDataCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "imas-data",
+        abstract: "Turn the legacy crypto manager into a vault and re-seal everything the old library encrypted.",
+        discussion: """
+        Reads the legacy keychain file (--keychain), unwraps the old application key with the \
+        old passcode (--passcode-file) or answers (--answers-file, one per line in question \
+        order, exactly as typed in the application), and then, in this order:
+          1. reads and decrypts every input; any failure stops here with nothing written;
+          2. creates the vault in --home with the same passcode and the old questions and \
+             answers (an existing vault, from an earlier run, is unlocked and kept);
+          3. imports the keychain entries: those of --secure-service services decrypted into \
+             whenUnlocked items, the others as they are into always items (the crypto \
+             manager's own entries are consumed, a GenItem secret becomes the whenUnlocked \
+             item org.mitre.imas.crypto-manager/gen-item);
+          4. writes each --data FILE as FILE.sealed (sealed data under the vault key: \
+             CryptoManager.decrypt opens it) and each --file FILE as FILE.protected (a \
+             protected file of class --protection), atomically;
+          5. with --shred, shreds the legacy keychain file and every legacy input.
+        A padding error and a checksum error in the old format give the same error.
+
+        Exit status: 0 done, 3 wrong old passcode or answers, 1 any other error (nothing was \
+        written when the inputs could not all be read).
+
+        Example:
+          securefoundation migrate imas-data --home ~/.app --keychain ./Library/... \\
+              --passcode-file pin.txt --answers-file answers.txt --secure-service api \\
+              --data notes.bin --file report.pdf --protection complete --shred
+        """
+    )
+
+    @OptionGroup var home: HomeOptions
+
+    @Option(name: .customLong("keychain"), help: "The legacy keychain file (Library/...), which holds the crypto manager's state.")
+    var keychain: String
+
+    @Option(name: .customLong("passcode-file"), help: "The old passcode (`-` for stdin); the vault keeps it.")
+    var passcodeFile: String?
+
+    @Option(name: .customLong("answers-file"), help: "The old answers, one per line in question order; the vault keeps them with the old questions.")
+    var answersFile: String?
+
+    @Option(name: .customLong("new-passcode-file"), help: "A passcode for the vault when unlocking with the answers only.")
+    var newPasscodeFile: String?
+
+    @Option(name: .customLong("secure-service"), help: "A service whose entries were stored with setSecurePassword (repeat for several).")
+    var secureServices: [String] = []
+
+    @Option(name: .customLong("data"), help: "A file of data from IMSCryptoManagerEncryptData, re-sealed as FILE.sealed (repeat).")
+    var data: [String] = []
+
+    @Option(name: .customLong("file"), help: "A file encrypted by IMSCryptoUtilsEncryptFileToPath under the application key, written as the protected file FILE.protected (repeat).")
+    var files: [String] = []
+
+    @Option(name: .customLong("protection"), help: "The protection class of the --file outputs (default complete).")
+    var protection = "complete"
+
+    @Flag(name: .customLong("overwrite"), help: "Replace existing items and output files.")
+    var overwrite = false
+
+    @Flag(name: .customLong("shred"), help: "Shred the legacy keychain file and the legacy inputs once everything is written.")
+    var shred = false
+
+    func validate() throws {
+        guard passcodeFile != nil || answersFile != nil else { throw ValidationError("give --passcode-file or --answers-file") }
+        guard !(passcodeFile != nil && newPasscodeFile != nil) else {
+            throw ValidationError("--new-passcode-file is for unlocking with the answers only; the vault keeps the old passcode")
+        }
+        guard FileProtectionClass(name: protection) != nil else {
+            throw ValidationError("unknown protection class \(protection); use complete, completeUnlessOpen, completeUntilFirstUserAuthentication or none, optionally with ThisDeviceOnly")
+        }
+    }
+
+    func run() throws {
+        do {
+            let manager = try home.manager()
+            var plan = IMASMigration.Plan(legacyKeychain: keychain)
+            plan.passcode = try passcodeFile.map { try CLI.passphrase(file: $0) }
+            plan.answers = try answersFile.map { try VaultCLI.readAnswers($0) }
+            plan.newPasscode = try newPasscodeFile.map { try CLI.passphrase(file: $0) }
+            defer {
+                plan.passcode?.wipe()
+                plan.answers?.forEach { $0.wipe() }
+                plan.newPasscode?.wipe()
+            }
+            plan.secureServices = Set(secureServices)
+            plan.dataFiles = data
+            plan.protectedFiles = files
+            plan.protection = FileProtectionClass(name: protection) ?? .complete
+            plan.overwrite = overwrite
+            plan.shredOriginals = shred
+            let report = try IMASMigration.run(plan, manager: manager)
+            manager.lock()
+            var lines = [report.createdVault ? "created vault in \(manager.directory)" : "unlocked the existing vault in \(manager.directory)"]
+            lines += report.imported.map { "imported: \($0)" }
+            lines += report.resealed.map { "re-sealed: \($0)" }
+            lines += report.skipped.map { "skipped: \($0) (exists; --overwrite replaces it)" }
+            lines += report.written.map { "wrote: \($0)" }
+            for shredded in report.shredded {
+                lines.append("shredded: \(shredded.path)" + (shredded.warnings.isEmpty ? "" : " (\(shredded.warnings.map { "\($0)" }.joined(separator: "; ")))"))
+            }
+            lines.append("imported \(report.imported.count), re-sealed \(report.resealed.count), skipped \(report.skipped.count), files \(report.written.count), failed 0")
+            try CLI.writeStdout(Array((lines.joined(separator: "\n") + "\n").utf8))
+        } catch let error as ExitCode {
+            throw error
+        } catch let error as ValidationError {
+            throw error
+        } catch let error as MigrationError {
+            let code: Int32 = (error == .wrongPasscode || error == .wrongAnswers) ? 3 : 1
+            throw CLI.report(error, code: code)
+        } catch {
+            throw CLI.report(error, code: VaultCLI.exitCode(for: error))
+        }
+    }
+}

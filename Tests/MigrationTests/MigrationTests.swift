@@ -1,0 +1,297 @@
+import Foundation
+import Testing
+import Cipher
+import Vault
+import Keychain
+import ProtectedFiles
+@testable import Migration
+
+/// A temporary directory removed at the end.
+final class TemporaryDirectory {
+    let path: String
+    init() throws {
+        path = (FileManager.default.temporaryDirectory.path as NSString).appendingPathComponent("migration-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+    func sub(_ name: String) -> String { (path as NSString).appendingPathComponent(name) }
+
+    /// Copies a fixture here and returns its new path.
+    func copy(_ fixture: String) throws -> String {
+        let target = sub(fixture)
+        try FileManager.default.copyItem(atPath: Fixtures.path(fixture), toPath: target)
+        return target
+    }
+}
+
+/// The files written by Fixtures/make_fixtures.py (Python `cryptography`, from the original's
+/// byte layout; committed, so the tests need no Python).
+enum Fixtures {
+    static let directory: String = {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures").path
+    }()
+    static func path(_ name: String) -> String { (directory as NSString).appendingPathComponent(name) }
+    static func bytes(_ name: String) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: path(name)))) }
+
+    struct Blob: Decodable { let name: String; let key: String; let blob: String; let plaintext: String? }
+    struct KDF: Decodable { let secret: String; let salt: String; let key: String }
+    struct Vectors: Decodable { let blobs: [Blob]; let pbkdf2: [KDF] }
+    static func vectors() throws -> Vectors { try JSONDecoder().decode(Vectors.self, from: Data(try bytes("vectors.json"))) }
+    static func sharedKey() throws -> [UInt8] {
+        try Encoding.fromHex(String(decoding: try bytes("shared-key.hex"), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+}
+
+func migrationError(_ body: () throws -> Void) -> MigrationError? {
+    do { try body(); return nil } catch let error as MigrationError { return error } catch { return nil }
+}
+
+func plain(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0) } }
+
+@Suite struct LegacyCipherTests {
+    @Test func legacyBlobsDecryptToTheirPlaintexts() throws {
+        var opened = 0
+        for vector in try Fixtures.vectors().blobs {
+            guard let expected = vector.plaintext else { continue }
+            let key = SecretBytes(copying: try Encoding.fromHex(vector.key))
+            let plaintext = try LegacyCipher.open(try Encoding.fromHex(vector.blob), key: key)
+            #expect(plain(plaintext) == (try Encoding.fromHex(expected)), "\(vector.name)")
+            opened += 1
+        }
+        #expect(opened == 10)
+    }
+
+    /// A padding error, a checksum error and a wrong key give one error, with one message: the
+    /// unauthenticated format must not tell an attacker which check failed.
+    @Test func paddingAndChecksumErrorsAreIdentical() throws {
+        var messages = Set<String>()
+        var rejected = 0
+        for vector in try Fixtures.vectors().blobs where vector.plaintext == nil {
+            let key = SecretBytes(copying: try Encoding.fromHex(vector.key))
+            let error = migrationError { _ = try LegacyCipher.open(try Encoding.fromHex(vector.blob), key: key) }
+            #expect(error == .legacyDataRejected, "\(vector.name): \(String(describing: error))")
+            messages.insert(error.map { String(describing: $0) } ?? "none")
+            rejected += 1
+        }
+        #expect(rejected == 6)
+        #expect(messages.count == 1)
+    }
+
+    /// Every single-bit change of a blob's last block is rejected with that same error (or,
+    /// about once in 256 flips of the padding byte, accepted as other bytes: never a crash).
+    @Test func everyFlipOfTheLastBlockGivesTheSameError() throws {
+        let vector = try #require(try Fixtures.vectors().blobs.first { $0.name == "aes256-31" })
+        let key = SecretBytes(copying: try Encoding.fromHex(vector.key))
+        let blob = try Encoding.fromHex(vector.blob)
+        var rejected = 0
+        for index in (blob.count - 16)..<blob.count {
+            for bit in 0..<8 {
+                var damaged = blob
+                damaged[index] ^= 1 << bit
+                let error = migrationError { _ = try LegacyCipher.open(damaged, key: key) }
+                if error != nil { #expect(error == .legacyDataRejected) ; rejected += 1 }
+            }
+        }
+        #expect(rejected >= 120)
+    }
+
+    @Test func impossibleLengthsAndKeysAreRefused() throws {
+        let key = SecretBytes(copying: [UInt8](repeating: 1, count: 32))
+        for count in [0, 15, 16, 31, 33, 47] {
+            guard case .legacyFormat? = migrationError({ _ = try LegacyCipher.open([UInt8](repeating: 0, count: count), key: key) }) else {
+                Issue.record("\(count) bytes accepted"); continue
+            }
+        }
+        let odd = SecretBytes(copying: [UInt8](repeating: 1, count: 20))
+        guard case .legacyFormat? = migrationError({ _ = try LegacyCipher.open([UInt8](repeating: 0, count: 32), key: odd) }) else {
+            Issue.record("a 20-byte key accepted"); return
+        }
+    }
+
+    @Test func keyDerivationMatchesTheOriginal() throws {
+        let vectors = try Fixtures.vectors().pbkdf2
+        #expect(vectors.count == 3)
+        for vector in vectors {
+            let key = try LegacyCipher.deriveKey(SecretBytes(utf8: vector.secret), salt: try Encoding.fromHex(vector.salt))
+            #expect(plain(key) == (try Encoding.fromHex(vector.key)), "\(vector.secret)")
+        }
+    }
+}
+
+@Suite struct LegacyCryptoManagerTests {
+    func legacy() throws -> LegacyCryptoManager {
+        let contents = try Keychain.readLegacyKeychain(at: Fixtures.path("imas-keychain.bplist"))
+        var accounts: [String: [UInt8]] = [:]
+        for entry in contents.entries where entry.service == LegacyCryptoManager.service { accounts[entry.account] = entry.value }
+        return try LegacyCryptoManager(accounts: accounts)
+    }
+
+    @Test func unwrapsTheApplicationKeyWithThePasscodeOrTheAnswers() throws {
+        let legacy = try legacy()
+        #expect(legacy.questions == ["First pet?", "Birth town?"])
+        let expected = try Fixtures.sharedKey()
+        #expect(plain(try legacy.applicationKey(passcode: SecretBytes(utf8: "1234"))) == expected)
+        #expect(plain(try legacy.applicationKey(answers: [SecretBytes(utf8: "Rex"), SecretBytes(utf8: "Lyon")])) == expected)
+        #expect(plain(try #require(try legacy.genItemSecret(passcode: SecretBytes(utf8: "1234")))) == Array("qwertyuiopasdfghjklx".utf8))
+    }
+
+    @Test func wrongCredentialsAreTypedErrors() throws {
+        let legacy = try legacy()
+        #expect(migrationError { _ = try legacy.applicationKey(passcode: SecretBytes(utf8: "1235")) } == .wrongPasscode)
+        #expect(migrationError { _ = try legacy.applicationKey(answers: [SecretBytes(utf8: "rex"), SecretBytes(utf8: "Lyon")]) } == .wrongAnswers)
+    }
+
+    @Test func missingOrHostileStateIsRefused() throws {
+        guard case .missingLegacyState? = migrationError({ _ = try LegacyCryptoManager(accounts: [:]) }) else {
+            Issue.record("no salt accepted"); return
+        }
+        guard case .missingLegacyState? = migrationError({ _ = try LegacyCryptoManager(accounts: ["salt": [1, 2, 3]]) }) else {
+            Issue.record("no wrapped key accepted"); return
+        }
+        let questions = Array("{\"a\":1}".utf8).map { $0 ^ 0x9C }
+        guard case .legacyFormat? = migrationError({
+            _ = try LegacyCryptoManager(accounts: ["salt": [1], "shared-key.passcode": [], "security-questions": questions])
+        }) else { Issue.record("questions that are not an array accepted"); return }
+        // A wrapped key of a hostile length is a wrong passcode, not a crash.
+        let short = try LegacyCryptoManager(accounts: ["salt": [1], "shared-key.passcode": [1, 2, 3]])
+        guard case .legacyFormat? = migrationError({ _ = try short.applicationKey(passcode: SecretBytes(utf8: "x")) }) else {
+            Issue.record("a 3-byte wrapped key accepted"); return
+        }
+    }
+}
+
+@Suite struct IMASMigrationTests {
+    struct Setup {
+        let dir: TemporaryDirectory
+        let manager: CryptoManager
+        let keychainFile: String
+        let note: String
+        let report: String
+    }
+
+    func setup(keychain fixture: String = "imas-keychain.bplist") throws -> Setup {
+        let dir = try TemporaryDirectory()
+        let manager = try CryptoManager(directory: dir.sub("home"), deviceKeyProvider: FileDeviceKeyProvider(path: dir.sub("device.key")),
+                                        attemptPolicy: .unlimited)
+        return Setup(dir: dir, manager: manager, keychainFile: try dir.copy(fixture), note: try dir.copy("note.imas"),
+                     report: try dir.copy("report.imas"))
+    }
+
+    func plan(_ s: Setup) -> IMASMigration.Plan {
+        var plan = IMASMigration.Plan(legacyKeychain: s.keychainFile)
+        plan.passcode = SecretBytes(utf8: "1234")
+        plan.answers = [SecretBytes(utf8: "Rex"), SecretBytes(utf8: "Lyon")]
+        plan.secureServices = ["api"]
+        plan.dataFiles = [s.note]
+        plan.protectedFiles = [s.report]
+        return plan
+    }
+
+    @Test func migratesTheVaultItemsDataAndFiles() throws {
+        let s = try setup()
+        var plan = plan(s)
+        plan.shredOriginals = true
+        let report = try IMASMigration.run(plan, manager: s.manager)
+        #expect(report.createdVault)
+        #expect(report.imported == ["mail/alice", "mail/bob"])
+        #expect(report.resealed.sorted() == ["api/refresh", "api/token", "org.mitre.imas.crypto-manager/gen-item"])
+        #expect(report.skipped.isEmpty)
+        #expect(report.written == [s.note + ".sealed", s.report + ".protected"])
+        #expect(report.shredded.count == 3)
+
+        // The new vault keeps the passcode and the questions with their answers.
+        s.manager.lock()
+        try s.manager.unlock(passcode: SecretBytes(utf8: "1234"))
+        s.manager.lock()
+        try s.manager.unlock(answers: ["Rex", "Lyon"])
+        #expect(try s.manager.questions == ["First pet?", "Birth town?"])
+
+        let keychain = try Keychain(manager: s.manager)
+        #expect(try keychain.password(forService: "mail", account: "alice") == "alice-pw")
+        #expect(try keychain.securePassword(forService: "api", account: "token") == "s3cr3t-token")
+        #expect(try keychain.securePasswordData(forService: "api", account: "refresh").count == 0)
+        #expect(try keychain.securePassword(forService: LegacyCryptoManager.service, account: "gen-item") == "qwertyuiopasdfghjklx")
+        // The crypto manager's legacy state is consumed, not imported.
+        #expect(throws: KeychainError.self) { _ = try keychain.passwordData(forService: LegacyCryptoManager.service, account: "salt") }
+
+        let sealed = Array(try Data(contentsOf: URL(fileURLWithPath: s.note + ".sealed")))
+        #expect(try s.manager.decrypt(sealed) == Array("Meeting notes: the legacy data comes across.".utf8))
+        let files = ProtectedFiles(manager: s.manager)
+        #expect(try files.read(at: s.report + ".protected") == (try Fixtures.bytes("report.plain")))
+        #expect(try files.protection(ofItemAt: s.report + ".protected") == .complete)
+
+        for original in [s.keychainFile, s.note, s.report] { #expect(!FileManager.default.fileExists(atPath: original)) }
+    }
+
+    /// One damaged secure value stops the run before anything is written: no vault, no item, no
+    /// output, no original shredded.
+    @Test func aDamagedValueStopsTheRunBeforeAnyWrite() throws {
+        let s = try setup(keychain: "imas-keychain-damaged.bplist")
+        var plan = plan(s)
+        plan.shredOriginals = true
+        guard case .failed(let reasons)? = migrationError({ _ = try IMASMigration.run(plan, manager: s.manager) }) else {
+            Issue.record("a damaged value was accepted"); return
+        }
+        #expect(reasons == ["api/token: \(MigrationError.legacyDataRejected)"])
+        #expect(try !s.manager.isSetUp)
+        #expect(!FileManager.default.fileExists(atPath: s.note + ".sealed"))
+        #expect(!FileManager.default.fileExists(atPath: s.report + ".protected"))
+        for original in [s.keychainFile, s.note, s.report] { #expect(FileManager.default.fileExists(atPath: original)) }
+    }
+
+    @Test func aWrongPasscodeOrWrongAnswersWriteNothing() throws {
+        let s = try setup()
+        var plan = plan(s)
+        plan.passcode = SecretBytes(utf8: "0000")
+        #expect(migrationError { _ = try IMASMigration.run(plan, manager: s.manager) } == .wrongPasscode)
+        plan.passcode = SecretBytes(utf8: "1234")
+        plan.answers = [SecretBytes(utf8: "Rex"), SecretBytes(utf8: "Paris")]
+        #expect(migrationError { _ = try IMASMigration.run(plan, manager: s.manager) } == .wrongAnswers)
+        #expect(try !s.manager.isSetUp)
+    }
+
+    /// A second run (after one that stopped half way, or a repeated command) unlocks the vault
+    /// it created, skips what exists, and writes nothing twice.
+    @Test func aSecondRunSkipsWhatExists() throws {
+        let s = try setup()
+        var plan = plan(s)
+        plan.dataFiles = []
+        plan.protectedFiles = []
+        _ = try IMASMigration.run(plan, manager: s.manager)
+        s.manager.lock()
+        let again = try IMASMigration.run(plan, manager: s.manager)
+        #expect(!again.createdVault)
+        #expect(again.imported.isEmpty && again.resealed.isEmpty)
+        #expect(again.skipped.count == 5)
+        plan.overwrite = true
+        #expect(try IMASMigration.run(plan, manager: s.manager).imported.count == 2)
+    }
+
+    /// Answers alone (a forgotten passcode) unlock the legacy key; the new vault takes a new passcode.
+    @Test func answersAloneWithANewPasscode() throws {
+        let s = try setup()
+        var plan = plan(s)
+        plan.passcode = nil
+        plan.newPasscode = SecretBytes(utf8: "new-passcode")
+        plan.dataFiles = [s.note]
+        plan.protectedFiles = []
+        let report = try IMASMigration.run(plan, manager: s.manager)
+        #expect(report.resealed.sorted() == ["api/refresh", "api/token"])       // GenItem needs the old passcode
+        s.manager.lock()
+        try s.manager.unlock(passcode: SecretBytes(utf8: "new-passcode"))
+        let sealed = Array(try Data(contentsOf: URL(fileURLWithPath: s.note + ".sealed")))
+        #expect(try s.manager.decrypt(sealed).count == 44)
+    }
+
+    /// The keychain import reports an entry of the wrong type with its reason and imports the rest.
+    @Test func importReportsEntriesItCannotRead() throws {
+        let dir = try TemporaryDirectory()
+        let file = dir.sub("...")
+        let legacy: [String: Any] = ["mail": ["alice": Data("pw".utf8), "count": 42, "note": "text"]]
+        try PropertyListSerialization.data(fromPropertyList: legacy, format: .binary, options: 0).write(to: URL(fileURLWithPath: file))
+        let contents = try Keychain.readLegacyKeychain(at: file)
+        #expect(contents.entries.map(\.account) == ["alice", "note"])
+        #expect(contents.failed.count == 1 && contents.failed.first?.account == "count")
+        #expect(contents.failed.first?.reason.hasPrefix("the value is neither data nor text") == true)
+    }
+}
