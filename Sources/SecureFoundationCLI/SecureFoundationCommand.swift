@@ -31,6 +31,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             KeychainCommand.self,
             // Protected files
             ProtectCommand.self,
+            // TLS identities and the certificate authority
+            TLSCommand.self,
         ]
     )
 }

@@ -243,6 +243,12 @@ public struct CertificateAuthority: Sendable {
         return .sha256WithRSAEncryption
     }
 
+    /// Checks that every name is a DNS name or an IP address, as ``issue(publicKey:names:usage:validity:now:)`` will.
+    /// - Throws: ``IdentityError/invalidName(_:)``.
+    public static func checkNames(_ names: [String]) throws(IdentityError) {
+        _ = try generalNames(names)
+    }
+
     /// DNS names and IP addresses as general names.
     static func generalNames(_ names: [String]) throws(IdentityError) -> [GeneralName] {
         guard !names.isEmpty else { throw .invalidName("no name given") }
