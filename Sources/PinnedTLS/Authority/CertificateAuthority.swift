@@ -192,6 +192,9 @@ public struct CertificateAuthority: Sendable {
     /// Parses a certificate signing request from PEM (`CERTIFICATE REQUEST`) or DER.
     /// - Throws: ``IdentityError/invalidRequest(_:)``.
     public static func request(from bytes: [UInt8]) throws(IdentityError) -> CertificateSigningRequest {
+        guard bytes.count <= IdentityImport.maxInputLength else {
+            throw .invalidRequest("it is larger than \(IdentityImport.maxInputLength) bytes")
+        }
         do {
             if bytes.first == 0x30 { return try CertificateSigningRequest(derEncoded: bytes) }
             let blocks = try withPlainBytes(bytes) { buffer throws(IdentityError) in try PEM.blocks(buffer) }
