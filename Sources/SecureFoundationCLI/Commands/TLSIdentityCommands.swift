@@ -18,12 +18,12 @@ struct TLSCommand: ParsableCommand {
 
 enum TLSIdentityCLI {
     static let exitStatus = """
-    Keys and identities are sealed in the keychain (HOME/keychain.sqlite) under the
-    whenUnlocked class unless --accessibility says otherwise: give the vault's passcode with
+    Keys and identities are sealed in the keychain (HOME/keychain.sqlite) under the \
+    whenUnlocked class unless --accessibility says otherwise: give the vault's passcode with \
     --passcode-file to store or use them. Certificates are stored under the always class.
 
-    Exit status: 0 success, 44 no such item, 45 an item with that label exists (use
-    --replace), 36 vault locked (give --passcode-file), 3 wrong PKCS#12 password, 64 usage,
+    Exit status: 0 success, 44 no such item, 45 an item with that label exists (use \
+    --replace), 36 vault locked (give --passcode-file), 3 wrong PKCS#12 password, 64 usage, \
     1 any other error (unparsable input, a key that does not match its certificate...).
     """
 
@@ -83,10 +83,10 @@ struct TLSCertificateAuthorityInit: ParsableCommand {
         commandName: "init",
         abstract: "Create a root certificate authority; its key stays in the keychain.",
         discussion: """
-        Makes a P-256 key and a self-signed root (CA:true, path length 0, keyCertSign and
-        cRLSign, 10 years) and stores it under the label (default "ca"): the key and certificate
-        as an identity sealed under whenUnlocked, the certificate also on its own (always), so
-        that `tls export ca` works while the vault is locked. Prints the root's subject, expiry
+        Makes a P-256 key and a self-signed root (CA:true, path length 0, keyCertSign and \
+        cRLSign, 10 years) and stores it under the label (default "ca"): the key and certificate \
+        as an identity sealed under whenUnlocked, the certificate also on its own (always), so \
+        that `tls export ca` works while the vault is locked. Prints the root's subject, expiry \
         and SPKI pin.
 
         Example:
@@ -141,14 +141,14 @@ struct TLSIssueCommand: ParsableCommand {
         commandName: "issue",
         abstract: "Issue a certificate for a device or server name, signed by the certificate authority.",
         discussion: """
-        Without --csr or --public-key: makes a P-256 key, issues its certificate (CA:false,
-        digitalSignature, serverAuth and clientAuth unless --server or --client, subject
-        alternative names from NAME and --name, 397 days) and stores key and chain as an
+        Without --csr or --public-key: makes a P-256 key, issues its certificate (CA:false, \
+        digitalSignature, serverAuth and clientAuth unless --server or --client, subject \
+        alternative names from NAME and --name, 397 days) and stores key and chain as an \
         identity under --label (default NAME). Prints the certificate's subject, expiry and pin.
 
-        With --csr FILE (PEM or DER) or --public-key FILE (PEM): the key stays with the other
-        device; the certificate is printed as PEM (or written to -o) and stored under --label
-        as a certificate item. A request's signature is checked; NAME and --name are the names
+        With --csr FILE (PEM or DER) or --public-key FILE (PEM): the key stays with the other \
+        device; the certificate is printed as PEM (or written to -o) and stored under --label \
+        as a certificate item. A request's signature is checked; NAME and --name are the names \
         certified, whatever the request asks for.
 
         Examples:
@@ -253,8 +253,8 @@ struct TLSListCommand: ParsableCommand {
         commandName: "list",
         abstract: "List the stored keys, certificates and identities (without secrets).",
         discussion: """
-        One line per item: kind, label, accessibility, and for certificates and identities the
-        leaf's subject and expiry, separated by tabs. Items sealed under a class that is
+        One line per item: kind, label, accessibility, and for certificates and identities the \
+        leaf's subject and expiry, separated by tabs. Items sealed under a class that is \
         unavailable are counted on standard error; give --passcode-file to see them.
 
         Example:
@@ -288,12 +288,12 @@ struct TLSImportCommand: ParsableCommand {
         commandName: "import",
         abstract: "Import an identity from PKCS#12 or PEM, or certificates from PEM.",
         discussion: """
-        --pkcs12 FILE: a .p12/.pfx file with a private key and its chain (password from
-        --password-file; none if not given). --key FILE with --chain FILE: a PEM private key
-        (PKCS#8, SEC 1 or PKCS#1, not encrypted) and its PEM chain. --certificates FILE alone:
+        --pkcs12 FILE: a .p12/.pfx file with a private key and its chain (password from \
+        --password-file; none if not given). --key FILE with --chain FILE: a PEM private key \
+        (PKCS#8, SEC 1 or PKCS#1, not encrypted) and its PEM chain. --certificates FILE alone: \
         PEM certificates stored as a certificate item (trust anchors, for example).
 
-        Keys must be P-256, P-384 or RSA of 2048 bits or more, and the chain must hold the
+        Keys must be P-256, P-384 or RSA of 2048 bits or more, and the chain must hold the \
         key's certificate (a key that matches no certificate is refused). `-` reads standard input.
 
         Examples:
@@ -382,7 +382,7 @@ struct TLSExportCommand: ParsableCommand {
         commandName: "export",
         abstract: "Write the certificates stored under a label as PEM (never a private key).",
         discussion: """
-        Writes the certificate item of the label (leaf first, then the chain), or else the
+        Writes the certificate item of the label (leaf first, then the chain), or else the \
         identity's chain, to standard output or -o FILE (mode 0600, written atomically).
 
         Example:
@@ -415,7 +415,7 @@ struct TLSDeleteCommand: ParsableCommand {
         commandName: "delete",
         abstract: "Delete the key, certificate and identity items stored under a label.",
         discussion: """
-        Deletes every kind stored under the label, or only --kind key, certificate or identity.
+        Deletes every kind stored under the label, or only --kind key, certificate or identity. \
         No class key is needed. Exit 44 when there is nothing to delete.
 
         Example:
