@@ -33,6 +33,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             ProtectCommand.self,
             SecretsCommand.self,
             MigrateCommand.self,
+            // TLS identities and the certificate authority
+            TLSCommand.self,
         ]
     )
 
