@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "Vault", targets: ["Vault"]),
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "ProtectedFiles", targets: ["ProtectedFiles"]),
+        .library(name: "UnlockAgent", targets: ["UnlockAgent"]),
         .executable(name: "securefoundation", targets: ["SecureFoundationCLI"]),
         .executable(name: "securefoundation-bench", targets: ["SecureFoundationBench"]),
         .executable(name: "securefoundation-memcheck-child", targets: ["VaultMemcheckChild"]),
@@ -44,9 +45,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "ProtectedFiles", dependencies: ["Cipher", "Age", "Vault", "CPlatform"] + crypto, swiftSettings: strict),
+        // The unlock agent: holds an unlocked vault and serves class keys over a UNIX socket.
+        .target(name: "UnlockAgent", dependencies: ["Cipher", "Vault", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "SecureFoundation",
-            dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles"],
+            dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles", "UnlockAgent"],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -71,5 +74,6 @@ let package = Package(
         .testTarget(name: "ProtectedFilesTests", dependencies: ["ProtectedFiles", "Age", "Vault", "Cipher"], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
         .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher"], swiftSettings: strict),
+        .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain"], swiftSettings: strict),
     ]
 )

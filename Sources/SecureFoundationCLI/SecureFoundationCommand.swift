@@ -31,6 +31,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             KeychainCommand.self,
             // Protected files
             ProtectCommand.self,
+            // Unlock agent
+            AgentCommand.self,
         ]
     )
 }
