@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "ProtectedFiles", targets: ["ProtectedFiles"]),
         .library(name: "PinnedTLS", targets: ["PinnedTLS"]),
         .library(name: "Migration", targets: ["Migration"]),
+        .library(name: "UnlockAgent", targets: ["UnlockAgent"]),
         .executable(name: "securefoundation", targets: ["SecureFoundationCLI"]),
         .executable(name: "securefoundation-bench", targets: ["SecureFoundationBench"]),
         .executable(name: "securefoundation-memcheck-child", targets: ["VaultMemcheckChild"]),
@@ -70,9 +71,11 @@ let package = Package(
             ] + crypto,
             swiftSettings: strict
         ),
+        // The unlock agent: holds an unlocked vault and serves class keys over a UNIX socket.
+        .target(name: "UnlockAgent", dependencies: ["Cipher", "Vault", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "SecureFoundation",
-            dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles"],
+            dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles", "UnlockAgent"],
             swiftSettings: strict
         ),
         // Reading what iMAS Secure Foundation wrote (its CBC format, 1,000-round PBKDF2), for
@@ -117,5 +120,6 @@ let package = Package(
         // targets' entry points; the fuzzing itself is Fuzz/ and scripts/fuzz.
         .testTarget(name: "FuzzRegressionTests", dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration"],
                     exclude: ["Cases"], swiftSettings: strict),
+        .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain"], swiftSettings: strict),
     ]
 )

@@ -35,6 +35,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             MigrateCommand.self,
             // TLS identities and the certificate authority
             TLSCommand.self,
+            // Unlock agent
+            AgentCommand.self,
         ]
     )
 

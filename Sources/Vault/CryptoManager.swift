@@ -36,6 +36,9 @@ public final class CryptoManager: Sendable {
     /// The failed-attempt policy.
     public let attemptPolicy: AttemptPolicy
     let deviceKeyProvider: any DeviceKeyProvider
+    /// Where whenUnlocked and afterFirstUnlock keys come from while this manager cannot derive
+    /// them itself (an unlock agent), or nil.
+    public let unlockedKeySource: (any UnlockedClassKeySource)?
     let clock: @Sendable () -> Date
     let memory = Protected(Memory())
     let hooks = Protected(TestHooks())
@@ -55,15 +58,19 @@ public final class CryptoManager: Sendable {
     ///   - attemptPolicy: Delays and erasure after failed attempts.
     ///   - kdfCeiling: The most KDF work a stored wrapping may demand (`KDFCeiling.standard`;
     ///     `KDFCeiling.legacy` for a vault created with costlier custom settings).
+    ///   - unlockedKeySource: Asked for the whenUnlocked and afterFirstUnlock keys while this
+    ///     manager is locked or not yet unlocked in this process (an unlock agent); nil for none.
     ///   - clock: The wall clock used for attempt delays (injected by tests).
     /// - Throws: ``VaultError/insecurePermissions(path:reason:fix:)`` when the directory is reachable
     ///   by others or owned by another user; ``VaultError/io(_:)``.
     public init(directory: String? = nil, deviceKeyProvider: any DeviceKeyProvider = FileDeviceKeyProvider(),
                 policy: KDFPolicy = .interactive, attemptPolicy: AttemptPolicy = .iOS, kdfCeiling: KDFCeiling = .standard,
+                unlockedKeySource: (any UnlockedClassKeySource)? = nil,
                 clock: @escaping @Sendable () -> Date = { Date() }) throws {
         let resolved = VaultPaths.absolute(directory ?? VaultPaths.defaultDirectory())
         self.directory = resolved
         self.deviceKeyProvider = deviceKeyProvider
+        self.unlockedKeySource = unlockedKeySource
         self.policy = policy
         self.kdfCeiling = kdfCeiling
         self.attemptPolicy = attemptPolicy
@@ -135,6 +142,12 @@ public final class CryptoManager: Sendable {
     /// The current application key's id (recorded in sealed data), or nil without a vault.
     public var keyID: [UInt8]? {
         get throws { try loadState().map { Array($0.keyID) } }
+    }
+
+    /// The vault's 16-byte id (bound into every wrapping), or nil without a vault. An unlock
+    /// agent names the vault it serves by it.
+    public var vaultID: Data? {
+        get throws { try loadState()?.vaultID }
     }
 
     /// Consecutive failed unlock attempts recorded so far.

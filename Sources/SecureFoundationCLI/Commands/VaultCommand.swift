@@ -49,12 +49,16 @@ struct HomeOptions: ParsableArguments {
         return lstat(directory, &info) == 0
     }
 
-    /// The crypto manager for these options.
-    func manager() throws -> CryptoManager {
+    /// The crypto manager for these options. With `useAgent` (and unless
+    /// `$SECUREFOUNDATION_AGENT` is `off`), a running unlock agent of this vault supplies the
+    /// whenUnlocked and afterFirstUnlock keys while the manager is locked.
+    func manager(useAgent: Bool = true) throws -> CryptoManager {
         var attempts = AttemptPolicy.iOS
         if let eraseAfter { attempts = attempts.erasing(after: eraseAfter) }
+        let agent = useAgent && ProcessInfo.processInfo.environment["SECUREFOUNDATION_AGENT"] != "off" ? AgentClient(home: home, timeout: 10) : nil
         return try CryptoManager(directory: home, deviceKeyProvider: FileDeviceKeyProvider(path: deviceKey),
-                                 policy: try policy(), attemptPolicy: attempts, kdfCeiling: legacyKDFCeiling ? .legacy : .standard)
+                                 policy: try policy(), attemptPolicy: attempts, kdfCeiling: legacyKDFCeiling ? .legacy : .standard,
+                                 unlockedKeySource: agent)
     }
 }
 
@@ -104,8 +108,11 @@ struct VaultCredentialOptions: ParsableArguments {
     /// Whether a file was given.
     var given: Bool { passcodeFile != nil || answersFile != nil }
 
-    /// Unlocks `manager` with the given file, or the passcode from the terminal.
-    func unlock(_ manager: CryptoManager) throws {
+    /// Unlocks `manager` with the given file, or the passcode from the terminal; without a
+    /// file, a running unlock agent holding this vault unlocked is used instead of asking
+    /// (unless `needsApplicationKey`: the agent serves class keys only).
+    func unlock(_ manager: CryptoManager, needsApplicationKey: Bool = false) throws {
+        if !given, !needsApplicationKey, VaultCLI.agentHoldsUnlocked(manager) { return }
         try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
     }
 }
@@ -130,6 +137,13 @@ enum VaultCLI {
             defer { passcode.wipe() }
             try manager.unlock(passcode: passcode)
         }
+    }
+
+    /// Whether an unlock agent serves `manager`'s vault unlocked (its whenUnlocked keys come
+    /// from the agent, so no passcode is needed for class keys).
+    static func agentHoldsUnlocked(_ manager: CryptoManager) -> Bool {
+        guard let agent = manager.unlockedKeySource as? AgentClient, let status = try? agent.status() else { return false }
+        return status.state == .unlocked && status.home == manager.directory
     }
 
     /// The exit code for a vault error (documented in `vault --help` and docs/VAULT.md).
@@ -515,7 +529,7 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
     func run() throws {
         try VaultCLI.run {
             let manager = try home.manager()
-            try credentials.unlock(manager)
+            try credentials.unlock(manager, needsApplicationKey: true)
             defer { manager.lock() }
             var report = Keychain.ResealReport(resealed: 0, unreadable: [])
             if access(manager.directory + "/keychain.sqlite", F_OK) == 0 {
