@@ -31,6 +31,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             KeychainCommand.self,
             // Protected files
             ProtectCommand.self,
+            // TLS policy, pins, mutual TLS
+            TLSCommand.self,
         ]
     )
 }
