@@ -33,7 +33,7 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             ProtectCommand.self,
             SecretsCommand.self,
             MigrateCommand.self,
-            // TLS identities and the certificate authority
+            // TLS: pins, policy, mutual TLS, identities and the certificate authority
             TLSCommand.self,
             // Unlock agent
             AgentCommand.self,

@@ -4,18 +4,6 @@ import PinnedTLS
 import SecureFoundation
 import X509
 
-/// `securefoundation tls …`: TLS identities in the keychain and the application's own
-/// certificate authority.
-struct TLSCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "tls",
-        abstract: "TLS keys, certificates and identities in the keychain, and a small certificate authority.",
-        discussion: TLSIdentityCLI.exitStatus,
-        subcommands: [TLSCertificateAuthorityCommand.self, TLSIssueCommand.self, TLSListCommand.self,
-                      TLSImportCommand.self, TLSExportCommand.self, TLSDeleteCommand.self]
-    )
-}
-
 enum TLSIdentityCLI {
     static let exitStatus = """
     Keys and identities are sealed in the keychain (HOME/keychain.sqlite) under the \
