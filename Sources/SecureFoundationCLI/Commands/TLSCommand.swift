@@ -57,6 +57,20 @@ enum TLSCLI {
         }
     }
 
+    /// The identity from `--identity LABEL` (the keychain) or from `--cert`/`--key` (PEM files).
+    static func identity(cert: String?, key: String?, label: String?, store: KeychainStoreOptions) throws -> TLSIdentity? {
+        guard let label else { return try identity(cert: cert, key: key) }
+        guard cert == nil && key == nil else { throw ValidationError("give --identity or --cert and --key, not both") }
+        return try IdentityStore(keychain: try store.open()).identity(label: label)
+    }
+
+    /// Resolves a policy's `keychain` anchors from the certificates stored in the keychain, opening
+    /// it only when a connection first needs them (a policy without keychain anchors never opens it).
+    static func keychainAnchors(_ store: KeychainStoreOptions) -> ClosureAnchorSource {
+        let opened = OpenedIdentityStore(store)
+        return ClosureAnchorSource { label in try opened.get().anchorCertificates(label: label) }
+    }
+
     /// Exit codes follow curl's where they exist.
     static func fail(_ error: any Error) -> ExitCode {
         switch error {
@@ -215,14 +229,20 @@ struct TLSServeCommand: AsyncParsableCommand {
 
         Example:
           securefoundation tls serve --cert server-chain.pem --key server.key --client-ca ca.pem --port 8443
+          securefoundation tls serve --identity my-server --passcode-file pin.txt --port 8443
         """
     )
 
-    @Option(help: "The server's certificate chain (PEM, leaf first).")
-    var cert: String
+    @Option(help: "The server's certificate chain (PEM, leaf first); or use --identity.")
+    var cert: String?
 
     @Option(help: "The server's private key (PEM).")
-    var key: String
+    var key: String?
+
+    @Option(help: "The server's identity stored in the keychain under this label (tls issue, tls import).")
+    var identity: String?
+
+    @OptionGroup var store: KeychainStoreOptions
 
     @Option(help: "Require client certificates issued under the CA certificates in this PEM file.")
     var clientCa: String?
@@ -239,8 +259,8 @@ struct TLSServeCommand: AsyncParsableCommand {
     func run() async throws {
         do {
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
-            guard let identity = try TLSCLI.identity(cert: cert, key: key) else {
-                throw ValidationError("--cert and --key are required")
+            guard let identity = try TLSCLI.identity(cert: cert, key: key, label: identity, store: store) else {
+                throw ValidationError("give --identity LABEL, or --cert and --key")
             }
             var authentication: ClientAuthentication?
             if let clientCa {
@@ -285,6 +305,22 @@ struct TLSServeCommand: AsyncParsableCommand {
     }
 }
 
+/// An identity store opened at first use, then kept.
+final class OpenedIdentityStore: @unchecked Sendable {
+    private let lock = NSLock()
+    private let options: KeychainStoreOptions
+    private var store: IdentityStore?
+    init(_ options: KeychainStoreOptions) { self.options = options }
+    func get() throws -> IdentityStore {
+        lock.lock()
+        defer { lock.unlock() }
+        if let store { return store }
+        let opened = IdentityStore(keychain: try options.open())
+        store = opened
+        return opened
+    }
+}
+
 final class ServedCounter: @unchecked Sendable {
     private let lock = NSLock()
     private var count = 0
@@ -311,6 +347,7 @@ struct TLSFetchCommand: AsyncParsableCommand {
         Examples:
           securefoundation tls fetch https://api.example.com/status --policy policy.json
           securefoundation tls fetch https://device.local:8443/ --ca ca.pem --cert me.pem --key me.key
+          securefoundation tls fetch https://device.local:8443/ --ca ca.pem --identity my-device --passcode-file pin.txt
         """
     )
 
@@ -329,6 +366,11 @@ struct TLSFetchCommand: AsyncParsableCommand {
     @Option(help: "The client certificate's private key (PEM).")
     var key: String?
 
+    @Option(help: "A client identity stored in the keychain under this label, for servers that ask for one.")
+    var identity: String?
+
+    @OptionGroup var store: KeychainStoreOptions
+
     @Option(help: "POST this text as the body.")
     var data: String?
 
@@ -346,12 +388,13 @@ struct TLSFetchCommand: AsyncParsableCommand {
             if policy != nil && ca != nil { throw ValidationError("give --policy or --ca, not both") }
             var trust = TrustPolicy()
             if let policy {
-                trust = try PolicyConfiguration.load(path: policy).policy()
+                // `keychain` anchors are the certificates stored under those labels.
+                trust = try PolicyConfiguration.load(path: policy).policy(anchorSource: TLSCLI.keychainAnchors(store))
             } else if let ca {
                 trust = TrustPolicy(defaultAnchors: .only(try PEMFiles.certificates(atPath: ca)))
             }
             let client = PinnedHTTPSClient(
-                client: try PinnedTLSClient(policy: trust, identity: try TLSCLI.identity(cert: cert, key: key)))
+                client: try PinnedTLSClient(policy: trust, identity: try TLSCLI.identity(cert: cert, key: key, label: identity, store: store)))
             let wait = TimeAmount.seconds(Int64(max(1, timeout)))
             let response: HTTPSResponse
             if let data {
