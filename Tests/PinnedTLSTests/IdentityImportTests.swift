@@ -116,6 +116,31 @@ struct IdentityImportTests {
         #expect(identityError { _ = try IdentityImport.identity(pkcs12: flipped, password: SecretBytes(utf8: "x")) } != nil)
     }
 
+    @Test("Iteration counts above 1,000,000 in the clear are refused before any key derivation; openssl's 2048 pass")
+    func pkcs12IterationBound() throws {
+        func check(_ bytes: [UInt8]) -> IdentityError? {
+            identityError { try bytes.withUnsafeBytes { buffer in try PKCS12Limits.check(buffer) } }
+        }
+        // MacData-shaped: digest, salt, iterations.
+        let ok: [UInt8] = [0x30, 0x0C, 0x30, 0x00, 0x04, 0x04, 1, 2, 3, 4, 0x02, 0x02, 0x08, 0x00]
+        let huge: [UInt8] = [0x30, 0x0D, 0x30, 0x00, 0x04, 0x04, 1, 2, 3, 4, 0x02, 0x03, 0x1E, 0x84, 0x80]
+        let negative: [UInt8] = [0x30, 0x0C, 0x30, 0x00, 0x04, 0x04, 1, 2, 3, 4, 0x02, 0x02, 0x80, 0x00]
+        #expect(check(ok) == nil)
+        #expect(check(huge) == .invalidPKCS12("it asks for more than 1000000 key-derivation iterations"))
+        #expect(check(negative) == .invalidPKCS12("it asks for more than 1000000 key-derivation iterations"))
+        // The same, wrapped in an octet string inside a sequence (as SafeContents are).
+        #expect(check([0x30, 0x11, 0x04, 0x0F] + huge) == .invalidPKCS12("it asks for more than 1000000 key-derivation iterations"))
+        #expect(check([0x30, 0x10, 0x04, 0x0E] + ok) == nil)
+
+        guard IdentityOpenSSL.available else { return }
+        let scratch = try IdentityScratch()
+        try IdentityOpenSSL.selfSigned("", in: scratch.path)
+        try IdentityOpenSSL.require(["pkcs12", "-export", "-iter", "1000001", "-inkey", "key.pem", "-in", "cert.pem", "-passout", "pass:x",
+                                     "-out", "slow.p12"], in: scratch.path)
+        #expect(identityError { _ = try IdentityImport.identity(pkcs12: scratch.read("slow.p12"), password: SecretBytes(utf8: "x")) }
+            == .invalidPKCS12("it asks for more than 1000000 key-derivation iterations"))
+    }
+
     @Test("Truncated PEM (at any point), an encrypted key and a key of the wrong certificate are typed errors")
     func hostilePEM() throws {
         let scratch = try IdentityScratch()

@@ -115,6 +115,7 @@ public enum IdentityImport {
         ERR_clear_error()
         defer { ERR_clear_error() }
         guard let base = bytes.baseAddress, bytes.count > 0 else { throw .invalidPKCS12("the file is empty") }
+        try PKCS12Limits.check(bytes)
         var cursor: UnsafePointer<UInt8>? = base.assumingMemoryBound(to: UInt8.self)
         guard let p12 = d2i_PKCS12(nil, &cursor, bytes.count) else { throw .invalidPKCS12("the bytes are not PKCS#12 (DER)") }
         defer { PKCS12_free(p12) }
