@@ -15,7 +15,7 @@ public enum IdentityImport {
     public static func certificates(pem bytes: some ContiguousBytes) throws(IdentityError) -> [Certificate] {
         let blocks: [PEM.Block] = try withBytes(bytes) { buffer throws(IdentityError) in try PEM.blocks(buffer) }
         var result: [Certificate] = []
-        for block in blocks where block.type == "CERTIFICATE" || block.type == "TRUSTED CERTIFICATE" {
+        for block in blocks where block.type == "CERTIFICATE" {
             do { result.append(try Certificate(derEncoded: block.der)) } catch {
                 throw .invalidCertificate("certificate \(result.count + 1) of the file does not parse: \(error)")
             }
