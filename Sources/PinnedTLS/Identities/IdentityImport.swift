@@ -13,7 +13,7 @@ public enum IdentityImport {
     /// - Throws: ``IdentityError/invalidPEM(_:)`` when the text does not parse or holds no
     ///   certificate, ``IdentityError/invalidCertificate(_:)`` when a block is not a certificate.
     public static func certificates(pem bytes: some ContiguousBytes) throws(IdentityError) -> [Certificate] {
-        let blocks: [PEM.Block] = try withBytes(bytes) { buffer throws(IdentityError) in try PEM.blocks(buffer) }
+        let blocks: [PEMReader.Block] = try withBytes(bytes) { buffer throws(IdentityError) in try PEMReader.blocks(buffer) }
         var result: [Certificate] = []
         for block in blocks where block.type == "CERTIFICATE" {
             do { result.append(try Certificate(derEncoded: block.der)) } catch {
@@ -29,9 +29,9 @@ public enum IdentityImport {
     /// - Throws: ``IdentityError/invalidPEM(_:)`` (also for an `ENCRYPTED PRIVATE KEY`),
     ///   ``IdentityError/unsupportedKey(_:)``.
     public static func privateKey(pem key: SecretBytes) throws(IdentityError) -> Certificate.PrivateKey {
-        var blocks: [PEM.Block] = try withSecretBytes(key) { buffer throws(IdentityError) in
+        var blocks: [PEMReader.Block] = try withSecretBytes(key) { buffer throws(IdentityError) in
             guard buffer.count <= maxInputLength else { throw .invalidPEM("the key file is larger than \(maxInputLength) bytes") }
-            return try PEM.blocks(buffer)
+            return try PEMReader.blocks(buffer)
         }
         defer { for index in blocks.indices { IdentityRecord.zero(&blocks[index].der) } }
         if blocks.contains(where: { $0.type == "ENCRYPTED PRIVATE KEY" }) {

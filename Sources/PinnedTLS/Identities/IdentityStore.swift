@@ -106,6 +106,12 @@ public struct IdentityStore: Sendable {
         try read(.certificate, label: label, requiring: minimum).certificates
     }
 
+    /// The certificates stored under `label`, for a trust policy's anchors kept in the keychain
+    /// (the same as ``certificates(label:requiring:)``).
+    public func anchorCertificates(label: String) throws(IdentityError) -> [Certificate] {
+        try certificates(label: label)
+    }
+
     // MARK: Identities
 
     /// Stores an identity (the key and its chain, in one item sealed under `accessibility`) and
