@@ -11,12 +11,17 @@ struct TLSCommand: ParsableCommand {
         commandName: "tls",
         abstract: "TLS keys, certificates and identities in the keychain, and a small certificate authority.",
         discussion: TLSIdentityCLI.exitStatus,
-        subcommands: [TLSCertificateAuthorityCommand.self, TLSIssueCommand.self, TLSListCommand.self,
-                      TLSImportCommand.self, TLSExportCommand.self, TLSDeleteCommand.self]
+        subcommands: TLSIdentityCLI.subcommands
     )
 }
 
 enum TLSIdentityCLI {
+    /// The identity and certificate-authority subcommands of `tls`.
+    static let subcommands: [any ParsableCommand.Type] = [
+        TLSCertificateAuthorityCommand.self, TLSIssueCommand.self, TLSListCommand.self,
+        TLSImportCommand.self, TLSExportCommand.self, TLSDeleteCommand.self,
+    ]
+
     static let exitStatus = """
     Keys and identities are sealed in the keychain (HOME/keychain.sqlite) under the \
     whenUnlocked class unless --accessibility says otherwise: give the vault's passcode with \
