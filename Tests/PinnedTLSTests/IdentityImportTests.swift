@@ -56,6 +56,16 @@ struct IdentityImportTests {
             let empty = try IdentityImport.identity(pkcs12: scratch.read("empty.p12"), password: password)
             #expect(empty.leaf == expectedLeaf)
         }
+        // RSA and P-384 keys come out of PKCS#12 too.
+        try IdentityOpenSSL.selfSigned("rsa-", in: scratch.path, key: "rsa:2048")
+        try IdentityOpenSSL.selfSigned("p384-", in: scratch.path, key: "ec384")
+        for prefix in ["rsa-", "p384-"] {
+            try IdentityOpenSSL.require(["pkcs12", "-export", "-inkey", "\(prefix)key.pem", "-in", "\(prefix)cert.pem", "-passout", "pass:k",
+                                         "-out", "\(prefix)b.p12"], in: scratch.path)
+            let identity = try IdentityImport.identity(pkcs12: scratch.read("\(prefix)b.p12"), password: SecretBytes(utf8: "k"))
+            #expect(identity.leaf == (try IdentityImport.certificates(pem: scratch.read("\(prefix)cert.pem"))[0]))
+            #expect(identity.privateKey.publicKey == identity.leaf.publicKey)
+        }
         // The older encryption (RC2-40 certificates, 3DES key, SHA-1 MAC), where this openssl can still write it.
         let legacy = try IdentityOpenSSL.run(["pkcs12", "-export", "-legacy", "-inkey", "key.pem", "-in", "cert.pem",
                                               "-passout", "pass:old", "-out", "legacy.p12"], in: scratch.path)
