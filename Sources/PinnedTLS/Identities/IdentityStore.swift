@@ -136,8 +136,9 @@ public struct IdentityStore: Sendable {
         do {
             try write(chain, kind: .certificate, label: label, accessibility: .always, comment: summary, replace: replace)
         } catch {
-            // Not half-stored: take the identity back out.
-            try? keychain.deletePassword(forService: IdentityItemKind.identity.service, account: label)
+            // Not half-stored: take the new identity back out. (When replacing, the earlier
+            // identity is gone already; the new one stays, consistent on its own.)
+            if !replace { try? keychain.deletePassword(forService: IdentityItemKind.identity.service, account: label) }
             throw error
         }
     }
