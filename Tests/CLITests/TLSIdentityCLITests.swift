@@ -98,17 +98,19 @@ struct TLSIdentityCLITests {
           .enabled(if: TLSIdentityCLITests.openssl != nil, "openssl is not installed"))
     func requestsAndImports() throws {
         let openssl = try #require(Self.openssl)
+        // No vault here: the root and the identities are stored under the always class (the
+        // whenUnlocked path is the other test's).
         let home = try Home()
-        try home.initVault()
-        #expect(try home.run(["tls", "ca", "init"], unlocked: true).status == 0)
+        let created = try home.run(["tls", "ca", "init", "--accessibility", "always"])
+        #expect(created.status == 0, "\(created.stderr)")
         let dir = home.path
 
         _ = try CLIRunner.runTool(openssl, ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                                             "-keyout", dir + "/dev.key", "-subj", "/CN=dev-9", "-out", dir + "/dev.csr"])
-        let fromCSR = try home.run(["tls", "issue", "dev-9", "--client", "--csr", "dev.csr", "-o", "dev-9.pem"], unlocked: true)
+        let fromCSR = try home.run(["tls", "issue", "dev-9", "--client", "--csr", "dev.csr", "-o", "dev-9.pem"])
         #expect(fromCSR.status == 0, "\(fromCSR.stderr)")
         _ = try CLIRunner.runTool(openssl, ["pkey", "-in", dir + "/dev.key", "-pubout", "-out", dir + "/dev.pub"])
-        let fromKey = try home.run(["tls", "issue", "dev-10", "--public-key", "dev.pub"], unlocked: true)
+        let fromKey = try home.run(["tls", "issue", "dev-10", "--public-key", "dev.pub"])
         #expect(fromKey.status == 0, "\(fromKey.stderr)")
         #expect(fromKey.text.hasPrefix("-----BEGIN CERTIFICATE-----"))
         #expect(try home.run(["tls", "export", "ca", "-o", "ca.pem"]).status == 0)
@@ -128,15 +130,16 @@ struct TLSIdentityCLITests {
         let wrong = try home.run(["tls", "import", "srv", "--pkcs12", "srv.p12", "--password-file", "bad.txt"])
         #expect(wrong.status == 3)
         #expect(wrong.stderr.contains("password"))
-        let p12 = try home.run(["tls", "import", "srv", "--pkcs12", "srv.p12", "--password-file", "pw.txt"], unlocked: true)
+        let p12 = try home.run(["tls", "import", "srv", "--pkcs12", "srv.p12", "--password-file", "pw.txt",
+                                  "--accessibility", "always"])
         #expect(p12.status == 0, "\(p12.stderr)")
         #expect(p12.text.hasPrefix("label: srv\nsubject: CN=imported\n"))
         let exported = try home.run(["tls", "export", "srv"])
         #expect(exported.stdout == (try home.read("srv.pem")))
-        let pem = try home.run(["tls", "import", "srv2", "--key", "srv.key", "--chain", "srv.pem"], unlocked: true)
+        let pem = try home.run(["tls", "import", "srv2", "--key", "srv.key", "--chain", "srv.pem", "--accessibility", "always"])
         #expect(pem.status == 0, "\(pem.stderr)")
         let lockedImport = try home.run(["tls", "import", "srv3", "--key", "srv.key", "--chain", "srv.pem"])
-        #expect(lockedImport.status == 36)
+        #expect(lockedImport.status == 36)   // whenUnlocked by default, and no vault to unlock
         let mismatch = try home.run(["tls", "import", "srv4", "--key", "dev.key", "--chain", "srv.pem"])
         #expect(mismatch.status == 1)
         #expect(mismatch.stderr.contains("does not belong to the certificate"))

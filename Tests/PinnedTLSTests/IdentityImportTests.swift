@@ -56,6 +56,16 @@ struct IdentityImportTests {
             let empty = try IdentityImport.identity(pkcs12: scratch.read("empty.p12"), password: password)
             #expect(empty.leaf == expectedLeaf)
         }
+        // RSA and P-384 keys come out of PKCS#12 too.
+        try IdentityOpenSSL.selfSigned("rsa-", in: scratch.path, key: "rsa:2048")
+        try IdentityOpenSSL.selfSigned("p384-", in: scratch.path, key: "ec384")
+        for prefix in ["rsa-", "p384-"] {
+            try IdentityOpenSSL.require(["pkcs12", "-export", "-inkey", "\(prefix)key.pem", "-in", "\(prefix)cert.pem", "-passout", "pass:k",
+                                         "-out", "\(prefix)b.p12"], in: scratch.path)
+            let identity = try IdentityImport.identity(pkcs12: scratch.read("\(prefix)b.p12"), password: SecretBytes(utf8: "k"))
+            #expect(identity.leaf == (try IdentityImport.certificates(pem: scratch.read("\(prefix)cert.pem"))[0]))
+            #expect(identity.privateKey.publicKey == identity.leaf.publicKey)
+        }
         // The older encryption (RC2-40 certificates, 3DES key, SHA-1 MAC), where this openssl can still write it.
         let legacy = try IdentityOpenSSL.run(["pkcs12", "-export", "-legacy", "-inkey", "key.pem", "-in", "cert.pem",
                                               "-passout", "pass:old", "-out", "legacy.p12"], in: scratch.path)
@@ -114,6 +124,31 @@ struct IdentityImportTests {
         var flipped = bytes
         flipped[bytes.count / 2] ^= 0x01
         #expect(identityError { _ = try IdentityImport.identity(pkcs12: flipped, password: SecretBytes(utf8: "x")) } != nil)
+    }
+
+    @Test("Iteration counts above 1,000,000 in the clear are refused before any key derivation; openssl's 2048 pass")
+    func pkcs12IterationBound() throws {
+        func check(_ bytes: [UInt8]) -> IdentityError? {
+            identityError { try bytes.withUnsafeBytes { buffer in try PKCS12Limits.check(buffer) } }
+        }
+        // MacData-shaped: digest, salt, iterations.
+        let ok: [UInt8] = [0x30, 0x0C, 0x30, 0x00, 0x04, 0x04, 1, 2, 3, 4, 0x02, 0x02, 0x08, 0x00]
+        let huge: [UInt8] = [0x30, 0x0D, 0x30, 0x00, 0x04, 0x04, 1, 2, 3, 4, 0x02, 0x03, 0x1E, 0x84, 0x80]
+        let negative: [UInt8] = [0x30, 0x0C, 0x30, 0x00, 0x04, 0x04, 1, 2, 3, 4, 0x02, 0x02, 0x80, 0x00]
+        #expect(check(ok) == nil)
+        #expect(check(huge) == .invalidPKCS12("it asks for more than 1000000 key-derivation iterations"))
+        #expect(check(negative) == .invalidPKCS12("it asks for more than 1000000 key-derivation iterations"))
+        // The same, wrapped in an octet string inside a sequence (as SafeContents are).
+        #expect(check([0x30, 0x11, 0x04, 0x0F] + huge) == .invalidPKCS12("it asks for more than 1000000 key-derivation iterations"))
+        #expect(check([0x30, 0x10, 0x04, 0x0E] + ok) == nil)
+
+        guard IdentityOpenSSL.available else { return }
+        let scratch = try IdentityScratch()
+        try IdentityOpenSSL.selfSigned("", in: scratch.path)
+        try IdentityOpenSSL.require(["pkcs12", "-export", "-iter", "1000001", "-inkey", "key.pem", "-in", "cert.pem", "-passout", "pass:x",
+                                     "-out", "slow.p12"], in: scratch.path)
+        #expect(identityError { _ = try IdentityImport.identity(pkcs12: scratch.read("slow.p12"), password: SecretBytes(utf8: "x")) }
+            == .invalidPKCS12("it asks for more than 1000000 key-derivation iterations"))
     }
 
     @Test("Truncated PEM (at any point), an encrypted key and a key of the wrong certificate are typed errors")

@@ -40,6 +40,7 @@ struct IdentityStoreTests {
         #expect(try store.privateKey(label: "bare-key").publicKey == authority.certificate.publicKey)
         // The anchors a trust policy reads, and the identity's chain stored beside it.
         #expect(try store.certificates(label: "anchors") == [authority.certificate])
+        #expect(try store.anchorCertificates(label: "anchors") == [authority.certificate])
         #expect(try store.certificates(label: "device-1") == identity.chain)
         // Another master key opens nothing (the keychain refuses the key).
         #expect(throws: KeychainError.self) { _ = try scratch.keychain(master: Array(repeating: 9, count: 32)) }

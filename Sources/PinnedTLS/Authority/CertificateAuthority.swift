@@ -197,7 +197,7 @@ public struct CertificateAuthority: Sendable {
         }
         do {
             if bytes.first == 0x30 { return try CertificateSigningRequest(derEncoded: bytes) }
-            let blocks = try withPlainBytes(bytes) { buffer throws(IdentityError) in try PEM.blocks(buffer) }
+            let blocks = try withPlainBytes(bytes) { buffer throws(IdentityError) in try PEMReader.blocks(buffer) }
             guard let block = blocks.first(where: { $0.type == "CERTIFICATE REQUEST" || $0.type == "NEW CERTIFICATE REQUEST" }) else {
                 throw IdentityError.invalidRequest("no CERTIFICATE REQUEST block found")
             }

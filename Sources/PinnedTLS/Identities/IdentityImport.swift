@@ -13,9 +13,9 @@ public enum IdentityImport {
     /// - Throws: ``IdentityError/invalidPEM(_:)`` when the text does not parse or holds no
     ///   certificate, ``IdentityError/invalidCertificate(_:)`` when a block is not a certificate.
     public static func certificates(pem bytes: some ContiguousBytes) throws(IdentityError) -> [Certificate] {
-        let blocks: [PEM.Block] = try withBytes(bytes) { buffer throws(IdentityError) in try PEM.blocks(buffer) }
+        let blocks: [PEMReader.Block] = try withBytes(bytes) { buffer throws(IdentityError) in try PEMReader.blocks(buffer) }
         var result: [Certificate] = []
-        for block in blocks where block.type == "CERTIFICATE" || block.type == "TRUSTED CERTIFICATE" {
+        for block in blocks where block.type == "CERTIFICATE" {
             do { result.append(try Certificate(derEncoded: block.der)) } catch {
                 throw .invalidCertificate("certificate \(result.count + 1) of the file does not parse: \(error)")
             }
@@ -29,9 +29,9 @@ public enum IdentityImport {
     /// - Throws: ``IdentityError/invalidPEM(_:)`` (also for an `ENCRYPTED PRIVATE KEY`),
     ///   ``IdentityError/unsupportedKey(_:)``.
     public static func privateKey(pem key: SecretBytes) throws(IdentityError) -> Certificate.PrivateKey {
-        var blocks: [PEM.Block] = try withSecretBytes(key) { buffer throws(IdentityError) in
+        var blocks: [PEMReader.Block] = try withSecretBytes(key) { buffer throws(IdentityError) in
             guard buffer.count <= maxInputLength else { throw .invalidPEM("the key file is larger than \(maxInputLength) bytes") }
-            return try PEM.blocks(buffer)
+            return try PEMReader.blocks(buffer)
         }
         defer { for index in blocks.indices { IdentityRecord.zero(&blocks[index].der) } }
         if blocks.contains(where: { $0.type == "ENCRYPTED PRIVATE KEY" }) {
@@ -115,6 +115,7 @@ public enum IdentityImport {
         ERR_clear_error()
         defer { ERR_clear_error() }
         guard let base = bytes.baseAddress, bytes.count > 0 else { throw .invalidPKCS12("the file is empty") }
+        try PKCS12Limits.check(bytes)
         var cursor: UnsafePointer<UInt8>? = base.assumingMemoryBound(to: UInt8.self)
         guard let p12 = d2i_PKCS12(nil, &cursor, bytes.count) else { throw .invalidPKCS12("the bytes are not PKCS#12 (DER)") }
         defer { PKCS12_free(p12) }

@@ -106,6 +106,12 @@ public struct IdentityStore: Sendable {
         try read(.certificate, label: label, requiring: minimum).certificates
     }
 
+    /// The certificates stored under `label`, for a trust policy's anchors kept in the keychain
+    /// (the same as ``certificates(label:requiring:)``).
+    public func anchorCertificates(label: String) throws(IdentityError) -> [Certificate] {
+        try certificates(label: label)
+    }
+
     // MARK: Identities
 
     /// Stores an identity (the key and its chain, in one item sealed under `accessibility`) and
@@ -130,8 +136,9 @@ public struct IdentityStore: Sendable {
         do {
             try write(chain, kind: .certificate, label: label, accessibility: .always, comment: summary, replace: replace)
         } catch {
-            // Not half-stored: take the identity back out.
-            try? keychain.deletePassword(forService: IdentityItemKind.identity.service, account: label)
+            // Not half-stored: take the new identity back out. (When replacing, the earlier
+            // identity is gone already; the new one stays, consistent on its own.)
+            if !replace { try? keychain.deletePassword(forService: IdentityItemKind.identity.service, account: label) }
             throw error
         }
     }

@@ -16,9 +16,8 @@ struct TLSCommand: AsyncParsableCommand {
         their expiry and the mode (enforce or report).
 
         """ + TLSIdentityCLI.exitStatus,
-        subcommands: [TLSPinCommand.self, TLSLintCommand.self, TLSServeCommand.self, TLSFetchCommand.self,
-                      TLSCertificateAuthorityCommand.self, TLSIssueCommand.self, TLSListCommand.self,
-                      TLSImportCommand.self, TLSExportCommand.self, TLSDeleteCommand.self]
+        subcommands: [TLSPinCommand.self, TLSLintCommand.self, TLSServeCommand.self, TLSFetchCommand.self]
+            + TLSIdentityCLI.subcommands
     )
 }
 

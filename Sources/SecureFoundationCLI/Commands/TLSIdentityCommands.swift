@@ -5,6 +5,12 @@ import SecureFoundation
 import X509
 
 enum TLSIdentityCLI {
+    /// The identity and certificate-authority subcommands of `tls`.
+    static let subcommands: [any ParsableCommand.Type] = [
+        TLSCertificateAuthorityCommand.self, TLSIssueCommand.self, TLSListCommand.self,
+        TLSImportCommand.self, TLSExportCommand.self, TLSDeleteCommand.self,
+    ]
+
     static let exitStatus = """
     Keys and identities are sealed in the keychain (HOME/keychain.sqlite) under the \
     whenUnlocked class unless --accessibility says otherwise: give the vault's passcode with \

@@ -2,7 +2,7 @@ import Foundation
 
 /// PEM blocks (RFC 7468) read from bytes without going through `String`, so that the base64 of a
 /// private key is decoded straight into an array the caller zeroes.
-enum PEM {
+enum PEMReader {
     struct Block {
         /// The label between `-----BEGIN ` and `-----`, for example `CERTIFICATE`.
         var type: String
