@@ -78,16 +78,26 @@ public final class ProtectedFileReader {
         self.manager = manager
         if cls.protection == .complete {
             // The stream yields the current state first, so a lock between the open and this
-            // subscription is seen too.
-            // It runs on a serial queue of its own, not on the cooperative pool, so that tasks
-            // blocking every pool thread cannot delay the wipe.
+            // subscription is seen too. The observer runs on a serial queue of its own, not on
+            // the cooperative pool, so that tasks blocking every pool thread cannot delay the
+            // wipe. The open returns once the observer has its first state (bounded wait), so
+            // its start does not run alongside the reads that follow.
             let changes = manager.lockStateChanges
+            let started = DispatchSemaphore(value: 0)
             observer = Task(executorPreference: LockWatchExecutor.shared) { [weak key] in
-                for await state in changes where state == .locked {
-                    key?.wipe(byLock: true)
-                    return
+                var signalled = false
+                for await state in changes {
+                    if !signalled { started.signal(); signalled = true }
+                    if state == .locked {
+                        key?.wipe(byLock: true)
+                        break
+                    }
                 }
+                if !signalled { started.signal() }
+                // Whatever the key's owner left on this worker's stack and heap cache.
+                HeapScrub.scrubRecentlyFreed(stackDepth: 32)
             }
+            _ = started.wait(timeout: .now() + 5)
         } else {
             observer = nil
         }
@@ -160,6 +170,15 @@ public final class ProtectedFileReader {
 final class LockWatchExecutor: TaskExecutor {
     static let shared = LockWatchExecutor()
     private let queue = DispatchQueue(label: "ProtectedFiles.lock-watch")
+
+    /// Starts the queue's thread, from ``ProtectedFiles/init(manager:)``, before a file key is
+    /// in use: the memory-scan test found part of a payload key on the stack of a worker thread
+    /// started while a reader held it (a thread started earlier does not show it).
+    func warmUp() {
+        let done = DispatchSemaphore(value: 0)
+        queue.async { done.signal() }
+        done.wait()
+    }
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)

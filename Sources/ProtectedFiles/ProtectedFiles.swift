@@ -43,6 +43,7 @@ public final class ProtectedFiles: Sendable {
     public init(manager: CryptoManager) {
         self.manager = manager
         table = ClassKeyTable(manager: manager)
+        LockWatchExecutor.shared.warmUp()
     }
 
     /// Points where tests inject faults.
@@ -104,7 +105,8 @@ public final class ProtectedFiles: Sendable {
     }
 
     /// Rotates the vault's class keys, then re-seals the class identities under the new keys.
-    /// The key pairs themselves do not change: see docs/PROTECTED-FILES.md.
+    /// The key pairs themselves do not change; ``rotateKeyPairs(rewrapping:resume:)`` replaces
+    /// them and re-wraps the files (docs/PROTECTED-FILES.md, "Rotation").
     /// - Returns: The number of identities re-sealed.
     @discardableResult
     public func rotateClassKeys() throws -> Int {

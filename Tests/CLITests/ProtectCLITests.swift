@@ -174,4 +174,62 @@ struct ProtectCLITests {
         #expect(try ws.protect(["rotate-keys", inbox]).status == 6)
         #expect(try ws.protect(["rotate-keys"], unlocked: true).status == 64)
     }
+
+    /// `protect rotate-keys` killed (-9) while it re-wraps: every file still opens (current or
+    /// retired pair), and `--resume` finishes: every file re-wrapped, the retired pairs gone.
+    @Test func rotateKeysKilledMidwayIsResumed() throws {
+        let ws = try Workspace()
+        let inbox = ws.dir + "/inbox"
+        try FileManager.default.createDirectory(atPath: inbox, withIntermediateDirectories: true)
+        let payload = [UInt8](repeating: 0x5A, count: 256 << 10)
+        let count = 24
+        // Written through the library path of the CLI, unlocked once, then locked writes.
+        #expect(try ws.protect(["write", "--class", "completeUnlessOpen", "-o", inbox + "/0"], unlocked: true, stdin: payload).status == 0)
+        for index in 1..<count {
+            #expect(try ws.protect(["write", "--class", "completeUnlessOpen", "-o", inbox + "/\(index)"], stdin: payload).status == 0)
+        }
+        func inodes() -> [UInt64] {
+            (0..<count).map { index in
+                var info = stat()
+                return lstat(inbox + "/\(index)", &info) == 0 ? UInt64(info.st_ino) : 0
+            }
+        }
+        let before = inodes()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLIRunner.executable)
+        process.arguments = ["protect", "rotate-keys", inbox, "--passcode-file", ws.pin, "--home", ws.home, "--device-key", ws.root + "/device.key"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Killed once the new pairs are in the table and a first file was re-wrapped (replaced),
+        // or at 20 s.
+        let table = ws.home + "/protected-files.keys"
+        let deadline = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < deadline {
+            if retiredCount(table) > 0 && inodes() != before { break }
+            usleep(500)
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        // Every file opens with the current or a retired pair: the resumed run re-wraps or
+        // finds current every one of them, none damaged (a header no pair opens).
+        let resumed = try ws.protect(["rotate-keys", "--resume", inbox], unlocked: true)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.text.hasPrefix("key pairs rotated: 0\nre-wrapped "))
+        #expect(resumed.text.contains(", skipped 0, damaged 0, failed 0\nretired key pairs destroyed: "), "\(resumed.text)")
+        print("after the kill: \(resumed.text.split(separator: "\n").dropFirst().joined(separator: "; "))")
+        #expect(retiredCount(table) == 0)
+        let again = try ws.protect(["rotate-keys", "--resume", inbox], unlocked: true)
+        #expect(again.text == "key pairs rotated: 0\nre-wrapped 0, current \(count), skipped 0, damaged 0, failed 0\nretired key pairs destroyed: 0\n")
+        for index in [0, count / 2, count - 1] {
+            #expect(try ws.protect(["read", inbox + "/\(index)"], unlocked: true).stdout == payload)
+        }
+    }
+}
+
+/// The number of retired key pairs in a key table (0 when it cannot be read).
+func retiredCount(_ path: String) -> Int {
+    guard let data = FileManager.default.contents(atPath: path),
+          let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return 0 }
+    return (object["retired"] as? [Any])?.count ?? 0
 }
