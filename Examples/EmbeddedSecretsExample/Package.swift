@@ -16,5 +16,12 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v6)],
             plugins: [.plugin(name: "SecretsPlugin", package: "SecureFoundation")]
         ),
+        // The same token sealed with a run-time share (EXAMPLE_SECRETS_SHARE at build and run time).
+        .executableTarget(
+            name: "EmbeddedSecretsShareExample",
+            dependencies: [.product(name: "EmbeddedSecrets", package: "SecureFoundation")],
+            swiftSettings: [.swiftLanguageMode(.v6)],
+            plugins: [.plugin(name: "SecretsPlugin", package: "SecureFoundation")]
+        ),
     ]
 )

@@ -28,7 +28,7 @@ public enum RuntimeShareSource: Sendable, Equatable {
                 if length > 0 { buffer.baseAddress!.copyMemory(from: pointer, byteCount: length) }
             }
         case let .credential(name):
-            let directory = environment?["CREDENTIALS_DIRECTORY"] ?? ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"]
+            let directory = environment.map { $0["CREDENTIALS_DIRECTORY"] } ?? ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"]
             guard let directory, !directory.isEmpty, !name.contains("/") else { return nil }
             let path = directory + "/" + name
             guard access(path, F_OK) == 0 else { return nil }
