@@ -72,8 +72,9 @@ enum LegacyPlistGuard {
         }
     }
 
-    /// Binary (`bplist00`): the trailer, the offset table and every container reachable from the
-    /// top object, to the maximum depth, with every reference and offset in range.
+    /// Binary (`bplist00`): the trailer, the offset table and every object reachable from the
+    /// top object, to the maximum depth, with every reference and offset in range and every
+    /// object of a type the legacy format has.
     private static func checkBinary(_ bytes: [UInt8]) throws {
         func refuse(_ why: String) -> Refusal { Refusal(description: "its binary property list \(why)") }
         guard bytes.count >= 8 + 32, bytes.starts(with: Array("bplist00".utf8)) else { throw refuse("is truncated or not version 00") }
@@ -107,7 +108,13 @@ enum LegacyPlistGuard {
             let offset = try objectOffset(object)
             let marker = bytes[offset]
             let kind = marker >> 4
-            guard kind == 0xA || kind == 0xC || kind == 0xD else { continue }   // not a container
+            // Only the types a legacy keychain can hold: null/booleans, integers, reals, dates,
+            // data, strings, arrays and dictionaries. Sets (0xC) crash the bridging of the
+            // parsed list on Linux, and UIDs (0x8) belong to keyed archives, not to this format.
+            guard [0x0, 0x1, 0x2, 0x3, 0x4, 0x5, 0x6, 0xA, 0xD].contains(kind) else {
+                throw refuse("holds an object of type 0x\(String(kind, radix: 16)) (a set, UID or unknown type), which a legacy keychain never holds")
+            }
+            guard kind == 0xA || kind == 0xD else { continue }   // not a container
             guard depth <= maximumDepth else { throw refuse("nests containers deeper than \(maximumDepth) levels") }
             var length = Int(marker & 0x0F)
             var start = offset + 1

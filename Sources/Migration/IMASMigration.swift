@@ -77,6 +77,7 @@ public enum IMASMigration {
         guard plan.passcode != nil || plan.answers != nil else {
             throw MigrationError.invalidArgument("give the old passcode or the old answers")
         }
+        var plan = plan
         // 1. Read and check everything.
         let contents = try Keychain.readLegacyKeychain(at: plan.legacyKeychain)
         var managerAccounts: [String: [UInt8]] = [:]
@@ -94,6 +95,11 @@ public enum IMASMigration {
             appKey = try legacy.applicationKey(answers: plan.answers ?? [])
         }
         defer { appKey.wipe() }
+        // Empty answers after the last question (a file's final newline) add nothing to the
+        // legacy key and are dropped.
+        while let answers = plan.answers, answers.count > legacy.questions.count, answers.last?.isEmpty == true {
+            plan.answers = Array(answers.dropLast())
+        }
         if plan.answers != nil, legacy.questions.isEmpty {
             throw MigrationError.missingLegacyState("security questions (account security-questions) for the answers given")
         }

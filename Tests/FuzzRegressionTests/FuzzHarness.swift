@@ -52,7 +52,7 @@ public enum FuzzHarness {
         case "vaultState":
             return vaultStateSeeds()
         case "keychainDB":
-            return [[], [0, 0, 0x00], [0, 100, 0xFF, 0, 28, 0x01], keychainTemplate]
+            return [[], [0, 0, 0x00], [0, 100, 0xFF, 0, 28, 0x01]]
         default:
             return []
         }
@@ -63,6 +63,11 @@ public enum FuzzHarness {
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         for (index, seed) in seeds(for: target).enumerated() {
             try? Data(seed).write(to: URL(fileURLWithPath: (directory as NSString).appendingPathComponent("seed-\(index)")))
+        }
+        // The keychain template's two files, for making whole-file cases with sqlite3.
+        if target == "keychainDB", let templateDirectory = ProcessInfo.processInfo.environment["FUZZ_KEYCHAIN_TEMPLATE"] {
+            try? Data(keychainTemplate.database).write(to: URL(fileURLWithPath: templateDirectory + "/keychain.sqlite"))
+            try? Data(keychainTemplate.log).write(to: URL(fileURLWithPath: templateDirectory + "/keychain.sqlite-wal"))
         }
     }
 
@@ -196,9 +201,21 @@ extension FuzzHarness {
 
     // MARK: Files in a data directory (slow path: one file write and open per input)
 
+    /// The process's scratch root (0700), which also holds the device key all inputs share.
+    static let scratchRoot = (NSTemporaryDirectory() as NSString).appendingPathComponent("sf-fuzz-\(getpid())")
+
+    /// Writes a file 0600 without the fsync of an atomic write (scratch files need no durability,
+    /// and a sync per input would make the slow targets slower still).
+    static func writeScratchFile(_ bytes: [UInt8], to path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw CocoaError(.fileWriteUnknown) }
+        defer { close(fd) }
+        try bytes.withUnsafeBytes { try SecureFile.writeAll(fd, $0, path: path) }
+    }
+
     /// A private scratch directory for one input, removed afterwards.
     static func withScratch(_ body: (String) throws -> Void) {
-        let root = (NSTemporaryDirectory() as NSString).appendingPathComponent("sf-fuzz-\(getpid())")
+        let root = scratchRoot
         let dir = (root as NSString).appendingPathComponent(UUID().uuidString)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         guard (try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
@@ -213,8 +230,8 @@ extension FuzzHarness {
         withScratch { dir in
             let home = dir + "/home"
             try SecureFile.ensurePrivateDirectory(home)
-            try SecureFile.writeAtomically(data, to: home + "/vault.state")
-            let manager = try CryptoManager(directory: home, deviceKeyProvider: FileDeviceKeyProvider(path: dir + "/device.key"),
+            try writeScratchFile(data, to: home + "/vault.state")
+            let manager = try CryptoManager(directory: home, deviceKeyProvider: FileDeviceKeyProvider(path: scratchRoot + "/device.key"),
                                             attemptPolicy: .unlimited)
             _ = try? manager.isSetUp
             _ = try? manager.questions
@@ -236,43 +253,47 @@ extension FuzzHarness {
         return seeds
     }
 
-    /// A keychain database with a few items of several classes, made once per process.
-    static let keychainTemplate: [UInt8] = {
-        var bytes: [UInt8] = []
+    /// A keychain database with a few items of several classes, made once per process: the
+    /// database file and its write-ahead log (the keychain checkpoints in the background, so the
+    /// items may still be in the log).
+    static let keychainTemplate: (database: [UInt8], log: [UInt8]) = {
+        var files: (database: [UInt8], log: [UInt8]) = ([], [])
         withScratch { dir in
             let source = try StaticKeySource(masterKey: SecretBytes(copying: [UInt8](repeating: 0x33, count: 32)))
-            do {
-                let keychain = try Keychain(directory: dir, keySource: source)
-                try keychain.setPassword("alice-pw", forService: "mail", account: "alice")
-                try keychain.add(SecretBytes(utf8: "token"), for: .internet(server: "example.com", account: "bob", networkProtocol: "https",
-                                                                            port: 443, path: "/"),
-                                 accessibility: .afterFirstUnlock, label: "label", comment: "comment")
-                try keychain.add(SecretBytes(utf8: "device"), for: .generic(service: "s", account: "d"), accessibility: .alwaysThisDeviceOnly)
-                try keychain.flush()
-            }
-            bytes = try SecureFile.read(dir + "/keychain.sqlite")
+            let keychain = try Keychain(directory: dir, keySource: source)
+            try keychain.setPassword("alice-pw", forService: "mail", account: "alice")
+            try keychain.add(SecretBytes(utf8: "token"), for: .internet(server: "example.com", account: "bob", networkProtocol: "https",
+                                                                        port: 443, path: "/"),
+                             accessibility: .afterFirstUnlock, label: "label", comment: "comment")
+            try keychain.add(SecretBytes(utf8: "device"), for: .generic(service: "s", account: "d"), accessibility: .alwaysThisDeviceOnly)
+            try keychain.flush()
+            files.database = try SecureFile.read(dir + "/keychain.sqlite")
+            files.log = (try? SecureFile.read(dir + "/keychain.sqlite-wal")) ?? []
         }
-        return bytes
+        return files
     }()
 
-    /// A hostile keychain database: the template with the input's changes (3 bytes each: a
-    /// 16-bit offset and a value), or the input itself when it is a whole SQLite file. Opened
-    /// with the template's key, then every item listed and read, so mistyped columns, broken
-    /// records and bad ciphertexts reach the row decoding.
+    /// A hostile keychain database: the template (database and log) with the input's changes
+    /// (3 bytes each: a 16-bit offset into the two files end to end, and a value), or the input
+    /// itself as the whole database when it is a SQLite file. Opened with the template's key,
+    /// then every item listed and read, so mistyped columns, broken records, bad ciphertexts and
+    /// damaged log frames reach the row decoding.
     @Sendable public static func keychainDB(_ data: [UInt8]) {
-        var file = keychainTemplate
+        var database = keychainTemplate.database, log = keychainTemplate.log
         if data.starts(with: Array("SQLite format 3".utf8)) {
-            file = data
-        } else if !file.isEmpty {
+            database = data
+            log = []
+        } else if database.count + log.count > 0 {
             var index = 0
             while index + 3 <= data.count {
-                let offset = (Int(data[index]) << 8 | Int(data[index + 1])) % file.count
-                file[offset] = data[index + 2]
+                let offset = (Int(data[index]) << 8 | Int(data[index + 1])) % (database.count + log.count)
+                if offset < database.count { database[offset] = data[index + 2] } else { log[offset - database.count] = data[index + 2] }
                 index += 3
             }
         }
         withScratch { dir in
-            try SecureFile.writeAtomically(file, to: dir + "/keychain.sqlite")
+            try writeScratchFile(database, to: dir + "/keychain.sqlite")
+            if !log.isEmpty { try writeScratchFile(log, to: dir + "/keychain.sqlite-wal") }
             let source = try StaticKeySource(masterKey: SecretBytes(copying: [UInt8](repeating: 0x33, count: 32)))
             var configuration = Keychain.Configuration()
             configuration.busyTimeout = .zero

@@ -295,3 +295,45 @@ func plain(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
         #expect(contents.failed.first?.reason.hasPrefix("the value is neither data nor text") == true)
     }
 }
+
+@Suite struct LegacyKeychainGuardTests {
+    static let cases: String = {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("FuzzRegressionTests/Cases/legacyPlist").path
+    }()
+
+    /// A binary property list holding a set (found by fuzzing) crashed the process inside
+    /// Foundation's bridging of the parsed list; the guard now refuses every type a legacy
+    /// keychain cannot hold before the parser sees the bytes.
+    @Test func aSetIsRefusedBeforeParsing() throws {
+        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: Self.cases + "/set-inside-an-account.bplist")))
+        do {
+            _ = try Keychain.parseLegacyKeychain(bytes, name: "hostile")
+            Issue.record("a property list with a set was parsed")
+        } catch KeychainError.legacyFormat(let detail) {
+            #expect(detail == "hostile is refused unparsed: its binary property list holds an object of type 0xc (a set, UID or unknown type), which a legacy keychain never holds")
+        }
+    }
+
+    /// A UID (the type of keyed archives) is refused the same way.
+    @Test func aUIDIsRefused() throws {
+        // bplist00, root dict {"s": {"a": UID(1)}}: objects 0 dict, 1 "s", 2 dict, 3 "a", 4 UID.
+        var bytes = Array("bplist00".utf8)
+        var offsets: [Int] = []
+        func object(_ content: [UInt8]) { offsets.append(bytes.count); bytes += content }
+        object([0xD1, 1, 2])
+        object([0x51, UInt8(ascii: "s")])
+        object([0xD1, 3, 4])
+        object([0x51, UInt8(ascii: "a")])
+        object([0x80, 0x01])
+        let table = bytes.count
+        bytes += offsets.map { UInt8($0) }
+        bytes += [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 5] + [UInt8](repeating: 0, count: 8) + [0, 0, 0, 0, 0, 0, 0, UInt8(table)]
+        do {
+            _ = try Keychain.parseLegacyKeychain(bytes, name: "uid")
+            Issue.record("a property list with a UID was parsed")
+        } catch KeychainError.legacyFormat(let detail) {
+            #expect(detail.contains("type 0x8"))
+        }
+    }
+}

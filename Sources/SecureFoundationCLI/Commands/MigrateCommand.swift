@@ -77,15 +77,9 @@ struct MigrateIMASDataCommand: ParsableCommand {
         old passcode (--passcode-file) or answers (--answers-file, one per line in question \
         order, exactly as typed in the application), and then, in this order:
           1. reads and decrypts every input; any failure stops here with nothing written;
-          2. creates the vault in --home with the same passcode and the old questions and \
-             answers (an existing vault, from an earlier run, is unlocked and kept);
-          3. imports the keychain entries: those of --secure-service services decrypted into \
-             whenUnlocked items, the others as they are into always items (the crypto \
-             manager's own entries are consumed, a GenItem secret becomes the whenUnlocked \
-             item org.mitre.imas.crypto-manager/gen-item);
-          4. writes each --data FILE as FILE.sealed (sealed data under the vault key: \
-             CryptoManager.decrypt opens it) and each --file FILE as FILE.protected (a \
-             protected file of class --protection), atomically;
+          2. creates the vault in --home with the same passcode and the old questions and answers (an existing vault, from an earlier run, is unlocked and kept);
+          3. imports the keychain entries: those of --secure-service services decrypted into whenUnlocked items, the others as they are into always items (the crypto manager's own entries are consumed; a GenItem secret becomes the whenUnlocked item org.mitre.imas.crypto-manager/gen-item);
+          4. writes each --data FILE as FILE.sealed (sealed data under the vault key, opened by CryptoManager.decrypt) and each --file FILE as FILE.protected (a protected file of class --protection), atomically;
           5. with --shred, shreds the legacy keychain file and every legacy input.
         A padding error and a checksum error in the old format give the same error.
 
