@@ -135,7 +135,10 @@ struct ClassKeyTable: Sendable {
                 if let superseded { unlink(superseded) }
                 throw Self.map(failure, path: path)
             }
-            if let superseded { try destroySuperseded(superseded) }
+            // As the vault does: a failure here leaves the `.superseded-` link (or, when the
+            // shredder refused the file, unlinks it), which the next vault open destroys; the
+            // new table is in place either way.
+            if let superseded { try? destroySuperseded(superseded) }
         }
     }
 

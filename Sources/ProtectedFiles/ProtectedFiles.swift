@@ -39,7 +39,8 @@ public final class ProtectedFiles: Sendable {
     /// Fault injection for tests.
     let testHooks = TestHooks()
 
-    /// Binds to a vault (nothing is read until used).
+    /// Binds to a vault (nothing is read until used; the thread that wipes the keys of open
+    /// complete readers at a lock is started here, before any file key exists).
     public init(manager: CryptoManager) {
         self.manager = manager
         table = ClassKeyTable(manager: manager)

@@ -225,6 +225,25 @@ struct ProtectCLITests {
             #expect(try ws.protect(["read", inbox + "/\(index)"], unlocked: true).stdout == payload)
         }
     }
+
+    /// `vault rotate-class-keys --protected-dir DIR`: class keys and key pairs in one run; an
+    /// old copy of the data directory no longer opens the re-wrapped file.
+    @Test func rotateClassKeysWithProtectedDirectory() throws {
+        let ws = try Workspace()
+        let inbox = ws.dir + "/inbox"
+        try FileManager.default.createDirectory(atPath: inbox, withIntermediateDirectories: true)
+        #expect(try ws.protect(["write", "--class", "completeUntilFirstUserAuthentication", "-o", inbox + "/1"], unlocked: true, stdin: Array("note".utf8)).status == 0)
+        let stolen = ws.root + "/stolen"
+        #expect(try CLIRunner.runTool("/bin/cp", ["-a", ws.home, stolen]).status == 0)
+        let rotated = try ws.run(["vault", "rotate-class-keys", "--protected-dir", inbox, "--passcode-file", ws.pin])
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        #expect(rotated.text == "class keys rotated; keychain items re-sealed: 0\nprotected-file class identities re-sealed: 8\nprotected-file key pairs rotated: 8; files re-wrapped 1, current 0, skipped 0, damaged 0, failed 0; retired key pairs destroyed: 8\n")
+        #expect(try ws.protect(["read", inbox + "/1"], unlocked: true).stdout == Array("note".utf8))
+        let attack = try CLIRunner.run(["protect", "read", inbox + "/1", "--passcode-file", ws.pin, "--home", stolen, "--device-key", ws.root + "/device.key"])
+        #expect(attack.status == 1 && attack.stdout.isEmpty)
+        let finished = try ws.run(["vault", "rotate-class-keys", "--reseal-only", "--protected-dir", inbox, "--passcode-file", ws.pin])
+        #expect(finished.text.hasSuffix("protected-file key pairs rotated: 0; files re-wrapped 0, current 1, skipped 0, damaged 0, failed 0; retired key pairs destroyed: 0\n"), "\(finished.text)")
+    }
 }
 
 /// The number of retired key pairs in a key table (0 when it cannot be read).

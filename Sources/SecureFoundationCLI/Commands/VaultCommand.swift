@@ -503,10 +503,12 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
         Afterwards an old copy of vault.state and always.key, even with the passcode of the time, \
         opens no keychain item. rotate-key and change-passcode do not do this: run this after a \
         copy of the vault may have leaked. Protected-file class identities are re-sealed under \
-        the new keys too; their key pairs stay the same until `protect rotate-keys DIR...`, \
-        which an old copy of the data directory needs to be cut off from protected files \
-        (docs/PROTECTED-FILES.md). Items that cannot be opened are left as they are and \
-        reported (exit 1 after the rest is done).
+        the new keys too; their key pairs stay the same unless --protected-dir is given \
+        (then, as `protect rotate-keys`, every class gets a new key pair, the files under each \
+        DIR are re-wrapped to it and the old pairs destroyed), and an old copy of the data \
+        directory needs that to be cut off from protected files (docs/PROTECTED-FILES.md). \
+        Items and files that cannot be opened are left as they are and reported (exit 1 after \
+        the rest is done).
 
         The replaced keys are kept (sealed in the state) until nothing needs them, so an \
         interruption at any moment leaves every item readable; run the command again, or with \
@@ -526,6 +528,9 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
     @Flag(name: .customLong("reseal-only"), help: "Only re-seal items still under earlier keys (finish an interrupted run).")
     var resealOnly = false
 
+    @Option(name: .customLong("protected-dir"), help: ArgumentHelp("Also give the protected-file classes new key pairs and re-wrap the files under DIR (repeatable; with --reseal-only: only finish the re-wrap).", valueName: "dir"))
+    var protectedDirectories: [String] = []
+
     func run() throws {
         try VaultCLI.run {
             let manager = try home.manager()
@@ -543,6 +548,15 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
             if access(manager.directory + "/protected-files.keys", F_OK) == 0 {
                 let identities = try ProtectedFiles(manager: manager).resealUnderCurrentClassKeys()
                 try VaultCLI.say("protected-file class identities re-sealed: \(identities)")
+            }
+            if !protectedDirectories.isEmpty {
+                let rotation = try ProtectedFiles(manager: manager).rotateKeyPairs(rewrapping: protectedDirectories, resume: resealOnly)
+                let rewrap = rotation.rewrap
+                try VaultCLI.say("protected-file key pairs rotated: \(rotation.rotated); files re-wrapped \(rewrap.rewrapped.count), current \(rewrap.current), skipped \(rewrap.skipped), damaged \(rewrap.damaged.count), failed \(rewrap.failed.count); retired key pairs \(rotation.retiredKept > 0 ? "kept: \(rotation.retiredKept)" : "destroyed: \(rotation.retiredDestroyed)")")
+                for failure in rewrap.damaged + rewrap.failed { CLI.warn("securefoundation: \(failure.path): \(failure.error)") }
+                if !rewrap.damaged.isEmpty || !rewrap.failed.isEmpty {
+                    throw ProtectedFileError.io("\(rewrap.damaged.count + rewrap.failed.count) protected file(s) were not re-wrapped (listed above); fix them and run again with --reseal-only --protected-dir")
+                }
             }
             if !report.unreadable.isEmpty {
                 throw KeychainError.corrupted("\(report.unreadable.count) keychain item(s) could not be opened and were left as they are (item ids \(report.unreadable.joined(separator: ", "))): delete them (delete-generic-password, or dump-keychain to see which) or restore the keychain from a backup")
