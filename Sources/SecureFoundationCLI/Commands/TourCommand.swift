@@ -228,7 +228,7 @@ struct Tour {
 
         try protectedFilesStep(manager: manager, passcode: passcode)
 
-        // 8. Erase
+        // 9. Erase
         say("Crypto-erase everything")
         try keychain.flush()
         try manager.erase()
