@@ -33,6 +33,19 @@ enum NIOBridge {
         return try NIOSSLCertificate(bytes: serializer.serializedBytes, format: .der)
     }
 
+    /// Anchors converted for BoringSSL, kept so that each handshake does not convert them again.
+    private static let anchorCache = LockedBox<[Certificate: NIOSSLCertificate]>([:])
+
+    static func cachedNIOCertificate(_ certificate: Certificate) throws -> NIOSSLCertificate {
+        if let cached = anchorCache.withLockedValue({ $0[certificate] }) { return cached }
+        let converted = try nioCertificate(certificate)
+        anchorCache.withLockedValue { cache in
+            if cache.count >= 256 { cache.removeAll() }
+            cache[certificate] = converted
+        }
+        return converted
+    }
+
     /// TLS 1.2 and 1.3 only.
     static func restrictVersions(_ configuration: inout TLSConfiguration) {
         configuration.minimumTLSVersion = .tlsv12
@@ -80,7 +93,12 @@ enum NIOBridge {
                 }
                 do {
                     let evaluation = try await evaluate(chain)
-                    let nioChain = try evaluation.validatedChain.map(nioCertificate)
+                    // The validated chain is the presented certificates plus the anchor: reuse
+                    // BoringSSL's objects, and convert an anchor once.
+                    let nioChain = try evaluation.validatedChain.map { certificate in
+                        if let index = chain.firstIndex(of: certificate) { return presented[index] }
+                        return try cachedNIOCertificate(certificate)
+                    }
                     guard !nioChain.isEmpty else { return .failed }
                     outcome.withLockedValue { $0 = .accepted(evaluation) }
                     return .certificateVerified(VerificationMetadata(NIOSSL.ValidatedCertificateChain(nioChain)))
