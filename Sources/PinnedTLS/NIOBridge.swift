@@ -19,13 +19,28 @@ enum NIOBridge {
         result.reserveCapacity(nio.count)
         for certificate in nio {
             do {
-                result.append(try Certificate(derEncoded: certificate.toDERBytes()))
+                let der = try certificate.toDERBytes()
+                if let parsed = parsedCache.withLockedValue({ $0[der] }) {
+                    result.append(parsed)
+                    continue
+                }
+                let parsed = try Certificate(derEncoded: der)
+                parsedCache.withLockedValue { cache in
+                    if cache.count >= 256 { cache.removeAll() }
+                    cache[der] = parsed
+                }
+                result.append(parsed)
             } catch {
                 return .failure(.malformedCertificate("\(error)"))
             }
         }
         return .success(result)
     }
+
+    /// Certificates parsed from the same DER bytes before (a server presents the same chain to
+    /// every client): parsing is the same work each time, so it is done once. The key is the
+    /// whole DER encoding, so a different certificate never hits another's entry.
+    private static let parsedCache = LockedBox<[[UInt8]: Certificate]>([:])
 
     static func nioCertificate(_ certificate: Certificate) throws -> NIOSSLCertificate {
         var serializer = DER.Serializer()
