@@ -19,7 +19,17 @@ enum NIOBridge {
         result.reserveCapacity(nio.count)
         for certificate in nio {
             do {
-                result.append(try Certificate(derEncoded: certificate.toDERBytes()))
+                let der = try certificate.toDERBytes()
+                if let parsed = parsedCache.withLockedValue({ $0[der] }) {
+                    result.append(parsed)
+                    continue
+                }
+                let parsed = try Certificate(derEncoded: der)
+                parsedCache.withLockedValue { cache in
+                    if cache.count >= 256 { cache.removeAll() }
+                    cache[der] = parsed
+                }
+                result.append(parsed)
             } catch {
                 return .failure(.malformedCertificate("\(error)"))
             }
@@ -27,10 +37,28 @@ enum NIOBridge {
         return .success(result)
     }
 
+    /// Certificates parsed from the same DER bytes before (a server presents the same chain to
+    /// every client): parsing is the same work each time, so it is done once. The key is the
+    /// whole DER encoding, so a different certificate never hits another's entry.
+    private static let parsedCache = LockedBox<[[UInt8]: Certificate]>([:])
+
     static func nioCertificate(_ certificate: Certificate) throws -> NIOSSLCertificate {
         var serializer = DER.Serializer()
         try serializer.serialize(certificate)
         return try NIOSSLCertificate(bytes: serializer.serializedBytes, format: .der)
+    }
+
+    /// Anchors converted for BoringSSL, kept so that each handshake does not convert them again.
+    private static let anchorCache = LockedBox<[Certificate: NIOSSLCertificate]>([:])
+
+    static func cachedNIOCertificate(_ certificate: Certificate) throws -> NIOSSLCertificate {
+        if let cached = anchorCache.withLockedValue({ $0[certificate] }) { return cached }
+        let converted = try nioCertificate(certificate)
+        anchorCache.withLockedValue { cache in
+            if cache.count >= 256 { cache.removeAll() }
+            cache[certificate] = converted
+        }
+        return converted
     }
 
     /// TLS 1.2 and 1.3 only.
@@ -80,7 +108,12 @@ enum NIOBridge {
                 }
                 do {
                     let evaluation = try await evaluate(chain)
-                    let nioChain = try evaluation.validatedChain.map(nioCertificate)
+                    // The validated chain is the presented certificates plus the anchor: reuse
+                    // BoringSSL's objects, and convert an anchor once.
+                    let nioChain = try evaluation.validatedChain.map { certificate in
+                        if let index = chain.firstIndex(of: certificate) { return presented[index] }
+                        return try cachedNIOCertificate(certificate)
+                    }
                     guard !nioChain.isEmpty else { return .failed }
                     outcome.withLockedValue { $0 = .accepted(evaluation) }
                     return .certificateVerified(VerificationMetadata(NIOSSL.ValidatedCertificateChain(nioChain)))

@@ -72,6 +72,31 @@ struct PinnedClientTests {
         #expect(connection.evaluation.warnings.isEmpty)
     }
 
+    @Test("TLS 1.2: a server limited to it is accepted, with the same checks")
+    func tls12Accepted() async throws {
+        let server = try OpenSSLServer(pki, ["-cert", "leaf.pem", "-key", "leaf.key", "-cert_chain", "inter.pem",
+                                             "-tls1_2"])
+        defer { server.stop() }
+        let pins = try PinSet(pins: [pki.pin("inter"), pki.pin("backup", isKey: true)])
+        let client = try PinnedTLSClient(policy: try policy(pins: pins))
+        let connection = try await client.connect(host: "127.0.0.1", port: server.port, serverName: "localhost",
+                                                  timeout: .seconds(5))
+        let response = try await exchange(connection, "GET / HTTP/1.0\r\n\r\n")
+        #expect(response.contains("Protocol  : TLSv1.2"), "\(response.prefix(400))")
+    }
+
+    @Test("TLS 1.1 is refused")
+    func tls11Refused() async throws {
+        let server = try OpenSSLServer(pki, ["-cert", "leaf.pem", "-key", "leaf.key", "-cert_chain", "inter.pem",
+                                             "-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0"])
+        defer { server.stop() }
+        let client = try PinnedTLSClient(policy: try policy())
+        await #expect(throws: PinnedTLSError.self) {
+            _ = try await client.connect(host: "127.0.0.1", port: server.port, serverName: "localhost",
+                                         timeout: .seconds(5))
+        }
+    }
+
     @Test("A man in the middle with Honest Abe's certificate is refused")
     func manInTheMiddleRefused() async throws {
         let pins = try PinSet(pins: [pki.pin("inter"), pki.pin("backup", isKey: true)])

@@ -111,6 +111,20 @@ struct PinnedServerTests {
         }
     }
 
+    @Test("openssl s_client offering only TLS 1.1 is refused; TLS 1.2 with a good certificate is served")
+    func protocolVersions() async throws {
+        try await withServer(mutual: true) { port, log in
+            let old = try await sClient(port, ["-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0",
+                                               "-cert", "client.pem", "-key", "client.key", "-cert_chain", "inter.pem"])
+            #expect(!old.stdout.contains("PONG"))
+            let current = try await sClient(port, ["-tls1_2", "-cert", "client.pem", "-key", "client.key",
+                                                   "-cert_chain", "inter.pem"])
+            #expect(current.stdout.contains("PONG CN=device-1"), "\(current.stderr)")
+            #expect(current.stdout.contains("Protocol  : TLSv1.2"))
+            #expect(log.served.count == 1)
+        }
+    }
+
     @Test("openssl s_client verifies our server's chain (no client certificates asked)")
     func plainServerVerifiedByOpenSSL() async throws {
         try await withServer(mutual: false) { port, log in
