@@ -80,5 +80,29 @@ struct TLSKeychainCLITests {
         #expect(byPolicy.text.contains("client: CN=device-1"))
         server.waitUntilExit()
         #expect(server.terminationStatus == 0)
+
+        // A server policy: client certificates must lead to its defaultAnchors (here the CA
+        // certificate kept in the keychain). A client without its identity is refused.
+        let clients = try scratch.file("clients.json", Array("""
+            {"version": 1, "defaultAnchors": {"system": false, "keychain": ["ca"]}, "hosts": []}
+            """.utf8))
+        let (policed, policedPort) = try Self.serve(["--identity", "localhost", "--policy", clients, "--port", "0",
+                                                     "--max-connections", "1", "--passcode-file", passcode] + common,
+                                                    environment: environment)
+        defer { if policed.isRunning { policed.terminate() } }
+        let anonymous = try run(["tls", "fetch", "https://localhost:\(policedPort)/", "--ca", root,
+                                 "--connect-to", "127.0.0.1", "--timeout", "20"], unlocked: false)
+        #expect(anonymous.status != 0)
+        let member = try run(["tls", "fetch", "https://localhost:\(policedPort)/", "--ca", root, "--identity", "device-1",
+                              "--connect-to", "127.0.0.1", "--timeout", "20"])
+        #expect(member.status == 0, "\(member.stderr)")
+        #expect(member.text.contains("client: CN=device-1"))
+        policed.waitUntilExit()
+        let noAnchors = try scratch.file("none.json", Array("""
+            {"version": 1, "hosts": [{"pattern": "localhost", "anchors": {"system": true}}]}
+            """.utf8))
+        let refused = try run(["tls", "serve", "--identity", "localhost", "--policy", noAnchors, "--port", "0"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("has no defaultAnchors"))
     }
 }

@@ -228,7 +228,7 @@ struct TLSServeCommand: AsyncParsableCommand {
 
         Example:
           securefoundation tls serve --cert server-chain.pem --key server.key --client-ca ca.pem --port 8443
-          securefoundation tls serve --identity my-server --passcode-file pin.txt --port 8443
+          securefoundation tls serve --identity my-server --passcode-file pin.txt --policy clients.json --port 8443
         """
     )
 
@@ -246,6 +246,9 @@ struct TLSServeCommand: AsyncParsableCommand {
     @Option(help: "Require client certificates issued under the CA certificates in this PEM file.")
     var clientCa: String?
 
+    @Option(help: "Require client certificates leading to this policy file's defaultAnchors (files and keychain labels).")
+    var policy: String?
+
     @Option(help: "The address to listen on.")
     var host: String = "127.0.0.1"
 
@@ -261,9 +264,18 @@ struct TLSServeCommand: AsyncParsableCommand {
             guard let identity = try TLSCLI.identity(cert: cert, key: key, label: identity, store: store) else {
                 throw ValidationError("give --identity LABEL, or --cert and --key")
             }
+            if clientCa != nil && policy != nil { throw ValidationError("give --client-ca or --policy, not both") }
             var authentication: ClientAuthentication?
             if let clientCa {
                 authentication = ClientAuthentication(anchors: .only(try PEMFiles.certificates(atPath: clientCa)))
+            } else if let policy {
+                // A server has no host to look up: its clients' certificates must lead to the
+                // policy's default anchors (certificate files and certificates kept in the keychain).
+                let configuration = try PolicyConfiguration.load(path: policy)
+                guard let anchors = configuration.defaultAnchors else {
+                    throw CLIFailure("\(policy) has no defaultAnchors: a server's policy names the anchors its clients' certificates must lead to there")
+                }
+                authentication = ClientAuthentication(anchors: anchors, anchorSource: TLSCLI.keychainAnchors(store))
             }
             let server = try await PinnedTLSServer.bind(
                 host: host, port: port, identity: identity, clientAuthentication: authentication)
