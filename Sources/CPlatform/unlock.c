@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #if defined(__linux__)
 #include <sys/prctl.h>
@@ -25,6 +26,17 @@ int sf_peer_credentials(int fd, uint32_t *uid, int32_t *pid) {
     if (getpeereid(fd, &peer, &group) != 0) return errno;
     *uid = (uint32_t)peer;
     *pid = -1;
+    return 0;
+#endif
+}
+
+int sf_pipe_cloexec(int fds[2]) {
+#if defined(__linux__)
+    return pipe2(fds, O_CLOEXEC) == 0 ? 0 : errno;
+#else
+    if (pipe(fds) != 0) return errno;
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    fcntl(fds[1], F_SETFD, FD_CLOEXEC);
     return 0;
 #endif
 }

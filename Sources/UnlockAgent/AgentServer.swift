@@ -97,7 +97,7 @@ public final class AgentServer: @unchecked Sendable {
         self.configuration = configuration
         self.log = log
         var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw AgentError.system("pipe", "wake-up pipe") }
+        guard sf_pipe_cloexec(&fds) == 0 else { throw AgentError.system("pipe", "wake-up pipe") }
         for fd in fds {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)

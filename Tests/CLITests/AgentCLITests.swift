@@ -107,6 +107,35 @@ import Testing
         #expect(try setup.run(["agent", "stop", "--socket", setup.socket]).status == 0)
     }
 
+    @Test func deviceKeyProviderIsRecordedAndMigratedWithoutChangingTheKey() throws {
+        let setup = try Setup()
+        defer { setup.cleanup() }
+        #expect(try setup.run(["vault", "init", "--passcode-file", setup.passcodeFile, "--device-key-provider", "file"] + setup.home).status == 0)
+        #expect(try setup.run(["vault", "status"] + setup.home).text.contains("device key: file \(setup.root)/device.key"))
+        let add = try setup.run(["keychain", "add-generic-password", "-s", "db", "-a", "app", "-w", "-", "--accessibility", "alwaysThisDeviceOnly"] + setup.home,
+                                stdin: Array("s3cret".utf8))
+        #expect(add.status == 0, "\(add.stderr)")
+        let find = ["keychain", "find-generic-password", "-s", "db", "-a", "app", "-w"] + setup.home
+        guard geteuid() == 0, CLIRunner.which("systemd-creds") != nil else {
+            print("skipping the migration: needs root and systemd-creds")
+            return
+        }
+        let migrate = try setup.run(["vault", "migrate-device-key", "--to", "systemd-credential", "--with-key", "host"] + setup.home)
+        #expect(migrate.status == 0, "\(migrate.stderr)")
+        #expect(migrate.text.contains("same key; nothing re-encrypted"))
+        #expect(try setup.run(["vault", "status"] + setup.home).text.contains("device key: systemd-credential securefoundation-device-key"))
+        // The key file is no longer read: removing it changes nothing.
+        #expect(unlink(setup.root + "/device.key") == 0)
+        let found = try setup.run(find)
+        #expect(found.status == 0, "\(found.stderr)")
+        #expect(found.text == "s3cret\n")
+        // Without the credential, the vault says what is wrong instead of deriving other keys.
+        #expect(unlink(setup.root + "/home/device-key.cred") == 0)
+        let missing = try setup.run(find)
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("systemd-creds could not decrypt"))
+    }
+
     @Test func startRefusesASymlinkAtTheSocketPath() throws {
         let setup = try Setup()
         defer { setup.cleanup() }

@@ -18,6 +18,10 @@ int sf_set_nondumpable(void);
 /// Whether the process is dumpable (1), not (0), or unknown (-1).
 int sf_is_dumpable(void);
 
+/// pipe2(fds, O_CLOEXEC) (pipe + FD_CLOEXEC elsewhere): both ends closed on exec from the
+/// start, so a program started by another thread never inherits them. 0 or an errno value.
+int sf_pipe_cloexec(int fds[2]);
+
 // ---- Kernel keyring (raw syscalls, no libkeyutils) ------------------------------------------
 
 /// Special keyring ids (KEY_SPEC_*): thread -1, process -2, session -3, user -4, user session -5.

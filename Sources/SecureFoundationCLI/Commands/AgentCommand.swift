@@ -147,8 +147,7 @@ struct AgentStartCommand: ParsableCommand {
             let socket = options.socketPath
             if AgentClient(socketPath: socket).isRunning { throw AgentError.alreadyRunning(socket: socket) }
             var fds: [Int32] = [0, 0]
-            guard pipe(&fds) == 0 else { throw AgentError.io("pipe: \(String(cString: strerror(errno)))") }
-            _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+            guard sf_pipe_cloexec(&fds) == 0 else { throw AgentError.io("pipe: \(String(cString: strerror(errno)))") }
             // The agent must not keep anything this process inherited (a caller's pipes would
             // never see end-of-file): every descriptor from 3 up is closed on exec.
             if let inherited = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {

@@ -56,7 +56,7 @@ struct HomeOptions: ParsableArguments {
         var attempts = AttemptPolicy.iOS
         if let eraseAfter { attempts = attempts.erasing(after: eraseAfter) }
         let agent = useAgent && ProcessInfo.processInfo.environment["SECUREFOUNDATION_AGENT"] != "off" ? AgentClient(home: home, timeout: 10) : nil
-        return try CryptoManager(directory: home, deviceKeyProvider: FileDeviceKeyProvider(path: deviceKey),
+        return try CryptoManager(directory: home, deviceKeyProvider: try deviceKeyProvider(),
                                  policy: try policy(), attemptPolicy: attempts, kdfCeiling: legacyKDFCeiling ? .legacy : .standard,
                                  unlockedKeySource: agent)
     }
@@ -89,6 +89,7 @@ struct VaultCommand: ParsableCommand {
         subcommands: [
             VaultInitCommand.self, VaultStatusCommand.self, VaultUnlockCommand.self, VaultChangePasscodeCommand.self,
             VaultChangeQuestionsCommand.self, VaultRotateKeyCommand.self, VaultRotateClassKeysCommand.self, VaultEraseCommand.self,
+            VaultMigrateDeviceKeyCommand.self,
         ]
     )
 }
@@ -237,7 +238,13 @@ struct VaultInitCommand: ParsableCommand {
     @Option(name: .customLong("threshold"), help: "How many answers unlock (K of N; default N).")
     var threshold: Int?
 
+    @Option(name: .customLong("device-key-provider"), help: "Where the device key lives: file (default), systemd-credential, keyring or tpm2 (recorded in HOME/device-key.provider).")
+    var deviceKeyProvider: String?
+
+    @OptionGroup var providerOptions: DeviceKeyProviderOptions
+
     func validate() throws {
+        if let deviceKeyProvider { _ = try DeviceKeyProviderOptions.kind(deviceKeyProvider, option: "--device-key-provider") }
         guard questions.isEmpty == (answersFile == nil) else { throw ValidationError("--question and --answers-file go together") }
         guard !noPasscode || !questions.isEmpty else { throw ValidationError("--no-passcode needs security questions") }
         guard threshold == nil || !questions.isEmpty else { throw ValidationError("--threshold needs security questions") }
@@ -246,8 +253,18 @@ struct VaultInitCommand: ParsableCommand {
 
     func run() throws {
         try VaultCLI.run {
-            let manager = try home.manager()
+            var manager = try home.manager()
             guard try !manager.isSetUp else { throw VaultError.alreadySetUp }
+            if let deviceKeyProvider {
+                // A chosen provider: a new device key stored there and recorded before the vault exists.
+                let kind = try DeviceKeyProviderOptions.kind(deviceKeyProvider, option: "--device-key-provider")
+                let usesFile = kind == .file || (kind == .keyring && providerOptions.keyringBacking == "file")
+                let key = usesFile ? try FileDeviceKeyProvider(path: home.deviceKey).deviceKey() : try SecretBytes.random(count: 32)
+                defer { key.wipe() }
+                let record = try providerOptions.install(key, kind: kind, home: manager.directory, filePath: home.deviceKey)
+                try record.save(directory: manager.directory)
+                manager = try home.manager()
+            }
             let passcode = noPasscode ? nil : try VaultCLI.passcode(file: passcodeFile, prompt: "New passcode: ", confirm: true)
             defer { passcode?.wipe() }
             let answers = try answersFile.map { try VaultCLI.readAnswers($0) } ?? []
@@ -303,8 +320,12 @@ struct VaultStatusCommand: ParsableCommand {
             } else {
                 lines.append("state: \(manager.isErased ? "erased" : "not set up")")
             }
-            let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
-            lines.append("device key: \(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")")
+            if let record = try DeviceKeyRecord.load(directory: manager.directory) {
+                lines.append("device key: \(record.summary)")
+            } else {
+                let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
+                lines.append("device key: \(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")")
+            }
             lines.append("failed attempts: \(try manager.failedAttempts)")
             let delay = try manager.nextAttemptDelay
             if delay > .zero { lines.append("next attempt in: \(Int(delay.components.seconds)) s") }
