@@ -136,9 +136,6 @@ extension VaultError {
 }
 
 extension HomeOptions {
-    /// The resolved data directory.
-    var directory: String { VaultPaths.absolute(home ?? VaultPaths.defaultDirectory()) }
-
     /// The vault's device-key provider: the one recorded in HOME/device-key.provider, else the
     /// key file (`--device-key` or the default).
     func deviceKeyProvider() throws -> any DeviceKeyProvider {
