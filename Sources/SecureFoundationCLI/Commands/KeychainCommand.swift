@@ -71,7 +71,7 @@ extension KeychainCommand {
             CLI.warn("securefoundation: error: \(CLI.describe(error)): create the vault with `securefoundation vault init`, or store the item with --accessibility always (device key only)")
             return ExitCode(36)
         case KeychainError.interactionNotAllowed:
-            CLI.warn("securefoundation: error: \(CLI.describe(error)) (give the vault passcode with --passcode-file)")
+            CLI.warn("securefoundation: error: \(CLI.describe(error)) (give the vault passcode with --passcode-file, or unlock a running agent with `securefoundation agent unlock`)")
             return ExitCode(36)
         default: return CLI.report(error)
         }
