@@ -31,7 +31,7 @@ struct TLSKeychainCLITests {
                 return (process, port)
             }
         }
-        process.terminate()
+        kill(process.processIdentifier, SIGKILL)
         throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "tls serve did not start: \(seen)"])
     }
 
@@ -62,7 +62,8 @@ struct TLSKeychainCLITests {
         let (server, port) = try Self.serve(["--identity", "localhost", "--client-ca", root, "--port", "0",
                                              "--max-connections", "2", "--passcode-file", passcode] + common,
                                             environment: environment)
-        defer { if server.isRunning { server.terminate() } }
+        // SIGKILL: a child of the test process may inherit a blocked SIGTERM.
+        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
 
         // Mutual TLS: the client identity from the keychain, the server checked against the exported root.
         let fetched = try run(["tls", "fetch", "https://localhost:\(port)/", "--ca", root, "--identity", "device-1",
@@ -89,7 +90,7 @@ struct TLSKeychainCLITests {
         let (policed, policedPort) = try Self.serve(["--identity", "localhost", "--policy", clients, "--port", "0",
                                                      "--max-connections", "1", "--passcode-file", passcode] + common,
                                                     environment: environment)
-        defer { if policed.isRunning { policed.terminate() } }
+        defer { if policed.isRunning { kill(policed.processIdentifier, SIGKILL) } }
         let anonymous = try run(["tls", "fetch", "https://localhost:\(policedPort)/", "--ca", root,
                                  "--connect-to", "127.0.0.1", "--timeout", "20"], unlocked: false)
         #expect(anonymous.status != 0)
