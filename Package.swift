@@ -22,15 +22,26 @@ let package = Package(
         .library(name: "Vault", targets: ["Vault"]),
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "ProtectedFiles", targets: ["ProtectedFiles"]),
+        .library(name: "PinnedTLS", targets: ["PinnedTLS"]),
         .library(name: "Migration", targets: ["Migration"]),
+        .library(name: "UnlockAgent", targets: ["UnlockAgent"]),
         .executable(name: "securefoundation", targets: ["SecureFoundationCLI"]),
         .executable(name: "securefoundation-bench", targets: ["SecureFoundationBench"]),
         .executable(name: "securefoundation-memcheck-child", targets: ["VaultMemcheckChild"]),
+        .library(name: "EmbeddedSecrets", targets: ["EmbeddedSecrets"]),
+        .executable(name: "embedded-secrets-generator", targets: ["EmbeddedSecretsGeneratorTool"]),
+        .plugin(name: "SecretsPlugin", targets: ["SecretsPlugin"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        // `swift package generate-documentation` (DocC); no code of it is linked.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
         // OS calls that Swift cannot reach portably (getrandom, explicit_bzero, memfd, FIEMAP).
@@ -44,10 +55,27 @@ let package = Package(
             dependencies: ["Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift")] + crypto,
             swiftSettings: strict
         ),
-        .target(name: "ProtectedFiles", dependencies: ["Cipher", "Age", "Vault", "CPlatform"] + crypto, swiftSettings: strict),
+        .target(name: "ProtectedFiles", dependencies: ["Cipher", "Age", "Vault", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
+        // TLS with the application's own anchors, pins and client certificates. Pulls SwiftNIO,
+        // so it stays out of the umbrella.
+        .target(
+            name: "PinnedTLS",
+            dependencies: [
+                "Cipher", "Vault", "Keychain",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ] + crypto,
+            swiftSettings: strict
+        ),
+        // The unlock agent: holds an unlocked vault and serves class keys over a UNIX socket.
+        .target(name: "UnlockAgent", dependencies: ["Cipher", "Vault", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "SecureFoundation",
-            dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles"],
+            dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles", "UnlockAgent"],
             swiftSettings: strict
         ),
         // Reading what iMAS Secure Foundation wrote (its CBC format, 1,000-round PBKDF2), for
@@ -57,12 +85,14 @@ let package = Package(
             name: "SecureFoundationCLI",
             dependencies: [
                 "SecureFoundation",
+                "PinnedTLS",
                 "Migration",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "EmbeddedSecretsGenerator",
             ],
             swiftSettings: strict
         ),
-        .executableTarget(name: "SecureFoundationBench", dependencies: ["SecureFoundation", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
+        .executableTarget(name: "SecureFoundationBench", dependencies: ["SecureFoundation", "PinnedTLS", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
         // Test helper: writes keychain items from a separate process (multi-process and kill -9 tests).
         .executableTarget(name: "KeychainWorker", dependencies: ["Keychain", "Cipher"], path: "Tests/KeychainWorker", swiftSettings: strict),
         .testTarget(name: "CipherTests", dependencies: ["Cipher"], swiftSettings: strict),
@@ -76,11 +106,20 @@ let package = Package(
         .testTarget(name: "ProtectedFilesTests", dependencies: ["ProtectedFiles", "Age", "Vault", "Cipher"], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
         .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher"], swiftSettings: strict),
+        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher"], swiftSettings: strict),
+        // Embedded secrets: the run-time reader (Cipher only), the generator the plugin and the CLI share.
+        .target(name: "EmbeddedSecrets", dependencies: ["Cipher"] + crypto, swiftSettings: strict),
+        .target(name: "EmbeddedSecretsGenerator", dependencies: ["EmbeddedSecrets", "Cipher"], swiftSettings: strict),
+        .executableTarget(name: "EmbeddedSecretsGeneratorTool", dependencies: ["EmbeddedSecretsGenerator"], swiftSettings: strict),
+        .plugin(name: "SecretsPlugin", capability: .buildTool(), dependencies: ["EmbeddedSecretsGeneratorTool"]),
+        .testTarget(name: "EmbeddedSecretsTests", dependencies: ["EmbeddedSecrets", "EmbeddedSecretsGenerator", "Cipher"], exclude: ["Vectors"],
+                    swiftSettings: strict),
         .testTarget(name: "MigrationTests", dependencies: ["Migration", "Cipher", "Vault", "Keychain", "ProtectedFiles"],
                     exclude: ["Fixtures"], swiftSettings: strict),
         // Replays the saved fuzzing cases (Tests/FuzzRegressionTests/Cases) through the fuzz
         // targets' entry points; the fuzzing itself is Fuzz/ and scripts/fuzz.
         .testTarget(name: "FuzzRegressionTests", dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration"],
                     exclude: ["Cases"], swiftSettings: strict),
+        .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain"], swiftSettings: strict),
     ]
 )

@@ -48,7 +48,7 @@ public enum Age {
     /// Decrypts everything readable from `input` to `output`. Armor is detected.
     ///
     /// Plaintext is written only once authenticated; after a payload failure, `output` holds
-    /// the verified plaintext before the damaged chunk (use ``decryptFile(at:to:identities:progress:)``
+    /// the verified plaintext before the damaged chunk (use ``decryptFile(at:to:identities:armor:progress:)``
     /// to get all or nothing).
     ///
     /// - Parameters:
@@ -219,7 +219,7 @@ public enum Age {
     /// destination, fsync, rename, fsync of the directory; mode 0600). A failure leaves no
     /// destination file and no partial output. A `destination` that is a character device or
     /// FIFO is written in place, `/dev/stdout` or `/dev/fd/N` writes into that descriptor, and a
-    /// symbolic link, directory, socket or block device is refused (``SecureFile/writeOutput(to:mode:_:)``).
+    /// symbolic link, directory, socket or block device is refused (`SecureFile.writeOutput(to:mode:_:)`).
     ///
     /// - Parameters:
     ///   - source: The plaintext file.
@@ -256,7 +256,7 @@ public enum Age {
 
     /// Encrypts a file in place: the age file atomically replaces the plaintext (temporary file
     /// beside it, fsync, rename, fsync of the directory), then the old plaintext inode, kept
-    /// open across the rename, has its allocated blocks overwritten by ``FileShredder``.
+    /// open across the rename, has its allocated blocks overwritten by `FileShredder`.
     ///
     /// - Parameters:
     ///   - path: The plaintext file, replaced by its encryption (mode 0600).
@@ -331,7 +331,7 @@ public enum Age {
         }
     }
 
-    /// Writes to a path named as output (``SecureFile/writeOutput(to:mode:_:)``): a new path or a
+    /// Writes to a path named as output (`SecureFile.writeOutput(to:mode:_:)`): a new path or a
     /// regular file is replaced atomically; a character device or FIFO is written in place;
     /// `/dev/stdout` and `/dev/fd/N` write into that descriptor; a symlink, directory, socket or
     /// block device is refused.

@@ -12,7 +12,7 @@ public enum AgeArmorMode: Sendable {
     case none
 }
 
-/// Push-mode age encryption: feed plaintext with ``update(_:)``, then call ``finish()``.
+/// Push-mode age encryption: feed plaintext with `update(_:)`, then call ``finish()``.
 /// The encrypted bytes go to the sink given at creation, in order.
 ///
 /// Memory is bounded by the batch (16 chunks of 64 KiB by default), whatever the input size.
@@ -114,7 +114,7 @@ public final class AgeEncryptor {
     }
 }
 
-/// Push-mode age decryption: feed the encrypted file with ``update(_:)``, then call ``finish()``.
+/// Push-mode age decryption: feed the encrypted file with `update(_:)`, then call ``finish()``.
 /// Plaintext goes to the sink as soon as it is authenticated, never before. On a payload
 /// failure the plaintext already released is exactly the verified part before the damage.
 ///

@@ -163,7 +163,7 @@ public struct X25519Identity: AgeIdentity, Sendable {
 public struct ScryptRecipient: AgeRecipient {
     /// The highest work factor (log2 N) accepted when decrypting: 22, the limit of age's
     /// reference implementation (2^22 with r = 8 takes 4 GiB), so every file age opens opens
-    /// here. Above Cipher's ``KDFCeiling/standard`` (1 GiB), which bounds what
+    /// here. Above Cipher's `KDFCeiling.standard` (1 GiB), which bounds what
     /// ``init(passphrase:policy:)`` writes; lower it per identity with
     /// ``ScryptIdentity/init(passphrase:maximumLogN:)``.
     public static let maximumLogN = 22
@@ -174,7 +174,7 @@ public struct ScryptRecipient: AgeRecipient {
     /// Creates a passphrase recipient. age uses r = 8, p = 1; N comes from `policy`.
     /// - Parameters:
     ///   - passphrase: The passphrase (not copied; wipe it after encryption).
-    ///   - policy: A scrypt KDF policy (default ``KDFPolicy/sensitive``, 2^18 as age uses).
+    ///   - policy: A scrypt KDF policy (default `KDFPolicy.sensitive`, 2^18 as age uses).
     /// - Throws: ``AgeError/invalidArgument(_:)`` for a non-scrypt policy or parameters outside Cipher's bounds.
     public init(passphrase: SecretBytes, policy: KDFPolicy = .sensitive) throws {
         guard case let .scrypt(logN, r, p) = policy.parameters, r == 8, p == 1 else {

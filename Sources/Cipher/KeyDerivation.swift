@@ -129,7 +129,7 @@ public enum KeyDerivation {
     }
 
     /// Derives `outputLength` bytes, accepting parameters up to `ceiling`.
-    /// - Throws: as ``derive(password:salt:parameters:outputLength:)``.
+    /// - Throws: as `derive(password:salt:parameters:outputLength:)`.
     public static func derive(password: SecretBytes, salt: [UInt8], parameters: KDFParameters, outputLength: Int,
                               ceiling: KDFCeiling) throws -> SecretBytes {
         try parameters.validate(ceiling: ceiling)

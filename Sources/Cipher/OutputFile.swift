@@ -71,7 +71,10 @@ extension SecureFile {
     /// `/dev/stdout`, `/dev/fd/N` and the like write into the open descriptor, which is left open.
     /// A symbolic link, directory, socket or block device is refused before `body` runs.
     ///
-    /// - Parameter body: Writes everything to the descriptor it is given.
+    /// - Parameters:
+    ///   - path: The path a person named as output.
+    ///   - mode: The permissions of a file created or replaced (default 0600).
+    ///   - body: Writes everything to the descriptor it is given.
     /// - Returns: How the path was written.
     /// - Throws: ``Failure`` or what `body` throws.
     @discardableResult

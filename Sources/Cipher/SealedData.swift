@@ -123,8 +123,12 @@ public enum Sealed {
     /// Opens data sealed with a passphrase. Parameters outside the floor and `ceiling` are
     /// refused before any work is done.
     ///
-    /// - Parameter ceiling: The most KDF memory and work the header may demand; pass
-    ///   ``KDFCeiling/legacy`` only for trusted data sealed with costlier parameters.
+    /// - Parameters:
+    ///   - sealed: The sealed bytes.
+    ///   - passphrase: The passphrase they were sealed with.
+    ///   - context: The context given when sealing (empty by default).
+    ///   - ceiling: The most KDF memory and work the header may demand; pass
+    ///     ``KDFCeiling/legacy`` only for trusted data sealed with costlier parameters.
     /// - Throws: as ``open(_:with:context:)-(_,Keyring,_)``, plus ``CipherError/kdfParametersTooWeak(_:)``
     ///   and ``CipherError/kdfParametersTooExpensive(_:)``; a wrong passphrase is ``CipherError/wrongKey(_:)``.
     public static func open(_ sealed: [UInt8], passphrase: SecretBytes, context: [UInt8] = [],

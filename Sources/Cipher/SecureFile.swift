@@ -181,7 +181,8 @@ public enum SecureFile {
                 let named = open(candidate, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
                 if named < 0 {
                     if errno == EEXIST { continue }
-                    throw Failure.system(operation: "create", path: candidate, errno: errno)
+                    // Name the caller's directory, not the internal temporary name.
+                    throw Failure.system(operation: "write into directory", path: directory, errno: errno)
                 }
                 // Locked and still under its name: a cleaner may have taken the name between
                 // the open and the lock (then it removed it); take another.

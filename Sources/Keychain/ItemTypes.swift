@@ -166,7 +166,7 @@ public struct KeychainQuery: Sendable {
     /// The accessibility.
     public var accessibility: Accessibility?
     /// The weakest class the caller accepts: a matching item stored under a weaker one (see
-    /// ``Accessibility/isAtLeast(_:)``) is refused with ``KeychainError/accessibilityTooWeak(item:stored:required:)``
+    /// `Accessibility.isAtLeast(_:)`) is refused with ``KeychainError/accessibilityTooWeak(item:stored:required:)``
     /// rather than returned, changed or deleted.
     public var minimumAccessibility: Accessibility?
     /// One item (the first found) or all matching items.

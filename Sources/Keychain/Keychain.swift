@@ -402,7 +402,7 @@ public final class Keychain: @unchecked Sendable {
     }
 
     /// Re-seals every item whose record names a class key other than its class's current one
-    /// (sealed before a class-key rotation), in transactions of at most ``resealBatchSize`` rows.
+    /// (sealed before a class-key rotation), in transactions of at most `resealBatchSize` (256) rows.
     /// A row changed by another writer since it was read is left to that writer; a row that
     /// cannot be opened is reported and left alone. Needs every class key of the items present
     /// (the vault unlocked).
@@ -1049,8 +1049,11 @@ public final class Keychain: @unchecked Sendable {
     }
 
     /// The password of a service and account, as UTF-8 text.
-    /// - Parameter minimum: The weakest accessibility accepted (nil: any); an item stored under a
-    ///   weaker one is refused.
+    /// - Parameters:
+    ///   - service: The service name.
+    ///   - account: The account name.
+    ///   - minimum: The weakest accessibility accepted (nil: any); an item stored under a
+    ///     weaker one is refused.
     /// - Returns: The password (an empty password is returned as "").
     /// - Throws: ``KeychainError/itemNotFound(_:)``, ``KeychainError/notUTF8(_:)``,
     ///   ``KeychainError/interactionNotAllowed(_:_:)``, ``KeychainError/corrupted(_:)``,
@@ -1069,7 +1072,7 @@ public final class Keychain: @unchecked Sendable {
 
     /// The password data of a service and account.
     /// - Returns: The bytes, in wiped-on-release memory.
-    /// - Throws: as ``password(forService:account:)``.
+    /// - Throws: as ``password(forService:account:requiring:)``.
     public func passwordData(forService service: String, account: String, requiring minimum: Accessibility? = nil) throws -> SecretBytes {
         try read(.generic(service: service, account: account), requiring: minimum)
     }
@@ -1156,7 +1159,7 @@ public final class Keychain: @unchecked Sendable {
     ///   - service: The service name.
     ///   - account: The account name.
     ///   - accessibility: Which class key protects it (default `.whenUnlocked`).
-    /// - Throws: ``KeychainError/invalidArgument(_:)`` when the value does not encode; as ``store``.
+    /// - Throws: ``KeychainError/invalidArgument(_:)`` when the value does not encode; otherwise the errors of a write (``KeychainError``).
     public func set<Value: Encodable>(_ value: Value, forService service: String, account: String,
                                       accessibility: Accessibility = .whenUnlocked) throws {
         var data: Data
@@ -1166,7 +1169,11 @@ public final class Keychain: @unchecked Sendable {
     }
 
     /// Reads a Codable value stored with ``set(_:forService:account:accessibility:)``.
-    /// - Parameter minimum: The weakest accessibility accepted (nil: any).
+    /// - Parameters:
+    ///   - type: The type to decode.
+    ///   - service: The service name.
+    ///   - account: The account name.
+    ///   - minimum: The weakest accessibility accepted (nil: any).
     /// - Returns: The value.
     /// - Throws: ``KeychainError/itemNotFound(_:)``, ``KeychainError/corrupted(_:)`` when it does not decode as `type`.
     public func value<Value: Decodable>(_ type: Value.Type, forService service: String, account: String,

@@ -33,7 +33,7 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
     /// A legacy keychain file could not be read.
     case legacyFormat(String)
     /// The item is stored under a weaker class than the caller requires (see
-    /// ``Accessibility/isAtLeast(_:)``): it was written that way, or its row was changed by
+    /// `Accessibility.isAtLeast(_:)`): it was written that way, or its row was changed by
     /// someone who can write the keychain's directory. Its value is not returned.
     case accessibilityTooWeak(item: String, stored: Accessibility, required: Accessibility)
 
@@ -41,7 +41,7 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .itemNotFound(let item): return "item not found: \(item)"
-        case .duplicateItem(let item): return "duplicate item: \(item) exists already (update it instead)"
+        case .duplicateItem(let item): return "duplicate item: \(item) exists already (update it, or use addOrUpdate, instead)"
         case let .interactionNotAllowed(accessibility, reason):
             let why: String
             switch reason {

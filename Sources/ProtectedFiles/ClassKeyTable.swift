@@ -3,6 +3,7 @@ import Crypto
 import Cipher
 import Age
 import Vault
+import Shredder
 
 /// One class's key pair as stored in `protected-files.keys`: the recipient in clear, the
 /// identity sealed under the class key, and a MAC under a device sub-key that lets the
@@ -14,9 +15,11 @@ struct ClassKeyEntry: Codable, Equatable {
     var sealedIdentity: String
     var mac: String
 
-    /// The bytes the sealed identity is bound to (associated data).
-    static func identityContext(name: String, recipient: String) -> [UInt8] {
-        Array("SecureFoundation protected-file identity v1\n\(name)\n\(recipient)".utf8)
+    /// The bytes the sealed identity is bound to (associated data). A retired identity (kept
+    /// after a key-pair rotation only to re-wrap files) is bound to another context, so it cannot
+    /// be moved back into the current entries.
+    static func identityContext(name: String, recipient: String, retired: Bool = false) -> [UInt8] {
+        Array("SecureFoundation protected-file \(retired ? "retired identity" : "identity") v1\n\(name)\n\(recipient)".utf8)
     }
 
     /// The bytes the device MAC covers.
@@ -26,10 +29,31 @@ struct ClassKeyEntry: Codable, Equatable {
 }
 
 /// The JSON file holding every class's key pair, beside the vault state.
+///
+/// Format 2 adds `retired`: the key pairs a rotation replaced, kept (sealed under the current
+/// class keys, with the retired context) only until every file is re-wrapped to the new pairs.
+/// Format 1 (no `retired`) is read as format 2 without retired pairs and written as format 2.
 struct ClassKeyTableFile: Codable {
-    static let currentFormat = 1
+    static let currentFormat = 2
+    static let readableFormats = 1...2
+    /// The most retired pairs kept (a rotation beyond that asks for a re-wrap first).
+    static let maximumRetired = 64
     var format: Int
     var entries: [ClassKeyEntry]
+    var retired: [ClassKeyEntry]
+
+    init(entries: [ClassKeyEntry] = [], retired: [ClassKeyEntry] = []) {
+        format = Self.currentFormat
+        self.entries = entries
+        self.retired = retired
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        format = try container.decode(Int.self, forKey: .format)
+        entries = try container.decode([ClassKeyEntry].self, forKey: .entries)
+        retired = try container.decodeIfPresent([ClassKeyEntry].self, forKey: .retired) ?? []
+    }
 }
 
 /// Reads and changes the key table under a lock file, so that two processes creating the same
@@ -44,10 +68,14 @@ struct ClassKeyTable: Sendable {
     var path: String { manager.directory + "/" + Self.fileName }
     var lockPath: String { manager.directory + "/" + Self.lockName }
 
-    func load() throws -> [ClassKeyEntry] {
+    /// The current entries.
+    func load() throws -> [ClassKeyEntry] { try loadFile().entries }
+
+    /// The whole table (an empty one when the file does not exist).
+    func loadFile() throws -> ClassKeyTableFile {
         var info = stat()
         if lstat(path, &info) != 0 {
-            if errno == ENOENT { return [] }
+            if errno == ENOENT { return ClassKeyTableFile() }
             throw ProtectedFileError.io("cannot read \(path): \(String(cString: strerror(errno)))")
         }
         do { try SecureFile.checkPrivate(path, isDirectory: false) } catch let failure as SecureFile.Failure {
@@ -60,8 +88,11 @@ struct ClassKeyTable: Sendable {
         guard let file = try? JSONDecoder().decode(ClassKeyTableFile.self, from: Data(bytes)) else {
             throw ProtectedFileError.keyTable("\(path) does not parse; restore it from a backup of the data directory")
         }
-        guard file.format == ClassKeyTableFile.currentFormat else {
-            throw ProtectedFileError.keyTable("\(path) has format \(file.format); this library reads format \(ClassKeyTableFile.currentFormat)")
+        guard ClassKeyTableFile.readableFormats.contains(file.format) else {
+            throw ProtectedFileError.keyTable("\(path) has format \(file.format); this library reads formats \(ClassKeyTableFile.readableFormats.lowerBound) to \(ClassKeyTableFile.readableFormats.upperBound): use a newer version of the library")
+        }
+        guard file.format >= 2 || file.retired.isEmpty else {
+            throw ProtectedFileError.keyTable("\(path) has format 1 with retired key pairs, which format 1 does not have: the file was altered")
         }
         var seen = Set<String>()
         for entry in file.entries {
@@ -69,24 +100,75 @@ struct ClassKeyTable: Sendable {
                 throw ProtectedFileError.keyTable("\(path) has an unknown or repeated class \(entry.name.prefix(60).debugDescription)")
             }
         }
-        return file.entries
+        var recipients = Set(file.entries.map(\.recipient))
+        for entry in file.retired {
+            guard FileProtectionClass(name: entry.name) != nil, recipients.insert(entry.recipient).inserted else {
+                throw ProtectedFileError.keyTable("\(path) has a retired key pair of an unknown class or a repeated recipient (\(entry.name.prefix(60).debugDescription))")
+            }
+        }
+        return file
     }
 
-    func save(_ entries: [ClassKeyEntry]) throws {
+    /// Writes the table (format 2) atomically. The file it replaces is kept by a hard link
+    /// (`.superseded-…`, which the vault destroys as a leftover should this be interrupted)
+    /// during the rename and then crypto-erased, so identities that were removed (retired key
+    /// pairs) do not linger in a freed inode.
+    func save(_ file: ClassKeyTableFile) throws {
+        var file = file
+        file.format = ClassKeyTableFile.currentFormat
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         let data: Data
-        do { data = try encoder.encode(ClassKeyTableFile(format: ClassKeyTableFile.currentFormat, entries: entries)) } catch {
+        do { data = try encoder.encode(file) } catch {
             throw ProtectedFileError.io("cannot encode the key table: \(error)")
         }
         // The vault's own lock is held while the temporary file exists: the vault treats every
-        // `.sf-*.tmp` in its directory found under that lock as abandoned. Nothing inside calls
-        // the vault (which takes the same lock through another descriptor).
+        // `.sf-*.tmp` and `.superseded-*` in its directory found under that lock as abandoned.
+        // Nothing inside calls the vault (which takes the same lock through another descriptor).
         try withLock(file: manager.directory + "/vault.lock") {
+            var superseded: String?
+            if access(path, F_OK) == 0 {
+                let name = manager.directory + "/.superseded-" + (try SecureRandom.string(length: 12, alphabet: SecureRandom.alphanumeric))
+                if link(path, name) == 0 { superseded = name }
+            }
             do { try SecureFile.writeAtomically(data, to: path) } catch let failure as SecureFile.Failure {
+                if let superseded { unlink(superseded) }
                 throw Self.map(failure, path: path)
             }
+            // As the vault does: a failure here leaves the `.superseded-` link (or, when the
+            // shredder refused the file, unlinks it), which the next vault open destroys; the
+            // new table is in place either way.
+            if let superseded { try? destroySuperseded(superseded) }
         }
+    }
+
+    /// Crypto-erases a superseded key table: renamed into the vault's `.erasing/` first (so
+    /// the shredder's random renames happen only there, where the vault destroys whatever an
+    /// interruption leaves), then overwritten, synced, shredded and unlinked.
+    func destroySuperseded(_ superseded: String) throws {
+        let erasing = manager.directory + "/.erasing"
+        var info = stat()
+        if lstat(erasing, &info) != 0 {
+            guard mkdir(erasing, 0o700) == 0 || errno == EEXIST else {
+                throw ProtectedFileError.io("mkdir \(erasing): \(String(cString: strerror(errno))); \(superseded) is destroyed by the next vault open")
+            }
+        } else if info.st_mode & S_IFMT != S_IFDIR {
+            throw ProtectedFileError.io("\(erasing) is not a directory; remove it: \(superseded) is destroyed by the next vault open")
+        }
+        do { try SecureFile.checkPrivate(erasing, isDirectory: true) } catch let failure as SecureFile.Failure {
+            throw Self.map(failure, path: erasing)
+        }
+        let target = erasing + "/" + (try SecureRandom.string(length: 16, alphabet: SecureRandom.alphanumeric))
+        guard rename(superseded, target) == 0 else {
+            throw ProtectedFileError.io("rename \(superseded) into \(erasing): \(String(cString: strerror(errno))); it is destroyed by the next vault open")
+        }
+        try? SecureFile.syncDirectory(erasing)
+        try? SecureFile.syncDirectory(manager.directory)
+        do { _ = try CryptoErase.destroy(keyFiles: [target]) } catch {
+            unlink(target)
+            throw ProtectedFileError.io("crypto-erase of the superseded key table was incomplete (it was unlinked): \(error)")
+        }
+        rmdir(erasing)
     }
 
     /// Runs `body` holding the table's lock file (flock, exclusive).
@@ -154,7 +236,8 @@ struct ClassKeyTable: Sendable {
     }
 
     /// Opens the identity of `entry` (needs the class key), checking it matches the recipient.
-    func openIdentity(_ entry: ClassKeyEntry, _ cls: FileProtectionClass) throws -> X25519Identity {
+    /// `retired`: the entry is a retired key pair (sealed with the retired context).
+    func openIdentity(_ entry: ClassKeyEntry, _ cls: FileProtectionClass, retired: Bool = false) throws -> X25519Identity {
         let ring = try keyring(cls)
         defer { ring.keys.forEach { $0.key.wipe() } }
         guard let sealed = Data(base64Encoded: entry.sealedIdentity) else {
@@ -162,7 +245,7 @@ struct ClassKeyTable: Sendable {
         }
         var raw: [UInt8]
         do {
-            raw = try Sealed.open(Array(sealed), with: ring, context: ClassKeyEntry.identityContext(name: entry.name, recipient: entry.recipient))
+            raw = try Sealed.open(Array(sealed), with: ring, context: ClassKeyEntry.identityContext(name: entry.name, recipient: entry.recipient, retired: retired))
         } catch {
             if cls.thisDeviceOnly { throw ProtectedFileError.wrongDevice(cls, path: path) }
             throw ProtectedFileError.keyTable("the \(cls.name) identity does not open with this vault's class key (\(error)): the table belongs to another vault or was altered")
@@ -178,8 +261,9 @@ struct ClassKeyTable: Sendable {
         return identity
     }
 
-    /// A new entry for `cls`, sealed under its current class key.
-    func makeEntry(_ cls: FileProtectionClass, identity: X25519Identity) throws -> ClassKeyEntry {
+    /// A new entry for `cls`, sealed under its current class key (a retired entry: with the
+    /// retired context and no MAC, since it is never used to write).
+    func makeEntry(_ cls: FileProtectionClass, identity: X25519Identity, retired: Bool = false) throws -> ClassKeyEntry {
         let ring = try keyring(cls)
         defer { ring.keys.forEach { $0.key.wipe() } }
         let recipient = identity.recipient.description
@@ -187,12 +271,12 @@ struct ClassKeyTable: Sendable {
         defer { for i in raw.indices { raw[i] = 0 } }
         let sealed: [UInt8]
         do {
-            sealed = try Sealed.seal(raw, with: ring, context: ClassKeyEntry.identityContext(name: cls.name, recipient: recipient))
+            sealed = try Sealed.seal(raw, with: ring, context: ClassKeyEntry.identityContext(name: cls.name, recipient: recipient, retired: retired))
         } catch {
             throw ProtectedFileError.io("sealing the \(cls.name) identity failed: \(error)")
         }
         var entry = ClassKeyEntry(name: cls.name, recipient: recipient, sealedIdentity: Data(sealed).base64EncodedString(), mac: "")
-        entry.mac = deviceMAC(entry).map { Data($0).base64EncodedString() } ?? ""
+        if !retired { entry.mac = deviceMAC(entry).map { Data($0).base64EncodedString() } ?? "" }
         return entry
     }
 
@@ -207,14 +291,14 @@ struct ClassKeyTable: Sendable {
     func entryCreatingIfNeeded(_ cls: FileProtectionClass) throws -> ClassKeyEntry {
         if let existing = try entry(cls) { return existing }
         return try withLock {
-            var entries = try load()
-            if let existing = entries.first(where: { $0.name == cls.name }) { return existing }
+            var file = try loadFile()
+            if let existing = file.entries.first(where: { $0.name == cls.name }) { return existing }
             let created = try makeEntry(cls, identity: X25519Identity.generate())
-            entries.append(created)
-            for other in FileProtectionClass.allValues where !entries.contains(where: { $0.name == other.name }) {
-                if let entry = try? makeEntry(other, identity: X25519Identity.generate()) { entries.append(entry) }
+            file.entries.append(created)
+            for other in FileProtectionClass.allValues where !file.entries.contains(where: { $0.name == other.name }) {
+                if let entry = try? makeEntry(other, identity: X25519Identity.generate()) { file.entries.append(entry) }
             }
-            try save(entries)
+            try save(file)
             return created
         }
     }
@@ -230,36 +314,99 @@ struct ClassKeyTable: Sendable {
         if macMatches(entry) { return recipient }
         _ = try openIdentity(entry, cls)
         try withLock {
-            var entries = try load()
-            guard let index = entries.firstIndex(of: entry) else { return }
-            entries[index].mac = deviceMAC(entry).map { Data($0).base64EncodedString() } ?? ""
-            try save(entries)
+            var file = try loadFile()
+            guard let index = file.entries.firstIndex(of: entry) else { return }
+            file.entries[index].mac = deviceMAC(entry).map { Data($0).base64EncodedString() } ?? ""
+            try save(file)
         }
         return recipient
     }
 
-    /// Re-seals every identity not sealed under its class's current key (after a class-key
-    /// rotation). Needs the class key of every entry.
+    /// Re-seals every identity (current and retired) not sealed under its class's current key
+    /// (after a class-key rotation). Needs the class key of every entry. A retired pair that no
+    /// longer opens is left as it is.
     /// - Returns: The number of identities re-sealed.
     func resealUnderCurrentClassKeys() throws -> Int {
         try withLock {
-            var entries = try load()
+            var file = try loadFile()
             var count = 0
-            for index in entries.indices {
-                guard let cls = FileProtectionClass(name: entries[index].name) else { continue }
-                let ring = try keyring(cls)
-                let currentID = ring.keys[0].id
-                ring.keys.forEach { $0.key.wipe() }
-                guard let sealed = Data(base64Encoded: entries[index].sealedIdentity),
-                      case .key(let id)? = try? Sealed.parseHeader(Array(sealed)).keySource else {
-                    throw ProtectedFileError.keyTable("the \(cls.name) identity is not sealed data")
-                }
-                if id == currentID && macMatches(entries[index]) { continue }
-                let identity = try openIdentity(entries[index], cls)
-                entries[index] = try makeEntry(cls, identity: identity)
+            for index in file.entries.indices {
+                guard let cls = FileProtectionClass(name: file.entries[index].name) else { continue }
+                if try isSealedUnderCurrentKey(file.entries[index], cls) && macMatches(file.entries[index]) { continue }
+                let identity = try openIdentity(file.entries[index], cls)
+                file.entries[index] = try makeEntry(cls, identity: identity)
                 count += 1
             }
-            if count > 0 { try save(entries) }
+            for index in file.retired.indices {
+                guard let cls = FileProtectionClass(name: file.retired[index].name),
+                      !(try isSealedUnderCurrentKey(file.retired[index], cls)),
+                      let identity = try? openIdentity(file.retired[index], cls, retired: true) else { continue }
+                file.retired[index] = try makeEntry(cls, identity: identity, retired: true)
+                count += 1
+            }
+            if count > 0 { try save(file) }
+            return count
+        }
+    }
+
+    /// Whether `entry` is sealed under the current class key of `cls` (needs that key).
+    func isSealedUnderCurrentKey(_ entry: ClassKeyEntry, _ cls: FileProtectionClass) throws -> Bool {
+        let ring = try keyring(cls)
+        let currentID = ring.keys[0].id
+        ring.keys.forEach { $0.key.wipe() }
+        guard let sealed = Data(base64Encoded: entry.sealedIdentity),
+              case .key(let id)? = try? Sealed.parseHeader(Array(sealed)).keySource else {
+            throw ProtectedFileError.keyTable("the \(cls.name) identity is not sealed data")
+        }
+        return id == currentID
+    }
+
+    /// Gives every class that has a key pair a new one; the replaced pairs become retired
+    /// (sealed under the current class keys with the retired context) and still open files
+    /// until ``destroyRetired()``. Needs the class key of every class that has a pair (the
+    /// vault unlocked, and the device key for the ThisDeviceOnly classes); nothing changes
+    /// when one is missing.
+    /// - Returns: The number of classes given a new key pair.
+    func rotateKeyPairs() throws -> Int {
+        try withLock {
+            let file = try loadFile()
+            guard file.retired.count + file.entries.count <= ClassKeyTableFile.maximumRetired else {
+                throw ProtectedFileError.invalidArgument("\(file.retired.count) retired key pairs are waiting for their files to be re-wrapped; finish that first (rotate-keys --resume with every directory of protected files)")
+            }
+            var next = ClassKeyTableFile()
+            for entry in file.entries {
+                guard let cls = FileProtectionClass(name: entry.name) else { continue }
+                let old = try openIdentity(entry, cls)
+                next.retired.append(try makeEntry(cls, identity: old, retired: true))
+                next.entries.append(try makeEntry(cls, identity: X25519Identity.generate()))
+            }
+            for entry in file.retired {
+                guard let cls = FileProtectionClass(name: entry.name) else { continue }
+                if let identity = try? openIdentity(entry, cls, retired: true) {
+                    next.retired.append(try makeEntry(cls, identity: identity, retired: true))
+                } else {
+                    next.retired.append(entry)
+                }
+            }
+            try save(next)
+            return next.entries.count
+        }
+    }
+
+    /// The retired identities of `cls` that open now (those that do not are skipped).
+    func retiredIdentities(_ cls: FileProtectionClass) throws -> [X25519Identity] {
+        try loadFile().retired.filter { $0.name == cls.name }.compactMap { try? openIdentity($0, cls, retired: true) }
+    }
+
+    /// Removes every retired key pair from the table; the table that held them is crypto-erased.
+    /// - Returns: The number removed.
+    func destroyRetired() throws -> Int {
+        try withLock {
+            var file = try loadFile()
+            let count = file.retired.count
+            guard count > 0 else { return 0 }
+            file.retired = []
+            try save(file)
             return count
         }
     }

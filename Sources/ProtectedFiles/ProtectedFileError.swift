@@ -17,6 +17,9 @@ public enum ProtectedFileError: Error, Sendable, Equatable, CustomStringConverti
     case keyTable(String)
     /// A file or directory is accessible to others, owned by another user, or cannot be opened.
     case permission(path: String, reason: String)
+    /// The file was replaced or written while its header was being rewritten (a class change
+    /// or re-wrap); it was left as the other writer made it.
+    case modifiedDuringChange(path: String)
     /// An argument is not acceptable.
     case invalidArgument(String)
     /// A read, write or file operation failed.
@@ -36,6 +39,8 @@ public enum ProtectedFileError: Error, Sendable, Equatable, CustomStringConverti
             return "the protected-file key table is unusable: \(why)"
         case let .permission(path, reason):
             return "permission problem with \(path): \(reason)"
+        case let .modifiedDuringChange(path):
+            return "\(path) was replaced or modified while its header was being rewritten; it was left as it is now: run the change again"
         case let .invalidArgument(why):
             return "invalid argument: \(why)"
         case let .io(why):

@@ -36,11 +36,27 @@ public final class ProtectedFiles: Sendable {
     /// The vault whose class keys protect the files.
     public let manager: CryptoManager
     let table: ClassKeyTable
+    /// Fault injection for tests.
+    let testHooks = TestHooks()
 
-    /// Binds to a vault (nothing is read until used).
+    /// Binds to a vault (nothing is read until used; the thread that wipes the keys of open
+    /// complete readers at a lock is started here, before any file key exists).
     public init(manager: CryptoManager) {
         self.manager = manager
         table = ClassKeyTable(manager: manager)
+        LockWatchExecutor.shared.warmUp()
+    }
+
+    /// Points where tests inject faults.
+    final class TestHooks: @unchecked Sendable {
+        private let lock = NSLock()
+        private var _beforeReplace: (@Sendable (String) -> Void)?
+        /// Called with the path after a rewritten header and copied payload are synced, just
+        /// before the file is checked for a replacement and renamed into place.
+        var beforeReplace: (@Sendable (String) -> Void)? {
+            get { lock.withLock { _beforeReplace } }
+            set { lock.withLock { _beforeReplace = newValue } }
+        }
     }
 
     // MARK: Keys
@@ -90,7 +106,8 @@ public final class ProtectedFiles: Sendable {
     }
 
     /// Rotates the vault's class keys, then re-seals the class identities under the new keys.
-    /// The key pairs themselves do not change: see docs/PROTECTED-FILES.md.
+    /// The key pairs themselves do not change; ``rotateKeyPairs(rewrapping:resume:)`` replaces
+    /// them and re-wraps the files (docs/PROTECTED-FILES.md, "Rotation").
     /// - Returns: The number of identities re-sealed.
     @discardableResult
     public func rotateClassKeys() throws -> Int {
@@ -147,10 +164,10 @@ public final class ProtectedFiles: Sendable {
     public func read(at path: String) throws -> [UInt8] {
         let opened = try open(path)
         defer { close(opened.fd) }
-        let identity = try identity(opened.cls, path: path)
+        let identities = try identities(opened.cls, path: path)
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         return try mapAge(path: path, opened.cls) {
-            let reader = try AgeRandomAccessReader(fileDescriptor: opened.fd, identities: [identity])
+            let reader = try AgeRandomAccessReader(fileDescriptor: opened.fd, identities: identities)
             return try reader.read(offset: 0, count: Int(reader.plaintextSize))
         }
     }
@@ -174,9 +191,9 @@ public final class ProtectedFiles: Sendable {
     public func read(at path: String, to output: Int32) throws {
         let opened = try open(path)
         defer { close(opened.fd) }
-        let identity = try identity(opened.cls, path: path)
+        let identities = try identities(opened.cls, path: path)
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
-        try mapAge(path: path, opened.cls) { try Age.decrypt(from: opened.fd, to: output, identities: [identity], armor: .none) }
+        try mapAge(path: path, opened.cls) { try Age.decrypt(from: opened.fd, to: output, identities: identities, armor: .none) }
     }
 
     /// Decrypts a protected file into the file `destination`, streaming, atomically (it
@@ -185,9 +202,9 @@ public final class ProtectedFiles: Sendable {
     public func read(at path: String, toFile destination: String) throws {
         let opened = try open(path)
         defer { close(opened.fd) }
-        let identity = try identity(opened.cls, path: path)
+        let identities = try identities(opened.cls, path: path)
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
-        try mapAge(path: path, opened.cls) { try Age.decrypt(from: opened.fd, toFile: destination, identities: [identity], armor: .none) }
+        try mapAge(path: path, opened.cls) { try Age.decrypt(from: opened.fd, toFile: destination, identities: identities, armor: .none) }
     }
 
     /// Opens a protected file for streaming, random-access reads (constant memory). The file key
@@ -197,8 +214,8 @@ public final class ProtectedFiles: Sendable {
     public func openForReading(at path: String) throws -> ProtectedFileReader {
         let opened = try open(path)
         do {
-            let identity = try identity(opened.cls, path: path)
-            let reader = try mapAge(path: path, opened.cls) { try AgeRandomAccessReader(fileDescriptor: opened.fd, identities: [identity]) }
+            let identities = try identities(opened.cls, path: path)
+            let reader = try mapAge(path: path, opened.cls) { try AgeRandomAccessReader(fileDescriptor: opened.fd, identities: identities) }
             return ProtectedFileReader(reader: reader, fd: opened.fd, cls: opened.cls, path: path, manager: manager)
         } catch {
             close(opened.fd)
@@ -243,13 +260,30 @@ public final class ProtectedFiles: Sendable {
         let opened = try open(path)
         defer { close(opened.fd) }
         if opened.cls == protection && opened.hasClassStanza { return }
-        let identity = try identity(opened.cls, path: path)
+        let identities = try identities(opened.cls, path: path)
         let recipient = try writableRecipient(protection)
+        try replaceHeader(opened, path: path, identities: identities, recipient: recipient)
+    }
+
+    /// Replaces the file at `path` (open as `opened`) with a copy whose file key is unwrapped
+    /// with `identities` and wrapped to `recipient`: header rewritten, nonce and payload copied.
+    /// The copy is synced, then the file at `path` is checked to still be the one opened (device,
+    /// inode, size, modification and change times), and only then renamed into place, so a file
+    /// replaced or written meanwhile is never overwritten with the old contents.
+    /// - Throws: ``ProtectedFileError/modifiedDuringChange(path:)`` when it was.
+    func replaceHeader(_ opened: OpenedFile, path: String, identities: [any AgeIdentity], recipient: any AgeRecipient) throws {
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         try mapAge(path: path, opened.cls) {
             do {
                 try SecureFile.replaceAtomically(path) { output in
-                    try Age.rewrapHeader(from: opened.fd, to: output, identities: [identity], recipients: [recipient])
+                    try Age.rewrapHeader(from: opened.fd, to: output, identities: identities, recipients: [recipient])
+                    // Synced here so that the window between the check and the rename is short.
+                    guard fsync(output) == 0 else { throw SecureFile.Failure.system(operation: "fsync", path: path, errno: errno) }
+                    testHooks.beforeReplace?(path)
+                    var now = stat()
+                    guard lstat(path, &now) == 0, FileStamp(now) == opened.stamp else {
+                        throw ProtectedFileError.modifiedDuringChange(path: path)
+                    }
                 }
             } catch let failure as SecureFile.Failure {
                 throw ClassKeyTable.map(failure, path: path)
@@ -318,6 +352,158 @@ public final class ProtectedFiles: Sendable {
         return report
     }
 
+    // MARK: Key-pair rotation
+
+    /// What ``rewrapItems(inDirectories:)`` did.
+    public struct RewrapReport: Sendable, Equatable {
+        /// Files whose file key was wrapped to a retired key pair and now is wrapped to the
+        /// current pair of their class.
+        public var rewrapped: [String] = []
+        /// Protected files already wrapped to the current key pair of their class.
+        public var current: Int = 0
+        /// Regular files that are not protected files.
+        public var skipped: Int = 0
+        /// Files no key pair of this vault opens (a damaged or altered header, a file of another
+        /// vault): left as they are; destroying the retired pairs changes nothing for them.
+        public var damaged: [UpgradeReport.Failure] = []
+        /// Files wrapped to a retired key pair that could not be rewritten (permissions, I/O, a
+        /// concurrent change): while any remain, the retired pairs are kept.
+        public var failed: [UpgradeReport.Failure] = []
+
+        /// - Parameters: see the properties.
+        public init(rewrapped: [String] = [], current: Int = 0, skipped: Int = 0,
+                    damaged: [UpgradeReport.Failure] = [], failed: [UpgradeReport.Failure] = []) {
+            self.rewrapped = rewrapped
+            self.current = current
+            self.skipped = skipped
+            self.damaged = damaged
+            self.failed = failed
+        }
+    }
+
+    /// What ``rotateKeyPairs(rewrapping:resume:)`` did.
+    public struct KeyRotationReport: Sendable, Equatable {
+        /// Classes given a new key pair (0 when resuming).
+        public var rotated: Int
+        /// The re-wrap of the directories.
+        public var rewrap: RewrapReport
+        /// Retired key pairs destroyed (0 when some file could not be re-wrapped).
+        public var retiredDestroyed: Int
+        /// Retired key pairs still kept (waiting for the files in ``RewrapReport/failed``).
+        public var retiredKept: Int
+    }
+
+    /// The number of retired key pairs (replaced by ``rotateKeyPairs()`` and not yet destroyed).
+    public var retiredKeyPairCount: Int {
+        get throws { try table.loadFile().retired.count }
+    }
+
+    /// Gives every class that has a key pair a new X25519 key pair. The replaced pairs are
+    /// retired: kept, sealed under the current class keys, so files still wrapped to them stay
+    /// readable, until ``destroyRetiredKeyPairs()``. Needs the vault unlocked (and the device
+    /// key for ThisDeviceOnly classes); nothing changes when a class key is missing.
+    /// - Returns: The number of classes given a new pair.
+    /// - Throws: ``ProtectedFileError``.
+    @discardableResult
+    public func rotateKeyPairs() throws -> Int {
+        try table.rotateKeyPairs()
+    }
+
+    /// Re-wraps every protected file under `directories` (trees; symbolic links are not
+    /// followed) whose file key is wrapped to a retired key pair: the file key is wrapped to
+    /// the current pair of the file's class and only the header is rewritten (atomically, as a
+    /// class change). Files already on the current pair are left alone, so an interrupted run
+    /// is finished by running it again. A failure on one file does not stop the others.
+    /// - Throws: ``ProtectedFileError`` when a directory cannot be read.
+    public func rewrapItems(inDirectories directories: [String]) throws -> RewrapReport {
+        var report = RewrapReport()
+        let retired = try table.loadFile().retired
+        for directory in directories {
+            try forEachRegularFile(in: directory) { path in
+                let opened: OpenedFile
+                do { opened = try open(path) } catch ProtectedFileError.notProtectedFile {
+                    report.skipped += 1
+                    return
+                } catch let error as ProtectedFileError {
+                    report.damaged.append(.init(path: path, error: error))
+                    return
+                }
+                defer { close(opened.fd) }
+                do {
+                    let current = try identity(opened.cls, path: path)
+                    do {
+                        try opened.header.verify(identities: [current])
+                        report.current += 1
+                        return
+                    } catch AgeError.noMatchingIdentity {}
+                    let old = retired.filter { $0.name == opened.cls.name }.compactMap { try? table.openIdentity($0, opened.cls, retired: true) }
+                    do { try opened.header.verify(identities: old) } catch let error as AgeError {
+                        report.damaged.append(.init(path: path, error: Self.map(error, path: path, opened.cls)))
+                        return
+                    }
+                    let recipient = ProtectionClassRecipient(cls: opened.cls, recipient: try table.trustedRecipient(opened.cls))
+                    try replaceHeader(opened, path: path, identities: old, recipient: recipient)
+                    report.rewrapped.append(path)
+                } catch let error as AgeError {
+                    report.damaged.append(.init(path: path, error: Self.map(error, path: path, opened.cls)))
+                } catch let error as ProtectedFileError {
+                    report.failed.append(.init(path: path, error: error))
+                } catch {
+                    report.failed.append(.init(path: path, error: .io("\(error)")))
+                }
+            }
+        }
+        return report
+    }
+
+    /// Destroys the retired key pairs: they are removed from the key table and the table that
+    /// held them is crypto-erased. Files still wrapped to them no longer open (except with an
+    /// identity exported earlier).
+    /// - Returns: The number destroyed.
+    @discardableResult
+    public func destroyRetiredKeyPairs() throws -> Int {
+        try table.destroyRetired()
+    }
+
+    /// The whole rotation: new key pairs (unless `resume`, which finishes an interrupted
+    /// run), every file under `directories` re-wrapped, then the retired pairs destroyed when
+    /// no file wrapped to them failed. Give every directory holding protected files of this
+    /// vault: files elsewhere still wrapped to a retired pair become unreadable once it is
+    /// destroyed. Stop writers for the duration (a write that fetched the old recipient before
+    /// the rotation could otherwise land after the re-wrap).
+    ///
+    /// Afterwards an old copy of the data directory (`protected-files.keys` with the state and
+    /// `always.key`) and the passcode of that time open none of the re-wrapped files.
+    /// - Throws: ``ProtectedFileError``.
+    public func rotateKeyPairs(rewrapping directories: [String], resume: Bool = false) throws -> KeyRotationReport {
+        let rotated = resume ? 0 : try rotateKeyPairs()
+        let rewrap = try rewrapItems(inDirectories: directories)
+        if rewrap.failed.isEmpty {
+            let destroyed = try destroyRetiredKeyPairs()
+            return KeyRotationReport(rotated: rotated, rewrap: rewrap, retiredDestroyed: destroyed, retiredKept: 0)
+        }
+        return KeyRotationReport(rotated: rotated, rewrap: rewrap, retiredDestroyed: 0, retiredKept: try retiredKeyPairCount)
+    }
+
+    /// Calls `body` with every regular file under `directory` (symbolic links are not
+    /// followed; temporaries of atomic replacements are skipped).
+    func forEachRegularFile(in directory: String, _ body: (String) throws -> Void) throws {
+        var info = stat()
+        guard lstat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw ProtectedFileError.invalidArgument("\(directory) is not a directory")
+        }
+        guard let enumerator = FileManager.default.enumerator(atPath: directory) else {
+            throw ProtectedFileError.permission(path: directory, reason: "the directory cannot be read")
+        }
+        let base = directory.hasSuffix("/") ? directory : directory + "/"
+        while let relative = enumerator.nextObject() as? String {
+            let path = base + relative
+            guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            if (relative as NSString).lastPathComponent.hasPrefix(".sf-lk-") { continue }
+            try body(path)
+        }
+    }
+
     // MARK: Plumbing
 
     /// The recipient to write `cls` with, after checking that the class is writable now.
@@ -341,8 +527,39 @@ public final class ProtectedFiles: Sendable {
         }
     }
 
+    /// The identity of `cls` followed by its retired ones (files not yet re-wrapped after a
+    /// key-pair rotation). Needs the class key.
+    func identities(_ cls: FileProtectionClass, path: String) throws -> [any AgeIdentity] {
+        [try identity(cls, path: path)] + (try table.retiredIdentities(cls))
+    }
+
+    /// A file opened by ``open(_:)``: its descriptor, class, header and identity.
+    struct OpenedFile {
+        var fd: Int32
+        var cls: FileProtectionClass
+        var hasClassStanza: Bool
+        var header: AgeFileHeader
+        var stamp: FileStamp
+    }
+
+    /// What identifies a file's contents without reading them: a replacement changes the
+    /// device or inode, a write in place the size or times.
+    struct FileStamp: Equatable {
+        var device: UInt64, inode: UInt64, size: Int64
+        var modified: Int64, modifiedNanoseconds: Int64, changed: Int64, changedNanoseconds: Int64
+        init(_ info: stat) {
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+            size = Int64(info.st_size)
+            modified = Int64(info.st_mtim.tv_sec)
+            modifiedNanoseconds = Int64(info.st_mtim.tv_nsec)
+            changed = Int64(info.st_ctim.tv_sec)
+            changedNanoseconds = Int64(info.st_ctim.tv_nsec)
+        }
+    }
+
     /// Opens `path` and determines its class.
-    func open(_ path: String) throws -> (fd: Int32, cls: FileProtectionClass, hasClassStanza: Bool) {
+    func open(_ path: String) throws -> OpenedFile {
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else {
             let code = errno
@@ -377,14 +594,16 @@ public final class ProtectedFiles: Sendable {
                       let cls = FileProtectionClass(name: stanza.arguments[1]) else {
                     throw ProtectedFileError.tampered(path: path, reason: "the class stanza is malformed or of an unknown version")
                 }
-                return (fd, cls, true)
+                return OpenedFile(fd: fd, cls: cls, hasClassStanza: true, header: header, stamp: FileStamp(info))
             }
-            // No class stanza: the class whose identity opens the header.
-            for entry in try table.load() {
+            // No class stanza: the class whose identity (current or retired) opens the header.
+            let keys = try table.loadFile()
+            for entry in keys.entries {
                 guard let cls = FileProtectionClass(name: entry.name), let identity = try? table.openIdentity(entry, cls) else { continue }
+                let retired = keys.retired.filter { $0.name == cls.name }.compactMap { try? table.openIdentity($0, cls, retired: true) }
                 do {
-                    try header.verify(identities: [identity])
-                    return (fd, cls, false)
+                    try header.verify(identities: [identity] + retired)
+                    return OpenedFile(fd: fd, cls: cls, hasClassStanza: false, header: header, stamp: FileStamp(info))
                 } catch AgeError.noMatchingIdentity {
                     continue
                 } catch let error as AgeError {

@@ -7,3 +7,4 @@
 @_exported import Vault
 @_exported import Keychain
 @_exported import ProtectedFiles
+@_exported import UnlockAgent

@@ -15,6 +15,7 @@ enum Bench {
         ("vault", VaultBench.run),
         ("keychain", KeychainBench.run),
         ("protect", ProtectBench.run),
+        ("tls", TLSBench.run),
     ]
 
     static func main() {

@@ -31,7 +31,16 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             KeychainCommand.self,
             // Protected files
             ProtectCommand.self,
+            SecretsCommand.self,
             MigrateCommand.self,
+            // TLS: pins, policy, mutual TLS, identities and the certificate authority
+            TLSCommand.self,
+            // Unlock agent
+            AgentCommand.self,
         ]
     )
+
+    static func main() async {
+        await main(KeychainCommand.droppingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst())))
+    }
 }

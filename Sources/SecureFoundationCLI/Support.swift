@@ -3,6 +3,13 @@ import Foundation
 import SecureFoundation
 
 /// Shared CLI plumbing: standard streams, secret input, error reporting.
+/// A failure found while a command runs (not a mistake in its arguments): reported as
+/// `securefoundation: error: …` without the usage text that a `ValidationError` brings.
+struct CLIFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
 enum CLI {
     /// Writes `message` and a newline to standard error.
     static func warn(_ message: String) {
@@ -70,20 +77,27 @@ enum CLI {
             let second = try Terminal.readSecret(prompt: "Confirm: ")
             guard first == second else {
                 first.wipe(); second.wipe()
-                throw ValidationError("the two entries differ")
+                throw CLIFailure("the two entries differ")
             }
             second.wipe()
         }
-        guard !first.isEmpty else { throw ValidationError("an empty passphrase is not accepted") }
+        guard !first.isEmpty else { throw CLIFailure("an empty passphrase is not accepted") }
         return first
     }
 
     /// A passphrase from `--passphrase-file` (`-` is standard input) or, without one, from the terminal.
-    static func passphrase(file: String?, prompt: String = "Passphrase: ", confirm: Bool = false) throws -> SecretBytes {
+    /// - Parameters:
+    ///   - what: what the secret is called in messages ("passphrase", "passcode").
+    ///   - option: the option that names the file, for messages.
+    static func passphrase(file: String?, prompt: String = "Passphrase: ", confirm: Bool = false,
+                           what: String = "passphrase", option: String = "--passphrase-file") throws -> SecretBytes {
         if let file {
             let secret = file == "-" ? try SecretBytes(readingFrom: 0, name: "standard input")
                                      : try SecretBytes(contentsOfFile: file)
-            guard !secret.isEmpty else { throw ValidationError("the passphrase file \(file) is empty") }
+            guard !secret.isEmpty else {
+                throw CLIFailure(file == "-" ? "standard input is empty: \(option) - reads the \(what) from it"
+                                             : "the \(what) file \(file) (\(option)) is empty")
+            }
             return secret
         }
         return try readPassphrase(prompt: prompt, confirm: confirm)

@@ -253,9 +253,9 @@ public enum ShredError: Error, Sendable, Equatable, CustomStringConvertible {
         case .notRegularFile(let path):
             return "\(path) is not a regular file"
         case .isDirectory(let path):
-            return "\(path) is a directory; use the recursive option to shred its content"
+            return "\(path) is a directory; to shred its content, set ShredOptions.recursive (-r on the command line)"
         case .hardLinked(let path, let count):
-            return "\(path) has \(count) hard links; its data stays reachable by the other names (allow hard links to shred it anyway)"
+            return "\(path) has \(count) hard links; its data stays reachable by the other names (to shred it anyway, set ShredOptions.allowHardLinks: --force on the command line)"
         case .invalidOptions(let why):
             return "invalid shred options: \(why)"
         case .verificationFailed(let path, let offset):

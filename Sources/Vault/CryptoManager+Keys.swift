@@ -27,6 +27,9 @@ extension CryptoManager {
         case .whenUnlocked:
             if let unlocked = try currentUnlockedKeys(), let key = try? unlocked.classKey(.whenUnlocked) {
                 base = key
+            } else if let keys = try sourcedClassKeys(.whenUnlocked) {
+                base = keys[0]
+                keys.dropFirst().forEach { $0.wipe() }
             } else {
                 let setUp = try loadState() != nil
                 throw VaultError.classKeyUnavailable(accessibility, setUp ? .locked : .notSetUp)
@@ -35,10 +38,14 @@ extension CryptoManager {
             if let unlocked = try currentUnlockedKeys(), let cached = FirstUnlockCache.key(vaultID: unlocked.vaultID) {
                 base = cached
             } else if let state = try loadState() {
-                guard let cached = FirstUnlockCache.key(vaultID: state.vaultID) else {
+                if let cached = FirstUnlockCache.key(vaultID: state.vaultID) {
+                    base = cached
+                } else if let keys = try sourcedClassKeys(.afterFirstUnlock) {
+                    base = keys[0]
+                    keys.dropFirst().forEach { $0.wipe() }
+                } else {
                     throw VaultError.classKeyUnavailable(accessibility, .noFirstUnlockYet)
                 }
-                base = cached
             } else {
                 throw VaultError.classKeyUnavailable(accessibility, .notSetUp)
             }
@@ -62,7 +69,9 @@ extension CryptoManager {
         let bases: [SecretBytes]
         switch accessibility.protectionClass {
         case .whenUnlocked:
-            guard let unlocked = try currentUnlockedKeys(), let keys = try? unlocked.classKeys(.whenUnlocked) else {
+            let own: [SecretBytes]?
+            if let unlocked = try currentUnlockedKeys() { own = try? unlocked.classKeys(.whenUnlocked) } else { own = nil }
+            guard let keys = try own ?? sourcedClassKeys(.whenUnlocked) else {
                 let setUp = try loadState() != nil
                 throw VaultError.classKeyUnavailable(accessibility, setUp ? .locked : .notSetUp)
             }
@@ -77,10 +86,14 @@ extension CryptoManager {
             } else {
                 throw VaultError.classKeyUnavailable(accessibility, .notSetUp)
             }
-            guard let keys = FirstUnlockCache.retiredKeys(vaultID: vaultID) else {
+            if let keys = FirstUnlockCache.retiredKeys(vaultID: vaultID) {
+                bases = keys
+            } else if let keys = try sourcedClassKeys(.afterFirstUnlock) {
+                keys[0].wipe()
+                bases = Array(keys.dropFirst())
+            } else {
                 throw VaultError.classKeyUnavailable(accessibility, .noFirstUnlockYet)
             }
-            bases = keys
         case .always:
             let keys = try alwaysKeys()
             keys[0].wipe()
@@ -173,6 +186,19 @@ extension CryptoManager {
         return fresh
     }
 
+    /// Keys of `protectionClass` from ``unlockedKeySource`` (current first, then retired), or nil
+    /// without a source, without a vault, or when the source has none. Keys of the wrong length
+    /// are never used.
+    func sourcedClassKeys(_ protectionClass: ProtectionClass) throws -> [SecretBytes]? {
+        guard let source = unlockedKeySource, let state = try loadState() else { return nil }
+        guard let keys = source.unlockedClassKeys(protectionClass, vaultID: state.vaultID) else { return nil }
+        guard !keys.isEmpty, keys.allSatisfy({ $0.count == 32 }) else {
+            keys.forEach { $0.wipe() }
+            return nil
+        }
+        return keys
+    }
+
     /// `base` bound to the device key for a thisDeviceOnly class (consumes `base`).
     func bindToDevice(_ base: SecretBytes, _ accessibility: Accessibility) throws -> SecretBytes {
         guard accessibility.thisDeviceOnly else { return base }
@@ -254,7 +280,7 @@ extension CryptoManager {
     // MARK: Encryption with the application key
 
     /// Seals bytes under the application key (the sealed-data format of the Cipher module; the
-    /// key id is recorded, so data stays readable after ``rotateKey(passcode:answers:)``).
+    /// key id is recorded, so data stays readable after `rotateKey(passcode:answers:)`).
     ///
     /// - Parameters:
     ///   - plaintext: The bytes.

@@ -38,7 +38,7 @@ extension CryptoManager {
     /// - Parameter answers: One entry per question, in order; an empty entry means "not answered".
     ///   At least ``answerThreshold`` must be given. Answers are normalized (``AnswerNormalization``).
     /// - Throws: ``VaultError/wrongAnswers(failures:nextAttemptAfter:)`` and the errors of
-    ///   ``unlock(passcode:)``; ``VaultError/invalidArgument(_:)`` for too few answers (not counted as an attempt).
+    ///   `unlock(passcode:)`; ``VaultError/invalidArgument(_:)`` for too few answers (not counted as an attempt).
     public func unlock(answers: [SecretBytes]) throws {
         let identity = FileIdentity(path: statePath)
         let state = try requireState()
@@ -65,7 +65,7 @@ extension CryptoManager {
         try unlock(answers: secrets)
     }
 
-    /// ``unlock(passcode:)`` with the KDF run on a dispatch queue, off the cooperative pool.
+    /// `unlock(passcode:)` with the KDF run on a dispatch queue, off the cooperative pool.
     public func unlock(passcode: SecretBytes) async throws {
         try await offPool { try self.unlock(passcode: passcode) }
     }

@@ -210,7 +210,7 @@ extension CryptoManager {
         return key
     }
 
-    /// String answers for ``rotateKey(passcode:answers:)``.
+    /// String answers for `rotateKey(passcode:answers:)`.
     @discardableResult
     public func rotateKey(passcode: SecretBytes?, answers: [String]) throws -> [UInt8] {
         let secrets = answers.map { SecretBytes(utf8: $0) }

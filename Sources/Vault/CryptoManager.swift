@@ -16,7 +16,7 @@ import Cipher
 /// Thread safety: every method may be called from any thread. The in-memory keys are guarded by
 /// an internal lock (held only for short copies, never during a KDF); file changes are serialized
 /// between threads and processes by an exclusive `flock` on `vault.lock`. The synchronous
-/// unlock methods block for the KDF time (about 0.2 s with ``KDFPolicy/interactive``); from async
+/// unlock methods block for the KDF time (about 0.2 s with `KDFPolicy.interactive`); from async
 /// code use the `async` variants, which run the KDF on a dispatch queue.
 public final class CryptoManager: Sendable {
     /// At most this many security questions.
@@ -28,14 +28,17 @@ public final class CryptoManager: Sendable {
     public let directory: String
     /// The KDF policy for new wrappings (stored wrappings keep their own parameters).
     public let policy: KDFPolicy
-    /// The most KDF work a stored wrapping may demand before it is run: ``KDFCeiling/standard``
+    /// The most KDF work a stored wrapping may demand before it is run: `KDFCeiling.standard`
     /// (scrypt 1 GiB and N·r·p ≤ 2^23, PBKDF2 ≤ 32,000,000 rounds) unless the manager was made
-    /// with ``KDFCeiling/legacy`` for a vault created with costlier custom settings by an
+    /// with `KDFCeiling.legacy` for a vault created with costlier custom settings by an
     /// earlier version. A hostile state can make an unlock cost no more than this.
     public let kdfCeiling: KDFCeiling
     /// The failed-attempt policy.
     public let attemptPolicy: AttemptPolicy
     let deviceKeyProvider: any DeviceKeyProvider
+    /// Where whenUnlocked and afterFirstUnlock keys come from while this manager cannot derive
+    /// them itself (an unlock agent), or nil.
+    public let unlockedKeySource: (any UnlockedClassKeySource)?
     let clock: @Sendable () -> Date
     let memory = Protected(Memory())
     let hooks = Protected(TestHooks())
@@ -53,15 +56,21 @@ public final class CryptoManager: Sendable {
     ///   - deviceKeyProvider: Where the device key comes from.
     ///   - policy: KDF work for new wrappings.
     ///   - attemptPolicy: Delays and erasure after failed attempts.
+    ///   - kdfCeiling: The most KDF work a stored wrapping may demand (`KDFCeiling.standard`;
+    ///     `KDFCeiling.legacy` for a vault created with costlier custom settings).
+    ///   - unlockedKeySource: Asked for the whenUnlocked and afterFirstUnlock keys while this
+    ///     manager is locked or not yet unlocked in this process (an unlock agent); nil for none.
     ///   - clock: The wall clock used for attempt delays (injected by tests).
     /// - Throws: ``VaultError/insecurePermissions(path:reason:fix:)`` when the directory is reachable
     ///   by others or owned by another user; ``VaultError/io(_:)``.
     public init(directory: String? = nil, deviceKeyProvider: any DeviceKeyProvider = FileDeviceKeyProvider(),
                 policy: KDFPolicy = .interactive, attemptPolicy: AttemptPolicy = .iOS, kdfCeiling: KDFCeiling = .standard,
+                unlockedKeySource: (any UnlockedClassKeySource)? = nil,
                 clock: @escaping @Sendable () -> Date = { Date() }) throws {
         let resolved = VaultPaths.absolute(directory ?? VaultPaths.defaultDirectory())
         self.directory = resolved
         self.deviceKeyProvider = deviceKeyProvider
+        self.unlockedKeySource = unlockedKeySource
         self.policy = policy
         self.kdfCeiling = kdfCeiling
         self.attemptPolicy = attemptPolicy
@@ -108,7 +117,7 @@ public final class CryptoManager: Sendable {
         get throws { try loadState()?.questions?.threshold }
     }
 
-    /// The erase-after count stored with the vault by ``setUp`` (nil: the vault never erases
+    /// The erase-after count stored with the vault by `setUp` (nil: the vault never erases
     /// itself unless a manager's ``AttemptPolicy/eraseAfter`` asks for it). When both are set,
     /// the stricter applies.
     public var storedEraseAfter: Int? {
@@ -133,6 +142,12 @@ public final class CryptoManager: Sendable {
     /// The current application key's id (recorded in sealed data), or nil without a vault.
     public var keyID: [UInt8]? {
         get throws { try loadState().map { Array($0.keyID) } }
+    }
+
+    /// The vault's 16-byte id (bound into every wrapping), or nil without a vault. An unlock
+    /// agent names the vault it serves by it.
+    public var vaultID: Data? {
+        get throws { try loadState()?.vaultID }
     }
 
     /// Consecutive failed unlock attempts recorded so far.

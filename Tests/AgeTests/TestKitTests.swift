@@ -126,7 +126,7 @@ enum TestKit {
 
 @Suite("age test kit (C2SP CCTV)")
 struct TestKitTests {
-    @Test("test kit present", .enabled(if: TestKit.available, "age test kit not found at \(TestKit.directory); set AGE_TESTKIT_DIR to run the 143 vectors"))
+    @Test("test kit present", .enabled(if: TestKit.available, "age test kit not found at \(TestKit.directory): the kit is the age directory of the C2SP CCTV repository (143 vectors); put it there or point AGE_TESTKIT_DIR at it to run them"))
     func present() {
         #expect(TestKit.names.count == 143, "found \(TestKit.names.count) vectors in \(TestKit.directory)")
     }

@@ -130,6 +130,30 @@ struct AgeCLITests {
         #expect(pdec.status == 0 && pdec.stdout == plaintext)
     }
 
+    @Test("encrypt -R - reads recipients from stdin; conflicting flags are refused; run-time errors print no usage")
+    func recipientsFromStdinAndConflicts() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (key, recipient) = try Self.keygen(dir)
+        let plaintext = Self.bytes(5_000)
+        try Data(plaintext).write(to: URL(fileURLWithPath: dir + "/plain"))
+        let enc = try Self.run(["encrypt", "-R", "-", "-o", dir + "/r.age", dir + "/plain"], stdin: Array("# from stdin\n\(recipient)\n".utf8))
+        #expect(enc.status == 0, "\(enc.stderr)")
+        let dec = try Self.run(["decrypt", "-i", key, dir + "/r.age"])
+        #expect(dec.status == 0 && dec.stdout == plaintext)
+        // stdin cannot be both the recipients and the input.
+        let both = try Self.run(["encrypt", "-R", "-"], stdin: Array(recipient.utf8))
+        #expect(both.status == 64 && both.stderr.contains("stdin cannot hold both the recipients"))
+        try "pass phrase\n".write(toFile: dir + "/pass.txt", atomically: true, encoding: .utf8)
+        let conflicting = try Self.run(["encrypt", "-p", "--passphrase-file", dir + "/pass.txt", dir + "/plain"])
+        #expect(conflicting.status == 64 && conflicting.stderr.contains("give -p or --passphrase-file, not both"))
+        // An empty passphrase file is a run-time error: the message alone, no usage text.
+        try Data().write(to: URL(fileURLWithPath: dir + "/empty.txt"))
+        let empty = try Self.run(["encrypt", "--passphrase-file", dir + "/empty.txt", "-o", dir + "/e.age", dir + "/plain"])
+        #expect(empty.status == 1)
+        #expect(empty.stderr == "securefoundation: error: the passphrase file \(dir)/empty.txt (--passphrase-file) is empty\n")
+    }
+
     @Test("decrypt exit codes: 2 header, 3 MAC, 4 no match, 5 payload, 6 armor, 64 usage")
     func exitCodes() throws {
         let dir = try Self.directory()

@@ -38,6 +38,69 @@ import Cipher
         #expect(result.text == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  \(a)\n")
     }
 
+    @Test func hashEscapesNamesAsSha256sumDoes() throws {
+        let scratch = try ScratchDirectory()
+        let names = ["x\ny", "a\\b", "c\nd\\e", "plain"]
+        let paths = try names.enumerated().map { try scratch.file($0.element, [UInt8]("\($0.offset)".utf8)) }
+        let result = try CLIRunner.run(["hash"] + paths)
+        #expect(result.status == 0)
+        let lines = result.text.split(separator: "\n").map(String.init)
+        #expect(lines.count == 4)
+        #expect(lines[0].hasPrefix("\\") && lines[0].hasSuffix("  " + scratch.path.replacingOccurrences(of: "\\", with: "\\\\") + "/x\\ny"))
+        #expect(lines[1].hasSuffix("/a\\\\b") && lines[1].hasPrefix("\\"))
+        #expect(!lines[3].hasPrefix("\\"))
+        if let sha256sum = CLIRunner.which("sha256sum") {
+            #expect(try CLIRunner.runTool(sha256sum, paths).stdout == result.stdout)
+            let sums = try scratch.file("SUMS", result.stdout)
+            #expect(try CLIRunner.runTool(sha256sum, ["-c", sums]).status == 0)
+        }
+    }
+
+    @Test func hashCheckReportsLikeSha256sum() throws {
+        let scratch = try ScratchDirectory()
+        let good = try scratch.file("good", Array("abc".utf8))
+        let odd = try scratch.file("odd\\name", Array("def".utf8))
+        let newline = try scratch.file("new\nline", Array("ghi".utf8))
+        let changed = try scratch.file("changed", Array("old".utf8))
+        let listing = try CLIRunner.run(["hash", good, odd, newline, changed]).stdout
+        // sha256sum's binary marker and a missing file are read as sha256sum reads them.
+        let missingLine = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad *\(scratch.path)/missing\n"
+        let sums = try scratch.file("SUMS", listing + Array((missingLine + "not a digest line\n").utf8))
+        try Data("new".utf8).write(to: URL(fileURLWithPath: changed))
+
+        let result = try CLIRunner.run(["hash", "--check", sums])
+        #expect(result.status == 1)
+        #expect(result.text == """
+            \(good): OK
+            \(odd): OK
+            \\\(newline.replacingOccurrences(of: "\n", with: "\\n")): OK
+            \(changed): FAILED
+            \(scratch.path)/missing: FAILED open or read
+
+            """)
+        #expect(result.stderr.contains("WARNING: 1 line is improperly formatted"))
+        #expect(result.stderr.contains("WARNING: 1 listed file could not be read"))
+        #expect(result.stderr.contains("WARNING: 1 computed checksum did NOT match"))
+        if let sha256sum = CLIRunner.which("sha256sum") {
+            let reference = try CLIRunner.runTool(sha256sum, ["-c", sums])
+            #expect(reference.stdout == result.stdout)
+            #expect(reference.status == result.status)
+        }
+
+        // All good: exit 0; --quiet prints nothing for matches; --status prints nothing at all.
+        let clean = try scratch.file("CLEAN", try CLIRunner.run(["hash", good, odd]).stdout)
+        #expect(try CLIRunner.run(["hash", "-c", clean]).status == 0)
+        #expect(try CLIRunner.run(["hash", "-c", "--quiet", clean]).stdout.isEmpty)
+        let silent = try CLIRunner.run(["hash", "-c", "--status", sums])
+        #expect(silent.status == 1 && silent.stdout.isEmpty && silent.stderr.isEmpty)
+        // Another algorithm's digests are not properly formatted lines for sha512.
+        let wrongAlgorithm = try CLIRunner.run(["hash", "-a", "sha512", "-c", clean])
+        #expect(wrongAlgorithm.status == 1)
+        #expect(wrongAlgorithm.stderr.contains("no properly formatted sha512 checksum lines found"))
+        // --status without --check is a usage error.
+        #expect(try CLIRunner.run(["hash", "--status", good]).status == 64)
+    }
+
     @Test func randomWritesExactCounts() throws {
         #expect(try CLIRunner.run(["random", "-n", "1000"]).stdout.count == 1000)
         #expect(try CLIRunner.run(["random", "-n", "0"]).stdout.count == 0)

@@ -99,11 +99,12 @@ import Synchronization
         #expect(dump.stdout.contains("\"acct\"<blob>=\"acct-two\""))
         #expect(!dump.stdout.contains("SECRET"))
 
-        // whenUnlocked (the default) needs the vault: without a passcode it is refused with 36.
+        // whenUnlocked (the default) needs a vault, and there is none here: refused with 36,
+        // and the hint says how to get one or which class needs none.
         let locked = try run(home, ["add-generic-password", "-s", "svc", "-a", "acct", "-w", "pw"])
         #expect(locked.status == 36)
         #expect(locked.stderr.contains("whenUnlocked class key is unavailable"))
-        #expect(locked.stderr.contains("--passcode-file"))
+        #expect(locked.stderr.contains("vault init") && locked.stderr.contains("--accessibility always"))
 
         let bad = try run(home, ["add-generic-password", "-s", "svc", "-a", "acct", "-w", "pw", "--accessibility", "sometimes"])
         #expect(bad.status != 0)

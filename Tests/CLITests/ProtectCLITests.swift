@@ -145,4 +145,110 @@ struct ProtectCLITests {
         #expect(try ws.protect(["status", ws.dir + "/from-age"]).text == "\(ws.dir)/from-age: none, readable\n")
         #expect(try ws.protect(["read", ws.dir + "/from-age"]).stdout == Array("from age".utf8))
     }
+
+    /// `protect rotate-keys`: new key pairs, files re-wrapped, old pairs destroyed; an old copy
+    /// of the data directory with the passcode opens the file before, not after. A damaged file
+    /// is reported (exit 1); --resume makes no new pairs.
+    @Test func rotateKeysCutsOffOldDataDirectory() throws {
+        let ws = try Workspace()
+        let inbox = ws.dir + "/inbox"
+        try FileManager.default.createDirectory(atPath: inbox, withIntermediateDirectories: true)
+        #expect(try ws.protect(["write", "--class", "complete", "-o", inbox + "/1"], unlocked: true, stdin: Array("mail".utf8)).status == 0)
+        let stolen = ws.root + "/stolen"
+        #expect(try CLIRunner.runTool("/bin/cp", ["-a", ws.home, stolen]).status == 0)
+        let stolenRead = ["protect", "read", inbox + "/1", "--passcode-file", ws.pin, "--home", stolen, "--device-key", ws.root + "/device.key"]
+        #expect(try CLIRunner.run(stolenRead).stdout == Array("mail".utf8))
+        let rotated = try ws.protect(["rotate-keys", inbox], unlocked: true)
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        #expect(rotated.text == "key pairs rotated: 8\nre-wrapped 1, current 0, skipped 0, damaged 0, failed 0\nretired key pairs destroyed: 8\n")
+        #expect(try ws.protect(["read", inbox + "/1"], unlocked: true).stdout == Array("mail".utf8))
+        let attack = try CLIRunner.run(stolenRead)
+        #expect(attack.status == 1 && attack.stdout.isEmpty)
+        #expect(attack.stderr.contains("\(inbox)/1 was modified or damaged: its file key is not wrapped to this vault's complete key"))
+
+        try Data("age-encryption.org/v1\n-> junk".utf8).write(to: URL(fileURLWithPath: inbox + "/2"))
+        let resumed = try ws.protect(["rotate-keys", "--resume", inbox], unlocked: true)
+        #expect(resumed.status == 1)
+        #expect(resumed.text == "key pairs rotated: 0\nre-wrapped 0, current 1, skipped 0, damaged 1, failed 0\nretired key pairs destroyed: 0\n")
+        #expect(resumed.stderr.hasPrefix("securefoundation: damaged: \(inbox)/2: "))
+        #expect(try ws.protect(["rotate-keys", inbox]).status == 6)
+        #expect(try ws.protect(["rotate-keys"], unlocked: true).status == 64)
+    }
+
+    /// `protect rotate-keys` killed (-9) while it re-wraps: every file still opens (current or
+    /// retired pair), and `--resume` finishes: every file re-wrapped, the retired pairs gone.
+    @Test func rotateKeysKilledMidwayIsResumed() throws {
+        let ws = try Workspace()
+        let inbox = ws.dir + "/inbox"
+        try FileManager.default.createDirectory(atPath: inbox, withIntermediateDirectories: true)
+        let payload = [UInt8](repeating: 0x5A, count: 256 << 10)
+        let count = 24
+        // Written through the library path of the CLI, unlocked once, then locked writes.
+        #expect(try ws.protect(["write", "--class", "completeUnlessOpen", "-o", inbox + "/0"], unlocked: true, stdin: payload).status == 0)
+        for index in 1..<count {
+            #expect(try ws.protect(["write", "--class", "completeUnlessOpen", "-o", inbox + "/\(index)"], stdin: payload).status == 0)
+        }
+        func inodes() -> [UInt64] {
+            (0..<count).map { index in
+                var info = stat()
+                return lstat(inbox + "/\(index)", &info) == 0 ? UInt64(info.st_ino) : 0
+            }
+        }
+        let before = inodes()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLIRunner.executable)
+        process.arguments = ["protect", "rotate-keys", inbox, "--passcode-file", ws.pin, "--home", ws.home, "--device-key", ws.root + "/device.key"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Killed once the new pairs are in the table and a first file was re-wrapped (replaced),
+        // or at 20 s.
+        let table = ws.home + "/protected-files.keys"
+        let deadline = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < deadline {
+            if retiredCount(table) > 0 && inodes() != before { break }
+            usleep(500)
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        // Every file opens with the current or a retired pair: the resumed run re-wraps or
+        // finds current every one of them, none damaged (a header no pair opens).
+        let resumed = try ws.protect(["rotate-keys", "--resume", inbox], unlocked: true)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.text.hasPrefix("key pairs rotated: 0\nre-wrapped "))
+        #expect(resumed.text.contains(", skipped 0, damaged 0, failed 0\nretired key pairs destroyed: "), "\(resumed.text)")
+        print("after the kill: \(resumed.text.split(separator: "\n").dropFirst().joined(separator: "; "))")
+        #expect(retiredCount(table) == 0)
+        let again = try ws.protect(["rotate-keys", "--resume", inbox], unlocked: true)
+        #expect(again.text == "key pairs rotated: 0\nre-wrapped 0, current \(count), skipped 0, damaged 0, failed 0\nretired key pairs destroyed: 0\n")
+        for index in [0, count / 2, count - 1] {
+            #expect(try ws.protect(["read", inbox + "/\(index)"], unlocked: true).stdout == payload)
+        }
+    }
+
+    /// `vault rotate-class-keys --protected-dir DIR`: class keys and key pairs in one run; an
+    /// old copy of the data directory no longer opens the re-wrapped file.
+    @Test func rotateClassKeysWithProtectedDirectory() throws {
+        let ws = try Workspace()
+        let inbox = ws.dir + "/inbox"
+        try FileManager.default.createDirectory(atPath: inbox, withIntermediateDirectories: true)
+        #expect(try ws.protect(["write", "--class", "completeUntilFirstUserAuthentication", "-o", inbox + "/1"], unlocked: true, stdin: Array("note".utf8)).status == 0)
+        let stolen = ws.root + "/stolen"
+        #expect(try CLIRunner.runTool("/bin/cp", ["-a", ws.home, stolen]).status == 0)
+        let rotated = try ws.run(["vault", "rotate-class-keys", "--protected-dir", inbox, "--passcode-file", ws.pin])
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        #expect(rotated.text == "class keys rotated; keychain items re-sealed: 0\nprotected-file class identities re-sealed: 8\nprotected-file key pairs rotated: 8; files re-wrapped 1, current 0, skipped 0, damaged 0, failed 0; retired key pairs destroyed: 8\n")
+        #expect(try ws.protect(["read", inbox + "/1"], unlocked: true).stdout == Array("note".utf8))
+        let attack = try CLIRunner.run(["protect", "read", inbox + "/1", "--passcode-file", ws.pin, "--home", stolen, "--device-key", ws.root + "/device.key"])
+        #expect(attack.status == 1 && attack.stdout.isEmpty)
+        let finished = try ws.run(["vault", "rotate-class-keys", "--reseal-only", "--protected-dir", inbox, "--passcode-file", ws.pin])
+        #expect(finished.text.hasSuffix("protected-file key pairs rotated: 0; files re-wrapped 0, current 1, skipped 0, damaged 0, failed 0; retired key pairs destroyed: 0\n"), "\(finished.text)")
+    }
+}
+
+/// The number of retired key pairs in a key table (0 when it cannot be read).
+func retiredCount(_ path: String) -> Int {
+    guard let data = FileManager.default.contents(atPath: path),
+          let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return 0 }
+    return (object["retired"] as? [Any])?.count ?? 0
 }

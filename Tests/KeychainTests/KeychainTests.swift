@@ -5,6 +5,14 @@ import Cipher
 import Vault
 @testable import Keychain
 
+/// A connection for a test's own reads and edits of a keychain file: it waits for a lock held
+/// by another connection (a keychain still checkpointing) instead of failing with SQLITE_BUSY.
+func inspectionQueue(_ path: String) throws -> DatabaseQueue {
+    var configuration = Configuration()
+    configuration.busyMode = .timeout(10)
+    return try DatabaseQueue(path: path, configuration: configuration)
+}
+
 private func open(_ dir: TemporaryDirectory, _ source: TestKeySource, interval: Duration = .milliseconds(50),
                   marker: String? = nil) throws -> Keychain {
     var configuration = Keychain.Configuration()
@@ -416,11 +424,13 @@ final class LockedCounter: @unchecked Sendable {
         try keychain.setPassword("first-value", forService: "s", account: "one")
         try keychain.setPassword("second-value", forService: "s", account: "two")
         try keychain.flush()
+        // Closed before the test edits the file, so its own connection never meets a busy lock.
+        try keychain.close()
         return (dir, source, keychain.path)
     }
 
     private func rows(_ path: String) throws -> [(id: Data, sealed: Data)] {
-        try DatabaseQueue(path: path).read { db in
+        try inspectionQueue(path).read { db in
             try GRDB.Row.fetchAll(db, sql: "SELECT item_id, sealed FROM keychain_items ORDER BY item_id").map { ($0[0], $0[1]) }
         }
     }
@@ -432,7 +442,7 @@ final class LockedCounter: @unchecked Sendable {
         for position in [0, 4, 9, 20, 30, target.sealed.count / 2, target.sealed.count - 3] {
             var changed = target.sealed
             changed[position] ^= 0x01
-            try DatabaseQueue(path: path).write { db in
+            try inspectionQueue(path).write { db in
                 try db.execute(sql: "UPDATE keychain_items SET sealed = ? WHERE item_id = ?", arguments: [changed, target.id])
             }
             let keychain = try open(dir, source)
@@ -442,7 +452,7 @@ final class LockedCounter: @unchecked Sendable {
             #expect(listError?.isCorrupted == true, "byte \(position): \(String(describing: listError))")
             try keychain.close()
         }
-        try DatabaseQueue(path: path).write { db in
+        try inspectionQueue(path).write { db in
             try db.execute(sql: "UPDATE keychain_items SET sealed = ? WHERE item_id = ?", arguments: [target.sealed, target.id])
         }
         #expect(try open(dir, source).password(forService: "s", account: "one") == "first-value")
@@ -451,7 +461,7 @@ final class LockedCounter: @unchecked Sendable {
     @Test func swappedRowsAreDetected() throws {
         let (dir, source, path) = try setUp()
         let all = try rows(path)
-        try DatabaseQueue(path: path).write { db in
+        try inspectionQueue(path).write { db in
             try db.execute(sql: "UPDATE keychain_items SET sealed = ? WHERE item_id = ?", arguments: [all[1].sealed, all[0].id])
             try db.execute(sql: "UPDATE keychain_items SET sealed = ? WHERE item_id = ?", arguments: [all[0].sealed, all[1].id])
         }
@@ -469,7 +479,7 @@ final class LockedCounter: @unchecked Sendable {
         // The row of "one" given a new id in the same service's range: it no longer opens there.
         var moved = all[0].id
         moved[moved.count - 1] ^= 0x01
-        try DatabaseQueue(path: path).write { db in
+        try inspectionQueue(path).write { db in
             try db.execute(sql: "UPDATE keychain_items SET item_id = ? WHERE item_id = ?", arguments: [moved, all[0].id])
         }
         let keychain = try open(dir, source)
@@ -478,7 +488,7 @@ final class LockedCounter: @unchecked Sendable {
 
     @Test func changedAccessibilityIsDetected() throws {
         let (dir, source, path) = try setUp()
-        try DatabaseQueue(path: path).write { db in
+        try inspectionQueue(path).write { db in
             try db.execute(sql: "UPDATE keychain_items SET accessibility = 2")
         }
         let keychain = try open(dir, source)
@@ -487,7 +497,7 @@ final class LockedCounter: @unchecked Sendable {
 
     @Test func olderFormatIsRefusedUntouched() throws {
         let (dir, source, path) = try setUp()
-        try DatabaseQueue(path: path).write { db in
+        try inspectionQueue(path).write { db in
             try db.execute(sql: "UPDATE keychain_meta SET value = 1 WHERE key = 'format'")
         }
         let before = try rows(path)

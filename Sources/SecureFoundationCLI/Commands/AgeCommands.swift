@@ -100,7 +100,7 @@ struct EncryptCommand: ParsableCommand {
     @Option(name: [.customShort("r"), .customLong("recipient")], help: "Encrypt to this recipient (age1… or age1pq1…). Repeatable.")
     var recipients: [String] = []
 
-    @Option(name: [.customShort("R"), .customLong("recipients-file")], help: "Encrypt to the recipients listed in this file, one per line. Repeatable.")
+    @Option(name: [.customShort("R"), .customLong("recipients-file")], help: "Encrypt to the recipients listed in this file, one per line (`-` for stdin). Repeatable.")
     var recipientsFiles: [String] = []
 
     @Flag(name: [.customShort("p"), .customLong("passphrase")], help: "Encrypt with a passphrase read from the terminal (scrypt, N = 2^18).")
@@ -126,8 +126,19 @@ struct EncryptCommand: ParsableCommand {
         if !usesPassphrase && recipients.isEmpty && recipientsFiles.isEmpty {
             throw ValidationError("give at least one -r RECIPIENT, -R FILE, -p or --passphrase-file")
         }
+        if passphrase && passphraseFile != nil {
+            throw ValidationError("give -p or --passphrase-file, not both")
+        }
         if passphraseFile == "-" && (input == nil || input == "-") {
             throw ValidationError("stdin cannot hold both the passphrase and the input")
+        }
+        if recipientsFiles.contains("-") {
+            if recipientsFiles.filter({ $0 == "-" }).count > 1 {
+                throw ValidationError("-R - can be given once")
+            }
+            if input == nil || input == "-" {
+                throw ValidationError("stdin cannot hold both the recipients (-R -) and the input; name the input file")
+            }
         }
     }
 
@@ -136,7 +147,8 @@ struct EncryptCommand: ParsableCommand {
             var list = [any AgeRecipient]()
             for text in recipients { list.append(try AgeKeys.recipient(text)) }
             for file in recipientsFiles {
-                let contents = String(decoding: try SecureFile.read(file, maxLength: 16 << 20), as: UTF8.self)
+                // `-R -` reads the recipients from standard input, as `-i -` reads identities.
+                let contents = String(decoding: try CLI.readInput(file, maxLength: 16 << 20), as: UTF8.self)
                 list += try AgeKeys.recipients(fileContents: contents, name: file)
             }
             var secret: SecretBytes?
@@ -167,7 +179,7 @@ struct EncryptCommand: ParsableCommand {
                     }
                 }
                 if terminalDevice || descriptor.map({ isatty($0) == 1 }) == true {
-                    throw ValidationError("refusing to write binary to the terminal; use -o FILE or -a")
+                    throw CLIFailure("refusing to write binary to the terminal; use -o FILE or -a")
                 }
             }
             let inputFD = try AgeCLI.openInput(input)

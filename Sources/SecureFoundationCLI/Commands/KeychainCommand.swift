@@ -38,7 +38,7 @@ struct KeychainStoreOptions: ParsableArguments {
     func open() throws -> Keychain {
         let manager = try home.manager()
         if let passcodeFile {
-            let passcode = try CLI.passphrase(file: passcodeFile, prompt: "Passcode: ")
+            let passcode = try CLI.passphrase(file: passcodeFile, prompt: "Passcode: ", what: "passcode", option: "--passcode-file")
             defer { passcode.wipe() }
             try manager.unlock(passcode: passcode)
         }
@@ -47,14 +47,31 @@ struct KeychainStoreOptions: ParsableArguments {
 }
 
 extension KeychainCommand {
+    /// `add-generic-password … -w` with `-w` last means "prompt for the password", as in macOS
+    /// `security`; ArgumentParser would take it for an option missing its value, so it is dropped
+    /// (without -w the command prompts).
+    static func droppingTrailingPasswordFlag(_ arguments: [String]) -> [String] {
+        guard arguments.last == "-w",
+              let keychain = arguments.firstIndex(of: "keychain"),
+              arguments.index(after: keychain) < arguments.endIndex,
+              arguments[arguments.index(after: keychain)] == "add-generic-password"
+        else { return arguments }
+        return Array(arguments.dropLast())
+    }
+
     /// Reports `error` on stderr and returns the exit code of `security` for it.
     static func fail(_ error: any Error) -> ExitCode {
         if let error = error as? ValidationError { return CLI.report(error, code: 64) }
         switch error {
         case KeychainError.itemNotFound: return CLI.report(error, code: 44)
-        case KeychainError.duplicateItem: return CLI.report(error, code: 45)
+        case KeychainError.duplicateItem(let item):
+            CLI.warn("securefoundation: error: duplicate item: \(item) exists already (add -U to update it)")
+            return ExitCode(45)
+        case KeychainError.interactionNotAllowed(_, .notSetUp):
+            CLI.warn("securefoundation: error: \(CLI.describe(error)): create the vault with `securefoundation vault init`, or store the item with --accessibility always (device key only)")
+            return ExitCode(36)
         case KeychainError.interactionNotAllowed:
-            CLI.warn("securefoundation: error: \(CLI.describe(error)) (give the vault passcode with --passcode-file)")
+            CLI.warn("securefoundation: error: \(CLI.describe(error)) (give the vault passcode with --passcode-file, or unlock a running agent with `securefoundation agent unlock`)")
             return ExitCode(36)
         default: return CLI.report(error)
         }
@@ -126,7 +143,8 @@ struct AddGenericPassword: ParsableCommand {
         discussion: """
         Without -U an existing item with the same service and account is an error (exit 45);
         with -U the item is added or replaced in one write, so concurrent -U never fails.
-        The password comes from -w, from standard input with `-w -`, or else from the terminal.
+        The password comes from -w, from standard input with `-w -`, or else from the terminal
+        (also when -w is the last argument, as in macOS `security`).
 
         Examples:
           securefoundation keychain add-generic-password -s mail -a alice -w - --accessibility always < pw.txt
@@ -140,7 +158,7 @@ struct AddGenericPassword: ParsableCommand {
     @Option(name: .customShort("a"), help: "The account name.")
     var account: String
 
-    @Option(name: .customShort("w"), help: "The password; `-` reads it from standard input (one trailing newline dropped). Avoid giving real passwords on the command line, where other users can see them.")
+    @Option(name: .customShort("w"), help: "The password; `-` reads it from standard input (one trailing newline dropped); -w as the last argument prompts for it, as in macOS `security`. Avoid giving real passwords on the command line, where other users can see them.")
     var password: String?
 
     @Flag(name: .customShort("U"), help: "Update the item if it exists.")

@@ -28,7 +28,7 @@ struct ProtectCommand: ParsableCommand {
         """,
         subcommands: [
             ProtectWriteCommand.self, ProtectReadCommand.self, ProtectStatusCommand.self, ProtectUpgradeCommand.self,
-            ProtectExportIdentityCommand.self,
+            ProtectExportIdentityCommand.self, ProtectRotateKeysCommand.self,
         ]
     )
 }
@@ -299,5 +299,65 @@ struct ProtectExportIdentityCommand: ParsableCommand {
                 }
             }
         }
+    }
+}
+
+struct ProtectRotateKeysCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rotate-keys",
+        abstract: "Give every class a new key pair, re-wrap the files under the directories, destroy the old pairs.",
+        discussion: """
+        Every class that has a key pair gets a new X25519 key pair; the replaced pairs are kept \
+        (retired) while every protected file under the directories is re-wrapped to the new \
+        pair of its class (header only, atomically; files already re-wrapped are left alone), \
+        then the retired pairs are destroyed (the key table that held them is crypto-erased). \
+        Afterwards an old copy of the data directory, even with the passcode of its time, opens \
+        none of the re-wrapped files. Run `vault rotate-class-keys` first to also replace the \
+        class keys that seal the identities.
+
+        Give every directory that holds protected files of this vault, and stop writers while \
+        it runs: a file still wrapped to a retired pair when it is destroyed no longer opens. \
+        When a file cannot be re-wrapped the retired pairs are kept; fix the cause and finish \
+        with --resume (no new pairs).
+
+        Prints `key pairs rotated: N`, then `re-wrapped N, current N, skipped N, damaged N, \
+        failed N` (damaged: no key pair of this vault opens the file) and \
+        `retired key pairs destroyed: N` or `retired key pairs kept: N`, with one line per \
+        damaged or failed file on stderr. Exit status 1 when any file is damaged or failed.
+
+        Example:
+          securefoundation protect rotate-keys inbox photos --passcode-file pin.txt
+        """
+    )
+
+    @Flag(name: .customLong("resume"), help: "Do not make new key pairs: finish an interrupted or failed run.")
+    var resume = false
+
+    @Argument(help: "The directories holding protected files.")
+    var directories: [String]
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func validate() throws {
+        if directories.isEmpty { throw ValidationError("give at least one directory") }
+    }
+
+    func run() throws {
+        var failed = false
+        try ProtectCLI.run {
+            let files = try vault.files()
+            let report = try files.rotateKeyPairs(rewrapping: directories, resume: resume)
+            let rewrap = report.rewrap
+            try VaultCLI.say("key pairs rotated: \(report.rotated)")
+            try VaultCLI.say("re-wrapped \(rewrap.rewrapped.count), current \(rewrap.current), skipped \(rewrap.skipped), damaged \(rewrap.damaged.count), failed \(rewrap.failed.count)")
+            try VaultCLI.say(report.retiredKept > 0 ? "retired key pairs kept: \(report.retiredKept)" : "retired key pairs destroyed: \(report.retiredDestroyed)")
+            for failure in rewrap.damaged { CLI.warn("securefoundation: damaged: \(failure.path): \(failure.error)") }
+            for failure in rewrap.failed { CLI.warn("securefoundation: not re-wrapped: \(failure.path): \(failure.error)") }
+            if report.retiredKept > 0 {
+                CLI.warn("securefoundation: the retired key pairs are kept until every file is re-wrapped: fix the cause and run `protect rotate-keys --resume` with the same directories")
+            }
+            failed = !rewrap.damaged.isEmpty || !rewrap.failed.isEmpty
+        }
+        if failed { throw ExitCode(1) }
     }
 }

@@ -40,7 +40,7 @@ struct SealKeyOptions: ParsableArguments {
                 try SecretBytes(count: 32) { target in
                     for index in 0..<32 {
                         guard let high = hexValue(bytes[2 * index]), let low = hexValue(bytes[2 * index + 1]) else {
-                            throw ValidationError("\(keyFile) is neither 32 raw bytes nor 64 hex digits")
+                            throw CLIFailure("\(keyFile) is neither 32 raw bytes nor 64 hex digits")
                         }
                         target[index] = high << 4 | low
                     }
@@ -48,7 +48,7 @@ struct SealKeyOptions: ParsableArguments {
             }
             return try SealingKey(key: decoded)
         }
-        throw ValidationError("\(keyFile) holds \(raw.count) bytes; a key file is exactly 32 raw bytes, or 64 hex digits and at most one newline")
+        throw CLIFailure("\(keyFile) holds \(raw.count) bytes; a key file is exactly 32 raw bytes, or 64 hex digits and at most one newline")
     }
 
     private func hexValue(_ c: UInt8) -> UInt8? {

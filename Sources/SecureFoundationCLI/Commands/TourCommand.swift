@@ -11,8 +11,8 @@ struct TourCommand: ParsableCommand {
         Sets up a vault (passcode and three security questions, any two of which unlock it),
         stores plain and secure keychain items, locks and unlocks, seals a Codable value,
         encrypts a file in the age format (and lets the real `age` open it when it is on the
-        PATH), shreds the plaintext, rotates the application key and finally crypto-erases
-        everything. It uses the interactive KDF policy and finishes in a few seconds.
+        PATH), shreds the plaintext, rotates the application key, writes a protected file while
+        locked and upgrades it after an unlock, and finally crypto-erases everything. It uses the interactive KDF policy and finishes in a few seconds.
 
         Without --home it works in a new temporary directory that it removes at the end. The
         exit status is 0 only if every step did what it claims.
@@ -226,7 +226,9 @@ struct Tour {
         try expect(try keychain.securePasswordData(forService: "api.example.com", account: "deploy-bot") == token, "keychain items do not survive rotation")
         proves("key id \(Encoding.hex(oldKeyID)) → \(Encoding.hex(newKeyID)); old data still opens; nothing re-encrypted; keychain intact")
 
-        // 8. Erase
+        try protectedFilesStep(manager: manager, passcode: passcode)
+
+        // 9. Erase
         say("Crypto-erase everything")
         try keychain.flush()
         try manager.erase()

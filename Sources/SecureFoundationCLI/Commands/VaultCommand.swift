@@ -40,12 +40,25 @@ struct HomeOptions: ParsableArguments {
         }
     }
 
-    /// The crypto manager for these options.
-    func manager() throws -> CryptoManager {
+    /// The data directory these options name, resolved as the crypto manager resolves it.
+    var directory: String { VaultPaths.absolute(home ?? VaultPaths.defaultDirectory()) }
+
+    /// Whether the data directory exists (read-only commands create nothing when it does not).
+    var directoryExists: Bool {
+        var info = stat()
+        return lstat(directory, &info) == 0
+    }
+
+    /// The crypto manager for these options. With `useAgent` (and unless
+    /// `$SECUREFOUNDATION_AGENT` is `off`), a running unlock agent of this vault supplies the
+    /// whenUnlocked and afterFirstUnlock keys while the manager is locked.
+    func manager(useAgent: Bool = true) throws -> CryptoManager {
         var attempts = AttemptPolicy.iOS
         if let eraseAfter { attempts = attempts.erasing(after: eraseAfter) }
-        return try CryptoManager(directory: home, deviceKeyProvider: FileDeviceKeyProvider(path: deviceKey),
-                                 policy: try policy(), attemptPolicy: attempts, kdfCeiling: legacyKDFCeiling ? .legacy : .standard)
+        let agent = useAgent && ProcessInfo.processInfo.environment["SECUREFOUNDATION_AGENT"] != "off" ? AgentClient(home: home, timeout: 10) : nil
+        return try CryptoManager(directory: home, deviceKeyProvider: try deviceKeyProvider(),
+                                 policy: try policy(), attemptPolicy: attempts, kdfCeiling: legacyKDFCeiling ? .legacy : .standard,
+                                 unlockedKeySource: agent)
     }
 }
 
@@ -76,6 +89,7 @@ struct VaultCommand: ParsableCommand {
         subcommands: [
             VaultInitCommand.self, VaultStatusCommand.self, VaultUnlockCommand.self, VaultChangePasscodeCommand.self,
             VaultChangeQuestionsCommand.self, VaultRotateKeyCommand.self, VaultRotateClassKeysCommand.self, VaultEraseCommand.self,
+            VaultMigrateDeviceKeyCommand.self,
         ]
     )
 }
@@ -95,8 +109,11 @@ struct VaultCredentialOptions: ParsableArguments {
     /// Whether a file was given.
     var given: Bool { passcodeFile != nil || answersFile != nil }
 
-    /// Unlocks `manager` with the given file, or the passcode from the terminal.
-    func unlock(_ manager: CryptoManager) throws {
+    /// Unlocks `manager` with the given file, or the passcode from the terminal; without a
+    /// file, a running unlock agent holding this vault unlocked is used instead of asking
+    /// (unless `needsApplicationKey`: the agent serves class keys only).
+    func unlock(_ manager: CryptoManager, needsApplicationKey: Bool = false) throws {
+        if !given, !needsApplicationKey, VaultCLI.agentHoldsUnlocked(manager) { return }
         try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
     }
 }
@@ -121,6 +138,13 @@ enum VaultCLI {
             defer { passcode.wipe() }
             try manager.unlock(passcode: passcode)
         }
+    }
+
+    /// Whether an unlock agent serves `manager`'s vault unlocked (its whenUnlocked keys come
+    /// from the agent, so no passcode is needed for class keys).
+    static func agentHoldsUnlocked(_ manager: CryptoManager) -> Bool {
+        guard let agent = manager.unlockedKeySource as? AgentClient, let status = try? agent.status() else { return false }
+        return status.state == .unlocked && status.home == manager.directory
     }
 
     /// The exit code for a vault error (documented in `vault --help` and docs/VAULT.md).
@@ -169,7 +193,7 @@ enum VaultCLI {
 
     /// A passcode from a file or the terminal.
     static func passcode(file: String?, prompt: String, confirm: Bool = false) throws -> SecretBytes {
-        try CLI.passphrase(file: file, prompt: prompt, confirm: confirm)
+        try CLI.passphrase(file: file, prompt: prompt, confirm: confirm, what: "passcode", option: "--passcode-file")
     }
 
     static func keyID(_ manager: CryptoManager) -> String {
@@ -214,7 +238,13 @@ struct VaultInitCommand: ParsableCommand {
     @Option(name: .customLong("threshold"), help: "How many answers unlock (K of N; default N).")
     var threshold: Int?
 
+    @Option(name: .customLong("device-key-provider"), help: "Where the device key lives: file (default), systemd-credential, keyring or tpm2 (recorded in HOME/device-key.provider).")
+    var deviceKeyProvider: String?
+
+    @OptionGroup var providerOptions: DeviceKeyProviderOptions
+
     func validate() throws {
+        if let deviceKeyProvider { _ = try DeviceKeyProviderOptions.kind(deviceKeyProvider, option: "--device-key-provider") }
         guard questions.isEmpty == (answersFile == nil) else { throw ValidationError("--question and --answers-file go together") }
         guard !noPasscode || !questions.isEmpty else { throw ValidationError("--no-passcode needs security questions") }
         guard threshold == nil || !questions.isEmpty else { throw ValidationError("--threshold needs security questions") }
@@ -223,8 +253,18 @@ struct VaultInitCommand: ParsableCommand {
 
     func run() throws {
         try VaultCLI.run {
-            let manager = try home.manager()
+            var manager = try home.manager()
             guard try !manager.isSetUp else { throw VaultError.alreadySetUp }
+            if let deviceKeyProvider {
+                // A chosen provider: a new device key stored there and recorded before the vault exists.
+                let kind = try DeviceKeyProviderOptions.kind(deviceKeyProvider, option: "--device-key-provider")
+                let usesFile = kind == .file || (kind == .keyring && providerOptions.keyringBacking == "file")
+                let key = usesFile ? try FileDeviceKeyProvider(path: home.deviceKey).deviceKey() : try SecretBytes.random(count: 32)
+                defer { key.wipe() }
+                let record = try providerOptions.install(key, kind: kind, home: manager.directory, filePath: home.deviceKey)
+                try record.save(directory: manager.directory)
+                manager = try home.manager()
+            }
             let passcode = noPasscode ? nil : try VaultCLI.passcode(file: passcodeFile, prompt: "New passcode: ", confirm: true)
             defer { passcode?.wipe() }
             let answers = try answersFile.map { try VaultCLI.readAnswers($0) } ?? []
@@ -252,6 +292,16 @@ struct VaultStatusCommand: ParsableCommand {
 
     func run() throws {
         try VaultCLI.run {
+            guard home.directoryExists else {
+                // Read-only: a mistyped --home must not create a directory.
+                let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
+                try VaultCLI.say("""
+                    directory: \(home.directory) (does not exist)
+                    state: not set up
+                    device key: \(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")
+                    """)
+                return
+            }
             let manager = try home.manager()
             var lines = ["directory: \(manager.directory)"]
             if try manager.isSetUp {
@@ -270,8 +320,12 @@ struct VaultStatusCommand: ParsableCommand {
             } else {
                 lines.append("state: \(manager.isErased ? "erased" : "not set up")")
             }
-            let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
-            lines.append("device key: \(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")")
+            if let record = try DeviceKeyRecord.load(directory: manager.directory) {
+                lines.append("device key: \(record.summary)")
+            } else {
+                let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
+                lines.append("device key: \(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")")
+            }
             lines.append("failed attempts: \(try manager.failedAttempts)")
             let delay = try manager.nextAttemptDelay
             if delay > .zero { lines.append("next attempt in: \(Int(delay.components.seconds)) s") }
@@ -470,9 +524,12 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
         Afterwards an old copy of vault.state and always.key, even with the passcode of the time, \
         opens no keychain item. rotate-key and change-passcode do not do this: run this after a \
         copy of the vault may have leaked. Protected-file class identities are re-sealed under \
-        the new keys too; their key pairs stay the same, so an old copy of the data directory \
-        still opens protected files (docs/PROTECTED-FILES.md). Items that cannot be opened are \
-        left as they are and reported (exit 1 after the rest is done).
+        the new keys too; their key pairs stay the same unless --protected-dir is given \
+        (then, as `protect rotate-keys`, every class gets a new key pair, the files under each \
+        DIR are re-wrapped to it and the old pairs destroyed), and an old copy of the data \
+        directory needs that to be cut off from protected files (docs/PROTECTED-FILES.md). \
+        Items and files that cannot be opened are left as they are and reported (exit 1 after \
+        the rest is done).
 
         The replaced keys are kept (sealed in the state) until nothing needs them, so an \
         interruption at any moment leaves every item readable; run the command again, or with \
@@ -492,10 +549,13 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
     @Flag(name: .customLong("reseal-only"), help: "Only re-seal items still under earlier keys (finish an interrupted run).")
     var resealOnly = false
 
+    @Option(name: .customLong("protected-dir"), help: ArgumentHelp("Also give the protected-file classes new key pairs and re-wrap the files under DIR (repeatable; with --reseal-only: only finish the re-wrap).", valueName: "dir"))
+    var protectedDirectories: [String] = []
+
     func run() throws {
         try VaultCLI.run {
             let manager = try home.manager()
-            try credentials.unlock(manager)
+            try credentials.unlock(manager, needsApplicationKey: true)
             defer { manager.lock() }
             var report = Keychain.ResealReport(resealed: 0, unreadable: [])
             if access(manager.directory + "/keychain.sqlite", F_OK) == 0 {
@@ -509,6 +569,15 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
             if access(manager.directory + "/protected-files.keys", F_OK) == 0 {
                 let identities = try ProtectedFiles(manager: manager).resealUnderCurrentClassKeys()
                 try VaultCLI.say("protected-file class identities re-sealed: \(identities)")
+            }
+            if !protectedDirectories.isEmpty {
+                let rotation = try ProtectedFiles(manager: manager).rotateKeyPairs(rewrapping: protectedDirectories, resume: resealOnly)
+                let rewrap = rotation.rewrap
+                try VaultCLI.say("protected-file key pairs rotated: \(rotation.rotated); files re-wrapped \(rewrap.rewrapped.count), current \(rewrap.current), skipped \(rewrap.skipped), damaged \(rewrap.damaged.count), failed \(rewrap.failed.count); retired key pairs \(rotation.retiredKept > 0 ? "kept: \(rotation.retiredKept)" : "destroyed: \(rotation.retiredDestroyed)")")
+                for failure in rewrap.damaged + rewrap.failed { CLI.warn("securefoundation: \(failure.path): \(failure.error)") }
+                if !rewrap.damaged.isEmpty || !rewrap.failed.isEmpty {
+                    throw ProtectedFileError.io("\(rewrap.damaged.count + rewrap.failed.count) protected file(s) were not re-wrapped (listed above); fix them and run again with --reseal-only --protected-dir")
+                }
             }
             if !report.unreadable.isEmpty {
                 throw KeychainError.corrupted("\(report.unreadable.count) keychain item(s) could not be opened and were left as they are (item ids \(report.unreadable.joined(separator: ", "))): delete them (delete-generic-password, or dump-keychain to see which) or restore the keychain from a backup")
@@ -545,6 +614,9 @@ struct VaultEraseCommand: ParsableCommand {
 
     func run() throws {
         try VaultCLI.run {
+            guard home.directoryExists else {
+                throw CLIFailure("nothing to erase: \(home.directory) does not exist (check --home)")
+            }
             let manager = try home.manager()
             try manager.erase()
             try VaultCLI.say("erased the vault in \(manager.directory)")

@@ -1,0 +1,2 @@
+/// Generated code reads `SecretBytes` from Cipher; importing EmbeddedSecrets is enough.
+@_exported import Cipher

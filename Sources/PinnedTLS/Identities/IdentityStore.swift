@@ -1,0 +1,297 @@
+import Cipher
+import Foundation
+import Keychain
+import Vault
+import X509
+
+/// Private keys, certificates and identities (a key with its chain) kept in a ``Keychain``, as
+/// the system keychain's key, certificate and identity classes.
+///
+/// Each item is a generic-password item of the keychain under a reserved service
+/// (``IdentityItemKind/service``: `securefoundation.tls.key`, `.certificate`, `.identity`) with
+/// the label as its account, so it is sealed under its class key, bound to its names and
+/// MAC'd per row like every keychain item. Its secret is a small versioned record (see
+/// docs/FORMATS.md, "TLS identity records"). Private keys and identities are sealed under
+/// `whenUnlocked` unless told otherwise, and so cannot be read while the vault is locked;
+/// certificates are public and default to `always`, so that trust anchors can be read without
+/// an unlock.
+///
+/// Writes are queued by the keychain and committed within its coalescing interval; call
+/// ``flush()`` to have them on disk at once.
+public struct IdentityStore: Sendable {
+    /// The keychain the items live in.
+    public let keychain: Keychain
+
+    /// - Parameter keychain: The keychain to keep the items in.
+    public init(keychain: Keychain) {
+        self.keychain = keychain
+    }
+
+    /// One stored item, without its secret.
+    public struct Item: Sendable, Hashable {
+        /// Key, certificate or identity.
+        public var kind: IdentityItemKind
+        /// The label it is stored under.
+        public var label: String
+        /// The class key that protects it.
+        public var accessibility: Accessibility
+        /// For certificates and identities: the leaf's subject and expiry, as written when stored.
+        public var summary: String?
+        /// When it was first stored.
+        public var created: Date
+    }
+
+    /// What ``list()`` found.
+    public struct Listing: Sendable {
+        /// The items whose names could be read, ordered by label then kind.
+        public var items: [Item]
+        /// Keychain items whose names are sealed under a class key that is unavailable (the vault
+        /// is locked) or whose rows are damaged: they may or may not be TLS items.
+        public var unreadable: Int
+    }
+
+    // MARK: Private keys
+
+    /// Stores a private key (P-256, P-384, or RSA of at least 2048 bits).
+    /// - Parameters:
+    ///   - key: The key.
+    ///   - label: The label to store it under.
+    ///   - accessibility: The class key that seals it (default `whenUnlocked`).
+    ///   - replace: Replace a key stored under the label already (otherwise that is an error).
+    /// - Throws: ``IdentityError/duplicate(kind:label:)``, ``IdentityError/locked(label:accessibility:reason:)``,
+    ///   ``IdentityError/unsupportedKey(_:)``, ``IdentityError/invalidLabel(_:)``.
+    public func storePrivateKey(_ key: Certificate.PrivateKey, label: String, accessibility: Accessibility = .whenUnlocked,
+                                replace: Bool = false) throws(IdentityError) {
+        try Self.check(label)
+        let record = try IdentityRecord.encode(key: key, certificates: [])
+        defer { record.wipe() }
+        try write(record, kind: .privateKey, label: label, accessibility: accessibility, comment: nil, replace: replace)
+    }
+
+    /// The private key stored under `label`.
+    /// - Parameters:
+    ///   - label: The label.
+    ///   - minimum: The weakest class accepted (nil: any); a key stored under a weaker one is refused.
+    /// - Throws: ``IdentityError/notFound(kind:label:)``, ``IdentityError/locked(label:accessibility:reason:)``
+    ///   while the vault is locked, ``IdentityError/corruptedRecord(label:detail:)``.
+    public func privateKey(label: String, requiring minimum: Accessibility? = nil) throws(IdentityError) -> Certificate.PrivateKey {
+        let decoded = try read(.privateKey, label: label, requiring: minimum)
+        guard let key = decoded.key else { throw .corruptedRecord(label: label, detail: "no key in the record") }
+        return key
+    }
+
+    // MARK: Certificates
+
+    /// Stores one or more certificates (a chain, leaf first, or a set of trust anchors).
+    /// - Parameters:
+    ///   - certificates: 1 to 16 certificates.
+    ///   - label: The label to store them under.
+    ///   - accessibility: The class key that seals them (default `always`: certificates are public).
+    ///   - replace: Replace certificates stored under the label already.
+    /// - Throws: ``IdentityError/duplicate(kind:label:)``, ``IdentityError/invalidCertificate(_:)``.
+    public func storeCertificates(_ certificates: [Certificate], label: String, accessibility: Accessibility = .always,
+                                  replace: Bool = false) throws(IdentityError) {
+        try Self.check(label)
+        guard let first = certificates.first else { throw .invalidCertificate("no certificate given") }
+        let record = try IdentityRecord.encode(key: nil, certificates: certificates)
+        defer { record.wipe() }
+        try write(record, kind: .certificate, label: label, accessibility: accessibility, comment: Self.summary(first), replace: replace)
+    }
+
+    /// The certificates stored under `label`, in the order stored: what a trust policy uses for
+    /// "anchors kept in the keychain".
+    /// - Throws: ``IdentityError/notFound(kind:label:)``, ``IdentityError/corruptedRecord(label:detail:)``,
+    ///   ``IdentityError/locked(label:accessibility:reason:)`` for certificates stored under a locked class.
+    public func certificates(label: String, requiring minimum: Accessibility? = nil) throws(IdentityError) -> [Certificate] {
+        try read(.certificate, label: label, requiring: minimum).certificates
+    }
+
+    /// The certificates stored under `label`, for a trust policy's anchors kept in the keychain
+    /// (the same as ``certificates(label:requiring:)``).
+    public func anchorCertificates(label: String) throws(IdentityError) -> [Certificate] {
+        try certificates(label: label)
+    }
+
+    // MARK: Identities
+
+    /// Stores an identity (the key and its chain, in one item sealed under `accessibility`) and
+    /// its chain as a certificate item under the same label (sealed under `always`, so that it
+    /// can be listed and exported while the vault is locked).
+    /// - Parameters:
+    ///   - identity: The identity.
+    ///   - label: The label for both items.
+    ///   - accessibility: The class key that seals the identity (default `whenUnlocked`).
+    ///   - replace: Replace an identity or certificates stored under the label already.
+    /// - Throws: ``IdentityError/duplicate(kind:label:)`` (nothing is written then),
+    ///   ``IdentityError/locked(label:accessibility:reason:)``, ``IdentityError/unsupportedKey(_:)``.
+    public func storeIdentity(_ identity: TLSIdentity, label: String, accessibility: Accessibility = .whenUnlocked,
+                              replace: Bool = false) throws(IdentityError) {
+        try Self.check(label)
+        let record = try IdentityRecord.encode(key: identity.privateKey, certificates: identity.chain)
+        defer { record.wipe() }
+        let chain = try IdentityRecord.encode(key: nil, certificates: identity.chain)
+        defer { chain.wipe() }
+        let summary = Self.summary(identity.leaf)
+        try write(record, kind: .identity, label: label, accessibility: accessibility, comment: summary, replace: replace)
+        do {
+            try write(chain, kind: .certificate, label: label, accessibility: .always, comment: summary, replace: replace)
+        } catch {
+            // Not half-stored: take the new identity back out. (When replacing, the earlier
+            // identity is gone already; the new one stays, consistent on its own.)
+            if !replace { try? keychain.deletePassword(forService: IdentityItemKind.identity.service, account: label) }
+            throw error
+        }
+    }
+
+    /// The identity stored under `label`: its key and chain, checked to belong together.
+    /// - Throws: ``IdentityError/notFound(kind:label:)``, ``IdentityError/locked(label:accessibility:reason:)``
+    ///   while the vault is locked, ``IdentityError/corruptedRecord(label:detail:)``.
+    public func identity(label: String, requiring minimum: Accessibility? = nil) throws(IdentityError) -> TLSIdentity {
+        let decoded = try read(.identity, label: label, requiring: minimum)
+        guard let key = decoded.key, let identity = TLSIdentity(chain: decoded.certificates, privateKey: key) else {
+            throw .corruptedRecord(label: label, detail: "the key is not the leaf certificate's key")
+        }
+        return identity
+    }
+
+    // MARK: Import and export
+
+    /// Imports a PEM private key and chain as an identity (see ``IdentityImport/identity(keyPEM:chainPEM:)``).
+    /// - Returns: The identity stored.
+    @discardableResult
+    public func importPEM(key: SecretBytes, chain: some ContiguousBytes, label: String, accessibility: Accessibility = .whenUnlocked,
+                          replace: Bool = false) throws(IdentityError) -> TLSIdentity {
+        try Self.check(label)
+        let identity = try IdentityImport.identity(keyPEM: key, chainPEM: chain)
+        try storeIdentity(identity, label: label, accessibility: accessibility, replace: replace)
+        return identity
+    }
+
+    /// Imports a PKCS#12 file as an identity (see ``IdentityImport/identity(pkcs12:password:)``).
+    /// - Returns: The identity stored.
+    @discardableResult
+    public func importPKCS12(_ bytes: some ContiguousBytes, password: SecretBytes?, label: String,
+                             accessibility: Accessibility = .whenUnlocked, replace: Bool = false) throws(IdentityError) -> TLSIdentity {
+        try Self.check(label)
+        let identity = try IdentityImport.identity(pkcs12: bytes, password: password)
+        try storeIdentity(identity, label: label, accessibility: accessibility, replace: replace)
+        return identity
+    }
+
+    /// The certificates stored under `label` as PEM text (leaf first): the certificate item's,
+    /// else the identity's chain.
+    /// - Throws: ``IdentityError/notFound(kind:label:)`` when neither is stored.
+    public func exportCertificatesPEM(label: String) throws(IdentityError) -> String {
+        let certificates: [Certificate]
+        do {
+            certificates = try self.certificates(label: label)
+        } catch .notFound {
+            certificates = try identity(label: label).chain
+        }
+        return try Self.pem(certificates)
+    }
+
+    /// PEM text of certificates, one `CERTIFICATE` block each (64-column base64), as openssl writes it.
+    public static func pem(_ certificates: [Certificate]) throws(IdentityError) -> String {
+        var text = ""
+        for certificate in certificates {
+            let base64 = Data(try IdentityRecord.der(certificate)).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
+            text += "-----BEGIN CERTIFICATE-----\n" + base64 + "\n-----END CERTIFICATE-----\n"
+        }
+        return text
+    }
+
+    // MARK: Listing and deleting
+
+    /// Every key, certificate and identity item, without secrets.
+    /// - Throws: ``IdentityError/keychain(_:)`` when the keychain cannot be read.
+    public func list() throws(IdentityError) -> Listing {
+        let summaries: [ItemSummary]
+        do { summaries = try keychain.summaries() } catch { throw .keychain("\(error)") }
+        var items: [Item] = []
+        var unreadable = 0
+        for summary in summaries {
+            guard let attributes = summary.attributes else { unreadable += 1; continue }
+            guard attributes.key.itemClass == .genericPassword,
+                  let kind = IdentityItemKind.allCases.first(where: { $0.service == attributes.key.service })
+            else { continue }
+            items.append(Item(kind: kind, label: attributes.key.account, accessibility: attributes.accessibility,
+                              summary: attributes.comment, created: attributes.creationDate))
+        }
+        items.sort { ($0.label, $0.kind.rawValue) < ($1.label, $1.kind.rawValue) }
+        return Listing(items: items, unreadable: unreadable)
+    }
+
+    /// Deletes the items stored under `label`: of one kind, or of every kind. No class key is needed.
+    /// - Returns: How many items were deleted (at least 1).
+    /// - Throws: ``IdentityError/notFound(kind:label:)`` when there was none.
+    @discardableResult
+    public func delete(label: String, kind: IdentityItemKind? = nil) throws(IdentityError) -> Int {
+        var deleted = 0
+        for candidate in kind.map({ [$0] }) ?? IdentityItemKind.allCases {
+            do {
+                try keychain.deletePassword(forService: candidate.service, account: label)
+                deleted += 1
+            } catch KeychainError.itemNotFound {
+                continue
+            } catch let error as KeychainError {
+                throw IdentityError.from(error, kind: candidate, label: label)
+            } catch {
+                throw .keychain("\(error)")
+            }
+        }
+        guard deleted > 0 else { throw .notFound(kind: kind ?? .identity, label: label) }
+        return deleted
+    }
+
+    /// Commits queued writes to disk now.
+    public func flush() throws(IdentityError) {
+        do { try keychain.flush() } catch { throw .keychain("\(error)") }
+    }
+
+    // MARK: Internals
+
+    static func check(_ label: String) throws(IdentityError) {
+        guard !label.isEmpty else { throw .invalidLabel("the label is empty") }
+        guard label.count <= 200 else { throw .invalidLabel("the label has \(label.count) characters") }
+        guard !label.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw .invalidLabel("the label contains control characters")
+        }
+    }
+
+    /// "CN=…, expires 2027-12-24" for listings.
+    static func summary(_ certificate: Certificate) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withFullDate]
+        return "\(certificate.subject), expires \(formatter.string(from: certificate.notValidAfter))"
+    }
+
+    private func write(_ record: SecretBytes, kind: IdentityItemKind, label: String, accessibility: Accessibility,
+                       comment: String?, replace: Bool) throws(IdentityError) {
+        let key = ItemKey.generic(service: kind.service, account: label)
+        do {
+            if replace {
+                try keychain.addOrUpdate(record, for: key, accessibility: accessibility, label: label, comment: comment)
+            } else {
+                try keychain.add(record, for: key, accessibility: accessibility, label: label, comment: comment)
+            }
+        } catch let error as KeychainError {
+            throw IdentityError.from(error, kind: kind, label: label)
+        } catch {
+            throw .keychain("\(error)")
+        }
+    }
+
+    private func read(_ kind: IdentityItemKind, label: String, requiring minimum: Accessibility?) throws(IdentityError) -> IdentityRecord.Decoded {
+        let secret: SecretBytes
+        do {
+            secret = try keychain.passwordData(forService: kind.service, account: label, requiring: minimum)
+        } catch let error as KeychainError {
+            throw IdentityError.from(error, kind: kind, label: label)
+        } catch {
+            throw .keychain("\(error)")
+        }
+        defer { secret.wipe() }
+        return try IdentityRecord.decode(secret, expecting: kind, label: label)
+    }
+}

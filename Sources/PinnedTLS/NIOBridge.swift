@@ -1,0 +1,180 @@
+import Foundation
+import NIOCore
+import NIOSSL
+import NIOTLS
+import SwiftASN1
+import X509
+
+/// What the verification callback decided, kept for the connection's owner: the typed refusal
+/// cannot travel through BoringSSL, which only reports a failed handshake.
+enum VerificationOutcome: Sendable {
+    case accepted(TrustEvaluation)
+    case refused(TLSTrustError)
+}
+
+enum NIOBridge {
+    /// swift-certificates' view of certificates BoringSSL handed over.
+    static func certificates(_ nio: [NIOSSLCertificate]) -> Result<[Certificate], TLSTrustError.Reason> {
+        var result: [Certificate] = []
+        result.reserveCapacity(nio.count)
+        for certificate in nio {
+            do {
+                let der = try certificate.toDERBytes()
+                if let parsed = parsedCache.withLockedValue({ $0[der] }) {
+                    result.append(parsed)
+                    continue
+                }
+                let parsed = try Certificate(derEncoded: der)
+                parsedCache.withLockedValue { cache in
+                    if cache.count >= 256 { cache.removeAll() }
+                    cache[der] = parsed
+                }
+                result.append(parsed)
+            } catch {
+                return .failure(.malformedCertificate("\(error)"))
+            }
+        }
+        return .success(result)
+    }
+
+    /// Certificates parsed from the same DER bytes before (a server presents the same chain to
+    /// every client): parsing is the same work each time, so it is done once. The key is the
+    /// whole DER encoding, so a different certificate never hits another's entry.
+    private static let parsedCache = LockedBox<[[UInt8]: Certificate]>([:])
+
+    static func nioCertificate(_ certificate: Certificate) throws -> NIOSSLCertificate {
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        return try NIOSSLCertificate(bytes: serializer.serializedBytes, format: .der)
+    }
+
+    /// Anchors converted for BoringSSL, kept so that each handshake does not convert them again.
+    private static let anchorCache = LockedBox<[Certificate: NIOSSLCertificate]>([:])
+
+    static func cachedNIOCertificate(_ certificate: Certificate) throws -> NIOSSLCertificate {
+        if let cached = anchorCache.withLockedValue({ $0[certificate] }) { return cached }
+        let converted = try nioCertificate(certificate)
+        anchorCache.withLockedValue { cache in
+            if cache.count >= 256 { cache.removeAll() }
+            cache[certificate] = converted
+        }
+        return converted
+    }
+
+    /// TLS 1.2 and 1.3 only.
+    static func restrictVersions(_ configuration: inout TLSConfiguration) {
+        configuration.minimumTLSVersion = .tlsv12
+        configuration.maximumTLSVersion = .tlsv13
+    }
+
+    /// The identity as swift-nio-ssl takes it. The key travels to BoringSSL as DER; the
+    /// temporary copy is overwritten before it is released.
+    static func material(_ identity: TLSIdentity) throws(PinnedTLSError)
+        -> (chain: [NIOSSLCertificateSource], key: NIOSSLPrivateKeySource)
+    {
+        do {
+            let chain: [NIOSSLCertificateSource] = try identity.chain.map { .certificate(try nioCertificate($0)) }
+            var der = try identity.privateKey.serializeAsPEM().derBytes
+            defer { scrubBytes(&der) }
+            return (chain, .privateKey(try NIOSSLPrivateKey(bytes: der, format: .der)))
+        } catch {
+            throw .invalidIdentity("the identity cannot be handed to TLS: \(error)")
+        }
+    }
+
+    /// Puts `identity` into `configuration`.
+    static func install(_ identity: TLSIdentity, in configuration: inout TLSConfiguration) throws(PinnedTLSError) {
+        let material = try material(identity)
+        configuration.certificateChain = material.chain
+        configuration.privateKey = material.key
+    }
+
+    /// A verification callback that converts the presented chain, runs `evaluate`, records the
+    /// outcome in `outcome`, and hands BoringSSL the validated chain.
+    static func callback(
+        outcome: LockedBox<VerificationOutcome?>,
+        peer: @escaping @Sendable () -> String,
+        evaluate: @escaping @Sendable ([Certificate]) async throws(TLSTrustError) -> TrustEvaluation
+    ) -> NIOSSLCustomVerificationCallbackWithMetadata {
+        { presented, promise in
+            promise.completeWithTask {
+                let chain: [Certificate]
+                switch certificates(presented) {
+                case .success(let converted):
+                    chain = converted
+                case .failure(let reason):
+                    outcome.withLockedValue { $0 = .refused(TLSTrustError(host: peer(), reason: reason, presented: [])) }
+                    return .failed
+                }
+                do {
+                    let evaluation = try await evaluate(chain)
+                    // The validated chain is the presented certificates plus the anchor: reuse
+                    // BoringSSL's objects, and convert an anchor once.
+                    let nioChain = try evaluation.validatedChain.map { certificate in
+                        if let index = chain.firstIndex(of: certificate) { return presented[index] }
+                        return try cachedNIOCertificate(certificate)
+                    }
+                    guard !nioChain.isEmpty else { return .failed }
+                    outcome.withLockedValue { $0 = .accepted(evaluation) }
+                    return .certificateVerified(VerificationMetadata(NIOSSL.ValidatedCertificateChain(nioChain)))
+                } catch let error as TLSTrustError {
+                    outcome.withLockedValue { $0 = .refused(error) }
+                    return .failed
+                } catch {
+                    outcome.withLockedValue {
+                        $0 = .refused(TLSTrustError(host: peer(), reason: .malformedCertificate("\(error)"), chain: chain))
+                    }
+                    return .failed
+                }
+            }
+        }
+    }
+}
+
+/// Completes a promise when the TLS handshake completes, or fails it when the channel errs or
+/// closes first.
+final class HandshakeWaiter: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    private let promise: EventLoopPromise<Void>
+    private var done = false
+
+    init(promise: EventLoopPromise<Void>) {
+        self.promise = promise
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? TLSUserEvent, case .handshakeCompleted = event, !done {
+            done = true
+            promise.succeed(())
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if !done {
+            done = true
+            promise.fail(error)
+        }
+        context.fireErrorCaught(error)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !done {
+            done = true
+            promise.fail(ChannelError.eof)
+        }
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        if !done {
+            done = true
+            promise.fail(ChannelError.ioOnClosedChannel)
+        }
+    }
+}
+
+extension TimeAmount {
+    var seconds: Double { Double(nanoseconds) / 1_000_000_000 }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import X509
+
+/// A TLS connection whose peer passed the policy.
+public struct PinnedTLSConnection: Sendable {
+    /// The channel, for reading and writing bytes (NIO's async channel API). Use its
+    /// `executeThenClose`.
+    public let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+    /// What the policy found: the validated chain, the matched pin, warnings.
+    public let evaluation: TrustEvaluation
+
+    /// The peer's validated chain, leaf first.
+    public var peerChain: [Certificate] { evaluation.validatedChain }
+}
+
+/// A TLS client (TLS 1.2 and 1.3) that trusts servers by a ``TrustPolicy`` and can present a
+/// client certificate.
+public struct PinnedTLSClient: Sendable {
+    /// The trust policy.
+    public let policy: TrustPolicy
+    private let context: NIOSSLContext
+    private let group: any EventLoopGroup
+
+    /// Prepares a client.
+    ///
+    /// - Parameters:
+    ///   - policy: how servers are trusted.
+    ///   - identity: the client certificate and key to present when a server asks for one.
+    ///   - eventLoopGroup: where the connections run; NIO's shared group by default.
+    /// - Throws: ``PinnedTLSError/invalidIdentity(_:)`` when the identity cannot be used.
+    public init(
+        policy: TrustPolicy, identity: TLSIdentity? = nil,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) throws(PinnedTLSError) {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        NIOBridge.restrictVersions(&configuration)
+        // The policy's callback replaces BoringSSL's verification, the host name included.
+        configuration.certificateVerification = .noHostnameVerification
+        configuration.trustRoots = .certificates([])
+        if let identity { try NIOBridge.install(identity, in: &configuration) }
+        do {
+            context = try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw .invalidIdentity("TLS context: \(error)")
+        }
+        self.policy = policy
+        self.group = eventLoopGroup
+    }
+
+    /// Connects to `host:port`, performs the handshake and applies the policy.
+    ///
+    /// - Parameters:
+    ///   - host: the host to connect to.
+    ///   - port: the TCP port.
+    ///   - serverName: the name the certificate is checked against (and sent as SNI); `host`
+    ///     by default.
+    ///   - timeout: the bound on the TCP connection and, separately, on the handshake.
+    /// - Returns: the connection and its validated peer chain.
+    /// - Throws: ``TLSTrustError`` when the policy refuses the server; ``PinnedTLSError`` when
+    ///   the connection or handshake fails otherwise or times out.
+    public func connect(
+        host: String, port: Int, serverName: String? = nil, timeout: TimeAmount = .seconds(10)
+    ) async throws -> PinnedTLSConnection {
+        let (channel, evaluation) = try await connectChannel(
+            host: host, port: port, serverName: serverName, timeout: timeout,
+            inbound: ByteBuffer.self, outbound: ByteBuffer.self) { _ in }
+        return PinnedTLSConnection(channel: channel, evaluation: evaluation)
+    }
+
+    /// Connects and wraps the channel after `configure` added its handlers behind TLS.
+    func connectChannel<Inbound: Sendable, Outbound: Sendable>(
+        host: String, port: Int, serverName: String?, timeout: TimeAmount,
+        inbound: Inbound.Type, outbound: Outbound.Type,
+        configure: @escaping @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void
+    ) async throws -> (NIOAsyncChannel<Inbound, Outbound>, TrustEvaluation) {
+        let name = serverName ?? host
+        let policy = self.policy
+        let context = self.context
+        let outcome = LockedBox<VerificationOutcome?>(nil)
+        let sni = ChainValidation.isIPAddress(name) ? nil : name
+        let connected: (NIOAsyncChannel<Inbound, Outbound>, EventLoopFuture<Void>)
+        do {
+            connected = try await ClientBootstrap(group: group)
+                .connectTimeout(timeout)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .connect(host: host, port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let promise = channel.eventLoop.makePromise(of: Void.self)
+                        let callback = NIOBridge.callback(outcome: outcome, peer: { name }) {
+                            presented throws(TLSTrustError) in
+                            try await policy.evaluate(host: name, port: port, presented: presented)
+                        }
+                        let handler = try NIOSSLClientHandler(
+                            context: context, serverHostname: sni, customVerificationCallbackWithMetadata: callback)
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                        try channel.pipeline.syncOperations.addHandler(HandshakeWaiter(promise: promise))
+                        try configure(channel.pipeline.syncOperations)
+                        let wrapped = try NIOAsyncChannel<Inbound, Outbound>(wrappingChannelSynchronously: channel)
+                        return (wrapped, promise.futureResult)
+                    }
+                }
+        } catch let error as ChannelError {
+            if case .connectTimeout = error {
+                throw PinnedTLSError.timedOut(what: "connecting to \(host):\(port)", seconds: timeout.seconds)
+            }
+            throw PinnedTLSError.connectionFailed(host: host, port: port, detail: "\(error)")
+        } catch {
+            throw PinnedTLSError.connectionFailed(host: host, port: port, detail: "\(error)")
+        }
+        let (channel, handshake) = connected
+        let raw = channel.channel
+        let timedOut = LockedBox(false)
+        let timer = raw.eventLoop.scheduleTask(in: timeout) {
+            timedOut.withLockedValue { $0 = true }
+            raw.close(promise: nil)
+        }
+        defer { timer.cancel() }
+        do {
+            try await handshake.get()
+        } catch {
+            raw.close(promise: nil)
+            try? await channel.executeThenClose { _, _ in }
+            if case .refused(let refusal) = outcome.withLockedValue({ $0 }) { throw refusal }
+            if timedOut.withLockedValue({ $0 }) {
+                throw PinnedTLSError.timedOut(what: "TLS handshake with \(host):\(port)", seconds: timeout.seconds)
+            }
+            throw PinnedTLSError.connectionFailed(host: host, port: port, detail: "TLS handshake: \(error)")
+        }
+        guard case .accepted(let evaluation) = outcome.withLockedValue({ $0 }) else {
+            raw.close(promise: nil)
+            try? await channel.executeThenClose { _, _ in }
+            throw PinnedTLSError.connectionFailed(host: host, port: port, detail: "the handshake ended without verification")
+        }
+        return (channel, evaluation)
+    }
+}

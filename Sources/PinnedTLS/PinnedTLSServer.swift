@@ -1,0 +1,166 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import X509
+
+/// A TLS server (TLS 1.2 and 1.3) presenting an identity and, optionally, requiring client
+/// certificates issued under given anchors (mutual TLS).
+public final class PinnedTLSServer: Sendable {
+    /// An accepted connection.
+    public struct Connection: Sendable {
+        /// The channel (NIO's async channel API); use its `executeThenClose`.
+        public let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+        /// The client's validated chain, leaf first, when client certificates are required.
+        public let peerChain: [Certificate]?
+        /// The client's address.
+        public let remoteAddress: String
+    }
+
+    private typealias Child = (channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, handshake: EventLoopFuture<Void>,
+                               outcome: LockedBox<VerificationOutcome?>)
+
+    private let listener: NIOAsyncChannel<Child, Never>
+    private let handshakeTimeout: TimeAmount
+    /// The port the server listens on (useful after binding port 0).
+    public let port: Int
+
+    private init(listener: NIOAsyncChannel<Child, Never>, handshakeTimeout: TimeAmount) {
+        self.listener = listener
+        self.handshakeTimeout = handshakeTimeout
+        self.port = listener.channel.localAddress?.port ?? 0
+    }
+
+    /// Listens on `host:port`.
+    ///
+    /// - Parameters:
+    ///   - host: the address to listen on; loopback by default.
+    ///   - port: the port; 0 picks a free one (read it from ``port``).
+    ///   - identity: the server's chain and key.
+    ///   - clientAuthentication: when given, a client must present a certificate that passes
+    ///     it; the handler sees the validated chain.
+    ///   - handshakeTimeout: a client that has not finished its handshake within this time is
+    ///     disconnected.
+    ///   - eventLoopGroup: where the connections run.
+    /// - Throws: ``PinnedTLSError``.
+    public static func bind(
+        host: String = "127.0.0.1", port: Int = 0, identity: TLSIdentity,
+        clientAuthentication: ClientAuthentication? = nil, handshakeTimeout: TimeAmount = .seconds(10),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws(PinnedTLSError) -> PinnedTLSServer {
+        let material = try NIOBridge.material(identity)
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: material.chain, privateKey: material.key)
+        NIOBridge.restrictVersions(&configuration)
+        configuration.trustRoots = .certificates([])
+        configuration.certificateVerification = clientAuthentication == nil ? .none : .noHostnameVerification
+        let context: NIOSSLContext
+        do {
+            context = try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw .invalidIdentity("TLS context: \(error)")
+        }
+        do {
+            let listener = try await ServerBootstrap(group: eventLoopGroup)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .bind(host: host, port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture { () throws -> Child in
+                        let outcome = LockedBox<VerificationOutcome?>(nil)
+                        let promise = channel.eventLoop.makePromise(of: Void.self)
+                        let peer = channel.remoteAddress?.description ?? "client"
+                        let handler: NIOSSLServerHandler
+                        if let clientAuthentication {
+                            handler = NIOSSLServerHandler(
+                                context: context,
+                                customVerificationCallbackWithMetadata: NIOBridge.callback(
+                                    outcome: outcome, peer: { peer }
+                                ) { presented throws(TLSTrustError) in
+                                    try await clientAuthentication.evaluate(peer: peer, presented: presented)
+                                })
+                        } else {
+                            handler = NIOSSLServerHandler(context: context)
+                        }
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                        try channel.pipeline.syncOperations.addHandler(HandshakeWaiter(promise: promise))
+                        let wrapped = try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                        return (wrapped, promise.futureResult, outcome)
+                    }
+                }
+            return PinnedTLSServer(listener: listener, handshakeTimeout: handshakeTimeout)
+        } catch {
+            throw .connectionFailed(host: host, port: port, detail: "cannot listen: \(error)")
+        }
+    }
+
+    /// Accepts connections until ``close()``: each client's handshake runs (bounded by the
+    /// handshake timeout) and, if it passes, `handler` gets the connection; the channel is
+    /// closed when the handler returns.
+    ///
+    /// - Parameters:
+    ///   - onRefused: told about each client refused or failed during the handshake: a
+    ///     ``TLSTrustError`` when the client-certificate policy refused it (no certificate,
+    ///     another CA...), a ``PinnedTLSError`` otherwise.
+    ///   - handler: serves one connection.
+    public func run(
+        onRefused: @escaping @Sendable (any Error) -> Void = { _ in },
+        handler: @escaping @Sendable (Connection) async throws -> Void
+    ) async throws {
+        let timeout = handshakeTimeout
+        try await listener.executeThenClose { inbound in
+            try await withThrowingDiscardingTaskGroup { group in
+                for try await child in inbound {
+                    group.addTask {
+                        await Self.serve(child, timeout: timeout, onRefused: onRefused, handler: handler)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops listening; ``run(onRefused:handler:)`` returns once running handlers finish.
+    public func close() async {
+        try? await listener.channel.close()
+    }
+
+    private static func serve(
+        _ child: Child, timeout: TimeAmount, onRefused: @Sendable (any Error) -> Void,
+        handler: @Sendable (Connection) async throws -> Void
+    ) async {
+        let raw = child.channel.channel
+        let remote = raw.remoteAddress?.description ?? "client"
+        let timer = raw.eventLoop.scheduleTask(in: timeout) { raw.close(promise: nil) }
+        do {
+            try await child.handshake.get()
+            timer.cancel()
+        } catch {
+            timer.cancel()
+            raw.close(promise: nil)
+            try? await child.channel.executeThenClose { _, _ in }
+            if case .refused(let refusal) = child.outcome.withLockedValue({ $0 }) {
+                onRefused(refusal)
+            } else if Self.isMissingCertificate(error) {
+                onRefused(TLSTrustError(host: remote, reason: .noCertificate, presented: []))
+            } else {
+                onRefused(PinnedTLSError.connectionFailed(host: remote, port: 0, detail: "TLS handshake: \(error)"))
+            }
+            return
+        }
+        var peerChain: [Certificate]?
+        if case .accepted(let evaluation) = child.outcome.withLockedValue({ $0 }) {
+            peerChain = evaluation.validatedChain
+        }
+        do {
+            try await handler(Connection(channel: child.channel, peerChain: peerChain, remoteAddress: remote))
+        } catch {
+            // The handler's own failure ends its connection only.
+        }
+        try? await raw.close()
+        try? await child.channel.executeThenClose { _, _ in }
+    }
+
+    private static func isMissingCertificate(_ error: any Error) -> Bool {
+        let text = String(describing: error)
+        return text.contains("PEER_DID_NOT_RETURN_A_CERTIFICATE") || text.contains("CERTIFICATE_REQUIRED")
+    }
+}

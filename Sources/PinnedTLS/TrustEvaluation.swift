@@ -1,0 +1,196 @@
+import Foundation
+import SwiftASN1
+@_spi(FixedExpiryValidationTime) @_spi(DisableValidityCheck) import X509
+
+/// The outcome of an accepted peer.
+public struct TrustEvaluation: Sendable {
+    /// The validated chain, leaf first, ending at the anchor.
+    public let validatedChain: [Certificate]
+    /// The pin that matched, if the entry has pins that were checked and one matched.
+    public let matchedPin: SPKIPin?
+    /// Why the peer was accepted although something was off: the pin set expired, or no pin
+    /// matched in report mode. Empty when everything matched.
+    public let warnings: [String]
+}
+
+extension TLSTrustError.PresentedCertificate {
+    init(_ certificate: Certificate) {
+        self.init(subject: certificate.subject.description, pin: try? SPKIPin(certificate: certificate))
+    }
+}
+
+extension TLSTrustError {
+    init(host: String, reason: Reason, chain: [Certificate]) {
+        self.init(host: host, reason: reason, presented: chain.map(PresentedCertificate.init))
+    }
+}
+
+enum ChainValidation {
+    /// Validates `presented` (leaf first) against `store`: RFC 5280 at `now`, plus the server's
+    /// identity when `serverName` is given. On failure, finds the most useful reason.
+    static func validate(
+        presented: [Certificate], store: CertificateStore, serverName: String?, now: Date
+    ) async -> Result<[Certificate], TLSTrustError.Reason> {
+        guard let leaf = presented.first else { return .failure(.noCertificate) }
+        let intermediates = CertificateStore(presented.dropFirst())
+        let result: CertificateValidationResult
+        if let serverName {
+            let ip = isIPAddress(serverName)
+            var verifier = Verifier(rootCertificates: store) {
+                RFC5280Policy(fixedExpiryValidationTime: now)
+                ServerIdentityPolicy(serverHostname: ip ? nil : serverName, serverIP: ip ? serverName : nil)
+            }
+            result = await verifier.validate(leaf: leaf, intermediates: intermediates)
+        } else {
+            var verifier = Verifier(rootCertificates: store) { RFC5280Policy(fixedExpiryValidationTime: now) }
+            result = await verifier.validate(leaf: leaf, intermediates: intermediates)
+        }
+        switch result {
+        case .validCertificate(let chain):
+            return .success(Array(chain))
+        case .couldNotValidate(let failures):
+            return .failure(await classify(leaf: leaf, intermediates: intermediates, store: store, now: now,
+                                           serverName: serverName, failures: failures))
+        }
+    }
+
+    /// Runs only after a failure (the cost is on refused peers): does a chain lead to an anchor
+    /// at all (ignoring time)? Then is it in its validity period? Then it must be the name.
+    private static func classify(
+        leaf: Certificate, intermediates: CertificateStore, store: CertificateStore, now: Date, serverName: String?,
+        failures: [CertificateValidationResult.PolicyFailure]
+    ) async -> TLSTrustError.Reason {
+        var timeless = Verifier(rootCertificates: store) { RFC5280Policy.withValidityCheckDisabled() }
+        switch await timeless.validate(leaf: leaf, intermediates: intermediates) {
+        case .couldNotValidate(let structural):
+            if let first = structural.first { return .invalidChain(first.policyFailureReason.description) }
+            return .untrustedAnchor
+        case .validCertificate(let chain):
+            for certificate in chain {
+                if certificate.notValidAfter < now { return .expired }
+                if certificate.notValidBefore > now { return .notYetValid }
+            }
+            if serverName != nil { return .hostnameMismatch }
+            return .invalidChain(failures.first?.policyFailureReason.description ?? "rejected by policy")
+        }
+    }
+
+    static func isIPAddress(_ text: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
+    }
+
+    /// Checks `pins` against `chain`; returns the matching pin, or nil.
+    static func matchingPin(_ pins: PinSet, chain: [Certificate]) -> SPKIPin? {
+        for certificate in chain {
+            if let pin = try? SPKIPin(certificate: certificate), pins.pins.contains(pin) { return pin }
+        }
+        return nil
+    }
+}
+
+extension TrustPolicy {
+    /// Evaluates a server's presented chain (leaf first) for `host`: chain validation against
+    /// the entry's anchors (RFC 5280 and the server's identity), then the pins against the
+    /// validated chain. Reports go to ``reporter``.
+    ///
+    /// - Parameters:
+    ///   - host: the name the client connects to (and checks the certificate against).
+    ///   - port: the port, for reports.
+    ///   - presented: the certificates the server sent, leaf first.
+    /// - Throws: ``TLSTrustError`` with the reason and the presented chain's pins.
+    public func evaluate(host: String, port: Int, presented: [Certificate]) async throws(TLSTrustError)
+        -> TrustEvaluation
+    {
+        let now = clock()
+        let entry = entry(for: host)
+        guard let anchors = entry?.anchors ?? defaultAnchors else {
+            throw TLSTrustError(host: host, reason: .noPolicyForHost, chain: presented)
+        }
+        let store: CertificateStore
+        do {
+            store = try anchors.store(source: anchorSource)
+        } catch {
+            throw TLSTrustError(host: host, reason: error, chain: presented)
+        }
+        let chain: [Certificate]
+        switch await ChainValidation.validate(presented: presented, store: store, serverName: host, now: now) {
+        case .success(let validated):
+            chain = validated
+        case .failure(let reason):
+            if let entry, entry.pins != nil, let reporter {
+                reporter.submit(
+                    reporter.makeReport(host: host, port: port, entry: entry, chain: presented,
+                                        result: .failedInvalidCertificateChain, reason: reason.code,
+                                        pinSetExpired: false, now: now),
+                    now: now)
+            }
+            throw TLSTrustError(host: host, reason: reason, chain: presented)
+        }
+        guard let entry, let pins = entry.pins else {
+            return TrustEvaluation(validatedChain: chain, matchedPin: nil, warnings: [])
+        }
+        if pins.isExpired(at: now) {
+            let warning = "the pin set of \(entry.pattern) expired; only the anchors were checked"
+            if let reporter {
+                reporter.submit(
+                    reporter.makeReport(host: host, port: port, entry: entry, chain: chain, result: .success,
+                                        reason: "pin-set-expired", pinSetExpired: true, now: now),
+                    now: now)
+            }
+            return TrustEvaluation(validatedChain: chain, matchedPin: nil, warnings: [warning])
+        }
+        if let pin = ChainValidation.matchingPin(pins, chain: chain) {
+            return TrustEvaluation(validatedChain: chain, matchedPin: pin, warnings: [])
+        }
+        if let reporter {
+            reporter.submit(
+                reporter.makeReport(host: host, port: port, entry: entry, chain: chain, result: .failedNoMatchingPin,
+                                    reason: TLSTrustError.Reason.noPinMatched.code, pinSetExpired: false, now: now),
+                now: now)
+        }
+        switch pins.mode {
+        case .enforce:
+            throw TLSTrustError(host: host, reason: .noPinMatched, chain: presented)
+        case .report:
+            return TrustEvaluation(
+                validatedChain: chain, matchedPin: nil,
+                warnings: ["no pin of \(entry.pattern) matched; report mode lets the connection proceed"])
+        }
+    }
+}
+
+extension ClientAuthentication {
+    /// Evaluates a client's presented chain (leaf first): RFC 5280 against the anchors, then
+    /// the pins, if any, against the validated chain.
+    ///
+    /// - Parameters:
+    ///   - peer: the client's address, for the error.
+    ///   - presented: the certificates the client sent, leaf first.
+    /// - Throws: ``TLSTrustError``.
+    public func evaluate(peer: String, presented: [Certificate]) async throws(TLSTrustError) -> TrustEvaluation {
+        let now = clock()
+        let store: CertificateStore
+        do {
+            store = try anchors.store(source: anchorSource)
+        } catch {
+            throw TLSTrustError(host: peer, reason: error, chain: presented)
+        }
+        let chain: [Certificate]
+        switch await ChainValidation.validate(presented: presented, store: store, serverName: nil, now: now) {
+        case .success(let validated): chain = validated
+        case .failure(let reason): throw TLSTrustError(host: peer, reason: reason, chain: presented)
+        }
+        guard let pins, !pins.isExpired(at: now) else {
+            return TrustEvaluation(validatedChain: chain, matchedPin: nil, warnings: [])
+        }
+        if let pin = ChainValidation.matchingPin(pins, chain: chain) {
+            return TrustEvaluation(validatedChain: chain, matchedPin: pin, warnings: [])
+        }
+        if pins.mode == .enforce {
+            throw TLSTrustError(host: peer, reason: .noPinMatched, chain: presented)
+        }
+        return TrustEvaluation(validatedChain: chain, matchedPin: nil, warnings: ["no client pin matched (report mode)"])
+    }
+}

@@ -1,0 +1,197 @@
+import Foundation
+import X509
+
+/// The keys a host's certificate chain must contain one of, and what to do when it does not.
+public struct PinSet: Sendable, Equatable {
+    /// What happens when no pin matches.
+    public enum Mode: String, Sendable, Equatable, CaseIterable {
+        /// The connection is refused (and reported).
+        case enforce
+        /// The connection proceeds; the mismatch is reported.
+        case report
+    }
+
+    /// The pins; any one of them matching a key of the validated chain is enough.
+    public let pins: [SPKIPin]
+    /// After this instant the pins are no longer checked (the anchors still are) and a warning
+    /// is reported: an application that is not updated in time keeps working instead of
+    /// refusing every connection. `nil`: the pins never expire.
+    public let expires: Date?
+    /// Enforce or report only.
+    public let mode: Mode
+
+    /// Creates a pin set.
+    ///
+    /// - Throws: ``PinnedTLSError/invalidConfiguration(_:)`` when enforcing with fewer than two
+    ///   distinct pins: with a single pin, losing or rotating that key locks every client out;
+    ///   keep a backup key (not yet in use) pinned beside the live one.
+    public init(pins: [SPKIPin], expires: Date? = nil, mode: Mode = .enforce) throws(PinnedTLSError) {
+        var unique: [SPKIPin] = []
+        for pin in pins where !unique.contains(pin) { unique.append(pin) }
+        if mode == .enforce && unique.count < 2 {
+            throw .invalidConfiguration(
+                "an enforced pin set needs at least two distinct pins (the live key and a backup key), got \(unique.count)")
+        }
+        self.pins = unique
+        self.expires = expires
+        self.mode = mode
+    }
+
+    /// Whether the pins have expired at `date`.
+    public func isExpired(at date: Date) -> Bool {
+        guard let expires else { return false }
+        return date >= expires
+    }
+}
+
+/// Supplies anchor certificates kept elsewhere (the keychain) under a label.
+public protocol AnchorSource: Sendable {
+    /// The certificates stored under `label`.
+    ///
+    /// - Throws: any error; it refuses the connection with
+    ///   ``TLSTrustError/Reason/anchorsUnavailable(_:)``.
+    func anchorCertificates(label: String) throws -> [Certificate]
+}
+
+/// An ``AnchorSource`` made of a closure.
+public struct ClosureAnchorSource: AnchorSource {
+    private let body: @Sendable (String) throws -> [Certificate]
+
+    /// Wraps `body`, which returns the certificates for a label.
+    public init(_ body: @escaping @Sendable (String) throws -> [Certificate]) {
+        self.body = body
+    }
+
+    public func anchorCertificates(label: String) throws -> [Certificate] {
+        try body(label)
+    }
+}
+
+/// The certificates a chain may lead to.
+public struct TrustAnchors: Sendable, Equatable {
+    /// Whether the system's root store is trusted. Switch it off to trust only the
+    /// application's own anchors.
+    public var system: Bool
+    /// Anchor certificates given directly (read from files, or built in).
+    public var certificates: [Certificate]
+    /// Labels resolved through the policy's ``AnchorSource`` at each handshake.
+    public var keychainLabels: [String]
+
+    public init(system: Bool = false, certificates: [Certificate] = [], keychainLabels: [String] = []) {
+        self.system = system
+        self.certificates = certificates
+        self.keychainLabels = keychainLabels
+    }
+
+    /// The system's root store only.
+    public static let systemRoots = TrustAnchors(system: true)
+
+    /// Only the given certificates; the system store is off.
+    public static func only(_ certificates: [Certificate]) -> TrustAnchors {
+        TrustAnchors(system: false, certificates: certificates)
+    }
+
+    var isEmpty: Bool { !system && certificates.isEmpty && keychainLabels.isEmpty }
+
+    func store(source: (any AnchorSource)?) throws(TLSTrustError.Reason) -> CertificateStore {
+        var certificates = self.certificates
+        for label in keychainLabels {
+            guard let source else {
+                throw .anchorsUnavailable("keychain label \"\(label)\" but the policy has no anchor source")
+            }
+            do {
+                certificates += try source.anchorCertificates(label: label)
+            } catch {
+                throw .anchorsUnavailable("keychain label \"\(label)\": \(error)")
+            }
+        }
+        if system {
+            return CertificateStore.systemTrustRoots.appending(contentsOf: certificates)
+        }
+        if certificates.isEmpty {
+            throw .anchorsUnavailable("no anchors: the system store is off and no certificate was given")
+        }
+        return CertificateStore(certificates)
+    }
+}
+
+/// The trust rules of the hosts a pattern matches.
+public struct HostPolicy: Sendable, Equatable {
+    /// The hosts this entry covers.
+    public var pattern: HostPattern
+    /// What the chain must lead to.
+    public var anchors: TrustAnchors
+    /// The keys the validated chain must contain one of; `nil`: no pinning.
+    public var pins: PinSet?
+
+    public init(pattern: HostPattern, anchors: TrustAnchors = .systemRoots, pins: PinSet? = nil) {
+        self.pattern = pattern
+        self.anchors = anchors
+        self.pins = pins
+    }
+}
+
+/// The trust policy of a client: per host pattern, the anchors and the pins.
+///
+/// A server's chain is validated first (RFC 5280 and the server's identity, by
+/// swift-certificates' `Verifier`, against the entry's anchors); then the pins are checked
+/// against the *validated* chain, so a pinned key that the peer merely sends along in an
+/// unrelated certificate does not count.
+public struct TrustPolicy: Sendable {
+    /// The entries; the most specific matching pattern applies (exact, then `*.`, then `**.`,
+    /// longer domains first).
+    public var hosts: [HostPolicy]
+    /// The anchors for hosts no entry covers; `nil`: such hosts are refused.
+    public var defaultAnchors: TrustAnchors?
+    /// Resolves ``TrustAnchors/keychainLabels``.
+    public var anchorSource: (any AnchorSource)?
+    /// Receives pin validation reports (failures, report-mode mismatches, expired pin sets).
+    public var reporter: PinReporter?
+    /// The current time, for certificate validity and pin expiry.
+    public var clock: @Sendable () -> Date
+
+    public init(
+        hosts: [HostPolicy] = [],
+        defaultAnchors: TrustAnchors? = .systemRoots,
+        anchorSource: (any AnchorSource)? = nil,
+        reporter: PinReporter? = nil,
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.hosts = hosts
+        self.defaultAnchors = defaultAnchors
+        self.anchorSource = anchorSource
+        self.reporter = reporter
+        self.clock = clock
+    }
+
+    /// The entry that applies to `host`, if any.
+    public func entry(for host: String) -> HostPolicy? {
+        hosts.filter { $0.pattern.matches(host) }
+            .max { $0.pattern.specificity < $1.pattern.specificity }
+    }
+}
+
+/// Which client certificates a server accepts (mutual TLS).
+public struct ClientAuthentication: Sendable {
+    /// What the client's chain must lead to.
+    public var anchors: TrustAnchors
+    /// Optionally, keys the client's validated chain must contain one of.
+    public var pins: PinSet?
+    /// Resolves ``TrustAnchors/keychainLabels``.
+    public var anchorSource: (any AnchorSource)?
+    /// The current time, for certificate validity.
+    public var clock: @Sendable () -> Date
+
+    /// Requires a client certificate issued under `anchors`.
+    public init(
+        anchors: TrustAnchors,
+        pins: PinSet? = nil,
+        anchorSource: (any AnchorSource)? = nil,
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.anchors = anchors
+        self.pins = pins
+        self.anchorSource = anchorSource
+        self.clock = clock
+    }
+}

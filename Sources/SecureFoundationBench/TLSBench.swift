@@ -1,0 +1,337 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import PinnedTLS
+import X509
+
+/// `securefoundation-bench tls`: over loopback, handshakes per second and bulk throughput with
+/// the PinnedTLS policy (own anchors + pins on the client, client certificates required by the
+/// server) beside the same exchange with plain swift-nio-ssl default verification (BoringSSL,
+/// the same anchors, the same client certificate), in the same run; then bulk throughput beside
+/// `openssl s_client` → `openssl s_server`. TLS_BENCH_HANDSHAKES (default 300), TLS_BENCH_MIB
+/// (default 256), TLS_BENCH_RUNS (default 3, medians).
+enum TLSBench {
+    static func run() throws {
+        let result = BenchResult()
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            do { try await runAsync() } catch { result.set(error) }
+            done.signal()
+        }
+        done.wait()
+        if let error = result.error { throw error }
+    }
+
+    final class BenchResult: @unchecked Sendable {
+        private let lock = NSLock()
+        private var stored: (any Error)?
+        func set(_ error: any Error) { lock.lock(); stored = error; lock.unlock() }
+        var error: (any Error)? { lock.lock(); defer { lock.unlock() }; return stored }
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    static func runAsync() async throws {
+        guard let openssl = BenchSupport.which("openssl") else {
+            print("openssl not found; the tls section needs it for certificates")
+            return
+        }
+        let environment = ProcessInfo.processInfo.environment
+        let handshakes = max(10, Int(environment["TLS_BENCH_HANDSHAKES"] ?? "300") ?? 300)
+        let mib = max(1, Int(environment["TLS_BENCH_MIB"] ?? "256") ?? 256)
+        let runs = max(1, Int(environment["TLS_BENCH_RUNS"] ?? "3") ?? 3)
+        let dir = FileManager.default.temporaryDirectory.path + "/sf-tls-bench-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try makePKI(openssl: openssl, dir: dir)
+
+        let root = try PEMFiles.certificates(atPath: dir + "/root.pem")
+        let serverIdentity = try PEMFiles.identity(certificatePath: dir + "/server.pem", keyPath: dir + "/server.key")
+        let clientIdentity = try PEMFiles.identity(certificatePath: dir + "/client.pem", keyPath: dir + "/client.key")
+        let rootPin = try SPKIPin(certificate: root[0])
+        let backup = SPKIPin("sha256/" + Data(repeating: 0x42, count: 32).base64EncodedString())!
+        let pins = try PinSet(pins: [backup, rootPin])
+
+        let pinnedServer = try await PinnedTLSServer.bind(
+            identity: serverIdentity,
+            clientAuthentication: ClientAuthentication(anchors: .only(root), pins: pins))
+        let pinnedServerTask = Task {
+            try await pinnedServer.run { connection in try await serve(connection.channel, bulk: mib << 20) }
+        }
+        let policy = TrustPolicy(
+            hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only(root), pins: pins)],
+            defaultAnchors: nil)
+        let pinnedClient = try PinnedTLSClient(policy: policy, identity: clientIdentity)
+
+        let plain = try await PlainTLS(dir: dir, bulk: mib << 20)
+        defer { plain.close() }
+
+        print("loopback, TLS 1.3, P-256 certificates, client certificates required; \(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs)")
+        var policyRates: [Double] = [], plainRates: [Double] = []
+        for _ in 0..<runs {
+            policyRates.append(try await rate(handshakes) {
+                let connection = try await pinnedClient.connect(host: "127.0.0.1", port: pinnedServer.port,
+                                                                serverName: "localhost", timeout: .seconds(10))
+                try await roundTrip(connection.channel, bytes: 1)
+            })
+            plainRates.append(try await rate(handshakes) {
+                try await roundTrip(try await plain.connect(), bytes: 1)
+            })
+        }
+        let policyRate = median(policyRates), plainRate = median(plainRates)
+        print("handshakes/s (connect, handshake, 1-byte round trip, close), \(handshakes) each:")
+        print("  PinnedTLS policy (anchors + pins + mTLS): \(BenchSupport.format(policyRate, 0))/s")
+        print("  swift-nio-ssl default verification:       \(BenchSupport.format(plainRate, 0))/s")
+        print("  policy overhead: \(BenchSupport.format((plainRate / policyRate - 1) * 100, 1)) % (target < 10 %)")
+
+        let bytes = mib << 20
+        var policyBulk: [Double] = [], plainBulk: [Double] = []
+        for _ in 0..<runs {
+            policyBulk.append(try await throughput(bytes) {
+                let connection = try await pinnedClient.connect(host: "127.0.0.1", port: pinnedServer.port,
+                                                                serverName: "localhost", timeout: .seconds(10))
+                try await roundTrip(connection.channel, bytes: bytes)
+            })
+            plainBulk.append(try await throughput(bytes) {
+                try await roundTrip(try await plain.connect(), bytes: bytes)
+            })
+        }
+        print("bulk, \(mib) MiB client → server:")
+        print("  PinnedTLS:                   \(BenchSupport.format(median(policyBulk), 0)) MiB/s")
+        print("  swift-nio-ssl default:       \(BenchSupport.format(median(plainBulk), 0)) MiB/s")
+
+        // openssl s_client → openssl s_server, and openssl s_client → our server.
+        let payload = dir + "/payload"
+        _ = FileManager.default.createFile(atPath: payload, contents: nil)
+        if let handle = FileHandle(forWritingAtPath: payload) {
+            let block = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+            for _ in 0..<mib { handle.write(block) }
+            try? handle.close()
+        }
+        var opensslBulk: [Double] = [], oursFromOpenSSL: [Double] = []
+        for _ in 0..<runs {
+            if let seconds = try opensslPair(openssl: openssl, dir: dir, payload: payload) {
+                opensslBulk.append(Double(mib) / seconds)
+            }
+            let counter = Counter()
+            let sink = try await PinnedTLSServer.bind(identity: serverIdentity)
+            let sinkTask = Task {
+                try await sink.run { connection in
+                    try await connection.channel.executeThenClose { inbound, _ in
+                        for try await buffer in inbound { counter.add(buffer.readableBytes) }
+                    }
+                    await sink.close()
+                }
+            }
+            let start = DispatchTime.now().uptimeNanoseconds
+            let client = BenchSupport.run("/bin/sh", ["-c", "'\(openssl)' s_client -connect 127.0.0.1:\(sink.port) -CAfile '\(dir)/root.pem' < '\(payload)' > /dev/null 2>&1"])
+            _ = try? await sinkTask.value
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            if client?.status == 0, counter.value == bytes { oursFromOpenSSL.append(Double(mib) / seconds) }
+        }
+        print("bulk, \(mib) MiB, with openssl (process start and handshake included):")
+        print("  openssl s_client → openssl s_server: \(opensslBulk.isEmpty ? "n/a" : BenchSupport.format(median(opensslBulk), 0) + " MiB/s")")
+        print("  openssl s_client → PinnedTLSServer:  \(oursFromOpenSSL.isEmpty ? "n/a" : BenchSupport.format(median(oursFromOpenSSL), 0) + " MiB/s")")
+
+        await pinnedServer.close()
+        _ = try? await pinnedServerTask.value
+    }
+
+    final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var total = 0
+        func add(_ count: Int) { lock.lock(); total += count; lock.unlock() }
+        var value: Int { lock.lock(); defer { lock.unlock() }; return total }
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+    }
+
+    static func rate(_ count: Int, _ body: () async throws -> Void) async throws -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        for _ in 0..<count { try await body() }
+        return Double(count) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+    }
+
+    static func throughput(_ bytes: Int, _ body: () async throws -> Void) async throws -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try await body()
+        return Double(bytes >> 20) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+    }
+
+    /// Client side: sends `bytes` bytes, waits for the server's one-byte answer.
+    static func roundTrip(_ channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, bytes: Int) async throws {
+        try await channel.executeThenClose { inbound, outbound in
+            let chunk = ByteBuffer(repeating: 0x61, count: min(bytes, 64 * 1024))
+            var sent = 0
+            while sent < bytes {
+                let size = min(chunk.readableBytes, bytes - sent)
+                try await outbound.write(chunk.getSlice(at: 0, length: size) ?? chunk)
+                sent += size
+            }
+            var iterator = inbound.makeAsyncIterator()
+            guard try await iterator.next() != nil else { throw Failure(description: "no answer") }
+        }
+    }
+
+    /// Server side: answers one byte once the client sent one byte (a handshake round trip) or
+    /// the whole bulk size.
+    static func serve(_ channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, bulk: Int) async throws {
+        try await channel.executeThenClose { inbound, outbound in
+            var received = 0
+            for try await buffer in inbound {
+                received += buffer.readableBytes
+                if received == 1 || received >= bulk {
+                    try await outbound.write(ByteBuffer(string: "y"))
+                    return
+                }
+            }
+        }
+    }
+
+    static func makePKI(openssl: String, dir: String) throws {
+        let config = """
+            [req]
+            distinguished_name = dn
+            prompt = no
+            [dn]
+            CN = placeholder
+            [v3_ca]
+            basicConstraints = critical, CA:TRUE
+            keyUsage = critical, keyCertSign, cRLSign
+            subjectKeyIdentifier = hash
+            [v3_server]
+            basicConstraints = critical, CA:FALSE
+            keyUsage = critical, digitalSignature
+            extendedKeyUsage = serverAuth
+            subjectAltName = DNS:localhost, IP:127.0.0.1
+            [v3_client]
+            basicConstraints = critical, CA:FALSE
+            keyUsage = critical, digitalSignature
+            extendedKeyUsage = clientAuth
+            subjectAltName = DNS:device-1
+
+            """
+        try config.write(toFile: dir + "/openssl.cnf", atomically: true, encoding: .utf8)
+        let script = """
+            set -e
+            cd '\(dir)'
+            o='\(openssl)'
+            for k in root server client; do "$o" genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $k.key; done
+            "$o" req -x509 -new -key root.key -subj '/CN=Bench Root' -days 30 -config openssl.cnf -extensions v3_ca -out root.pem
+            "$o" req -new -key server.key -subj '/CN=localhost' -config openssl.cnf -out server.csr
+            "$o" x509 -req -in server.csr -CA root.pem -CAkey root.key -set_serial 2 -days 30 -extfile openssl.cnf -extensions v3_server -out server.pem
+            "$o" req -new -key client.key -subj '/CN=device-1' -config openssl.cnf -out client.csr
+            "$o" x509 -req -in client.csr -CA root.pem -CAkey root.key -set_serial 3 -days 30 -extfile openssl.cnf -extensions v3_client -out client.pem
+            """
+        guard BenchSupport.run("/bin/sh", ["-c", script])?.status == 0 else {
+            throw Failure(description: "openssl could not make the bench certificates")
+        }
+    }
+
+    /// Seconds for `openssl s_client < payload` → `openssl s_server > /dev/null`.
+    static func opensslPair(openssl: String, dir: String, payload: String) throws -> Double? {
+        guard let port = freePort() else { return nil }
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: openssl)
+        server.arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", dir + "/server.pem",
+                            "-key", dir + "/server.key", "-naccept", "1", "-quiet"]
+        server.standardInput = Pipe()
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { if server.isRunning { server.terminate() }; server.waitUntilExit() }
+        // s_server accepts one connection only: give it time to listen instead of probing.
+        usleep(500_000)
+        let result = BenchSupport.run("/bin/sh", ["-c", "'\(openssl)' s_client -connect 127.0.0.1:\(port) -CAfile '\(dir)/root.pem' < '\(payload)' > /dev/null 2>&1"])
+        guard result?.status == 0 else { return nil }
+        return result?.seconds
+    }
+
+    static func freePort() -> Int? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
+    }
+}
+
+/// The same exchange with plain swift-nio-ssl: BoringSSL's default verification against the
+/// same root, hostname checked, client certificate required. No policy.
+final class PlainTLS: Sendable {
+    let serverChannel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
+    let serverTask: Task<Void, any Error>
+    let clientContext: NIOSSLContext
+    let port: Int
+
+    init(dir: String, bulk: Int) async throws {
+        let root = try NIOSSLCertificate.fromPEMFile(dir + "/root.pem")
+        var server = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(dir + "/server.pem").map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: dir + "/server.key", format: .pem)))
+        server.minimumTLSVersion = .tlsv12
+        server.certificateVerification = .noHostnameVerification
+        server.trustRoots = .certificates(root)
+        let serverContext = try NIOSSLContext(configuration: server)
+        var client = TLSConfiguration.makeClientConfiguration()
+        client.minimumTLSVersion = .tlsv12
+        client.certificateVerification = .fullVerification
+        client.trustRoots = .certificates(root)
+        client.certificateChain = try NIOSSLCertificate.fromPEMFile(dir + "/client.pem").map { .certificate($0) }
+        client.privateKey = .privateKey(try NIOSSLPrivateKey(file: dir + "/client.key", format: .pem))
+        clientContext = try NIOSSLContext(configuration: client)
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .bind(host: "127.0.0.1", port: 0) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: serverContext))
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        serverChannel = channel
+        port = channel.channel.localAddress?.port ?? 0
+        serverTask = Task {
+            try await channel.executeThenClose { inbound in
+                try await withThrowingDiscardingTaskGroup { group in
+                    for try await connection in inbound {
+                        group.addTask { try? await TLSBench.serve(connection, bulk: bulk) }
+                    }
+                }
+            }
+        }
+    }
+
+    func connect() async throws -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
+        let context = clientContext
+        return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        NIOSSLClientHandler(context: context, serverHostname: "localhost"))
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+    }
+
+    func close() {
+        serverChannel.channel.close(promise: nil)
+    }
+}

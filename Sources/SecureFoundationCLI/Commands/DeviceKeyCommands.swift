@@ -1,0 +1,145 @@
+import ArgumentParser
+import Foundation
+import Crypto
+import SecureFoundation
+
+/// Where the device key comes from: `vault init --device-key-provider` and `vault migrate-device-key --to`.
+struct DeviceKeyProviderOptions: ParsableArguments {
+    @Option(name: .customLong("credential-name"), help: "systemd-credential: the credential's name (default securefoundation-device-key).")
+    var credentialName = "securefoundation-device-key"
+
+    @Option(name: .customLong("credential-file"), help: ArgumentHelp("systemd-credential: where the encrypted credential is written (default HOME/device-key.cred); give it to the unit as LoadCredentialEncrypted=NAME:PATH.", valueName: "path"))
+    var credentialFile: String?
+
+    @Option(name: .customLong("with-key"), help: "systemd-credential: systemd-creds --with-key (host, tpm2, host+tpm2, auto; default host).")
+    var withKey = "host"
+
+    @Option(name: .customLong("tpm-sealed"), help: ArgumentHelp("tpm2: the sealed key's files PREFIX.pub and PREFIX.priv (default HOME/device-key.tpm). The TPM is $TPM2TOOLS_TCTI's.", valueName: "prefix"))
+    var tpmSealed: String?
+
+    @Option(name: .customLong("pcrs"), help: "tpm2: bind the key to these SHA-256 PCRs, for example 7 or 0,2,7 (default: none).")
+    var pcrs: String?
+
+    @Option(name: .customLong("keyring-timeout"), help: "keyring: seconds the key stays cached in the kernel keyring (default 600).")
+    var keyringTimeout = 600
+
+    @Option(name: .customLong("keyring-backing"), help: "keyring: the provider behind the cache: file, systemd-credential or tpm2 (default file).")
+    var keyringBacking = "file"
+
+    static func kind(_ name: String, option: String) throws -> DeviceKeyRecord.Kind {
+        guard let kind = DeviceKeyRecord.Kind(rawValue: name) else {
+            throw ValidationError("\(option) must be file, systemd-credential, keyring or tpm2")
+        }
+        return kind
+    }
+
+    func pcrList() throws -> [Int] {
+        guard let pcrs, !pcrs.isEmpty else { return [] }
+        let values = pcrs.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard values.allSatisfy({ $0 != nil && (0...23).contains($0!) }) else { throw ValidationError("--pcrs takes PCR numbers 0-23 separated by commas") }
+        return values.compactMap { $0 }
+    }
+
+    /// Puts `key` where `kind` keeps it and returns the record naming it (the key is not changed).
+    func install(_ key: SecretBytes, kind: DeviceKeyRecord.Kind, home: String, filePath: String?) throws -> DeviceKeyRecord {
+        let check = DeviceKeyRecord.checkValue(of: key)
+        switch kind {
+        case .file:
+            let path = filePath.map { VaultPaths.absolute($0) } ?? FileDeviceKeyProvider.defaultPath()
+            if access(path, F_OK) == 0 {
+                let existing = try FileDeviceKeyProvider(path: path).deviceKey()
+                defer { existing.wipe() }
+                guard existing == key else {
+                    throw VaultError.deviceKey("\(path) already holds another device key; give another --device-key path")
+                }
+            } else {
+                try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(path))
+                try key.withUnsafeBytes { try SecureFile.writeAtomically(Array($0), to: path) }
+            }
+            return DeviceKeyRecord(kind: .file, path: path, check: check)
+        case .systemdCredential:
+            let path = VaultPaths.absolute(credentialFile ?? home + "/device-key.cred")
+            try SystemdCredentialDeviceKeyProvider.seal(key, name: credentialName, to: path, withKey: withKey)
+            return DeviceKeyRecord(kind: .systemdCredential, name: credentialName, sealedPath: path, check: check)
+        case .tpm2:
+            let prefix = VaultPaths.absolute(tpmSealed ?? home + "/device-key.tpm")
+            let pcrs = try pcrList()
+            try TPM2DeviceKeyProvider.seal(key, to: prefix, pcrs: pcrs)
+            return DeviceKeyRecord(kind: .tpm2, sealedPath: prefix, pcrs: pcrs, check: check)
+        case .keyring:
+            let backingKind = try Self.kind(keyringBacking, option: "--keyring-backing")
+            guard backingKind != .keyring else { throw ValidationError("--keyring-backing cannot be keyring") }
+            guard keyringTimeout >= 1 else { throw ValidationError("--keyring-timeout must be at least 1 second") }
+            var record = try install(key, kind: backingKind, home: home, filePath: filePath)
+            let digest = SHA256.hash(data: Array(home.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+            record.backing = record.kind
+            record.kind = .keyring
+            record.name = "securefoundation:device-key:" + digest
+            record.timeout = keyringTimeout
+            return record
+        }
+    }
+}
+
+struct VaultMigrateDeviceKeyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate-device-key",
+        abstract: "Move the device key to another provider (file, systemd-credential, keyring, tpm2) without changing it.",
+        discussion: """
+        The device key is read from the vault's current provider, stored by the new one (a file, \
+        a systemd credential encrypted with systemd-creds, the kernel keyring in front of one of \
+        those, or sealed to the TPM), read back and checked, and only then recorded in \
+        HOME/device-key.provider. The key itself stays the same, so nothing is re-encrypted and \
+        every thisDeviceOnly item and the keychain's indexes stay readable. The old copy is left \
+        where it was: remove it once the new provider works (a key file with `securefoundation \
+        shred`).
+
+        Examples:
+          securefoundation vault migrate-device-key --to tpm2 --pcrs 7
+          securefoundation vault migrate-device-key --to systemd-credential --with-key host+tpm2
+        """
+    )
+
+    @OptionGroup var home: HomeOptions
+
+    @Option(name: .customLong("to"), help: "The new provider: file, systemd-credential, keyring or tpm2.")
+    var to: String
+
+    @OptionGroup var provider: DeviceKeyProviderOptions
+
+    func validate() throws {
+        _ = try DeviceKeyProviderOptions.kind(to, option: "--to")
+        _ = try provider.pcrList()
+    }
+
+    func run() throws {
+        try VaultCLI.run {
+            let manager = try home.manager(useAgent: false)
+            try VaultCLI.requireSetUp(manager)
+            let current = try home.deviceKeyProvider()
+            let key = try VaultError.callWrapping { try current.deviceKey() }
+            defer { key.wipe() }
+            let record = try provider.install(key, kind: try DeviceKeyProviderOptions.kind(to, option: "--to"), home: manager.directory, filePath: home.deviceKey)
+            let check = try record.provider(filePath: home.deviceKey).deviceKey()
+            check.wipe()
+            try record.save(directory: manager.directory)
+            try VaultCLI.say("device key moved to \(record.summary) (same key; nothing re-encrypted)")
+        }
+    }
+}
+
+extension VaultError {
+    /// Runs `body`, passing vault errors through and naming others as device-key errors.
+    static func callWrapping<Result>(_ body: () throws -> Result) throws -> Result {
+        do { return try body() } catch let error as VaultError { throw error } catch { throw VaultError.deviceKey("\(error)") }
+    }
+}
+
+extension HomeOptions {
+    /// The vault's device-key provider: the one recorded in HOME/device-key.provider, else the
+    /// key file (`--device-key` or the default).
+    func deviceKeyProvider() throws -> any DeviceKeyProvider {
+        if let record = try DeviceKeyRecord.load(directory: directory) { return record.provider(filePath: deviceKey) }
+        return FileDeviceKeyProvider(path: deviceKey)
+    }
+}

@@ -1,0 +1,442 @@
+import ArgumentParser
+import Foundation
+import PinnedTLS
+import SecureFoundation
+import X509
+
+enum TLSIdentityCLI {
+    /// The identity and certificate-authority subcommands of `tls`.
+    static let subcommands: [any ParsableCommand.Type] = [
+        TLSCertificateAuthorityCommand.self, TLSIssueCommand.self, TLSListCommand.self,
+        TLSImportCommand.self, TLSExportCommand.self, TLSDeleteCommand.self,
+    ]
+
+    static let exitStatus = """
+    Keys and identities are sealed in the keychain (HOME/keychain.sqlite) under the \
+    whenUnlocked class unless --accessibility says otherwise: give the vault's passcode with \
+    --passcode-file to store or use them. Certificates are stored under the always class.
+
+    Exit status: 0 success, 44 no such item, 45 an item with that label exists (use \
+    --replace), 36 vault locked (give --passcode-file), 3 wrong PKCS#12 password, 64 usage, \
+    1 any other error (unparsable input, a key that does not match its certificate...).
+    """
+
+    /// Reports `error` on stderr and returns the exit code for it.
+    static func fail(_ error: any Error) -> ExitCode {
+        if let error = error as? ValidationError { return CLI.report(error, code: 64) }
+        switch error {
+        case IdentityError.notFound: return CLI.report(error, code: 44)
+        case IdentityError.duplicate: return CLI.report(error, code: 45)
+        case IdentityError.locked:
+            CLI.warn("securefoundation: error: \(CLI.describe(error)) (give the vault passcode with --passcode-file)")
+            return ExitCode(36)
+        case IdentityError.wrongPassword: return CLI.report(error, code: 3)
+        case let error as KeychainError: return KeychainCommand.fail(error)
+        default: return CLI.report(error)
+        }
+    }
+
+    static func accessibility(_ name: String?, default value: Accessibility) throws -> Accessibility {
+        guard let name else { return value }
+        return try KeychainCommand.accessibility(name)
+    }
+
+    /// Lines describing a certificate: subject, issuer, expiry, SPKI pin.
+    static func describe(_ certificate: Certificate, label: String) -> String {
+        let formatter = ISO8601DateFormatter()
+        let pin = (try? SPKIPin(certificate: certificate)).map { "\($0)" } ?? "-"
+        return """
+        label: \(label)
+        subject: \(certificate.subject)
+        issuer: \(certificate.issuer)
+        expires: \(formatter.string(from: certificate.notValidAfter))
+        pin: \(pin)
+
+        """
+    }
+
+    static func read(_ path: String, what: String) throws -> [UInt8] {
+        do { return try CLI.readInput(path, maxLength: IdentityImport.maxInputLength) } catch {
+            throw ValidationError("cannot read the \(what) \(path): \(CLI.describe(error))")
+        }
+    }
+}
+
+// MARK: tls ca
+
+struct TLSCertificateAuthorityCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ca",
+        abstract: "The application's own certificate authority.",
+        subcommands: [TLSCertificateAuthorityInit.self]
+    )
+}
+
+struct TLSCertificateAuthorityInit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "init",
+        abstract: "Create a root certificate authority; its key stays in the keychain.",
+        discussion: """
+        Makes a P-256 key and a self-signed root (CA:true, path length 0, keyCertSign and \
+        cRLSign, 10 years) and stores it under the label (default "ca"): the key and certificate \
+        as an identity sealed under whenUnlocked, the certificate also on its own (always), so \
+        that `tls export ca` works while the vault is locked. Prints the root's subject, expiry \
+        and SPKI pin.
+
+        Example:
+          securefoundation tls ca init --common-name "Example devices CA" --passcode-file passcode.txt
+          securefoundation tls export ca -o ca.pem
+        """
+    )
+
+    @Option(name: .customLong("common-name"), help: "The root's common name.")
+    var commonName = "SecureFoundation device CA"
+
+    @Option(name: .customLong("organization"), help: "An organization name for the root's subject.")
+    var organization: String?
+
+    @Option(name: .customLong("label"), help: "The label to store the root under.")
+    var label = CertificateAuthority.defaultLabel
+
+    @Option(name: .customLong("days"), help: "How many days the root is valid.")
+    var days = 3652
+
+    @Option(name: .customLong("path-length"), help: "0: the root signs leaves only; 1: it may also sign one level of intermediates.")
+    var pathLength = 0
+
+    @Option(name: .customLong("accessibility"), help: "The class that seals the root's key (default whenUnlocked).")
+    var accessibilityName: String?
+
+    @Flag(name: .customLong("replace"), help: "Replace a root stored under the label already (certificates it issued will no longer verify).")
+    var replace = false
+
+    @OptionGroup var store: KeychainStoreOptions
+
+    func run() throws {
+        do {
+            guard (1...10958).contains(days) else { throw ValidationError("--days must be between 1 and 10958") }
+            let accessibility = try TLSIdentityCLI.accessibility(accessibilityName, default: .whenUnlocked)
+            let authority = try CertificateAuthority.createRoot(commonName: commonName, organization: organization,
+                                                                validity: TimeInterval(days) * 86_400, pathLength: pathLength)
+            let identities = IdentityStore(keychain: try store.open())
+            try authority.save(to: identities, label: label, accessibility: accessibility, replace: replace)
+            try identities.flush()
+            try CLI.writeStdout(Array(TLSIdentityCLI.describe(authority.certificate, label: label).utf8))
+        } catch {
+            throw TLSIdentityCLI.fail(error)
+        }
+    }
+}
+
+// MARK: tls issue
+
+struct TLSIssueCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "issue",
+        abstract: "Issue a certificate for a device or server name, signed by the certificate authority.",
+        discussion: """
+        Without --csr or --public-key: makes a P-256 key, issues its certificate (CA:false, \
+        digitalSignature, serverAuth and clientAuth unless --server or --client, subject \
+        alternative names from NAME and --name, 397 days) and stores key and chain as an \
+        identity under --label (default NAME). Prints the certificate's subject, expiry and pin.
+
+        With --csr FILE (PEM or DER) or --public-key FILE (PEM): the key stays with the other \
+        device; the certificate is printed as PEM (or written to -o) and stored under --label \
+        as a certificate item. A request's signature is checked; NAME and --name are the names \
+        certified, whatever the request asks for.
+
+        Examples:
+          securefoundation tls issue api.example.com --name 10.0.0.5 --server --passcode-file passcode.txt
+          securefoundation tls issue device-42 --client --csr device-42.csr -o device-42.pem --passcode-file passcode.txt
+        """
+    )
+
+    @Argument(help: "The device or server name (a DNS name or an IP address); also the subject's common name.")
+    var name: String
+
+    @Option(name: .customLong("name"), help: "Another DNS name or IP address to certify (repeatable).")
+    var extraNames: [String] = []
+
+    @Option(name: .customLong("label"), help: "The label to store the result under (default: NAME).")
+    var label: String?
+
+    @Option(name: .customLong("ca"), help: "The label of the certificate authority.")
+    var authority = CertificateAuthority.defaultLabel
+
+    @Flag(name: .customLong("server"), help: "For a TLS server only (serverAuth).")
+    var serverOnly = false
+
+    @Flag(name: .customLong("client"), help: "For a TLS client only (clientAuth).")
+    var clientOnly = false
+
+    @Option(name: .customLong("days"), help: "How many days the certificate is valid (at most until the root expires).")
+    var days = 397
+
+    @Option(name: .customLong("csr"), help: "Certify the key of this certificate signing request (PEM or DER).")
+    var csr: String?
+
+    @Option(name: .customLong("public-key"), help: "Certify this public key (PEM, SubjectPublicKeyInfo).")
+    var publicKey: String?
+
+    @Option(name: .customShort("o"), help: "With --csr or --public-key: write the certificate PEM here instead of standard output.")
+    var output: String?
+
+    @Option(name: .customLong("accessibility"), help: "The class that seals the new identity (default whenUnlocked).")
+    var accessibilityName: String?
+
+    @Flag(name: .customLong("replace"), help: "Replace an item stored under the label already.")
+    var replace = false
+
+    @OptionGroup var store: KeychainStoreOptions
+
+    func validate() throws {
+        if serverOnly && clientOnly { throw ValidationError("give --server or --client, not both (neither: both usages)") }
+        if csr != nil && publicKey != nil { throw ValidationError("give --csr or --public-key, not both") }
+        if output != nil && csr == nil && publicKey == nil { throw ValidationError("-o needs --csr or --public-key") }
+        guard (1...3652).contains(days) else { throw ValidationError("--days must be between 1 and 3652") }
+    }
+
+    func run() throws {
+        do {
+            let usage: CertificateAuthority.Usage = serverOnly ? .server : (clientOnly ? .client : [.server, .client])
+            let names = [name] + extraNames
+            let label = self.label ?? name
+            let validity = TimeInterval(days) * 86_400
+            // Inputs are checked before the vault is opened: a bad name or request fails at once.
+            try CertificateAuthority.checkNames(names)
+            let request = try csr.map { try CertificateAuthority.request(from: TLSIdentityCLI.read($0, what: "certificate request")) }
+            let otherKey = try publicKey.map { try Self.publicKey(TLSIdentityCLI.read($0, what: "public key")) }
+            let accessibility = try TLSIdentityCLI.accessibility(accessibilityName, default: .whenUnlocked)
+            let identities = IdentityStore(keychain: try store.open())
+            let authority = try CertificateAuthority.load(from: identities, label: self.authority)
+            if request != nil || otherKey != nil {
+                let certificate: Certificate
+                if let request {
+                    certificate = try authority.issue(request: request, names: names, usage: usage, validity: validity)
+                } else if let otherKey {
+                    certificate = try authority.issue(publicKey: otherKey, names: names, usage: usage, validity: validity)
+                } else {
+                    throw ValidationError("give --csr or --public-key")
+                }
+                try identities.storeCertificates([certificate, authority.certificate], label: label, replace: replace)
+                try identities.flush()
+                try CLI.writeOutput(Array(try IdentityStore.pem([certificate, authority.certificate]).utf8), to: output)
+            } else {
+                let identity = try authority.issue(names: names, usage: usage, validity: validity)
+                try identities.storeIdentity(identity, label: label, accessibility: accessibility, replace: replace)
+                try identities.flush()
+                try CLI.writeStdout(Array(TLSIdentityCLI.describe(identity.leaf, label: label).utf8))
+            }
+        } catch {
+            throw TLSIdentityCLI.fail(error)
+        }
+    }
+
+    static func publicKey(_ bytes: [UInt8]) throws -> Certificate.PublicKey {
+        let text = String(decoding: bytes, as: UTF8.self)
+        do { return try Certificate.PublicKey(pemEncoded: text) } catch {
+            throw IdentityError.invalidPEM("the public key does not parse (give a PEM PUBLIC KEY: openssl pkey -pubout): \(error)")
+        }
+    }
+}
+
+// MARK: tls list
+
+struct TLSListCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List the stored keys, certificates and identities (without secrets).",
+        discussion: """
+        One line per item: kind, label, accessibility, and for certificates and identities the \
+        leaf's subject and expiry, separated by tabs. Items sealed under a class that is \
+        unavailable are counted on standard error; give --passcode-file to see them.
+
+        Example:
+          securefoundation tls list --passcode-file passcode.txt
+        """
+    )
+
+    @OptionGroup var store: KeychainStoreOptions
+
+    func run() throws {
+        do {
+            let listing = try IdentityStore(keychain: try store.open()).list()
+            var text = ""
+            for item in listing.items {
+                text += "\(item.kind)\t\(item.label)\t\(item.accessibility.name)\t\(item.summary ?? "-")\n"
+            }
+            try CLI.writeStdout(Array(text.utf8))
+            if listing.unreadable > 0 {
+                CLI.warn("\(listing.unreadable) keychain item(s) could not be read (vault locked, or damaged); give --passcode-file to list them")
+            }
+        } catch {
+            throw TLSIdentityCLI.fail(error)
+        }
+    }
+}
+
+// MARK: tls import
+
+struct TLSImportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Import an identity from PKCS#12 or PEM, or certificates from PEM.",
+        discussion: """
+        --pkcs12 FILE: a .p12/.pfx file with a private key and its chain (password from \
+        --password-file; none if not given). --key FILE with --chain FILE: a PEM private key \
+        (PKCS#8, SEC 1 or PKCS#1, not encrypted) and its PEM chain. --certificates FILE alone: \
+        PEM certificates stored as a certificate item (trust anchors, for example).
+
+        Keys must be P-256, P-384 or RSA of 2048 bits or more, and the chain must hold the \
+        key's certificate (a key that matches no certificate is refused). `-` reads standard input.
+
+        Examples:
+          securefoundation tls import server --pkcs12 server.p12 --password-file p12pass.txt --passcode-file passcode.txt
+          securefoundation tls import server --key server.key --chain server.pem --passcode-file passcode.txt
+          securefoundation tls import partners --certificates partner-roots.pem
+        """
+    )
+
+    @Argument(help: "The label to store it under.")
+    var label: String
+
+    @Option(name: .customLong("pkcs12"), help: "A PKCS#12 file.")
+    var pkcs12: String?
+
+    @Option(name: .customLong("password-file"), help: "The PKCS#12 password is in this file (`-` for stdin).")
+    var passwordFile: String?
+
+    @Option(name: .customLong("key"), help: "A PEM private key (with --chain).")
+    var key: String?
+
+    @Option(name: .customLong("chain"), help: "The PEM certificate chain of --key.")
+    var chain: String?
+
+    @Option(name: .customLong("certificates"), help: "PEM certificates to store on their own.")
+    var certificates: String?
+
+    @Option(name: .customLong("accessibility"), help: "The class that seals the item (default whenUnlocked for identities, always for certificates).")
+    var accessibilityName: String?
+
+    @Flag(name: .customLong("replace"), help: "Replace an item stored under the label already.")
+    var replace = false
+
+    @OptionGroup var store: KeychainStoreOptions
+
+    func validate() throws {
+        let sources = [pkcs12 != nil, key != nil || chain != nil, certificates != nil].filter { $0 }.count
+        guard sources == 1 else { throw ValidationError("give one of --pkcs12, --key with --chain, or --certificates") }
+        if (key == nil) != (chain == nil) { throw ValidationError("--key and --chain go together") }
+        if passwordFile != nil && pkcs12 == nil { throw ValidationError("--password-file goes with --pkcs12") }
+    }
+
+    func run() throws {
+        do {
+            // Inputs are read and checked before the vault is opened.
+            if let certificates {
+                let list = try IdentityImport.certificates(pem: TLSIdentityCLI.read(certificates, what: "certificates"))
+                let accessibility = try TLSIdentityCLI.accessibility(accessibilityName, default: .always)
+                let identities = IdentityStore(keychain: try store.open())
+                try identities.storeCertificates(list, label: label, accessibility: accessibility, replace: replace)
+                try identities.flush()
+                try CLI.writeStdout(Array(TLSIdentityCLI.describe(list[0], label: label).utf8))
+                return
+            }
+            let accessibility = try TLSIdentityCLI.accessibility(accessibilityName, default: .whenUnlocked)
+            let identity: TLSIdentity
+            if let pkcs12 {
+                let bytes = try TLSIdentityCLI.read(pkcs12, what: "PKCS#12 file")
+                let password = try passwordFile.map { file in
+                    file == "-" ? try SecretBytes(readingFrom: 0, name: "standard input") : try SecretBytes(contentsOfFile: file)
+                }
+                defer { password?.wipe() }
+                identity = try IdentityImport.identity(pkcs12: bytes, password: password)
+            } else if let key, let chain {
+                let keyPEM = key == "-" ? try SecretBytes(readingFrom: 0, maxLength: IdentityImport.maxInputLength, trimNewline: false, name: "standard input")
+                                        : try SecretBytes(contentsOfFile: key, maxLength: IdentityImport.maxInputLength)
+                defer { keyPEM.wipe() }
+                identity = try IdentityImport.identity(keyPEM: keyPEM, chainPEM: TLSIdentityCLI.read(chain, what: "chain"))
+            } else {
+                throw ValidationError("give one of --pkcs12, --key with --chain, or --certificates")
+            }
+            let identities = IdentityStore(keychain: try store.open())
+            try identities.storeIdentity(identity, label: label, accessibility: accessibility, replace: replace)
+            try identities.flush()
+            try CLI.writeStdout(Array(TLSIdentityCLI.describe(identity.leaf, label: label).utf8))
+        } catch {
+            throw TLSIdentityCLI.fail(error)
+        }
+    }
+}
+
+// MARK: tls export
+
+struct TLSExportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Write the certificates stored under a label as PEM (never a private key).",
+        discussion: """
+        Writes the certificate item of the label (leaf first, then the chain), or else the \
+        identity's chain, to standard output or -o FILE (mode 0600, written atomically).
+
+        Example:
+          securefoundation tls export ca -o ca.pem
+        """
+    )
+
+    @Argument(help: "The label.")
+    var label: String
+
+    @Option(name: .customShort("o"), help: "Write here instead of standard output.")
+    var output: String?
+
+    @OptionGroup var store: KeychainStoreOptions
+
+    func run() throws {
+        do {
+            let text = try IdentityStore(keychain: try store.open()).exportCertificatesPEM(label: label)
+            try CLI.writeOutput(Array(text.utf8), to: output)
+        } catch {
+            throw TLSIdentityCLI.fail(error)
+        }
+    }
+}
+
+// MARK: tls delete
+
+struct TLSDeleteCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete",
+        abstract: "Delete the key, certificate and identity items stored under a label.",
+        discussion: """
+        Deletes every kind stored under the label, or only --kind key, certificate or identity. \
+        No class key is needed. Exit 44 when there is nothing to delete.
+
+        Example:
+          securefoundation tls delete device-42
+        """
+    )
+
+    @Argument(help: "The label.")
+    var label: String
+
+    @Option(name: .customLong("kind"), help: "key, certificate or identity (default: all three).")
+    var kind: String?
+
+    @OptionGroup var store: KeychainStoreOptions
+
+    func run() throws {
+        do {
+            let kind = try self.kind.map { name in
+                guard let kind = IdentityItemKind(rawValue: name) else { throw ValidationError("--kind must be key, certificate or identity") }
+                return kind
+            }
+            let identities = IdentityStore(keychain: try store.open())
+            let count = try identities.delete(label: label, kind: kind)
+            try identities.flush()
+            CLI.warn("deleted \(count) item(s) stored under \"\(label)\".")
+        } catch {
+            throw TLSIdentityCLI.fail(error)
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+
+/// Everything the unlock agent and its client can fail with, each saying what to do.
+public enum AgentError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// No agent answers at this socket.
+    case notRunning(socket: String)
+    /// An agent already serves this socket.
+    case alreadyRunning(socket: String)
+    /// The socket's directory is unsafe (another owner, reachable by others, a symlink).
+    case insecureDirectory(path: String, reason: String, fix: String)
+    /// Something that is not the agent's socket is in the way.
+    case pathInUse(path: String, reason: String)
+    /// The agent refused the connection (the peer check failed).
+    case refused(String)
+    /// A malformed, oversized or unexpected message.
+    case protocolViolation(String)
+    /// The agent reported an error that has no vault meaning.
+    case remote(String)
+    /// A system call failed.
+    case io(String)
+    /// The agent did not answer in time.
+    case timedOut(String)
+
+    public var description: String {
+        switch self {
+        case let .notRunning(socket):
+            return "no unlock agent is running at \(socket); start one with `securefoundation agent start`"
+        case let .alreadyRunning(socket):
+            return "an unlock agent is already running at \(socket); stop it first with `securefoundation agent stop`"
+        case let .insecureDirectory(path, reason, fix):
+            return "the agent's socket directory \(path) \(reason); \(fix)"
+        case let .pathInUse(path, reason):
+            return "\(path) \(reason); remove it or give another path with --socket"
+        case let .refused(why):
+            return "the unlock agent refused the connection: \(why)"
+        case let .protocolViolation(why):
+            return "unlock agent protocol error: \(why)"
+        case let .remote(why):
+            return "the unlock agent reported: \(why)"
+        case let .io(why):
+            return "unlock agent I/O error: \(why)"
+        case let .timedOut(why):
+            return "the unlock agent did not answer in time: \(why)"
+        }
+    }
+
+    static func system(_ operation: String, _ path: String, _ code: Int32 = errno) -> AgentError {
+        .io("\(operation) \(path): \(String(cString: strerror(code)))")
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import Crypto
+import Vault
+
+/// Where an agent's socket lives.
+///
+/// One agent per vault: the socket is `DIR/agent-<16 hex digits of SHA-256(data directory)>.sock`,
+/// where DIR is `$XDG_RUNTIME_DIR/securefoundation` when `$XDG_RUNTIME_DIR` is an absolute path,
+/// else `/tmp/securefoundation-<uid>`. DIR is created 0700; an existing DIR must be a real
+/// directory (not a symlink) owned by this user and reachable by nobody else, or it is refused.
+/// `$SECUREFOUNDATION_AGENT_SOCKET` (or `--socket`) names the socket outright.
+public enum AgentPaths {
+    /// The socket directory for this user.
+    public static func directory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
+            return VaultPaths.absolute(runtime) + "/securefoundation"
+        }
+        return "/tmp/securefoundation-\(geteuid())"
+    }
+
+    /// The socket of the agent serving the vault in `home` (nil: the default data directory).
+    public static func socket(home: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let explicit = environment["SECUREFOUNDATION_AGENT_SOCKET"], !explicit.isEmpty {
+            return VaultPaths.absolute(explicit)
+        }
+        let directory = VaultPaths.absolute(home ?? VaultPaths.defaultDirectory(environment: environment))
+        let digest = SHA256.hash(data: Array(directory.utf8))
+        let name = digest.prefix(8).map { String(format: "%02x", $0) }.joined()
+        return self.directory(environment: environment) + "/agent-\(name).sock"
+    }
+
+    /// Creates `directory` (0700) if needed and checks it as ssh checks `~/.ssh`: a symlink,
+    /// another owner, or access for group or others is refused.
+    public static func ensurePrivateDirectory(_ directory: String) throws {
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw AgentError.system("mkdir", directory)
+        }
+        var info = stat()
+        guard lstat(directory, &info) == 0 else { throw AgentError.system("lstat", directory) }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw AgentError.insecureDirectory(path: directory, reason: "is not a directory (a symlink or a file)",
+                                               fix: "remove it, or set XDG_RUNTIME_DIR to a private directory")
+        }
+        guard info.st_uid == geteuid() else {
+            throw AgentError.insecureDirectory(path: directory, reason: "belongs to uid \(info.st_uid), not to this user (uid \(geteuid()))",
+                                               fix: "someone else created it; remove it as root, or set XDG_RUNTIME_DIR to a private directory")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw AgentError.insecureDirectory(path: directory, reason: "is reachable by group or others (mode \(String(info.st_mode & 0o777, radix: 8)))",
+                                               fix: "run `chmod 700 \(directory)`")
+        }
+    }
+}

@@ -1,0 +1,187 @@
+import Foundation
+import Cipher
+import Vault
+
+/// The agent's wire protocol over a UNIX stream socket.
+///
+/// Every message is a frame: a 4-byte big-endian length (at most ``maximumFrame``), then that
+/// many bytes. A request is `version (1) ‖ operation (1) ‖ payload`; a response is
+/// `status (0 ok, 1 error) ‖ payload`, an error's payload being the JSON of ``WireError``.
+/// One request per connection, except ``Operation/subscribe``, after which the agent sends one
+/// `0 ‖ state` frame per lock-state change until either side closes. Requests holding secrets
+/// (an unlock) and responses holding keys are read and built in `SecretBytes`.
+enum AgentProtocol {
+    static let version: UInt8 = 1
+    /// The largest frame either side accepts (64 KiB: 16 answers of up to 4 KiB fit).
+    static let maximumFrame = 64 * 1024
+
+    enum Operation: UInt8 {
+        /// → JSON ``AgentStatus``.
+        case status = 1
+        /// `kind (0 passcode, 1 answers) ‖ passcode` or `1 ‖ count (1) ‖ count × (length (2) ‖ answer)` → JSON status.
+        case unlock = 2
+        /// → empty.
+        case lock = 3
+        /// `class (0 whenUnlocked, 1 afterFirstUnlock) ‖ thisDeviceOnly (0/1) ‖ vault id (16)` →
+        /// `count (1) ‖ count × key (32)`, the current key first, then retired ones, newest first.
+        case classKeys = 4
+        /// → `state (0 locked, 1 unlocked)`, then one such frame per change.
+        case subscribe = 5
+        /// → empty; the agent locks, answers and exits.
+        case stop = 6
+    }
+
+    static func classCode(_ protectionClass: ProtectionClass) -> UInt8 {
+        switch protectionClass {
+        case .whenUnlocked: return 0
+        case .afterFirstUnlock: return 1
+        case .always: return 2
+        }
+    }
+
+    static func protectionClass(_ code: UInt8) -> ProtectionClass? {
+        switch code {
+        case 0: return .whenUnlocked
+        case 1: return .afterFirstUnlock
+        case 2: return .always
+        default: return nil
+        }
+    }
+
+    static func stateCode(_ state: LockState) -> UInt8 { state == .unlocked ? 1 : 0 }
+
+    // MARK: Frames
+
+    /// Writes one frame holding `body`.
+    static func writeFrame(_ fd: Int32, _ body: UnsafeRawBufferPointer) throws {
+        guard body.count <= maximumFrame else { throw AgentError.protocolViolation("a message of \(body.count) bytes is too large") }
+        let length = UInt32(body.count)
+        let header: [UInt8] = [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
+        try header.withUnsafeBytes { try UnixSocket.writeAll(fd, $0) }
+        if body.count > 0 { try UnixSocket.writeAll(fd, body) }
+    }
+
+    static func writeFrame(_ fd: Int32, _ body: [UInt8]) throws {
+        try body.withUnsafeBytes { try writeFrame(fd, $0) }
+    }
+
+    static func writeFrame(_ fd: Int32, _ body: SecretBytes) throws {
+        try body.withUnsafeBytes { try writeFrame(fd, $0) }
+    }
+
+    /// Reads one frame into locked memory; refuses a length over ``maximumFrame`` before reading it.
+    static func readFrame(_ fd: Int32) throws -> SecretBytes {
+        var header = [UInt8](repeating: 0, count: 4)
+        try header.withUnsafeMutableBytes { try UnixSocket.readExactly(fd, into: $0) }
+        let length = Int(header[0]) << 24 | Int(header[1]) << 16 | Int(header[2]) << 8 | Int(header[3])
+        guard length <= maximumFrame else {
+            throw AgentError.protocolViolation("a message of \(length) bytes is larger than the \(maximumFrame) allowed")
+        }
+        return try SecretBytes(count: length) { try UnixSocket.readExactly(fd, into: $0) }
+    }
+
+    static func okResponse(_ payload: [UInt8] = []) -> [UInt8] { [0] + payload }
+
+    static func errorResponse(_ error: WireError) -> [UInt8] {
+        [1] + ((try? JSONEncoder().encode(error)).map { [UInt8]($0) } ?? [])
+    }
+}
+
+/// An error as it crosses the socket; the client turns the vault's own cases back into
+/// `VaultError`, so a wrong passcode given to the agent exits like one given to the vault.
+struct WireError: Codable, Sendable {
+    var kind: String
+    var message: String
+    var failures: Int?
+    var seconds: Int64?
+    var accessibility: String?
+    var reason: String?
+
+    init(kind: String, message: String, failures: Int? = nil, seconds: Int64? = nil, accessibility: String? = nil, reason: String? = nil) {
+        self.kind = kind
+        self.message = message
+        self.failures = failures
+        self.seconds = seconds
+        self.accessibility = accessibility
+        self.reason = reason
+    }
+
+    static func seconds(_ duration: Duration?) -> Int64? { duration.map { $0.components.seconds } }
+
+    static let reasons: [(String, ClassKeyUnavailableReason)] = [
+        ("locked", .locked), ("noFirstUnlockYet", .noFirstUnlockYet), ("notSetUp", .notSetUp), ("deviceKeyMissing", .deviceKeyMissing),
+    ]
+
+    /// The wire form of any error the agent meets.
+    init(_ error: any Error) {
+        let message = String(describing: error)
+        switch error {
+        case let VaultError.wrongPasscode(failures, wait):
+            self.init(kind: "wrongPasscode", message: message, failures: failures, seconds: Self.seconds(wait))
+        case let VaultError.wrongAnswers(failures, wait):
+            self.init(kind: "wrongAnswers", message: message, failures: failures, seconds: Self.seconds(wait))
+        case let VaultError.tooManyAttempts(retryAfter):
+            self.init(kind: "tooManyAttempts", message: message, seconds: Self.seconds(retryAfter))
+        case let VaultError.attemptRecordDamaged(retryAfter):
+            self.init(kind: "attemptRecordDamaged", message: message, seconds: Self.seconds(retryAfter))
+        case VaultError.erased: self.init(kind: "erased", message: message)
+        case VaultError.notSetUp: self.init(kind: "notSetUp", message: message)
+        case VaultError.locked: self.init(kind: "locked", message: message)
+        case VaultError.noPasscode: self.init(kind: "noPasscode", message: message)
+        case VaultError.noSecurityQuestions: self.init(kind: "noSecurityQuestions", message: message)
+        case let AgentError.remote(why): self.init(kind: "other", message: why)
+        case let AgentError.protocolViolation(why): self.init(kind: "protocol", message: why)
+        case let VaultError.classKeyUnavailable(accessibility, reason):
+            let name = Self.reasons.first(where: { $0.1 == reason })?.0 ?? "locked"
+            self.init(kind: "classKeyUnavailable", message: message, accessibility: accessibility.name, reason: name)
+        default: self.init(kind: "other", message: message)
+        }
+    }
+
+    /// The error the client throws.
+    var error: any Error {
+        let wait = seconds.map { Duration.seconds($0) }
+        switch kind {
+        case "wrongPasscode": return VaultError.wrongPasscode(failures: failures ?? 0, nextAttemptAfter: wait)
+        case "wrongAnswers": return VaultError.wrongAnswers(failures: failures ?? 0, nextAttemptAfter: wait)
+        case "tooManyAttempts": return VaultError.tooManyAttempts(retryAfter: wait ?? .zero)
+        case "attemptRecordDamaged": return VaultError.attemptRecordDamaged(retryAfter: wait ?? .zero)
+        case "erased": return VaultError.erased
+        case "notSetUp": return VaultError.notSetUp
+        case "locked": return VaultError.locked
+        case "noPasscode": return VaultError.noPasscode
+        case "noSecurityQuestions": return VaultError.noSecurityQuestions
+        case "classKeyUnavailable":
+            if let name = accessibility, let value = Accessibility(name: name),
+               let reason = Self.reasons.first(where: { $0.0 == self.reason })?.1 {
+                return VaultError.classKeyUnavailable(value, reason)
+            }
+            return AgentError.remote(message)
+        case "refused": return AgentError.refused(message)
+        case "protocol": return AgentError.protocolViolation(message)
+        default: return AgentError.remote(message)
+        }
+    }
+}
+
+/// What `status` reports (no secret).
+public struct AgentStatus: Codable, Sendable, Equatable {
+    /// Whether the agent holds the vault unlocked.
+    public var state: LockState
+    /// Whether the vault was unlocked since the agent started (afterFirstUnlock keys available).
+    public var firstUnlockDone: Bool
+    /// The vault's data directory.
+    public var home: String
+    /// The idle time-to-live in seconds (reset by every use).
+    public var idleTTL: Int
+    /// The maximum time-to-live in seconds (from the unlock, not reset).
+    public var maxTTL: Int
+    /// Seconds until the idle TTL locks the vault (nil while locked).
+    public var idleRemaining: Int?
+    /// Seconds until the maximum TTL locks the vault (nil while locked).
+    public var maxRemaining: Int?
+    /// The agent's process id.
+    public var pid: Int32
+    /// The agent's user id (only this user is served).
+    public var uid: UInt32
+}

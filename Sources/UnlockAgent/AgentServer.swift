@@ -1,0 +1,525 @@
+import Foundation
+import Cipher
+import Vault
+import CPlatform
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The unlock agent: holds one vault's keys in locked memory and serves its class keys over a
+/// UNIX socket to processes of the same user, as gpg-agent and ssh-agent do for theirs.
+///
+/// - The socket is mode 0600 in a 0700 directory owned by this user (``AgentPaths``); every
+///   connection's peer is checked with `SO_PEERCRED` and served only when its uid is in
+///   ``Configuration/allowedUIDs`` (this user by default).
+/// - It serves class keys, never the passcode (wiped after the KDF) and never the application
+///   key; whenUnlocked keys only while unlocked, afterFirstUnlock keys from the first unlock
+///   until the agent stops, and nothing for the always class (which needs no agent).
+/// - The idle TTL is reset by every key served; the maximum TTL runs from the unlock and is not
+///   reset; either locks the vault (wiping the keys) when it runs out, as does a lock request.
+/// - One agent per socket: the agent holds an exclusive `flock` on `SOCKET.lock` for its
+///   life, so a socket left by a killed agent is known to be stale and is replaced (a symlink or
+///   any other file at that path is refused, never followed).
+/// - Requests are bounded (64 KiB), slow clients time out (``Configuration/requestTimeout``),
+///   and at most ``Configuration/maximumConnections`` are served at once.
+///
+/// Thread safety: ``run()`` serves from its own thread plus one thread per connection; every
+/// shared field is behind an internal lock.
+public final class AgentServer: @unchecked Sendable {
+    /// Limits and time-to-live settings.
+    public struct Configuration: Sendable {
+        /// Lock after this many seconds without a key served (gpg-agent's default: 600).
+        public var idleTTL: Int
+        /// Lock this many seconds after the unlock, whatever the use (gpg-agent's default: 7200).
+        public var maxTTL: Int
+        /// The uids served (default: this process's effective uid only).
+        public var allowedUIDs: Set<UInt32>
+        /// Seconds a client has to send its request.
+        public var requestTimeout: Double
+        /// Connections served at once; more are answered "busy" and closed.
+        public var maximumConnections: Int
+        /// Lock-state subscribers at once.
+        public var maximumSubscribers: Int
+
+        public init(idleTTL: Int = 600, maxTTL: Int = 7200, allowedUIDs: Set<UInt32> = [UInt32(geteuid())],
+                    requestTimeout: Double = 5, maximumConnections: Int = 128, maximumSubscribers: Int = 64) {
+            self.idleTTL = idleTTL
+            self.maxTTL = maxTTL
+            self.allowedUIDs = allowedUIDs
+            self.requestTimeout = requestTimeout
+            self.maximumConnections = maximumConnections
+            self.maximumSubscribers = maximumSubscribers
+        }
+    }
+
+    /// The vault served.
+    public let manager: CryptoManager
+    /// The socket's path.
+    public let socketPath: String
+    /// Limits and TTLs.
+    public let configuration: Configuration
+    /// Where events are logged (refused peers, expiries); nil for silence.
+    public let log: (@Sendable (String) -> Void)?
+
+    private struct Shared {
+        var listenFD: Int32 = -1
+        var lockFD: Int32 = -1
+        var socketIdentity: (dev: UInt64, ino: UInt64)?
+        var unlockedAt: Double?
+        var lastUse: Double?
+        var firstUnlockDone = false
+        var connections = 0
+        var subscribers: [Int32] = []
+        var pendingSubscribers: [Int32] = []
+        var stopping = false
+        var published: LockState?
+    }
+
+    private let shared = NSLock()
+    private nonisolated(unsafe) var state = Shared()
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+
+    /// - Parameters:
+    ///   - manager: The vault to serve (made without an unlocked-key source).
+    ///   - socketPath: Where to listen; its directory is created 0700 and checked.
+    ///   - configuration: TTLs and limits.
+    ///   - log: Receives one line per notable event.
+    public init(manager: CryptoManager, socketPath: String, configuration: Configuration = Configuration(),
+                log: (@Sendable (String) -> Void)? = nil) throws {
+        guard configuration.idleTTL > 0, configuration.maxTTL > 0 else {
+            throw AgentError.protocolViolation("the idle and maximum TTLs must be at least one second")
+        }
+        self.manager = manager
+        self.socketPath = VaultPaths.absolute(socketPath)
+        self.configuration = configuration
+        self.log = log
+        var fds: [Int32] = [0, 0]
+        guard sf_pipe_cloexec(&fds) == 0 else { throw AgentError.system("pipe", "wake-up pipe") }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        }
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
+    }
+
+    deinit {
+        close(wakeRead)
+        close(wakeWrite)
+    }
+
+    private func locked<Result>(_ body: (inout Shared) throws -> Result) rethrows -> Result {
+        shared.lock()
+        defer { shared.unlock() }
+        return try body(&state)
+    }
+
+    /// Seconds since boot, counting suspend (CLOCK_BOOTTIME), so a TTL runs while a laptop sleeps.
+    static func now() -> Double {
+        var time = timespec()
+        #if os(Linux)
+        clock_gettime(CLOCK_BOOTTIME, &time)
+        #else
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        #endif
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+
+    // MARK: Binding
+
+    /// Takes the socket: checks its directory, takes `SOCKET.lock` (else
+    /// ``AgentError/alreadyRunning(socket:)``), removes a stale socket left by a killed agent,
+    /// binds (0600) and listens.
+    public func bind() throws {
+        let directory = (socketPath as NSString).deletingLastPathComponent
+        try AgentPaths.ensurePrivateDirectory(directory)
+        let lockPath = socketPath + ".lock"
+        let lockFD = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard lockFD >= 0 else {
+            if errno == ELOOP { throw AgentError.pathInUse(path: lockPath, reason: "is a symbolic link") }
+            throw AgentError.system("open", lockPath)
+        }
+        guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
+            close(lockFD)
+            throw AgentError.alreadyRunning(socket: socketPath)
+        }
+        do {
+            var info = stat()
+            if lstat(socketPath, &info) == 0 {
+                // Nobody holds the lock, so no agent serves this socket: it is stale. Only a
+                // socket is removed; anything else (a symlink, a file) is left for a person.
+                guard (info.st_mode & S_IFMT) == S_IFSOCK else {
+                    throw AgentError.pathInUse(path: socketPath, reason: "exists and is not a socket (a symlink, file or directory)")
+                }
+                guard info.st_uid == geteuid() else {
+                    throw AgentError.pathInUse(path: socketPath, reason: "is a socket of uid \(info.st_uid)")
+                }
+                guard unlink(socketPath) == 0 || errno == ENOENT else { throw AgentError.system("unlink", socketPath) }
+                log?("replaced the stale socket \(socketPath)")
+            } else if errno != ENOENT {
+                throw AgentError.system("lstat", socketPath)
+            }
+            var address = try UnixSocket.address(socketPath)
+            let fd = try UnixSocket.makeSocket()
+            let previous = umask(0o177)
+            let result = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    #if os(Linux)
+                    Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                    #else
+                    Darwin.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                    #endif
+                }
+            }
+            let bindErrno = errno
+            umask(previous)
+            guard result == 0 else {
+                close(fd)
+                throw AgentError.system("bind", socketPath, bindErrno)
+            }
+            guard chmod(socketPath, 0o600) == 0, lstat(socketPath, &info) == 0, listen(fd, 128) == 0 else {
+                let code = errno
+                close(fd)
+                unlink(socketPath)
+                throw AgentError.system("listen", socketPath, code)
+            }
+            locked {
+                $0.listenFD = fd
+                $0.lockFD = lockFD
+                $0.socketIdentity = (UInt64(info.st_dev), UInt64(info.st_ino))
+            }
+        } catch {
+            close(lockFD)
+            throw error
+        }
+    }
+
+    // MARK: Serving
+
+    /// Serves until ``stop()`` or a stop request, then locks the vault, removes the socket and
+    /// returns. Call ``bind()`` first.
+    public func run() throws {
+        let listenFD = locked { $0.listenFD }
+        guard listenFD >= 0 else { throw AgentError.notRunning(socket: socketPath) }
+        while !locked({ $0.stopping }) {
+            admitSubscribers()
+            let subscribers = locked { $0.subscribers }
+            var fds = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+            fds += subscribers.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            let ready = poll(&fds, nfds_t(fds.count), 250)
+            if ready < 0 && errno != EINTR { throw AgentError.system("poll", socketPath) }
+            expireIfDue()
+            if fds[1].revents != 0 {
+                var drain = [UInt8](repeating: 0, count: 64)
+                while read(wakeRead, &drain, drain.count) > 0 {}
+            }
+            // A subscriber sends nothing after its request: readable means closed (or misbehaving).
+            for entry in fds.dropFirst(2) where entry.revents != 0 { dropSubscriber(entry.fd) }
+            publishState()
+            if fds[0].revents & Int16(POLLIN) != 0 { acceptOne(listenFD) }
+        }
+        shutdown()
+    }
+
+    /// Asks ``run()`` to finish (from any thread).
+    public func stop() {
+        locked { $0.stopping = true }
+        wake()
+    }
+
+    private func wake() {
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+    }
+
+    private func shutdown() {
+        manager.lock()
+        publishState()
+        let (listenFD, lockFD, identity, subscribers) = locked { state in
+            let result = (state.listenFD, state.lockFD, state.socketIdentity, state.subscribers + state.pendingSubscribers)
+            state.listenFD = -1
+            state.lockFD = -1
+            state.subscribers = []
+            state.pendingSubscribers = []
+            return result
+        }
+        // The socket is removed only while it is still the one this agent bound.
+        var info = stat()
+        if let identity, lstat(socketPath, &info) == 0, UInt64(info.st_dev) == identity.dev, UInt64(info.st_ino) == identity.ino {
+            unlink(socketPath)
+        }
+        if listenFD >= 0 { close(listenFD) }
+        subscribers.forEach { close($0) }
+        if lockFD >= 0 { close(lockFD) }
+    }
+
+    private func acceptOne(_ listenFD: Int32) {
+        let fd = accept(listenFD, nil, nil)
+        guard fd >= 0 else { return }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        let admitted = locked { state -> Bool in
+            guard state.connections < configuration.maximumConnections else { return false }
+            state.connections += 1
+            return true
+        }
+        guard admitted else {
+            UnixSocket.setTimeouts(fd, seconds: 0.2)
+            try? AgentProtocol.writeFrame(fd, AgentProtocol.errorResponse(WireError(kind: "other", message: "the agent is busy; try again")))
+            close(fd)
+            return
+        }
+        let thread = Thread { [self] in
+            let keep = self.serve(fd)
+            if !keep { close(fd) }
+            self.locked { $0.connections -= 1 }
+        }
+        thread.start()
+    }
+
+    /// Serves one connection; returns true when the descriptor became a subscriber.
+    private func serve(_ fd: Int32) -> Bool {
+        var uid: UInt32 = 0
+        var pid: Int32 = 0
+        let code = sf_peer_credentials(fd, &uid, &pid)
+        UnixSocket.setTimeouts(fd, seconds: configuration.requestTimeout)
+        guard code == 0 else {
+            log?("refused a connection whose peer cannot be identified: \(String(cString: strerror(code)))")
+            return false
+        }
+        guard configuration.allowedUIDs.contains(uid) else {
+            log?("refused a connection from uid \(uid) (pid \(pid)): this agent serves uid \(geteuid())")
+            try? AgentProtocol.writeFrame(fd, AgentProtocol.errorResponse(WireError(
+                kind: "refused", message: "uid \(uid) is not served by this agent (it serves uid \(geteuid()) only)")))
+            return false
+        }
+        let request: SecretBytes
+        do {
+            request = try AgentProtocol.readFrame(fd)
+        } catch {
+            try? AgentProtocol.writeFrame(fd, AgentProtocol.errorResponse(WireError(kind: "protocol", message: "\(error)")))
+            return false
+        }
+        defer { request.wipe() }
+        do {
+            return try handle(request, fd: fd)
+        } catch {
+            try? AgentProtocol.writeFrame(fd, AgentProtocol.errorResponse(WireError(error)))
+            return false
+        }
+    }
+
+    private func handle(_ request: SecretBytes, fd: Int32) throws -> Bool {
+        let (version, code) = request.withUnsafeBytes { bytes in bytes.count >= 2 ? (bytes[0], bytes[1]) : (0, 0) }
+        guard version == AgentProtocol.version else {
+            throw AgentError.protocolViolation("protocol version \(version) is not supported (this agent speaks \(AgentProtocol.version))")
+        }
+        guard let operation = AgentProtocol.Operation(rawValue: code) else {
+            throw AgentError.protocolViolation("unknown request \(code)")
+        }
+        expireIfDue()
+        switch operation {
+        case .status:
+            try AgentProtocol.writeFrame(fd, AgentProtocol.okResponse(try JSONEncoder().encode(status()).map { $0 }))
+        case .unlock:
+            try unlock(request)
+            try AgentProtocol.writeFrame(fd, AgentProtocol.okResponse(try JSONEncoder().encode(status()).map { $0 }))
+        case .lock:
+            lockNow()
+            try AgentProtocol.writeFrame(fd, AgentProtocol.okResponse())
+        case .classKeys:
+            let response = try classKeys(request)
+            defer { response.wipe() }
+            try AgentProtocol.writeFrame(fd, response)
+        case .subscribe:
+            let admitted = locked { state -> Bool in
+                guard state.subscribers.count + state.pendingSubscribers.count < configuration.maximumSubscribers else { return false }
+                state.pendingSubscribers.append(fd)
+                return true
+            }
+            guard admitted else { throw AgentError.remote("too many lock-state subscribers") }
+            // The run loop owns the descriptor from here: it sends the current state, then every change.
+            wake()
+            return true
+        case .stop:
+            try? AgentProtocol.writeFrame(fd, AgentProtocol.okResponse())
+            log?("stopping on request")
+            stop()
+        }
+        return false
+    }
+
+    /// The agent's status (no secret).
+    public func status() -> AgentStatus {
+        let now = Self.now()
+        let unlocked = manager.isUnlocked
+        return locked { state in
+            var idle: Int?, max: Int?
+            if unlocked, let unlockedAt = state.unlockedAt, let lastUse = state.lastUse {
+                idle = Swift.max(0, Int((Double(configuration.idleTTL) - (now - lastUse)).rounded(.up)))
+                max = Swift.max(0, Int((Double(configuration.maxTTL) - (now - unlockedAt)).rounded(.up)))
+            }
+            return AgentStatus(state: unlocked ? .unlocked : .locked, firstUnlockDone: state.firstUnlockDone, home: manager.directory,
+                               idleTTL: configuration.idleTTL, maxTTL: configuration.maxTTL, idleRemaining: idle, maxRemaining: max,
+                               pid: getpid(), uid: UInt32(geteuid()))
+        }
+    }
+
+    private func unlock(_ request: SecretBytes) throws {
+        let (passcode, answers) = try request.withUnsafeBytes { bytes -> (SecretBytes?, [SecretBytes]) in
+            guard bytes.count >= 3 else { throw AgentError.protocolViolation("an unlock request without a credential") }
+            func secret(_ range: Range<Int>) -> SecretBytes {
+                SecretBytes(count: range.count) { target in
+                    if !range.isEmpty { target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[range])) }
+                }
+            }
+            switch bytes[2] {
+            case 0:
+                guard bytes.count > 3 else { throw AgentError.protocolViolation("an empty passcode") }
+                return (secret(3..<bytes.count), [])
+            case 1:
+                guard bytes.count >= 4, (1...CryptoManager.maximumQuestions).contains(Int(bytes[3])) else {
+                    throw AgentError.protocolViolation("an unlock request with a bad answer count")
+                }
+                var answers: [SecretBytes] = []
+                var offset = 4
+                for _ in 0..<Int(bytes[3]) {
+                    guard offset + 2 <= bytes.count else { answers.forEach { $0.wipe() }; throw AgentError.protocolViolation("a truncated answer") }
+                    let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
+                    offset += 2
+                    guard offset + length <= bytes.count else { answers.forEach { $0.wipe() }; throw AgentError.protocolViolation("a truncated answer") }
+                    answers.append(secret(offset..<offset + length))
+                    offset += length
+                }
+                guard offset == bytes.count else { answers.forEach { $0.wipe() }; throw AgentError.protocolViolation("trailing bytes after the answers") }
+                return (nil, answers)
+            default:
+                throw AgentError.protocolViolation("an unknown credential kind")
+            }
+        }
+        defer {
+            passcode?.wipe()
+            answers.forEach { $0.wipe() }
+        }
+        if let passcode { try manager.unlock(passcode: passcode) } else { try manager.unlock(answers: answers) }
+        let now = Self.now()
+        locked {
+            $0.unlockedAt = now
+            $0.lastUse = now
+            $0.firstUnlockDone = true
+        }
+        log?("unlocked")
+        wake()
+    }
+
+    private func lockNow() {
+        locked {
+            $0.unlockedAt = nil
+            $0.lastUse = nil
+        }
+        manager.lock()
+        log?("locked on request")
+        wake()
+    }
+
+    /// Locks when the idle or the maximum TTL has run out.
+    private func expireIfDue() {
+        let now = Self.now()
+        let expired = locked { state -> String? in
+            guard let unlockedAt = state.unlockedAt, let lastUse = state.lastUse else { return nil }
+            var why: String?
+            if now - lastUse >= Double(configuration.idleTTL) { why = "idle TTL" }
+            if now - unlockedAt >= Double(configuration.maxTTL) { why = "maximum TTL" }
+            if why != nil {
+                state.unlockedAt = nil
+                state.lastUse = nil
+            }
+            return why
+        }
+        if let expired {
+            manager.lock()
+            log?("locked: the \(expired) ran out")
+            wake()
+        }
+    }
+
+    private func classKeys(_ request: SecretBytes) throws -> SecretBytes {
+        let (classCode, deviceOnly, vaultID) = try request.withUnsafeBytes { bytes -> (UInt8, UInt8, Data) in
+            guard bytes.count == 2 + 2 + 16 else { throw AgentError.protocolViolation("a class-key request of \(bytes.count) bytes") }
+            return (bytes[2], bytes[3], Data(bytes[4..<20]))
+        }
+        guard let protectionClass = AgentProtocol.protectionClass(classCode), deviceOnly <= 1 else {
+            throw AgentError.protocolViolation("an unknown class")
+        }
+        guard protectionClass != .always else {
+            throw AgentError.remote("the always class needs no agent; read its key from the data directory")
+        }
+        guard try manager.vaultID == vaultID else {
+            throw AgentError.remote("this agent serves another vault (\(manager.directory))")
+        }
+        let accessibility = Accessibility(protectionClass, thisDeviceOnly: deviceOnly == 1)
+        let current = try manager.classKey(for: accessibility)
+        var keys = [current]
+        defer { keys.forEach { $0.wipe() } }
+        keys += try manager.retiredClassKeys(for: accessibility)
+        let count = min(keys.count, 255)
+        locked { if $0.lastUse != nil { $0.lastUse = Self.now() } }
+        // status 0 ‖ count ‖ keys
+        return SecretBytes(count: 2 + 32 * count) { target in
+            target[0] = 0
+            target[1] = UInt8(count)
+            for index in 0..<count {
+                keys[index].withUnsafeBytes { (target.baseAddress! + 2 + 32 * index).copyMemory(from: $0.baseAddress!, byteCount: min(32, $0.count)) }
+            }
+        }
+    }
+
+    // MARK: Lock-state subscribers (run-loop thread only)
+
+    private func publishState() {
+        let current: LockState = manager.isUnlocked ? .unlocked : .locked
+        let subscribers = locked { state -> [Int32]? in
+            guard state.published != current else { return nil }
+            state.published = current
+            return state.subscribers
+        }
+        guard let subscribers else { return }
+        for fd in subscribers {
+            UnixSocket.setTimeouts(fd, seconds: 1)
+            do {
+                try AgentProtocol.writeFrame(fd, AgentProtocol.okResponse([AgentProtocol.stateCode(current)]))
+            } catch {
+                dropSubscriber(fd)
+            }
+        }
+    }
+
+    /// Sends each new subscriber the current state and adds it to the list.
+    private func admitSubscribers() {
+        let pending = locked { state -> [Int32] in
+            defer { state.pendingSubscribers = [] }
+            return state.pendingSubscribers
+        }
+        for fd in pending {
+            let current: LockState = manager.isUnlocked ? .unlocked : .locked
+            UnixSocket.setTimeouts(fd, seconds: 1)
+            do {
+                try AgentProtocol.writeFrame(fd, AgentProtocol.okResponse([AgentProtocol.stateCode(current)]))
+                locked { $0.subscribers.append(fd) }
+            } catch {
+                close(fd)
+            }
+        }
+    }
+
+    private func dropSubscriber(_ fd: Int32) {
+        let removed = locked { state -> Bool in
+            guard let index = state.subscribers.firstIndex(of: fd) else { return false }
+            state.subscribers.remove(at: index)
+            return true
+        }
+        if removed { close(fd) }
+    }
+}

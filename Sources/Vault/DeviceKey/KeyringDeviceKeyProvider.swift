@@ -1,0 +1,87 @@
+import Foundation
+import Cipher
+import CPlatform
+
+/// The device key cached in the Linux kernel keyring, in front of another provider.
+///
+/// The first read takes the key from `backing` (a file, a systemd credential, the TPM) and adds
+/// it to the keyring as a `user` key with a timeout; later reads, from any process of the user
+/// that can search that keyring, take it from the kernel until the timeout, so the slower or
+/// rarer source (a TPM unseal, a credential decryption) is asked once per period. The key never
+/// touches the disk on this path; the kernel wipes it when it expires or is evicted. Raw
+/// `add_key`/`keyctl` system calls (no libkeyutils).
+public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
+    /// The key's description in the keyring.
+    public let keyDescription: String
+    /// Seconds the cached key lives.
+    public let timeout: Int
+    /// The keyring searched and added to (default: the user keyring, `@u`).
+    public let keyring: Int32
+    /// Where the key comes from when the keyring does not hold it.
+    public let backing: any DeviceKeyProvider
+
+    public init(description: String, timeout: Int = 600, keyring: Int32? = nil, backing: any DeviceKeyProvider) {
+        self.keyDescription = description
+        self.timeout = timeout
+        self.keyring = keyring ?? sf_keyring_spec_user()
+        self.backing = backing
+    }
+
+    /// Possessor: everything; same user: view, read, search (the same-uid boundary of the agent).
+    static let permissions: UInt32 = 0x3f0b_0000
+
+    public func deviceKey() throws -> SecretBytes {
+        guard !keyDescription.isEmpty, timeout > 0 else { throw VaultError.invalidArgument("a keyring provider needs a description and a positive timeout") }
+        if let cached = try Self.read(description: keyDescription, keyring: keyring) { return cached }
+        let key = try backing.deviceKey()
+        let serial = key.withUnsafeBytes { sf_keyring_add("user", keyDescription, $0.baseAddress, $0.count, keyring) }
+        guard serial > 0 else {
+            // The key is still good; only the cache failed (no keyring in this container, quota).
+            return key
+        }
+        _ = sf_keyring_set_permissions(serial, Self.permissions)
+        _ = sf_keyring_set_timeout(serial, UInt32(clamping: timeout))
+        return key
+    }
+
+    /// The cached key, or nil when the keyring holds none (or it expired).
+    static func read(description: String, keyring: Int32) throws -> SecretBytes? {
+        let serial = sf_keyring_search(keyring, "user", description)
+        guard serial > 0 else {
+            switch -serial {
+            case ENOKEY, EKEYEXPIRED, EKEYREVOKED, ENOENT, ENOSYS, EPERM, EACCES: return nil
+            default: return nil
+            }
+        }
+        var length = 0
+        let key = SecretBytes(count: 64) { buffer in
+            let n = sf_keyring_read(serial, buffer.baseAddress, buffer.count)
+            length = n < 0 ? -1 : n
+        }
+        defer { key.wipe() }
+        guard length == 32 else { return nil }
+        return key.slice(0..<32)
+    }
+
+    /// Removes the cached key at once (the next read asks the backing provider).
+    /// - Returns: Whether a key was removed.
+    @discardableResult
+    public func evict() -> Bool {
+        let serial = sf_keyring_search(keyring, "user", keyDescription)
+        guard serial > 0 else { return false }
+        return sf_keyring_invalidate(serial) == 0
+    }
+
+    /// A new empty keyring linked into this process's keyring (gone when the process ends), or
+    /// nil where keyrings are unavailable. Tests use it to stay apart from the user's keyring.
+    public static func newProcessKeyring(named name: String) -> Int32? {
+        let serial = sf_keyring_add("keyring", name, nil, 0, sf_keyring_spec_process())
+        return serial > 0 ? serial : nil
+    }
+
+    /// Whether the kernel keyring can be used here (add_key may be filtered in containers).
+    public static var isAvailable: Bool {
+        let probe = sf_keyring_add("keyring", "securefoundation-probe", nil, 0, sf_keyring_spec_process())
+        return probe > 0
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import Cipher
+
+/// The device key from a systemd credential.
+///
+/// Inside a unit with `LoadCredentialEncrypted=NAME:/path/NAME.cred` (or `LoadCredential=`),
+/// systemd decrypts the credential and the key is read from `$CREDENTIALS_DIRECTORY/NAME`.
+/// Outside such a unit, when the encrypted credential's path is known, it is decrypted with
+/// `systemd-creds decrypt` (which needs root for the host key, and the TPM for a TPM-bound
+/// credential). Set up with ``seal(_:name:to:withKey:)`` (`systemd-creds encrypt`).
+public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
+    /// The credential's name.
+    public let name: String
+    /// The encrypted credential file, or nil to rely on `$CREDENTIALS_DIRECTORY` only.
+    public let encryptedCredential: String?
+
+    public init(name: String, encryptedCredential: String? = nil) {
+        self.name = name
+        self.encryptedCredential = encryptedCredential.map { VaultPaths.absolute($0) }
+    }
+
+    public func deviceKey() throws -> SecretBytes {
+        guard DeviceKeyRecord.validName(name) else { throw VaultError.deviceKey("\"\(name)\" is not a valid credential name") }
+        if let directory = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"], directory.hasPrefix("/") {
+            let path = directory + "/" + name
+            if access(path, F_OK) == 0 {
+                // systemd makes the directory and file readable by the unit's user only (0400/0440).
+                let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+                guard fd >= 0 else { throw VaultError.deviceKey("cannot open the credential \(path): \(String(cString: strerror(errno)))") }
+                defer { close(fd) }
+                let key = try VaultError.call { try SecretBytes(readingFrom: fd, maxLength: 64, trimNewline: false, name: path) }
+                guard key.count == 32 else {
+                    key.wipe()
+                    throw VaultError.deviceKey("the credential \(path) holds \(key.count) bytes, not a 32-byte device key")
+                }
+                return key
+            }
+        }
+        guard let encryptedCredential else {
+            throw VaultError.deviceKey("the systemd credential \(name) is not in $CREDENTIALS_DIRECTORY; run under a unit with LoadCredentialEncrypted=\(name):PATH, or record the encrypted credential's path")
+        }
+        guard let tool = ExternalTool.find("systemd-creds") else {
+            throw VaultError.deviceKey("systemd-creds is not installed; it is needed to decrypt \(encryptedCredential)")
+        }
+        let result = try ExternalTool.run([tool, "decrypt", "--name=" + name, encryptedCredential, "-"], maxOutput: 64)
+        guard result.status == 0 else {
+            result.output.wipe()
+            throw VaultError.deviceKey("systemd-creds could not decrypt \(encryptedCredential) (exit \(result.status)): \(result.error)")
+        }
+        guard result.output.count == 32 else {
+            result.output.wipe()
+            throw VaultError.deviceKey("the credential \(encryptedCredential) holds \(result.output.count) bytes, not a 32-byte device key")
+        }
+        return result.output
+    }
+
+    /// Encrypts `key` into the credential file `path` with `systemd-creds encrypt
+    /// --with-key=WITHKEY` (`host`, `tpm2`, `host+tpm2`, `auto`, ...).
+    public static func seal(_ key: SecretBytes, name: String, to path: String, withKey: String = "host") throws {
+        guard DeviceKeyRecord.validName(name) else { throw VaultError.invalidArgument("\"\(name)\" is not a valid credential name") }
+        guard let tool = ExternalTool.find("systemd-creds") else {
+            throw VaultError.deviceKey("systemd-creds is not installed (Debian: apt-get install systemd)")
+        }
+        let absolute = VaultPaths.absolute(path)
+        try VaultError.call { try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(absolute)) }
+        let temporary = absolute + ".tmp-" + (try SecureRandom.string(length: 12, alphabet: SecureRandom.alphanumeric))
+        defer { unlink(temporary) }
+        let result = try ExternalTool.run([tool, "encrypt", "--name=" + name, "--with-key=" + withKey, "-", temporary], input: key)
+        result.output.wipe()
+        guard result.status == 0 else {
+            throw VaultError.deviceKey("systemd-creds could not encrypt the device key (exit \(result.status)): \(result.error)")
+        }
+        guard chmod(temporary, 0o600) == 0, rename(temporary, absolute) == 0 else {
+            throw VaultError.io("cannot install \(absolute): \(String(cString: strerror(errno)))")
+        }
+        try VaultError.call { try SecureFile.syncDirectory(SecureFile.directoryOf(absolute)) }
+    }
+}

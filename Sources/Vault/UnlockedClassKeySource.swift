@@ -1,0 +1,19 @@
+import Foundation
+import Cipher
+
+/// Class keys of an unlocked vault held by another process, such as the unlock agent
+/// (`UnlockAgent`'s `AgentClient`).
+///
+/// A ``CryptoManager`` made with such a source asks it for the whenUnlocked and
+/// afterFirstUnlock keys whenever it cannot derive them itself (it is locked, or has not been
+/// unlocked in this process). The source never sees the passcode or the application key, only
+/// class keys, and only while its own rules allow (see docs/UNLOCK.md).
+public protocol UnlockedClassKeySource: Sendable {
+    /// The keys of `protectionClass` (``ProtectionClass/whenUnlocked`` or
+    /// ``ProtectionClass/afterFirstUnlock``) of the vault named `vaultID`, not bound to the
+    /// device key: the current key first, then the retired generations, newest first.
+    ///
+    /// - Returns: The keys (the caller wipes them), or nil when the source cannot give them
+    ///   (no agent running, the agent is locked or holds another vault).
+    func unlockedClassKeys(_ protectionClass: ProtectionClass, vaultID: Data) -> [SecretBytes]?
+}

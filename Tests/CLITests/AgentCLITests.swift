@@ -1,0 +1,151 @@
+import Foundation
+import Testing
+
+/// `securefoundation agent …` run as real processes: a detached agent, commands that use it,
+/// a killed agent's socket, exit codes.
+@Suite(.serialized) struct AgentCLITests {
+    final class Setup: @unchecked Sendable {
+        let root: String
+        let socket: String
+        let passcodeFile: String
+        var environment: [String: String]
+
+        init() throws {
+            root = "/tmp/sf-agent-cli-" + String(UUID().uuidString.prefix(8))
+            try FileManager.default.createDirectory(atPath: root + "/run", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            socket = root + "/run/agent.sock"
+            passcodeFile = root + "/pin.txt"
+            try Data("1234-abcd\n".utf8).write(to: URL(fileURLWithPath: passcodeFile))
+            environment = ["SECUREFOUNDATION_AGENT_SOCKET": socket, "XDG_CONFIG_HOME": root + "/config"]
+        }
+
+        var home: [String] { ["--home", root + "/home", "--device-key", root + "/device.key"] }
+
+        func run(_ arguments: [String], stdin: [UInt8] = []) throws -> CLIRunner.Result {
+            try CLIRunner.run(arguments, stdin: stdin, environment: environment)
+        }
+
+        /// The running agent's pid from `agent status --json`, or nil.
+        func agentPID() throws -> Int32? {
+            let result = try run(["agent", "status", "--json", "--socket", socket])
+            guard result.status == 0, let object = try JSONSerialization.jsonObject(with: Data(result.stdout)) as? [String: Any] else { return nil }
+            return (object["pid"] as? NSNumber)?.int32Value
+        }
+
+        func cleanup() {
+            if let pid = try? agentPID() { kill(pid, SIGKILL) }
+            try? FileManager.default.removeItem(atPath: root)
+        }
+    }
+
+    @Test func commandsUseARunningAgentInsteadOfThePasscode() throws {
+        let setup = try Setup()
+        defer { setup.cleanup() }
+        #expect(try setup.run(["vault", "init", "--passcode-file", setup.passcodeFile] + setup.home).status == 0)
+        let add = try setup.run(["keychain", "add-generic-password", "-s", "mail", "-a", "alice", "-w", "-", "--accessibility", "whenUnlocked",
+                                 "--passcode-file", setup.passcodeFile] + setup.home, stdin: Array("hunter2".utf8))
+        #expect(add.status == 0, "\(add.stderr)")
+        let find = ["keychain", "find-generic-password", "-s", "mail", "-a", "alice", "-w"] + setup.home
+
+        // No agent: locked (36, as `security`); `agent status` exits 7.
+        #expect(try setup.run(find).status == 36)
+        #expect(try setup.run(["agent", "status", "--socket", setup.socket]).status == 7)
+
+        let start = try setup.run(["agent", "start", "--socket", setup.socket, "--idle-ttl", "600"] + setup.home)
+        #expect(start.status == 0, "\(start.stderr)")
+        #expect(start.text.hasPrefix("agent started (pid "))
+        var info = stat()
+        #expect(lstat(setup.socket, &info) == 0 && info.st_mode & 0o777 == 0o600 && (info.st_mode & S_IFMT) == S_IFSOCK)
+        // A second start is refused while the first runs.
+        #expect(try setup.run(["agent", "start", "--socket", setup.socket] + setup.home).status == 1)
+
+        // Locked agent: still 36.
+        #expect(try setup.run(find).status == 36)
+        let wrong = try setup.run(["agent", "unlock", "--socket", setup.socket, "--passcode-file", "-"], stdin: Array("nope".utf8))
+        #expect(wrong.status == 3)
+        #expect(wrong.stderr.contains("wrong passcode"))
+        let unlock = try setup.run(["agent", "unlock", "--socket", setup.socket, "--passcode-file", setup.passcodeFile])
+        #expect(unlock.status == 0, "\(unlock.stderr)")
+
+        // Unlocked agent: the keychain command needs no passcode.
+        let found = try setup.run(find)
+        #expect(found.status == 0, "\(found.stderr)")
+        #expect(found.text == "hunter2\n")
+        let status = try setup.run(["agent", "status", "--socket", setup.socket])
+        #expect(status.text.contains("state: unlocked"))
+
+        #expect(try setup.run(["agent", "lock", "--socket", setup.socket]).status == 0)
+        #expect(try setup.run(find).status == 36)
+        #expect(try setup.run(["agent", "stop", "--socket", setup.socket]).status == 0)
+        #expect(access(setup.socket, F_OK) != 0)
+        #expect(try setup.run(["agent", "status", "--socket", setup.socket]).status == 7)
+    }
+
+    @Test func killedAgentLeavesAStaleSocketThatTheNextStartReplaces() throws {
+        let setup = try Setup()
+        defer { setup.cleanup() }
+        #expect(try setup.run(["vault", "init", "--passcode-file", setup.passcodeFile] + setup.home).status == 0)
+        #expect(try setup.run(["agent", "start", "--socket", setup.socket] + setup.home).status == 0)
+        #expect(try setup.run(["agent", "unlock", "--socket", setup.socket, "--passcode-file", setup.passcodeFile]).status == 0)
+        let pid = try #require(try setup.agentPID())
+        #expect(kill(pid, SIGKILL) == 0)
+        var gone = false
+        for _ in 0..<100 where !gone {
+            gone = kill(pid, 0) != 0 || (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.contains(") Z ") == true
+            if !gone { usleep(50_000) }
+        }
+        #expect(gone)
+        #expect(access(setup.socket, F_OK) == 0)
+        #expect(try setup.run(["agent", "status", "--socket", setup.socket]).status == 7)
+        let restart = try setup.run(["agent", "start", "--socket", setup.socket] + setup.home)
+        #expect(restart.status == 0, "\(restart.stderr)")
+        let status = try setup.run(["agent", "status", "--socket", setup.socket])
+        #expect(status.status == 0)
+        // A new agent starts locked: nothing of the killed one survives.
+        #expect(status.text.contains("state: locked"))
+        #expect(status.text.contains("first unlock done: no"))
+        #expect(try setup.run(["agent", "stop", "--socket", setup.socket]).status == 0)
+    }
+
+    @Test func deviceKeyProviderIsRecordedAndMigratedWithoutChangingTheKey() throws {
+        let setup = try Setup()
+        defer { setup.cleanup() }
+        #expect(try setup.run(["vault", "init", "--passcode-file", setup.passcodeFile, "--device-key-provider", "file"] + setup.home).status == 0)
+        #expect(try setup.run(["vault", "status"] + setup.home).text.contains("device key: file \(setup.root)/device.key"))
+        let add = try setup.run(["keychain", "add-generic-password", "-s", "db", "-a", "app", "-w", "-", "--accessibility", "alwaysThisDeviceOnly"] + setup.home,
+                                stdin: Array("s3cret".utf8))
+        #expect(add.status == 0, "\(add.stderr)")
+        let find = ["keychain", "find-generic-password", "-s", "db", "-a", "app", "-w"] + setup.home
+        guard geteuid() == 0, CLIRunner.which("systemd-creds") != nil else {
+            print("skipping the migration: needs root and systemd-creds")
+            return
+        }
+        let migrate = try setup.run(["vault", "migrate-device-key", "--to", "systemd-credential", "--with-key", "host"] + setup.home)
+        #expect(migrate.status == 0, "\(migrate.stderr)")
+        #expect(migrate.text.contains("same key; nothing re-encrypted"))
+        #expect(try setup.run(["vault", "status"] + setup.home).text.contains("device key: systemd-credential securefoundation-device-key"))
+        // The key file is no longer read: removing it changes nothing.
+        #expect(unlink(setup.root + "/device.key") == 0)
+        let found = try setup.run(find)
+        #expect(found.status == 0, "\(found.stderr)")
+        #expect(found.text == "s3cret\n")
+        // Without the credential, the vault says what is wrong instead of deriving other keys.
+        #expect(unlink(setup.root + "/home/device-key.cred") == 0)
+        let missing = try setup.run(find)
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("systemd-creds could not decrypt"))
+    }
+
+    @Test func startRefusesASymlinkAtTheSocketPath() throws {
+        let setup = try Setup()
+        defer { setup.cleanup() }
+        #expect(try setup.run(["vault", "init", "--passcode-file", setup.passcodeFile] + setup.home).status == 0)
+        let target = setup.root + "/target"
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: target))
+        #expect(symlink(target, setup.socket) == 0)
+        let start = try setup.run(["agent", "start", "--socket", setup.socket] + setup.home)
+        #expect(start.status == 1)
+        #expect(start.stderr.contains("is not a socket"))
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "keep")
+    }
+}

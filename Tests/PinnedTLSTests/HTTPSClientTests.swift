@@ -1,0 +1,67 @@
+import Foundation
+import NIOCore
+import Testing
+import X509
+@testable import PinnedTLS
+
+@Suite("HTTPS helper", .enabled(if: Tools.available, "needs openssl and timeout"))
+struct HTTPSClientTests {
+    @Test("URLs: https only, default port 443, path and query kept")
+    func urlSplitting() throws {
+        let split = try PinnedHTTPSClient.split("https://Example.com/a/b?c=d")
+        #expect(split.host == "Example.com" && split.port == 443 && split.target == "/a/b?c=d")
+        let v6 = try PinnedHTTPSClient.split("https://[::1]:8443")
+        #expect(v6.host == "::1" && v6.port == 8443 && v6.target == "/")
+        #expect(throws: PinnedTLSError.self) { try PinnedHTTPSClient.split("http://example.com/") }
+        #expect(throws: PinnedTLSError.self) { try PinnedHTTPSClient.split("https:///path") }
+    }
+
+    @Test("GET and POST with a body against our server, under a pinned policy")
+    func getAndPost() async throws {
+        let pki = try TestPKI.get()
+        let server = try await PinnedTLSServer.bind(identity: try pki.identity("leaf"), handshakeTimeout: .seconds(5))
+        let running = Task {
+            try await server.run { connection in
+                try await connection.channel.executeThenClose { inbound, outbound in
+                    var received: [UInt8] = []
+                    var answer: String?
+                    for try await var buffer in inbound {
+                        received += buffer.readBytes(length: buffer.readableBytes) ?? []
+                        let text = String(decoding: received, as: UTF8.self)
+                        guard let end = text.range(of: "\r\n\r\n") else { continue }
+                        let head = text[..<end.lowerBound]
+                        let length = head.split(separator: "\r\n")
+                            .first { $0.lowercased().hasPrefix("content-length:") }
+                            .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
+                        let body = text[end.upperBound...]
+                        if body.utf8.count >= length {
+                            answer = "\(head.split(separator: " ")[0]) \(length) \(body)"
+                            break
+                        }
+                        if received.count > 1 << 20 { break }
+                    }
+                    let text = answer ?? "incomplete"
+                    try await outbound.write(ByteBuffer(string:
+                        "HTTP/1.1 201 Created\r\nContent-Length: \(text.utf8.count)\r\nX-Test: yes\r\n\r\n\(text)"))
+                }
+            }
+        }
+        defer { running.cancel() }
+        let policy = TrustPolicy(
+            hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only([try pki.certificate("root")]),
+                               pins: try PinSet(pins: [pki.pin("inter"), pki.pin("backup", isKey: true)]))],
+            defaultAnchors: nil)
+        let client = PinnedHTTPSClient(client: try PinnedTLSClient(policy: policy))
+        let url = "https://localhost:\(server.port)/submit?x=1"
+        let get = try await client.get(url, connectTo: "127.0.0.1", timeout: .seconds(10))
+        #expect(get.status == 201)
+        #expect(String(decoding: get.body, as: UTF8.self) == "GET 0 ")
+        #expect(get.header("x-test") == "yes")
+        #expect(get.peerChain.count == 3)
+        let post = try await client.post(url, body: Array("hello, server".utf8), connectTo: "127.0.0.1",
+                                         timeout: .seconds(10))
+        #expect(String(decoding: post.body, as: UTF8.self) == "POST 13 hello, server")
+        await server.close()
+        _ = await running.result
+    }
+}

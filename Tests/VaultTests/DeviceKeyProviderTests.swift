@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+import Cipher
+@testable import Vault
+
+/// Counts how often the key is taken from it.
+final class CountingProvider: DeviceKeyProvider, @unchecked Sendable {
+    let key: SecretBytes
+    private let lock = NSLock()
+    private var reads = 0
+    init(_ key: SecretBytes) { self.key = key }
+    var count: Int { lock.withLock { reads } }
+    func deviceKey() throws -> SecretBytes {
+        lock.withLock { reads += 1 }
+        return key.slice(0..<key.count)
+    }
+}
+
+func hexOf(_ key: SecretBytes) -> String { key.withUnsafeBytes { $0.map { String(format: "%02x", $0) }.joined() } }
+
+@Suite("Device-key providers", .serialized)
+struct DeviceKeyProviderTests {
+    @Test func recordRoundTripsAndRefusesAnotherKey() throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        try SecureFile.ensurePrivateDirectory(fixture.home)
+        let key = try SecretBytes.random(count: 32)
+        let record = DeviceKeyRecord(kind: .file, path: fixture.root + "/device.key", check: DeviceKeyRecord.checkValue(of: key))
+        try record.save(directory: fixture.home)
+        #expect(try DeviceKeyRecord.load(directory: fixture.home) == record)
+        var info = stat()
+        #expect(lstat(fixture.home + "/device-key.provider", &info) == 0 && info.st_mode & 0o777 == 0o600)
+        // The file provider creates its own key, which is not this record's: refused, not used.
+        #expect(throws: VaultError.self) { try record.provider().deviceKey() }
+        do {
+            _ = try record.provider().deviceKey()
+        } catch let VaultError.deviceKey(why) {
+            #expect(why.contains("is not this vault's"))
+        }
+        // Hostile records are refused with corrupted, never trusted.
+        for bad in [#"{"check":"AAAA","format":"securefoundation-device-key-provider","kind":"file","version":1}"#,
+                    #"{"check":"AAAAAAAAAAAAAAAAAAAAAA==","format":"securefoundation-device-key-provider","kind":"keyring","version":1}"#,
+                    #"{"check":"AAAAAAAAAAAAAAAAAAAAAA==","format":"securefoundation-device-key-provider","kind":"file","version":2}"#,
+                    #"{"check":"AAAAAAAAAAAAAAAAAAAAAA==","format":"securefoundation-device-key-provider","kind":"systemd-credential","name":"../x","version":1}"#,
+                    "not json"] {
+            try SecureFile.writeAtomically(Array(bad.utf8), to: fixture.home + "/device-key.provider")
+            #expect(throws: VaultError.self) { try DeviceKeyRecord.load(directory: fixture.home) }
+        }
+    }
+
+    @Test func keyringCachesTheBackingKeyWithATimeout() throws {
+        guard let keyring = KeyringDeviceKeyProvider.newProcessKeyring(named: "sf-test-" + UUID().uuidString) else {
+            print("skipping: the kernel keyring is not available here (add_key refused)")
+            return
+        }
+        let backing = CountingProvider(try SecretBytes.random(count: 32))
+        let description = "securefoundation:test:" + UUID().uuidString
+        let provider = KeyringDeviceKeyProvider(description: description, timeout: 1, keyring: keyring, backing: backing)
+        #expect(hexOf(try provider.deviceKey()) == hexOf(backing.key))
+        #expect(backing.count == 1)
+        // From the kernel now, not from the backing provider.
+        #expect(hexOf(try provider.deviceKey()) == hexOf(backing.key))
+        #expect(backing.count == 1)
+        // After the timeout the kernel has dropped it.
+        let expired = (0..<100).contains { _ in
+            usleep(100_000)
+            return (try? KeyringDeviceKeyProvider.read(description: description, keyring: keyring)) == nil
+        }
+        #expect(expired)
+        #expect(hexOf(try provider.deviceKey()) == hexOf(backing.key))
+        #expect(backing.count == 2)
+        #expect(provider.evict())
+        #expect(try KeyringDeviceKeyProvider.read(description: description, keyring: keyring) == nil)
+        #expect(!provider.evict())
+    }
+
+    @Test func systemdCredentialWithTheHostKey() throws {
+        guard geteuid() == 0, ExternalTool.find("systemd-creds") != nil else {
+            print("skipping: needs root and systemd-creds (the host key lives in /var/lib/systemd/credential.secret)")
+            return
+        }
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let key = try SecretBytes.random(count: 32)
+        let credential = fixture.root + "/credstore/sf-device-key.cred"
+        do {
+            try SystemdCredentialDeviceKeyProvider.seal(key, name: "sf-device-key", to: credential, withKey: "host")
+        } catch {
+            print("skipping: systemd-creds encrypt --with-key=host does not work here: \(error)")
+            return
+        }
+        // Decrypted outside a unit with systemd-creds decrypt.
+        let provider = SystemdCredentialDeviceKeyProvider(name: "sf-device-key", encryptedCredential: credential)
+        #expect(hexOf(try provider.deviceKey()) == hexOf(key))
+        // A credential under another name does not decrypt (the name is authenticated).
+        let renamed = SystemdCredentialDeviceKeyProvider(name: "other-name", encryptedCredential: credential)
+        #expect(throws: VaultError.self) { try renamed.deviceKey() }
+        // A vault whose thisDeviceOnly keys depend on it.
+        let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: provider, policy: .interactive, attemptPolicy: .unlimited)
+        let always = try manager.classKey(for: .alwaysThisDeviceOnly)
+        let same = try CryptoManager(directory: fixture.home, deviceKeyProvider: StaticDeviceKeyProvider(key: key), policy: .interactive, attemptPolicy: .unlimited)
+        #expect(hexOf(always) == hexOf(try same.classKey(for: .alwaysThisDeviceOnly)))
+        // A credential file that was tampered with is refused.
+        var bytes = try SecureFile.read(credential)
+        bytes[bytes.count / 2] ^= 1
+        try SecureFile.writeAtomically(bytes, to: credential)
+        #expect(throws: VaultError.self) { try provider.deviceKey() }
+    }
+
+    @Test func systemdCredentialFromTheCredentialsDirectory() throws {
+        // What a unit with LoadCredentialEncrypted= sees: $CREDENTIALS_DIRECTORY/NAME in plain.
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let directory = fixture.root + "/credentials"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let key = try SecretBytes.random(count: 32)
+        try key.withUnsafeBytes { try SecureFile.writeAtomically(Array($0), to: directory + "/sf-device-key") }
+        setenv("CREDENTIALS_DIRECTORY", directory, 1)
+        defer { unsetenv("CREDENTIALS_DIRECTORY") }
+        #expect(hexOf(try SystemdCredentialDeviceKeyProvider(name: "sf-device-key").deviceKey()) == hexOf(key))
+        #expect(throws: VaultError.self) { try SystemdCredentialDeviceKeyProvider(name: "absent").deviceKey() }
+        try SecureFile.writeAtomically(Array("short".utf8), to: directory + "/short")
+        #expect(throws: VaultError.self) { try SystemdCredentialDeviceKeyProvider(name: "short").deviceKey() }
+    }
+}
