@@ -146,6 +146,7 @@ struct ShareTransferTests {
             #expect(!recording.contains(bytes: Array(name.utf8)))
             #expect(!recording.contains(bytes: Array("tax-return".utf8)))
             #expect(!recording.contains(bytes: Array("bravo".utf8)))
+            #expect(!recording.contains(bytes: Array("alpha".utf8)))
         }
         try await a.manager.unlock(passcode: a.passcode)
         #expect(try a.files.read(at: a.inbox + "/" + name) == bytes)
@@ -258,5 +259,30 @@ struct ShareTransferTests {
         // The owner's vault, locked, gives nothing either.
         a.manager.lock()
         #expect(throws: ProtectedFileError.locked(.completeUnlessOpen, .locked)) { _ = try a.files.read(at: a.inbox + "/scan.png") }
+    }
+
+    @Test func aSenderRefusesARevokedReceiver() async throws {
+        let (a, b) = try makeGroup()
+        let path = try b.write("x.txt", Array("secret".utf8))
+        let alpha = try ShareGroup.pin(a.group.membership().identity.leaf)
+        try b.group.revoke(device: alpha)
+        try await withServer(a) { port, log in
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            let error = await shareError { _ = try await sender.send(path, to: "127.0.0.1", port: port) }
+            #expect(error == .revoked(device: "alpha"))
+            _ = await log.wait(for: 1)
+        }
+        #expect(a.everyInboxFile().isEmpty)
+    }
+
+    @Test func stagingFilesLeftByAKilledServerAreRemovedAtStart() async throws {
+        let (a, _) = try makeGroup()
+        // What a server killed mid-transfer leaves: an encrypted partial file in the staging directory.
+        try FileManager.default.createDirectory(atPath: a.inbox + "/.incoming", withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: a.inbox + "/.incoming/0123456789abcdef01234567"))
+        try await withServer(a) { _, _ in
+            #expect(a.everyInboxFile().isEmpty)
+        }
     }
 }
