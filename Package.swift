@@ -31,6 +31,7 @@ let package = Package(
         .library(name: "EmbeddedSecrets", targets: ["EmbeddedSecrets"]),
         .executable(name: "embedded-secrets-generator", targets: ["EmbeddedSecretsGeneratorTool"]),
         .plugin(name: "SecretsPlugin", targets: ["SecretsPlugin"]),
+        .library(name: "DeviceSharing", targets: ["DeviceSharing"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -87,6 +88,7 @@ let package = Package(
                 "SecureFoundation",
                 "PinnedTLS",
                 "Migration",
+                "DeviceSharing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 "EmbeddedSecretsGenerator",
             ],
@@ -121,5 +123,22 @@ let package = Package(
         .testTarget(name: "FuzzRegressionTests", dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration"],
                     exclude: ["Cases"], swiftSettings: strict),
         .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain"], swiftSettings: strict),
+            // Device-to-device sharing over mutual TLS (pulls SwiftNIO through PinnedTLS, so it stays
+        // out of the umbrella).
+        .target(
+            name: "DeviceSharing",
+            dependencies: [
+                "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ] + crypto,
+            swiftSettings: strict
+        ),
+        .testTarget(name: "DeviceSharingTests", dependencies: ["DeviceSharing", "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher",
+                                                             .product(name: "NIOCore", package: "swift-nio"),
+                                                             .product(name: "NIOPosix", package: "swift-nio")],
+                    swiftSettings: strict),
     ]
 )

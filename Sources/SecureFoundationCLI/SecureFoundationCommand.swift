@@ -37,6 +37,7 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             TLSCommand.self,
             // Unlock agent
             AgentCommand.self,
+            ShareCommand.self,
         ]
     )
 

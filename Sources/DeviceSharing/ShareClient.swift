@@ -1,0 +1,158 @@
+import Crypto
+import Foundation
+import NIOCore
+import NIOPosix
+import PinnedTLS
+import X509
+
+/// Sends files to a device of the group over mutual TLS.
+///
+/// The receiver must present a certificate issued by the group's root (the only anchor) that
+/// carries the group's member name, whose key is not revoked, and, when a device name is given,
+/// that names that device.
+public struct ShareClient: Sendable {
+    /// What ``send(_:to:port:as:device:progress:)`` reports.
+    public struct Sent: Sendable, Equatable {
+        /// The name the receiver stored the file under.
+        public var storedName: String
+        /// The bytes sent.
+        public var size: UInt64
+        /// The receiving device's name.
+        public var device: String
+    }
+
+    /// The chunk size of reads and writes.
+    public static let chunkSize = 256 * 1024
+
+    private let membership: ShareMembership
+    private let isRevoked: @Sendable (String) -> Bool
+    private let client: PinnedTLSClient
+
+    /// - Parameters:
+    ///   - membership: this device's identity and the group root.
+    ///   - isRevoked: whether a `sha256/` pin is revoked.
+    public init(membership: ShareMembership, isRevoked: @escaping @Sendable (String) -> Bool) throws(ShareError) {
+        self.membership = membership
+        self.isRevoked = isRevoked
+        let pattern: HostPattern
+        do {
+            pattern = try HostPattern(ShareGroup.memberName)
+        } catch {
+            throw .storage("\(error)")
+        }
+        let policy = TrustPolicy(hosts: [HostPolicy(pattern: pattern, anchors: .only([membership.root]))], defaultAnchors: nil)
+        do {
+            client = try PinnedTLSClient(policy: policy, identity: membership.identity)
+        } catch {
+            throw .storage("this device's identity cannot be used for TLS: \(error)")
+        }
+    }
+
+    /// Sends the file at `path`.
+    /// - Parameters:
+    ///   - path: the file to send.
+    ///   - host: the receiver's address.
+    ///   - port: its port.
+    ///   - name: the name to offer (default: the file's last path component).
+    ///   - device: the receiving device's name, if it must be that one.
+    ///   - timeout: the bound on connecting, the handshake and waiting for the reply.
+    ///   - progress: called with the bytes sent so far and the total.
+    /// - Throws: ``ShareError``.
+    @discardableResult
+    public func send(_ path: String, to host: String, port: Int, as name: String? = nil, device: String? = nil,
+                     timeout: Duration = .seconds(30),
+                     progress: @escaping @Sendable (UInt64, UInt64) -> Void = { _, _ in }) async throws(ShareError) -> Sent {
+        let components = timeout.components
+        let timeout = TimeAmount.nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
+        let offeredName = name ?? (path as NSString).lastPathComponent
+        try ShareWire.checkName(offeredName)
+        let (size, digest) = try Self.digest(path)
+        let offer = try ShareWire.Offer(name: offeredName, size: size, digest: digest)
+        let connection: PinnedTLSConnection
+        do {
+            connection = try await client.connect(host: host, port: port, serverName: ShareGroup.memberName, timeout: timeout)
+        } catch let error as TLSTrustError {
+            throw .peerRefused(error.reason.description)
+        } catch {
+            throw .connectionFailed("\(error)")
+        }
+        guard let leaf = connection.peerChain.first else { throw .peerRefused("no certificate") }
+        let names = ShareGroup.deviceNames(of: leaf)
+        let found = names.first ?? "?"
+        do {
+            if isRevoked(try ShareGroup.pin(leaf)) { throw ShareError.revoked(device: found) }
+            if let device, !names.contains(device.lowercased()) {
+                throw ShareError.deviceMismatch(expected: device, found: names)
+            }
+        } catch {
+            try? await connection.channel.channel.close()
+            try? await connection.channel.executeThenClose { _, _ in }
+            throw error as? ShareError ?? .peerRefused("\(error)")
+        }
+        let channel = connection.channel.channel
+        do {
+            return try await connection.channel.executeThenClose { inbound, outbound in
+                try await outbound.write(ByteBuffer(bytes: offer.encoded))
+                let fd = open(path, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else { throw ShareError.io(path: path, detail: String(cString: strerror(errno))) }
+                defer { close(fd) }
+                var sent: UInt64 = 0
+                var chunk = [UInt8](repeating: 0, count: Self.chunkSize)
+                progress(0, size)
+                while sent < size {
+                    let want = Int(min(UInt64(Self.chunkSize), size - sent))
+                    let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, want) }
+                    if count < 0 && errno == EINTR { continue }
+                    guard count > 0 else {
+                        throw ShareError.io(path: path, detail: "the file changed while it was sent (\(sent) of \(size) bytes read)")
+                    }
+                    try await outbound.write(ByteBuffer(bytes: chunk[0..<count]))
+                    sent += UInt64(count)
+                    progress(sent, size)
+                }
+                // Wait for the reply, bounded.
+                let timer = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+                defer { timer.cancel() }
+                var buffer: [UInt8] = []
+                for try await var part in inbound {
+                    buffer += part.readBytes(length: part.readableBytes) ?? []
+                    if case let .complete(reply, _) = try ShareWire.parseReply(buffer) {
+                        switch reply.status {
+                        case .stored: return Sent(storedName: reply.text, size: size, device: found)
+                        case .digestMismatch: throw ShareError.digestMismatch
+                        case .refused, .failed: throw ShareError.rejected(reply.text)
+                        }
+                    }
+                }
+                throw ShareError.connectionFailed("the receiver closed the connection without a reply (it may have refused this device)")
+            }
+        } catch let error as ShareError {
+            throw error
+        } catch {
+            throw .connectionFailed("\(error)")
+        }
+    }
+
+    /// The size and SHA-256 of a file, read once.
+    static func digest(_ path: String) throws(ShareError) -> (UInt64, [UInt8]) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            throw .io(path: path, detail: "not a regular file")
+        }
+        var hasher = SHA256()
+        var size: UInt64 = 0
+        var chunk = [UInt8](repeating: 0, count: chunkSize)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
+            if count == 0 { break }
+            chunk.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            size += UInt64(count)
+        }
+        return (size, Array(hasher.finalize()))
+    }
+}

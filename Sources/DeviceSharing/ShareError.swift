@@ -1,0 +1,77 @@
+import Foundation
+
+/// Everything device sharing fails with; each message says what to do.
+public enum ShareError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// This machine has no group root or device identity: run `share init`.
+    case notAMember(String)
+    /// The vault is locked and the key needed is sealed under it.
+    case locked(String)
+    /// A device name is not a DNS label (letters, digits, hyphens; 1 to 63 characters).
+    case invalidDeviceName(String)
+    /// A file name announced or given is not acceptable (empty, over 255 bytes, a path
+    /// separator, `..`, a leading dot or a control character).
+    case invalidFileName(String)
+    /// The file is larger than the receiver accepts.
+    case tooLarge(size: UInt64, limit: UInt64)
+    /// The peer's certificate was refused: it is not issued by the group's root, is expired,
+    /// or was presented without one.
+    case peerRefused(String)
+    /// The peer's device certificate is revoked in this group.
+    case revoked(device: String)
+    /// The receiver is a member, but not the device named with `--device`.
+    case deviceMismatch(expected: String, found: [String])
+    /// The connection could not be made or broke.
+    case connectionFailed(String)
+    /// The peer sent bytes that are not this protocol (wrong magic, unknown version, a field
+    /// out of bounds, extra or missing bytes).
+    case protocolViolation(String)
+    /// The bytes received do not have the digest the sender announced.
+    case digestMismatch
+    /// The receiver refused or failed to store the file.
+    case rejected(String)
+    /// A file of this machine could not be read or written.
+    case io(path: String, detail: String)
+    /// The keychain or a protected file failed.
+    case storage(String)
+    /// An enrolment invitation or request is unusable (expired, used, forged, damaged).
+    case invalidEnrolment(String)
+    /// Nothing of that name.
+    case notFound(String)
+
+    public var description: String {
+        switch self {
+        case .notAMember(let detail):
+            return "this machine is not a member of a sharing group (\(detail)): run `securefoundation share init --new-group` or join one"
+        case .locked(let detail):
+            return "the vault is locked (\(detail)): give the passcode with --passcode-file"
+        case .invalidDeviceName(let name):
+            return "\"\(name)\" is not a device name: use letters, digits and hyphens (1 to 63 characters)"
+        case .invalidFileName(let detail):
+            return "unacceptable file name: \(detail)"
+        case let .tooLarge(size, limit):
+            return "the file has \(size) bytes, more than the receiver accepts (\(limit)); raise its --max-size"
+        case .peerRefused(let detail):
+            return "the peer's certificate was refused: \(detail); only devices of this group are trusted"
+        case .revoked(let device):
+            return "the device \(device) is revoked in this group"
+        case let .deviceMismatch(expected, found):
+            return "the receiver is \(found.joined(separator: ", ")), not \(expected): check the address"
+        case .connectionFailed(let detail):
+            return "connection failed: \(detail)"
+        case .protocolViolation(let detail):
+            return "protocol violation: \(detail)"
+        case .digestMismatch:
+            return "the bytes received do not match the SHA-256 digest announced by the sender; nothing was stored: send the file again"
+        case .rejected(let detail):
+            return "the receiver did not store the file: \(detail)"
+        case let .io(path, detail):
+            return "\(path): \(detail)"
+        case .storage(let detail):
+            return "storage failed: \(detail)"
+        case .invalidEnrolment(let detail):
+            return "unusable enrolment: \(detail); ask for a new invitation"
+        case .notFound(let detail):
+            return "not found: \(detail)"
+        }
+    }
+}

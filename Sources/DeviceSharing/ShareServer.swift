@@ -1,0 +1,186 @@
+import Cipher
+import Foundation
+import NIOCore
+import NIOPosix
+import PinnedTLS
+import ProtectedFiles
+import X509
+
+/// Receives files from the group's devices over mutual TLS and stores each one in the inbox as
+/// a protected file of class `completeUnlessOpen` (so receiving works while the vault is
+/// locked, and reading needs an unlock).
+///
+/// A client must present a certificate issued by the group's root (the only anchor: never the
+/// system roots) whose key is not revoked; the revocation list is read again for every
+/// connection, so a device revoked while the server runs is refused from its next connection.
+public final class ShareServer: Sendable {
+    /// What happened to a connection.
+    public enum Event: Sendable {
+        /// A file was stored: the name it was stored under, its size, the sending device.
+        case received(name: String, size: UInt64, from: String)
+        /// A connection was refused or a transfer failed (nothing was stored).
+        case refused(peer: String, ShareError)
+    }
+
+    /// Default and largest file size accepted: 64 GiB.
+    public static let defaultMaxSize: UInt64 = 64 << 30
+    /// A connection that sends nothing for this long is dropped.
+    public static let idleTimeout: TimeAmount = .seconds(30)
+
+    private let server: PinnedTLSServer
+    private let inbox: String
+    private let files: ProtectedFiles
+    private let protection: FileProtectionClass
+    private let isRevoked: @Sendable (String) -> Bool
+    private let maxSize: UInt64
+
+    /// The port the server listens on.
+    public var port: Int { server.port }
+
+    private init(server: PinnedTLSServer, inbox: String, files: ProtectedFiles, protection: FileProtectionClass,
+                 isRevoked: @escaping @Sendable (String) -> Bool, maxSize: UInt64) {
+        self.server = server
+        self.inbox = inbox
+        self.files = files
+        self.protection = protection
+        self.isRevoked = isRevoked
+        self.maxSize = maxSize
+    }
+
+    /// Listens on `host:port`.
+    /// - Parameters:
+    ///   - membership: this device's identity and the group root.
+    ///   - inbox: the directory received files go to (created 0700).
+    ///   - files: the vault's protected files.
+    ///   - protection: the class of received files (default `completeUnlessOpen`).
+    ///   - isRevoked: whether a `sha256/` pin is revoked (asked for each client).
+    ///   - maxSize: the largest file accepted.
+    /// - Throws: ``ShareError/connectionFailed(_:)`` when it cannot listen, ``ShareError/io(path:detail:)``.
+    public static func bind(
+        host: String = "127.0.0.1", port: Int = 0, membership: ShareMembership, inbox: String, files: ProtectedFiles,
+        protection: FileProtectionClass = .completeUnlessOpen, isRevoked: @escaping @Sendable (String) -> Bool,
+        maxSize: UInt64 = defaultMaxSize
+    ) async throws(ShareError) -> ShareServer {
+        // A writer that fails closes its pipe; the next write must fail, not kill the process.
+        signal(SIGPIPE, SIG_IGN)
+        do {
+            try SecureFileAccess.ensureDirectory(inbox)
+        } catch {
+            throw .io(path: inbox, detail: "\(error)")
+        }
+        IncomingFile.removeLeftovers(in: inbox)
+        let server: PinnedTLSServer
+        do {
+            server = try await PinnedTLSServer.bind(
+                host: host, port: port, identity: membership.identity,
+                clientAuthentication: ClientAuthentication(anchors: .only([membership.root])))
+        } catch {
+            throw .connectionFailed("cannot listen on \(host):\(port): \(error)")
+        }
+        return ShareServer(server: server, inbox: inbox, files: files, protection: protection, isRevoked: isRevoked,
+                           maxSize: maxSize)
+    }
+
+    /// Serves until ``close()``.
+    public func run(onEvent: @escaping @Sendable (Event) -> Void = { _ in }) async throws {
+        try await server.run(onRefused: { error in
+            if let refusal = error as? TLSTrustError {
+                onEvent(.refused(peer: refusal.host, .peerRefused(refusal.reason.description)))
+            } else {
+                onEvent(.refused(peer: "client", .connectionFailed("\(error)")))
+            }
+        }) { connection in
+            await self.serve(connection, onEvent: onEvent)
+        }
+    }
+
+    /// Stops listening.
+    public func close() async {
+        await server.close()
+    }
+
+    private func serve(_ connection: PinnedTLSServer.Connection, onEvent: @Sendable (Event) -> Void) async {
+        let peer = connection.remoteAddress
+        guard let leaf = connection.peerChain?.first else {
+            onEvent(.refused(peer: peer, .peerRefused("the peer presented no certificate")))
+            return
+        }
+        let device = ShareGroup.deviceNames(of: leaf).first ?? "?"
+        let pin: String
+        do { pin = try ShareGroup.pin(leaf) } catch {
+            onEvent(.refused(peer: peer, error))
+            return
+        }
+        if isRevoked(pin) {
+            // Told so, without reading anything it sends.
+            let reply = ShareWire.Reply(status: .refused, text: ShareError.revoked(device: device).description)
+            try? await connection.channel.executeThenClose { _, outbound in
+                try await outbound.write(ByteBuffer(bytes: reply.encoded))
+            }
+            onEvent(.refused(peer: "\(device) (\(peer))", .revoked(device: device)))
+            return
+        }
+        do {
+            try await connection.channel.executeThenClose { inbound, outbound in
+                var iterator = inbound.makeAsyncIterator()
+                var buffer: [UInt8] = []
+                var offer: ShareWire.Offer?
+                var consumed = 0
+                do {
+                    while offer == nil {
+                        guard var chunk = try await Self.next(&iterator, channel: connection.channel.channel) else {
+                            throw ShareError.protocolViolation("the connection ended before the offer")
+                        }
+                        buffer += chunk.readBytes(length: chunk.readableBytes) ?? []
+                        if case let .complete(parsed, used) = try ShareWire.parseOffer(buffer, maxSize: maxSize) {
+                            offer = parsed
+                            consumed = used
+                        }
+                    }
+                } catch let error as ShareError {
+                    let status: ShareWire.Reply.Status = .refused
+                    try? await outbound.write(ByteBuffer(bytes: ShareWire.Reply(status: status, text: error.description).encoded))
+                    throw error
+                }
+                guard let offer else { return }
+                let incoming = try IncomingFile(offer: offer, inbox: inbox, files: files, protection: protection)
+                do {
+                    try buffer[consumed...].withUnsafeBytes { try incoming.append($0) }
+                    buffer = []
+                    while incoming.received < offer.size {
+                        guard let chunk = try await Self.next(&iterator, channel: connection.channel.channel) else {
+                            throw ShareError.protocolViolation("the connection ended after \(incoming.received) of \(offer.size) bytes")
+                        }
+                        try chunk.withUnsafeReadableBytes { try incoming.append($0) }
+                    }
+                    let stored = try incoming.finish()
+                    try await outbound.write(ByteBuffer(bytes: ShareWire.Reply(status: .stored, text: stored).encoded))
+                    onEvent(.received(name: stored, size: offer.size, from: device))
+                } catch {
+                    incoming.abort()
+                    let shareError = error as? ShareError ?? .connectionFailed("\(error)")
+                    let status: ShareWire.Reply.Status = shareError == .digestMismatch ? .digestMismatch : .failed
+                    try? await outbound.write(ByteBuffer(bytes: ShareWire.Reply(status: status, text: shareError.description).encoded))
+                    throw shareError
+                }
+            }
+        } catch {
+            onEvent(.refused(peer: "\(device) (\(peer))", error as? ShareError ?? .connectionFailed("\(error)")))
+        }
+    }
+
+    /// The next chunk, or nil at the end; a peer silent for ``idleTimeout`` is disconnected.
+    private static func next(_ iterator: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
+                             channel: any Channel) async throws -> ByteBuffer? {
+        let timer = channel.eventLoop.scheduleTask(in: idleTimeout) { channel.close(promise: nil) }
+        defer { timer.cancel() }
+        return try await iterator.next()
+    }
+}
+
+/// Directory helpers.
+enum SecureFileAccess {
+    static func ensureDirectory(_ path: String) throws {
+        try Cipher.SecureFile.ensurePrivateDirectory(path)
+    }
+}

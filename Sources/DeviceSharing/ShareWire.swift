@@ -1,0 +1,153 @@
+import Crypto
+import Foundation
+
+/// The sharing protocol's messages (docs/FORMATS.md, "Sharing wire format").
+///
+/// Sender to receiver, inside mutual TLS: the offer header, then exactly `size` bytes of the
+/// file. Receiver to sender: one reply.
+///
+/// ```
+/// offer:  "SFSH" | version u8 (1) | name length u16 BE (1...255) | name (UTF-8)
+///         | size u64 BE | SHA-256 of the bytes (32)
+/// reply:  "SFSR" | version u8 (1) | status u8 | text length u16 BE (0...1024) | text (UTF-8)
+/// ```
+public enum ShareWire {
+    /// The offer's magic.
+    public static let offerMagic: [UInt8] = Array("SFSH".utf8)
+    /// The reply's magic.
+    public static let replyMagic: [UInt8] = Array("SFSR".utf8)
+    /// The only version written and read.
+    public static let version: UInt8 = 1
+    /// The longest file name, in UTF-8 bytes.
+    public static let maxNameLength = 255
+    /// The longest reply text.
+    public static let maxReplyText = 1024
+    /// The offer's fixed part after the name.
+    static let fixedTail = 8 + 32
+
+    /// A file announced by the sender.
+    public struct Offer: Sendable, Equatable {
+        public var name: String
+        public var size: UInt64
+        public var digest: [UInt8]
+
+        public init(name: String, size: UInt64, digest: [UInt8]) throws(ShareError) {
+            try ShareWire.checkName(name)
+            guard digest.count == 32 else { throw .protocolViolation("a digest has 32 bytes") }
+            self.name = name
+            self.size = size
+            self.digest = digest
+        }
+
+        /// The bytes of the header.
+        public var encoded: [UInt8] {
+            let name = Array(self.name.utf8)
+            var out = ShareWire.offerMagic
+            out.append(ShareWire.version)
+            out.append(UInt8(name.count >> 8))
+            out.append(UInt8(name.count & 0xff))
+            out += name
+            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8((size >> UInt64(shift)) & 0xff)) }
+            out += digest
+            return out
+        }
+    }
+
+    /// What parsing a buffered prefix found.
+    public enum Parse<Value: Sendable & Equatable>: Sendable, Equatable {
+        /// Not enough bytes yet.
+        case needMore
+        /// The value and how many bytes it took.
+        case complete(Value, consumed: Int)
+    }
+
+    /// Parses an offer header from the start of `bytes`.
+    /// - Throws: ``ShareError/protocolViolation(_:)``, ``ShareError/invalidFileName(_:)``,
+    ///   ``ShareError/tooLarge(size:limit:)`` when the size exceeds `maxSize`.
+    public static func parseOffer(_ bytes: some Collection<UInt8>, maxSize: UInt64) throws(ShareError) -> Parse<Offer> {
+        let bytes = Array(bytes.prefix(5 + 2 + maxNameLength + fixedTail))
+        if bytes.count >= 4 && Array(bytes[0..<4]) != offerMagic {
+            throw .protocolViolation("not a sharing offer (wrong magic)")
+        }
+        if bytes.count >= 5 && bytes[4] != version {
+            throw .protocolViolation("offer version \(bytes[4]) is not supported (this side reads version \(version)): update the sender or the receiver")
+        }
+        guard bytes.count >= 7 else { return .needMore }
+        let nameLength = Int(bytes[5]) << 8 | Int(bytes[6])
+        guard (1...maxNameLength).contains(nameLength) else {
+            throw .invalidFileName("the name length \(nameLength) is not between 1 and \(maxNameLength)")
+        }
+        let total = 7 + nameLength + fixedTail
+        guard bytes.count >= total else { return .needMore }
+        guard let name = String(validating: bytes[7..<(7 + nameLength)], as: UTF8.self) else {
+            throw .invalidFileName("the name is not UTF-8")
+        }
+        var size: UInt64 = 0
+        for byte in bytes[(7 + nameLength)..<(15 + nameLength)] { size = size << 8 | UInt64(byte) }
+        guard size <= maxSize else { throw .tooLarge(size: size, limit: maxSize) }
+        let digest = Array(bytes[(15 + nameLength)..<total])
+        return .complete(try Offer(name: name, size: size, digest: digest), consumed: total)
+    }
+
+    /// The receiver's answer.
+    public struct Reply: Sendable, Equatable {
+        /// What happened.
+        public enum Status: UInt8, Sendable {
+            /// Stored; the text is the name it is stored under.
+            case stored = 0
+            /// The bytes did not match the digest.
+            case digestMismatch = 1
+            /// The offer was refused (name, size); the text says why.
+            case refused = 2
+            /// Storing failed; the text says why.
+            case failed = 3
+        }
+        public var status: Status
+        public var text: String
+
+        public init(status: Status, text: String) {
+            self.status = status
+            var bytes = Array(text.utf8.prefix(ShareWire.maxReplyText))
+            while String(validating: bytes, as: UTF8.self) == nil, !bytes.isEmpty { bytes.removeLast() }
+            self.text = String(decoding: bytes, as: UTF8.self)
+        }
+
+        public var encoded: [UInt8] {
+            let text = Array(self.text.utf8)
+            return ShareWire.replyMagic + [ShareWire.version, status.rawValue, UInt8(text.count >> 8), UInt8(text.count & 0xff)] + text
+        }
+    }
+
+    /// Parses a reply from the start of `bytes`.
+    public static func parseReply(_ bytes: some Collection<UInt8>) throws(ShareError) -> Parse<Reply> {
+        let bytes = Array(bytes.prefix(8 + maxReplyText))
+        if bytes.count >= 4 && Array(bytes[0..<4]) != replyMagic { throw .protocolViolation("not a sharing reply (wrong magic)") }
+        if bytes.count >= 5 && bytes[4] != version { throw .protocolViolation("reply version \(bytes[4]) is not supported") }
+        guard bytes.count >= 8 else { return .needMore }
+        guard let status = Reply.Status(rawValue: bytes[5]) else { throw .protocolViolation("unknown reply status \(bytes[5])") }
+        let length = Int(bytes[6]) << 8 | Int(bytes[7])
+        guard length <= maxReplyText else { throw .protocolViolation("reply text of \(length) bytes") }
+        guard bytes.count >= 8 + length else { return .needMore }
+        guard let text = String(validating: bytes[8..<(8 + length)], as: UTF8.self) else {
+            throw .protocolViolation("reply text is not UTF-8")
+        }
+        return .complete(Reply(status: status, text: text), consumed: 8 + length)
+    }
+
+    /// Checks a file name: 1 to 255 UTF-8 bytes, no `/`, `\`, NUL or other control character,
+    /// no `..`, no leading dot (hidden names are the receiver's own).
+    public static func checkName(_ name: String) throws(ShareError) {
+        let count = name.utf8.count
+        guard (1...maxNameLength).contains(count) else {
+            throw .invalidFileName("a name has 1 to \(maxNameLength) bytes, this one \(count)")
+        }
+        guard !name.contains("/"), !name.contains("\\") else { throw .invalidFileName("\(debug(name)) contains a path separator") }
+        guard !name.contains("..") else { throw .invalidFileName("\(debug(name)) contains \"..\"") }
+        guard !name.hasPrefix(".") else { throw .invalidFileName("\(debug(name)) starts with a dot") }
+        guard !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0.value == 0x7f }) else {
+            throw .invalidFileName("\(debug(name)) contains a control character")
+        }
+    }
+
+    static func debug(_ name: String) -> String { String(reflecting: name) }
+}

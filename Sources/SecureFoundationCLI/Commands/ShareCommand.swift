@@ -1,0 +1,534 @@
+import ArgumentParser
+import DeviceSharing
+import Foundation
+import PinnedTLS
+import SecureFoundation
+
+/// `securefoundation share …`: files between the machines of one group, over mutual TLS.
+struct ShareCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "share",
+        abstract: "Share files between your own machines over mutual TLS; received files are protected files.",
+        discussion: """
+        A group has its own root certificate: every member's certificate is issued by it, and \
+        both sides trust that root only (never the system roots). Received files are stored in \
+        the inbox (default HOME/share-inbox) as protected files of class completeUnlessOpen: \
+        receiving works while the vault is locked, reading needs an unlock. See docs/SHARING.md.
+
+        Set up:
+          securefoundation share init --new-group --name laptop --passcode-file pass.txt
+          securefoundation share invite -o invite.json --passcode-file pass.txt       (on laptop)
+          securefoundation share join invite.json --name desktop -o request.json --passcode-file pass.txt
+          securefoundation share approve request.json -o desktop.pem --passcode-file pass.txt   (on laptop)
+          securefoundation share join --certificate desktop.pem --passcode-file pass.txt
+
+        Use:
+          securefoundation share serve --listen 0.0.0.0:7443 --passcode-file pass.txt
+          securefoundation share send photo.jpg --to 192.168.1.20:7443 --device desktop --passcode-file pass.txt
+          securefoundation share list
+          securefoundation share open photo.jpg -o photo.jpg --passcode-file pass.txt
+
+        """ + ShareCLI.exitStatus,
+        subcommands: [ShareInitCommand.self, ShareInviteCommand.self, ShareJoinCommand.self, ShareApproveCommand.self,
+                      ShareServeCommand.self, ShareSendCommand.self, ShareListCommand.self, ShareOpenCommand.self,
+                      ShareRevokeCommand.self]
+    )
+}
+
+enum ShareCLI {
+    static let exitStatus = """
+    Exit status: 0 success, 36 vault locked (give --passcode-file), 44 not found or not a member, \
+    64 usage, 65 the peer was refused (not of this group, revoked, another device), 66 the \
+    receiver did not store the file (digest mismatch, refused name or size), 67 invalid or \
+    expired enrolment, 1 any other error (connection, disk).
+    """
+
+    static func fail(_ error: any Error) -> ExitCode {
+        if let error = error as? ExitCode { return error }
+        if let error = error as? ValidationError { return CLI.report(error, code: 64) }
+        switch error {
+        case ShareError.locked, VaultError.locked:
+            CLI.warn("securefoundation: error: \(CLI.describe(error))")
+            return ExitCode(36)
+        case ShareError.notAMember, ShareError.notFound: return CLI.report(error, code: 44)
+        case ShareError.invalidDeviceName, ShareError.invalidFileName: return CLI.report(error, code: 64)
+        case ShareError.peerRefused, ShareError.revoked, ShareError.deviceMismatch: return CLI.report(error, code: 65)
+        case ShareError.digestMismatch, ShareError.rejected, ShareError.tooLarge: return CLI.report(error, code: 66)
+        case ShareError.invalidEnrolment: return CLI.report(error, code: 67)
+        case ProtectedFileError.locked:
+            CLI.warn("securefoundation: error: \(CLI.describe(error)) (give the vault passcode with --passcode-file)")
+            return ExitCode(36)
+        default: return CLI.report(error)
+        }
+    }
+
+    /// "HOST:PORT" or "[IPv6]:PORT".
+    static func address(_ text: String, option: String) throws -> (String, Int) {
+        var host: Substring, portText: Substring
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+            host = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            guard rest.hasPrefix(":") else { throw ValidationError("\(option) must be HOST:PORT") }
+            portText = rest.dropFirst()
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { throw ValidationError("\(option) must be HOST:PORT") }
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+        }
+        guard !host.isEmpty, let port = Int(portText), (0...65535).contains(port) else {
+            throw ValidationError("\(option) must be HOST:PORT with a port of 0...65535")
+        }
+        return (String(host), port)
+    }
+
+    static func flushStdout() { fflush(nil) }
+}
+
+/// The data directory, the passcode and the inbox.
+struct ShareOptions: ParsableArguments {
+    @OptionGroup var home: HomeOptions
+
+    @Option(name: .customLong("passcode-file"), help: "Unlock the vault with the passcode in this file (`-` for stdin).")
+    var passcodeFile: String?
+
+    /// The crypto manager (unlocked when a passcode file is given), its keychain and the group.
+    func open() throws -> (CryptoManager, ShareGroup) {
+        let manager = try home.manager()
+        if let passcodeFile {
+            let passcode = try CLI.passphrase(file: passcodeFile, prompt: "Passcode: ", what: "passcode", option: "--passcode-file")
+            defer { passcode.wipe() }
+            try manager.unlock(passcode: passcode)
+        }
+        let keychain = try Keychain(manager: manager)
+        return (manager, ShareGroup(store: IdentityStore(keychain: keychain)))
+    }
+
+    func inbox(_ given: String?) -> String {
+        given ?? home.directory + "/share-inbox"
+    }
+}
+
+// MARK: init, invite, join, approve
+
+struct ShareInitCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "init",
+        abstract: "Make this machine a member: a new group (--new-group), or join one with an invitation.",
+        discussion: """
+        --new-group creates the group's root (its key stays in this keychain, whenUnlocked) and \
+        this device's certificate. With --invitation FILE it is `share join FILE`.
+        """
+    )
+
+    @Flag(name: .customLong("new-group"), help: "Create a new group with this machine as its first member.")
+    var newGroup = false
+
+    @Option(name: .customLong("invitation"), help: "Join with this invitation (as `share join`).")
+    var invitation: String?
+
+    @Option(name: .customLong("name"), help: "This device's name (letters, digits, hyphens).")
+    var name: String
+
+    @Option(name: .customLong("group-name"), help: "The root's common name.")
+    var groupName = "SecureFoundation sharing group"
+
+    @Option(name: [.customShort("o"), .customLong("output")], help: "With --invitation: where to write the request (default stdout).")
+    var output: String?
+
+    @Flag(name: .customLong("replace"), help: "Replace this machine's group.")
+    var replace = false
+
+    @OptionGroup var options: ShareOptions
+
+    func run() throws {
+        do {
+            if let invitation {
+                try ShareJoinCommand.join(invitation: invitation, name: name, output: output, options: options)
+                return
+            }
+            guard newGroup else { throw ValidationError("give --new-group to create a group, or --invitation FILE to join one") }
+            let (_, group) = try options.open()
+            let membership = try group.create(deviceName: name, groupName: groupName, replace: replace)
+            print("group root: \(membership.root.subject)")
+            print("root pin: \(try ShareGroup.pin(membership.root))")
+            print("device: \(membership.deviceName)")
+            print("device pin: \(try ShareGroup.pin(membership.identity.leaf))")
+        } catch {
+            throw ShareCLI.fail(error)
+        }
+    }
+}
+
+struct ShareInviteCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "invite",
+        abstract: "Write a one-time, short-lived invitation for a new device (on the machine holding the group root).",
+        discussion: """
+        The invitation holds the group root certificate, a one-time secret and an expiry: carry \
+        it to the new machine privately (whoever has it can enrol one device until it expires).
+        """
+    )
+
+    @Option(name: [.customShort("o"), .customLong("output")], help: "Where to write the invitation (default stdout).")
+    var output: String?
+
+    @Option(name: .customLong("minutes"), help: "How long the invitation is valid (1...1440).")
+    var minutes = 60
+
+    @OptionGroup var options: ShareOptions
+
+    func run() throws {
+        do {
+            guard (1...1440).contains(minutes) else { throw ValidationError("--minutes must be 1...1440") }
+            let (_, group) = try options.open()
+            let invitation = try ShareEnrolment(group: group).invite(validity: TimeInterval(minutes) * 60)
+            try CLI.writeOutput(try ShareJSON.encode(invitation), to: output)
+            CLI.warn("invitation \(invitation.id), valid for \(minutes) minutes")
+        } catch {
+            throw ShareCLI.fail(error)
+        }
+    }
+}
+
+struct ShareJoinCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "join",
+        abstract: "Join a group: with an invitation, write a request; with --certificate, store the certificate approved.",
+        discussion: """
+        Step 1: `share join INVITATION --name DEVICE -o request.json` stores the group root as \
+        this machine's only sharing anchor, makes this device's key (kept in the keychain) and \
+        writes a request authenticated by the invitation's secret. Give the request to the \
+        inviter, who runs `share approve`. Step 2: `share join --certificate FILE` checks the \
+        certificate (issued by the root, for this key) and stores the identity.
+        """
+    )
+
+    @Argument(help: "The invitation file.")
+    var invitation: String?
+
+    @Option(name: .customLong("name"), help: "This device's name.")
+    var name: String?
+
+    @Option(name: .customLong("certificate"), help: "The certificate chain the inviter approved (PEM).")
+    var certificate: String?
+
+    @Option(name: [.customShort("o"), .customLong("output")], help: "Where to write the request (default stdout).")
+    var output: String?
+
+    @OptionGroup var options: ShareOptions
+
+    func run() throws {
+        do {
+            if let certificate {
+                let (_, group) = try options.open()
+                let pem = try CLI.readInput(certificate, maxLength: 1 << 20)
+                let membership = try ShareEnrolment(group: group).complete(chainPEM: pem)
+                print("device: \(membership.deviceName)")
+                print("device pin: \(try ShareGroup.pin(membership.identity.leaf))")
+                return
+            }
+            guard let invitation, let name else { throw ValidationError("give INVITATION and --name, or --certificate FILE") }
+            try Self.join(invitation: invitation, name: name, output: output, options: options)
+        } catch {
+            throw ShareCLI.fail(error)
+        }
+    }
+
+    static func join(invitation path: String, name: String, output: String?, options: ShareOptions) throws {
+        let invitation = try ShareJSON.decode(ShareEnrolment.Invitation.self, from: try CLI.readInput(path, maxLength: 1 << 20))
+        let (_, group) = try options.open()
+        let request = try ShareEnrolment(group: group).join(invitation: invitation, deviceName: name)
+        try CLI.writeOutput(try ShareJSON.encode(request), to: output)
+        CLI.warn("request written: give it to the inviter (`share approve`), then run `share join --certificate FILE`")
+    }
+}
+
+struct ShareApproveCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "approve",
+        abstract: "Issue the certificate of a device that joined with one of this machine's invitations."
+    )
+
+    @Argument(help: "The request file.")
+    var request: String
+
+    @Option(name: [.customShort("o"), .customLong("output")], help: "Where to write the certificate chain (default stdout).")
+    var output: String?
+
+    @OptionGroup var options: ShareOptions
+
+    func run() throws {
+        do {
+            let request = try ShareJSON.decode(ShareEnrolment.Request.self, from: try CLI.readInput(self.request, maxLength: 1 << 20))
+            let (_, group) = try options.open()
+            let pem = try ShareEnrolment(group: group).approve(request: request)
+            try CLI.writeOutput(Array(pem.utf8), to: output)
+            CLI.warn("approved device \(request.device)")
+        } catch {
+            throw ShareCLI.fail(error)
+        }
+    }
+}
+
+enum ShareJSON {
+    static func encode(_ value: some Encodable) throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        return Array(try encoder.encode(value)) + [0x0a]
+    }
+
+    static func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
+        do { return try JSONDecoder().decode(type, from: Data(bytes)) } catch {
+            throw ShareError.invalidEnrolment("the file does not parse: \(error)")
+        }
+    }
+}
+
+// MARK: serve, send
+
+struct ShareServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Receive files from the group's devices over mutual TLS into the inbox.",
+        discussion: """
+        Loads this device's identity (needs --passcode-file), then locks the vault again (unless \
+        --stay-unlocked): files keep arriving as protected files of class completeUnlessOpen, \
+        readable only after an unlock. Prints `listening on HOST:PORT` once ready, one line per \
+        file received, and refusals on stderr. A device revoked with `share revoke` is refused \
+        from its next connection.
+        """
+    )
+
+    @Option(name: .customLong("inbox"), help: "Where received files go (default HOME/share-inbox).")
+    var inbox: String?
+
+    @Option(name: .customLong("listen"), help: "HOST:PORT to listen on (port 0: any free port).")
+    var listen = "127.0.0.1:7443"
+
+    @Option(name: .customLong("max-size"), help: "The largest file accepted, in bytes.")
+    var maxSize: UInt64 = ShareServer.defaultMaxSize
+
+    @Option(name: .customLong("max-transfers"), help: "Stop after this many connections (received or refused).")
+    var maxTransfers: Int?
+
+    @Flag(name: .customLong("stay-unlocked"), help: "Keep the vault unlocked while serving.")
+    var stayUnlocked = false
+
+    @OptionGroup var options: ShareOptions
+
+    func run() async throws {
+        do {
+            let (host, port) = try ShareCLI.address(listen, option: "--listen")
+            let (manager, group) = try options.open()
+            let membership = try group.membership()
+            let files = ProtectedFiles(manager: manager)
+            if manager.isUnlocked { _ = try files.prepareClasses() }
+            if !stayUnlocked { manager.lock() }
+            let server = try await ShareServer.bind(host: host, port: port, membership: membership,
+                                                    inbox: options.inbox(inbox), files: files,
+                                                    isRevoked: { pin in (try? group.revokedPins().contains(pin)) ?? true },
+                                                    maxSize: maxSize)
+            print("listening on \(host):\(server.port) as \(membership.deviceName)")
+            ShareCLI.flushStdout()
+            let count = ShareCounter()
+            let limit = maxTransfers
+            try await server.run { event in
+                switch event {
+                case let .received(name, size, device):
+                    print("received \(name) (\(size) bytes) from \(device)")
+                    ShareCLI.flushStdout()
+                case let .refused(peer, error):
+                    CLI.warn("securefoundation: refused \(peer): \(error)")
+                }
+                if let limit, count.increment() >= limit {
+                    Task { await server.close() }
+                }
+            }
+        } catch {
+            throw ShareCLI.fail(error)
+        }
+    }
+}
+
+final class ShareCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+    func increment() -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        value += 1
+        return value
+    }
+}
+
+struct ShareSendCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "send",
+        abstract: "Send files to a device of the group.",
+        discussion: """
+        The receiver must present a certificate of this group (and, with --device, of that \
+        device) that is not revoked. Needs --passcode-file (this device's key is whenUnlocked). \
+        Shows progress on a terminal; prints one line per file stored.
+        """
+    )
+
+    @Argument(help: "The files to send.")
+    var files: [String]
+
+    @Option(name: .customLong("to"), help: "The receiver, HOST:PORT.")
+    var to: String
+
+    @Option(name: .customLong("device"), help: "The receiving device's name, if it must be that one.")
+    var device: String?
+
+    @Option(name: .customLong("timeout"), help: "Seconds for connecting, the handshake and the reply.")
+    var timeout = 30
+
+    @OptionGroup var options: ShareOptions
+
+    func run() async throws {
+        do {
+            guard !files.isEmpty else { throw ValidationError("give at least one file") }
+            guard (1...3600).contains(timeout) else { throw ValidationError("--timeout must be 1...3600") }
+            let (host, port) = try ShareCLI.address(to, option: "--to")
+            let (_, group) = try options.open()
+            let membership = try group.membership()
+            let client = try ShareClient(membership: membership,
+                                         isRevoked: { pin in (try? group.revokedPins().contains(pin)) ?? true })
+            let terminal = isatty(2) == 1
+            for path in files {
+                let name = (path as NSString).lastPathComponent
+                let sent = try await client.send(path, to: host, port: port, device: device, timeout: .seconds(timeout)) {
+                    done, total in
+                    guard terminal else { return }
+                    let percent = total == 0 ? 100 : Int(done * 100 / total)
+                    FileHandle.standardError.write(Data("\r\(name): \(percent)% of \(total) bytes".utf8))
+                }
+                if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+                print("sent \(path) to \(sent.device) as \(sent.storedName) (\(sent.size) bytes)")
+                ShareCLI.flushStdout()
+            }
+        } catch {
+            throw ShareCLI.fail(error)
+        }
+    }
+}
+
+// MARK: list, open, revoke
+
+struct ShareListCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List the files received, and the group's devices.",
+        discussion: """
+        One line per received file: its name and its size on disk (encrypted). With \
+        --passcode-file, files still of class completeUnlessOpen are first upgraded to complete.
+        """
+    )
+
+    @Option(name: .customLong("inbox"), help: "The inbox (default HOME/share-inbox).")
+    var inbox: String?
+
+    @Flag(name: .customLong("devices"), help: "List the devices enrolled here and the revoked ones instead.")
+    var devices = false
+
+    @OptionGroup var options: ShareOptions
+
+    func run() throws {
+        do {
+            let (manager, group) = try options.open()
+            if devices {
+                let revoked = try group.revokedPins()
+                for member in try group.members() {
+                    print("\(member.device)\t\(member.pin)\t\(revoked.contains(member.pin) ? "revoked" : "member")")
+                }
+                return
+            }
+            let directory = options.inbox(inbox)
+            if manager.isUnlocked {
+                try ShareOpenCommand.upgrade(directory, manager: manager)
+            }
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+                .filter { !$0.hasPrefix(".") }.sorted()
+            for name in names {
+                var info = stat()
+                guard lstat(directory + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+                print("\(name)\t\(info.st_size)")
+            }
+        } catch {
+            throw ShareCLI.fail(error)
+        }
+    }
+}
+
+struct ShareOpenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "open",
+        abstract: "Read a received file (needs --passcode-file).",
+        discussion: "Writes the file's bytes to standard output or -o. Received files are upgraded to class complete first."
+    )
+
+    @Argument(help: "The file's name in the inbox.")
+    var name: String
+
+    @Option(name: .customLong("inbox"), help: "The inbox (default HOME/share-inbox).")
+    var inbox: String?
+
+    @Option(name: [.customShort("o"), .customLong("output")], help: "Where to write the bytes (default stdout).")
+    var output: String?
+
+    @OptionGroup var options: ShareOptions
+
+    func run() throws {
+        do {
+            try ShareWire.checkName(name)
+            let (manager, _) = try options.open()
+            let directory = options.inbox(inbox)
+            let path = directory + "/" + name
+            guard FileManager.default.fileExists(atPath: path) else { throw ShareError.notFound("\(name) is not in the inbox") }
+            let files = ProtectedFiles(manager: manager)
+            if manager.isUnlocked { try Self.upgrade(directory, manager: manager) }
+            if let output {
+                try files.read(at: path, toFile: output)
+            } else {
+                try files.read(at: path, to: 1)
+            }
+        } catch {
+            throw ShareCLI.fail(error)
+        }
+    }
+
+    /// Received files, written completeUnlessOpen, become complete at the first unlock.
+    static func upgrade(_ directory: String, manager: CryptoManager) throws {
+        guard FileManager.default.fileExists(atPath: directory) else { return }
+        let report = try ProtectedFiles(manager: manager).upgradeItems(inDirectory: directory, from: .completeUnlessOpen, to: .complete)
+        if !report.changed.isEmpty { CLI.warn("upgraded \(report.changed.count) received file(s) to class complete") }
+    }
+}
+
+struct ShareRevokeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "revoke",
+        abstract: "Refuse a device from now on (by the name it enrolled with here, or its sha256/ pin).",
+        discussion: """
+        The revocation list is a keychain item of this machine (always class, MAC'd like every \
+        item): run revoke on every member that should refuse the device.
+        """
+    )
+
+    @Argument(help: "The device name or sha256/ pin.")
+    var device: String
+
+    @OptionGroup var options: ShareOptions
+
+    func run() throws {
+        do {
+            let (_, group) = try options.open()
+            for record in try group.revoke(device: device) {
+                print("revoked \(record.device) \(record.pin)")
+            }
+        } catch {
+            throw ShareCLI.fail(error)
+        }
+    }
+}

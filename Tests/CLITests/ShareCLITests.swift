@@ -1,0 +1,138 @@
+import Foundation
+import Testing
+
+/// `share`: two (and three) machines as separate processes on loopback, each with its own vault.
+@Suite("share", .serialized)
+struct ShareCLITests {
+    /// One machine: a data directory, a device key and a passcode.
+    final class Machine {
+        let scratch: ScratchDirectory
+        let passcode: String
+        let environment: [String: String]
+        var common: [String] { ["--home", scratch.path + "/home", "--device-key", scratch.path + "/device.key"] }
+        var inbox: String { scratch.path + "/home/share-inbox" }
+
+        init() throws {
+            scratch = try ScratchDirectory()
+            passcode = try scratch.file("passcode.txt", Array("2468\n".utf8))
+            environment = ["XDG_CONFIG_HOME": scratch.path + "/config", "SECUREFOUNDATION_AGENT": "off"]
+            let created = try run(["vault", "init"])
+            #expect(created.status == 0, "\(created.stderr)")
+        }
+
+        @discardableResult
+        func run(_ arguments: [String], unlocked: Bool = true) throws -> CLIRunner.Result {
+            try CLIRunner.run(arguments + common + (unlocked ? ["--passcode-file", passcode] : []), environment: environment)
+        }
+
+        func file(_ name: String, _ bytes: [UInt8]) throws -> String { try scratch.file(name, bytes) }
+
+        /// Starts `share serve` and returns the process and its port (waits at most 60 s).
+        func serve(_ arguments: [String]) throws -> (Process, Int, Pipe) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: CLIRunner.executable)
+            process.arguments = ["share", "serve", "--listen", "127.0.0.1:0", "--passcode-file", passcode] + arguments + common
+            var env = ProcessInfo.processInfo.environment
+            for (key, value) in environment { env[key] = value }
+            process.environment = env
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            let deadline = Date().addingTimeInterval(60)
+            var seen = ""
+            while Date() < deadline && process.isRunning {
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                seen += String(decoding: chunk, as: UTF8.self)
+                if let line = seen.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }),
+                   let portText = line.split(separator: " ")[2].split(separator: ":").last, let port = Int(portText) {
+                    return (process, port, output)
+                }
+            }
+            process.terminate()
+            throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "share serve did not start: \(seen)"])
+        }
+
+        func inboxNames() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: inbox)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+        }
+    }
+
+    /// `a` creates the group, `b` joins it through invite / join / approve / join --certificate.
+    static func group() throws -> (Machine, Machine) {
+        let a = try Machine(), b = try Machine()
+        let created = try a.run(["share", "init", "--new-group", "--name", "alpha"])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(created.text.contains("device: alpha"))
+        let invitation = a.scratch.path + "/invite.json"
+        #expect(try a.run(["share", "invite", "-o", invitation]).status == 0)
+        let copied = try b.file("invite.json", Array(try Data(contentsOf: URL(fileURLWithPath: invitation))))
+        let request = b.scratch.path + "/request.json"
+        let joined = try b.run(["share", "join", copied, "--name", "bravo", "-o", request])
+        #expect(joined.status == 0, "\(joined.stderr)")
+        let certificate = a.scratch.path + "/bravo.pem"
+        let approved = try a.run(["share", "approve", request, "-o", certificate])
+        #expect(approved.status == 0, "\(approved.stderr)")
+        // An invitation enrols one device only.
+        let again = try a.run(["share", "approve", request, "-o", a.scratch.path + "/again.pem"])
+        #expect(again.status == 67, "\(again.stderr)")
+        let completed = try b.run(["share", "join", "--certificate", certificate])
+        #expect(completed.status == 0, "\(completed.stderr)")
+        #expect(completed.text.contains("device: bravo"))
+        return (a, b)
+    }
+
+    @Test("two processes share a file; it is readable only with the passcode; a revoked device and another group are refused")
+    func shareBetweenProcesses() throws {
+        let (a, b) = try Self.group()
+        let bytes = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        let photo = try b.file("photo.jpg", bytes)
+        let (server, port, _) = try a.serve(["--max-transfers", "3"])
+        defer { if server.isRunning { server.terminate() } }
+
+        let sent = try b.run(["share", "send", photo, "--to", "127.0.0.1:\(port)", "--device", "alpha"])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        #expect(sent.text == "sent \(photo) to alpha as photo.jpg (100000 bytes)\n")
+        #expect(a.inboxNames() == ["photo.jpg"])
+
+        // A member of another group is refused; nothing is written.
+        let c = try Machine()
+        #expect(try c.run(["share", "init", "--new-group", "--name", "alpha"]).status == 0)
+        let intruder = try c.file("evil.txt", Array("evil".utf8))
+        let refused = try c.run(["share", "send", intruder, "--to", "127.0.0.1:\(port)"])
+        #expect(refused.status == 65, "\(refused.stderr)")
+
+        // Revoked while the server runs.
+        let revoked = try a.run(["share", "revoke", "bravo"], unlocked: false)
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        #expect(revoked.text.hasPrefix("revoked bravo sha256/"))
+        let afterRevoke = try b.run(["share", "send", photo, "--to", "127.0.0.1:\(port)"])
+        #expect(afterRevoke.status != 0)
+        #expect(afterRevoke.status == 66 || afterRevoke.status == 1, "\(afterRevoke.stderr)")
+        #expect(a.inboxNames() == ["photo.jpg"])
+
+        server.waitUntilExit()
+        #expect(server.terminationStatus == 0)
+
+        // Locked: not readable.
+        let locked = try a.run(["share", "open", "photo.jpg"], unlocked: false)
+        #expect(locked.status == 36, "\(locked.stderr)")
+        #expect(locked.stdout.isEmpty)
+        let listed = try a.run(["share", "list"], unlocked: false)
+        #expect(listed.status == 0)
+        #expect(listed.text.hasPrefix("photo.jpg\t"))
+        let opened = try a.run(["share", "open", "photo.jpg"])
+        #expect(opened.status == 0, "\(opened.stderr)")
+        #expect(opened.stdout == bytes)
+        #expect(opened.stderr.contains("upgraded 1 received file(s) to class complete"))
+        let devices = try a.run(["share", "list", "--devices"], unlocked: false)
+        #expect(devices.text.contains("alpha\tsha256/"))
+        #expect(devices.text.contains("\trevoked\n"))
+
+        // Hostile names on the command line.
+        let traversal = try a.run(["share", "open", "../home/keychain.sqlite"])
+        #expect(traversal.status == 64)
+    }
+}

@@ -1,0 +1,288 @@
+import Cipher
+import Crypto
+import Foundation
+import NIOCore
+import PinnedTLS
+import ProtectedFiles
+import Testing
+import Vault
+import X509
+@testable import DeviceSharing
+
+@Suite("Sharing over mutual TLS", .serialized)
+struct ShareTransferTests {
+    @Test func roundTripStoresAProtectedFileReadableOnlyUnlocked() async throws {
+        let (a, b) = try makeGroup()
+        let bytes = content(300_000)
+        let path = try b.write("holiday.jpg", bytes)
+        // The receiver's vault is locked: receiving still works (completeUnlessOpen).
+        let membership = try a.group.membership()
+        a.manager.lock()
+        try await withServer(a, membership: membership) { port, log in
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            let sent = try await sender.send(path, to: "127.0.0.1", port: port, device: "alpha")
+            #expect(sent == ShareClient.Sent(storedName: "holiday.jpg", size: 300_000, device: "alpha"))
+            let again = try await sender.send(path, to: "127.0.0.1", port: port)
+            #expect(again.storedName == "holiday.jpg.1")
+            let events = await log.wait(for: 2)
+            #expect(events.count == 2)
+        }
+        #expect(a.inboxNames() == ["holiday.jpg", "holiday.jpg.1"])
+        let stored = a.inbox + "/holiday.jpg"
+        // Locked: the file does not open, and its bytes on disk are not the plaintext.
+        #expect(throws: ProtectedFileError.locked(.completeUnlessOpen, .locked)) { _ = try a.files.read(at: stored) }
+        let raw = Array(try Data(contentsOf: URL(fileURLWithPath: stored)))
+        #expect(!raw.contains(bytes: Array(bytes[1000..<1064])))
+        try await a.manager.unlock(passcode: a.passcode)
+        #expect(try a.files.read(at: stored) == bytes)
+        #expect(try a.files.protection(ofItemAt: stored) == .completeUnlessOpen)
+    }
+
+    @Test func aDeviceNamePinRefusesAnotherMember() async throws {
+        let (a, b) = try makeGroup()
+        let path = try b.write("note.txt", Array("hello".utf8))
+        try await withServer(a) { port, _ in
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            let error = await shareError { _ = try await sender.send(path, to: "127.0.0.1", port: port, device: "charlie") }
+            #expect(error == .deviceMismatch(expected: "charlie", found: ["alpha"]))
+        }
+        #expect(a.inboxNames().isEmpty)
+    }
+
+    @Test func aClientWithoutCertificateIsRefused() async throws {
+        let (a, _) = try makeGroup()
+        let root = try a.group.rootCertificate()
+        try await withServer(a) { port, log in
+            let policy = TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern(ShareGroup.memberName), anchors: .only([root]))],
+                                     defaultAnchors: nil)
+            let client = try PinnedTLSClient(policy: policy)
+            let offer = try ShareWire.Offer(name: "x.txt", size: 1, digest: Array(SHA256.hash(data: [0x41])))
+            do {
+                let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName)
+                try? await connection.channel.executeThenClose { inbound, outbound in
+                    try await outbound.write(ByteBuffer(bytes: offer.encoded + [0x41]))
+                    for try await _ in inbound {}
+                }
+            } catch {}
+            let refusals = await log.wait(for: 1)
+            #expect(refusals.count == 1)
+            #expect(log.refusals.first == .peerRefused("the peer presented no certificate"))
+        }
+        #expect(a.everyInboxFile().isEmpty)
+    }
+
+    @Test func aClientOfAnotherCAIsRefused() async throws {
+        let (a, b) = try makeGroup()
+        let abe = try honestAbe(device: "bravo")
+        let path = try b.write("x.txt", Array("secret".utf8))
+        try await withServer(a) { port, log in
+            // The impostor trusts the real group's root for the server, and presents Abe's certificate.
+            let impostor = try ShareClient(membership: ShareMembership(identity: abe.identity, root: a.group.rootCertificate()),
+                                           isRevoked: { _ in false })
+            let error = await shareError { _ = try await impostor.send(path, to: "127.0.0.1", port: port) }
+            #expect(error != nil)
+            _ = await log.wait(for: 1)
+            #expect(log.refusals == [.peerRefused("the chain does not lead to a trusted anchor")])
+        }
+        #expect(a.everyInboxFile().isEmpty)
+    }
+
+    @Test func aRevokedDeviceIsRefused() async throws {
+        let (a, b) = try makeGroup()
+        let path = try b.write("x.txt", Array("secret".utf8))
+        try await withServer(a) { port, log in
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            _ = try await sender.send(path, to: "127.0.0.1", port: port)
+            // Revoked while the server runs: refused from the next connection.
+            let revoked = try a.group.revoke(device: "bravo")
+            #expect(revoked.map(\.device) == ["bravo"])
+            let error = await shareError { _ = try await sender.send(path, to: "127.0.0.1", port: port) }
+            #expect(error != nil)
+            _ = await log.wait(for: 2)
+            #expect(log.refusals == [.revoked(device: "bravo")])
+        }
+        #expect(a.inboxNames() == ["x.txt"])
+    }
+
+    @Test func aServerOfAnotherCAIsRefusedByTheClient() async throws {
+        let (a, b) = try makeGroup()
+        let abe = try honestAbe()
+        let path = try b.write("x.txt", Array("secret".utf8))
+        // The man in the middle has a valid certificate for the right names, from another CA.
+        let mitm = ShareMembership(identity: abe.identity, root: try a.group.rootCertificate())
+        try await withServer(a, membership: mitm) { port, _ in
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            let error = await shareError { _ = try await sender.send(path, to: "127.0.0.1", port: port) }
+            #expect(error == .peerRefused("the chain does not lead to a trusted anchor"))
+        }
+        #expect(a.everyInboxFile().isEmpty)
+    }
+
+    @Test func aSelfSignedServerForTheRightNameIsRefused() async throws {
+        let (a, b) = try makeGroup()
+        let path = try b.write("x.txt", Array("secret".utf8))
+        let mitm = ShareMembership(identity: try selfSigned(), root: try a.group.rootCertificate())
+        try await withServer(a, membership: mitm) { port, _ in
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            let error = await shareError { _ = try await sender.send(path, to: "127.0.0.1", port: port, device: "alpha") }
+            #expect(error == .peerRefused("the chain does not lead to a trusted anchor"))
+        }
+        #expect(a.everyInboxFile().isEmpty)
+    }
+
+    @Test func anEavesdropperRecordsNeitherTheBytesNorTheName() async throws {
+        let (a, b) = try makeGroup()
+        let bytes = content(200_000)
+        let name = "tax-return-2026.pdf"
+        let path = try b.write(name, bytes)
+        try await withServer(a) { port, _ in
+            let relay = try RecordingRelay(to: port)
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            let sent = try await sender.send(path, to: "127.0.0.1", port: relay.port, device: "alpha")
+            #expect(sent.storedName == name)
+            let recording = relay.recording
+            #expect(recording.count > 200_000)
+            #expect(!recording.contains(bytes: Array(bytes[5000..<5032])))
+            #expect(!recording.contains(bytes: Array(name.utf8)))
+            #expect(!recording.contains(bytes: Array("tax-return".utf8)))
+            #expect(!recording.contains(bytes: Array("bravo".utf8)))
+            #expect(!recording.contains(bytes: Array("alpha".utf8)))
+        }
+        try await a.manager.unlock(passcode: a.passcode)
+        #expect(try a.files.read(at: a.inbox + "/" + name) == bytes)
+    }
+
+    /// Sends an offer and only `count` bytes of the file, then closes the connection.
+    private func sendPartially(_ b: TestDevice, root: Certificate, port: Int, offer: ShareWire.Offer, bytes: [UInt8]) async throws -> [UInt8] {
+        let membership = try b.group.membership()
+        let policy = TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern(ShareGroup.memberName), anchors: .only([root]))],
+                                 defaultAnchors: nil)
+        let client = try PinnedTLSClient(policy: policy, identity: membership.identity)
+        let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName)
+        return try await connection.channel.executeThenClose { inbound, outbound in
+            try await outbound.write(ByteBuffer(bytes: offer.encoded + bytes))
+            if UInt64(bytes.count) < offer.size { return [] }
+            var reply: [UInt8] = []
+            for try await var part in inbound { reply += part.readBytes(length: part.readableBytes) ?? [] }
+            return reply
+        }
+    }
+
+    @Test func anInterruptedTransferLeavesNothingAndCanBeResent() async throws {
+        let (a, b) = try makeGroup()
+        let bytes = content(1_000_000)
+        let path = try b.write("video.mp4", bytes)
+        let root = try a.group.rootCertificate()
+        try await withServer(a) { port, log in
+            let offer = try ShareWire.Offer(name: "video.mp4", size: UInt64(bytes.count), digest: Array(SHA256.hash(data: bytes)))
+            _ = try await sendPartially(b, root: root, port: port, offer: offer, bytes: Array(bytes[0..<300_000]))
+            _ = await log.wait(for: 1)
+            #expect(log.refusals.count == 1)
+            if case .protocolViolation(let detail)? = log.refusals.first {
+                #expect(detail.contains("of 1000000 bytes"))
+            } else {
+                Issue.record("expected a protocol violation, got \(log.refusals)")
+            }
+            #expect(a.everyInboxFile().isEmpty, "\(a.everyInboxFile())")
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            let sent = try await sender.send(path, to: "127.0.0.1", port: port)
+            #expect(sent.storedName == "video.mp4")
+        }
+        #expect(a.inboxNames() == ["video.mp4"])
+        #expect(try a.files.read(at: a.inbox + "/video.mp4") == bytes)
+    }
+
+    @Test func aWrongDigestIsRefusedAndNothingIsStored() async throws {
+        let (a, b) = try makeGroup()
+        let bytes = content(10_000)
+        let root = try a.group.rootCertificate()
+        try await withServer(a) { port, log in
+            let offer = try ShareWire.Offer(name: "a.bin", size: UInt64(bytes.count), digest: [UInt8](repeating: 7, count: 32))
+            let reply = try await sendPartially(b, root: root, port: port, offer: offer, bytes: bytes)
+            guard case let .complete(parsed, _) = try ShareWire.parseReply(reply) else {
+                Issue.record("no reply")
+                return
+            }
+            #expect(parsed.status == .digestMismatch)
+            _ = await log.wait(for: 1)
+            #expect(log.refusals == [.digestMismatch])
+        }
+        #expect(a.everyInboxFile().isEmpty)
+    }
+
+    @Test func aHostileNameIsRefusedAndNothingIsStored() async throws {
+        let (a, b) = try makeGroup()
+        let root = try a.group.rootCertificate()
+        try await withServer(a) { port, log in
+            // An offer built by hand: "../evil" cannot be made with Offer's initializer.
+            let name = Array("../evil".utf8)
+            let header = ShareWire.offerMagic + [1, 0, UInt8(name.count)] + name + [UInt8](repeating: 0, count: 7) + [1]
+                + Array(SHA256.hash(data: [0x41]))
+            let membership = try b.group.membership()
+            let policy = TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern(ShareGroup.memberName), anchors: .only([root]))],
+                                     defaultAnchors: nil)
+            let client = try PinnedTLSClient(policy: policy, identity: membership.identity)
+            let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName)
+            let reply: [UInt8] = try await connection.channel.executeThenClose { inbound, outbound in
+                try await outbound.write(ByteBuffer(bytes: header + [0x41]))
+                var reply: [UInt8] = []
+                for try await var part in inbound { reply += part.readBytes(length: part.readableBytes) ?? [] }
+                return reply
+            }
+            guard case let .complete(parsed, _) = try ShareWire.parseReply(reply) else {
+                Issue.record("no reply")
+                return
+            }
+            #expect(parsed.status == .refused)
+            _ = await log.wait(for: 1)
+            #expect(log.refusals == [.invalidFileName("\"../evil\" contains a path separator")])
+        }
+        #expect(a.everyInboxFile().isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: a.root + "/evil"))
+    }
+
+    @Test func aStolenInboxOpensNothingWithoutTheVault() async throws {
+        let (a, b) = try makeGroup()
+        let bytes = content(50_000)
+        let path = try b.write("scan.png", bytes)
+        try await withServer(a) { port, _ in
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            _ = try await sender.send(path, to: "127.0.0.1", port: port)
+        }
+        // The thief copies the inbox to a machine with a vault of its own.
+        let thief = try TestDevice()
+        try FileManager.default.createDirectory(atPath: thief.inbox, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: a.inbox + "/scan.png", toPath: thief.inbox + "/scan.png")
+        #expect(throws: ProtectedFileError.self) { _ = try thief.files.read(at: thief.inbox + "/scan.png") }
+        let raw = Array(try Data(contentsOf: URL(fileURLWithPath: thief.inbox + "/scan.png")))
+        #expect(!raw.contains(bytes: Array(bytes[100..<132])))
+        // The owner's vault, locked, gives nothing either.
+        a.manager.lock()
+        #expect(throws: ProtectedFileError.locked(.completeUnlessOpen, .locked)) { _ = try a.files.read(at: a.inbox + "/scan.png") }
+    }
+
+    @Test func aSenderRefusesARevokedReceiver() async throws {
+        let (a, b) = try makeGroup()
+        let path = try b.write("x.txt", Array("secret".utf8))
+        let alpha = try ShareGroup.pin(a.group.membership().identity.leaf)
+        try b.group.revoke(device: alpha)
+        try await withServer(a) { port, log in
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            let error = await shareError { _ = try await sender.send(path, to: "127.0.0.1", port: port) }
+            #expect(error == .revoked(device: "alpha"))
+            _ = await log.wait(for: 1)
+        }
+        #expect(a.everyInboxFile().isEmpty)
+    }
+
+    @Test func stagingFilesLeftByAKilledServerAreRemovedAtStart() async throws {
+        let (a, _) = try makeGroup()
+        // What a server killed mid-transfer leaves: an encrypted partial file in the staging directory.
+        try FileManager.default.createDirectory(atPath: a.inbox + "/.incoming", withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: a.inbox + "/.incoming/0123456789abcdef01234567"))
+        try await withServer(a) { _, _ in
+            #expect(a.everyInboxFile().isEmpty)
+        }
+    }
+}

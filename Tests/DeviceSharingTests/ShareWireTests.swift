@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+@testable import DeviceSharing
+
+@Suite("Sharing wire format")
+struct ShareWireTests {
+    @Test func offerKnownAnswer() throws {
+        let offer = try ShareWire.Offer(name: "a.txt", size: 0x0102, digest: [UInt8](repeating: 0xab, count: 32))
+        let expected: [UInt8] = Array("SFSH".utf8) + [1, 0, 5] + Array("a.txt".utf8) + [0, 0, 0, 0, 0, 0, 1, 2]
+            + [UInt8](repeating: 0xab, count: 32)
+        #expect(offer.encoded == expected)
+        #expect(try ShareWire.parseOffer(expected, maxSize: 1 << 20) == .complete(offer, consumed: expected.count))
+        // Every strict prefix asks for more.
+        for cut in 0..<expected.count {
+            #expect(try ShareWire.parseOffer(expected[0..<cut], maxSize: 1 << 20) == .needMore)
+        }
+    }
+
+    @Test func replyKnownAnswer() throws {
+        let reply = ShareWire.Reply(status: .stored, text: "a.txt")
+        let expected: [UInt8] = Array("SFSR".utf8) + [1, 0, 0, 5] + Array("a.txt".utf8)
+        #expect(reply.encoded == expected)
+        #expect(try ShareWire.parseReply(expected + [9, 9]) == .complete(reply, consumed: expected.count))
+        #expect(throws: ShareError.protocolViolation("unknown reply status 9")) {
+            _ = try ShareWire.parseReply(Array("SFSR".utf8) + [1, 9, 0, 0])
+        }
+    }
+
+    @Test func hostileOffersAreRefused() throws {
+        func offer(name: [UInt8], length: Int? = nil, size: UInt64 = 1, magic: [UInt8] = ShareWire.offerMagic, version: UInt8 = 1) -> [UInt8] {
+            let length = length ?? name.count
+            var out = magic + [version, UInt8(length >> 8), UInt8(length & 0xff)] + name
+            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8((size >> UInt64(shift)) & 0xff)) }
+            return out + [UInt8](repeating: 0, count: 32)
+        }
+        let limit: UInt64 = 1000
+        #expect(throws: ShareError.protocolViolation("not a sharing offer (wrong magic)")) {
+            _ = try ShareWire.parseOffer(offer(name: Array("a".utf8), magic: Array("GET ".utf8)), maxSize: limit)
+        }
+        #expect(throws: ShareError.self) { _ = try ShareWire.parseOffer(offer(name: Array("a".utf8), version: 2), maxSize: limit) }
+        #expect(throws: ShareError.invalidFileName("the name length 0 is not between 1 and 255")) {
+            _ = try ShareWire.parseOffer(offer(name: []), maxSize: limit)
+        }
+        #expect(throws: ShareError.invalidFileName("the name length 256 is not between 1 and 255")) {
+            _ = try ShareWire.parseOffer(offer(name: [UInt8](repeating: 0x61, count: 256)), maxSize: limit)
+        }
+        #expect(throws: ShareError.tooLarge(size: 1001, limit: 1000)) {
+            _ = try ShareWire.parseOffer(offer(name: Array("a".utf8), size: 1001), maxSize: limit)
+        }
+        #expect(throws: ShareError.tooLarge(size: UInt64.max, limit: 1000)) {
+            _ = try ShareWire.parseOffer(offer(name: Array("a".utf8), size: .max), maxSize: limit)
+        }
+        #expect(throws: ShareError.invalidFileName("the name is not UTF-8")) {
+            _ = try ShareWire.parseOffer(offer(name: [0xff, 0xfe]), maxSize: limit)
+        }
+        for bad in ["../x", "a/b", "..", ".", ".incoming", "a\\b", "x\u{0}y", "x\ny", "a..b"] {
+            #expect(throws: ShareError.self, "\(bad)") { _ = try ShareWire.parseOffer(offer(name: Array(bad.utf8)), maxSize: limit) }
+            #expect(throws: ShareError.self, "\(bad)") { try ShareWire.checkName(bad) }
+        }
+        try ShareWire.checkName("photo 2026-11-23.jpg")
+        try ShareWire.checkName("été.txt")
+        try ShareWire.checkName(String(repeating: "a", count: 255))
+    }
+}
