@@ -7,7 +7,13 @@ import SecureFoundation
 /// `securefoundation: error: …` without the usage text that a `ValidationError` brings.
 struct CLIFailure: Error, CustomStringConvertible {
     let description: String
-    init(_ description: String) { self.description = description }
+    /// The exit status (1, or 64 for a refusal of how the command was used, such as binary
+    /// output to a terminal).
+    let exitCode: Int32
+    init(_ description: String, exitCode: Int32 = 1) {
+        self.description = description
+        self.exitCode = exitCode
+    }
 }
 
 enum CLI {
@@ -19,7 +25,7 @@ enum CLI {
     /// Prints an error on stderr as `securefoundation: error: …` and returns the exit code to use.
     static func report(_ error: any Error, code: Int32 = 1) -> ExitCode {
         warn("securefoundation: error: \(describe(error))")
-        return ExitCode(code)
+        return ExitCode((error as? CLIFailure)?.exitCode ?? code)
     }
 
     /// The human message of any error (CustomStringConvertible first, then localized).

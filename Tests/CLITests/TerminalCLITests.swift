@@ -138,5 +138,7 @@ struct TerminalCLITests {
         process.waitUntilExit()
         #expect(text.contains("refusing to write binary to the terminal"), "\(text)")
         #expect(text.split(whereSeparator: \.isNewline).contains("rc=64"), "\(text)")
+        // A refusal found while running prints the error alone, not the usage text.
+        #expect(!text.contains("USAGE:"), "\(text)")
     }
 }

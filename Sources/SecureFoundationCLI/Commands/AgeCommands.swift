@@ -179,7 +179,7 @@ struct EncryptCommand: ParsableCommand {
                     }
                 }
                 if terminalDevice || descriptor.map({ isatty($0) == 1 }) == true {
-                    throw CLIFailure("refusing to write binary to the terminal; use -o FILE or -a")
+                    throw CLIFailure("refusing to write binary to the terminal; use -o FILE or -a", exitCode: 64)
                 }
             }
             let inputFD = try AgeCLI.openInput(input)
