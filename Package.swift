@@ -120,7 +120,8 @@ let package = Package(
                     exclude: ["Fixtures"], swiftSettings: strict),
         // Replays the saved fuzzing cases (Tests/FuzzRegressionTests/Cases) through the fuzz
         // targets' entry points; the fuzzing itself is Fuzz/ and scripts/fuzz.
-        .testTarget(name: "FuzzRegressionTests", dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration"],
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration", "PinnedTLS",
+                                                           .product(name: "X509", package: "swift-certificates")] + crypto,
                     exclude: ["Cases"], swiftSettings: strict),
         .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain"], swiftSettings: strict),
             // Device-to-device sharing over mutual TLS (pulls SwiftNIO through PinnedTLS, so it stays

@@ -11,16 +11,22 @@ let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 /// The fuzz targets: executable name and harness entry point (see scripts/fuzz).
 let targets = [
     "FuzzAge", "FuzzArmor", "FuzzAgePayload", "FuzzSealed", "FuzzLegacyPlist", "FuzzLegacyCipher", "FuzzVaultState", "FuzzKeychainDB",
+    "FuzzTlsPolicy", "FuzzTlsPEM", "FuzzTlsPin", "FuzzTlsPKCS12", "FuzzTlsCSR", "FuzzTlsRecord",
 ]
 
 let package = Package(
     name: "SecureFoundationFuzz",
     platforms: [.macOS(.v14)],
-    dependencies: [.package(name: "SecureFoundation", path: "..")],
+    dependencies: [
+        .package(name: "SecureFoundation", path: ".."),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+    ],
     targets: [
         .target(
             name: "FuzzHarness",
-            dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration"].map { .product(name: $0, package: "SecureFoundation") },
+            dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration", "PinnedTLS"].map { .product(name: $0, package: "SecureFoundation") }
+                + [.product(name: "X509", package: "swift-certificates"), .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
     ] + targets.map { .executableTarget(name: $0, dependencies: ["FuzzHarness"], swiftSettings: strict) }

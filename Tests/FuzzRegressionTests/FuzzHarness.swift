@@ -1,9 +1,9 @@
 // The entry points the fuzz targets (Fuzz/, one libFuzzer executable per parser) call with each
 // input, and that `FuzzRegressionTests` replays over the saved cases. Fuzz/Sources/FuzzHarness
-// links this file, so both see the same code. An entry point may throw any typed error for
-// hostile input; it must not crash, hang or allocate without bound, and the invariants it
-// checks with `precondition` (a round trip, one error for every damaged legacy blob) are part
-// of what is fuzzed.
+// links this file and FuzzHarness+TLS.swift, so both see the same code. An entry point may
+// throw any typed error for hostile input; it must not crash, hang or allocate without bound,
+// and the invariants it checks with `precondition` (a round trip, one error for every damaged
+// legacy blob) are part of what is fuzzed.
 
 import Foundation
 import Age
@@ -23,7 +23,7 @@ public enum FuzzHarness {
         "legacyCipher": legacyCipher,
         "vaultState": vaultState,
         "keychainDB": keychainDB,
-    ]
+    ].merging(tlsTargets) { first, _ in first }
 
     /// Starting inputs a target cannot get from files in the repository (written by the fuzz
     /// executables when FUZZ_WRITE_SEEDS names a directory; see scripts/fuzz).
@@ -54,7 +54,7 @@ public enum FuzzHarness {
         case "keychainDB":
             return [[], [0, 0, 0x00], [0, 100, 0xFF, 0, 28, 0x01]]
         default:
-            return []
+            return tlsSeeds(for: target)
         }
     }
 

@@ -32,7 +32,7 @@ import Testing
     }
 
     /// The generated seeds run too (they are the starting corpus of the targets without files).
-    @Test(arguments: ["agePayload", "sealed", "legacyPlist", "legacyCipher", "keychainDB"])
+    @Test(arguments: ["agePayload", "sealed", "legacyPlist", "legacyCipher", "keychainDB", "tlsPolicy", "tlsPEM", "tlsPin", "tlsPKCS12", "tlsCSR", "tlsRecord"])
     func seedsRun(target: String) throws {
         let run = try #require(FuzzHarness.targets[target])
         let seeds = FuzzHarness.seeds(for: target)
