@@ -219,7 +219,7 @@ struct TLSCLITests {
         defer { good.stop() }
         let goodPort = try good.port(afterLine: "ACCEPT")
         let ok = try CLIRunner.run(["tls", "fetch", "https://localhost:\(goodPort)/", "--ca", pki.dir + "/root.pem",
-                                    "--connect-to", "127.0.0.1", "--timeout", "10"])
+                                    "--connect-to", "127.0.0.1", "--timeout", "30"])
         #expect(ok.status == 0, "\(ok.stderr)")
         #expect(ok.text.contains("s_server"))
         let abe = try sServer("abe-leaf.pem", "abe-leaf.key", chain: [])
@@ -227,7 +227,7 @@ struct TLSCLITests {
         let abePort = try abe.port(afterLine: "ACCEPT")
         let abePin = try pki.opensslPin("abe-leaf")
         let refused = try CLIRunner.run(["tls", "fetch", "https://localhost:\(abePort)/", "--ca", pki.dir + "/root.pem",
-                                         "--connect-to", "127.0.0.1", "--timeout", "10"])
+                                         "--connect-to", "127.0.0.1", "--timeout", "30"])
         #expect(refused.status == 60)
         #expect(refused.stderr.contains("the chain does not lead to a trusted anchor"))
         #expect(refused.stderr.contains(abePin))
@@ -244,11 +244,11 @@ struct TLSCLITests {
         let port = try server.port(afterLine: "listening on")
         let url = "https://localhost:\(port)/"
         let anonymous = try CLIRunner.run(["tls", "fetch", url, "--ca", "root.pem", "--connect-to", "127.0.0.1",
-                                           "--timeout", "10"], directory: pki.dir)
+                                           "--timeout", "30"], directory: pki.dir)
         #expect(anonymous.status != 0)
         let authenticated = try CLIRunner.run(
             ["tls", "fetch", url, "--ca", "root.pem", "--cert", "client-chain.pem", "--key", "client.key",
-             "--connect-to", "127.0.0.1", "--timeout", "10"], directory: pki.dir)
+             "--connect-to", "127.0.0.1", "--timeout", "30"], directory: pki.dir)
         #expect(authenticated.status == 0, "\(authenticated.stderr)")
         #expect(authenticated.text == "hello from securefoundation\nclient: CN=device-1\n")
         #expect(server.waitForExit() == 0)

@@ -34,7 +34,7 @@ struct PinnedClientTests {
         let client = try PinnedTLSClient(policy: policy)
         do {
             _ = try await client.connect(host: "127.0.0.1", port: server.port, serverName: "localhost",
-                                         timeout: .seconds(5))
+                                         timeout: .seconds(30))
         } catch let error as TLSTrustError {
             return error
         }
@@ -46,7 +46,7 @@ struct PinnedClientTests {
         defer { server.stop() }
         let client = try PinnedTLSClient(policy: policy)
         let connection = try await client.connect(host: "127.0.0.1", port: server.port, serverName: "localhost",
-                                                  timeout: .seconds(5))
+                                                  timeout: .seconds(30))
         let response = try await exchange(connection, "GET / HTTP/1.0\r\n\r\n")
         return (connection, response)
     }
@@ -80,7 +80,7 @@ struct PinnedClientTests {
         let pins = try PinSet(pins: [pki.pin("inter"), pki.pin("backup", isKey: true)])
         let client = try PinnedTLSClient(policy: try policy(pins: pins))
         let connection = try await client.connect(host: "127.0.0.1", port: server.port, serverName: "localhost",
-                                                  timeout: .seconds(5))
+                                                  timeout: .seconds(30))
         let response = try await exchange(connection, "GET / HTTP/1.0\r\n\r\n")
         #expect(response.contains("Protocol  : TLSv1.2"), "\(response.prefix(400))")
     }
@@ -93,7 +93,7 @@ struct PinnedClientTests {
         let client = try PinnedTLSClient(policy: try policy())
         await #expect(throws: PinnedTLSError.self) {
             _ = try await client.connect(host: "127.0.0.1", port: server.port, serverName: "localhost",
-                                         timeout: .seconds(5))
+                                         timeout: .seconds(30))
         }
     }
 
@@ -188,7 +188,7 @@ struct PinnedClientTests {
         let policy = TrustPolicy(hosts: [], defaultAnchors: nil)
         await #expect(throws: TLSTrustError.self) {
             _ = try await PinnedTLSClient(policy: policy).connect(
-                host: "127.0.0.1", port: server.port, serverName: "localhost", timeout: .seconds(5))
+                host: "127.0.0.1", port: server.port, serverName: "localhost", timeout: .seconds(30))
         }
     }
 

@@ -38,7 +38,7 @@ struct PinnedServerTests {
         let root = try pki.certificate("root")
         let authentication = mutual ? ClientAuthentication(anchors: .only([root])) : nil
         let server = try await PinnedTLSServer.bind(
-            identity: try pki.identity("leaf"), clientAuthentication: authentication, handshakeTimeout: .seconds(5))
+            identity: try pki.identity("leaf"), clientAuthentication: authentication, handshakeTimeout: .seconds(30))
         let running = Task {
             try await server.run(onRefused: { log.refuse($0) }) { connection in
                 log.serve(connection.peerChain)
@@ -69,7 +69,7 @@ struct PinnedServerTests {
             try #require(Tools.openssl),
             ["s_client", "-connect", "127.0.0.1:\(port)", "-servername", "localhost", "-CAfile", "root.pem",
              "-verify_return_error", "-ign_eof"] + extra,
-            stdin: "PING\n", directory: pki.directory, seconds: 10)
+            stdin: "PING\n", directory: pki.directory, seconds: 30)
     }
 
     @Test("openssl s_client without a certificate is refused by a server that requires one")
@@ -146,7 +146,7 @@ struct PinnedServerTests {
         try await withServer(mutual: true) { port, log in
             let client = try PinnedTLSClient(policy: policy, identity: identity)
             let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: "localhost",
-                                                      timeout: .seconds(5))
+                                                      timeout: .seconds(30))
             #expect(connection.peerChain.first?.subject.description == "CN=localhost")
             let response = try await exchange(connection, "PING\n")
             #expect(response == "PONG CN=device-1\n")
@@ -164,7 +164,7 @@ struct PinnedServerTests {
             var response = ""
             do {
                 let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: "localhost",
-                                                          timeout: .seconds(5))
+                                                          timeout: .seconds(30))
                 response = (try? await exchange(connection, "PING\n", seconds: 5)) ?? ""
             } catch {
                 // TLS 1.2 refuses during the handshake; TLS 1.3 after the client's Finished.
