@@ -25,6 +25,38 @@ struct CLIRunner {
         return fallback
     }
 
+    /// Starts `securefoundation arguments…` in the background and waits (at most 60 s) for the
+    /// line "listening on …:PORT…" a server prints once ready. Returns the process, the port and
+    /// its standard output. On failure the process is killed (SIGKILL: a child of the test
+    /// process may inherit a blocked SIGTERM).
+    static func startServer(_ arguments: [String], environment: [String: String] = [:]) throws -> (process: Process, port: Int, output: Pipe) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(60)
+        var seen = ""
+        while Date() < deadline && process.isRunning {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            seen += String(decoding: chunk, as: UTF8.self)
+            if let line = seen.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }),
+               let colon = line.lastIndex(of: ":"),
+               let port = Int(line[line.index(after: colon)...].prefix(while: \.isNumber)) {
+                return (process, port, output)
+            }
+        }
+        kill(process.processIdentifier, SIGKILL)
+        throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "\(arguments.prefix(2).joined(separator: " ")) did not start: \(seen)"])
+    }
+
     /// Runs `securefoundation arguments…` with `stdin` as standard input.
     @discardableResult
     static func run(_ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:],

@@ -29,30 +29,10 @@ struct ShareCLITests {
 
         /// Starts `share serve` and returns the process and its port (waits at most 60 s).
         func serve(_ arguments: [String]) throws -> (Process, Int, Pipe) {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: CLIRunner.executable)
-            process.arguments = ["share", "serve", "--listen", "127.0.0.1:0", "--passcode-file", passcode] + arguments + common
-            var env = ProcessInfo.processInfo.environment
-            for (key, value) in environment { env[key] = value }
-            process.environment = env
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-            let deadline = Date().addingTimeInterval(60)
-            var seen = ""
-            while Date() < deadline && process.isRunning {
-                let chunk = output.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                seen += String(decoding: chunk, as: UTF8.self)
-                if let line = seen.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }),
-                   let portText = line.split(separator: " ")[2].split(separator: ":").last, let port = Int(portText) {
-                    return (process, port, output)
-                }
-            }
-            process.terminate()
-            throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "share serve did not start: \(seen)"])
+            let started = try CLIRunner.startServer(
+                ["share", "serve", "--listen", "127.0.0.1:0", "--passcode-file", passcode] + arguments + common,
+                environment: environment)
+            return (started.process, started.port, started.output)
         }
 
         func inboxNames() -> [String] {

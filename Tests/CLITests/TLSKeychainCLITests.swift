@@ -5,34 +5,10 @@ import Testing
 /// the keychain, and a policy whose anchors are certificates kept in the keychain.
 @Suite("tls with keychain identities")
 struct TLSKeychainCLITests {
-    /// Starts `securefoundation tls serve …` and returns the process and its port, read from its
-    /// "listening on https://HOST:PORT/" line (waits at most 60 s).
+    /// Starts `securefoundation tls serve …` and returns the process and its port.
     static func serve(_ arguments: [String], environment: [String: String]) throws -> (Process, Int) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLIRunner.executable)
-        process.arguments = ["tls", "serve"] + arguments
-        var env = ProcessInfo.processInfo.environment
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let deadline = Date().addingTimeInterval(60)
-        var seen = ""
-        let reader = output.fileHandleForReading
-        while Date() < deadline && process.isRunning {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            seen += String(decoding: chunk, as: UTF8.self)
-            if let line = seen.split(separator: "\n").first(where: { $0.hasPrefix("listening on https://") }),
-               let portText = line.split(separator: ":").last?.split(separator: "/").first, let port = Int(portText) {
-                return (process, port)
-            }
-        }
-        kill(process.processIdentifier, SIGKILL)
-        throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "tls serve did not start: \(seen)"])
+        let started = try CLIRunner.startServer(["tls", "serve"] + arguments, environment: environment)
+        return (started.process, started.port)
     }
 
     @Test("an identity issued in the keychain serves; a client identity and keychain anchors are used by fetch")
