@@ -56,12 +56,6 @@ enum TLSCLI {
         }
     }
 
-    /// The identity from `--identity LABEL` (the keychain) or from `--cert`/`--key` (PEM files).
-    static func identity(cert: String?, key: String?, label: String?, store: KeychainStoreOptions) throws -> TLSIdentity? {
-        guard let label else { return try identity(cert: cert, key: key) }
-        guard cert == nil && key == nil else { throw ValidationError("give --identity or --cert and --key, not both") }
-        return try IdentityStore(keychain: try store.open()).identity(label: label)
-    }
 
     /// Resolves a policy's `keychain` anchors from the certificates stored in the keychain, opening
     /// it only when a connection first needs them (a policy without keychain anchors never opens it).
@@ -232,16 +226,7 @@ struct TLSServeCommand: AsyncParsableCommand {
         """
     )
 
-    @Option(help: "The server's certificate chain (PEM, leaf first); or use --identity.")
-    var cert: String?
-
-    @Option(help: "The server's private key (PEM).")
-    var key: String?
-
-    @Option(help: "The server's identity stored in the keychain under this label (tls issue, tls import).")
-    var identity: String?
-
-    @OptionGroup var store: KeychainStoreOptions
+    @OptionGroup var identityOptions: TLSIdentityOptions
 
     @Option(help: "Require client certificates issued under the CA certificates in this PEM file.")
     var clientCa: String?
@@ -261,7 +246,7 @@ struct TLSServeCommand: AsyncParsableCommand {
     func run() async throws {
         do {
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
-            guard let identity = try TLSCLI.identity(cert: cert, key: key, label: identity, store: store) else {
+            guard let identity = try identityOptions.resolved() else {
                 throw ValidationError("give --identity LABEL, or --cert and --key")
             }
             if clientCa != nil && policy != nil { throw ValidationError("give --client-ca or --policy, not both") }
@@ -275,7 +260,7 @@ struct TLSServeCommand: AsyncParsableCommand {
                 guard let anchors = configuration.defaultAnchors else {
                     throw CLIFailure("\(policy) has no defaultAnchors: a server's policy names the anchors its clients' certificates must lead to there")
                 }
-                authentication = ClientAuthentication(anchors: anchors, anchorSource: TLSCLI.keychainAnchors(store))
+                authentication = ClientAuthentication(anchors: anchors, anchorSource: TLSCLI.keychainAnchors(identityOptions.store))
             }
             let server = try await PinnedTLSServer.bind(
                 host: host, port: port, identity: identity, clientAuthentication: authentication)
@@ -313,6 +298,28 @@ struct TLSServeCommand: AsyncParsableCommand {
                 + "Connection: close\r\n\r\n" + body
             try await outbound.write(ByteBuffer(string: response))
         }
+    }
+}
+
+/// Where this side's certificate and key come from: `--identity LABEL` (the keychain, unlocked
+/// with --passcode-file or a running agent) or `--cert` and `--key` (PEM files).
+struct TLSIdentityOptions: ParsableArguments {
+    @Option(help: "A certificate chain (PEM, leaf first): the server's, or the client's for servers that ask for one.")
+    var cert: String?
+
+    @Option(help: "The private key of --cert (PEM).")
+    var key: String?
+
+    @Option(help: "An identity stored in the keychain under this label (tls issue, tls import), instead of --cert and --key.")
+    var identity: String?
+
+    @OptionGroup var store: KeychainStoreOptions
+
+    /// The identity given, or nil when none is.
+    func resolved() throws -> TLSIdentity? {
+        guard let identity else { return try TLSCLI.identity(cert: cert, key: key) }
+        guard cert == nil && key == nil else { throw ValidationError("give --identity or --cert and --key, not both") }
+        return try IdentityStore(keychain: try store.open()).identity(label: identity)
     }
 }
 
@@ -371,16 +378,7 @@ struct TLSFetchCommand: AsyncParsableCommand {
     @Option(help: "Trust only the CA certificates in this PEM file (instead of --policy).")
     var ca: String?
 
-    @Option(help: "A client certificate chain (PEM, leaf first), for servers that ask for one.")
-    var cert: String?
-
-    @Option(help: "The client certificate's private key (PEM).")
-    var key: String?
-
-    @Option(help: "A client identity stored in the keychain under this label, for servers that ask for one.")
-    var identity: String?
-
-    @OptionGroup var store: KeychainStoreOptions
+    @OptionGroup var identityOptions: TLSIdentityOptions
 
     @Option(help: "POST this text as the body.")
     var data: String?
@@ -400,12 +398,12 @@ struct TLSFetchCommand: AsyncParsableCommand {
             var trust = TrustPolicy()
             if let policy {
                 // `keychain` anchors are the certificates stored under those labels.
-                trust = try PolicyConfiguration.load(path: policy).policy(anchorSource: TLSCLI.keychainAnchors(store))
+                trust = try PolicyConfiguration.load(path: policy).policy(anchorSource: TLSCLI.keychainAnchors(identityOptions.store))
             } else if let ca {
                 trust = TrustPolicy(defaultAnchors: .only(try PEMFiles.certificates(atPath: ca)))
             }
             let client = PinnedHTTPSClient(
-                client: try PinnedTLSClient(policy: trust, identity: try TLSCLI.identity(cert: cert, key: key, label: identity, store: store)))
+                client: try PinnedTLSClient(policy: trust, identity: try identityOptions.resolved()))
             let wait = TimeAmount.seconds(Int64(max(1, timeout)))
             let response: HTTPSResponse
             if let data {
