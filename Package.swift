@@ -108,7 +108,9 @@ let package = Package(
         .testTarget(name: "ProtectedFilesTests", dependencies: ["ProtectedFiles", "Age", "Vault", "Cipher"], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
         .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher"], swiftSettings: strict),
-        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher"], swiftSettings: strict),
+        // What tests share: an executor of their own threads for the network tests.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
+        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher", "TestSupport"], swiftSettings: strict),
         // Embedded secrets: the run-time reader (Cipher only), the generator the plugin and the CLI share.
         .target(name: "EmbeddedSecrets", dependencies: ["Cipher"] + crypto, swiftSettings: strict),
         .target(name: "EmbeddedSecretsGenerator", dependencies: ["EmbeddedSecrets", "Cipher"], swiftSettings: strict),
@@ -137,7 +139,7 @@ let package = Package(
             ] + crypto,
             swiftSettings: strict
         ),
-        .testTarget(name: "DeviceSharingTests", dependencies: ["DeviceSharing", "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher",
+        .testTarget(name: "DeviceSharingTests", dependencies: ["DeviceSharing", "TestSupport", "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher",
                                                              .product(name: "NIOCore", package: "swift-nio"),
                                                              .product(name: "NIOPosix", package: "swift-nio")],
                     swiftSettings: strict),

@@ -2,9 +2,10 @@ import Cipher
 import Foundation
 import PinnedTLS
 import Testing
+import TestSupport
 @testable import DeviceSharing
 
-@Suite("Sharing enrolment", .serialized)
+@Suite("Sharing enrolment", .serialized, .onOwnThreads)
 struct ShareEnrolmentTests {
     @Test func joiningGivesACertificateUnderTheGroupRootOnly() throws {
         let (a, b) = try makeGroup()

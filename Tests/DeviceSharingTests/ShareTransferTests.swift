@@ -5,11 +5,12 @@ import NIOCore
 import PinnedTLS
 import ProtectedFiles
 import Testing
+import TestSupport
 import Vault
 import X509
 @testable import DeviceSharing
 
-@Suite("Sharing over mutual TLS", .serialized)
+@Suite("Sharing over mutual TLS", .serialized, .onOwnThreads)
 struct ShareTransferTests {
     @Test func roundTripStoresAProtectedFileReadableOnlyUnlocked() async throws {
         let (a, b) = try makeGroup()

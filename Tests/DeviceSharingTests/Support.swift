@@ -7,6 +7,7 @@ import PinnedTLS
 import ProtectedFiles
 import SwiftASN1
 import Testing
+import TestSupport
 import Vault
 import X509
 @testable import DeviceSharing
@@ -105,7 +106,7 @@ func withServer(
     let log = EventLog()
     let server = try await ShareServer.bind(membership: membership ?? device.group.membership(), inbox: device.inbox,
                                             files: device.files, isRevoked: device.isRevoked())
-    let task = Task { try await server.run { log.add($0) } }
+    let task = Task(executorPreference: ThreadPoolExecutor.shared) { try await server.run { log.add($0) } }
     do {
         try await body(server.port, log)
     } catch {

@@ -1,10 +1,11 @@
 import Foundation
 import NIOCore
 import Testing
+import TestSupport
 import X509
 @testable import PinnedTLS
 
-@Suite("HTTPS helper", .enabled(if: Tools.available, "needs openssl and timeout"))
+@Suite("HTTPS helper", .enabled(if: Tools.available, "needs openssl and timeout"), .onOwnThreads)
 struct HTTPSClientTests {
     @Test("URLs: https only, default port 443, path and query kept")
     func urlSplitting() throws {
@@ -20,7 +21,7 @@ struct HTTPSClientTests {
     func getAndPost() async throws {
         let pki = try TestPKI.get()
         let server = try await PinnedTLSServer.bind(identity: try pki.identity("leaf"), handshakeTimeout: .seconds(30))
-        let running = Task {
+        let running = Task(executorPreference: ThreadPoolExecutor.shared) {
             try await server.run { connection in
                 try await connection.channel.executeThenClose { inbound, outbound in
                     var received: [UInt8] = []

@@ -1,10 +1,11 @@
 import Foundation
 import Testing
+import TestSupport
 import X509
 @testable import PinnedTLS
 
 /// Our client against a real `openssl s_server` on loopback.
-@Suite("Pinned TLS client against openssl s_server", .enabled(if: Tools.available, "needs openssl and timeout"))
+@Suite("Pinned TLS client against openssl s_server", .enabled(if: Tools.available, "needs openssl and timeout"), .onOwnThreads)
 struct PinnedClientTests {
     let pki: TestPKI
 

@@ -285,7 +285,7 @@ func withTimeout<T: Sendable>(_ seconds: Double, _ body: @escaping @Sendable () 
 }
 
 /// Sends `request` on the connection and reads until the peer closes (bounded).
-func exchange(_ connection: PinnedTLSConnection, _ request: String, seconds: Double = 10) async throws -> String {
+func exchange(_ connection: PinnedTLSConnection, _ request: String, seconds: Double = 60) async throws -> String {
     let channel = connection.channel
     return try await withTimeout(seconds) {
         try await channel.executeThenClose { inbound, outbound in
