@@ -279,6 +279,20 @@ public final class AgentServer: @unchecked Sendable {
         thread.start()
     }
 
+    /// Shuts down the writing side and discards what the peer sent (at most 64 KiB, at most
+    /// one second), so that closing does not reset the connection before the peer reads.
+    private static func drainBeforeClose(_ fd: Int32) {
+        UnixSocket.shutdownWriting(fd)
+        UnixSocket.setTimeouts(fd, seconds: 1)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var total = 0
+        while total < 64 * 1024 {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count <= 0 { break }
+            total += count
+        }
+    }
+
     /// Serves one connection; returns true when the descriptor became a subscriber.
     private func serve(_ fd: Int32) -> Bool {
         var uid: UInt32 = 0
@@ -293,6 +307,9 @@ public final class AgentServer: @unchecked Sendable {
             log?("refused a connection from uid \(uid) (pid \(pid)): this agent serves uid \(geteuid())")
             try? AgentProtocol.writeFrame(fd, AgentProtocol.errorResponse(WireError(
                 kind: "refused", message: "uid \(uid) is not served by this agent (it serves uid \(geteuid()) only)")))
+            // Read what the peer sent before closing: closing a UNIX socket with unread bytes
+            // resets the connection, and the peer would lose the refusal it was sent.
+            Self.drainBeforeClose(fd)
             return false
         }
         let request: SecretBytes

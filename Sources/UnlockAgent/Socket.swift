@@ -76,6 +76,15 @@ enum UnixSocket {
     }
 
     /// Send and receive timeouts (a slow peer fails with EAGAIN instead of blocking forever).
+    /// Shuts down the writing side of `fd` (the peer reads end of file after what was sent).
+    static func shutdownWriting(_ fd: Int32) {
+        #if canImport(Glibc)
+        _ = Glibc.shutdown(fd, Int32(SHUT_WR))
+        #elseif canImport(Darwin)
+        _ = Darwin.shutdown(fd, SHUT_WR)
+        #endif
+    }
+
     static func setTimeouts(_ fd: Int32, seconds: Double) {
         var value = timeval()
         value.tv_sec = .init(Int(seconds))
