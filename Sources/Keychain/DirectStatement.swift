@@ -44,10 +44,7 @@ struct DirectStatement {
 
     func bind(_ index: Int32, int: Int64) throws { try check(sqlite3_bind_int64(handle, index, int), binding: index) }
 
-    /// Binds `double`, or NULL when it is nil.
-    func bind(_ index: Int32, double: Double?) throws {
-        try check(double.map { sqlite3_bind_double(handle, index, $0) } ?? sqlite3_bind_null(handle, index), binding: index)
-    }
+    func bind(_ index: Int32, double: Double) throws { try check(sqlite3_bind_double(handle, index, double), binding: index) }
 
     /// A failed bind leaves the parameter NULL (a delete would then match nothing and succeed):
     /// it fails the commit instead.

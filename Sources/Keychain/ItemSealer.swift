@@ -20,7 +20,7 @@ final class ItemSealer: @unchecked Sendable {
 
     // Guarded by `lock`.
     private let lock = NSLock()
-    private var classKeys: [UInt8: (raw: SecretBytes, key: SealingKey, ring: Keyring, fetched: UInt64)] = [:]
+    private var classKeys: [Accessibility: (raw: SecretBytes, key: SealingKey, ring: Keyring, fetched: UInt64)] = [:]
     private var groupCache: [GroupKey: (UInt64, UInt64)] = [:]
 
     /// - Parameters:
@@ -69,17 +69,16 @@ final class ItemSealer: @unchecked Sendable {
 
     // MARK: Class keys
 
-    /// The sealing key of an accessibility code. For whenUnlocked the key source is asked every
+    /// The sealing key of an accessibility. For whenUnlocked the key source is asked every
     /// time (so a lock is honoured at once) and nothing is kept: the key lives only as long as the
     /// operation, so no copy of it outlasts a `lock()`. afterFirstUnlock and always keys, once
     /// obtained, stay available for the life of the process by definition, so they are kept; the
     /// source is asked again when the kept key is older than ``classKeyRecheckInterval``, so a
     /// class-key rotation made by another process is followed within that time (until then new
     /// items are sealed under the key it retired, which still opens them).
-    private func sealingKey(_ code: UInt8) throws -> (key: SealingKey, ring: Keyring) {
-        let accessibility = try ItemCodec.accessibility(code: Int64(code))
+    private func sealingKey(_ accessibility: Accessibility) throws -> (key: SealingKey, ring: Keyring) {
         let now = DispatchTime.now().uptimeNanoseconds
-        if accessibility.protectionClass != .whenUnlocked, let cached = lock.withLock({ classKeys[code] }),
+        if accessibility.protectionClass != .whenUnlocked, let cached = lock.withLock({ classKeys[accessibility] }),
            now &- cached.fetched < ItemSealer.classKeyRecheckInterval {
             return (cached.key, cached.ring)
         }
@@ -87,14 +86,14 @@ final class ItemSealer: @unchecked Sendable {
         do {
             raw = try keySource.classKey(for: accessibility)
         } catch {
-            lock.withLock { classKeys[code] = nil }
+            lock.withLock { classKeys[accessibility] = nil }
             throw KeychainError.fromKeySource(error)
         }
         do {
             let key = try SealingKey(key: raw)
             let ring = try Keyring([key])
             if accessibility.protectionClass != .whenUnlocked {
-                lock.withLock { classKeys[code] = (raw, key, ring, now) }
+                lock.withLock { classKeys[accessibility] = (raw, key, ring, now) }
             }
             return (key, ring)
         } catch {
@@ -108,10 +107,9 @@ final class ItemSealer: @unchecked Sendable {
 
     /// Every key that may open a record of the class: the current key, asked of the source again
     /// (a rotation elsewhere replaces it), then the retired ones, newest first.
-    private func openingRing(_ code: UInt8) throws -> Keyring {
-        let accessibility = try ItemCodec.accessibility(code: Int64(code))
-        lock.withLock { classKeys[code] = nil }
-        let current = try sealingKey(code).key
+    private func openingRing(_ accessibility: Accessibility) throws -> Keyring {
+        lock.withLock { classKeys[accessibility] = nil }
+        let current = try sealingKey(accessibility).key
         let retired: [SecretBytes]
         do {
             retired = try keySource.retiredClassKeys(for: accessibility)
@@ -137,11 +135,22 @@ final class ItemSealer: @unchecked Sendable {
 
     // MARK: Sealing
 
-    func makeRow(key: ItemKey, value: UnsafeRawBufferPointer, accessibility: Accessibility,
-                 label: String?, comment: String?, created: Double?, now: Double) throws -> StoredRow {
+    /// A row holding `value` and the names of `key`, sealed under the class key of
+    /// `accessibility` and bound to `id`.
+    /// - Parameters:
+    ///   - id: The item's id, ``itemID(_:)`` of `key` (computed once by the caller).
+    ///   - key: The item's class and names.
+    ///   - value: The secret.
+    ///   - accessibility: Which class key seals it.
+    ///   - label: A label.
+    ///   - comment: A comment.
+    ///   - created: The creation date.
+    ///   - modified: The modification date, in seconds since 1970.
+    /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` when the class key is unavailable.
+    func makeRow(id: ItemID, key: ItemKey, value: UnsafeRawBufferPointer, accessibility: Accessibility,
+                 label: String?, comment: String?, created: CreationDate, modified: Double) throws -> StoredRow {
         let code = ItemCodec.code(accessibility)
-        let sealing = try sealingKey(code).key
-        let id = itemID(key)
+        let sealing = try sealingKey(accessibility).key
         var names = ItemCodec.encodeNames(key: key, label: label, comment: comment)
         var plain = ItemCodec.itemPlaintext(names: names, value: value)
         defer {
@@ -150,7 +159,7 @@ final class ItemSealer: @unchecked Sendable {
         }
         do {
             let sealed = try Sealed.seal(plain, with: sealing, context: ItemCodec.itemContext(accessibility: code, id: id))
-            return StoredRow(id: id, accessibility: code, sealed: sealed, created: created, modified: now,
+            return StoredRow(id: id, accessibility: code, sealed: sealed, created: created, modified: modified,
                              mac: rowMAC(id, code, sealed))
         } catch {
             throw KeychainError.keyUnavailable("sealing failed: \(error)")
@@ -161,7 +170,7 @@ final class ItemSealer: @unchecked Sendable {
     /// - Throws: ``KeychainError/corrupted(_:)`` for a row that does not open;
     ///   ``KeychainError/interactionNotAllowed(_:_:)`` when the class key is unavailable.
     func resealed(_ row: StoredRow) throws -> StoredRow? {
-        let current = try sealingKey(row.accessibility).key
+        let current = try sealingKey(try ItemCodec.accessibility(code: Int64(row.accessibility))).key
         guard case .key(let keyID)? = try? Sealed.parseHeader(row.sealed).keySource else {
             throw KeychainError.corrupted("the sealed record does not parse")
         }
@@ -201,15 +210,16 @@ final class ItemSealer: @unchecked Sendable {
         guard ConstantTime.equals(expected, row.mac) else {
             throw KeychainError.corrupted("\(item()) failed its class binding check: its accessibility, sealed record or id was changed in the file by someone without this keychain's keys")
         }
+        let accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
         let context = ItemCodec.itemContext(accessibility: row.accessibility, id: row.id)
         var plain: [UInt8]
         do {
             do {
-                plain = try Sealed.open(row.sealed, with: try sealingKey(row.accessibility).ring, context: context)
+                plain = try Sealed.open(row.sealed, with: try sealingKey(accessibility).ring, context: context)
             } catch CipherError.wrongKey {
                 // Sealed under another generation of the class key: before a rotation (a retired
                 // key), or after one made by another process (a newer current key).
-                plain = try Sealed.open(row.sealed, with: try openingRing(row.accessibility), context: context)
+                plain = try Sealed.open(row.sealed, with: try openingRing(accessibility), context: context)
             }
         } catch let error as KeychainError {
             throw error
@@ -228,9 +238,8 @@ final class ItemSealer: @unchecked Sendable {
         }
     }
 
-    /// The attributes of a row (its names must give its id), with the creation date `created`
-    /// (seconds since 1970).
-    func attributes(of row: StoredRow, created: Double) throws -> ItemAttributes {
+    /// The attributes of a row (its names decrypted; they must give its id).
+    func attributes(of row: StoredRow) throws -> ItemAttributes {
         guard let itemClass = ItemClass(rawValue: row.itemClass) else { throw KeychainError.corrupted("unknown item class \(row.itemClass)") }
         let accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
         let (key, label, comment) = try withOpened(row, describing: "an item (id \(Encoding.hex(row.id.bytes.prefix(9))))") { plain, names, _ in
@@ -240,7 +249,7 @@ final class ItemSealer: @unchecked Sendable {
             throw KeychainError.corrupted("the names of an item do not match its id")
         }
         return ItemAttributes(key: key, accessibility: accessibility, label: label, comment: comment,
-                              creationDate: Date(timeIntervalSince1970: created),
+                              creationDate: Date(timeIntervalSince1970: row.created.seconds),
                               modificationDate: Date(timeIntervalSince1970: row.modified))
     }
 }

@@ -30,6 +30,7 @@ final class ItemStore: @unchecked Sendable {
     private let lock = NSLock()
     private var pending: [ItemID: PendingChange] = [:]
     private var inFlight: [ItemID: PendingChange] = [:]
+    /// Rows as the file holds them (so with known creation dates).
     private var cache: [ItemID: StoredRow] = [:]
     private var commitScheduled = false
     private var knownGeneration: Int64
@@ -249,14 +250,18 @@ final class ItemStore: @unchecked Sendable {
         }
     }
 
-    /// The row of `index`: pending writes first, then the cache, then the database.
+    /// The row of `index`: pending writes first, then the cache, then the database. A pending
+    /// write that keeps the stored creation date is returned with the date of the row it
+    /// replaces, read as the row of an item without pending writes is.
     func lookup(_ index: ItemID) throws -> StoredRow? {
         lock.lock()
         defer { lock.unlock() }
         try checkOpenLocked()
+        var written: StoredRow?
         if let change = pending[index] ?? inFlight[index] {
-            if case .put(let row) = change { return row }
-            return nil
+            guard case .put(let row) = change else { return nil }
+            if row.created.isKnown { return row }
+            written = row
         }
         do {
             // One trip to the reader: is the cache current, and if the row is not cached, the row.
@@ -279,16 +284,11 @@ final class ItemStore: @unchecked Sendable {
                 if cache.count >= configuration.readCacheLimit { cache.removeAll(keepingCapacity: true) }
                 cache[index] = found
             }
-            return found
+            guard var written else { return found }
+            written.created = found?.created ?? .at(written.created.seconds)
+            return written
         } catch {
             throw KeychainSchema.map(error, path: path)
-        }
-    }
-
-    /// The creation date stored for `index`, or nil (no row, or one that does not read).
-    func storedCreationDate(_ index: ItemID) -> Double? {
-        try? reader.inDatabase { db in
-            try Double.fetchOne(db, sql: "SELECT created FROM keychain_items WHERE item_id = ?", arguments: [index.data])
         }
     }
 
@@ -370,7 +370,9 @@ final class ItemStore: @unchecked Sendable {
         largeGroups.removeAll()
     }
 
-    /// Every row of a class (optionally one service or server), database and pending writes merged.
+    /// Every row of a class (optionally one service or server), database and pending writes
+    /// merged (a pending write that keeps the stored creation date takes that of the row it
+    /// replaces), oldest first.
     func rows(itemClass: ItemClass, group: (UInt64, UInt64)?) throws -> [StoredRow] {
         lock.lock()
         defer { lock.unlock() }
@@ -393,8 +395,9 @@ final class ItemStore: @unchecked Sendable {
             for (index, change) in overlay {
                 switch change {
                 case .delete: result[index] = nil
-                case .put(let row):
+                case .put(var row):
                     if row.itemClass == itemClass.rawValue && (group.map { row.id.isIn(group: $0) } ?? true) {
+                        if !row.created.isKnown { row.created = result[index]?.created ?? .at(row.created.seconds) }
                         result[index] = row
                     } else {
                         result[index] = nil
@@ -403,8 +406,7 @@ final class ItemStore: @unchecked Sendable {
             }
         }
         return result.values.sorted { a, b in
-            let ta = a.created ?? a.firstWritten ?? a.modified, tb = b.created ?? b.firstWritten ?? b.modified
-            if ta != tb { return ta < tb }
+            if a.created.seconds != b.created.seconds { return a.created.seconds < b.created.seconds }
             return a.id < b.id
         }
     }
@@ -446,19 +448,23 @@ final class ItemStore: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         try checkOpenLocked()
-        // One hash of the id in the common case (a new item): the change goes in first. An
-        // update takes the creation date of the change it replaced or of the cached row (nil:
-        // the commit keeps the stored date); an item deleted and written again is a new item.
+        // One hash of the id in the common case (a new item): the change goes in first. A write
+        // that keeps the stored creation date takes the date of the row it replaces where this
+        // keychain holds that row (pending, being committed, or cached); after a delete it is a
+        // new item, created now. Otherwise the commit resolves it.
         let replaced = pending.updateValue(change, forKey: index)
-        if case .put(var row) = change, row.created == nil {
+        if case .put(let written) = change, !written.created.isKnown {
+            var created = written.created
             switch replaced ?? (inFlight.isEmpty ? nil : inFlight[index]) {
-            case .put(let old)?:
-                row.created = old.created
-                row.firstWritten = old.firstWritten ?? old.modified
-            case .delete?: row.created = row.modified
-            case nil: if !cache.isEmpty { row.created = cache[index]?.created }
+            case .put(let old)?: created = old.created
+            case .delete?: created = .at(written.modified)
+            case nil: if !cache.isEmpty, let old = cache[index] { created = old.created }
             }
-            if row.created != nil || row.firstWritten != nil { pending[index] = .put(row) }
+            if created != written.created {
+                var row = written
+                row.created = created
+                pending[index] = .put(row)
+            }
         }
         scheduleLocked(after: configuration.coalescingInterval)
     }
@@ -500,10 +506,10 @@ final class ItemStore: @unchecked Sendable {
                             try upsert.bind(1, id: row.id)
                             try upsert.bind(2, int: Int64(row.accessibility))
                             try upsert.bind(3, blob: row.sealed)
-                            try upsert.bind(4, double: row.created)
+                            try upsert.bind(4, double: row.created.seconds)
                             try upsert.bind(5, double: row.modified)
-                            try upsert.bind(6, double: row.firstWritten ?? row.modified)
-                            try upsert.bind(7, blob: row.mac)
+                            try upsert.bind(6, blob: row.mac)
+                            try upsert.bind(7, int: row.created.isKnown ? 1 : 0)
                             try upsert.run(db)
                         case .delete:
                             try delete.bind(1, id: index)
@@ -557,7 +563,7 @@ final class ItemStore: @unchecked Sendable {
                         switch change {
                         case .delete: cache[index] = nil
                         case .put(var row):
-                            if row.created == nil { row.created = old.created }
+                            if !row.created.isKnown { row.created = old.created }
                             cache[index] = row
                         }
                     }

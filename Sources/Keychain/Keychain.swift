@@ -141,13 +141,15 @@ public final class Keychain: Sendable {
 
     // MARK: Core operations
 
-    /// Stores `value` for `key`, replacing an existing item unless `mustNotExist`.
-    func store(_ value: UnsafeRawBufferPointer, for key: ItemKey, accessibility: Accessibility,
+    /// Stores `value` for `key`, replacing an existing item unless `mustNotExist`. `id` is the
+    /// item's id when the caller has computed it (``ItemSealer/itemID(_:)`` of `key`).
+    func store(_ value: UnsafeRawBufferPointer, for key: ItemKey, id: ItemID? = nil, accessibility: Accessibility,
                label: String? = nil, comment: String? = nil, mustNotExist: Bool = false) throws {
-        let index = sealer.itemID(key)
+        let index = id ?? sealer.itemID(key)
         if mustNotExist, try itemStore.lookup(index) != nil { throw KeychainError.duplicateItem(key.description) }
-        let row = try sealer.makeRow(key: key, value: value, accessibility: accessibility, label: label, comment: comment,
-                                     created: nil, now: Date().timeIntervalSince1970)
+        let now = Date().timeIntervalSince1970
+        let row = try sealer.makeRow(id: index, key: key, value: value, accessibility: accessibility, label: label, comment: comment,
+                                     created: .storedOr(now), modified: now)
         try itemStore.enqueue(index, .put(row))
     }
 
@@ -173,11 +175,5 @@ public final class Keychain: Sendable {
         let index = sealer.itemID(key)
         guard try itemStore.exists(index) else { throw KeychainError.itemNotFound(key.description) }
         try itemStore.enqueue(index, .delete)
-    }
-
-    /// The attributes of a row (its names decrypted).
-    func attributes(of row: StoredRow) throws -> ItemAttributes {
-        let created = row.created ?? itemStore.storedCreationDate(row.id)
-        return try sealer.attributes(of: row, created: created ?? row.firstWritten ?? row.modified)
     }
 }

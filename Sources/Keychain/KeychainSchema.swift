@@ -5,7 +5,7 @@ import Cipher
 /// The SQL side of the keychain: schema, statements, and the mapping of SQLite errors.
 enum KeychainSchema {
     /// Format 3 adds the `row_mac` column to format 2 (nothing else changed); a format-2 file is
-    /// upgraded when it is opened (``upgradeStatements``).
+    /// upgraded when it is opened (``addMACColumnSQL``, ``setMACSQL``).
     static let formatVersion: Int64 = 3
 
     static let createStatements = [
@@ -31,13 +31,14 @@ enum KeychainSchema {
     static let addMACColumnSQL = "ALTER TABLE keychain_items ADD COLUMN row_mac BLOB"
     static let setMACSQL = "UPDATE keychain_items SET row_mac = ? WHERE item_id = ?"
 
-    /// Parameters: id, accessibility, sealed, creation date (NULL: keep the stored one, or use
-    /// parameter 6 for a new row), modification date, creation date of a new row, row MAC.
+    /// Parameters: id, accessibility, sealed, creation date, modification date, row MAC, and
+    /// whether the creation date replaces the one of an existing row (1, ``CreationDate/at(_:)``)
+    /// or is only that of a new row (0, ``CreationDate/storedOr(_:)``).
     static let upsertSQL = """
-        INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified, row_mac) VALUES (?1, ?2, ?3, coalesce(?4, ?6), ?5, ?7)
+        INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified, row_mac) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
         ON CONFLICT (item_id) DO UPDATE SET
             accessibility = excluded.accessibility, sealed = excluded.sealed, modified = excluded.modified,
-            created = coalesce(?4, keychain_items.created), row_mac = excluded.row_mac
+            row_mac = excluded.row_mac, created = CASE WHEN ?7 THEN excluded.created ELSE keychain_items.created END
         """
     static let deleteSQL = "DELETE FROM keychain_items WHERE item_id = ?"
     /// A re-sealed record, written only where the row still holds the record that was read.
@@ -96,7 +97,7 @@ enum KeychainSchema {
         let created = try date(3, "created")
         let modified = try date(4, "modified")
         let mac = try blob(5, "row_mac", count: ItemCodec.rowMACSize)
-        return StoredRow(id: id, accessibility: accessibility, sealed: Array(sealed), created: created, modified: modified, mac: Array(mac))
+        return StoredRow(id: id, accessibility: accessibility, sealed: Array(sealed), created: .at(created), modified: modified, mac: Array(mac))
     }
 
     /// The file an I/O error of SQLite concerns, by extended code.

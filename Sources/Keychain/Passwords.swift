@@ -129,7 +129,7 @@ extension Keychain {
     ///   unavailable (its names are sealed under it); ``KeychainError/corrupted(_:)``.
     public func accounts(forService service: String? = nil) throws -> [ItemKey] {
         let rows = try itemStore.rows(itemClass: .genericPassword, group: service.map { sealer.group(.genericPassword, $0) })
-        return try rows.map { try attributes(of: $0).key }
+        return try rows.map { try sealer.attributes(of: $0).key }
     }
 
     // MARK: Codable values

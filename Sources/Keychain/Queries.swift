@@ -36,11 +36,12 @@ extension Keychain {
     public func addOrUpdate(_ data: SecretBytes, for key: ItemKey, accessibility: Accessibility = .whenUnlocked,
                             label: String? = nil, comment: String? = nil) throws {
         var label = label, comment = comment
-        if label == nil || comment == nil, let row = try itemStore.lookup(sealer.itemID(key)), let existing = try? attributes(of: row) {
+        let id = sealer.itemID(key)
+        if label == nil || comment == nil, let row = try itemStore.lookup(id), let existing = try? sealer.attributes(of: row) {
             label = label ?? existing.label
             comment = comment ?? existing.comment
         }
-        try data.withUnsafeBytes { try store($0, for: key, accessibility: accessibility, label: label, comment: comment) }
+        try data.withUnsafeBytes { try store($0, for: key, id: id, accessibility: accessibility, label: label, comment: comment) }
     }
 
     /// The items that match `query` (SecItemCopyMatching).
@@ -52,7 +53,7 @@ extension Keychain {
         let found = try matchingRows(query)
         return try found.map { row, attributes in
             var match = KeychainMatch()
-            if query.returning.contains(.attributes) { match.attributes = try attributes ?? self.attributes(of: row) }
+            if query.returning.contains(.attributes) { match.attributes = try attributes ?? sealer.attributes(of: row) }
             if query.returning.contains(.data) || query.returning.isEmpty {
                 match.data = try sealer.openValue(row, describing: (attributes?.key.description) ?? query.summary)
             }
@@ -73,13 +74,13 @@ extension Keychain {
         let found = try matchingRows(all)
         let now = Date().timeIntervalSince1970
         for (row, known) in found {
-            let attributes = try known ?? self.attributes(of: row)
+            let attributes = try known ?? sealer.attributes(of: row)
             let data = try changes.data ?? sealer.openValue(row, describing: attributes.key.description)
             let label = changes.label ?? attributes.label
             let comment = changes.comment ?? attributes.comment
             let newRow = try data.withUnsafeBytes { bytes in
-                try sealer.makeRow(key: attributes.key, value: bytes, accessibility: changes.accessibility ?? attributes.accessibility,
-                            label: label, comment: comment, created: attributes.creationDate.timeIntervalSince1970, now: now)
+                try sealer.makeRow(id: row.id, key: attributes.key, value: bytes, accessibility: changes.accessibility ?? attributes.accessibility,
+                                   label: label, comment: comment, created: row.created, modified: now)
             }
             if changes.data == nil { data.wipe() }
             try itemStore.enqueue(row.id, .put(newRow))
@@ -105,7 +106,7 @@ extension Keychain {
             guard let row = try itemStore.lookup(sealer.itemID(key)) else { throw KeychainError.itemNotFound(query.summary) }
             try Keychain.check(row, against: query.minimumAccessibility, describing: key.description)
             if query.label == nil && query.accessibility == nil { return [(row, nil)] }
-            let attributes = try attributes(of: row)
+            let attributes = try sealer.attributes(of: row)
             guard query.matches(attributes) else { throw KeychainError.itemNotFound(query.summary) }
             return [(row, attributes)]
         }
@@ -115,7 +116,7 @@ extension Keychain {
         for row in candidates {
             if let wanted = query.accessibility, ItemCodec.code(wanted) != row.accessibility { continue }
             if needsNames {
-                let attributes = try attributes(of: row)
+                let attributes = try sealer.attributes(of: row)
                 guard query.matches(attributes) else { continue }
                 try Keychain.check(row, against: query.minimumAccessibility, describing: attributes.key.description)
                 result.append((row, attributes))
@@ -140,7 +141,7 @@ extension Keychain {
             for row in try itemStore.rows(itemClass: itemClass, group: nil) {
                 let accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
                 do {
-                    result.append(ItemSummary(attributes: try attributes(of: row), itemClass: itemClass, accessibility: accessibility, unavailable: nil))
+                    result.append(ItemSummary(attributes: try sealer.attributes(of: row), itemClass: itemClass, accessibility: accessibility, unavailable: nil))
                 } catch let error as KeychainError {
                     switch error {
                     case .interactionNotAllowed, .corrupted:
