@@ -32,13 +32,6 @@ enum ItemCodec {
         return Accessibility(protectionClass, thisDeviceOnly: deviceOnly)
     }
 
-    static func itemClass(code: Int64) throws -> ItemClass {
-        guard let value = UInt8(exactly: code), let itemClass = ItemClass(rawValue: value) else {
-            throw KeychainError.corrupted("unknown item class \(code)")
-        }
-        return itemClass
-    }
-
     // MARK: Blind indexes
 
     private static func appendField(_ out: inout [UInt8], _ text: String?) {
@@ -180,8 +173,9 @@ enum ItemCodec {
 
     private enum Tag: UInt8 { case service = 1, account, server, networkProtocol, port, path, label, comment }
 
-    /// The plaintext of the `names` column: version byte 1, then records of tag (1 byte),
-    /// 4-byte big-endian length and UTF-8 bytes, for each field that is present.
+    /// The names record, the first part of the item record (``itemPlaintext(names:value:)``):
+    /// version byte 1, then records of tag (1 byte), 4-byte big-endian length and UTF-8 bytes,
+    /// for each field that is present.
     static func encodeNames(key: ItemKey, label: String?, comment: String?) -> [UInt8] {
         var out: [UInt8] = [1]
         func put(_ tag: Tag, _ text: String?) {

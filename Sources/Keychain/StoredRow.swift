@@ -11,8 +11,9 @@ struct StoredRow: Sendable {
     /// When the item was last written, in seconds since 1970.
     var modified: Double
     /// The row's class binding (the `row_mac` column): the first 16 bytes of HMAC-SHA256 under
-    /// the blind-index key of the id, the accessibility code and the sealed record, so that a
-    /// row's class cannot be changed by anyone without that key (docs/FORMATS.md).
+    /// the blind-index key of the keychain id, the item id, the accessibility code and the sealed
+    /// record, so that a row's class cannot be changed by anyone without that key
+    /// (``ItemCodec/rowMAC(keychain:id:accessibility:sealed:prototype:)``, docs/FORMATS.md).
     var mac: [UInt8]
 
     var itemClass: UInt8 { id.itemClass }
