@@ -7,7 +7,8 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
     /// No item matches. `item` describes what was looked for.
     case itemNotFound(String)
     /// An item with the same class, service and account (and server, protocol, port, path for
-    /// internet passwords) exists already; use update, or set with overwrite.
+    /// internet passwords) exists already; use ``Keychain/update(_:with:)`` or
+    /// ``Keychain/addOrUpdate(_:for:accessibility:label:comment:)`` instead.
     case duplicateItem(String)
     /// The class key of `accessibility` is unavailable, for `reason` (locked, no first unlock yet...).
     case interactionNotAllowed(Accessibility, ClassKeyUnavailableReason)

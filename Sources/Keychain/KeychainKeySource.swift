@@ -22,7 +22,8 @@ public protocol KeychainKeySource: Sendable {
 
     /// The keys of a protection class's earlier generations, newest first, for opening items
     /// sealed before a class-key rotation (records name their key by fingerprint). The default
-    /// is none. The keychain wipes what it is given.
+    /// is none. The keychain uses them for the opening that needed them and keeps none (the
+    /// source owns them, as with ``classKey(for:)``).
     /// - Parameter accessibility: The item's accessibility.
     /// - Throws: As ``classKey(for:)``.
     func retiredClassKeys(for accessibility: Accessibility) throws -> [SecretBytes]

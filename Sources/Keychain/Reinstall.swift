@@ -20,7 +20,7 @@ enum Reinstall {
         if recorded != nil {
             wiped = try Int.fetchOne(db, sql: "SELECT count(*) FROM keychain_items") ?? 0
             try db.execute(sql: "DELETE FROM keychain_items")
-            try db.execute(sql: "UPDATE keychain_meta SET value = value + 1 WHERE key = 'generation'")
+            _ = try Int64.fetchOne(db, sql: KeychainSchema.bumpGenerationSQL)
         }
         let id: String
         if let marker {

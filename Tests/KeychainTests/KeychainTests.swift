@@ -585,6 +585,34 @@ final class LockedCounter: @unchecked Sendable {
         #expect(after.creationDate == created)
         #expect(after.modificationDate > created)
     }
+
+    /// A write of an item this keychain has not read (another keychain object created it) keeps
+    /// the creation date in the file: read back while the write is pending, by key and in a
+    /// listing (which stays in creation order), and after the commit, it reports that date.
+    @Test func pendingWriteOfAnUnreadItemReportsTheStoredCreationDate() throws {
+        let dir = try TemporaryDirectory()
+        let source = try TestKeySource()
+        let first = try open(dir, source)
+        try first.setPassword("a", forService: "s", account: "old")
+        try first.flush()
+        let created = try #require(first.copyMatching(KeychainQuery(service: "s", account: "old", returning: .attributes))[0].attributes).creationDate
+        Thread.sleep(forTimeInterval: 0.02)
+        let second = try open(dir, source, interval: .seconds(3600))
+        try second.setPassword("n", forService: "s", account: "new")
+        try second.setPassword("b", forService: "s", account: "old")
+        let byKey = try #require(second.copyMatching(KeychainQuery(service: "s", account: "old", returning: .attributes))[0].attributes)
+        #expect(byKey.creationDate == created)
+        #expect(byKey.modificationDate > created)
+        let listed = try second.copyMatching(KeychainQuery(service: "s", limit: .all, returning: .attributes)).compactMap(\.attributes)
+        #expect(listed.map(\.key.account) == ["old", "new"])
+        #expect(listed.first?.creationDate == created)
+        #expect(try second.accounts(forService: "s").map(\.account) == ["old", "new"])
+        #expect(try second.password(forService: "s", account: "old") == "b")
+        try second.flush()
+        let stored = try #require(try open(dir, source).copyMatching(KeychainQuery(service: "s", account: "old", returning: .attributes))[0].attributes)
+        #expect(stored.creationDate == created)
+        #expect(stored.modificationDate == byKey.modificationDate)
+    }
 }
     /// Within one coalescing window: repeated sets keep the first creation date, an update of a
     /// cached item keeps the stored one, and an item deleted and set again is a new item.

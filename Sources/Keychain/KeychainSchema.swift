@@ -1,43 +1,11 @@
 import Foundation
 import GRDB
 import Cipher
-#if canImport(GRDBSQLite)
-import GRDBSQLite
-#else
-import SQLite3
-#endif
-
-/// One row of the `keychain_items` table, as held in memory.
-struct StoredRow: Sendable {
-    var id: ItemID
-    var accessibility: UInt8
-    /// The sealed-data envelope of the item record (names and secret).
-    var sealed: [UInt8]
-    /// Seconds since 1970; nil when the database keeps the stored creation date (an update of an
-    /// item this process has not read).
-    var created: Double?
-    var modified: Double
-    /// The creation date a new row gets when `created` is nil: the time of the first of several
-    /// writes of the item that were pending together (nil: `modified`).
-    var firstWritten: Double? = nil
-    /// The row's class binding (the `row_mac` column): the first 16 bytes of HMAC-SHA256 under
-    /// the blind-index key of the id, the accessibility code and the sealed record, so that a
-    /// row's class cannot be changed by anyone without that key (docs/FORMATS.md).
-    var mac: [UInt8]
-
-    var itemClass: UInt8 { id.itemClass }
-}
-
-/// A change waiting for the background writer.
-enum PendingChange: Sendable {
-    case put(StoredRow)
-    case delete
-}
 
 /// The SQL side of the keychain: schema, statements, and the mapping of SQLite errors.
 enum KeychainSchema {
     /// Format 3 adds the `row_mac` column to format 2 (nothing else changed); a format-2 file is
-    /// upgraded when it is opened (``upgradeStatements``).
+    /// upgraded when it is opened (``addMACColumnSQL``, ``setMACSQL``).
     static let formatVersion: Int64 = 3
 
     static let createStatements = [
@@ -63,13 +31,14 @@ enum KeychainSchema {
     static let addMACColumnSQL = "ALTER TABLE keychain_items ADD COLUMN row_mac BLOB"
     static let setMACSQL = "UPDATE keychain_items SET row_mac = ? WHERE item_id = ?"
 
-    /// Parameters: id, accessibility, sealed, creation date (NULL: keep the stored one, or use
-    /// parameter 6 for a new row), modification date, creation date of a new row, row MAC.
+    /// Parameters: id, accessibility, sealed, creation date, modification date, row MAC, and
+    /// whether the creation date replaces the one of an existing row (1, ``CreationDate/at(_:)``)
+    /// or is only that of a new row (0, ``CreationDate/storedOr(_:)``).
     static let upsertSQL = """
-        INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified, row_mac) VALUES (?1, ?2, ?3, coalesce(?4, ?6), ?5, ?7)
+        INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified, row_mac) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
         ON CONFLICT (item_id) DO UPDATE SET
             accessibility = excluded.accessibility, sealed = excluded.sealed, modified = excluded.modified,
-            created = coalesce(?4, keychain_items.created), row_mac = excluded.row_mac
+            row_mac = excluded.row_mac, created = CASE WHEN ?7 THEN excluded.created ELSE keychain_items.created END
         """
     static let deleteSQL = "DELETE FROM keychain_items WHERE item_id = ?"
     /// A re-sealed record, written only where the row still holds the record that was read.
@@ -128,7 +97,7 @@ enum KeychainSchema {
         let created = try date(3, "created")
         let modified = try date(4, "modified")
         let mac = try blob(5, "row_mac", count: ItemCodec.rowMACSize)
-        return StoredRow(id: id, accessibility: accessibility, sealed: Array(sealed), created: created, modified: modified, mac: Array(mac))
+        return StoredRow(id: id, accessibility: accessibility, sealed: Array(sealed), created: .at(created), modified: modified, mac: Array(mac))
     }
 
     /// The file an I/O error of SQLite concerns, by extended code.
@@ -179,69 +148,5 @@ enum KeychainSchema {
             }
         }
         return .database("\(path): \(error)")
-    }
-}
-
-/// Runs a statement that GRDB prepared and caches, binding its parameters with the SQLite C API.
-///
-/// Used on the background writer's per-row path only: GRDB's `StatementArguments` box every value
-/// in an existential array and copy every blob into a `Data`, which measured over a third of a
-/// large commit's time. GRDB still owns the connection, the transaction and the statement; the
-/// statement is left reset with its parameters cleared, as GRDB expects to find it.
-struct DirectStatement {
-    private let statement: Statement
-    private let handle: SQLiteStatement
-
-    init(_ statement: Statement) {
-        self.statement = statement
-        self.handle = statement.sqliteStatement
-    }
-
-    /// SQLITE_TRANSIENT: SQLite copies the bytes before the bind call returns.
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-
-    func bind(_ index: Int32, id: ItemID) throws {
-        let code = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: ItemID.size) { buffer in
-            id.write(to: UnsafeMutableRawBufferPointer(buffer))
-            return sqlite3_bind_blob(handle, index, buffer.baseAddress, Int32(ItemID.size), DirectStatement.transient)
-        }
-        try check(code, binding: index)
-    }
-
-    func bind(_ index: Int32, blob: [UInt8]) throws {
-        let code = blob.withUnsafeBytes { bytes in
-            // A zero-length blob still needs a non-null pointer, or SQLite binds NULL.
-            let base = bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)
-            return sqlite3_bind_blob(handle, index, base, Int32(bytes.count), DirectStatement.transient)
-        }
-        try check(code, binding: index)
-    }
-
-    func bind(_ index: Int32, int: Int64) throws { try check(sqlite3_bind_int64(handle, index, int), binding: index) }
-
-    /// Binds `double`, or NULL when it is nil.
-    func bind(_ index: Int32, double: Double?) throws {
-        try check(double.map { sqlite3_bind_double(handle, index, $0) } ?? sqlite3_bind_null(handle, index), binding: index)
-    }
-
-    /// A failed bind leaves the parameter NULL (a delete would then match nothing and succeed):
-    /// it fails the commit instead.
-    private func check(_ code: Int32, binding index: Int32) throws {
-        guard code == SQLITE_OK else {
-            sqlite3_clear_bindings(handle)
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "binding parameter \(index) failed", sql: statement.sql)
-        }
-    }
-
-    /// Steps the statement to completion (it returns no rows), then resets it and clears its
-    /// parameters; a failure is thrown as GRDB's `DatabaseError`.
-    func run(_ db: Database) throws {
-        let code = sqlite3_step(handle)
-        sqlite3_reset(handle)
-        sqlite3_clear_bindings(handle)
-        guard code == SQLITE_DONE else {
-            let message = db.sqliteConnection.map { String(cString: sqlite3_errmsg($0)) }
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: statement.sql)
-        }
     }
 }
