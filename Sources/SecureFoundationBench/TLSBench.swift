@@ -8,7 +8,9 @@ import X509
 /// `securefoundation-bench tls`: over loopback, handshakes per second and bulk throughput with
 /// the PinnedTLS policy (own anchors + pins on the client, client certificates required by the
 /// server) beside the same exchange with plain swift-nio-ssl default verification (BoringSSL,
-/// the same anchors, the same client certificate), in the same run; then bulk throughput beside
+/// the same anchors, the same client certificate), in the same run, alternating; the policy
+/// twice: with the verified-chain caches (peers seen before, the common case) and without them
+/// (every chain validated in full, a peer seen for the first time). Then bulk throughput beside
 /// `openssl s_client` → `openssl s_server`. TLS_BENCH_HANDSHAKES (default 300), TLS_BENCH_MIB
 /// (default 256), TLS_BENCH_RUNS (default 3, medians).
 enum TLSBench {
