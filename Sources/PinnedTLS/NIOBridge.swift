@@ -15,11 +15,21 @@ enum VerificationOutcome: Sendable {
 enum NIOBridge {
     /// swift-certificates' view of certificates BoringSSL handed over.
     static func certificates(_ nio: [NIOSSLCertificate]) -> Result<[Certificate], TLSTrustError.Reason> {
+        converted(nio).map(\.certificates)
+    }
+
+    /// The certificates BoringSSL handed over, parsed, with the DER they were parsed from.
+    static func converted(_ nio: [NIOSSLCertificate])
+        -> Result<(certificates: [Certificate], der: [[UInt8]]), TLSTrustError.Reason>
+    {
         var result: [Certificate] = []
+        var ders: [[UInt8]] = []
         result.reserveCapacity(nio.count)
+        ders.reserveCapacity(nio.count)
         for certificate in nio {
             do {
                 let der = try certificate.toDERBytes()
+                ders.append(der)
                 if let parsed = parsedCache.withLockedValue({ $0[der] }) {
                     result.append(parsed)
                     continue
@@ -34,7 +44,7 @@ enum NIOBridge {
                 return .failure(.malformedCertificate("\(error)"))
             }
         }
-        return .success(result)
+        return .success((result, ders))
     }
 
     /// Certificates parsed from the same DER bytes before (a server presents the same chain to
@@ -89,34 +99,44 @@ enum NIOBridge {
         configuration.privateKey = material.key
     }
 
-    /// A verification callback that converts the presented chain, runs `evaluate`, records the
-    /// outcome in `outcome`, and hands BoringSSL the validated chain.
+    /// A verification callback that converts the presented chain, runs the evaluation, records
+    /// the outcome in `outcome`, and hands BoringSSL the validated chain.
+    ///
+    /// When `cache` is given and `cachedAcceptance` decides from it (a chain validated before,
+    /// still current, pins matching), the promise is completed at once on the event loop;
+    /// otherwise `evaluate` runs in a task (chain building and signature checks, keychain
+    /// anchors, reports).
     static func callback(
         outcome: LockedBox<VerificationOutcome?>,
         peer: @escaping @Sendable () -> String,
-        evaluate: @escaping @Sendable ([Certificate]) async throws(TLSTrustError) -> TrustEvaluation
+        cache: VerifiedChainCache?,
+        cachedAcceptance: @escaping @Sendable (CacheLookup) -> TrustEvaluation?,
+        evaluate: @escaping @Sendable ([Certificate], CacheLookup?) async throws(TLSTrustError) -> TrustEvaluation
     ) -> NIOSSLCustomVerificationCallbackWithMetadata {
         { presented, promise in
-            promise.completeWithTask {
-                let chain: [Certificate]
-                switch certificates(presented) {
-                case .success(let converted):
-                    chain = converted
-                case .failure(let reason):
-                    outcome.withLockedValue { $0 = .refused(TLSTrustError(host: peer(), reason: reason, presented: [])) }
-                    return .failed
+            let chain: [Certificate]
+            let lookup: CacheLookup?
+            switch converted(presented) {
+            case .success(let converted):
+                chain = converted.certificates
+                lookup = cache.map {
+                    CacheLookup(cache: $0, presentedDigest: VerifiedChainCache.digest(presentedDER: converted.der))
                 }
+            case .failure(let reason):
+                outcome.withLockedValue { $0 = .refused(TLSTrustError(host: peer(), reason: reason, presented: [])) }
+                promise.succeed(.failed)
+                return
+            }
+            if let lookup, let evaluation = cachedAcceptance(lookup),
+               let result = try? accept(evaluation, chain: chain, presented: presented, outcome: outcome)
+            {
+                promise.succeed(result)
+                return
+            }
+            promise.completeWithTask {
                 do {
-                    let evaluation = try await evaluate(chain)
-                    // The validated chain is the presented certificates plus the anchor: reuse
-                    // BoringSSL's objects, and convert an anchor once.
-                    let nioChain = try evaluation.validatedChain.map { certificate in
-                        if let index = chain.firstIndex(of: certificate) { return presented[index] }
-                        return try cachedNIOCertificate(certificate)
-                    }
-                    guard !nioChain.isEmpty else { return .failed }
-                    outcome.withLockedValue { $0 = .accepted(evaluation) }
-                    return .certificateVerified(VerificationMetadata(NIOSSL.ValidatedCertificateChain(nioChain)))
+                    let evaluation = try await evaluate(chain, lookup)
+                    return try accept(evaluation, chain: chain, presented: presented, outcome: outcome)
                 } catch let error as TLSTrustError {
                     outcome.withLockedValue { $0 = .refused(error) }
                     return .failed
@@ -128,6 +148,22 @@ enum NIOBridge {
                 }
             }
         }
+    }
+
+    /// Records the acceptance and gives BoringSSL the validated chain. The validated chain is the
+    /// presented certificates plus the anchor: BoringSSL's objects are reused, an anchor is
+    /// converted once.
+    private static func accept(
+        _ evaluation: TrustEvaluation, chain: [Certificate], presented: [NIOSSLCertificate],
+        outcome: LockedBox<VerificationOutcome?>
+    ) throws -> NIOSSLVerificationResultWithMetadata {
+        let nioChain = try evaluation.validatedChain.map { certificate in
+            if let index = chain.firstIndex(of: certificate) { return presented[index] }
+            return try cachedNIOCertificate(certificate)
+        }
+        guard !nioChain.isEmpty else { throw PinnedTLSError.invalidIdentity("an empty validated chain") }
+        outcome.withLockedValue { $0 = .accepted(evaluation) }
+        return .certificateVerified(VerificationMetadata(NIOSSL.ValidatedCertificateChain(nioChain)))
     }
 }
 

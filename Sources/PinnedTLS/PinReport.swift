@@ -176,14 +176,29 @@ public struct PinReportFileSink: Sendable {
         }
     }
 
-    /// Appends one report as a line, with a single write, then fsync.
+    /// Appends one report as a line, with a single write, then fsync. Only to a regular file
+    /// (or a new one): a FIFO or a device there is refused.
     ///
-    /// - Throws: ``PinnedTLSError/io(path:detail:)``.
+    /// - Throws: ``PinnedTLSError/io(path:detail:)``, ``PinnedTLSError/notARegularFile(path:kind:)``.
     public func append(_ report: PinValidationReport) throws(PinnedTLSError) {
         let line = Array((report.jsonLine() + "\n").utf8)
-        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
+        // Without blocking: a FIFO there would hold the handshake until someone reads it.
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0o600)
+        guard fd >= 0 else {
+            let detail = String(cString: strerror(errno))
+            // A FIFO without a reader fails with ENXIO: say what it is.
+            var status = stat()
+            if lstat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+                throw .notARegularFile(path: path, kind: RegularFile.kind(status.st_mode))
+            }
+            throw .io(path: path, detail: detail)
+        }
         defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw .notARegularFile(path: path, kind: RegularFile.kind(status.st_mode))
+        }
         let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         guard written == line.count else {
             throw .io(path: path, detail: written < 0 ? String(cString: strerror(errno)) : "short write")

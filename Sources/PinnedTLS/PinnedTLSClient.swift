@@ -23,6 +23,8 @@ public struct PinnedTLSClient: Sendable {
     public let policy: TrustPolicy
     private let context: NIOSSLContext
     private let group: any EventLoopGroup
+    /// Server chains this client validated, owned with its policy (see ``VerifiedChainCache``).
+    let verifiedChains: VerifiedChainCache?
 
     /// Prepares a client.
     ///
@@ -30,10 +32,15 @@ public struct PinnedTLSClient: Sendable {
     ///   - policy: how servers are trusted.
     ///   - identity: the client certificate and key to present when a server asks for one.
     ///   - eventLoopGroup: where the connections run; NIO's shared group by default.
+    ///   - verifiedChainCacheSize: how many validated server chains are remembered, so that a
+    ///     server presenting the same certificates again skips the chain building and signature
+    ///     checks (validity periods are checked again at each handshake against the policy's
+    ///     clock, pins are always checked, refusals are never remembered); 0 turns it off.
     /// - Throws: ``PinnedTLSError/invalidIdentity(_:)`` when the identity cannot be used.
     public init(
         policy: TrustPolicy, identity: TLSIdentity? = nil,
-        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        verifiedChainCacheSize: Int = 256
     ) throws(PinnedTLSError) {
         var configuration = TLSConfiguration.makeClientConfiguration()
         NIOBridge.restrictVersions(&configuration)
@@ -48,6 +55,7 @@ public struct PinnedTLSClient: Sendable {
         }
         self.policy = policy
         self.group = eventLoopGroup
+        verifiedChains = verifiedChainCacheSize > 0 ? VerifiedChainCache(capacity: verifiedChainCacheSize) : nil
     }
 
     /// Connects to `host:port`, performs the handshake and applies the policy.
@@ -80,6 +88,7 @@ public struct PinnedTLSClient: Sendable {
         let policy = self.policy
         let context = self.context
         let outcome = LockedBox<VerificationOutcome?>(nil)
+        let cache = verifiedChains
         let sni = ChainValidation.isIPAddress(name) ? nil : name
         let connected: (NIOAsyncChannel<Inbound, Outbound>, EventLoopFuture<Void>)
         do {
@@ -89,9 +98,11 @@ public struct PinnedTLSClient: Sendable {
                 .connect(host: host, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let promise = channel.eventLoop.makePromise(of: Void.self)
-                        let callback = NIOBridge.callback(outcome: outcome, peer: { name }) {
-                            presented throws(TLSTrustError) in
-                            try await policy.evaluate(host: name, port: port, presented: presented)
+                        let callback = NIOBridge.callback(
+                            outcome: outcome, peer: { name }, cache: cache,
+                            cachedAcceptance: { policy.cachedAcceptance(host: name, cache: $0) }
+                        ) { presented, lookup throws(TLSTrustError) in
+                            try await policy.evaluate(host: name, port: port, presented: presented, cache: lookup)
                         }
                         let handler = try NIOSSLClientHandler(
                             context: context, serverHostname: sni, customVerificationCallbackWithMetadata: callback)

@@ -14,6 +14,11 @@ public enum PinnedTLSError: Error, Sendable, Equatable, CustomStringConvertible 
     case http(String)
     /// Reading or writing a file failed.
     case io(path: String, detail: String)
+    /// A file named by a policy, a command or a configuration is not a regular file (`kind`
+    /// says what it is: a FIFO, a character device...); it is refused without being read.
+    case notARegularFile(path: String, kind: String)
+    /// A file named by a policy, a command or a configuration is larger than `limit` bytes.
+    case fileTooLarge(path: String, limit: Int)
 
     /// What went wrong, for people.
     public var description: String {
@@ -30,6 +35,10 @@ public enum PinnedTLSError: Error, Sendable, Equatable, CustomStringConvertible 
             return "HTTP exchange failed: \(detail)"
         case let .io(path, detail):
             return "cannot access \(path): \(detail)"
+        case let .notARegularFile(path, kind):
+            return "\(path) is \(kind), not a regular file: name a file (certificates, keys, policies and reports are plain files)"
+        case let .fileTooLarge(path, limit):
+            return "\(path) is larger than \(limit) bytes: name the right file (a certificate, key or policy file is small)"
         }
     }
 }

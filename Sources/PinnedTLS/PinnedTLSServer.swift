@@ -42,12 +42,18 @@ public final class PinnedTLSServer: Sendable {
     ///   - handshakeTimeout: a client that has not finished its handshake within this time is
     ///     disconnected.
     ///   - eventLoopGroup: where the connections run.
+    ///   - verifiedChainCacheSize: how many validated client chains are remembered, so that a
+    ///     client presenting the same certificates again skips the chain building and signature
+    ///     checks (validity periods are checked again at each handshake, pins are always checked,
+    ///     refusals are never remembered); 0 turns it off.
     /// - Throws: ``PinnedTLSError``.
     public static func bind(
         host: String = "127.0.0.1", port: Int = 0, identity: TLSIdentity,
         clientAuthentication: ClientAuthentication? = nil, handshakeTimeout: TimeAmount = .seconds(10),
-        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        verifiedChainCacheSize: Int = 256
     ) async throws(PinnedTLSError) -> PinnedTLSServer {
+        let cache = verifiedChainCacheSize > 0 ? VerifiedChainCache(capacity: verifiedChainCacheSize) : nil
         let material = try NIOBridge.material(identity)
         var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: material.chain, privateKey: material.key)
@@ -74,9 +80,11 @@ public final class PinnedTLSServer: Sendable {
                             handler = NIOSSLServerHandler(
                                 context: context,
                                 customVerificationCallbackWithMetadata: NIOBridge.callback(
-                                    outcome: outcome, peer: { peer }
-                                ) { presented throws(TLSTrustError) in
-                                    try await clientAuthentication.evaluate(peer: peer, presented: presented)
+                                    outcome: outcome, peer: { peer }, cache: cache,
+                                    cachedAcceptance: { clientAuthentication.cachedAcceptance(cache: $0) }
+                                ) { presented, lookup throws(TLSTrustError) in
+                                    try await clientAuthentication.evaluate(peer: peer, presented: presented,
+                                                                            cache: lookup)
                                 })
                         } else {
                             handler = NIOSSLServerHandler(context: context)

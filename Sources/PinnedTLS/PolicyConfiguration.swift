@@ -68,22 +68,21 @@ public struct PolicyConfiguration: Sendable {
         return TrustPolicy(hosts: hosts, defaultAnchors: defaultAnchors, anchorSource: anchorSource, reporter: reporter)
     }
 
-    /// Reads and parses a configuration file.
+    /// The largest configuration file read.
+    public static let maximumLength = 1 << 20
+
+    /// Reads and parses a configuration file. The configuration and every file it names
+    /// (anchor certificates) must be regular files of at most 1 MiB: a FIFO or a device is
+    /// refused before it is read.
     ///
     /// - Throws: ``PinnedTLSError/invalidConfiguration(_:)`` listing every problem found (one
-    ///   per line, each with its place in the file), or ``PinnedTLSError/io(path:detail:)``.
+    ///   per line, each with its place in the file, a named file that is not a regular file
+    ///   included); for the configuration file itself ``PinnedTLSError/notARegularFile(path:kind:)``,
+    ///   ``PinnedTLSError/fileTooLarge(path:limit:)`` or ``PinnedTLSError/io(path:detail:)``.
     public static func load(
         path: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(PinnedTLSError) -> PolicyConfiguration {
-        let data: Data
-        do {
-            let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
-            defer { try? handle.close() }
-            data = try handle.read(upToCount: 1 << 20 + 1) ?? Data()
-        } catch {
-            throw .io(path: path, detail: error.localizedDescription)
-        }
-        guard data.count <= 1 << 20 else { throw .invalidConfiguration("\(path): larger than 1 MiB") }
+        let data = Data(try RegularFile.contents(path, maxLength: maximumLength))
         let base = (path as NSString).deletingLastPathComponent
         return try parse(data, name: path, baseDirectory: base.isEmpty ? "." : base, environment: environment)
     }

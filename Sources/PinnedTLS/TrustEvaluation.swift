@@ -26,6 +26,22 @@ extension TLSTrustError {
 }
 
 enum ChainValidation {
+    /// ``validate(presented:store:serverName:now:)`` against `anchors`, or the chain a full
+    /// validation of the same presented certificates against the same anchors and name returned
+    /// before, if every certificate of it is still valid at `now` (see ``VerifiedChainCache``).
+    /// Only a success is stored.
+    static func validate(
+        presented: [Certificate], anchors: ResolvedAnchors, serverName: String?, now: Date, cache: CacheLookup?
+    ) async -> Result<[Certificate], TLSTrustError.Reason> {
+        let key = cache?.key(serverName: serverName, anchors: anchors)
+        if let cache, let key, let chain = cache.cache.lookup(key, now: now) { return .success(chain) }
+        let result = await validate(presented: presented, store: anchors.store(), serverName: serverName, now: now)
+        if case .success(let chain) = result, let cache, let key {
+            cache.cache.insert(key, validatedChain: chain)
+        }
+        return result
+    }
+
     /// Validates `presented` (leaf first) against `store`: RFC 5280 at `now`, plus the server's
     /// identity when `serverName` is given. On failure, finds the most useful reason.
     static func validate(
@@ -103,19 +119,29 @@ extension TrustPolicy {
     public func evaluate(host: String, port: Int, presented: [Certificate]) async throws(TLSTrustError)
         -> TrustEvaluation
     {
+        try await evaluate(host: host, port: port, presented: presented, cache: nil)
+    }
+
+    /// ``evaluate(host:port:presented:)``, taking the chain validation from `cache` when the same
+    /// certificates were validated against the same anchors for the same name before (and are
+    /// still within their validity periods), and storing a new success in it.
+    func evaluate(host: String, port: Int, presented: [Certificate], cache: CacheLookup?) async throws(TLSTrustError)
+        -> TrustEvaluation
+    {
         let now = clock()
         let entry = entry(for: host)
         guard let anchors = entry?.anchors ?? defaultAnchors else {
             throw TLSTrustError(host: host, reason: .noPolicyForHost, chain: presented)
         }
-        let store: CertificateStore
+        let resolved: ResolvedAnchors
         do {
-            store = try anchors.store(source: anchorSource)
+            resolved = try anchors.resolve(source: anchorSource)
         } catch {
             throw TLSTrustError(host: host, reason: error, chain: presented)
         }
         let chain: [Certificate]
-        switch await ChainValidation.validate(presented: presented, store: store, serverName: host, now: now) {
+        switch await ChainValidation.validate(presented: presented, anchors: resolved, serverName: host, now: now,
+                                              cache: cache) {
         case .success(let validated):
             chain = validated
         case .failure(let reason):
@@ -159,6 +185,28 @@ extension TrustPolicy {
                 warnings: ["no pin of \(entry.pattern) matched; report mode lets the connection proceed"])
         }
     }
+
+    /// The outcome ``evaluate(host:port:presented:cache:)`` would return, without suspending, when
+    /// it is a plain acceptance decided from `cache`: the chain was validated before for this
+    /// host against exactly these anchors, every certificate of it is valid now, and the
+    /// entry has no pins or one of them matches the validated chain. Anything else (no cache
+    /// hit, keychain anchors to resolve, an expired pin set, no pin matching, which all report or
+    /// refuse) returns `nil`, and the full evaluation runs.
+    func cachedAcceptance(host: String, cache: CacheLookup) -> TrustEvaluation? {
+        let entry = entry(for: host)
+        guard let anchors = entry?.anchors ?? defaultAnchors, anchors.keychainLabels.isEmpty,
+              let resolved = try? anchors.resolve(source: nil)
+        else { return nil }
+        let now = clock()
+        guard let chain = cache.cache.lookup(cache.key(serverName: host, anchors: resolved), now: now) else {
+            return nil
+        }
+        guard let pins = entry?.pins else {
+            return TrustEvaluation(validatedChain: chain, matchedPin: nil, warnings: [])
+        }
+        guard !pins.isExpired(at: now), let pin = ChainValidation.matchingPin(pins, chain: chain) else { return nil }
+        return TrustEvaluation(validatedChain: chain, matchedPin: pin, warnings: [])
+    }
 }
 
 extension ClientAuthentication {
@@ -170,18 +218,33 @@ extension ClientAuthentication {
     ///   - presented: the certificates the client sent, leaf first.
     /// - Throws: ``TLSTrustError``.
     public func evaluate(peer: String, presented: [Certificate]) async throws(TLSTrustError) -> TrustEvaluation {
+        try await evaluate(peer: peer, presented: presented, cache: nil)
+    }
+
+    /// ``evaluate(peer:presented:)`` with the chain validation taken from, and stored in, `cache`.
+    func evaluate(peer: String, presented: [Certificate], cache: CacheLookup?) async throws(TLSTrustError)
+        -> TrustEvaluation
+    {
         let now = clock()
-        let store: CertificateStore
+        let resolved: ResolvedAnchors
         do {
-            store = try anchors.store(source: anchorSource)
+            resolved = try anchors.resolve(source: anchorSource)
         } catch {
             throw TLSTrustError(host: peer, reason: error, chain: presented)
         }
         let chain: [Certificate]
-        switch await ChainValidation.validate(presented: presented, store: store, serverName: nil, now: now) {
+        switch await ChainValidation.validate(presented: presented, anchors: resolved, serverName: nil, now: now,
+                                              cache: cache) {
         case .success(let validated): chain = validated
         case .failure(let reason): throw TLSTrustError(host: peer, reason: reason, chain: presented)
         }
+        return try decide(peer: peer, presented: presented, chain: chain, now: now)
+    }
+
+    /// The pins, if any and not expired, against the validated chain.
+    private func decide(peer: String, presented: [Certificate], chain: [Certificate], now: Date)
+        throws(TLSTrustError) -> TrustEvaluation
+    {
         guard let pins, !pins.isExpired(at: now) else {
             return TrustEvaluation(validatedChain: chain, matchedPin: nil, warnings: [])
         }
@@ -192,5 +255,17 @@ extension ClientAuthentication {
             throw TLSTrustError(host: peer, reason: .noPinMatched, chain: presented)
         }
         return TrustEvaluation(validatedChain: chain, matchedPin: nil, warnings: ["no client pin matched (report mode)"])
+    }
+
+    /// As ``TrustPolicy/cachedAcceptance(host:cache:)``: a plain acceptance decided from `cache`
+    /// without suspending, or `nil` for the full evaluation.
+    func cachedAcceptance(cache: CacheLookup) -> TrustEvaluation? {
+        guard anchors.keychainLabels.isEmpty, let resolved = try? anchors.resolve(source: nil) else { return nil }
+        let now = clock()
+        guard let chain = cache.cache.lookup(cache.key(serverName: nil, anchors: resolved), now: now),
+              let evaluation = try? decide(peer: "", presented: [], chain: chain, now: now),
+              evaluation.warnings.isEmpty
+        else { return nil }
+        return evaluation
     }
 }

@@ -93,7 +93,8 @@ public struct TrustAnchors: Sendable, Equatable {
 
     var isEmpty: Bool { !system && certificates.isEmpty && keychainLabels.isEmpty }
 
-    func store(source: (any AnchorSource)?) throws(TLSTrustError.Reason) -> CertificateStore {
+    /// The anchors with the keychain labels resolved through `source`.
+    func resolve(source: (any AnchorSource)?) throws(TLSTrustError.Reason) -> ResolvedAnchors {
         var certificates = self.certificates
         for label in keychainLabels {
             guard let source else {
@@ -105,13 +106,26 @@ public struct TrustAnchors: Sendable, Equatable {
                 throw .anchorsUnavailable("keychain label \"\(label)\": \(error)")
             }
         }
-        if system {
-            return CertificateStore.systemTrustRoots.appending(contentsOf: certificates)
-        }
-        if certificates.isEmpty {
+        if !system && certificates.isEmpty {
             throw .anchorsUnavailable("no anchors: the system store is off and no certificate was given")
         }
-        return CertificateStore(certificates)
+        return ResolvedAnchors(system: system, certificates: certificates)
+    }
+}
+
+/// Anchors whose keychain labels were resolved: exactly the certificates a chain is validated
+/// against (never empty: ``TrustAnchors/resolve(source:)`` refuses that).
+struct ResolvedAnchors: Sendable {
+    let system: Bool
+    let certificates: [Certificate]
+
+    fileprivate init(system: Bool, certificates: [Certificate]) {
+        self.system = system
+        self.certificates = certificates
+    }
+
+    func store() -> CertificateStore {
+        system ? CertificateStore.systemTrustRoots.appending(contentsOf: certificates) : CertificateStore(certificates)
     }
 }
 

@@ -8,7 +8,9 @@ import X509
 /// `securefoundation-bench tls`: over loopback, handshakes per second and bulk throughput with
 /// the PinnedTLS policy (own anchors + pins on the client, client certificates required by the
 /// server) beside the same exchange with plain swift-nio-ssl default verification (BoringSSL,
-/// the same anchors, the same client certificate), in the same run; then bulk throughput beside
+/// the same anchors, the same client certificate), in the same run, alternating; the policy
+/// twice: with the verified-chain caches (peers seen before, the common case) and without them
+/// (every chain validated in full, a peer seen for the first time). Then bulk throughput beside
 /// `openssl s_client` → `openssl s_server`. TLS_BENCH_HANDSHAKES (default 300), TLS_BENCH_MIB
 /// (default 256), TLS_BENCH_RUNS (default 3, medians).
 enum TLSBench {
@@ -66,12 +68,22 @@ enum TLSBench {
             hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only(root), pins: pins)],
             defaultAnchors: nil)
         let pinnedClient = try PinnedTLSClient(policy: policy, identity: clientIdentity)
+        // The same policy with the verified-chain caches off on both sides: every handshake builds
+        // and verifies the peer's chain in full (a peer seen for the first time).
+        let coldServer = try await PinnedTLSServer.bind(
+            identity: serverIdentity,
+            clientAuthentication: ClientAuthentication(anchors: .only(root), pins: pins),
+            verifiedChainCacheSize: 0)
+        let coldServerTask = Task {
+            try await coldServer.run { connection in try await serve(connection.channel, bulk: mib << 20) }
+        }
+        let coldClient = try PinnedTLSClient(policy: policy, identity: clientIdentity, verifiedChainCacheSize: 0)
 
         let plain = try await PlainTLS(dir: dir, bulk: mib << 20)
         defer { plain.close() }
 
-        print("loopback, TLS 1.3, P-256 certificates, client certificates required; \(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs)")
-        var policyRates: [Double] = [], plainRates: [Double] = []
+        print("loopback, TLS 1.3, P-256 certificates, client certificates required; \(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs); load average before: \(loadAverage())")
+        var policyRates: [Double] = [], plainRates: [Double] = [], coldRates: [Double] = []
         for _ in 0..<runs {
             policyRates.append(try await rate(handshakes) {
                 let connection = try await pinnedClient.connect(host: "127.0.0.1", port: pinnedServer.port,
@@ -81,12 +93,21 @@ enum TLSBench {
             plainRates.append(try await rate(handshakes) {
                 try await roundTrip(try await plain.connect(), bytes: 1)
             })
+            coldRates.append(try await rate(handshakes) {
+                let connection = try await coldClient.connect(host: "127.0.0.1", port: coldServer.port,
+                                                              serverName: "localhost", timeout: .seconds(10))
+                try await roundTrip(connection.channel, bytes: 1)
+            })
         }
-        let policyRate = median(policyRates), plainRate = median(plainRates)
+        let policyRate = median(policyRates), plainRate = median(plainRates), coldRate = median(coldRates)
         print("handshakes/s (connect, handshake, 1-byte round trip, close), \(handshakes) each:")
-        print("  PinnedTLS policy (anchors + pins + mTLS): \(BenchSupport.format(policyRate, 0))/s")
-        print("  swift-nio-ssl default verification:       \(BenchSupport.format(plainRate, 0))/s")
-        print("  policy overhead: \(BenchSupport.format((plainRate / policyRate - 1) * 100, 1)) % (target < 10 %)")
+        print("  PinnedTLS policy (anchors + pins + mTLS), peers seen before: \(BenchSupport.format(policyRate, 0))/s  runs \(policyRates.map { BenchSupport.format($0, 0) }.joined(separator: ", "))")
+        print("  PinnedTLS policy, every chain validated in full (no cache): \(BenchSupport.format(coldRate, 0))/s  runs \(coldRates.map { BenchSupport.format($0, 0) }.joined(separator: ", "))")
+        print("  swift-nio-ssl default verification:                        \(BenchSupport.format(plainRate, 0))/s  runs \(plainRates.map { BenchSupport.format($0, 0) }.joined(separator: ", "))")
+        print("  policy overhead, peers seen before: \(BenchSupport.format((plainRate / policyRate - 1) * 100, 1)) % (target < 10 %)")
+        print("  policy overhead, full validation:   \(BenchSupport.format((plainRate / coldRate - 1) * 100, 1)) %")
+        await coldServer.close()
+        _ = try? await coldServerTask.value
 
         let bytes = mib << 20
         var policyBulk: [Double] = [], plainBulk: [Double] = []
@@ -139,6 +160,13 @@ enum TLSBench {
 
         await pinnedServer.close()
         _ = try? await pinnedServerTask.value
+        print("load average after: \(loadAverage())")
+    }
+
+    /// /proc/loadavg's first three fields, or "n/a".
+    static func loadAverage() -> String {
+        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "n/a" }
+        return text.split(separator: " ").prefix(3).joined(separator: " ")
     }
 
     final class Counter: @unchecked Sendable {

@@ -10,7 +10,8 @@ enum PEMReader {
         var der: [UInt8]
     }
 
-    static let maxBlocks = 64
+    /// Enough for a system bundle (about 140 certificates) with room to spare.
+    static let maxBlocks = 1024
 
     /// Every block in `bytes`, in order. Text outside blocks (openssl's "Bag Attributes",
     /// comments) is skipped.

@@ -1,0 +1,68 @@
+import Foundation
+
+/// Files named by a policy, a command line or a configuration are read only when they are
+/// regular files, and only up to a bound: a FIFO would block the reader forever, `/dev/zero`
+/// or `/dev/urandom` would never end, a directory or a socket is a mistake.
+enum RegularFile {
+    /// Opens `path` for reading without blocking (a FIFO without a writer would block `open`
+    /// itself) and checks that it is a regular file.
+    ///
+    /// - Returns: the descriptor (blocking again), for the caller to close.
+    /// - Throws: ``PinnedTLSError/io(path:detail:)`` when it cannot be opened,
+    ///   ``PinnedTLSError/notARegularFile(path:kind:)`` otherwise.
+    static func openForReading(_ path: String) throws(PinnedTLSError) -> Int32 {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        guard fd >= 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else {
+            let detail = String(cString: strerror(errno))
+            close(fd)
+            throw .io(path: path, detail: detail)
+        }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            throw .notARegularFile(path: path, kind: kind(status.st_mode))
+        }
+        let flags = fcntl(fd, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
+        return fd
+    }
+
+    /// The whole content of the regular file `path`, at most `maxLength` bytes.
+    ///
+    /// - Throws: ``PinnedTLSError/notARegularFile(path:kind:)``,
+    ///   ``PinnedTLSError/fileTooLarge(path:limit:)``, ``PinnedTLSError/io(path:detail:)``.
+    static func contents(_ path: String, maxLength: Int) throws(PinnedTLSError) -> [UInt8] {
+        let fd = try openForReading(path)
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: maxLength + 1)
+        var total = 0
+        while total < bytes.count {
+            let count = bytes.withUnsafeMutableBytes { buffer in
+                read(fd, buffer.baseAddress! + total, buffer.count - total)
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .io(path: path, detail: String(cString: strerror(errno)))
+            }
+            if count == 0 { break }
+            total += count
+        }
+        guard total <= maxLength else { throw .fileTooLarge(path: path, limit: maxLength) }
+        bytes.removeLast(bytes.count - total)
+        return bytes
+    }
+
+    /// What a file that is not regular is, for the message.
+    static func kind(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFIFO: return "a FIFO"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        case S_IFDIR: return "a directory"
+        case S_IFSOCK: return "a socket"
+        case S_IFLNK: return "a symbolic link"
+        default: return "a special file"
+        }
+    }
+}
