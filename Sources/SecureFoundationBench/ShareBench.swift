@@ -189,12 +189,12 @@ enum ShareBench {
     /// start until the receiver ended.
     static func socatPair(socat: String, payload: String, sink: String) throws -> Double? {
         guard let port = freePort() else { return nil }
-        let server = try Child(socat, ["-u", "TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr", "OPEN:\(sink),creat,trunc,wronly"],
+        let server = try Child(socat, ["-b", "262144", "-u", "TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr", "OPEN:\(sink),creat,trunc,wronly"],
                                environment: [:])
         defer { server.kill() }
         usleep(300_000)
         let start = DispatchTime.now().uptimeNanoseconds
-        let client = try Child(socat, ["-u", "OPEN:\(payload),rdonly", "TCP:127.0.0.1:\(port)"], environment: [:])
+        let client = try Child(socat, ["-b", "262144", "-u", "OPEN:\(payload),rdonly", "TCP:127.0.0.1:\(port)"], environment: [:])
         let status = client.wait(timeout: 1800)
         let served = server.wait(timeout: 600)
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
