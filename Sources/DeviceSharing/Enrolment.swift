@@ -27,6 +27,7 @@ public struct ShareEnrolment: Sendable {
     /// The label of the key a joining device made, until its certificate arrives.
     public static let pendingLabel = "share.pending"
     static let context = Array("securefoundation share join v1".utf8)
+    static let networkContext = Array("securefoundation share join over the network v1".utf8)
 
     /// An invitation file.
     public struct Invitation: Codable, Sendable {
@@ -90,6 +91,17 @@ public struct ShareEnrolment: Sendable {
     /// Joins with an invitation: stores the root, makes this device's key, returns the request
     /// to give to the inviter (needs the vault unlocked).
     public func join(invitation: Invitation, deviceName: String, now: Date = Date()) throws(ShareError) -> Request {
+        let prepared = try prepareJoin(invitation: invitation, deviceName: deviceName, now: now)
+        defer { prepared.secret.wipe() }
+        let mac = Self.mac(secret: prepared.secret, id: invitation.id, device: prepared.name, spki: prepared.spki)
+        return Request(version: Self.version, id: invitation.id, device: prepared.name, publicKey: Encoding.base64(prepared.spki),
+                       mac: Encoding.base64(mac))
+    }
+
+    /// What joining needs: checks the invitation, stores its root as this machine's only
+    /// sharing anchor and makes the pending key. The caller wipes the secret.
+    func prepareJoin(invitation: Invitation, deviceName: String, now: Date) throws(ShareError)
+        -> (name: String, root: Certificate, secret: SecretBytes, spki: [UInt8]) {
         guard invitation.version == Self.version else {
             throw .invalidEnrolment("invitation version \(invitation.version) is not supported")
         }
@@ -108,23 +120,31 @@ public struct ShareEnrolment: Sendable {
         } catch {
             throw .invalidEnrolment("the invitation does not parse: \(error)")
         }
-        defer { secret.wipe() }
         let key = Certificate.PrivateKey(P256.Signing.PrivateKey())
-        try ShareGroup.map {
-            try group.store.storeCertificates([root], label: ShareGroup.rootLabel, replace: true)
-            try group.store.storePrivateKey(key, label: Self.pendingLabel, replace: true)
-            try group.store.flush()
+        do {
+            try ShareGroup.map {
+                try group.store.storeCertificates([root], label: ShareGroup.rootLabel, replace: true)
+                try group.store.storePrivateKey(key, label: Self.pendingLabel, replace: true)
+                try group.store.flush()
+            }
+            return (name, root, secret, try der(key.publicKey))
+        } catch {
+            secret.wipe()
+            throw error
         }
-        let spki = try der(key.publicKey)
-        let mac = Self.mac(secret: secret, id: invitation.id, device: name, spki: spki)
-        return Request(version: Self.version, id: invitation.id, device: name, publicKey: Encoding.base64(spki),
-                       mac: Encoding.base64(mac))
     }
 
     /// Approves a request made with one of this machine's invitations: issues the device's
     /// certificate and returns its chain as PEM (needs the vault unlocked). The invitation
     /// cannot be used again.
     public func approve(request: Request, now: Date = Date()) throws(ShareError) -> String {
+        try approve(request: request, now: now, binding: nil)
+    }
+
+    /// Approves a request; with a `binding` (over the network: the server's challenge and
+    /// certificate), the MAC must cover it too, so a file request is not accepted there and a
+    /// network request is not accepted from a file.
+    func approve(request: Request, now: Date, binding: [UInt8]?) throws(ShareError) -> String {
         guard request.version == Self.version else { throw .invalidEnrolment("request version \(request.version) is not supported") }
         let name = try ShareGroup.checkDeviceName(request.device)
         guard request.id.count == 32, request.id.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
@@ -158,7 +178,8 @@ public struct ShareEnrolment: Sendable {
         } catch {
             throw .invalidEnrolment("the request does not parse: \(error)")
         }
-        let expected = Self.mac(secret: secret, id: request.id, device: name, spki: spki)
+        let expected = binding.map { Self.mac(secret: secret, id: request.id, device: name, spki: spki, binding: $0) }
+            ?? Self.mac(secret: secret, id: request.id, device: name, spki: spki)
         guard expected.count == mac.count, zip(expected, mac).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0 else {
             throw .invalidEnrolment("the request is not authenticated by the invitation's secret")
         }
@@ -219,9 +240,19 @@ public struct ShareEnrolment: Sendable {
     }
 
     static func mac(secret: SecretBytes, id: String, device: String, spki: [UInt8]) -> [UInt8] {
+        mac(secret: secret, parts: [context, Array(id.utf8), Array(device.utf8), spki])
+    }
+
+    /// The MAC of a request made over the network: bound to the server's challenge and
+    /// certificate (`binding`), under another context.
+    static func mac(secret: SecretBytes, id: String, device: String, spki: [UInt8], binding: [UInt8]) -> [UInt8] {
+        mac(secret: secret, parts: [networkContext, Array(id.utf8), Array(device.utf8), spki, binding])
+    }
+
+    static func mac(secret: SecretBytes, parts: [[UInt8]]) -> [UInt8] {
         let key = secret.withUnsafeBytes { SymmetricKey(data: $0) }
         var hmac = HMAC<SHA256>(key: key)
-        for part in [context, Array(id.utf8), Array(device.utf8), spki] {
+        for part in parts {
             let length = UInt32(part.count)
             hmac.update(data: [UInt8(length >> 24), UInt8((length >> 16) & 0xff), UInt8((length >> 8) & 0xff), UInt8(length & 0xff)])
             hmac.update(data: part)
@@ -229,7 +260,7 @@ public struct ShareEnrolment: Sendable {
         return Array(hmac.finalize())
     }
 
-    private func der(_ certificate: Certificate) throws(ShareError) -> [UInt8] {
+    func der(_ certificate: Certificate) throws(ShareError) -> [UInt8] {
         do {
             var serializer = DER.Serializer()
             try serializer.serialize(certificate)

@@ -97,16 +97,23 @@ public struct ShareClient: Sendable {
                 guard fd >= 0 else { throw ShareError.io(path: path, detail: String(cString: strerror(errno))) }
                 defer { close(fd) }
                 var sent: UInt64 = 0
-                var chunk = [UInt8](repeating: 0, count: Self.chunkSize)
                 progress(0, size)
                 while sent < size {
                     let want = Int(min(UInt64(Self.chunkSize), size - sent))
-                    let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, want) }
-                    if count < 0 && errno == EINTR { continue }
+                    // Read straight into the buffer handed to the channel: no copy in between.
+                    var chunk = channel.allocator.buffer(capacity: want)
+                    var count = 0
+                    var failure: Int32 = 0
+                    chunk.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { target in
+                        count = read(fd, target.baseAddress, want)
+                        failure = count < 0 ? errno : 0
+                        return max(0, count)
+                    }
+                    if failure == EINTR { continue }
                     guard count > 0 else {
                         throw ShareError.io(path: path, detail: "the file changed while it was sent (\(sent) of \(size) bytes read)")
                     }
-                    try await outbound.write(ByteBuffer(bytes: chunk[0..<count]))
+                    try await outbound.write(chunk)
                     sent += UInt64(count)
                     progress(sent, size)
                 }

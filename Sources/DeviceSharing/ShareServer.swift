@@ -33,18 +33,20 @@ public final class ShareServer: Sendable {
     private let protection: FileProtectionClass
     private let isRevoked: @Sendable (String) -> Bool
     private let maxSize: UInt64
+    private let idleLimit: TimeAmount
 
     /// The port the server listens on.
     public var port: Int { server.port }
 
     private init(server: PinnedTLSServer, inbox: String, files: ProtectedFiles, protection: FileProtectionClass,
-                 isRevoked: @escaping @Sendable (String) -> Bool, maxSize: UInt64) {
+                 isRevoked: @escaping @Sendable (String) -> Bool, maxSize: UInt64, idleLimit: TimeAmount) {
         self.server = server
         self.inbox = inbox
         self.files = files
         self.protection = protection
         self.isRevoked = isRevoked
         self.maxSize = maxSize
+        self.idleLimit = idleLimit
     }
 
     /// Listens on `host:port`.
@@ -55,11 +57,12 @@ public final class ShareServer: Sendable {
     ///   - protection: the class of received files (default `completeUnlessOpen`).
     ///   - isRevoked: whether a `sha256/` pin is revoked (asked for each client).
     ///   - maxSize: the largest file accepted.
+    ///   - idleTimeout: a client that sends nothing for this long is disconnected.
     /// - Throws: ``ShareError/connectionFailed(_:)`` when it cannot listen, ``ShareError/io(path:detail:)``.
     public static func bind(
         host: String = "127.0.0.1", port: Int = 0, membership: ShareMembership, inbox: String, files: ProtectedFiles,
         protection: FileProtectionClass = .completeUnlessOpen, isRevoked: @escaping @Sendable (String) -> Bool,
-        maxSize: UInt64 = defaultMaxSize
+        maxSize: UInt64 = defaultMaxSize, idleTimeout: TimeAmount = ShareServer.idleTimeout
     ) async throws(ShareError) -> ShareServer {
         // A writer that fails closes its pipe; the next write must fail, not kill the process.
         signal(SIGPIPE, SIG_IGN)
@@ -78,7 +81,7 @@ public final class ShareServer: Sendable {
             throw .connectionFailed("cannot listen on \(host):\(port): \(error)")
         }
         return ShareServer(server: server, inbox: inbox, files: files, protection: protection, isRevoked: isRevoked,
-                           maxSize: maxSize)
+                           maxSize: maxSize, idleLimit: idleTimeout)
     }
 
     /// Serves until ``close()``.
@@ -123,12 +126,14 @@ public final class ShareServer: Sendable {
         do {
             try await connection.channel.executeThenClose { inbound, outbound in
                 var iterator = inbound.makeAsyncIterator()
+                let idle = IdleWatch(channel: connection.channel.channel, timeout: idleLimit)
+                defer { idle.cancel() }
                 var buffer: [UInt8] = []
                 var offer: ShareWire.Offer?
                 var consumed = 0
                 do {
                     while offer == nil {
-                        guard var chunk = try await Self.next(&iterator, channel: connection.channel.channel) else {
+                        guard var chunk = try await idle.next(&iterator) else {
                             throw ShareError.protocolViolation("the connection ended before the offer")
                         }
                         buffer += chunk.readBytes(length: chunk.readableBytes) ?? []
@@ -148,7 +153,7 @@ public final class ShareServer: Sendable {
                     try buffer[consumed...].withUnsafeBytes { try incoming.append($0) }
                     buffer = []
                     while incoming.received < offer.size {
-                        guard let chunk = try await Self.next(&iterator, channel: connection.channel.channel) else {
+                        guard let chunk = try await idle.next(&iterator) else {
                             throw ShareError.protocolViolation("the connection ended after \(incoming.received) of \(offer.size) bytes")
                         }
                         try chunk.withUnsafeReadableBytes { try incoming.append($0) }
@@ -169,12 +174,37 @@ public final class ShareServer: Sendable {
         }
     }
 
-    /// The next chunk, or nil at the end; a peer silent for ``idleTimeout`` is disconnected.
-    private static func next(_ iterator: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
-                             channel: any Channel) async throws -> ByteBuffer? {
-        let timer = channel.eventLoop.scheduleTask(in: idleTimeout) { channel.close(promise: nil) }
-        defer { timer.cancel() }
-        return try await iterator.next()
+}
+
+/// Closes a connection whose peer sent nothing for `timeout`. One repeated check per second on
+/// the channel's event loop; each chunk received only records the time (scheduling and
+/// cancelling a timer per chunk cost two event-loop hops each, thousands per second in bulk).
+final class IdleWatch: Sendable {
+    private let last = ShareLock<NIODeadline>(.now())
+    private let task: RepeatedTask
+
+    init(channel: any Channel, timeout: TimeAmount) {
+        let last = self.last
+        let period = min(timeout, .seconds(1))
+        task = channel.eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { task in
+            if NIODeadline.now() - last.withLock({ $0 }) >= timeout {
+                channel.close(promise: nil)
+                task.cancel()
+            }
+        }
+    }
+
+    /// The peer just sent something (or this side just finished working on it).
+    func touch() { last.withLock { $0 = .now() } }
+
+    func cancel() { task.cancel() }
+
+    /// The next chunk, or nil at the end.
+    func next(_ iterator: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator) async throws -> ByteBuffer? {
+        touch()
+        let chunk = try await iterator.next()
+        touch()
+        return chunk
     }
 }
 

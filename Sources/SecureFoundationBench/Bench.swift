@@ -16,6 +16,7 @@ enum Bench {
         ("keychain", KeychainBench.run),
         ("protect", ProtectBench.run),
         ("tls", TLSBench.run),
+        ("share", ShareBench.run),
     ]
 
     static func main() {

@@ -276,6 +276,41 @@ struct ShareTransferTests {
         #expect(a.everyInboxFile().isEmpty)
     }
 
+    @Test func aSilentPeerIsDisconnectedAndNothingIsStored() async throws {
+        let (a, b) = try makeGroup()
+        let bytes = content(100_000)
+        let root = try a.group.rootCertificate()
+        try await withServer(a, idleTimeout: .seconds(1)) { port, log in
+            let offer = try ShareWire.Offer(name: "slow.bin", size: UInt64(bytes.count), digest: Array(SHA256.hash(data: bytes)))
+            let membership = try b.group.membership()
+            let policy = TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern(ShareGroup.memberName), anchors: .only([root]))],
+                                     defaultAnchors: nil)
+            let client = try PinnedTLSClient(policy: policy, identity: membership.identity)
+            let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName)
+            // Half the file, then silence: the server hangs up (the inbound stream ends) instead
+            // of holding the connection and the staging file open.
+            let watchdogFired = ShareLock(false)
+            try await connection.channel.executeThenClose { inbound, outbound in
+                try await outbound.write(ByteBuffer(bytes: offer.encoded + bytes[0..<50_000]))
+                let channel = connection.channel.channel
+                let watchdog = channel.eventLoop.scheduleTask(in: .seconds(30)) {
+                    watchdogFired.withLock { $0 = true }
+                    channel.close(promise: nil)
+                }
+                defer { watchdog.cancel() }
+                for try await _ in inbound {}
+            }
+            #expect(!watchdogFired.withLock { $0 }, "the server did not disconnect the silent peer")
+            _ = await log.wait(for: 1)
+            if case .protocolViolation(let detail)? = log.refusals.first {
+                #expect(detail.contains("after 50000 of 100000 bytes"), "\(detail)")
+            } else {
+                Issue.record("expected a protocol violation, got \(log.all)")
+            }
+            #expect(a.everyInboxFile().isEmpty, "\(a.everyInboxFile())")
+        }
+    }
+
     @Test func stagingFilesLeftByAKilledServerAreRemovedAtStart() async throws {
         let (a, _) = try makeGroup()
         // What a server killed mid-transfer leaves: an encrypted partial file in the staging directory.

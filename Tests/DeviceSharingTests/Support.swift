@@ -100,12 +100,12 @@ final class EventLog: @unchecked Sendable {
 
 /// Runs `body` with a share server of `device` listening on loopback.
 func withServer(
-    _ device: TestDevice, membership: ShareMembership? = nil,
+    _ device: TestDevice, membership: ShareMembership? = nil, idleTimeout: TimeAmount = ShareServer.idleTimeout,
     _ body: @Sendable (Int, EventLog) async throws -> Void
 ) async throws {
     let log = EventLog()
     let server = try await ShareServer.bind(membership: membership ?? device.group.membership(), inbox: device.inbox,
-                                            files: device.files, isRevoked: device.isRevoked())
+                                            files: device.files, isRevoked: device.isRevoked(), idleTimeout: idleTimeout)
     let task = Task(executorPreference: ThreadPoolExecutor.shared) { try await server.run { log.add($0) } }
     do {
         try await body(server.port, log)

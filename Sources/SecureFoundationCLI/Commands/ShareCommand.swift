@@ -21,6 +21,9 @@ struct ShareCommand: AsyncParsableCommand {
           securefoundation share join invite.json --name desktop -o request.json --passcode-file pass.txt
           securefoundation share approve request.json -o desktop.pem --passcode-file pass.txt   (on laptop)
           securefoundation share join --certificate desktop.pem --passcode-file pass.txt
+        or over the network, in one step:
+          securefoundation share invite -o invite.json --listen 0.0.0.0:7444 --passcode-file pass.txt   (on laptop)
+          securefoundation share join invite.json --name desktop --connect 192.168.1.10:7444 --passcode-file pass.txt
 
         Use:
           securefoundation share serve --listen 0.0.0.0:7443 --passcode-file pass.txt
@@ -159,15 +162,22 @@ struct ShareInitCommand: ParsableCommand {
     }
 }
 
-struct ShareInviteCommand: ParsableCommand {
+struct ShareInviteCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "invite",
         abstract: "Write a one-time, short-lived invitation for a new device (on the machine holding the group root).",
         discussion: """
         The invitation holds the group root certificate, a one-time secret and an expiry: carry \
-        it to the new machine privately (whoever has it can enrol one device until it expires).
+        it to the new machine privately (whoever has it can enrol one device until it expires). \
+        With --listen HOST:PORT, this machine then waits for the new device to join over the \
+        network (`share join INVITATION --name NAME --connect HOST:PORT`): it prints `listening \
+        on HOST:PORT`, then `enrolled DEVICE` and exits 0; exit 67 if the invitation expires \
+        first or 10 requests were refused.
         """
     )
+
+    @Option(name: .customLong("listen"), help: "Wait for the device to join over the network on HOST:PORT (port 0: any free port).")
+    var listen: String?
 
     @Option(name: [.customShort("o"), .customLong("output")], help: "Where to write the invitation (default stdout).")
     var output: String?
@@ -177,20 +187,34 @@ struct ShareInviteCommand: ParsableCommand {
 
     @OptionGroup var options: ShareOptions
 
-    func run() throws {
+    func run() async throws {
         do {
             guard (1...1440).contains(minutes) else { throw ValidationError("--minutes must be 1...1440") }
+            let address = try listen.map { try ShareCLI.address($0, option: "--listen") }
+            if address != nil && output == nil {
+                throw ValidationError("with --listen, write the invitation to a file with -o (standard output carries the progress)")
+            }
             let (_, group) = try options.open()
-            let invitation = try ShareEnrolment(group: group).invite(validity: TimeInterval(minutes) * 60)
+            let membership = try address.map { _ in try group.membership() }
+            let enrolment = ShareEnrolment(group: group)
+            let invitation = try enrolment.invite(validity: TimeInterval(minutes) * 60)
             try CLI.writeOutput(try ShareJSON.encode(invitation), to: output)
             CLI.warn("invitation \(invitation.id), valid for \(minutes) minutes")
+            guard let (host, port) = address, let membership else { return }
+            let server = try await ShareEnrolmentServer.bind(host: host, port: port, membership: membership, enrolment: enrolment)
+            print("listening on \(host):\(server.port) for invitation \(invitation.id)")
+            ShareCLI.flushStdout()
+            let device = try await server.run(until: Date(timeIntervalSince1970: TimeInterval(invitation.expires)), onEvent: { event in
+                if case let .refused(peer, error) = event { CLI.warn("securefoundation: refused \(peer): \(error)") }
+            })
+            print("enrolled \(device)")
         } catch {
             throw ShareCLI.fail(error)
         }
     }
 }
 
-struct ShareJoinCommand: ParsableCommand {
+struct ShareJoinCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "join",
         abstract: "Join a group: with an invitation, write a request; with --certificate, store the certificate approved.",
@@ -199,9 +223,15 @@ struct ShareJoinCommand: ParsableCommand {
         this machine's only sharing anchor, makes this device's key (kept in the keychain) and \
         writes a request authenticated by the invitation's secret. Give the request to the \
         inviter, who runs `share approve`. Step 2: `share join --certificate FILE` checks the \
-        certificate (issued by the root, for this key) and stores the identity.
+        certificate (issued by the root, for this key) and stores the identity. Over the \
+        network, in one step: `share join INVITATION --name DEVICE --connect HOST:PORT` while \
+        the inviter runs `share invite --listen`; only a machine of the invitation's group is \
+        trusted there, and the secret is proven, never sent.
         """
     )
+
+    @Option(name: .customLong("connect"), help: "Join over the network: the inviter's HOST:PORT (`share invite --listen`).")
+    var connect: String?
 
     @Argument(help: "The invitation file.")
     var invitation: String?
@@ -217,8 +247,20 @@ struct ShareJoinCommand: ParsableCommand {
 
     @OptionGroup var options: ShareOptions
 
-    func run() throws {
+    func run() async throws {
         do {
+            if let connect {
+                let (host, port) = try ShareCLI.address(connect, option: "--connect")
+                guard let invitation, let name, certificate == nil else {
+                    throw ValidationError("--connect needs INVITATION and --name (and no --certificate)")
+                }
+                let parsed = try ShareJSON.decode(ShareEnrolment.Invitation.self, from: try CLI.readInput(invitation, maxLength: 1 << 20))
+                let (_, group) = try options.open()
+                let membership = try await ShareEnrolment(group: group).join(invitation: parsed, deviceName: name, host: host, port: port)
+                print("device: \(membership.deviceName)")
+                print("device pin: \(try ShareGroup.pin(membership.identity.leaf))")
+                return
+            }
             if let certificate {
                 let (_, group) = try options.open()
                 let pem = try CLI.readInput(certificate, maxLength: 1 << 20)

@@ -1,0 +1,399 @@
+import Foundation
+
+/// `securefoundation-bench share`: a file sent between two processes over loopback with
+/// `securefoundation share serve` / `share send` (mutual TLS, the receiver encrypting into a
+/// protected file on disk), beside `openssl s_client` → `openssl s_server` (mutual TLS, to
+/// /dev/null) and plain TCP without TLS (`socat`, to /dev/null and to a file) as the ceiling,
+/// in the same run. Prints MiB/s, ratios and the peak RSS of the receiver and the sender.
+///
+/// Needs the `securefoundation` executable beside this one (`swift build -c release`), or
+/// SECUREFOUNDATION_BIN. SHARE_BENCH_MIB (default 1024), SHARE_BENCH_RUNS (default 3, medians),
+/// SHARE_BENCH_DIR (default the temporary directory; needs twice the payload free).
+enum ShareBench {
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// One timed transfer: seconds, and the peak RSS (KiB) of the receiver and sender when known.
+    struct Sample {
+        var seconds: Double
+        var receiverKiB: Int?
+        var senderKiB: Int?
+    }
+
+    static func run() throws {
+        let environment = ProcessInfo.processInfo.environment
+        let mib = max(1, Int(environment["SHARE_BENCH_MIB"] ?? "1024") ?? 1024)
+        let runs = max(1, Int(environment["SHARE_BENCH_RUNS"] ?? "3") ?? 3)
+        guard let cli = executable() else {
+            print("securefoundation not found beside this executable: run `swift build -c release` (or set SECUREFOUNDATION_BIN)")
+            return
+        }
+        let base = environment["SHARE_BENCH_DIR"] ?? FileManager.default.temporaryDirectory.path
+        let dir = base + "/sf-share-bench-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+
+        let payload = dir + "/payload.bin"
+        try writePayload(payload, mib: mib)
+        let tiny = dir + "/tiny.bin"
+        try Data([0x2a]).write(to: URL(fileURLWithPath: tiny))
+        let (alpha, bravo) = try makeGroup(cli: cli, dir: dir)
+        let time = FileManager.default.isExecutableFile(atPath: "/usr/bin/time") ? "/usr/bin/time" : nil
+        let openssl = BenchSupport.which("openssl")
+        let socat = BenchSupport.which("socat")
+        if let openssl { try makePKI(openssl: openssl, dir: dir) }
+
+        print("loopback, \(mib) MiB, \(ProcessInfo.processInfo.activeProcessorCount) cores, median of \(runs); load average \(loadAverage())")
+        if time == nil { print("note: /usr/bin/time is not installed (apt-get install time): peak RSS read from /proc while running") }
+        var ours: [Sample] = [], fixed: [Double] = [], opensslSeconds: [Double] = []
+        var socatNull: [Double] = [], socatFile: [Double] = []
+        for _ in 0..<runs {
+            ours.append(try share(cli: cli, time: time, from: bravo, to: alpha, file: payload, dir: dir, expected: UInt64(mib) << 20))
+            fixed.append(try share(cli: cli, time: time, from: bravo, to: alpha, file: tiny, dir: dir, expected: 1).seconds)
+            if let openssl, let seconds = try opensslPair(openssl: openssl, dir: dir, payload: payload) { opensslSeconds.append(seconds) }
+            if let socat {
+                if let seconds = try socatPair(socat: socat, payload: payload, sink: "/dev/null") { socatNull.append(seconds) }
+                let copy = dir + "/socat-copy"
+                if let seconds = try socatPair(socat: socat, payload: payload, sink: copy) { socatFile.append(seconds) }
+                unlink(copy)
+            }
+        }
+
+        let oursSeconds = median(ours.map(\.seconds))
+        let oursRate = Double(mib) / oursSeconds
+        func rate(_ seconds: [Double]) -> Double? { seconds.isEmpty ? nil : Double(mib) / median(seconds) }
+        func show(_ value: Double?) -> String { value.map { BenchSupport.format($0, 0) + " MiB/s" } ?? "n/a" }
+        let fixedCost = median(fixed)
+        print("share send → share serve (mTLS, protected file written and synced, digest checked): \(show(oursRate))")
+        print("  of which fixed costs (start, vault unlock, handshake; a 1-byte file): \(BenchSupport.format(fixedCost, 2)) s;"
+              + " without them \(show(Double(mib) / max(0.001, oursSeconds - fixedCost)))")
+        let receiver = ours.compactMap(\.receiverKiB).max(), sender = ours.compactMap(\.senderKiB).max()
+        print("  peak RSS: receiver \(receiver.map { "\($0 / 1024) MiB" } ?? "n/a"), sender \(sender.map { "\($0 / 1024) MiB" } ?? "n/a")")
+        let opensslRate = rate(opensslSeconds)
+        print("openssl s_client → s_server (mTLS, to /dev/null): \(show(opensslRate))")
+        if socat == nil {
+            print("plain TCP: skipped, socat is not installed (apt-get install socat)")
+        }
+        let nullRate = rate(socatNull), fileRate = rate(socatFile)
+        if socat != nil {
+            print("plain TCP, socat → /dev/null (the ceiling): \(show(nullRate))")
+            print("plain TCP, socat → a file (not synced): \(show(fileRate))")
+        }
+        if let opensslRate { print("ratio share / openssl: \(BenchSupport.format(oursRate / opensslRate * 100, 1)) %") }
+        if let nullRate {
+            let ratio = oursRate / nullRate * 100
+            print("ratio share / plain TCP ceiling: \(BenchSupport.format(ratio, 1)) % (target ≥ 50 %\(ratio >= 50 ? ", met" : ", NOT met"))")
+        }
+        if let fileRate { print("ratio share / plain TCP to a file: \(BenchSupport.format(oursRate / fileRate * 100, 1)) %") }
+        print("load average after: \(loadAverage())")
+    }
+
+    // MARK: the two members
+
+    struct Member {
+        let home: String
+        let deviceKey: String
+        let passcode: String
+        let environment: [String: String]
+        var common: [String] { ["--home", home, "--device-key", deviceKey] }
+        var unlocked: [String] { common + ["--passcode-file", passcode] }
+    }
+
+    static func member(_ name: String, dir: String) throws -> Member {
+        let root = dir + "/" + name
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let passcode = root + "/passcode.txt"
+        try Data("bench-passcode-\(name)\n".utf8).write(to: URL(fileURLWithPath: passcode))
+        return Member(home: root + "/home", deviceKey: root + "/device.key", passcode: passcode,
+                      environment: ["XDG_CONFIG_HOME": root + "/config", "SECUREFOUNDATION_AGENT": "off"])
+    }
+
+    /// `alpha` creates the group, `bravo` joins it (file-based enrolment).
+    static func makeGroup(cli: String, dir: String) throws -> (Member, Member) {
+        let alpha = try member("alpha", dir: dir), bravo = try member("bravo", dir: dir)
+        let invitation = dir + "/invite.json", request = dir + "/request.json", certificate = dir + "/bravo.pem"
+        let steps: [(Member, [String])] = [
+            (alpha, ["vault", "init"]),
+            (bravo, ["vault", "init"]),
+            (alpha, ["share", "init", "--new-group", "--name", "alpha"]),
+            (alpha, ["share", "invite", "-o", invitation]),
+            (bravo, ["share", "join", invitation, "--name", "bravo", "-o", request]),
+            (alpha, ["share", "approve", request, "-o", certificate]),
+            (bravo, ["share", "join", "--certificate", certificate]),
+        ]
+        for (member, arguments) in steps {
+            let child = try Child(cli, arguments + member.unlocked, environment: member.environment)
+            let status = child.wait(timeout: 120)
+            guard status == 0 else {
+                throw Failure(description: "`securefoundation \(arguments.prefix(2).joined(separator: " "))` failed (\(status)): \(child.errors)")
+            }
+        }
+        return (alpha, bravo)
+    }
+
+    /// One `share serve` (one transfer) and one `share send`; the time is the sender's, from
+    /// start to the receiver's reply (the file stored and synced).
+    static func share(cli: String, time: String?, from sender: Member, to receiver: Member, file: String, dir: String,
+                      expected: UInt64) throws -> Sample {
+        let inbox = dir + "/inbox"
+        let receiverRSS = dir + "/receiver.rss", senderRSS = dir + "/sender.rss"
+        func wrapped(_ arguments: [String], rss: String) -> (String, [String]) {
+            if let time { return (time, ["-v", "-o", rss, cli] + arguments) }
+            return (cli, arguments)
+        }
+        let (serveTool, serveArguments) = wrapped(["share", "serve", "--listen", "127.0.0.1:0", "--max-transfers", "1",
+                                                   "--inbox", inbox] + receiver.unlocked, rss: receiverRSS)
+        let server = try Child(serveTool, serveArguments, environment: receiver.environment)
+        defer { server.kill() }
+        let port = try server.port(timeout: 60)
+        let (sendTool, sendArguments) = wrapped(["share", "send", file, "--to", "127.0.0.1:\(port)", "--timeout", "600"]
+                                                + sender.unlocked, rss: senderRSS)
+        let start = DispatchTime.now().uptimeNanoseconds
+        let client = try Child(sendTool, sendArguments, environment: sender.environment)
+        let sentStatus = client.wait(timeout: 1800)
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        let servedStatus = server.wait(timeout: 120)
+        guard sentStatus == 0, servedStatus == 0, server.output.contains("(\(expected) bytes)") else {
+            throw Failure(description: "the transfer failed: send \(sentStatus) \(client.errors); serve \(servedStatus) \(server.errors)")
+        }
+        try? FileManager.default.removeItem(atPath: inbox)
+        let receiverKiB = time == nil ? server.peakKiB : maxRSS(receiverRSS)
+        let senderKiB = time == nil ? client.peakKiB : maxRSS(senderRSS)
+        return Sample(seconds: seconds, receiverKiB: receiverKiB, senderKiB: senderKiB)
+    }
+
+    // MARK: peers
+
+    /// `openssl s_client -cert … < payload` → `openssl s_server -Verify 1 > /dev/null`: seconds
+    /// from the client's start until both ended.
+    static func opensslPair(openssl: String, dir: String, payload: String) throws -> Double? {
+        guard let port = freePort() else { return nil }
+        let server = try Child(openssl, ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", dir + "/server.pem",
+                                         "-key", dir + "/server.key", "-Verify", "1", "-CAfile", dir + "/root.pem",
+                                         "-naccept", "1", "-quiet"], environment: [:], stdin: nil)
+        defer { server.kill() }
+        // s_server accepts one connection only: give it time to listen instead of probing.
+        usleep(500_000)
+        let start = DispatchTime.now().uptimeNanoseconds
+        let client = try Child(openssl, ["s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", dir + "/root.pem",
+                                         "-cert", dir + "/client.pem", "-key", dir + "/client.key", "-quiet"],
+                               environment: [:], stdin: payload)
+        let status = client.wait(timeout: 1800)
+        _ = server.wait(timeout: 60)
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return status == 0 ? seconds : nil
+    }
+
+    /// `socat -u FILE:payload TCP:…` → `socat -u TCP-LISTEN:… sink`: seconds from the client's
+    /// start until the receiver ended.
+    static func socatPair(socat: String, payload: String, sink: String) throws -> Double? {
+        guard let port = freePort() else { return nil }
+        let server = try Child(socat, ["-b", "262144", "-u", "TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr", "OPEN:\(sink),creat,trunc,wronly"],
+                               environment: [:])
+        defer { server.kill() }
+        usleep(300_000)
+        let start = DispatchTime.now().uptimeNanoseconds
+        let client = try Child(socat, ["-b", "262144", "-u", "OPEN:\(payload),rdonly", "TCP:127.0.0.1:\(port)"], environment: [:])
+        let status = client.wait(timeout: 1800)
+        let served = server.wait(timeout: 600)
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return status == 0 && served == 0 ? seconds : nil
+    }
+
+    static func makePKI(openssl: String, dir: String) throws {
+        let config = """
+            [req]
+            distinguished_name = dn
+            prompt = no
+            [dn]
+            CN = placeholder
+            [v3_ca]
+            basicConstraints = critical, CA:TRUE
+            keyUsage = critical, keyCertSign
+            [v3_server]
+            basicConstraints = critical, CA:FALSE
+            extendedKeyUsage = serverAuth
+            subjectAltName = DNS:localhost, IP:127.0.0.1
+            [v3_client]
+            basicConstraints = critical, CA:FALSE
+            extendedKeyUsage = clientAuth
+
+            """
+        try config.write(toFile: dir + "/openssl.cnf", atomically: true, encoding: .utf8)
+        let script = """
+            set -e
+            cd '\(dir)'
+            o='\(openssl)'
+            for k in root server client; do "$o" genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $k.key; done
+            "$o" req -x509 -new -key root.key -subj '/CN=Bench Root' -days 2 -config openssl.cnf -extensions v3_ca -out root.pem
+            "$o" req -new -key server.key -subj '/CN=localhost' -config openssl.cnf -out server.csr
+            "$o" x509 -req -in server.csr -CA root.pem -CAkey root.key -set_serial 2 -days 2 -extfile openssl.cnf -extensions v3_server -out server.pem
+            "$o" req -new -key client.key -subj '/CN=bravo' -config openssl.cnf -out client.csr
+            "$o" x509 -req -in client.csr -CA root.pem -CAkey root.key -set_serial 3 -days 2 -extfile openssl.cnf -extensions v3_client -out client.pem
+            """
+        guard BenchSupport.run("/bin/sh", ["-c", script])?.status == 0 else {
+            throw Failure(description: "openssl could not make the bench certificates")
+        }
+    }
+
+    // MARK: helpers
+
+    /// `mib` MiB of pseudo-random bytes (incompressible, so no layer can shortcut them).
+    static func writePayload(_ path: String, mib: Int) throws {
+        guard let random = FileHandle(forReadingAtPath: "/dev/urandom") else { throw Failure(description: "no /dev/urandom") }
+        defer { try? random.close() }
+        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
+            throw Failure(description: "cannot write \(path)")
+        }
+        defer { try? handle.close() }
+        let seed = random.readData(ofLength: 1 << 20)
+        guard seed.count == 1 << 20 else { throw Failure(description: "short read from /dev/urandom") }
+        var block = [UInt8](seed)
+        for index in 0..<mib {
+            // Each MiB differs: the first 8 bytes carry its index.
+            for byte in 0..<8 { block[byte] = UInt8(truncatingIfNeeded: index >> (8 * byte)) }
+            try handle.write(contentsOf: block)
+        }
+    }
+
+    static func executable() -> String? {
+        if let override = ProcessInfo.processInfo.environment["SECUREFOUNDATION_BIN"] { return override }
+        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("securefoundation").path
+        return FileManager.default.isExecutableFile(atPath: beside) ? beside : nil
+    }
+
+    static func maxRSS(_ path: String) -> Int? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.contains("Maximum resident set size") {
+            return line.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        }
+        return nil
+    }
+
+    static func loadAverage() -> String {
+        ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "?").split(separator: " ").prefix(3).joined(separator: " ")
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+    }
+
+    static func freePort() -> Int? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
+    }
+
+    /// A child process: output collected by a thread, waits bounded in time, and its peak RSS
+    /// sampled from /proc while it runs.
+    final class Child: @unchecked Sendable {
+        let process = Process()
+        private let lock = NSLock()
+        private var out = ""
+        private var err = ""
+        private var peak: Int?
+        private var readers = 0
+
+        init(_ path: String, _ arguments: [String], environment: [String: String], stdin: String? = nil) throws {
+            process.executableURL = URL(fileURLWithPath: path)
+            process.arguments = arguments
+            var env = ProcessInfo.processInfo.environment
+            for (key, value) in environment { env[key] = value }
+            process.environment = env
+            let outPipe = Pipe(), errPipe = Pipe()
+            process.standardOutput = outPipe
+            process.standardError = errPipe
+            if let stdin {
+                guard let handle = FileHandle(forReadingAtPath: stdin) else { throw Failure(description: "cannot read \(stdin)") }
+                process.standardInput = handle
+            } else {
+                process.standardInput = FileHandle.nullDevice
+            }
+            try process.run()
+            readers = 2
+            for (pipe, isError) in [(outPipe, false), (errPipe, true)] {
+                let handle = pipe.fileHandleForReading
+                Thread { [self] in
+                    while true {
+                        let chunk = handle.availableData
+                        if chunk.isEmpty { break }
+                        let text = String(decoding: chunk, as: UTF8.self)
+                        lock.lock()
+                        if isError { err += text } else { out += text }
+                        lock.unlock()
+                    }
+                    lock.lock(); readers -= 1; lock.unlock()
+                }.start()
+            }
+            let pid = process.processIdentifier
+            Thread { [self] in
+                while process.isRunning {
+                    if let value = Self.vmHWM(pid) {
+                        lock.lock(); peak = max(peak ?? 0, value); lock.unlock()
+                    }
+                    usleep(50_000)
+                }
+            }.start()
+        }
+
+        var output: String { lock.lock(); defer { lock.unlock() }; return out }
+        var errors: String { lock.lock(); defer { lock.unlock() }; return err }
+        var peakKiB: Int? { lock.lock(); defer { lock.unlock() }; return peak }
+
+        /// The port of the "listening on HOST:PORT" line, waiting at most `timeout` seconds.
+        func port(timeout: TimeInterval) throws -> Int {
+            let deadline = Date().addingTimeInterval(timeout)
+            while Date() < deadline {
+                if let line = output.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }),
+                   let colon = line.lastIndex(of: ":"),
+                   let port = Int(line[line.index(after: colon)...].prefix(while: \.isNumber)) {
+                    return port
+                }
+                if !process.isRunning { break }
+                usleep(10_000)
+            }
+            throw Failure(description: "the server did not start: \(output) \(errors)")
+        }
+
+        /// The exit status, killing the process after `timeout` seconds.
+        func wait(timeout: TimeInterval) -> Int32 {
+            let deadline = Date().addingTimeInterval(timeout)
+            while process.isRunning && Date() < deadline { usleep(5_000) }
+            kill()
+            process.waitUntilExit()
+            let drained = Date().addingTimeInterval(10)
+            while Date() < drained {
+                lock.lock(); let open = readers; lock.unlock()
+                if open == 0 { break }
+                usleep(5_000)
+            }
+            return process.terminationStatus
+        }
+
+        func kill() {
+            if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+        }
+
+        static func vmHWM(_ pid: Int32) -> Int? {
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+            for line in text.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+                return Int(line.dropFirst(6).trimmingCharacters(in: .whitespaces).split(separator: " ").first ?? "")
+            }
+            return nil
+        }
+    }
+}

@@ -1,0 +1,294 @@
+import Foundation
+import Testing
+
+/// Two network namespaces joined by a veth pair: the members' traffic crosses a real interface.
+///
+/// Each instance makes namespaces and interfaces of its own (unique names), gives the two ends
+/// addresses on a private /30 and brings the links up; ``remove()`` (also run by `deinit`)
+/// deletes them whatever happened.
+final class NamespacePair {
+    /// `ip`, if iproute2 is installed.
+    static let ip: String? = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+        .first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    /// Whether namespaces can be made here (iproute2 and CAP_SYS_ADMIN); says why not on stdout.
+    static let available: Bool = {
+        guard let ip else {
+            print("skipping the network-namespace test: `ip` (iproute2) is not installed; the loopback tests still run")
+            return false
+        }
+        let name = "sfprobe-" + UUID().uuidString.prefix(8).lowercased()
+        let added = tool(ip, ["netns", "add", name])
+        guard added.status == 0 else {
+            print("skipping the network-namespace test: `ip netns add` was refused (needs root / CAP_SYS_ADMIN): \(added.output); the loopback tests still run")
+            return false
+        }
+        defer { _ = tool(ip, ["netns", "del", name]) }
+        let entered = tool(ip, ["netns", "exec", name, "/bin/sh", "-c", "exit 0"])
+        guard entered.status == 0 else {
+            print("skipping the network-namespace test: `ip netns exec` was refused: \(entered.output); the loopback tests still run")
+            return false
+        }
+        return true
+    }()
+
+    let server: String
+    let client: String
+    let serverInterface: String
+    let clientInterface: String
+    let serverAddress = "10.231.0.1"
+    let clientAddress = "10.231.0.2"
+    private var removed = false
+
+    init() throws {
+        guard let ip = Self.ip else { throw NamespaceError("iproute2 is not installed") }
+        let tag = UUID().uuidString.prefix(8).lowercased()
+        server = "sf-\(tag)-a"
+        client = "sf-\(tag)-b"
+        serverInterface = "sfv\(tag)a"
+        clientInterface = "sfv\(tag)b"
+        let steps: [[String]] = [
+            ["netns", "add", server],
+            ["netns", "add", client],
+            ["link", "add", serverInterface, "netns", server, "type", "veth", "peer", "name", clientInterface, "netns", client],
+            ["-n", server, "addr", "add", serverAddress + "/30", "dev", serverInterface],
+            ["-n", client, "addr", "add", clientAddress + "/30", "dev", clientInterface],
+            ["-n", server, "link", "set", "lo", "up"],
+            ["-n", client, "link", "set", "lo", "up"],
+            ["-n", server, "link", "set", serverInterface, "up"],
+            ["-n", client, "link", "set", clientInterface, "up"],
+        ]
+        for step in steps {
+            let result = Self.tool(ip, step)
+            if result.status != 0 {
+                remove()
+                throw NamespaceError("ip \(step.joined(separator: " ")) failed: \(result.output)")
+            }
+        }
+    }
+
+    deinit { remove() }
+
+    /// Deletes both namespaces (and with them the veth pair); idempotent.
+    func remove() {
+        guard !removed, let ip = Self.ip else { return }
+        removed = true
+        _ = Self.tool(ip, ["netns", "del", server])
+        _ = Self.tool(ip, ["netns", "del", client])
+        // Only if moving it into a namespace failed.
+        _ = Self.tool(ip, ["link", "del", serverInterface])
+    }
+
+    /// The names `ip netns list` shows.
+    static func namespaces() -> [String] {
+        guard let ip else { return [] }
+        return tool(ip, ["netns", "list"]).output.split(separator: "\n").compactMap { $0.split(separator: " ").first.map(String.init) }
+    }
+
+    /// The bytes the server's interface received so far.
+    func serverReceivedBytes() -> Int? {
+        guard let ip = Self.ip else { return nil }
+        let result = Self.tool(ip, ["netns", "exec", server, "cat", "/sys/class/net/\(serverInterface)/statistics/rx_bytes"])
+        return Int(result.output.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// Runs `securefoundation arguments…` in `namespace`, killed after `timeout` seconds.
+    func run(in namespace: String, _ arguments: [String], environment: [String: String], timeout: TimeInterval = 90) throws -> CLIRunner.Result {
+        guard let ip = Self.ip else { throw NamespaceError("iproute2 is not installed") }
+        let child = try BoundedChild(ip, ["netns", "exec", namespace, CLIRunner.executable] + arguments, environment: environment)
+        return child.wait(timeout: timeout)
+    }
+
+    /// Starts `securefoundation arguments…` (a server) in `namespace` and waits at most 60 s for
+    /// its "listening on …:PORT" line.
+    func startServer(in namespace: String, _ arguments: [String], environment: [String: String]) throws -> (BoundedChild, Int) {
+        guard let ip = Self.ip else { throw NamespaceError("iproute2 is not installed") }
+        let child = try BoundedChild(ip, ["netns", "exec", namespace, CLIRunner.executable] + arguments, environment: environment)
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            let seen = child.output.text
+            if let line = seen.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }),
+               let colon = line.lastIndex(of: ":"),
+               let port = Int(line[line.index(after: colon)...].prefix(while: \.isNumber)) {
+                return (child, port)
+            }
+            if !child.process.isRunning { break }
+            usleep(20_000)
+        }
+        child.kill()
+        throw NamespaceError("\(arguments.prefix(2).joined(separator: " ")) did not start: \(child.output.text) \(child.errors.text)")
+    }
+
+    /// Runs a program to completion (at most 30 s); its status and its output and errors.
+    static func tool(_ path: String, _ arguments: [String]) -> (status: Int32, output: String) {
+        guard let child = try? BoundedChild(path, arguments, environment: [:]) else { return (-1, "\(path) cannot be started") }
+        let result = child.wait(timeout: 30)
+        return (result.status, result.text + result.stderr)
+    }
+}
+
+struct NamespaceError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A child process whose standard output and error are collected by threads, so waiting for it
+/// can be bounded in time.
+final class BoundedChild: @unchecked Sendable {
+    final class Sink: @unchecked Sendable {
+        private let lock = NSLock()
+        private var bytes: [UInt8] = []
+        private(set) var closed = false
+        func append(_ data: Data) { lock.lock(); bytes += data; lock.unlock() }
+        func close() { lock.lock(); closed = true; lock.unlock() }
+        var data: [UInt8] { lock.lock(); defer { lock.unlock() }; return bytes }
+        var text: String { String(decoding: data, as: UTF8.self) }
+        var isClosed: Bool { lock.lock(); defer { lock.unlock() }; return closed }
+    }
+
+    let process = Process()
+    let output = Sink()
+    let errors = Sink()
+
+    init(_ path: String, _ arguments: [String], environment: [String: String]) throws {
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        for (pipe, sink) in [(out, output), (err, errors)] {
+            let handle = pipe.fileHandleForReading
+            Thread {
+                while true {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    sink.append(chunk)
+                }
+                sink.close()
+            }.start()
+        }
+    }
+
+    /// Waits at most `timeout` seconds for the process to end (then kills it), and for its
+    /// output to be read.
+    func wait(timeout: TimeInterval) -> CLIRunner.Result {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { kill() }
+        process.waitUntilExit()
+        let drained = Date().addingTimeInterval(10)
+        while !(output.isClosed && errors.isClosed) && Date() < drained { usleep(5_000) }
+        return CLIRunner.Result(status: process.terminationStatus, stdout: output.data, stderr: errors.text)
+    }
+
+    /// SIGKILL (a child of the test process may inherit a blocked SIGTERM).
+    func kill() {
+        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// `share` between two processes in two network namespaces joined by a veth pair: the TLS
+/// traffic crosses a real interface, not loopback.
+@Suite("share across network namespaces", .serialized,
+       .enabled(if: NamespacePair.available, "needs `ip netns` (iproute2, root or CAP_SYS_ADMIN); the loopback share tests still run"))
+struct ShareNamespaceCLITests {
+    @Test("a member in another namespace sends a file that arrives protected; a revoked device, another group and a man in the middle are refused")
+    func shareAcrossNamespaces() throws {
+        let (a, b) = try ShareCLITests.group()
+        let net = try NamespacePair()
+        var children: [BoundedChild] = []
+        defer {
+            for child in children { child.kill() }
+            net.remove()
+        }
+        let names = [net.server, net.client]
+        #expect(Set(names).isSubset(of: Set(NamespacePair.namespaces())))
+
+        let sample = Array("a picture that crosses the veth pair ".utf8)
+        let bytes = (0..<4096).flatMap { _ in sample }
+        let photo = try b.file("photo.jpg", bytes)
+        let before = net.serverReceivedBytes() ?? 0
+
+        let (server, port) = try net.startServer(
+            in: net.server,
+            ["share", "serve", "--listen", "\(net.serverAddress):0", "--max-transfers", "3", "--passcode-file", a.passcode] + a.common,
+            environment: a.environment)
+        children.append(server)
+        let to = "\(net.serverAddress):\(port)"
+
+        // b, in the other namespace, sends; a receives while its vault is locked.
+        let sent = try net.run(in: net.client, ["share", "send", photo, "--to", to, "--device", "alpha", "--timeout", "30",
+                                                "--passcode-file", b.passcode] + b.common, environment: b.environment)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        #expect(sent.text == "sent \(photo) to alpha as photo.jpg (\(bytes.count) bytes)\n")
+        #expect(a.inboxNames() == ["photo.jpg"])
+        let received = (net.serverReceivedBytes() ?? 0) - before
+        #expect(received > bytes.count, "the server's veth received \(received) bytes")
+        // On disk: a protected file, no plaintext.
+        let stored = [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: a.inbox + "/photo.jpg"))) ?? Data())
+        #expect(stored.count > bytes.count)
+        #expect(!contains(stored, sample))
+        let locked = try a.run(["share", "open", "photo.jpg"], unlocked: false)
+        #expect(locked.status == 36, "\(locked.stderr)")
+        #expect(locked.stdout.isEmpty)
+
+        // A machine of another group (its own root, a device named alpha too): each side trusts
+        // its own root only, nothing is sent.
+        let c = try ShareCLITests.Machine()
+        #expect(try c.run(["share", "init", "--new-group", "--name", "alpha"]).status == 0)
+        let intruder = try c.file("evil.txt", Array("evil".utf8))
+        let foreign = try net.run(in: net.client, ["share", "send", intruder, "--to", to, "--timeout", "30",
+                                                   "--passcode-file", c.passcode] + c.common, environment: c.environment)
+        #expect(foreign.status == 65, "\(foreign.stderr)")
+
+        // b revoked on a while the server runs: its next connection is refused.
+        let revoked = try a.run(["share", "revoke", "bravo"], unlocked: false)
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        let afterRevoke = try net.run(in: net.client, ["share", "send", photo, "--to", to, "--timeout", "30",
+                                                       "--passcode-file", b.passcode] + b.common, environment: b.environment)
+        #expect(afterRevoke.status == 66 || afterRevoke.status == 1, "\(afterRevoke.stderr)")
+
+        let served = server.wait(timeout: 60)
+        #expect(served.status == 0, "\(served.stderr)")
+        #expect(served.text.contains("received photo.jpg (\(bytes.count) bytes) from bravo"))
+        #expect(served.stderr.contains("the device bravo is revoked in this group"), "\(served.stderr)")
+        #expect(a.inboxNames() == ["photo.jpg"])
+
+        // A man in the middle at the receiver's address, with a valid certificate of another
+        // group's root for the name "alpha": the sender refuses it, sends nothing.
+        let (impostor, impostorPort) = try net.startServer(
+            in: net.server,
+            ["share", "serve", "--listen", "\(net.serverAddress):0", "--max-transfers", "1", "--passcode-file", c.passcode] + c.common,
+            environment: c.environment)
+        children.append(impostor)
+        let toImpostor = try net.run(in: net.client, ["share", "send", photo, "--to", "\(net.serverAddress):\(impostorPort)",
+                                                      "--device", "alpha", "--timeout", "30", "--passcode-file", b.passcode] + b.common,
+                                     environment: b.environment)
+        #expect(toImpostor.status == 65, "\(toImpostor.stderr)")
+        #expect(toImpostor.stderr.contains("the peer's certificate was refused"), "\(toImpostor.stderr)")
+        _ = impostor.wait(timeout: 60)
+        #expect(c.inboxNames().isEmpty)
+
+        // Read after an unlock.
+        let opened = try a.run(["share", "open", "photo.jpg"])
+        #expect(opened.status == 0, "\(opened.stderr)")
+        #expect(opened.stdout == bytes)
+
+        for child in children { child.kill() }
+        net.remove()
+        #expect(Set(NamespacePair.namespaces()).isDisjoint(with: Set(names)))
+    }
+
+    func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, haystack.count >= needle.count else { return false }
+        for index in 0...(haystack.count - needle.count) where haystack[index] == needle[0] {
+            if Array(haystack[index..<(index + needle.count)]) == needle { return true }
+        }
+        return false
+    }
+}
