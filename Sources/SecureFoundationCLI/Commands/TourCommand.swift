@@ -227,6 +227,7 @@ struct Tour {
         proves("key id \(Encoding.hex(oldKeyID)) → \(Encoding.hex(newKeyID)); old data still opens; nothing re-encrypted; keychain intact")
 
         try protectedFilesStep(manager: manager, passcode: passcode)
+        try agentStep(passcode: passcode)
 
         // 9. Erase
         say("Crypto-erase everything")
