@@ -477,6 +477,18 @@ public final class AgentServer: @unchecked Sendable {
             throw AgentError.remote("this agent serves another vault (\(manager.directory))")
         }
         let accessibility = Accessibility(protectionClass, thisDeviceOnly: deviceOnly == 1)
+        // The agent's own state decides, not the process's: a program that embeds the agent
+        // and unlocked the vault elsewhere (the afterFirstUnlock keys are kept per process)
+        // must not serve them before the agent itself was unlocked.
+        let firstUnlockDone = locked { $0.firstUnlockDone }
+        switch protectionClass {
+        case .whenUnlocked where !manager.isUnlocked:
+            throw VaultError.classKeyUnavailable(accessibility, .locked)
+        case .afterFirstUnlock where !firstUnlockDone:
+            throw VaultError.classKeyUnavailable(accessibility, .noFirstUnlockYet)
+        default:
+            break
+        }
         let current = try manager.classKey(for: accessibility)
         var keys = [current]
         defer { keys.forEach { $0.wipe() } }

@@ -6,13 +6,15 @@ import Testing
         let scratch = try ScratchDirectory()
         let result = try CLIRunner.run(["tour", "--home", scratch.path])
         #expect(result.status == 0, "\(result.stderr)\n\(result.text)")
-        #expect(result.text.contains("All 10 steps did what they claim"))
+        #expect(result.text.contains("All 11 steps did what they claim"))
         for claim in ["refused with the typed reason", "2 of 3 suffice", "old data still opens", "nothing opens any more",
                       "locked: a completeUnlessOpen file was written", "upgraded to complete",
                       "locked again: the complete file is unreadable: the complete protected-file class is unavailable",
                       "stored while locked as a completeUnlessOpen protected file, no plaintext on disk",
                       "a machine of another group (its own root, the same device name) is refused",
-                      "locked: reading the received file is refused", "upgraded to complete and read back, byte for byte"] {
+                      "locked: reading the received file is refused", "upgraded to complete and read back, byte for byte",
+
+                      "after `agent lock` the whenUnlocked key is refused again"] {
             #expect(result.text.contains(claim), "missing: \(claim)")
         }
         if CLIRunner.which("age") != nil {

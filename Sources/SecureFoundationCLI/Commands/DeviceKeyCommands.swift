@@ -128,6 +128,91 @@ struct VaultMigrateDeviceKeyCommand: ParsableCommand {
     }
 }
 
+struct VaultRotateDeviceKeyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rotate-device-key",
+        abstract: "Replace the device key with a new one under the same provider and re-key everything that depends on it.",
+        discussion: """
+        A new random device key is stored by the vault's provider (file, systemd-credential, \
+        keyring, tpm2) beside the old one, every keychain of the home (HOME/keychain.sqlite, \
+        HOME/*/keychain.sqlite: blind indexes, row MACs, thisDeviceOnly items) and the \
+        protected-file key table (MACs, thisDeviceOnly identities) are re-keyed to it, then it \
+        replaces the old key, which is crypto-erased. Afterwards the old device key opens \
+        nothing in the home. Values derived from the device key outside the home (`secrets \
+        device-share`) change: the command lists what to redo.
+
+        Needs the class keys: the passcode (or answers), or a running agent holding the vault \
+        unlocked. Stop other processes using the home first. A journal (HOME/device-key.rotation) \
+        makes it resumable: after an interruption every part is under the old or the new key, \
+        commands needing the device key say so, and --resume finishes.
+
+        Exit status: 0 success, 1 error (or items left unreadable), 3 wrong passcode or answers, \
+        4 wait, 5 erased, 64 usage.
+
+        Examples:
+          securefoundation vault rotate-device-key --passcode-file pin.txt
+          securefoundation vault rotate-device-key --resume --passcode-file pin.txt
+        """
+    )
+
+    @OptionGroup var home: HomeOptions
+
+    @OptionGroup var credentials: VaultCredentialOptions
+
+    @Flag(name: .customLong("resume"), help: "Finish an interrupted rotation (HOME/device-key.rotation).")
+    var resume = false
+
+    @Option(name: .customLong("with-key"), help: "systemd-credential: systemd-creds --with-key for the new credential (host, tpm2, host+tpm2, auto; default host).")
+    var withKey = "host"
+
+    func run() throws {
+        try VaultCLI.run {
+            let manager = try home.manager()
+            try VaultCLI.requireSetUp(manager)
+            try credentials.unlock(manager)
+            defer { manager.lock() }
+            var options = DeviceKeyRotation.Options(credentialWithKey: withKey)
+            options.step = FaultInjection.stepHook()
+            let dependents = DeviceKeyRotation.dependents(of: manager)
+            let report = try resume
+                ? DeviceKeyRotation.resume(manager: manager, filePath: home.deviceKey, dependents: dependents, options: options)
+                : DeviceKeyRotation.rotate(manager: manager, filePath: home.deviceKey, dependents: dependents, options: options)
+            let summary = (try? DeviceKeyRecord.load(directory: manager.directory))?.summary ?? "file"
+            try VaultCLI.say("device key \(resume ? "rotation finished" : "rotated") (\(summary)); new check value \(Encoding.hex(Array(report.newCheck)))")
+            var unreadable = 0
+            for result in report.dependents {
+                try VaultCLI.say("\(result.description): re-keyed \(result.rekeyed)\(result.alreadyNew > 0 ? ", already re-keyed \(result.alreadyNew)" : "")\(result.unreadable.isEmpty ? "" : ", unreadable \(result.unreadable.count)")")
+                for item in result.unreadable { CLI.warn("securefoundation: \(result.description): \(item) could not be opened and was left as it was (it opens with neither key)") }
+                unreadable += result.unreadable.count
+            }
+            for note in report.notes { try VaultCLI.say("redo: \(note)") }
+            if unreadable > 0 { throw ExitCode(1) }
+        }
+    }
+}
+
+/// Fault injection for the crash tests: `SECUREFOUNDATION_TEST_KILL_AT=STEP[:N]` makes the
+/// process kill itself (SIGKILL, as `kill -9`) at the Nth (default first) step of that name.
+enum FaultInjection {
+    static func stepHook() -> (@Sendable (String) throws -> Void)? {
+        guard let spec = ProcessInfo.processInfo.environment["SECUREFOUNDATION_TEST_KILL_AT"], !spec.isEmpty else { return nil }
+        let parts = spec.split(separator: ":", maxSplits: 1).map(String.init)
+        let name = parts[0]
+        let wanted = parts.count > 1 ? max(1, Int(parts[1]) ?? 1) : 1
+        let seen = Counter()
+        return { step in
+            guard step == name, seen.next() == wanted else { return }
+            kill(getpid(), SIGKILL)
+        }
+    }
+
+    final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value = 0
+        func next() -> Int { lock.withLock { value += 1; return value } }
+    }
+}
+
 extension VaultError {
     /// Runs `body`, passing vault errors through and naming others as device-key errors.
     static func callWrapping<Result>(_ body: () throws -> Result) throws -> Result {
@@ -137,9 +222,10 @@ extension VaultError {
 
 extension HomeOptions {
     /// The vault's device-key provider: the one recorded in HOME/device-key.provider, else the
-    /// key file (`--device-key` or the default).
+    /// key file (`--device-key` or the default); while a device-key rotation is unfinished, one
+    /// that refuses with the way to finish it.
     func deviceKeyProvider() throws -> any DeviceKeyProvider {
-        if let record = try DeviceKeyRecord.load(directory: directory) { return record.provider(filePath: deviceKey) }
-        return FileDeviceKeyProvider(path: deviceKey)
+        guard directoryExists else { return FileDeviceKeyProvider(path: deviceKey) }
+        return try DeviceKeyRotation.provider(directory: directory, filePath: deviceKey)
     }
 }

@@ -228,6 +228,7 @@ struct Tour {
 
         try protectedFilesStep(manager: manager, passcode: passcode)
         try sharingStep()
+        try agentStep(passcode: passcode)
 
         // 9. Erase
         say("Crypto-erase everything")

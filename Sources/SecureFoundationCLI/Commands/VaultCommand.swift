@@ -89,7 +89,7 @@ struct VaultCommand: ParsableCommand {
         subcommands: [
             VaultInitCommand.self, VaultStatusCommand.self, VaultUnlockCommand.self, VaultChangePasscodeCommand.self,
             VaultChangeQuestionsCommand.self, VaultRotateKeyCommand.self, VaultRotateClassKeysCommand.self, VaultEraseCommand.self,
-            VaultMigrateDeviceKeyCommand.self,
+            VaultMigrateDeviceKeyCommand.self, VaultRotateDeviceKeyCommand.self,
         ]
     )
 }

@@ -13,6 +13,9 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
     public let name: String
     /// The encrypted credential file, or nil to rely on `$CREDENTIALS_DIRECTORY` only.
     public let encryptedCredential: String?
+    /// Whether `$CREDENTIALS_DIRECTORY/NAME` is read first (a device-key rotation reads the
+    /// encrypted file itself: the directory holds what the unit was started with).
+    var readsCredentialsDirectory = true
 
     public init(name: String, encryptedCredential: String? = nil) {
         self.name = name
@@ -21,7 +24,7 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
 
     public func deviceKey() throws -> SecretBytes {
         guard DeviceKeyRecord.validName(name) else { throw VaultError.deviceKey("\"\(name)\" is not a valid credential name") }
-        if let directory = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"], directory.hasPrefix("/") {
+        if readsCredentialsDirectory, let directory = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"], directory.hasPrefix("/") {
             let path = directory + "/" + name
             if access(path, F_OK) == 0 {
                 // systemd makes the directory and file readable by the unit's user only (0400/0440).

@@ -1,0 +1,212 @@
+import Foundation
+import Crypto
+import GRDB
+import Cipher
+import Vault
+
+/// A ``DeviceBoundKeys`` as a keychain key source: its class keys, and its blind-index key
+/// (the device sub-key "keychain blind index v1" of its device key).
+extension DeviceBoundKeys: KeychainKeySource {
+    public func blindIndexKey() throws -> SecretBytes {
+        deviceSubkey(purpose: Keychain.blindIndexPurpose)
+    }
+}
+
+extension Keychain {
+    /// The purpose of the blind-index device sub-key.
+    static let blindIndexPurpose = "keychain blind index v1"
+}
+
+/// One keychain database as a dependent of the device key: its blind indexes (every item id),
+/// its row MACs and index-key check (under the blind-index key, a device sub-key), and its
+/// thisDeviceOnly items (sealed under class keys bound to the device key).
+///
+/// Re-keying rewrites every row in ONE SQLite transaction (read and re-sealed in batches of
+/// ``batchSize`` rows), with `secure_delete` on and the log truncated afterwards, so the file
+/// holds the rows under the old key or under the new one, never both, and the old rows'
+/// bytes do not remain in freed pages. The `index_key_check` value tells which key the file is
+/// under, so a resumed rotation skips a keychain already done. No other process may have the
+/// keychain open meanwhile (it would keep the old blind-index key).
+public struct KeychainDeviceKeyDependent: DeviceKeyDependent {
+    /// The database file.
+    public let path: String
+    public var description: String { path }
+    /// Rows read and re-sealed per batch (all batches commit together).
+    public static let batchSize = 256
+
+    public init(path: String) { self.path = path }
+
+    /// The keychains of a home: `HOME/keychain.sqlite` and `HOME/*/keychain.sqlite` (no symlinks).
+    public static func keychains(in home: String) -> [KeychainDeviceKeyDependent] {
+        var found: [String] = []
+        func isFile(_ path: String) -> Bool {
+            var info = stat()
+            return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
+        }
+        if isFile(home + "/keychain.sqlite") { found.append(home + "/keychain.sqlite") }
+        for name in ((try? FileManager.default.contentsOfDirectory(atPath: home)) ?? []).sorted() where !name.hasPrefix(".") {
+            var info = stat()
+            guard lstat(home + "/" + name, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { continue }
+            if isFile(home + "/" + name + "/keychain.sqlite") { found.append(home + "/" + name + "/keychain.sqlite") }
+        }
+        return found.map { KeychainDeviceKeyDependent(path: $0) }
+    }
+
+    public func rekey(from old: DeviceBoundKeys, to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRekeyResult {
+        let oldIndex = try old.blindIndexKey(), newIndex = try new.blindIndexKey()
+        defer { oldIndex.wipe(); newIndex.wipe() }
+        let oldMAC = HMAC<SHA256>(key: oldIndex.symmetricKey), newMAC = HMAC<SHA256>(key: newIndex.symmetricKey)
+        let newCheck = ItemCodec.indexKeyCheck(format: KeychainSchema.formatVersion, key: newIndex.symmetricKey)
+
+        var (format, stored) = try readCheck()
+        if ConstantTime.equals(Array(stored), Array(newCheck)) {
+            return DeviceKeyRekeyResult(description: path, rekeyed: 0, alreadyNew: try count())
+        }
+        guard ConstantTime.equals(Array(stored), Array(ItemCodec.indexKeyCheck(format: format, key: oldIndex.symmetricKey))) else {
+            throw KeychainError.keyUnavailable("\(path) is under neither the old nor the new device key's blind-index key; it belongs to another vault or device key, so it was left alone")
+        }
+        if format != KeychainSchema.formatVersion {
+            // An older format: opening it with the old keys upgrades it first.
+            let keychain = try Keychain(directory: SecureFile.directoryOf(path), keySource: old,
+                                        configuration: { var c = Keychain.Configuration(); c.fileName = (path as NSString).lastPathComponent; return c }())
+            try keychain.close()
+            (format, stored) = try readCheck()
+            guard format == KeychainSchema.formatVersion else { throw KeychainError.corrupted("\(path) kept keychain format \(format) after its upgrade") }
+        }
+
+        let queue = try open()
+        var rekeyed = 0
+        var unreadable: [String] = []
+        do {
+            try queue.inDatabase { db in
+                try db.execute(sql: "PRAGMA secure_delete = ON")
+                try db.inTransaction(.immediate) {
+                    guard let id = try Data.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'keychain_id'"), id.count == 16 else {
+                        throw KeychainError.corrupted("\(path) has no valid keychain_id in keychain_meta")
+                    }
+                    let keychainID = Array(id)
+                    let ids = try Data.fetchAll(db, sql: "SELECT item_id FROM keychain_items ORDER BY item_id")
+                    var start = 0
+                    while start < ids.count {
+                        let batch = ids[start..<min(start + Self.batchSize, ids.count)]
+                        start += batch.count
+                        var rows: [(old: Data, new: StoredRow)] = []
+                        for idData in batch {
+                            do {
+                                guard let raw = try GRDB.Row.fetchOne(db, sql: KeychainSchema.selectOneSQL, arguments: [idData]) else { continue }
+                                let row = try KeychainSchema.row(from: raw)
+                                rows.append((idData, try rekeyRow(row, keychainID: keychainID, old: old, new: new, oldMAC: oldMAC, newMAC: newMAC)))
+                            } catch let error as KeychainError {
+                                guard case .corrupted = error else { throw error }
+                                unreadable.append(Encoding.hex(Array(idData)))
+                            }
+                        }
+                        for (oldID, row) in rows {
+                            try db.execute(sql: KeychainSchema.deleteSQL, arguments: [oldID])
+                            try db.execute(sql: "INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified, row_mac) VALUES (?, ?, ?, ?, ?, ?)",
+                                           arguments: [row.id.data, Int64(row.accessibility), Data(row.sealed), row.created ?? row.modified, row.modified, Data(row.mac)])
+                        }
+                        rekeyed += rows.count
+                        try step("keychain batch")
+                    }
+                    try db.execute(sql: "UPDATE keychain_meta SET value = ? WHERE key = 'index_key_check'", arguments: [newCheck])
+                    _ = try Int64.fetchOne(db, sql: KeychainSchema.bumpGenerationSQL)
+                    return .commit
+                }
+                // The old rows' pages are zeroed (secure_delete) in the log; move them into the
+                // file and empty the log.
+                _ = try? db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+        } catch let error as DatabaseError {
+            throw KeychainSchema.map(error, path: path)
+        }
+        try step("keychain committed")
+        return DeviceKeyRekeyResult(description: path, rekeyed: rekeyed, unreadable: unreadable)
+    }
+
+    /// One row under the new keys: its MAC checked and its record opened under the old keys,
+    /// its names read back to compute its new id, its record sealed again for that id.
+    func rekeyRow(_ row: StoredRow, keychainID: [UInt8], old: DeviceBoundKeys, new: DeviceBoundKeys,
+                  oldMAC: HMAC<SHA256>, newMAC: HMAC<SHA256>) throws -> StoredRow {
+        let label = "the item with id \(Encoding.hex(row.id.bytes.prefix(9)))"
+        let expected = ItemCodec.rowMAC(keychain: keychainID, id: row.id, accessibility: row.accessibility, sealed: row.sealed, prototype: oldMAC)
+        guard ConstantTime.equals(expected, row.mac) else { throw KeychainError.corrupted("\(label) failed its class binding check") }
+        let accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
+        guard let itemClass = ItemClass(rawValue: row.itemClass) else { throw KeychainError.corrupted("\(label) has an unknown item class") }
+        var keys = [try SealingKey(key: try old.classKeyCopy(for: accessibility))]
+        for raw in old.retiredClassKeys(for: accessibility) {
+            guard let key = try? SealingKey(key: raw), !keys.contains(where: { $0.id == key.id }) else { raw.wipe(); continue }
+            keys.append(key)
+        }
+        defer { keys.forEach { $0.key.wipe() } }
+        var plain: [UInt8]
+        do {
+            plain = try Sealed.open(row.sealed, with: try Keyring(keys), context: ItemCodec.itemContext(accessibility: row.accessibility, id: row.id))
+        } catch {
+            throw KeychainError.corrupted("\(label) does not open under the old keys (\(error))")
+        }
+        defer { Keychain.zero(&plain) }
+        let (names, _) = try ItemCodec.splitItem(plain)
+        let (key, _, _) = try ItemCodec.decodeNames(plain[names], itemClass: itemClass)
+        let oldID = ItemID(itemClass: itemClass.rawValue,
+                           group: ItemCodec.mac16(ItemCodec.serviceIndexInput(itemClass: itemClass, name: key.groupName), prototype: oldMAC),
+                           name: ItemCodec.mac16(ItemCodec.nameIndexInput(key), prototype: oldMAC))
+        guard oldID == row.id else { throw KeychainError.corrupted("\(label): its names do not match its id") }
+        let newID = ItemID(itemClass: itemClass.rawValue,
+                           group: ItemCodec.mac16(ItemCodec.serviceIndexInput(itemClass: itemClass, name: key.groupName), prototype: newMAC),
+                           name: ItemCodec.mac16(ItemCodec.nameIndexInput(key), prototype: newMAC))
+        let sealing = try SealingKey(key: try new.classKeyCopy(for: accessibility))
+        defer { sealing.key.wipe() }
+        let sealed: [UInt8]
+        do {
+            sealed = try Sealed.seal(plain, with: sealing, context: ItemCodec.itemContext(accessibility: row.accessibility, id: newID))
+        } catch {
+            throw KeychainError.keyUnavailable("sealing failed: \(error)")
+        }
+        return StoredRow(id: newID, accessibility: row.accessibility, sealed: sealed, created: row.created, modified: row.modified,
+                         mac: ItemCodec.rowMAC(keychain: keychainID, id: newID, accessibility: row.accessibility, sealed: sealed, prototype: newMAC))
+    }
+
+    func open() throws -> DatabaseQueue {
+        var config = GRDB.Configuration()
+        config.busyMode = .timeout(30)
+        config.label = "securefoundation.keychain.rekey"
+        do {
+            try SecureFile.checkPrivate(path, isDirectory: false)
+            let queue = try DatabaseQueue(path: path, configuration: config)
+            try queue.inDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+            return queue
+        } catch let failure as SecureFile.Failure {
+            throw KeychainError.fromFile(failure, path: path)
+        } catch {
+            throw KeychainSchema.map(error, path: path)
+        }
+    }
+
+    func readCheck() throws -> (format: Int64, check: Data) {
+        let queue = try open()
+        do {
+            return try queue.inDatabase { db in
+                guard let format = try Int64.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'format'"),
+                      let check = try Data.fetchOne(db, sql: "SELECT value FROM keychain_meta WHERE key = 'index_key_check'") else {
+                    throw KeychainError.corrupted("\(path) has no keychain format or index-key check")
+                }
+                return (format, check)
+            }
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            throw KeychainSchema.map(error, path: path)
+        }
+    }
+
+    func count() throws -> Int {
+        do {
+            return try open().inDatabase { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM keychain_items") ?? 0 }
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            throw KeychainSchema.map(error, path: path)
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import Crypto
+import Cipher
+import Age
+import Vault
+
+/// The protected-file key table (`protected-files.keys`) as a dependent of the device key: every
+/// entry's MAC is under a device sub-key, and the identities of the ThisDeviceOnly classes
+/// (current and retired) are sealed under class keys bound to the device key. The key pairs do
+/// not change, so protected files are not re-wrapped.
+///
+/// The table is written once, atomically; each entry's MAC tells which key it is under, so a
+/// resumed rotation skips what is done.
+public struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
+    let table: ClassKeyTable
+    public var description: String { table.path }
+
+    /// - Parameter manager: The vault whose home holds the table.
+    public init(manager: CryptoManager) { table = ClassKeyTable(manager: manager) }
+
+    /// Whether the home has a key table.
+    public var exists: Bool { access(table.path, F_OK) == 0 }
+
+    public func rekey(from old: DeviceBoundKeys, to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRekeyResult {
+        guard exists else { return DeviceKeyRekeyResult(description: table.path, rekeyed: 0) }
+        let newMACKey = new.deviceSubkey(purpose: ClassKeyTable.macPurpose)
+        defer { newMACKey.wipe() }
+        func mac(_ entry: ClassKeyEntry, _ key: SecretBytes) -> String {
+            Data(HMAC<SHA256>.authenticationCode(for: entry.macInput, using: key.symmetricKey)).base64EncodedString()
+        }
+        return try table.withLock {
+            var file = try table.loadFile()
+            var rekeyed = 0, alreadyNew = 0
+            var unreadable: [String] = []
+            for index in file.entries.indices {
+                let entry = file.entries[index]
+                guard let cls = FileProtectionClass(name: entry.name) else { unreadable.append(entry.name); continue }
+                if let stored = Data(base64Encoded: entry.mac), ConstantTime.equals(Array(stored), Array(Data(base64Encoded: mac(entry, newMACKey)) ?? Data())) {
+                    alreadyNew += 1
+                    continue
+                }
+                var next = entry
+                if cls.thisDeviceOnly {
+                    // Under the old bound key (or already under the new one, its MAC not yet written).
+                    guard let identity = try? open(entry, cls, old) ?? open(entry, cls, new) else { unreadable.append(entry.name); continue }
+                    var raw = Array(identity.privateKey.rawRepresentation)
+                    defer { for i in raw.indices { raw[i] = 0 } }
+                    next.sealedIdentity = try seal(raw, cls, entry, under: new, retired: false)
+                } else {
+                    // The class key does not depend on the device key: only the MAC changes, once
+                    // the identity proves the entry genuine.
+                    guard (try? open(entry, cls, old)) != nil else { unreadable.append(entry.name); continue }
+                }
+                next.mac = mac(next, newMACKey)
+                file.entries[index] = next
+                rekeyed += 1
+            }
+            for index in file.retired.indices {
+                let entry = file.retired[index]
+                guard let cls = FileProtectionClass(name: entry.name), cls.thisDeviceOnly else { continue }
+                guard let identity = try? open(entry, cls, old, retired: true) else { continue }  // already new, or damaged
+                var raw = Array(identity.privateKey.rawRepresentation)
+                defer { for i in raw.indices { raw[i] = 0 } }
+                file.retired[index].sealedIdentity = try seal(raw, cls, entry, under: new, retired: true)
+                rekeyed += 1
+            }
+            if rekeyed > 0 {
+                try table.save(file)
+                try step("protected-files committed")
+            }
+            return DeviceKeyRekeyResult(description: table.path, rekeyed: rekeyed, alreadyNew: alreadyNew, unreadable: unreadable)
+        }
+    }
+
+    /// The identity of `entry` opened under `keys` (current and retired class keys), or nil when
+    /// it does not open; checked against the entry's recipient.
+    func open(_ entry: ClassKeyEntry, _ cls: FileProtectionClass, _ keys: DeviceBoundKeys, retired: Bool = false) throws -> X25519Identity? {
+        guard let sealed = Data(base64Encoded: entry.sealedIdentity) else { return nil }
+        var ring = [try SealingKey(key: try keys.classKeyCopy(for: cls.accessibility))]
+        for raw in keys.retiredClassKeys(for: cls.accessibility) {
+            guard let key = try? SealingKey(key: raw), !ring.contains(where: { $0.id == key.id }) else { raw.wipe(); continue }
+            ring.append(key)
+        }
+        defer { ring.forEach { $0.key.wipe() } }
+        guard var raw = try? Sealed.open(Array(sealed), with: try Keyring(ring),
+                                         context: ClassKeyEntry.identityContext(name: entry.name, recipient: entry.recipient, retired: retired)) else { return nil }
+        defer { for i in raw.indices { raw[i] = 0 } }
+        guard raw.count == 32, let key = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: raw) else { return nil }
+        let identity = X25519Identity(privateKey: key)
+        guard identity.recipient.description == entry.recipient else {
+            throw ProtectedFileError.keyTable("the \(cls.name) recipient does not match its identity: the table was altered")
+        }
+        return identity
+    }
+
+    func seal(_ raw: [UInt8], _ cls: FileProtectionClass, _ entry: ClassKeyEntry, under keys: DeviceBoundKeys, retired: Bool) throws -> String {
+        let key = try SealingKey(key: try keys.classKeyCopy(for: cls.accessibility))
+        defer { key.key.wipe() }
+        do {
+            let sealed = try Sealed.seal(raw, with: key, context: ClassKeyEntry.identityContext(name: entry.name, recipient: entry.recipient, retired: retired))
+            return Data(sealed).base64EncodedString()
+        } catch {
+            throw ProtectedFileError.io("sealing the \(cls.name) identity failed: \(error)")
+        }
+    }
+}

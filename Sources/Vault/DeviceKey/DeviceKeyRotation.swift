@@ -1,0 +1,373 @@
+import Foundation
+import Cipher
+
+/// Something in a vault's home whose keys depend on the device key (a keychain's blind indexes,
+/// row MACs and thisDeviceOnly items; the protected-file key table), re-keyed by a
+/// ``DeviceKeyRotation``.
+///
+/// ``rekey(from:to:step:)`` must be idempotent and tell by itself which key each of its parts is
+/// under (a check value, a MAC), so that an interrupted rotation resumes where it stopped, and
+/// each of its commits must leave every part wholly under the old or wholly under the new key.
+public protocol DeviceKeyDependent: Sendable {
+    /// What it is, for reports (a path).
+    var description: String { get }
+    /// Moves everything still under `old` to `new`; parts already under `new` are left alone.
+    /// - Parameter step: Called with a name at each commit (fault-injection tests stop there).
+    func rekey(from old: DeviceBoundKeys, to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRekeyResult
+}
+
+/// What re-keying one dependent did.
+public struct DeviceKeyRekeyResult: Sendable, Equatable {
+    /// What was re-keyed.
+    public var description: String
+    /// Parts moved to the new key now (items, table entries).
+    public var rekeyed: Int
+    /// Parts found already under the new key (an earlier, interrupted run).
+    public var alreadyNew: Int
+    /// Parts that could not be opened (damaged), left as they were; they open with neither key.
+    public var unreadable: [String]
+
+    public init(description: String, rekeyed: Int, alreadyNew: Int = 0, unreadable: [String] = []) {
+        self.description = description
+        self.rekeyed = rekeyed
+        self.alreadyNew = alreadyNew
+        self.unreadable = unreadable
+    }
+}
+
+/// A new device key under the same provider, with everything that depends on the old one
+/// re-keyed (docs/UNLOCK.md, "Rotating the device key").
+///
+/// Steps, each recorded in the journal `HOME/device-key.rotation` (docs/FORMATS.md):
+/// 1. the new key is stored beside the old one (`….rotating`: a key file, an encrypted
+///    credential, a TPM-sealed object) and read back; the journal is written (phase `rekeying`);
+/// 2. each dependent is re-keyed (each commit all-or-nothing, each part self-identifying);
+/// 3. the journal moves to phase `switching`; the new key's files are renamed over the old
+///    ones (the old ones crypto-erased), the provider record gets the new check value, the
+///    kernel-keyring cache is evicted; the journal is removed.
+///
+/// A kill at any moment leaves every part under the old or the new key, both keys readable
+/// (the old one until the switch, when nothing needs it any more), and ``resume(manager:filePath:dependents:options:)``
+/// finishes. Needs every class key (the vault unlocked). No other process should use the home
+/// meanwhile: a keychain opened before the rotation keeps the old blind-index key in memory.
+public enum DeviceKeyRotation {
+    /// The journal's file name in the home.
+    public static let journalName = "device-key.rotation"
+    static let lockName = "device-key.rotation.lock"
+    /// The suffix of a staged new key file.
+    public static let stagedSuffix = ".rotating"
+    /// The suffix under which a replaced key file is kept until it is crypto-erased.
+    static let retiredSuffix = ".retired"
+
+    /// Settings the provider record does not hold.
+    public struct Options: Sendable {
+        /// systemd-credential: `systemd-creds encrypt --with-key` for the new credential (default host).
+        public var credentialWithKey: String = "host"
+        /// tpm2: the TCTI (nil: `$TPM2TOOLS_TCTI`).
+        public var tcti: String?
+        /// Called with each step's name (fault-injection tests stop the process there, or throw).
+        public var step: (@Sendable (String) throws -> Void)?
+
+        public init(credentialWithKey: String = "host", tcti: String? = nil, step: (@Sendable (String) throws -> Void)? = nil) {
+            self.credentialWithKey = credentialWithKey
+            self.tcti = tcti
+            self.step = step
+        }
+    }
+
+    /// A file of the new key, staged beside the one it replaces.
+    public struct Move: Codable, Equatable, Sendable {
+        public var from: String
+        public var to: String
+    }
+
+    /// The journal of an unfinished rotation: `HOME/device-key.rotation`, canonical JSON, 0600.
+    public struct Journal: Codable, Equatable, Sendable {
+        static let formatName = "securefoundation-device-key-rotation"
+        static let currentVersion = 1
+
+        public enum Phase: String, Codable, Sendable {
+            /// The new key is staged; dependents may be under either key.
+            case rekeying
+            /// Every dependent is under the new key; the key files are being switched.
+            case switching
+        }
+
+        public var format: String = Journal.formatName
+        public var version: Int = Journal.currentVersion
+        public var phase: Phase
+        /// The vault's id (a journal of another vault is refused).
+        public var vaultID: Data
+        /// Check values (``DeviceKeyRecord/checkValue(of:)``) of the old and the new key.
+        public var oldCheck: Data
+        public var newCheck: Data
+        /// Whether the home had a `device-key.provider` record (else the key file, unrecorded).
+        public var hadRecord: Bool
+        /// The record naming where the key lives (with the new check value): saved at the switch.
+        public var final: DeviceKeyRecord
+        /// A record that reads the staged new key (its files before the switch).
+        public var staged: DeviceKeyRecord
+        /// The key file the file provider uses when the record names none.
+        public var filePath: String?
+        /// The staged files and the files they replace.
+        public var moves: [Move]
+
+        func check(path: String) throws {
+            guard format == Self.formatName else { throw VaultError.corrupted("\(path): unknown format \(format)") }
+            guard version == Self.currentVersion else {
+                throw VaultError.corrupted("\(path): version \(version) is not supported by this version of SecureFoundation; finish the rotation with the version that started it")
+            }
+            guard oldCheck.count == 16, newCheck.count == 16, final.check == newCheck, staged.check == newCheck,
+                  !moves.isEmpty, moves.count <= 4, moves.allSatisfy({ $0.from.hasPrefix("/") && $0.to.hasPrefix("/") && $0.from != $0.to }) else {
+                throw VaultError.corrupted("\(path) is not a consistent device-key rotation journal")
+            }
+        }
+    }
+
+    /// What a rotation did.
+    public struct Report: Sendable {
+        /// The new key's check value.
+        public var newCheck: Data
+        /// One result per dependent.
+        public var dependents: [DeviceKeyRekeyResult]
+        /// What the operator must redo (values derived from the device key outside the home).
+        public var notes: [String]
+    }
+
+    /// The journal of an unfinished rotation in `directory`, or nil.
+    /// - Throws: ``VaultError/corrupted(_:)`` for a journal that does not parse.
+    public static func pending(directory: String) throws -> Journal? {
+        let path = directory + "/" + journalName
+        guard access(path, F_OK) == 0 else { return nil }
+        do {
+            try SecureFile.checkPrivate(path, isDirectory: false)
+            let bytes = try SecureFile.read(path, maxLength: 64 * 1024)
+            let journal = try CanonicalEncoding.decode(Journal.self, from: bytes)
+            try journal.check(path: path)
+            return journal
+        } catch let error as VaultError {
+            throw error
+        } catch {
+            let wrapped = VaultError.wrap(error)
+            if case .insecurePermissions = wrapped { throw wrapped }
+            throw VaultError.corrupted("\(path) is not a device-key rotation journal: \(error)")
+        }
+    }
+
+    /// The device-key provider of the home in `directory`: the recorded one, else the key file
+    /// `filePath` (nil: the default). While a rotation is unfinished it gives no key: it throws
+    /// ``VaultError/deviceKey(_:)`` saying how to finish the rotation (the vault itself opens;
+    /// only what needs the device key waits).
+    public static func provider(directory: String, filePath: String?) throws -> any DeviceKeyProvider {
+        if try pending(directory: directory) != nil {
+            return UnfinishedRotationProvider(directory: directory)
+        }
+        if let record = try DeviceKeyRecord.load(directory: directory) { return record.provider(filePath: filePath) }
+        return FileDeviceKeyProvider(path: filePath)
+    }
+
+    /// Replaces the device key with a new random one under the same provider and re-keys
+    /// `dependents`.
+    ///
+    /// - Parameters:
+    ///   - manager: The vault, unlocked (its class keys are needed; its own device-key provider is not used).
+    ///   - filePath: The key file when the home has no record, or its record names none (`--device-key`).
+    ///   - dependents: Everything in the home that depends on the device key.
+    /// - Throws: ``VaultError/deviceKey(_:)`` (a rotation is already unfinished; the provider
+    ///   cannot store a key), ``VaultError/classKeyUnavailable(_:_:)`` while locked, the
+    ///   dependents' errors (then ``resume(manager:filePath:dependents:options:)`` finishes).
+    public static func rotate(manager: CryptoManager, filePath: String?, dependents: [any DeviceKeyDependent],
+                              options: Options = Options()) throws -> Report {
+        let directory = manager.directory
+        return try FileLock.withExclusiveLock(path: directory + "/" + lockName) {
+            if try pending(directory: directory) != nil {
+                throw VaultError.deviceKey("a device-key rotation of \(directory) is unfinished; finish it with `securefoundation vault rotate-device-key --resume` before starting another")
+            }
+            guard let vaultID = try manager.vaultID else { throw manager.isErased ? VaultError.erased : VaultError.notSetUp }
+            let record = try DeviceKeyRecord.load(directory: directory)
+            let resolvedFile = VaultPaths.absolute(filePath ?? FileDeviceKeyProvider.defaultPath())
+            let oldProvider: any DeviceKeyProvider = record?.provider(filePath: resolvedFile) ?? FileDeviceKeyProvider(path: resolvedFile)
+            let old = try VaultError.call { try oldProvider.deviceKey() }
+            defer { old.wipe() }
+            // Fail before storing anything when the class keys are out of reach.
+            let oldKeys = try manager.deviceBoundKeys(deviceKey: old)
+            defer { oldKeys.wipe() }
+            let new = try SecretBytes.random(count: 32)
+            defer { new.wipe() }
+            let newCheck = DeviceKeyRecord.checkValue(of: new)
+            let current = record ?? DeviceKeyRecord(kind: .file, path: nil, check: DeviceKeyRecord.checkValue(of: old))
+            var final = current
+            final.check = newCheck
+            let (staged, moves) = try stage(new, for: final, filePath: resolvedFile, options: options)
+            let readBack = try VaultError.call { try stagedProvider(staged).deviceKey() }
+            defer { readBack.wipe() }
+            guard readBack == new else { throw VaultError.deviceKey("the new device key read back from \(staged.summary) differs from the one stored") }
+            let journal = Journal(phase: .rekeying, vaultID: vaultID, oldCheck: DeviceKeyRecord.checkValue(of: old), newCheck: newCheck,
+                                  hadRecord: record != nil, final: final, staged: staged, filePath: resolvedFile, moves: moves)
+            try save(journal, directory: directory)
+            try options.step?("staged")
+            return try finish(journal, manager: manager, dependents: dependents, options: options)
+        }
+    }
+
+    /// Finishes an interrupted rotation from its journal.
+    /// - Throws: ``VaultError/deviceKey(_:)`` when there is none, or a key cannot be read; as ``rotate(manager:filePath:dependents:options:)``.
+    public static func resume(manager: CryptoManager, filePath: String?, dependents: [any DeviceKeyDependent],
+                              options: Options = Options()) throws -> Report {
+        let directory = manager.directory
+        return try FileLock.withExclusiveLock(path: directory + "/" + lockName) {
+            guard let journal = try pending(directory: directory) else {
+                throw VaultError.deviceKey("no device-key rotation of \(directory) is unfinished: nothing to resume")
+            }
+            guard let vaultID = try manager.vaultID, vaultID == journal.vaultID else {
+                throw VaultError.corrupted("\(directory)/\(journalName) belongs to another vault; remove it only if no rotation of this vault was started")
+            }
+            return try finish(journal, manager: manager, dependents: dependents, options: options)
+        }
+    }
+
+    // MARK: Steps
+
+    static func finish(_ journal: Journal, manager: CryptoManager, dependents: [any DeviceKeyDependent], options: Options) throws -> Report {
+        var journal = journal
+        let directory = manager.directory
+        var results: [DeviceKeyRekeyResult] = []
+        if journal.phase == .rekeying {
+            var oldRecord = journal.final
+            oldRecord.check = journal.oldCheck
+            let old = try VaultError.call { try oldRecord.provider(filePath: journal.filePath).deviceKey() }
+            defer { old.wipe() }
+            let new = try VaultError.call { try stagedProvider(journal.staged).deviceKey() }
+            defer { new.wipe() }
+            let oldKeys = try manager.deviceBoundKeys(deviceKey: old)
+            defer { oldKeys.wipe() }
+            let newKeys = try manager.deviceBoundKeys(deviceKey: new)
+            defer { newKeys.wipe() }
+            for dependent in dependents {
+                results.append(try dependent.rekey(from: oldKeys, to: newKeys) { try options.step?($0) })
+                try options.step?("rekeyed")
+            }
+            journal.phase = .switching
+            try save(journal, directory: directory)
+            try options.step?("switching")
+        }
+        // Every dependent is under the new key: the old key is needed no more.
+        for move in journal.moves where access(move.from, F_OK) == 0 {
+            let retired = move.to + retiredSuffix
+            if access(move.to, F_OK) == 0 && access(retired, F_OK) != 0 && link(move.to, retired) != 0 {
+                throw VaultError.io("cannot keep \(move.to) for erasure: \(String(cString: strerror(errno)))")
+            }
+            guard rename(move.from, move.to) == 0 else {
+                throw VaultError.io("cannot move the new device key \(move.from) to \(move.to): \(String(cString: strerror(errno)))")
+            }
+            try VaultError.call { try SecureFile.syncDirectory(SecureFile.directoryOf(move.to)) }
+            try options.step?("moved")
+        }
+        if journal.hadRecord { try journal.final.save(directory: directory) }
+        if journal.final.kind == .keyring, let name = journal.final.name {
+            KeyringDeviceKeyProvider(description: name, timeout: journal.final.timeout ?? 600, backing: StaticDeviceKeyProvider(key: SecretBytes(count: 0) { _ in })).evict()
+        }
+        // The new key is where the provider reads it (systemd's $CREDENTIALS_DIRECTORY aside).
+        let check = try VaultError.call { try stagedProvider(journal.final, filePath: journal.filePath).deviceKey() }
+        check.wipe()
+        var erased: [String] = []
+        for move in journal.moves {
+            let retired = move.to + retiredSuffix
+            guard access(retired, F_OK) == 0, FileIdentity(path: retired)?.inode != FileIdentity(path: move.to)?.inode else { continue }
+            erased.append(retired)
+        }
+        try Erasure.destroy(erased)
+        unlink(directory + "/" + journalName)
+        try VaultError.call { try SecureFile.syncDirectory(directory) }
+        try options.step?("done")
+        manager.forgetDeviceKey()
+        return Report(newCheck: journal.newCheck, dependents: results, notes: notes(for: journal))
+    }
+
+    /// What the operator must redo after a rotation.
+    static func notes(for journal: Journal) -> [String] {
+        var notes = [
+            "values derived from the device key outside the home changed: every `securefoundation secrets device-share` output (CryptoManager.deviceSubkey(purpose:)), so run it again and rebuild the sealed secrets that use it",
+            "processes that had the vault open before the rotation hold the old device key: restart them",
+        ]
+        let kind = journal.final.kind == .keyring ? (journal.final.backing ?? .file) : journal.final.kind
+        if kind == .systemdCredential {
+            notes.append("units that load the credential (LoadCredentialEncrypted=\(journal.final.name ?? "NAME"):\(journal.final.sealedPath ?? "PATH")) still see the old key in $CREDENTIALS_DIRECTORY: restart them")
+        }
+        if kind == .tpm2 {
+            notes.append("backups of the sealed key files from before the rotation are useless now; back up the new \(journal.final.sealedPath ?? "").pub and .priv")
+        }
+        return notes
+    }
+
+    /// Stores `key` beside the files of `record` (the provider's real location) and returns a
+    /// record reading it there, and the renames that put it in place.
+    static func stage(_ key: SecretBytes, for record: DeviceKeyRecord, filePath: String, options: Options) throws -> (DeviceKeyRecord, [Move]) {
+        switch record.kind {
+        case .file:
+            let path = VaultPaths.absolute(record.path ?? filePath)
+            let staged = path + stagedSuffix
+            try VaultError.call {
+                try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(staged))
+                try key.withUnsafeBytes { raw in
+                    try SecureFile.replaceAtomically(staged) { fd in try SecureFile.writeAll(fd, raw, path: staged) }
+                }
+            }
+            return (DeviceKeyRecord(kind: .file, path: staged, check: record.check), [Move(from: staged, to: path)])
+        case .systemdCredential:
+            guard let path = record.sealedPath, let name = record.name else {
+                throw VaultError.deviceKey("the systemd credential's encrypted file is not recorded, so a new one cannot be written beside it; record it first with `vault migrate-device-key --to systemd-credential --credential-file PATH`")
+            }
+            let staged = path + stagedSuffix
+            try SystemdCredentialDeviceKeyProvider.seal(key, name: name, to: staged, withKey: options.credentialWithKey)
+            return (DeviceKeyRecord(kind: .systemdCredential, name: name, sealedPath: staged, check: record.check), [Move(from: staged, to: path)])
+        case .tpm2:
+            guard let prefix = record.sealedPath else { throw VaultError.deviceKey("the TPM record names no sealed object") }
+            let staged = prefix + stagedSuffix
+            try TPM2DeviceKeyProvider.seal(key, to: staged, pcrs: record.pcrs ?? [], tcti: options.tcti)
+            return (DeviceKeyRecord(kind: .tpm2, sealedPath: staged, pcrs: record.pcrs, check: record.check),
+                    [Move(from: staged + ".pub", to: prefix + ".pub"), Move(from: staged + ".priv", to: prefix + ".priv")])
+        case .keyring:
+            var backing = record
+            backing.kind = record.backing ?? .file
+            backing.backing = nil
+            backing.timeout = nil
+            if backing.kind != .systemdCredential { backing.name = nil }
+            return try stage(key, for: backing, filePath: filePath, options: options)
+        }
+    }
+
+    /// A provider reading `record`'s files directly: no kernel-keyring cache, no
+    /// `$CREDENTIALS_DIRECTORY` (which holds what a unit was started with), checked against the record.
+    static func stagedProvider(_ record: DeviceKeyRecord, filePath: String? = nil) -> any DeviceKeyProvider {
+        var direct = record
+        if direct.kind == .keyring {
+            direct.kind = record.backing ?? .file
+            direct.backing = nil
+        }
+        let inner: any DeviceKeyProvider
+        switch direct.kind {
+        case .systemdCredential:
+            var provider = SystemdCredentialDeviceKeyProvider(name: direct.name ?? "", encryptedCredential: direct.sealedPath)
+            provider.readsCredentialsDirectory = false
+            inner = provider
+        case .tpm2:
+            inner = TPM2DeviceKeyProvider(sealedPath: direct.sealedPath ?? "", pcrs: direct.pcrs ?? [])
+        case .file, .keyring:
+            inner = FileDeviceKeyProvider(path: direct.path ?? filePath)
+        }
+        return CheckedDeviceKeyProvider(inner: inner, record: record)
+    }
+
+    static func save(_ journal: Journal, directory: String) throws {
+        try VaultError.call { try SecureFile.writeAtomically(try CanonicalEncoding.encode(journal), to: directory + "/" + journalName) }
+    }
+}
+
+/// The provider of a home whose device-key rotation is unfinished: it gives no key.
+struct UnfinishedRotationProvider: DeviceKeyProvider {
+    let directory: String
+    func deviceKey() throws -> SecretBytes {
+        throw VaultError.deviceKey("a device-key rotation of \(directory) was interrupted: the keychain and the protected-file key table may be under the new key already; finish it with `securefoundation vault rotate-device-key --resume` (with the passcode)")
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+
+/// `securefoundation vault rotate-device-key`: keychain items and protected files of every
+/// class readable afterwards under the new key, and a `kill -9` at a step resumed.
+@Suite struct DeviceKeyRotationCLITests {
+    final class Workspace {
+        let root: String
+        var home: String { root + "/home" }
+        var pin: String { root + "/pin" }
+        var deviceKey: String { root + "/config/device.key" }
+        var files: String { root + "/files" }
+        static let items = ["whenUnlocked", "alwaysThisDeviceOnly", "always", "whenUnlockedThisDeviceOnly", "afterFirstUnlockThisDeviceOnly"]
+        static let classes = ["complete", "completeThisDeviceOnly", "noneThisDeviceOnly", "completeUnlessOpenThisDeviceOnly"]
+
+        init() throws {
+            root = FileManager.default.temporaryDirectory.path + "/sf-rotate-dk-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: files, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            chmod(root, 0o700)
+            try Data("2468".utf8).write(to: URL(fileURLWithPath: pin))
+            chmod(pin, 0o600)
+            let created = try run(["vault", "init", "--passcode-file", pin])
+            #expect(created.status == 0, "\(created.stderr)")
+            for name in Self.items {
+                let added = try run(["keychain", "add-generic-password", "-s", "svc", "-a", name, "-w", "pw-" + name,
+                                     "--accessibility", name, "--passcode-file", pin])
+                #expect(added.status == 0, "\(added.stderr)")
+            }
+            for name in Self.classes {
+                let written = try run(["protect", "write", "--class", name, "-o", files + "/" + name, "--passcode-file", pin], stdin: Array(name.utf8))
+                #expect(written.status == 0, "\(written.stderr)")
+            }
+        }
+
+        deinit { try? FileManager.default.removeItem(atPath: root) }
+
+        func run(_ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:]) throws -> CLIRunner.Result {
+            try CLIRunner.run(arguments + ["--home", home, "--device-key", deviceKey], stdin: stdin,
+                              environment: ["SECUREFOUNDATION_AGENT": "off"].merging(environment) { $1 })
+        }
+
+        /// Every item and file reads back.
+        func expectAllReadable() throws {
+            for name in Self.items {
+                let found = try run(["keychain", "find-generic-password", "-s", "svc", "-a", name, "-w", "--passcode-file", pin])
+                #expect(found.status == 0, "\(name): \(found.stderr)")
+                #expect(found.text == "pw-\(name)\n")
+            }
+            for name in Self.classes {
+                let read = try run(["protect", "read", files + "/" + name, "--passcode-file", pin])
+                #expect(read.status == 0, "\(name): \(read.stderr)")
+                #expect(read.text == name)
+            }
+        }
+
+        func keyBytes() -> Data? { FileManager.default.contents(atPath: deviceKey) }
+    }
+
+    @Test func rotatesAndSaysWhatToRedo() throws {
+        let ws = try Workspace()
+        let old = try #require(ws.keyBytes())
+        let rotated = try ws.run(["vault", "rotate-device-key", "--passcode-file", ws.pin])
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        #expect(rotated.text.contains("device key rotated"))
+        #expect(rotated.text.contains(ws.home + "/keychain.sqlite: re-keyed 5"))
+        #expect(rotated.text.contains(ws.home + "/protected-files.keys: re-keyed"))
+        #expect(rotated.text.contains("redo: values derived from the device key outside the home changed"))
+        #expect(rotated.text.contains("secrets device-share"))
+        let new = try #require(ws.keyBytes())
+        #expect(new != old && new.count == 32)
+        try ws.expectAllReadable()
+        // Nothing to resume afterwards.
+        let resumed = try ws.run(["vault", "rotate-device-key", "--resume", "--passcode-file", ws.pin])
+        #expect(resumed.status == 1)
+        #expect(resumed.stderr.contains("nothing to resume"))
+        // The old device key opens nothing of the rotated home.
+        let oldKey = ws.root + "/old.key"
+        #expect(FileManager.default.createFile(atPath: oldKey, contents: old, attributes: [.posixPermissions: 0o600]))
+        let withOld = try CLIRunner.run(["keychain", "find-generic-password", "-s", "svc", "-a", "alwaysThisDeviceOnly", "-w",
+                                         "--home", ws.home, "--device-key", oldKey], environment: ["SECUREFOUNDATION_AGENT": "off"])
+        #expect(withOld.status != 0)
+        #expect(withOld.stderr.contains("blind-index key"))
+    }
+
+    /// `kill -9` after the key table was re-keyed, inside the keychain's transaction, and after the
+    /// key file was switched: the vault still opens, commands needing the device key say how to
+    /// finish, and `--resume` finishes with every item and file readable.
+    @Test(arguments: ["protected-files committed:1", "keychain batch:1", "moved:1"])
+    func killedRotationResumes(_ point: String) throws {
+        let ws = try Workspace()
+        let old = try #require(ws.keyBytes())
+        let killed = try ws.run(["vault", "rotate-device-key", "--passcode-file", ws.pin], environment: ["SECUREFOUNDATION_TEST_KILL_AT": point])
+        #expect(killed.status == SIGKILL, "\(killed.status) \(killed.stderr)")
+        #expect(access(ws.home + "/device-key.rotation", F_OK) == 0)
+
+        let status = try ws.run(["vault", "status"])
+        #expect(status.status == 0, "\(status.stderr)")
+        let blocked = try ws.run(["keychain", "find-generic-password", "-s", "svc", "-a", "always", "-w"])
+        #expect(blocked.status == 1)
+        #expect(blocked.stderr.contains("rotate-device-key --resume"), "\(blocked.stderr)")
+        let again = try ws.run(["vault", "rotate-device-key", "--passcode-file", ws.pin])
+        #expect(again.status == 1)
+        #expect(again.stderr.contains("unfinished"), "\(again.stderr)")
+
+        let resumed = try ws.run(["vault", "rotate-device-key", "--resume", "--passcode-file", ws.pin])
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.text.contains("rotation finished"))
+        #expect(access(ws.home + "/device-key.rotation", F_OK) != 0)
+        #expect(access(ws.deviceKey + ".rotating", F_OK) != 0 && access(ws.deviceKey + ".retired", F_OK) != 0)
+        #expect(ws.keyBytes() != old)
+        try ws.expectAllReadable()
+    }
+}

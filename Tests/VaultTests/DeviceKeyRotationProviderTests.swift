@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+import Cipher
+@testable import Vault
+
+/// `DeviceKeyRotation` under the TPM and systemd-credential providers: the new key is sealed
+/// the same way (same PCRs, same credential name), replaces the old one, and the record's check
+/// value follows; the thisDeviceOnly keys change.
+@Suite("Device-key rotation: providers", .serialized)
+struct DeviceKeyRotationProviderTests {
+    /// A vault whose device key comes from `record`, set up with a passcode.
+    static func vault(_ fixture: VaultFixture, record: DeviceKeyRecord) throws -> CryptoManager {
+        try FileManager.default.createDirectory(atPath: fixture.home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try record.save(directory: fixture.home)
+        let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: record.provider(), policy: .interactive, attemptPolicy: .unlimited)
+        try manager.setUp(passcode: SecretBytes(utf8: "1234"))
+        return manager
+    }
+
+    static func rotateAndCheck(_ fixture: VaultFixture, _ manager: CryptoManager, files: [String], options: DeviceKeyRotation.Options) throws {
+        let before = try manager.classKey(for: .alwaysThisDeviceOnly)
+        let oldFiles = files.map { FileManager.default.contents(atPath: $0) }
+        let report = try DeviceKeyRotation.rotate(manager: manager, filePath: nil, dependents: [], options: options)
+        let record = try #require(try DeviceKeyRecord.load(directory: fixture.home))
+        #expect(record.check == report.newCheck)
+        #expect(try DeviceKeyRotation.pending(directory: fixture.home) == nil)
+        for (index, path) in files.enumerated() {
+            #expect(FileManager.default.contents(atPath: path) != oldFiles[index], "\(path) was not replaced")
+            #expect(access(path + ".retired", F_OK) != 0)
+        }
+        let fresh = try CryptoManager(directory: fixture.home, deviceKeyProvider: record.provider(), policy: .interactive, attemptPolicy: .unlimited)
+        let after = try fresh.classKey(for: .alwaysThisDeviceOnly)
+        #expect(hexOf(after) != hexOf(before))
+        // The always key itself (not bound to the device) did not change.
+        #expect(hexOf(try fresh.classKey(for: .always)) == hexOf(try manager.classKey(for: .always)))
+    }
+
+    @Test func tpmRotationKeepsThePCRBinding() throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        guard let tpm = try SoftwareTPM(root: fixture.root) else {
+            print("skipping: needs swtpm and tpm2-tools (Debian: swtpm swtpm-tools tpm2-tools)")
+            return
+        }
+        defer { tpm.stop() }
+        // The record names no TCTI: the tools take it from the environment (this suite is serialized).
+        setenv("TPM2TOOLS_TCTI", tpm.tcti, 1)
+        defer { unsetenv("TPM2TOOLS_TCTI") }
+        let key = try SecretBytes.random(count: 32)
+        let prefix = fixture.root + "/sealed/device-key.tpm"
+        try TPM2DeviceKeyProvider.seal(key, to: prefix, pcrs: [16], tcti: tpm.tcti)
+        let manager = try Self.vault(fixture, record: DeviceKeyRecord(kind: .tpm2, sealedPath: prefix, pcrs: [16], check: DeviceKeyRecord.checkValue(of: key)))
+        try Self.rotateAndCheck(fixture, manager, files: [prefix + ".pub", prefix + ".priv"], options: .init(tcti: tpm.tcti))
+        let record = try #require(try DeviceKeyRecord.load(directory: fixture.home))
+        #expect(record.pcrs == [16] && record.sealedPath == prefix)
+        #expect(try tpm.tool("tpm2_pcrextend", ["16:sha256=" + String(repeating: "cd", count: 32)]) == 0)
+        do {
+            _ = try record.provider().deviceKey()
+            Issue.record("the new key unsealed after a PCR change")
+        } catch let VaultError.deviceKey(why) {
+            #expect(why.contains("PCRs 16 differ"), "\(why)")
+        }
+    }
+
+    @Test func systemdCredentialRotationWithTheHostKey() throws {
+        guard geteuid() == 0, ExternalTool.find("systemd-creds") != nil else {
+            print("skipping: needs root and systemd-creds")
+            return
+        }
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let key = try SecretBytes.random(count: 32)
+        let credential = fixture.root + "/credstore/sf-device-key.cred"
+        do {
+            try SystemdCredentialDeviceKeyProvider.seal(key, name: "sf-device-key", to: credential, withKey: "host")
+        } catch {
+            print("skipping: systemd-creds encrypt --with-key=host does not work here: \(error)")
+            return
+        }
+        let manager = try Self.vault(fixture, record: DeviceKeyRecord(kind: .systemdCredential, name: "sf-device-key", sealedPath: credential,
+                                                                      check: DeviceKeyRecord.checkValue(of: key)))
+        try Self.rotateAndCheck(fixture, manager, files: [credential], options: .init(credentialWithKey: "host"))
+    }
+
+    /// A journal that is not one, or of a future version, is refused with the reason.
+    @Test func damagedJournalIsRefused() throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let manager = try fixture.manager()
+        try manager.setUp(passcode: SecretBytes(utf8: "1234"))
+        let path = fixture.home + "/" + DeviceKeyRotation.journalName
+        try SecureFile.writeAtomically(Array("{\"format\":\"x\"}".utf8), to: path)
+        #expect(throws: VaultError.self) { _ = try DeviceKeyRotation.pending(directory: fixture.home) }
+        let check = Data(repeating: 1, count: 16)
+        let record = DeviceKeyRecord(kind: .file, path: "/tmp/k", check: check)
+        var journal = DeviceKeyRotation.Journal(phase: .rekeying, vaultID: Data(repeating: 0, count: 16), oldCheck: check, newCheck: check,
+                                                hadRecord: false, final: record, staged: record, filePath: nil,
+                                                moves: [DeviceKeyRotation.Move(from: "/tmp/k.rotating", to: "/tmp/k")])
+        journal.version = 2
+        try SecureFile.writeAtomically(try CanonicalEncoding.encode(journal), to: path)
+        do {
+            _ = try DeviceKeyRotation.pending(directory: fixture.home)
+            Issue.record("a journal of version 2 was accepted")
+        } catch let VaultError.corrupted(why) {
+            #expect(why.contains("version 2 is not supported"))
+        }
+        // Resume refuses a journal of another vault.
+        journal.version = 1
+        try SecureFile.writeAtomically(try CanonicalEncoding.encode(journal), to: path)
+        #expect(throws: VaultError.self) { _ = try DeviceKeyRotation.resume(manager: manager, filePath: nil, dependents: []) }
+    }
+}
