@@ -29,12 +29,15 @@ public enum Age {
     /// - Throws: ``AgeError``.
     public static func encrypt(from input: Int32, to output: Int32, recipients: [any AgeRecipient],
                                armor: Bool = false, progress: Progress? = nil) throws {
-        let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { try writeAll(output, $0) }
         if !armor {
-            // Binary: a chunk pipeline on every core (this thread included), reading in turn.
-            try encryptor.encryptPipelined(from: input, to: output, workers: ChunkWorkers.all, progress: progress)
+            // Binary: the header, then a chunk pipeline on every core (this thread included),
+            // reading in turn.
+            let cipher = try PayloadStart.write(to: output, recipients: recipients)
+            try ChunkPipeline(direction: .seal, input: input, output: output, cipher: cipher)
+                .run(workers: ChunkWorkers.all, progress: progress)
             return
         }
+        let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { try AgeIO.writeAll(output, $0) }
         var total: Int64 = 0
         while true {
             let n = try encryptor.update(readingFrom: input)
@@ -60,12 +63,30 @@ public enum Age {
     /// - Throws: ``AgeError``: header, header MAC, no match, payload or armor failure, or I/O.
     public static func decrypt(from input: Int32, to output: Int32, identities: [any AgeIdentity],
                                armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
-        // Armored input goes through the decryptor, its verified plaintext written on a
-        // background thread while the next batch is opened; a binary payload goes to a
-        // ChunkPipeline once the header is read.
+        // The first bytes tell armor from binary: whitespace alone is read on up to 4 KiB.
+        var leading = [UInt8]()
+        if armor == .auto {
+            var piece = [UInt8](repeating: 0, count: 4096)
+            while leading.count < 4096 && leading.allSatisfy(Armor.isWhitespace) {
+                let n = try AgeIO.read(input, into: &piece)
+                if n == 0 { break }
+                leading += piece[0..<n]
+            }
+        }
+        let armored = armor == .required || (armor == .auto && leading.first(where: { !Armor.isWhitespace($0) }) == 0x2D)
+        if !armored {
+            // Binary: the header and nonce read here, then the payload through a chunk pipeline.
+            let start = try PayloadStart.read(from: input, leading: leading, identities: identities)
+            progress?(start.length)
+            let pipeline = ChunkPipeline(direction: .open, input: input, output: output, cipher: start.cipher, prefix: start.payloadPrefix)
+            // Progress stays the input consumed: the header, then the payload written.
+            try pipeline.run(workers: ChunkWorkers.all, progress: progress.map { report in { report(start.length + $0) } })
+            return
+        }
+        // Armored: through the push-mode decryptor, its verified plaintext written on a
+        // background thread while the next batch is opened.
         let writer = BackgroundWriter(fd: output)
         let decryptor = AgeDecryptor(identities: identities, armor: armor) { try writer.writeAsync($0) }
-        decryptor.deferPayload = true
         // A writer with real work (file, pipe) gets a core of its own.
         if ChunkWorkers.writesCostCPU(output) { decryptor.workers = ChunkWorkers.besideWriter }
         defer {
@@ -73,22 +94,19 @@ public enum Age {
             try? writer.finish()
             withExtendedLifetime(decryptor) {}
         }
-        let scratch = ScratchBuffer(64 * 1024)
-        var total: Int64 = 0
-        while true {
-            if let payload = decryptor.deferredPayload {
-                let pipeline = ChunkPipeline(direction: .open, input: input, output: output, cipher: payload.cipher, prefix: payload.prefix)
-                // Progress stays the input consumed: the header, then the payload written.
-                let header = total - Int64(payload.prefix.count)
-                try pipeline.run(workers: ChunkWorkers.all, progress: progress.map { report in { report(header + $0) } })
-                return
-            }
-            let n = try decryptor.update(readingFrom: input, scratch: scratch)
-            if n == 0 { break }
-            total += Int64(n)
+        var scratch = [UInt8](repeating: 0, count: 64 * 1024)
+        var total = Int64(leading.count)
+        do {
+            try decryptor.update(leading)
             progress?(total)
-        }
-        do { try decryptor.finish() } catch {
+            while true {
+                let n = try decryptor.update(readingFrom: input, scratch: &scratch)
+                if n == 0 { break }
+                total += Int64(n)
+                progress?(total)
+            }
+            try decryptor.finish()
+        } catch {
             try? writer.finish()
             throw error
         }
@@ -231,7 +249,7 @@ public enum Age {
     /// - Throws: ``AgeError``.
     public static func encryptFile(at source: String, to destination: String, recipients: [any AgeRecipient],
                                    armor: Bool = false, progress: Progress? = nil) throws {
-        let input = try openForReading(source)
+        let input = try AgeIO.openForReading(source)
         defer { close(input) }
         try encrypt(from: input, toFile: destination, recipients: recipients, armor: armor, progress: progress)
     }
@@ -246,7 +264,7 @@ public enum Age {
     ///   `input` reads (use ``encryptFileInPlace(at:recipients:armor:shredOptions:progress:)``).
     public static func encrypt(from input: Int32, toFile destination: String, recipients: [any AgeRecipient],
                                armor: Bool = false, progress: Progress? = nil) throws {
-        if sameFile(input, destination) {
+        if AgeIO.isSameFile(input, destination) {
             throw AgeError.invalidArgument("\(destination) is the source file; use encryptFileInPlace(at:recipients:) to replace it")
         }
         try writeOutput(destination) { output in
@@ -298,7 +316,7 @@ public enum Age {
     /// - Throws: ``AgeError``.
     public static func decryptFile(at source: String, to destination: String, identities: [any AgeIdentity],
                                    armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
-        let input = try openForReading(source)
+        let input = try AgeIO.openForReading(source)
         defer { close(input) }
         try decrypt(from: input, toFile: destination, identities: identities, armor: armor, progress: progress)
     }
@@ -342,31 +360,6 @@ public enum Age {
             throw error
         } catch let error as SecureFile.Failure {
             throw AgeError.io(error.description)
-        }
-    }
-
-    static func openForReading(_ path: String) throws -> Int32 {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw AgeError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
-        return fd
-    }
-
-    /// Whether the output `path` would write the regular file open on `fd` (a symlink at `path`
-    /// is not followed: it is refused as output).
-    static func sameFile(_ fd: Int32, _ path: String) -> Bool {
-        var a = stat(), b = stat()
-        guard fstat(fd, &a) == 0, a.st_mode & S_IFMT == S_IFREG else { return false }
-        if case .descriptor(let output)? = try? SecureFile.outputTarget(of: path) {
-            guard fstat(output, &b) == 0 else { return false }
-        } else {
-            guard lstat(path, &b) == 0 else { return false }
-        }
-        return b.st_mode & S_IFMT == S_IFREG && a.st_dev == b.st_dev && a.st_ino == b.st_ino
-    }
-
-    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
-        do { try SecureFile.writeAll(fd, bytes, path: "output") } catch {
-            throw AgeError.io("write failed: \(error)")
         }
     }
 }

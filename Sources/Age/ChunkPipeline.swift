@@ -7,8 +7,8 @@ import CPlatform
 /// The batch design (read a batch, seal it on every core, write it) leaves cores idle while the
 /// calling thread reads and while the slowest chunk of a batch finishes. Here every worker loops
 /// on its own: it takes the read lock, reads the next 64 KiB chunk into a free slot of a ring,
-/// releases the lock and seals the chunk *before* it (whose finality is known once the next
-/// read has returned), then publishes it. Reads stay in order (one
+/// releases the lock and processes (seals or opens) the chunk *before* it (whether it is the
+/// last is known once the next read has returned), then publishes it. Reads stay in order (one
 /// reader at a time), so pipes and sockets work as well as files.
 ///
 /// Sealing, the bytes are those of a sequential run with the same file key and nonce: chunk `i`
@@ -26,7 +26,7 @@ final class ChunkPipeline: @unchecked Sendable {
     // Unchecked: the mutable state below is guarded by `condition`, except `pending`,
     // `nextRead` and `endOfInput`, which only the holder of `readLock` touches; slot memory is
     // owned by one thread at a time, handed over under `condition` (slot states).
-    private enum SlotState: UInt8 { case free, busy, sealed }
+    private enum SlotState: UInt8 { case free, busy, processed }
 
     private let input: Int32
     private let output: Int32
@@ -43,8 +43,12 @@ final class ChunkPipeline: @unchecked Sendable {
     private var prefixOffset = 0
 
     private let readLock = NSLock()
+    /// Whether a thread waiting for the read lock spins first (set before the threads start).
+    private var spinForReads = true
+    /// Held by the one thread spinning for the read lock.
+    private let spinToken = NSLock()
     private var nextRead = 0
-    /// The last chunk read, not sealed yet: whether it is final depends on the next read.
+    /// The last chunk read, not processed yet: whether it is the last depends on the next read.
     private var pending: Int?
     private var endOfInput = false
 
@@ -59,8 +63,8 @@ final class ChunkPipeline: @unchecked Sendable {
     private var failure: AgeError?
     /// A chunk failed: no more reads.
     private var stopReading = false
-    /// Chunks 0..<sealedUpTo are sealed (or already written).
-    private var sealedUpTo = 0
+    /// Chunks 0..<processedUpTo are sealed or opened (or already written).
+    private var processedUpTo = 0
     /// Chunks 0..<written are written; their slots are free.
     private var written = 0
     private var inputDone: Int64 = 0
@@ -98,18 +102,34 @@ final class ChunkPipeline: @unchecked Sendable {
     ///   prefix of the stream); opening, ``AgeError/payloadFailure(_:)``.
     func run(workers: Int, progress: ((Int64) -> Void)?) throws {
         _ = AllocatorTuning.applied
-        let others = max(1, workers) - 1
+        // No more threads than chunks to process when the input is a regular file (a small
+        // file is done before a thread would have started).
+        var threads = max(1, workers)
+        var info = stat()
+        if fstat(input, &info) == 0, info.st_mode & S_IFMT == S_IFREG {
+            let position = max(0, lseek(input, 0, SEEK_CUR))
+            let remaining = max(0, Int64(info.st_size) - Int64(position)) + Int64(prefix.count)
+            threads = Int(min(Int64(threads), remaining / Int64(inSize) + 1))
+        }
+        // Spinning for the read lock pays only when every thread has a core: with more threads
+        // than cores, a spinner takes the core the reader or the writer needs.
+        spinForReads = threads <= ChunkWorkers.cores
+        let others = threads - 1
         let done = DispatchSemaphore(value: 0)
         for _ in 0..<others {
             let thread = Thread { [self] in
                 work(progress: nil)
                 done.signal()
             }
-            thread.name = "age-seal"
+            thread.name = direction == .seal ? "age-seal" : "age-open"
             thread.start()
         }
         work(progress: progress)
         for _ in 0..<others { done.wait() }
+        // Only the slots used (and the one a failed read may have begun) hold data to zero
+        // when the buffers go; slots are taken in order from the first.
+        inputs.written = min(nextRead + 1, slots) * inSize
+        outputs.written = min(nextRead + 1, slots) * outSize
         condition.lock()
         defer { condition.unlock() }
         if let failure { throw failure }
@@ -125,10 +145,11 @@ final class ChunkPipeline: @unchecked Sendable {
 
     // MARK: Workers
 
-    /// One chunk to seal.
+    /// One chunk to seal or open, and whether it is the last of the input (sealing: the one
+    /// that carries the final flag; opening: the one that must carry it).
     private struct Job {
         var index: Int
-        var final: Bool
+        var last: Bool
     }
 
     private func work(progress: ((Int64) -> Void)?) {
@@ -142,20 +163,20 @@ final class ChunkPipeline: @unchecked Sendable {
             let target = UnsafeMutableRawBufferPointer(rebasing: outputs.pointer[(slot * outSize)..<((slot + 1) * outSize)])
             let (produced, error) = direction == .seal ? seal(source, job, into: target) : open(source, job, into: target)
             condition.lock()
-            state[slot] = .sealed
+            state[slot] = .processed
             outLengths[slot] = produced
             errors[slot] = error
             if error != nil {
                 // The stream ends at this chunk: nothing after it is read or written.
                 chunkCount = min(chunkCount ?? Int.max, job.index + 1)
                 stopReading = true
-            } else if job.final {
+            } else if job.last {
                 chunkCount = min(chunkCount ?? Int.max, job.index + 1)
             }
-            while sealedUpTo != chunkCount && state[sealedUpTo % slots] == .sealed { sealedUpTo += 1 }
+            while processedUpTo != chunkCount && state[processedUpTo % slots] == .processed { processedUpTo += 1 }
             if sleepers > 0 { condition.broadcast() }
-            let minimum = sleepers > 0 || sealedUpTo == chunkCount ? 1 : writeRun
-            if !writing && failure == nil && sealedUpTo - written >= minimum { writeRunLocked() }
+            let minimum = sleepers > 0 || processedUpTo == chunkCount ? 1 : writeRun
+            if !writing && failure == nil && processedUpTo - written >= minimum { writeRunLocked() }
             let now = inputDone
             condition.unlock()
             if let progress, now != reported {
@@ -171,39 +192,24 @@ final class ChunkPipeline: @unchecked Sendable {
 
     private func seal(_ source: UnsafeRawBufferPointer, _ job: Job, into target: UnsafeMutableRawBufferPointer) -> (Int, AgeError?) {
         do {
-            try cipher.seal(source, counter: UInt64(job.index), final: job.final, into: target)
+            try cipher.seal(source, counter: UInt64(job.index), final: job.last, into: target)
             return (source.count + PayloadCipher.tagSize, nil)
         } catch {
             return (0, .io("ChaCha20-Poly1305 sealing failed"))
         }
     }
 
-    /// Opens one chunk by the spec's rules (those of ``StreamDecryptor``): the plaintext to
-    /// release, and the failure that ends the stream after it, if any.
+    /// Opens one chunk by the payload's rule (``PayloadCipher/openChunk(_:counter:last:into:)``):
+    /// the plaintext to release, and the failure that ends the stream after it, if any.
     private func open(_ sealed: UnsafeRawBufferPointer, _ job: Job, into target: UnsafeMutableRawBufferPointer) -> (Int, AgeError?) {
-        let n = UInt64(job.index)
-        if job.final {
-            if sealed.count == 0 && job.index == 0 { return (0, .payloadFailure("the payload has no chunks")) }
-            if sealed.count < PayloadCipher.tagSize { return (0, .payloadFailure("chunk \(n) is truncated")) }
-            if let count = cipher.open(sealed, counter: n, final: true, into: target) {
-                return count == 0 && n != 0 ? (0, .payloadFailure("the final chunk is empty")) : (count, nil)
-            }
-            if sealed.count == PayloadCipher.sealedChunkSize, let count = cipher.open(sealed, counter: n, final: false, into: target) {
-                return (count, .payloadFailure("the file ends without a final chunk (truncated)"))
-            }
-            return (0, .payloadFailure("chunk \(n) does not authenticate"))
-        }
-        if let count = cipher.open(sealed, counter: n, final: false, into: target) { return (count, nil) }
-        if let count = cipher.open(sealed, counter: n, final: true, into: target) {
-            return (count, .payloadFailure("data follows the final chunk"))
-        }
-        return (0, .payloadFailure("chunk \(n) does not authenticate"))
+        let opened = cipher.openChunk(sealed, counter: UInt64(job.index), last: job.last, into: target)
+        return (opened.count, opened.failure)
     }
 
-    /// Under `condition`: writes the next run of sealed chunks if nobody is writing and there is
+    /// Under `condition`: writes the next run of processed chunks if nobody is writing and there is
     /// one, otherwise sleeps until another thread signals progress.
     private func writeOrWaitLocked() {
-        if !writing && sealedUpTo > written {
+        if !writing && processedUpTo > written {
             writeRunLocked()
         } else {
             sleepers += 1
@@ -212,8 +218,8 @@ final class ChunkPipeline: @unchecked Sendable {
         }
     }
 
-    /// Under `condition`, with no write in progress and at least one sealed chunk unwritten:
-    /// writes the run of sealed chunks that starts at `written` (up to the end of the ring)
+    /// Under `condition`, with no write in progress and at least one processed chunk unwritten:
+    /// writes the run of processed chunks that starts at `written` (up to the end of the ring)
     /// outside the lock, then frees their slots. Returns with `condition` held.
     private func writeRunLocked() {
         writing = true
@@ -222,7 +228,7 @@ final class ChunkPipeline: @unchecked Sendable {
         var bytes = 0
         var inputBytes = 0
         var ending: AgeError?
-        while run < min(sealedUpTo - written, slots - first) {
+        while run < min(processedUpTo - written, slots - first) {
             let slot = first + run
             run += 1
             bytes += outLengths[slot]
@@ -238,7 +244,7 @@ final class ChunkPipeline: @unchecked Sendable {
         var writeError: AgeError?
         if bytes > 0 {
             do {
-                try Age.writeAll(output, UnsafeRawBufferPointer(start: outputs.pointer.baseAddress! + first * outSize, count: bytes))
+                try AgeIO.writeAll(output, UnsafeRawBufferPointer(start: outputs.pointer.baseAddress! + first * outSize, count: bytes))
             } catch {
                 writeError = error as? AgeError ?? .io("\(error)")
             }
@@ -257,13 +263,22 @@ final class ChunkPipeline: @unchecked Sendable {
     /// Under the read lock: reads ahead until a chunk's finality is known and returns it, or nil
     /// once everything is taken or the pipeline failed.
     private func nextJob() -> Job? {
-        // A read takes a few microseconds: spin briefly before sleeping on the lock.
-        var spins = 0
-        while !readLock.try() {
-            spins += 1
-            if spins > 2000 {
+        // A read takes a few microseconds: one waiting thread at a time spins briefly before
+        // sleeping on the lock (when every thread has a core); the others sleep at once, so
+        // surplus workers cost nothing and do not fight over the lock's cache line.
+        if !readLock.try() {
+            if spinForReads && spinToken.try() {
+                var spins = 0
+                while !readLock.try() {
+                    spins += 1
+                    if spins > 2000 {
+                        readLock.lock()
+                        break
+                    }
+                }
+                spinToken.unlock()
+            } else {
                 readLock.lock()
-                break
             }
         }
         defer { readLock.unlock() }
@@ -275,12 +290,12 @@ final class ChunkPipeline: @unchecked Sendable {
             if endOfInput {
                 guard let last = pending else { return nil }
                 pending = nil
-                return Job(index: last, final: true)
+                return Job(index: last, last: true)
             }
             let index = nextRead
             let slot = index % slots
             // The slot is free once its previous chunk is written: write it here if it is
-            // sealed and nobody is writing; otherwise wait for whoever seals or writes it.
+            // processed and nobody is writing; otherwise wait for whoever processes or writes it.
             condition.lock()
             while state[slot] != .free && failure == nil { writeOrWaitLocked() }
             if failure != nil {
@@ -312,8 +327,8 @@ final class ChunkPipeline: @unchecked Sendable {
             let previous = pending
             pending = index
             // The chunk before this one is now known not to be the last.
-            if let previous { return Job(index: previous, final: false) }
-            // Empty input: one empty final chunk, taken on the next turn.
+            if let previous { return Job(index: previous, last: false) }
+            // Empty input: one empty last chunk, taken on the next turn.
         }
     }
 

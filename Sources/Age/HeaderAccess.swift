@@ -48,7 +48,7 @@ public struct AgeFileHeader: Sendable {
     /// - Throws: ``AgeError/noMatchingIdentity(_:)``, ``AgeError/headerMACFailure``,
     ///   ``AgeError/headerFailure(_:)``.
     public func verify(identities: [any AgeIdentity]) throws {
-        try AgeDecryptor.unwrapFileKey(header: parsed, identities: identities).wipe()
+        try PayloadStart.unwrapFileKey(header: parsed, identities: identities).wipe()
     }
 }
 
@@ -69,12 +69,12 @@ extension Age {
             throw AgeError.invalidArgument("a passphrase (scrypt) recipient cannot be combined with other recipients")
         }
         let header = try AgeFileHeader.read(fileDescriptor: input)
-        let fileKey = try AgeDecryptor.unwrapFileKey(header: header.parsed, identities: identities)
+        let fileKey = try PayloadStart.unwrapFileKey(header: header.parsed, identities: identities)
         defer { fileKey.wipe() }
         var stanzas = [AgeStanza]()
         for recipient in recipients { stanzas += try recipient.wrap(fileKey: fileKey) }
         let newHeader = AgeHeader.encode(stanzas: stanzas, fileKey: fileKey)
-        try newHeader.withUnsafeBytes { try writeAll(output, $0) }
+        try newHeader.withUnsafeBytes { try AgeIO.writeAll(output, $0) }
         var offset = header.length
         var copied: Int64 = 0
         // The payload is copied by the kernel where it can (no trip through user memory);
@@ -95,7 +95,7 @@ extension Age {
                 throw AgeError.io("read failed: \(String(cString: strerror(errno)))")
             }
             if n == 0 { break }
-            try buffer.withUnsafeBytes { try writeAll(output, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            try buffer.withUnsafeBytes { try AgeIO.writeAll(output, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
             offset += Int64(n)
             copied += Int64(n)
         }

@@ -21,7 +21,7 @@ public final class AgeRandomAccessReader: Sendable {
     /// Opens the age file at `path`.
     /// - Throws: ``AgeError``; ``AgeError/invalidArgument(_:)`` for an armored file (not seekable).
     public convenience init(path: String, identities: [any AgeIdentity]) throws {
-        let fd = try Age.openForReading(path)
+        let fd = try AgeIO.openForReading(path)
         do { try self.init(fileDescriptor: fd, identities: identities, ownsDescriptor: true) } catch {
             close(fd)
             throw error
@@ -64,9 +64,9 @@ public final class AgeRandomAccessReader: Sendable {
         guard try Self.pread(fd, &nonce, at: offset) == PayloadCipher.nonceSize else {
             throw AgeError.headerFailure("the file ends before the 16-byte payload nonce")
         }
-        let fileKey = try AgeDecryptor.unwrapFileKey(header: header, identities: identities)
+        let fileKey = try PayloadStart.unwrapFileKey(header: header, identities: identities)
         defer { fileKey.wipe() }
-        cipher = PayloadCipher(fileKey: fileKey, nonce: nonce)
+        cipher = try PayloadCipher(fileKey: fileKey, nonce: nonce)
         payloadStart = offset + Int64(PayloadCipher.nonceSize)
         let sealedSize = fileSize - payloadStart
         guard sealedSize > 0 else { throw AgeError.payloadFailure("the payload has no chunks") }
@@ -109,11 +109,14 @@ public final class AgeRandomAccessReader: Sendable {
         let final = index == chunkCount - 1
         let expected = final ? Int(plaintextSize - index * Int64(PayloadCipher.chunkSize)) + PayloadCipher.tagSize : PayloadCipher.sealedChunkSize
         guard n == expected else { throw AgeError.payloadFailure("chunk \(index) is truncated (the file changed?)") }
-        let count = sealed.withUnsafeBytes { s in
-            out.withUnsafeMutableBytes { o in cipher.open(UnsafeRawBufferPointer(rebasing: s[0..<n]), counter: UInt64(index), final: final, into: o) }
+        let opened = sealed.withUnsafeBytes { s in
+            out.withUnsafeMutableBytes { o in cipher.openChunk(UnsafeRawBufferPointer(rebasing: s[0..<n]), counter: UInt64(index), last: final, into: o) }
         }
-        guard let count else { throw AgeError.payloadFailure("chunk \(index) does not authenticate") }
-        return count
+        if let failure = opened.failure {
+            for i in out.indices { out[i] = 0 }
+            throw failure
+        }
+        return opened.count
     }
 
     /// Reads up to `count` plaintext bytes starting at `offset`.

@@ -1,10 +1,45 @@
 import Foundation
 import SecureFoundation
 
-/// `securefoundation-bench age`: encrypt and decrypt a 1 GiB file with `securefoundation` and
-/// with `age`, each run as a child process; wall time, throughput and peak RSS (ru_maxrss of
-/// the child from wait4), and the ratios.
+/// `securefoundation-bench age [--cores N[,N...]] [--workers N]`: encrypt and decrypt a 1 GiB
+/// file with `securefoundation` and with `age`, each run as a child process; wall time,
+/// throughput and peak RSS (ru_maxrss of the child from wait4), and the ratios; then the
+/// start-up cost (a 1 KiB file).
+///
+/// `--cores` runs both tools on the first N CPUs (`taskset -c 0-(N-1)`), once per count given;
+/// `--workers` makes ours run that many chunk workers (`SECUREFOUNDATION_AGE_WORKERS`), for
+/// example more workers than cores.
 enum AgeBench {
+    /// The options after the section name.
+    struct Options {
+        var cores: [Int] = []
+        var workers: Int?
+
+        static func parse(_ arguments: [String]) -> Options {
+            var options = Options()
+            var index = 0
+            while index < arguments.count {
+                let argument = arguments[index]
+                let value = index + 1 < arguments.count ? arguments[index + 1] : ""
+                if argument == "--cores" {
+                    options.cores = value.split(separator: ",").compactMap { Int($0) }.filter { $0 >= 1 }
+                    index += 1
+                } else if argument == "--workers" {
+                    options.workers = Int(value).flatMap { $0 >= 1 ? $0 : nil }
+                    index += 1
+                }
+                index += 1
+            }
+            return options
+        }
+    }
+
+    /// The 1-, 5- and 15-minute load averages, as /proc/loadavg gives them.
+    static func loadAverage() -> String {
+        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "unknown" }
+        return text.split(separator: " ").prefix(3).joined(separator: " ")
+    }
+
     struct Measure {
         var seconds: Double
         var maxRSSKiB: Int
@@ -107,6 +142,38 @@ enum AgeBench {
         let cross2 = spawn([ours, "decrypt", "-i", dir + "/key.txt"], stdin: dir + "/age.age", stdout: "/dev/null")?.status
         print("  cross-decryption: age reads ours: \(cross1 == 0 ? "ok" : "FAILED"), ours reads age's: \(cross2 == 0 ? "ok" : "FAILED")")
 
+        let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
+        if let workers = options.workers {
+            setenv("SECUREFOUNDATION_AGE_WORKERS", String(workers), 1)
+            print("  securefoundation runs \(workers) chunk workers (SECUREFOUNDATION_AGE_WORKERS)")
+        }
+        let taskset = BenchSupport.which("taskset")
+        if !options.cores.isEmpty && taskset == nil { print("  --cores needs taskset (util-linux); running on every core") }
+        for cores in (options.cores.isEmpty || taskset == nil) ? [0] : options.cores {
+            let pin = cores > 0 ? [taskset!, "-c", "0-\(cores - 1)"] : []
+            if cores > 0 { print("  on \(cores) core(s) (taskset -c 0-\(cores - 1)), load average \(loadAverage())") } else {
+                print("  on every core, load average \(loadAverage())")
+            }
+            compare(ours: ours, age: age, recipient: recipient, dir: dir, pin: pin, runs: runs, mib: mib, target: cores == 1 ? 1.0 : 1.5)
+            startup(ours: ours, age: age, recipient: recipient, dir: dir, pin: pin)
+        }
+        // Constant memory: a 4 GiB stream through a pipe (encrypt | decrypt), peak RSS of each side.
+        let streamMiB = Int(ProcessInfo.processInfo.environment["AGE_BENCH_STREAM_MIB"] ?? "4096") ?? 4096
+        if streamMiB > 0, let gnuTime {
+            let encRSS = dir + "/enc.rss", decRSS = dir + "/dec.rss"
+            let pipeline = "head -c \(streamMiB)M /dev/zero | \(gnuTime) -f %M -o \(encRSS) \(ours) encrypt -r \(recipient) | \(gnuTime) -f %M -o \(decRSS) \(ours) decrypt -i \(dir)/key.txt | cmp -s - <(head -c \(streamMiB)M /dev/zero)"
+            if let m = spawnDirect(["/bin/bash", "-c", pipeline], stdin: "/dev/null", stdout: "/dev/null") {
+                let enc = (try? String(contentsOfFile: encRSS, encoding: .utf8))?.split(separator: "\n").last.flatMap { Int($0) } ?? 0
+                let dec = (try? String(contentsOfFile: decRSS, encoding: .utf8))?.split(separator: "\n").last.flatMap { Int($0) } ?? 0
+                print("  \(streamMiB) MiB stream, encrypt | decrypt through pipes: \(m.status == 0 ? "round trip ok" : "FAILED (status \(m.status))"), \(BenchSupport.format(m.seconds)) s; peak RSS encrypt \(BenchSupport.format(Double(enc) / 1024, 1)) MiB, decrypt \(BenchSupport.format(Double(dec) / 1024, 1)) MiB")
+            }
+        }
+    }
+
+    /// The six file cases, ours then age's in alternation, `runs` times each; medians and ratios
+    /// against `target` (age's throughput times this).
+    static func compare(ours: String, age: String, recipient: String, dir: String, pin: [String], runs: Int, mib: Double, target: Double) {
+        let plain = dir + "/plain"
         // `-o FILE`: file to file (ours through a temporary file, fsync and rename; age writes
         // the file directly). `> FILE`: the shell's redirection, both tools writing to stdout.
         let out = dir + "/out"
@@ -121,6 +188,7 @@ enum AgeBench {
             ("decrypt -o file", [ours, "decrypt", "-i", key, "-o", out, dir + "/ours.age"], [age, "-d", "-i", key, "-o", out, dir + "/age.age"], ["/dev/null", "/dev/null"], out, "/dev/null"),
         ]
         var ratios = [(String, Double)]()
+        func spawn(_ command: [String], stdin: String, stdout: String) -> Measure? { AgeBench.spawn(pin + command, stdin: stdin, stdout: stdout) }
         print("  \("case".padding(toLength: 22, withPad: " ", startingAt: 0))  \("securefoundation".padding(toLength: 38, withPad: " ", startingAt: 0)) \("age".padding(toLength: 38, withPad: " ", startingAt: 0)) throughput ratio")
         for c in cases {
             var ourTimes = [Double](), ageTimes = [Double]()
@@ -150,18 +218,31 @@ enum AgeBench {
             ratios.append((c.name, ageMedian / ourMedian))
             print("  \(c.name.padding(toLength: 22, withPad: " ", startingAt: 0))  \(cell(ourMedian, ourRSS, ourCPU)) \(cell(ageMedian, ageRSS, ageCPU)) \(BenchSupport.format(ageMedian / ourMedian))x (best runs \(BenchSupport.format(ageBest / ourBest))x)")
         }
-        let under = ratios.filter { $0.1 < 1.5 }.map(\.0)
-        print("  target 1.5x age's throughput: \(ratios.count - under.count) of \(ratios.count) cases met\(under.isEmpty ? "" : " (under or failed: " + under.joined(separator: ", ") + ")")")
-        // Constant memory: a 4 GiB stream through a pipe (encrypt | decrypt), peak RSS of each side.
-        let streamMiB = Int(ProcessInfo.processInfo.environment["AGE_BENCH_STREAM_MIB"] ?? "4096") ?? 4096
-        if streamMiB > 0, let gnuTime {
-            let encRSS = dir + "/enc.rss", decRSS = dir + "/dec.rss"
-            let pipeline = "head -c \(streamMiB)M /dev/zero | \(gnuTime) -f %M -o \(encRSS) \(ours) encrypt -r \(recipient) | \(gnuTime) -f %M -o \(decRSS) \(ours) decrypt -i \(dir)/key.txt | cmp -s - <(head -c \(streamMiB)M /dev/zero)"
-            if let m = spawnDirect(["/bin/bash", "-c", pipeline], stdin: "/dev/null", stdout: "/dev/null") {
-                let enc = (try? String(contentsOfFile: encRSS, encoding: .utf8))?.split(separator: "\n").last.flatMap { Int($0) } ?? 0
-                let dec = (try? String(contentsOfFile: decRSS, encoding: .utf8))?.split(separator: "\n").last.flatMap { Int($0) } ?? 0
-                print("  \(streamMiB) MiB stream, encrypt | decrypt through pipes: \(m.status == 0 ? "round trip ok" : "FAILED (status \(m.status))"), \(BenchSupport.format(m.seconds)) s; peak RSS encrypt \(BenchSupport.format(Double(enc) / 1024, 1)) MiB, decrypt \(BenchSupport.format(Double(dec) / 1024, 1)) MiB")
-            }
+        let under = ratios.filter { $0.1 < target }.map(\.0)
+        print("  target \(BenchSupport.format(target, 1))x age's throughput: \(ratios.count - under.count) of \(ratios.count) cases met\(under.isEmpty ? "" : " (under or failed: " + under.joined(separator: ", ") + ")")")
+    }
+
+    /// Start-up: encrypting a 1 KiB file (`-o /dev/null`), median wall time of 21 runs of each.
+    static func startup(ours: String, age: String, recipient: String, dir: String, pin: [String]) {
+        let small = dir + "/small"
+        let fd = open(small, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        guard fd >= 0, (try? SecureRandom.bytes(1024).withUnsafeBytes({ try SecureFile.writeAll(fd, $0) })) != nil else {
+            print("  start-up: cannot write \(small)")
+            return
         }
+        close(fd)
+        var ourTimes = [Double](), ageTimes = [Double]()
+        for _ in 0..<21 {
+            guard let m = spawnDirect(pin + [ours, "encrypt", "-r", recipient, "-o", "/dev/null", small], stdin: "/dev/null", stdout: "/dev/null"),
+                  let a = spawnDirect(pin + [age, "-r", recipient, "-o", "/dev/null", small], stdin: "/dev/null", stdout: "/dev/null"),
+                  m.status == 0, a.status == 0 else {
+                print("  start-up: a run failed")
+                return
+            }
+            ourTimes.append(m.seconds)
+            ageTimes.append(a.seconds)
+        }
+        let ourMedian = ourTimes.sorted()[10], ageMedian = ageTimes.sorted()[10]
+        print("  start-up, encrypt a 1 KiB file: securefoundation \(BenchSupport.format(ourMedian * 1000, 1)) ms, age \(BenchSupport.format(ageMedian * 1000, 1)) ms (median of 21), ours/age \(BenchSupport.format(ourMedian / ageMedian))x (target 2x)")
     }
 }

@@ -114,7 +114,7 @@ struct AgeLibraryTests {
         #expect(sequential.count == 16 + plaintext.count + 16 * ((plaintext.count + 65535) / 65536))
     }
 
-    @Test("the descriptor pipeline writes the bytes of a sequential run, from a file or a pipe", arguments: [0, 1, 65535, 65536, 65537, 4 * 65536, 5 * 65536 * 7 + 123])
+    @Test("the descriptor pipeline writes the bytes of a sequential run, from a file or a pipe, with up to 16 workers", arguments: [0, 1, 65535, 65536, 65537, 4 * 65536, 5 * 65536 * 7 + 123])
     func pipelineDeterminism(size: Int) throws {
         let identity = X25519Identity.generate()
         let fileKey = SecretBytes(copying: pattern(16, seed: 1))
@@ -138,7 +138,7 @@ struct AgeLibraryTests {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try Data(plaintext).write(to: URL(fileURLWithPath: dir + "/plain"))
-        for (slots, workers, fromPipe) in [(4, 2, false), (16, 2, true), (4, 3, true), (16, 1, false)] {
+        for (slots, workers, fromPipe) in [(4, 2, false), (16, 2, true), (4, 3, true), (16, 1, false), (16, 16, true)] {
             let output = open(dir + "/out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
             var input = open(dir + "/plain", O_RDONLY)
             var feeder: Thread?
@@ -162,9 +162,10 @@ struct AgeLibraryTests {
                 }
                 feeder?.start()
             }
-            let encryptor = try AgeEncryptor(recipients: [identity.recipient], armor: false, fileKey: fileKey, nonce: nonce) { _ in }
+            let start = try PayloadStart.make(recipients: [identity.recipient], fileKey: fileKey, nonce: nonce)
+            try start.bytes.withUnsafeBytes { try AgeIO.writeAll(output, $0) }
             var reported: Int64 = 0
-            try encryptor.encryptPipelined(from: input, to: output, workers: workers, slots: slots) { reported = $0 }
+            try ChunkPipeline(direction: .seal, input: input, output: output, cipher: start.cipher, slots: slots).run(workers: workers) { reported = $0 }
             close(input)
             close(output)
             let file = Array(try Data(contentsOf: URL(fileURLWithPath: dir + "/out")))

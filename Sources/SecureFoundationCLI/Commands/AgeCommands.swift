@@ -47,22 +47,6 @@ enum AgeCLI {
         }
     }
 
-    static func openInput(_ path: String?) throws -> Int32 {
-        guard let path, path != "-" else { return 0 }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw AgeError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
-        return fd
-    }
-
-    /// Whether `path` names the regular file open on `fd` (never a pipe or terminal; a symlink
-    /// at `path` is not followed, since it is refused as output).
-    static func isSameFile(_ fd: Int32, _ path: String) -> Bool {
-        var x = stat(), y = stat()
-        guard fstat(fd, &x) == 0, x.st_mode & S_IFMT == S_IFREG, lstat(path, &y) == 0,
-              y.st_mode & S_IFMT == S_IFREG else { return false }
-        return x.st_dev == y.st_dev && x.st_ino == y.st_ino
-    }
-
     /// Writes to `output` as ``SecureFile/writeOutput(to:mode:_:)`` does (a regular file or new
     /// path atomically; a device or FIFO in place; `/dev/stdout` into the descriptor; a symlink
     /// refused), or streams to stdout without one.
@@ -182,11 +166,11 @@ struct EncryptCommand: ParsableCommand {
                     throw CLIFailure("refusing to write binary to the terminal; use -o FILE or -a", exitCode: 64)
                 }
             }
-            let inputFD = try AgeCLI.openInput(input)
+            let inputFD = try AgeIO.openInput(input)
             defer { if inputFD != 0 { close(inputFD) } }
             let progress = AgeCLI.progressBar(total: AgeCLI.regularFileSize(inputFD))
             // OUTPUT is the file being read (given as INPUT, or redirected to stdin): in place.
-            if let output, output != "-", AgeCLI.isSameFile(inputFD, output) {
+            if let output, output != "-", AgeIO.isSameFile(inputFD, output) {
                 let report = try Age.encryptFileInPlace(at: output, recipients: list, armor: armor, progress: progress)
                 CLI.warn("securefoundation: encrypted \(output) in place; old plaintext: \(report)")
                 for warning in report.warnings { CLI.warn("securefoundation: warning: \(warning)") }
@@ -265,7 +249,7 @@ struct DecryptCommand: ParsableCommand {
             if identities.isEmpty {
                 identities.append(LazyPassphraseIdentity { try Terminal.readSecret(prompt: "Enter passphrase: ") })
             }
-            let inputFD = try AgeCLI.openInput(input)
+            let inputFD = try AgeIO.openInput(input)
             defer { if inputFD != 0 { close(inputFD) } }
             let progress = AgeCLI.progressBar(total: AgeCLI.regularFileSize(inputFD))
             if let output, output != "-" {

@@ -1,0 +1,11 @@
+import Foundation
+
+/// Whether decryption expects ASCII armor.
+public enum AgeArmorMode: Sendable {
+    /// Detect it: input whose first non-whitespace byte is `-` is read as armor.
+    case auto
+    /// The input must be armored; anything else is an ``AgeError/armorFailure(_:)``.
+    case required
+    /// The input is binary.
+    case none
+}

@@ -1,0 +1,56 @@
+import Foundation
+import Cipher
+
+/// Descriptor plumbing shared by the age streams, pipelines and front ends: opening inputs,
+/// recognising the file being read, reading and writing with retries.
+public enum AgeIO {
+    /// Opens an input for reading: the file at `path`, or standard input (descriptor 0, which
+    /// the caller must not close) for nil or `-`.
+    /// - Parameter path: A path, `-` or nil.
+    /// - Returns: A readable descriptor (close-on-exec).
+    /// - Throws: ``AgeError/io(_:)`` naming the path and the reason.
+    public static func openInput(_ path: String?) throws -> Int32 {
+        guard let path, path != "-" else { return 0 }
+        return try openForReading(path)
+    }
+
+    /// Whether writing to the output `path` would write the regular file open on `fd`: the
+    /// same inode at `path` (a symbolic link there is not followed: it is refused as output),
+    /// or `/dev/stdout` or `/dev/fd/N` when that descriptor is the file. Never true for a
+    /// pipe, socket or terminal.
+    /// - Parameters:
+    ///   - fd: The descriptor being read.
+    ///   - path: The output path.
+    public static func isSameFile(_ fd: Int32, _ path: String) -> Bool {
+        var a = stat(), b = stat()
+        guard fstat(fd, &a) == 0, a.st_mode & S_IFMT == S_IFREG else { return false }
+        if case .descriptor(let output)? = try? SecureFile.outputTarget(of: path) {
+            guard fstat(output, &b) == 0 else { return false }
+        } else {
+            guard lstat(path, &b) == 0 else { return false }
+        }
+        return b.st_mode & S_IFMT == S_IFREG && a.st_dev == b.st_dev && a.st_ino == b.st_ino
+    }
+
+    static func openForReading(_ path: String) throws -> Int32 {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw AgeError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
+        return fd
+    }
+
+    /// Reads once into `buffer` (retrying on EINTR); 0 at end of input.
+    static func read(_ fd: Int32, into buffer: inout [UInt8]) throws -> Int {
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
+            if n >= 0 { return n }
+            if errno != EINTR { throw AgeError.io("read failed: \(String(cString: strerror(errno)))") }
+        }
+    }
+
+    /// Writes all of `bytes` (retrying short writes and EINTR).
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
+        do { try SecureFile.writeAll(fd, bytes, path: "output") } catch {
+            throw AgeError.io("write failed: \(error)")
+        }
+    }
+}
