@@ -107,8 +107,9 @@ let package = Package(
                     exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "ProtectedFilesTests", dependencies: ["ProtectedFiles", "Age", "Vault", "Cipher"], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
-        .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher"], swiftSettings: strict),
-        // What tests share: an executor of their own threads for the network tests.
+        .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher", "TestSupport"], swiftSettings: strict),
+        // What tests share: an executor of their own threads for the network tests, temporary
+        // directories, and the built executables (BuiltProducts).
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher", "TestSupport"], swiftSettings: strict),
         // Embedded secrets: the run-time reader (Cipher only), the generator the plugin and the CLI share.
