@@ -27,7 +27,6 @@ let package = Package(
         .library(name: "UnlockAgent", targets: ["UnlockAgent"]),
         .executable(name: "securefoundation", targets: ["SecureFoundationCLI"]),
         .executable(name: "securefoundation-bench", targets: ["SecureFoundationBench"]),
-        .executable(name: "securefoundation-memcheck-child", targets: ["VaultMemcheckChild"]),
         .library(name: "EmbeddedSecrets", targets: ["EmbeddedSecrets"]),
         .executable(name: "embedded-secrets-generator", targets: ["EmbeddedSecretsGeneratorTool"]),
         .plugin(name: "SecretsPlugin", targets: ["SecretsPlugin"]),
@@ -101,17 +100,20 @@ let package = Package(
         // Test helper: writes keychain items from a separate process (multi-process and kill -9 tests).
         .executableTarget(name: "KeychainWorker", dependencies: ["Keychain", "Cipher"], path: "Tests/KeychainWorker", swiftSettings: strict),
         .testTarget(name: "CipherTests", dependencies: ["Cipher"], swiftSettings: strict),
-        .testTarget(name: "ShredderTests", dependencies: ["Shredder"], swiftSettings: strict),
+        .testTarget(name: "ShredderTests", dependencies: ["Shredder", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "AgeTests", dependencies: ["Age"], swiftSettings: strict),
-        // Helper process for the vault's memory-scan test (reads secrets from files, prints its key on request).
-        .executableTarget(name: "VaultMemcheckChild", dependencies: ["Vault", "Cipher", "Keychain", "ProtectedFiles"], swiftSettings: strict),
-        .testTarget(name: "VaultTests", dependencies: ["Vault", "VaultMemcheckChild", "Age"], swiftSettings: strict),
+        // Test helper, not a product: the vault's memory-scan test runs it (reads secrets from
+        // files, prints its key on request). Named as the binary the test looks for.
+        .executableTarget(name: "securefoundation-memcheck-child", dependencies: ["Vault", "Cipher", "Keychain", "ProtectedFiles"],
+                          path: "Tests/VaultMemcheckChild", swiftSettings: strict),
+        .testTarget(name: "VaultTests", dependencies: ["Vault", "securefoundation-memcheck-child", "Age"], swiftSettings: strict),
         .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")],
                     exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "ProtectedFilesTests", dependencies: ["ProtectedFiles", "Age", "Vault", "Cipher"], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
-        .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher"], swiftSettings: strict),
-        // What tests share: an executor of their own threads for the network tests.
+        .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher", "TestSupport"], swiftSettings: strict),
+        // What tests share: an executor of their own threads for the network tests, temporary
+        // directories, and the built executables (BuiltProducts).
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher", "TestSupport"], swiftSettings: strict),
         // Embedded secrets: the run-time reader (Cipher only), the generator the plugin and the CLI share.
@@ -119,9 +121,9 @@ let package = Package(
         .target(name: "EmbeddedSecretsGenerator", dependencies: ["EmbeddedSecrets", "Cipher"], swiftSettings: strict),
         .executableTarget(name: "EmbeddedSecretsGeneratorTool", dependencies: ["EmbeddedSecretsGenerator"], swiftSettings: strict),
         .plugin(name: "SecretsPlugin", capability: .buildTool(), dependencies: ["EmbeddedSecretsGeneratorTool"]),
-        .testTarget(name: "EmbeddedSecretsTests", dependencies: ["EmbeddedSecrets", "EmbeddedSecretsGenerator", "Cipher"], exclude: ["Vectors"],
+        .testTarget(name: "EmbeddedSecretsTests", dependencies: ["EmbeddedSecrets", "EmbeddedSecretsGenerator", "Cipher", "TestSupport"], exclude: ["Vectors"],
                     swiftSettings: strict),
-        .testTarget(name: "MigrationTests", dependencies: ["Migration", "Cipher", "Vault", "Keychain", "ProtectedFiles"],
+        .testTarget(name: "MigrationTests", dependencies: ["Migration", "Cipher", "Vault", "Keychain", "ProtectedFiles", "TestSupport"],
                     exclude: ["Fixtures"], swiftSettings: strict),
         // Replays the saved fuzzing cases (Tests/FuzzRegressionTests/Cases) through the fuzz
         // targets' entry points; the fuzzing itself is Fuzz/ and scripts/fuzz.

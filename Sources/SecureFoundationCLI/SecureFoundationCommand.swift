@@ -9,7 +9,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
         discussion: """
         Every command is a thin layer over the SecureFoundation library. Run
         `securefoundation COMMAND --help` for a command's options and an example.
-        """,
+
+        """ + ExitStatus.helpTable,
         version: "0.1.0",
         subcommands: [
             // The whole system, end to end

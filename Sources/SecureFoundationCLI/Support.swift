@@ -2,17 +2,20 @@ import ArgumentParser
 import Foundation
 import SecureFoundation
 
-/// Shared CLI plumbing: standard streams, secret input, error reporting.
+/// Shared CLI plumbing: standard streams, secret input, error reporting (ExitStatus.swift).
 /// A failure found while a command runs (not a mistake in its arguments): reported as
 /// `securefoundation: error: …` without the usage text that a `ValidationError` brings.
 struct CLIFailure: Error, CustomStringConvertible {
     let description: String
-    /// The exit status (1, or 64 for a refusal of how the command was used, such as binary
-    /// output to a terminal).
+    /// The exit status, from the one table (``ExitStatus``): 1, or for example 64 for a
+    /// refusal of how the command was used, such as binary output to a terminal.
     let exitCode: Int32
-    init(_ description: String, exitCode: Int32 = 1) {
+    init(_ description: String, exitCode: Int32 = ExitStatus.failure.rawValue) {
         self.description = description
         self.exitCode = exitCode
+    }
+    init(_ description: String, status: ExitStatus) {
+        self.init(description, exitCode: status.rawValue)
     }
 }
 
@@ -20,12 +23,6 @@ enum CLI {
     /// Writes `message` and a newline to standard error.
     static func warn(_ message: String) {
         FileHandle.standardError.write(Data((message + "\n").utf8))
-    }
-
-    /// Prints an error on stderr as `securefoundation: error: …` and returns the exit code to use.
-    static func report(_ error: any Error, code: Int32 = 1) -> ExitCode {
-        warn("securefoundation: error: \(describe(error))")
-        return ExitCode((error as? CLIFailure)?.exitCode ?? code)
     }
 
     /// The human message of any error (CustomStringConvertible first, then localized).

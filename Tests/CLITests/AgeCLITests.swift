@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// Runs the built `securefoundation encrypt/decrypt/keygen` and checks formats, bytes and exit codes.
@@ -14,7 +15,7 @@ struct AgeCLITests {
     /// - Parameter stdinFile: A file to give as stdin (as the shell's `< FILE` does) instead of bytes.
     static func run(_ arguments: [String], stdin: [UInt8]? = nil, stdinFile: String? = nil) throws -> Result {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try ShredCLITests.binary())
+        process.executableURL = URL(fileURLWithPath: try BuiltProducts.commandLine)
         process.arguments = arguments
         let out = Pipe(), err = Pipe(), input = Pipe()
         process.standardOutput = out
@@ -50,12 +51,6 @@ struct AgeCLITests {
 
     final class ErrorBox: @unchecked Sendable { var data = Data() }
 
-    static func directory() throws -> String {
-        let path = FileManager.default.temporaryDirectory.path + "/sf-age-cli-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
-
     static func bytes(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) } }
 
     /// Creates an identity file and returns (path, recipient).
@@ -69,8 +64,9 @@ struct AgeCLITests {
 
     @Test("keygen writes age-keygen's format with mode 0600, and -y prints the recipient")
     func keygenFormat() throws {
-        let dir = try Self.directory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-age-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let (path, recipient) = try Self.keygen(dir)
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
         #expect(lines.count == 4 && lines[3].isEmpty)
@@ -97,8 +93,9 @@ struct AgeCLITests {
 
     @Test("encrypt/decrypt round trips: files, stdin/stdout, armor, several recipients, passphrase file, post-quantum")
     func roundTrip() throws {
-        let dir = try Self.directory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-age-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let (key, recipient) = try Self.keygen(dir)
         let (key2, recipient2) = try Self.keygen(dir, name: "key2.txt", pq: true)
         let plaintext = Self.bytes(200_000)
@@ -132,8 +129,9 @@ struct AgeCLITests {
 
     @Test("encrypt -R - reads recipients from stdin; conflicting flags are refused; run-time errors print no usage")
     func recipientsFromStdinAndConflicts() throws {
-        let dir = try Self.directory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-age-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let (key, recipient) = try Self.keygen(dir)
         let plaintext = Self.bytes(5_000)
         try Data(plaintext).write(to: URL(fileURLWithPath: dir + "/plain"))
@@ -156,8 +154,9 @@ struct AgeCLITests {
 
     @Test("decrypt exit codes: 2 header, 3 MAC, 4 no match, 5 payload, 6 armor, 64 usage")
     func exitCodes() throws {
-        let dir = try Self.directory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-age-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let (key, recipient) = try Self.keygen(dir)
         let (otherKey, _) = try Self.keygen(dir, name: "other.txt")
         let plaintext = Self.bytes(100_000)
@@ -167,26 +166,26 @@ struct AgeCLITests {
             return try Self.run(["decrypt", "-i", key] + (output.map { ["-o", $0] } ?? []) + [dir + "/in.age"])
         }
         #expect(try decrypt(good).status == 0)
-        // 2: not an age header.
+        // 2 (damaged or tampered, docs/CLI.md): not an age header.
         #expect(try decrypt(Array("age-encryption.org/v2\n".utf8) + good).status == 2)
-        // 3: header MAC changed (first character of the MAC stays canonical base64).
+        // 2: header MAC changed (first character of the MAC stays canonical base64).
         var mac = good
         let macLine = try #require(String(decoding: good.prefix(400), as: UTF8.self).range(of: "\n--- "))
         let macIndex = String(decoding: good.prefix(400), as: UTF8.self).utf8.distance(from: String(decoding: good.prefix(400), as: UTF8.self).startIndex, to: macLine.upperBound)
         mac[macIndex] = mac[macIndex] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
-        #expect(try decrypt(mac).status == 3)
-        // 4: another identity.
+        #expect(try decrypt(mac).status == 2)
+        // 3 (wrong secret): another identity.
         let noMatch = try decrypt(good, key: otherKey)
-        #expect(noMatch.status == 4 && noMatch.stderr.contains("no identity matched"))
-        // 5: a damaged last chunk; with -o nothing is written.
+        #expect(noMatch.status == 3 && noMatch.stderr.contains("no identity matched"))
+        // 2: a damaged last chunk; with -o nothing is written.
         var damaged = good
         damaged[damaged.count - 1] ^= 1
         let payload = try decrypt(damaged, output: dir + "/never")
-        #expect(payload.status == 5)
+        #expect(payload.status == 2)
         #expect(!FileManager.default.fileExists(atPath: dir + "/never"))
-        // 6: armor with trailing garbage.
+        // 2: armor with trailing garbage.
         let armored = try Self.run(["encrypt", "-a", "-r", recipient], stdin: plaintext).stdout
-        #expect(try decrypt(armored + Array("garbage\n".utf8)).status == 6)
+        #expect(try decrypt(armored + Array("garbage\n".utf8)).status == 2)
         // 64: usage error.
         #expect(try Self.run(["decrypt", "--no-such-flag"]).status == 64)
         #expect(try Self.run(["encrypt", "-p", "-r", recipient]).status == 64)
@@ -194,8 +193,9 @@ struct AgeCLITests {
 
     @Test("in place: encrypt -o INPUT (or -o FILE < FILE) replaces the plaintext and reports the shredding")
     func inPlace() throws {
-        let dir = try Self.directory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-age-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let (key, recipient) = try Self.keygen(dir)
         let plaintext = Self.bytes(70_000)
         try Data(plaintext).write(to: URL(fileURLWithPath: dir + "/doc"))

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// Runs the built `securefoundation` binary and captures what it does.
 struct CLIRunner {
@@ -9,20 +10,10 @@ struct CLIRunner {
         var text: String { String(decoding: stdout, as: UTF8.self) }
     }
 
-    /// The built executable, next to the test bundle (`.build/<config>/securefoundation`).
+    /// The built executable, next to the test bundle (`$SECUREFOUNDATION_BIN` when set).
     static var executable: String {
-        if let override = ProcessInfo.processInfo.environment["SECUREFOUNDATION_BIN"] { return override }
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for _ in 0..<4 {
-            let candidate = directory.appendingPathComponent("securefoundation").path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-            directory = directory.deletingLastPathComponent()
-        }
-        // swift test puts the test bundle in .build/<triple>/debug; the binary sits beside it.
-        let fallback = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent(".build/debug/securefoundation").path
-        return fallback
+        BuiltProducts.path(of: "securefoundation", environment: "SECUREFOUNDATION_BIN")
+            ?? "securefoundation (not built: run swift build --build-tests)"
     }
 
     /// Starts `securefoundation arguments…` in the background and waits (at most 60 s) for the
@@ -117,17 +108,5 @@ struct CLIRunner {
     }
 }
 
-/// A temporary directory removed when the value goes away.
-final class ScratchDirectory {
-    let path: String
-    init() throws {
-        path = FileManager.default.temporaryDirectory.path + "/sf-cli-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-    }
-    func file(_ name: String, _ contents: [UInt8]) throws -> String {
-        let full = path + "/" + name
-        try Data(contents).write(to: URL(fileURLWithPath: full))
-        return full
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
+/// A private temporary directory removed when the value goes away (the shared one).
+typealias ScratchDirectory = TemporaryDirectory

@@ -125,7 +125,7 @@ import Cipher
             #expect(opened.status == 0)
             #expect(opened.stdout == plaintext)
             let wrongContext = try CLIRunner.run(["open", "--key-file", keyFile, "--context", "c2"], stdin: sealed.stdout)
-            #expect(wrongContext.status == 1)
+            #expect(wrongContext.status == 2)
             #expect(wrongContext.stdout.isEmpty)
             #expect(wrongContext.stderr.contains("authentication failed"))
         }
@@ -146,7 +146,7 @@ import Cipher
         #expect(try Data(contentsOf: URL(fileURLWithPath: outPath)) == Data("hello world".utf8))
         let wrong = try scratch.file("wrong", Array("nope".utf8))
         let failed = try CLIRunner.run(["open", "--passphrase-file", wrong, "-o", scratch.path + "/never", sealedPath])
-        #expect(failed.status == 1)
+        #expect(failed.status == 3)   // wrong passphrase (docs/CLI.md)
         #expect(failed.stderr.contains("wrong key"))
         #expect(!FileManager.default.fileExists(atPath: scratch.path + "/never"))
     }
@@ -165,7 +165,7 @@ import Cipher
         let key = try scratch.file("key", try SecureRandom.bytes(32))
         for junk in [[], Array("SFSD".utf8), Array("SFSD\u{1}\u{1}\u{1}\u{8}".utf8), try SecureRandom.bytes(500)] {
             let result = try CLIRunner.run(["open", "--key-file", key], stdin: junk)
-            #expect(result.status == 1)
+            #expect(result.status == 2)   // damaged (docs/CLI.md)
             #expect(result.stderr.hasPrefix("securefoundation: error:"))
         }
         let shortKey = try scratch.file("short", [1, 2, 3])

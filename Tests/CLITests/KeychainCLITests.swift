@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Synchronization
 
@@ -10,24 +11,13 @@ import Synchronization
         var stderr: String
     }
 
-    static let binary: String? = {
-        var url = URL(fileURLWithPath: #filePath)
-        for _ in 0..<3 { url.deleteLastPathComponent() }
-        for candidate in [".build/debug/securefoundation", ".build/x86_64-unknown-linux-gnu/debug/securefoundation",
-                          ".build/aarch64-unknown-linux-gnu/debug/securefoundation"] {
-            let path = url.appendingPathComponent(candidate).path
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        return nil
-    }()
+    static let binary: String? = BuiltProducts.path(of: "securefoundation", environment: "SECUREFOUNDATION_BIN")
 
+    /// A private temporary directory: the data directory, device key and files of one test.
     final class Home: Sendable {
-        let path: String
-        init() throws {
-            path = (FileManager.default.temporaryDirectory.path as NSString).appendingPathComponent("kc-cli-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        }
-        deinit { try? FileManager.default.removeItem(atPath: path) }
+        let directory: TemporaryDirectory
+        var path: String { directory.path }
+        init() throws { directory = try TemporaryDirectory(prefix: "kc-cli") }
     }
 
     func run(_ home: Home, _ arguments: [String], stdin: String? = nil) throws -> Result {
@@ -174,7 +164,7 @@ import Synchronization
             Issue.record("python3 with sqlite3 is needed"); return
         }
         let find = try cli.run(home, ["find-generic-password", "-s", "mail", "-a", "alice", "-w"])
-        #expect(find.status == 1, "\(find.status) \(find.stderr)")
+        #expect(find.status == 2, "\(find.status) \(find.stderr)")   // damaged item (docs/CLI.md)
         #expect(find.stderr.contains("keychain corrupted or tampered with"), "\(find.stderr)")
         #expect(find.stdout.isEmpty)
         let other = try cli.run(home, ["find-generic-password", "-s", "news", "-a", "bob", "-w"])

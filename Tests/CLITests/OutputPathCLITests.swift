@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `-o PATH` of every command, against each kind of path: a character device and a FIFO are
@@ -39,8 +40,9 @@ struct OutputPathCLITests {
 
     @Test("a character device given to -o is written in place and stays the device (encrypt, decrypt, seal, open, keygen)")
     func characterDevice() throws {
-        let dir = try Run.directory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-output-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let (key, recipient) = try Run.keygen(dir)
         let device = dir + "/null"
         // The null device (1, 3) under a private name: the machine's /dev/null is never the victim.
@@ -62,8 +64,9 @@ struct OutputPathCLITests {
 
     @Test("a FIFO given to -o is written in place: its reader gets the output and it stays a FIFO")
     func fifo() throws {
-        let dir = try Run.directory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-output-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let (key, recipient) = try Run.keygen(dir)
         let fifo = dir + "/fifo"
         #expect(mkfifo(fifo, 0o600) == 0)
@@ -101,8 +104,9 @@ struct OutputPathCLITests {
 
     @Test("-o /dev/stdout and -o /dev/fd/1 write into standard output, a pipe or a redirected regular file")
     func standardOutputAliases() throws {
-        let dir = try Run.directory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-output-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let (key, recipient) = try Run.keygen(dir)
         try Self.write(Array("secret text\n".utf8), dir + "/plain")
         for alias in ["/dev/stdout", "/dev/fd/1"] {
@@ -119,7 +123,7 @@ struct OutputPathCLITests {
             var before = stat(), after = stat()
             #expect(stat(redirected, &before) == 0)
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: try ShredCLITests.binary())
+            process.executableURL = URL(fileURLWithPath: try BuiltProducts.commandLine)
             process.arguments = ["decrypt", "-i", key, "-o", alias, dir + "/piped.age"]
             process.standardOutput = FileHandle(forWritingAtPath: redirected)
             process.standardError = FileHandle.nullDevice
@@ -134,8 +138,9 @@ struct OutputPathCLITests {
 
     @Test("a symbolic link given to -o is refused and neither it nor its target changes (also a dangling one)")
     func symbolicLink() throws {
-        let dir = try Run.directory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-output-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let (key, recipient) = try Run.keygen(dir)
         try Self.write(Array("keep me".utf8), dir + "/target")
         #expect(symlink("target", dir + "/link") == 0)
@@ -143,7 +148,7 @@ struct OutputPathCLITests {
         for link in [dir + "/link", dir + "/dangling"] {
             for (name, arguments) in try Self.commands(dir: dir, key: key, recipient: recipient, target: link) {
                 let result = try Run.run(arguments)
-                #expect(result.status == 1, "\(name) \(link): \(result.stderr)")
+                #expect(result.status == 74, "\(name) \(link): \(result.stderr)")
                 #expect(result.stderr.contains("is a symbolic link"), "\(name): \(result.stderr)")
                 var info = stat()
                 #expect(lstat(link, &info) == 0 && info.st_mode & S_IFMT == S_IFLNK, "\(name) replaced \(link)")
@@ -155,8 +160,9 @@ struct OutputPathCLITests {
 
     @Test("a socket, a directory or a block device given to -o is refused with a message saying so")
     func socketAndDirectory() throws {
-        let dir = try Run.directory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-output-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let (key, recipient) = try Run.keygen(dir)
         let socketPath = dir + "/sock"
         let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
@@ -176,7 +182,7 @@ struct OutputPathCLITests {
         for (target, word) in [(socketPath, "is a socket"), (dir + "/sub", "is a directory")] {
             for (name, arguments) in try Self.commands(dir: dir, key: key, recipient: recipient, target: target) {
                 let result = try Run.run(arguments)
-                #expect(result.status == 1, "\(name): \(result.stderr)")
+                #expect(result.status == 74, "\(name): \(result.stderr)")
                 #expect(result.stderr.contains(word), "\(name): \(result.stderr)")
             }
         }
@@ -187,7 +193,7 @@ struct OutputPathCLITests {
         if mknod(block, S_IFBLK | 0o600, dev_t((7 << 8) | 200)) == 0 {
             for (name, arguments) in try Self.commands(dir: dir, key: key, recipient: recipient, target: block) {
                 let result = try Run.run(arguments)
-                #expect(result.status == 1 && result.stderr.contains("is a block device"), "\(name): \(result.stderr)")
+                #expect(result.status == 74 && result.stderr.contains("is a block device"), "\(name): \(result.stderr)")
             }
             #expect(lstat(block, &info) == 0 && info.st_mode & S_IFMT == S_IFBLK)
         } else {
@@ -210,8 +216,9 @@ struct OutputPathCLITests {
 
     @Test("kill -9 of encrypt -o mid-write leaves no temporary, and a later run removes an abandoned one")
     func killedWriterLeavesNoTemporary() throws {
-        let dir = try Run.directory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-output-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let (_, recipient) = try Run.keygen(dir)
         let out = dir + "/out.age"
         try Self.write(Array("old".utf8), out)
@@ -219,7 +226,7 @@ struct OutputPathCLITests {
         signal(SIGPIPE, SIG_IGN)
         for round in 0..<3 {
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: try ShredCLITests.binary())
+            process.executableURL = URL(fileURLWithPath: try BuiltProducts.commandLine)
             process.arguments = ["encrypt", "-r", recipient, "-o", out]
             let input = Pipe()
             process.standardInput = input
@@ -264,8 +271,9 @@ struct OutputPathCLITests {
 
     @Test("a later run removes abandoned .sf-lk-*.tmp temporaries and keeps one a live writer holds")
     func abandonedTemporariesRemoved() throws {
-        let dir = try Run.directory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-output-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let (_, recipient) = try Run.keygen(dir)
         let abandoned = dir + "/.sf-lk-AbandonedTemp001.tmp"
         let live = dir + "/.sf-lk-LiveWriterTemp01.tmp"

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// Runs the built `securefoundation protect …`: exit codes, stdout bytes, interop with `age`.
@@ -6,22 +7,19 @@ import Testing
 struct ProtectCLITests {
     /// A vault home, a device key, a passcode file and a directory of files.
     final class Workspace {
-        let root: String
+        let directory: TemporaryDirectory
+        var root: String { directory.path }
         var home: String { root + "/home" }
         var pin: String { root + "/pin" }
         var dir: String { root + "/files" }
 
         init() throws {
-            root = FileManager.default.temporaryDirectory.path + "/sf-protect-cli-" + UUID().uuidString
+            directory = try TemporaryDirectory(prefix: "sf-protect-cli")
             try FileManager.default.createDirectory(atPath: root + "/files", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            chmod(root, 0o700)
-            try Data("2468".utf8).write(to: URL(fileURLWithPath: pin))
-            chmod(pin, 0o600)
+            try directory.file("pin", "2468")
             let created = try run(["vault", "init", "--passcode-file", pin])
             #expect(created.status == 0, "\(created.stderr)")
         }
-
-        deinit { try? FileManager.default.removeItem(atPath: root) }
 
         func run(_ arguments: [String], stdin: [UInt8] = []) throws -> CLIRunner.Result {
             try CLIRunner.run(arguments + ["--home", home, "--device-key", root + "/device.key"], stdin: stdin)
@@ -46,15 +44,15 @@ struct ProtectCLITests {
             let read = try ws.protect(["read", ws.dir + "/" + name])
             switch name.replacingOccurrences(of: "ThisDeviceOnly", with: "") {
             case "complete":
-                #expect(written.status == 6 && read.status == 6, "\(name)")
-                #expect(read.stderr == "securefoundation: error: the \(name) protected-file class is unavailable: the vault is locked; unlock it with the passcode or the security answers\n")
+                #expect(written.status == 36 && read.status == 36, "\(name)")
+                #expect(read.stderr == "securefoundation: error: the \(name) protected-file class is unavailable: the vault is locked; unlock it with the passcode or the security answers (give the vault passcode with --passcode-file, or unlock a running agent with `securefoundation agent unlock`)\n")
                 #expect(read.stdout.isEmpty)
             case "completeUnlessOpen":
                 #expect(written.status == 0, "\(name): \(written.stderr)")
-                #expect(read.status == 6, "\(name)")
+                #expect(read.status == 36, "\(name)")
             case "completeUntilFirstUserAuthentication":
-                #expect(written.status == 6 && read.status == 6, "\(name)")
-                #expect(read.stderr == "securefoundation: error: the \(name) protected-file class is unavailable: the vault has not been unlocked since this process started; unlock it once\n")
+                #expect(written.status == 36 && read.status == 36, "\(name)")
+                #expect(read.stderr == "securefoundation: error: the \(name) protected-file class is unavailable: the vault has not been unlocked since this process started; unlock it once (give the vault passcode with --passcode-file, or unlock a running agent with `securefoundation agent unlock`)\n")
             default:
                 #expect(written.status == 0, "\(name): \(written.stderr)")
                 #expect(read.status == 0 && read.stdout == Array(name.utf8), "\(name): \(read.stderr)")
@@ -73,13 +71,13 @@ struct ProtectCLITests {
         #expect(written.status == 0, "\(written.stderr)")
         let status = try ws.protect(["status", inbox])
         #expect(status.text == "\(inbox)/1: completeUnlessOpen, locked (the vault is locked; unlock it with the passcode or the security answers)\n")
-        #expect(try ws.protect(["read", inbox + "/1"]).status == 6)
+        #expect(try ws.protect(["read", inbox + "/1"]).status == 36)
         let upgraded = try ws.protect(["upgrade", "--from", "completeUnlessOpen", "--to", "complete", inbox], unlocked: true)
         #expect(upgraded.status == 0)
         #expect(upgraded.text == "changed 1, skipped 0, failed 0\n")
         #expect(try ws.protect(["status", inbox]).text == "\(inbox)/1: complete, locked (the vault is locked; unlock it with the passcode or the security answers)\n")
         #expect(try ws.protect(["status", inbox], unlocked: true).text == "\(inbox)/1: complete, readable\n")
-        #expect(try ws.protect(["read", inbox + "/1"]).status == 6)
+        #expect(try ws.protect(["read", inbox + "/1"]).status == 36)
         let read = try ws.protect(["read", "-o", ws.dir + "/out", inbox + "/1"], unlocked: true)
         #expect(read.status == 0)
         #expect(try Data(contentsOf: URL(fileURLWithPath: ws.dir + "/out")) == Data("mail".utf8))
@@ -163,7 +161,7 @@ struct ProtectCLITests {
         #expect(rotated.text == "key pairs rotated: 8\nre-wrapped 1, current 0, skipped 0, damaged 0, failed 0\nretired key pairs destroyed: 8\n")
         #expect(try ws.protect(["read", inbox + "/1"], unlocked: true).stdout == Array("mail".utf8))
         let attack = try CLIRunner.run(stolenRead)
-        #expect(attack.status == 1 && attack.stdout.isEmpty)
+        #expect(attack.status == 2 && attack.stdout.isEmpty)
         #expect(attack.stderr.contains("\(inbox)/1 was modified or damaged: its file key is not wrapped to this vault's complete key"))
 
         try Data("age-encryption.org/v1\n-> junk".utf8).write(to: URL(fileURLWithPath: inbox + "/2"))
@@ -171,7 +169,7 @@ struct ProtectCLITests {
         #expect(resumed.status == 1)
         #expect(resumed.text == "key pairs rotated: 0\nre-wrapped 0, current 1, skipped 0, damaged 1, failed 0\nretired key pairs destroyed: 0\n")
         #expect(resumed.stderr.hasPrefix("securefoundation: damaged: \(inbox)/2: "))
-        #expect(try ws.protect(["rotate-keys", inbox]).status == 6)
+        #expect(try ws.protect(["rotate-keys", inbox]).status == 36)
         #expect(try ws.protect(["rotate-keys"], unlocked: true).status == 64)
     }
 
@@ -240,7 +238,7 @@ struct ProtectCLITests {
         #expect(rotated.text == "class keys rotated; keychain items re-sealed: 0\nprotected-file class identities re-sealed: 8\nprotected-file key pairs rotated: 8; files re-wrapped 1, current 0, skipped 0, damaged 0, failed 0; retired key pairs destroyed: 8\n")
         #expect(try ws.protect(["read", inbox + "/1"], unlocked: true).stdout == Array("note".utf8))
         let attack = try CLIRunner.run(["protect", "read", inbox + "/1", "--passcode-file", ws.pin, "--home", stolen, "--device-key", ws.root + "/device.key"])
-        #expect(attack.status == 1 && attack.stdout.isEmpty)
+        #expect(attack.status == 2 && attack.stdout.isEmpty)
         let finished = try ws.run(["vault", "rotate-class-keys", "--reseal-only", "--protected-dir", inbox, "--passcode-file", ws.pin])
         #expect(finished.text.hasSuffix("protected-file key pairs rotated: 0; files re-wrapped 0, current 1, skipped 0, damaged 0, failed 0; retired key pairs destroyed: 0\n"), "\(finished.text)")
     }

@@ -1,30 +1,12 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// Runs the built `securefoundation shred` and checks exit codes and effects on files.
 @Suite("shred command")
 struct ShredCLITests {
-    /// The `securefoundation` binary next to the test bundle (`.build/debug`).
-    static func binary() throws -> String {
-        var candidates: [String] = []
-        let runner = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        var directory = runner.deletingLastPathComponent()
-        for _ in 0..<4 {
-            candidates.append(directory.appendingPathComponent("securefoundation").path)
-            directory = directory.deletingLastPathComponent()
-        }
-        candidates.append(Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("securefoundation").path)
-        candidates.append(FileManager.default.currentDirectoryPath + "/.build/debug/securefoundation")
-        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            throw CLIMissing(searched: candidates)
-        }
-        return found
-    }
-
-    struct CLIMissing: Error, CustomStringConvertible {
-        let searched: [String]
-        var description: String { "securefoundation binary not found; searched \(searched)" }
-    }
+    /// The `securefoundation` binary next to the test bundle.
+    static func binary() throws -> String { try BuiltProducts.commandLine }
 
     /// Runs `securefoundation shred ARGS`, returning the exit status and standard error.
     static func shred(_ arguments: [String]) throws -> (status: Int32, stderr: String) {
@@ -40,20 +22,15 @@ struct ShredCLITests {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
-    static func makeDirectory() throws -> String {
-        let path = FileManager.default.temporaryDirectory.path + "/sf-shred-cli-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
-
     static func content(_ count: Int) -> Data {
         Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) | 1 })
     }
 
     @Test("without -u the file is overwritten and kept; -z leaves zeros; exit 0")
     func keep() throws {
-        let dir = try Self.makeDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-shred-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let path = dir + "/a.txt"
         let original = Self.content(10_000)
         try original.write(to: URL(fileURLWithPath: path))
@@ -68,8 +45,9 @@ struct ShredCLITests {
 
     @Test("-u removes the file and leaves no name in the directory")
     func remove() throws {
-        let dir = try Self.makeDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-shred-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let path = dir + "/b.bin"
         try Self.content(5000).write(to: URL(fileURLWithPath: path))
         let result = try Self.shred(["-u", "-v", path])
@@ -80,8 +58,9 @@ struct ShredCLITests {
 
     @Test("-r -u removes a directory tree")
     func recursive() throws {
-        let dir = try Self.makeDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-shred-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         try FileManager.default.createDirectory(atPath: dir + "/t/s", withIntermediateDirectories: true)
         try Self.content(100).write(to: URL(fileURLWithPath: dir + "/t/x"))
         try Self.content(200).write(to: URL(fileURLWithPath: dir + "/t/s/y"))
@@ -92,8 +71,9 @@ struct ShredCLITests {
 
     @Test("a missing file, a symlink and a hard-linked file fail with exit 1; --force accepts the hard link")
     func failures() throws {
-        let dir = try Self.makeDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-shred-cli")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let target = dir + "/target"
         try Data("keep".utf8).write(to: URL(fileURLWithPath: target))
         try FileManager.default.createSymbolicLink(atPath: dir + "/link", withDestinationPath: target)

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// A passphrase prompt killed by a signal gives the terminal back its echo.
@@ -41,7 +42,7 @@ struct TerminalCLITests {
     /// while it waits for the passphrase, and returns what `stty -a` then says on that terminal
     /// and the command's exit status as the shell saw it.
     static func interrupt(_ arguments: [String], with signal: Int32, in scratch: ScratchDirectory) throws -> (echo: Bool?, status: String, transcript: String) {
-        let binary = try ShredCLITests.binary()
+        let binary = try BuiltProducts.commandLine
         let command = "echo SH=$$\n\(([binary] + arguments).map { "'\($0)'" }.joined(separator: " ")) </dev/null >/dev/null\n"
             + "echo rc=$?\nstty -a | tr ' ;' '\\n\\n' | grep -x -e echo -e -echo\necho done\n"
         let script = try scratch.file("run.sh", Array(command.utf8))
@@ -124,7 +125,7 @@ struct TerminalCLITests {
         let dir = scratch.path
         let (_, recipient) = try AgeCLITests.keygen(dir)
         let input = try scratch.file("in", Array("x".utf8))
-        let binary = try ShredCLITests.binary()
+        let binary = try BuiltProducts.commandLine
         let script = try scratch.file("run.sh", Array("'\(binary)' encrypt -r \(recipient) -o \(output) '\(input)'\necho rc=$?\n".utf8))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/script")

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// Runs the built `securefoundation vault …` with --home and files: exit codes, messages, files.
@@ -12,29 +13,24 @@ struct VaultCLITests {
 
     /// A temporary directory holding the vault home, the device key and the secret files.
     final class Workspace {
-        let root: String
+        let directory: TemporaryDirectory
+        var root: String { directory.path }
         var home: String { root + "/home" }
         var deviceKey: String { root + "/config/device.key" }
 
         init() throws {
-            root = FileManager.default.temporaryDirectory.path + "/sf-vault-cli-" + UUID().uuidString
-            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            directory = try TemporaryDirectory(prefix: "sf-vault-cli")
         }
 
-        deinit { try? FileManager.default.removeItem(atPath: root) }
-
         func file(_ name: String, _ content: String) throws -> String {
-            let path = root + "/" + name
-            try Data(content.utf8).write(to: URL(fileURLWithPath: path))
-            chmod(path, 0o600)
-            return path
+            try directory.file(name, content)
         }
 
         func vault(_ arguments: [String]) throws -> Result { try run(["vault"] + arguments) }
 
         func run(_ arguments: [String], home: String? = nil) throws -> Result {
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: try ShredCLITests.binary())
+            process.executableURL = URL(fileURLWithPath: try BuiltProducts.commandLine)
             process.arguments = arguments + ["--home", home ?? self.home, "--device-key", deviceKey]
             let output = Pipe(), errors = Pipe()
             process.standardOutput = output
@@ -162,7 +158,7 @@ struct VaultCLITests {
         // scrypt 2^18 (about 1 s) leaves time to kill the check while the KDF runs.
         #expect(try ws.vault(["init", "--passcode-file", pin, "--kdf", "sensitive"]).status == 0)
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try ShredCLITests.binary())
+        process.executableURL = URL(fileURLWithPath: try BuiltProducts.commandLine)
         process.arguments = ["vault", "unlock", "--passcode-file", pin, "--home", ws.home, "--device-key", ws.deviceKey]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
@@ -190,7 +186,7 @@ struct VaultCLITests {
         try FileManager.default.createDirectory(atPath: ws.home, withIntermediateDirectories: true)
         chmod(ws.home, 0o755)
         let result = try ws.vault(["status"])
-        #expect(result.status == 1)
+        #expect(result.status == 74)   // refused as insecure (docs/CLI.md)
         #expect(result.stderr.contains("refusing \(ws.home): its mode 755 lets group or others in. Fix it with: chmod 700 \(ws.home)"))
     }
 
@@ -275,7 +271,7 @@ struct VaultCLITests {
         try FileManager.default.copyItem(atPath: ws.home + "/keychain.sqlite", toPath: stale + "/keychain.sqlite")
         for account in ["wu", "afu", "al"] {
             let find = try ws.run(["keychain", "find-generic-password", "-s", "svc", "-a", account, "-w", "--passcode-file", pin], home: stale)
-            #expect(find.status == 1 && find.stdout.isEmpty, "\(account): \(find.status) \(find.stdout)")
+            #expect(find.status == 2 && find.stdout.isEmpty, "\(account): \(find.status) \(find.stdout)")
         }
         let wrong = try ws.vault(["rotate-class-keys", "--passcode-file", try ws.file("bad", "0000")])
         #expect(wrong.status == 3)

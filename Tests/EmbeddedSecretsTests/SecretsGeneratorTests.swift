@@ -3,6 +3,7 @@ import Testing
 @testable import EmbeddedSecrets
 @testable import EmbeddedSecretsGenerator
 import Cipher
+import TestSupport
 
 /// The generator the plugin and the CLI share: manifests, value sources, generated code.
 @Suite struct SecretsGeneratorTests {
@@ -283,17 +284,10 @@ import Cipher
     }
 }
 
-/// A private temporary directory removed when the value goes away.
-final class TemporaryDirectory {
-    let path: String
-    init() throws {
-        path = FileManager.default.temporaryDirectory.path + "/sf-secrets-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-    }
+extension TemporaryDirectory {
     func write(_ name: String, _ bytes: [UInt8]) throws {
-        try Data(bytes).write(to: URL(fileURLWithPath: path + "/" + name))
+        try file(name, bytes)
     }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 
 /// Byte searches for a secret in its plain, base64 and hex forms.
@@ -333,17 +327,10 @@ enum SecretNeedles {
 
     /// The directory holding the built `EmbeddedSecrets.swiftmodule` (`.build/<config>/Modules`).
     static func modulesDirectory() -> String? {
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for _ in 0..<6 {
-            for candidate in [directory.path + "/Modules", directory.path] {
+        for directory in BuiltProducts.directories {
+            for candidate in [directory + "/Modules", directory] {
                 if FileManager.default.fileExists(atPath: candidate + "/EmbeddedSecrets.swiftmodule") { return candidate }
             }
-            directory = directory.deletingLastPathComponent()
-        }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        for config in [".build/debug/Modules", ".build/debug"] {
-            let candidate = root.appendingPathComponent(config).path
-            if FileManager.default.fileExists(atPath: candidate + "/EmbeddedSecrets.swiftmodule") { return candidate }
         }
         return nil
     }

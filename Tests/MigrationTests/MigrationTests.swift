@@ -5,16 +5,11 @@ import Vault
 import Keychain
 import ProtectedFiles
 @testable import Migration
+import TestSupport
 
-/// A temporary directory removed at the end.
-final class TemporaryDirectory {
-    let path: String
-    init() throws {
-        path = (FileManager.default.temporaryDirectory.path as NSString).appendingPathComponent("migration-test-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-    func sub(_ name: String) -> String { (path as NSString).appendingPathComponent(name) }
+/// The shared temporary directory (TestSupport), with the fixtures copied in.
+extension TemporaryDirectory {
+    func sub(_ name: String) -> String { path(name) }
 
     /// Copies a fixture here and returns its new path.
     func copy(_ fixture: String) throws -> String {

@@ -2,26 +2,12 @@ import Foundation
 import Testing
 @testable import Shredder
 import Cipher
+import TestSupport
 
-/// A temporary directory removed when the test ends.
-final class TempDir {
-    let path: String
+/// The shared temporary directory (TestSupport), under the name these tests use.
+typealias TempDir = TemporaryDirectory
 
-    init() throws {
-        let base = FileManager.default.temporaryDirectory.path + "/sf-shred-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
-        path = base
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    func file(_ name: String, _ bytes: [UInt8]) throws -> String {
-        let full = path + "/" + name
-        try Data(bytes).write(to: URL(fileURLWithPath: full))
-        return full
-    }
-
+extension TemporaryDirectory {
     func entries(_ sub: String = "") throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: sub.isEmpty ? path : path + "/" + sub)
     }

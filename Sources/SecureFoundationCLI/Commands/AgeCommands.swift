@@ -7,19 +7,6 @@ enum AgeCLI {
     /// Files larger than this get a progress bar when stderr is a terminal.
     static let progressThreshold: Int64 = 8 << 20
 
-    /// Exit status of `decrypt` for each failure category.
-    static func exitCode(for error: any Error) -> Int32 {
-        guard let error = error as? AgeError else { return 1 }
-        switch error {
-        case .headerFailure: return 2
-        case .headerMACFailure: return 3
-        case .noMatchingIdentity: return 4
-        case .payloadFailure: return 5
-        case .armorFailure: return 6
-        default: return 1
-        }
-    }
-
     /// The size of a regular file behind `fd`, or nil (pipe, terminal).
     static func regularFileSize(_ fd: Int32) -> Int64? {
         var info = stat()
@@ -163,7 +150,7 @@ struct EncryptCommand: ParsableCommand {
                     }
                 }
                 if terminalDevice || descriptor.map({ isatty($0) == 1 }) == true {
-                    throw CLIFailure("refusing to write binary to the terminal; use -o FILE or -a", exitCode: 64)
+                    throw CLIFailure("refusing to write binary to the terminal; use -o FILE or -a", status: .usage)
                 }
             }
             let inputFD = try AgeIO.openInput(input)
@@ -184,7 +171,7 @@ struct EncryptCommand: ParsableCommand {
         } catch let error as ValidationError {
             throw error
         } catch {
-            throw CLI.report(error)
+            throw CLI.fail(error)
         }
     }
 }
@@ -200,8 +187,9 @@ struct DecryptCommand: ParsableCommand {
         symbolic link, directory or socket given to -o is refused. Without -i and --passphrase-file,
         a passphrase-encrypted file asks for the passphrase on the terminal.
 
-        Exit status: 0 success, 2 header failure, 3 header MAC failure, 4 no identity matched,
-        5 payload failure (damaged or truncated), 6 armor failure, 1 anything else, 64 usage.
+        Exit status (docs/CLI.md): 0 success, 2 damaged or tampered (header, header MAC,
+        payload, armor), 3 no identity or passphrase matched, 74 a file cannot be read or
+        written, 1 anything else, 64 usage.
 
         Examples:
           securefoundation decrypt -i key.txt -o doc.pdf doc.pdf.age
@@ -260,7 +248,7 @@ struct DecryptCommand: ParsableCommand {
         } catch let error as ValidationError {
             throw error
         } catch {
-            throw CLI.report(error, code: AgeCLI.exitCode(for: error))
+            throw CLI.fail(error)
         }
     }
 }
@@ -353,7 +341,7 @@ struct KeygenCommand: ParsableCommand {
         } catch let error as ValidationError {
             throw error
         } catch {
-            throw CLI.report(error)
+            throw CLI.fail(error)
         }
     }
 }

@@ -51,22 +51,6 @@ struct AgentSocketOptions: ParsableArguments {
 }
 
 enum AgentCLI {
-    /// Exit code 7: no agent answers.
-    static let notRunning: Int32 = 7
-
-    static func run(_ body: () throws -> Void) throws {
-        do {
-            try VaultCLI.run {
-                do {
-                    try body()
-                } catch let error as AgentError {
-                    if case .notRunning = error { throw CLI.report(error, code: notRunning) }
-                    throw error
-                }
-            }
-        }
-    }
-
     static func describe(_ status: AgentStatus, socket: String) -> String {
         var lines = ["socket: \(socket)", "pid: \(status.pid)", "vault: \(status.home)", "state: \(status.state.rawValue)",
                      "first unlock done: \(status.firstUnlockDone ? "yes" : "no")",
@@ -143,7 +127,7 @@ struct AgentStartCommand: ParsableCommand {
             try AgentServeCommand.serve(options, readyFD: nil)
             return
         }
-        try AgentCLI.run {
+        try CLI.run {
             let socket = options.socketPath
             if AgentClient(socketPath: socket).isRunning { throw AgentError.alreadyRunning(socket: socket) }
             var fds: [Int32] = [0, 0]
@@ -226,7 +210,7 @@ struct AgentServeCommand: ParsableCommand {
             try server.bind()
         } catch {
             tell(CLI.describe(error))
-            if readyFD == nil { throw CLI.report(error) }
+            if readyFD == nil { throw CLI.fail(error) }
             throw ExitCode(1)
         }
         signal(SIGTERM, SIG_IGN)
@@ -241,7 +225,7 @@ struct AgentServeCommand: ParsableCommand {
         }
         if readyFD == nil { CLI.warn("securefoundation agent: listening on \(options.socketPath) (pid \(getpid()))") }
         tell("ready")
-        do { try server.run() } catch { throw CLI.report(error) }
+        do { try server.run() } catch { throw CLI.fail(error) }
         sources.forEach { $0.cancel() }
     }
 }
@@ -264,7 +248,7 @@ struct AgentUnlockCommand: ParsableCommand {
     @OptionGroup var credentials: VaultCredentialOptions
 
     func run() throws {
-        try AgentCLI.run {
+        try CLI.run {
             let client = socket.client
             _ = try client.status()
             let status: AgentStatus
@@ -288,7 +272,7 @@ struct AgentLockCommand: ParsableCommand {
     @OptionGroup var socket: AgentSocketOptions
 
     func run() throws {
-        try AgentCLI.run {
+        try CLI.run {
             try socket.client.lock()
             try VaultCLI.say("locked")
         }
@@ -306,7 +290,7 @@ struct AgentStatusCommand: ParsableCommand {
     var json = false
 
     func run() throws {
-        try AgentCLI.run {
+        try CLI.run {
             let status = try socket.client.status()
             if json {
                 let encoder = JSONEncoder()
@@ -325,7 +309,7 @@ struct AgentStopCommand: ParsableCommand {
     @OptionGroup var socket: AgentSocketOptions
 
     func run() throws {
-        try AgentCLI.run {
+        try CLI.run {
             try socket.client.stop()
             try VaultCLI.say("agent stopped")
         }

@@ -113,7 +113,7 @@ struct VaultMigrateDeviceKeyCommand: ParsableCommand {
     }
 
     func run() throws {
-        try VaultCLI.run {
+        try CLI.run {
             let manager = try home.manager(useAgent: false)
             try VaultCLI.requireSetUp(manager)
             let current = try home.deviceKeyProvider()

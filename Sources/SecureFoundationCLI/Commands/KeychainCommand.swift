@@ -16,8 +16,10 @@ struct KeychainCommand: ParsableCommand {
         Items of the whenUnlocked and afterFirstUnlock classes need the vault unlocked: give its
         passcode with --passcode-file. Items of the always class need only the device key.
 
-        Exit status: 0 success, 44 item not found (as `security`), 45 duplicate item,
-        36 class key unavailable (vault locked), 1 any other error.
+        Exit status (docs/CLI.md): 0 success, 44 item not found (as `security`), 45 duplicate
+        item, 36 class key unavailable (vault locked), 3 wrong passcode, 4 too many attempts
+        (wait), 5 no vault, 2 damaged keychain, 74 a file cannot be read or written, 64 usage,
+        1 any other error.
 
         Example:
           securefoundation keychain add-generic-password -s mail -a alice -w - --accessibility always < pw.txt
@@ -35,13 +37,11 @@ struct KeychainStoreOptions: ParsableArguments {
     var passcodeFile: String?
 
     /// Opens the crypto manager (unlocking it when a passcode file is given) and its keychain.
+    /// Without a passcode file it stays locked: always items open, and a running agent that
+    /// holds the vault unlocked serves the other classes' keys.
     func open() throws -> Keychain {
         let manager = try home.manager()
-        if let passcodeFile {
-            let passcode = try CLI.passphrase(file: passcodeFile, prompt: "Passcode: ", what: "passcode", option: "--passcode-file")
-            defer { passcode.wipe() }
-            try manager.unlock(passcode: passcode)
-        }
+        try VaultCLI.unlock(manager, passcodeFile: passcodeFile, withoutFile: .stayLocked)
         return try Keychain(manager: manager)
     }
 }
@@ -57,24 +57,6 @@ extension KeychainCommand {
               arguments[arguments.index(after: keychain)] == "add-generic-password"
         else { return arguments }
         return Array(arguments.dropLast())
-    }
-
-    /// Reports `error` on stderr and returns the exit code of `security` for it.
-    static func fail(_ error: any Error) -> ExitCode {
-        if let error = error as? ValidationError { return CLI.report(error, code: 64) }
-        switch error {
-        case KeychainError.itemNotFound: return CLI.report(error, code: 44)
-        case KeychainError.duplicateItem(let item):
-            CLI.warn("securefoundation: error: duplicate item: \(item) exists already (add -U to update it)")
-            return ExitCode(45)
-        case KeychainError.interactionNotAllowed(_, .notSetUp):
-            CLI.warn("securefoundation: error: \(CLI.describe(error)): create the vault with `securefoundation vault init`, or store the item with --accessibility always (device key only)")
-            return ExitCode(36)
-        case KeychainError.interactionNotAllowed:
-            CLI.warn("securefoundation: error: \(CLI.describe(error)) (give the vault passcode with --passcode-file, or unlock a running agent with `securefoundation agent unlock`)")
-            return ExitCode(36)
-        default: return CLI.report(error)
-        }
     }
 
     /// Parses an accessibility name.
@@ -176,7 +158,7 @@ struct AddGenericPassword: ParsableCommand {
     @OptionGroup var store: KeychainStoreOptions
 
     func run() throws {
-        do {
+        try CLI.run {
             let accessibility = try KeychainCommand.accessibility(accessibilityName)
             let secret: SecretBytes
             switch password {
@@ -194,8 +176,6 @@ struct AddGenericPassword: ParsableCommand {
                 try keychain.add(secret, for: key, accessibility: accessibility, label: label, comment: comment)
             }
             try keychain.flush()
-        } catch {
-            throw KeychainCommand.fail(error)
         }
     }
 }
@@ -231,7 +211,7 @@ struct FindGenericPassword: ParsableCommand {
     @OptionGroup var store: KeychainStoreOptions
 
     func run() throws {
-        do {
+        try CLI.run {
             let minimum = try minimumAccessibility.map { try KeychainCommand.accessibility($0) }
             let keychain = try store.open()
             let query = KeychainQuery(service: service, account: account, minimumAccessibility: minimum, limit: .one,
@@ -249,8 +229,6 @@ struct FindGenericPassword: ParsableCommand {
                                           accessibility: attributes.accessibility, unavailable: nil)
                 try CLI.writeStdout(Array((KeychainCommand.describe(summary, path: keychain.path) + "\n").utf8))
             }
-        } catch {
-            throw KeychainCommand.fail(error)
         }
     }
 }
@@ -277,13 +255,11 @@ struct DeleteGenericPassword: ParsableCommand {
     @OptionGroup var store: KeychainStoreOptions
 
     func run() throws {
-        do {
+        try CLI.run {
             let keychain = try store.open()
             try keychain.deletePassword(forService: service, account: account)
             try keychain.flush()
             CLI.warn("password has been deleted.")
-        } catch {
-            throw KeychainCommand.fail(error)
         }
     }
 }
@@ -304,12 +280,10 @@ struct DumpKeychain: ParsableCommand {
     @OptionGroup var store: KeychainStoreOptions
 
     func run() throws {
-        do {
+        try CLI.run {
             let keychain = try store.open()
             let text = try keychain.summaries().map { KeychainCommand.describe($0, path: keychain.path) + "\n" }.joined()
             try CLI.writeStdout(Array(text.utf8))
-        } catch {
-            throw KeychainCommand.fail(error)
         }
     }
 }

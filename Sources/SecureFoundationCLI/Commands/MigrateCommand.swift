@@ -32,8 +32,8 @@ struct MigrateIMASKeychainCommand: ParsableCommand {
         Prints one line per entry not imported (with the reason) and a summary:
           imported 3, skipped 1, failed 0
 
-        Exit status: 0 every entry imported or skipped, 2 some entries could not be read (the \
-        others were imported), 1 the file is not a legacy keychain or another error.
+        Exit status (docs/CLI.md): 0 every entry imported or skipped, 2 some entries could not \
+        be read (the others were imported), 1 the file is not a legacy keychain or another error.
 
         Example:
           securefoundation migrate imas-keychain ./Library/... --home ~/.app
@@ -52,18 +52,14 @@ struct MigrateIMASKeychainCommand: ParsableCommand {
     @OptionGroup var store: KeychainStoreOptions
 
     func run() throws {
-        do {
+        try CLI.run {
             let accessibility = try KeychainCommand.accessibility(self.accessibility)
             let keychain = try store.open()
             let report = try keychain.importLegacyKeychain(at: file, accessibility: accessibility, overwrite: overwrite)
             var lines = report.failed.map { "failed: \($0)" }
             lines.append("imported \(report.imported), skipped \(report.skipped), failed \(report.failed.count)")
             try CLI.writeStdout(Array((lines.joined(separator: "\n") + "\n").utf8))
-            if !report.failed.isEmpty { throw ExitCode(2) }
-        } catch let error as ExitCode {
-            throw error
-        } catch {
-            throw KeychainCommand.fail(error)
+            if !report.failed.isEmpty { throw ExitCode(ExitStatus.damaged.rawValue) }
         }
     }
 }
@@ -83,8 +79,8 @@ struct MigrateIMASDataCommand: ParsableCommand {
           5. with --shred, shreds the legacy keychain file and every legacy input.
         A padding error and a checksum error in the old format give the same error.
 
-        Exit status: 0 done, 3 wrong old passcode or answers, 1 any other error (nothing was \
-        written when the inputs could not all be read).
+        Exit status (docs/CLI.md): 0 done, 3 wrong old passcode or answers, 1 any other error \
+        (nothing was written when the inputs could not all be read).
 
         Example:
           securefoundation migrate imas-data --home ~/.app --keychain ./Library/... \\
@@ -136,7 +132,7 @@ struct MigrateIMASDataCommand: ParsableCommand {
     }
 
     func run() throws {
-        do {
+        try CLI.run {
             let manager = try home.manager()
             var plan = IMASMigration.Plan(legacyKeychain: keychain)
             plan.passcode = try passcodeFile.map { try CLI.passphrase(file: $0) }
@@ -165,15 +161,6 @@ struct MigrateIMASDataCommand: ParsableCommand {
             }
             lines.append("imported \(report.imported.count), re-sealed \(report.resealed.count), skipped \(report.skipped.count), files \(report.written.count), failed 0")
             try CLI.writeStdout(Array((lines.joined(separator: "\n") + "\n").utf8))
-        } catch let error as ExitCode {
-            throw error
-        } catch let error as ValidationError {
-            throw error
-        } catch let error as MigrationError {
-            let code: Int32 = (error == .wrongPasscode || error == .wrongAnswers) ? 3 : 1
-            throw CLI.report(error, code: code)
-        } catch {
-            throw CLI.report(error, code: VaultCLI.exitCode(for: error))
         }
     }
 }

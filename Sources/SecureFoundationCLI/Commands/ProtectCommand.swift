@@ -17,8 +17,10 @@ struct ProtectCommand: ParsableCommand {
 
         Each command runs locked unless given --passcode-file, --answers-file or --unlock.
 
-        Exit status: 0 success, 1 error, 3 wrong passcode or answers, 4 too many attempts, \
-        5 the vault was erased, 6 the class is locked (unlock and try again), 64 usage error.
+        Exit status (docs/CLI.md): 0 success, 1 error, 2 damaged or tampered file, 3 wrong \
+        passcode or answers, 4 too many attempts, 5 no vault (not set up, or erased), 36 the \
+        class is locked (unlock and try again; 6 before this release), 64 usage error, 74 a \
+        file cannot be read or written.
 
         Examples:
           echo data | securefoundation protect write --class completeUnlessOpen -o inbox/1.sf
@@ -65,22 +67,6 @@ enum ProtectCLI {
         }
         return cls
     }
-
-    /// Runs `body`, reporting failures with the documented exit codes.
-    static func run(_ body: () throws -> Void) throws {
-        do {
-            try body()
-        } catch let error as ExitCode {
-            throw error
-        } catch let error as ValidationError {
-            throw error
-        } catch let error as ProtectedFileError {
-            if case .locked = error { throw CLI.report(error, code: 6) }
-            throw CLI.report(error, code: 1)
-        } catch {
-            throw CLI.report(error, code: VaultCLI.exitCode(for: error))
-        }
-    }
 }
 
 struct ProtectWriteCommand: ParsableCommand {
@@ -105,8 +91,8 @@ struct ProtectWriteCommand: ParsableCommand {
     @OptionGroup var vault: ProtectVaultOptions
 
     func run() throws {
-        let cls = try ProtectCLI.parseClass(className)
-        try ProtectCLI.run {
+        try CLI.run {
+            let cls = try ProtectCLI.parseClass(className)
             let files = try vault.files()
             var fd: Int32 = 0
             if let input, input != "-" {
@@ -139,7 +125,7 @@ struct ProtectReadCommand: ParsableCommand {
     @OptionGroup var vault: ProtectVaultOptions
 
     func run() throws {
-        try ProtectCLI.run {
+        try CLI.run {
             let files = try vault.files()
             if let output, output != "-" {
                 try files.read(at: file, toFile: output)
@@ -171,7 +157,7 @@ struct ProtectStatusCommand: ParsableCommand {
 
     func run() throws {
         var failed = false
-        try ProtectCLI.run {
+        try CLI.run {
             let files = try vault.files()
             var readable: [FileProtectionClass: ProtectedFileError?] = [:]
             for path in paths {
@@ -245,10 +231,10 @@ struct ProtectUpgradeCommand: ParsableCommand {
     @OptionGroup var vault: ProtectVaultOptions
 
     func run() throws {
-        let old = try ProtectCLI.parseClass(from)
-        let new = try ProtectCLI.parseClass(to)
         var failed = false
-        try ProtectCLI.run {
+        try CLI.run {
+            let old = try ProtectCLI.parseClass(from)
+            let new = try ProtectCLI.parseClass(to)
             let files = try vault.files()
             let report = try files.upgradeItems(inDirectory: directory, from: old, to: new)
             try VaultCLI.say("changed \(report.changed.count), skipped \(report.skipped), failed \(report.failures.count)")
@@ -282,8 +268,8 @@ struct ProtectExportIdentityCommand: ParsableCommand {
     @OptionGroup var vault: ProtectVaultOptions
 
     func run() throws {
-        let cls = try ProtectCLI.parseClass(className)
-        try ProtectCLI.run {
+        try CLI.run {
+            let cls = try ProtectCLI.parseClass(className)
             let files = try vault.files()
             let identity = try files.exportIdentity(for: cls)
             defer { identity.wipe() }
@@ -344,7 +330,7 @@ struct ProtectRotateKeysCommand: ParsableCommand {
 
     func run() throws {
         var failed = false
-        try ProtectCLI.run {
+        try CLI.run {
             let files = try vault.files()
             let report = try files.rotateKeyPairs(rewrapping: directories, resume: resume)
             let rewrap = report.rewrap

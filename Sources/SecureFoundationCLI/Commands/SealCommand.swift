@@ -109,7 +109,7 @@ struct SealCommand: ParsableCommand {
     var input: String?
 
     func run() throws {
-        do {
+        try CLI.run {
             let plaintext = try CLI.readInput(input)
             let context = Array(keys.context.utf8)
             let sealed: [UInt8]
@@ -122,10 +122,6 @@ struct SealCommand: ParsableCommand {
                                          algorithm: algorithm.value, context: context)
             }
             try CLI.writeOutput(sealed, to: output)
-        } catch let error as ValidationError {
-            throw error
-        } catch {
-            throw CLI.report(error)
         }
     }
 }
@@ -135,8 +131,9 @@ struct OpenCommand: ParsableCommand {
         commandName: "open",
         abstract: "Open data sealed by `seal`.",
         discussion: """
-        Writes the whole plaintext or nothing: a wrong key, tampering, truncation or an unknown
-        version exits with status 1 and a message on stderr, and no output is written.
+        Writes the whole plaintext or nothing: a wrong passphrase or key exits with status 3;
+        tampering, truncation or an unknown version with status 2 (docs/CLI.md); a message goes
+        to stderr and no output is written.
 
         Example:
           securefoundation open --passphrase-file pass.txt secrets.sealed > secrets.json
@@ -155,7 +152,7 @@ struct OpenCommand: ParsableCommand {
     var input: String?
 
     func run() throws {
-        do {
+        try CLI.run {
             let sealed = try CLI.readInput(input)
             let context = Array(keys.context.utf8)
             let plaintext: [UInt8]
@@ -168,10 +165,6 @@ struct OpenCommand: ParsableCommand {
                                             ceiling: legacyKDFCeiling ? .legacy : .standard)
             }
             try CLI.writeOutput(plaintext, to: output)
-        } catch let error as ValidationError {
-            throw error
-        } catch {
-            throw CLI.report(error)
         }
     }
 }

@@ -67,15 +67,13 @@ struct SecretsGenerateCommand: ParsableCommand {
     var output: String
 
     func run() throws {
-        do {
+        try CLI.run {
             let (manifest, values) = try sources.load()
             let generated = try SecretsGenerator.generate(manifest: manifest, sources: values,
                                                           manifestName: URL(fileURLWithPath: sources.manifest).lastPathComponent)
             try CLI.writeOutput(Array(generated.swiftSource.utf8), to: output == "-" ? nil : output)
             CLI.warn("sealed \(generated.sealedNames.count) of \(manifest.secrets.count) secrets into \(output)"
                 + (manifest.runtimeShare == nil ? " (no run-time share: obfuscation with tamper detection)" : " (with a run-time share)"))
-        } catch {
-            throw CLI.report(error)
         }
     }
 }
@@ -93,7 +91,7 @@ struct SecretsCheckCommand: ParsableCommand {
     @OptionGroup var sources: SecretsSourceOptions
 
     func run() throws {
-        do {
+        try CLI.run {
             let (manifest, values) = try sources.load()
             let statuses = try SecretsGenerator.check(manifest: manifest, sources: values)
             var missing = 0
@@ -112,10 +110,6 @@ struct SecretsCheckCommand: ParsableCommand {
                 CLI.warn("securefoundation: \(missing) required value(s) missing")
                 throw ExitCode(1)
             }
-        } catch let exit as ExitCode {
-            throw exit
-        } catch {
-            throw CLI.report(error)
         }
     }
 }
@@ -143,16 +137,12 @@ struct SecretsLevelsCommand: ParsableCommand {
     var variable: String = "API_TOKEN"
 
     func run() throws {
-        do {
+        try CLI.run {
             if let binary {
                 try scan(binary: binary)
             } else {
                 try demonstrate()
             }
-        } catch let exit as ExitCode {
-            throw exit
-        } catch {
-            throw CLI.report(error)
         }
     }
 
@@ -245,13 +235,11 @@ struct SecretsDeviceShareCommand: ParsableCommand {
     var output: String?
 
     func run() throws {
-        do {
+        try CLI.run {
             let key = try home.manager().deviceSubkey(purpose: purpose)
             defer { key.wipe() }
             let text = key.withUnsafeBytes { Encoding.base64($0) } + "\n"
             try CLI.writeOutput(Array(text.utf8), to: output)
-        } catch {
-            throw CLI.report(error)
         }
     }
 }

@@ -43,27 +43,12 @@ enum ShareCLI {
     Exit status: 0 success, 36 vault locked (give --passcode-file), 44 not found or not a member, \
     64 usage, 65 the peer was refused (not of this group, revoked, another device), 66 the \
     receiver did not store the file (digest mismatch, refused name or size), 67 invalid or \
-    expired enrolment, 1 any other error (connection, disk).
+    expired enrolment, 7 no connection, 74 a file cannot be read or written, 1 any other \
+    error (docs/CLI.md).
     """
 
-    static func fail(_ error: any Error) -> ExitCode {
-        if let error = error as? ExitCode { return error }
-        if let error = error as? ValidationError { return CLI.report(error, code: 64) }
-        switch error {
-        case ShareError.locked, VaultError.locked:
-            CLI.warn("securefoundation: error: \(CLI.describe(error))")
-            return ExitCode(36)
-        case ShareError.notAMember, ShareError.notFound: return CLI.report(error, code: 44)
-        case ShareError.invalidDeviceName, ShareError.invalidFileName: return CLI.report(error, code: 64)
-        case ShareError.peerRefused, ShareError.revoked, ShareError.deviceMismatch: return CLI.report(error, code: 65)
-        case ShareError.digestMismatch, ShareError.rejected, ShareError.tooLarge: return CLI.report(error, code: 66)
-        case ShareError.invalidEnrolment: return CLI.report(error, code: 67)
-        case ProtectedFileError.locked:
-            CLI.warn("securefoundation: error: \(CLI.describe(error)) (give the vault passcode with --passcode-file)")
-            return ExitCode(36)
-        default: return CLI.report(error)
-        }
-    }
+    /// Reports `error` on stderr and returns the exit code of the one table (docs/CLI.md).
+    static func fail(_ error: any Error) -> ExitCode { CLI.fail(error) }
 
     /// "HOST:PORT" or "[IPv6]:PORT".
     static func address(_ text: String, option: String) throws -> (String, Int) {
@@ -97,11 +82,7 @@ struct ShareOptions: ParsableArguments {
     /// The crypto manager (unlocked when a passcode file is given), its keychain and the group.
     func open() throws -> (CryptoManager, ShareGroup) {
         let manager = try home.manager()
-        if let passcodeFile {
-            let passcode = try CLI.passphrase(file: passcodeFile, prompt: "Passcode: ", what: "passcode", option: "--passcode-file")
-            defer { passcode.wipe() }
-            try manager.unlock(passcode: passcode)
-        }
+        try VaultCLI.unlock(manager, passcodeFile: passcodeFile, withoutFile: .stayLocked)
         let keychain = try Keychain(manager: manager)
         return (manager, ShareGroup(store: IdentityStore(keychain: keychain)))
     }

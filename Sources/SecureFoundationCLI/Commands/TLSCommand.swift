@@ -64,21 +64,8 @@ enum TLSCLI {
         return ClosureAnchorSource { label in try opened.get().anchorCertificates(label: label) }
     }
 
-    /// Exit codes follow curl's where they exist.
-    static func fail(_ error: any Error) -> ExitCode {
-        switch error {
-        case let error as ValidationError:
-            return CLI.report(error, code: 64)
-        case is TLSTrustError:
-            return CLI.report(error, code: 60)
-        case PinnedTLSError.timedOut:
-            return CLI.report(error, code: 28)
-        case PinnedTLSError.connectionFailed:
-            return CLI.report(error, code: 7)
-        default:
-            return CLI.report(error)
-        }
-    }
+    /// Reports `error` with the exit code of the one table (docs/CLI.md; the TLS rows follow curl's).
+    static func fail(_ error: any Error) -> ExitCode { CLI.fail(error) }
 
     static func flushStdout() { fflush(nil) }
 }

@@ -21,20 +21,8 @@ enum TLSIdentityCLI {
     1 any other error (unparsable input, a key that does not match its certificate...).
     """
 
-    /// Reports `error` on stderr and returns the exit code for it.
-    static func fail(_ error: any Error) -> ExitCode {
-        if let error = error as? ValidationError { return CLI.report(error, code: 64) }
-        switch error {
-        case IdentityError.notFound: return CLI.report(error, code: 44)
-        case IdentityError.duplicate: return CLI.report(error, code: 45)
-        case IdentityError.locked:
-            CLI.warn("securefoundation: error: \(CLI.describe(error)) (give the vault passcode with --passcode-file)")
-            return ExitCode(36)
-        case IdentityError.wrongPassword: return CLI.report(error, code: 3)
-        case let error as KeychainError: return KeychainCommand.fail(error)
-        default: return CLI.report(error)
-        }
-    }
+    /// Reports `error` on stderr and returns the exit code of the one table (docs/CLI.md).
+    static func fail(_ error: any Error) -> ExitCode { CLI.fail(error) }
 
     static func accessibility(_ name: String?, default value: Accessibility) throws -> Accessibility {
         guard let name else { return value }

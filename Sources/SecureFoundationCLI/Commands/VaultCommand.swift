@@ -77,8 +77,10 @@ struct VaultCommand: ParsableCommand {
         read from --answers-file, one per line in question order (an empty line = not answered); \
         they are compared after Unicode NFKC, case folding and whitespace collapsing.
 
-        Exit status: 0 success, 1 error, 3 wrong passcode or answers, 4 too many attempts (wait), \
-        5 the vault was erased, 64 usage error.
+        Exit status (one table for every command, docs/CLI.md): 0 success, 1 error, 2 damaged \
+        state, 3 wrong passcode or answers, 4 too many attempts (wait), 5 no vault (not set up, \
+        or erased), 45 a vault exists already (init), 64 usage error, 74 a file cannot be read \
+        or written.
 
         Examples:
           securefoundation vault init --passcode-file pin.txt --question "First pet?" --question "Birth town?" \\
@@ -113,8 +115,7 @@ struct VaultCredentialOptions: ParsableArguments {
     /// file, a running unlock agent holding this vault unlocked is used instead of asking
     /// (unless `needsApplicationKey`: the agent serves class keys only).
     func unlock(_ manager: CryptoManager, needsApplicationKey: Bool = false) throws {
-        if !given, !needsApplicationKey, VaultCLI.agentHoldsUnlocked(manager) { return }
-        try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
+        try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile, agentMayServe: !needsApplicationKey)
     }
 }
 
@@ -125,9 +126,28 @@ enum VaultCLI {
         guard try manager.isSetUp else { throw manager.isErased ? VaultError.erased : VaultError.notSetUp }
     }
 
-    /// Unlocks with the answers in `answersFile` when given, else with the passcode from
-    /// `passcodeFile` or the terminal. Every secret read is wiped before returning.
-    static func unlock(_ manager: CryptoManager, passcodeFile: String?, answersFile: String?, prompt: String = "Passcode: ") throws {
+    /// What a command does when no secret file is given.
+    enum WithoutFile {
+        /// Ask for the passcode on the terminal.
+        case askTerminal
+        /// Stay locked (items of the always class, or keys a running agent serves, still open).
+        case stayLocked
+    }
+
+    /// The one way every command unlocks the vault. With no file given, a running unlock agent
+    /// that holds this vault unlocked stands in for the secret when `agentMayServe` (the agent
+    /// serves class keys, never the application key), else `withoutFile` decides. With a file,
+    /// the answers in `answersFile`, else the passcode in `passcodeFile` (`-` is standard input).
+    /// Every secret read is wiped before returning.
+    /// - Throws: ``VaultError/notSetUp`` or ``VaultError/erased`` when there is no vault, the
+    ///   vault's unlock errors (wrong passcode, wait, erased), or a failure to read the secret.
+    static func unlock(_ manager: CryptoManager, passcodeFile: String?, answersFile: String? = nil,
+                       withoutFile: WithoutFile = .askTerminal, agentMayServe: Bool = false,
+                       prompt: String = "Passcode: ") throws {
+        if passcodeFile == nil && answersFile == nil {
+            if withoutFile == .stayLocked { return }
+            if agentMayServe, agentHoldsUnlocked(manager) { return }
+        }
         try requireSetUp(manager)
         if let answersFile {
             let answers = try readAnswers(answersFile)
@@ -145,29 +165,6 @@ enum VaultCLI {
     static func agentHoldsUnlocked(_ manager: CryptoManager) -> Bool {
         guard let agent = manager.unlockedKeySource as? AgentClient, let status = try? agent.status() else { return false }
         return status.state == .unlocked && status.home == manager.directory
-    }
-
-    /// The exit code for a vault error (documented in `vault --help` and docs/VAULT.md).
-    static func exitCode(for error: any Error) -> Int32 {
-        switch error as? VaultError {
-        case .wrongPasscode?, .wrongAnswers?, .unverifiedAnswers?: return 3
-        case .tooManyAttempts?, .attemptRecordDamaged?: return 4
-        case .erased?: return 5
-        default: return 1
-        }
-    }
-
-    /// Runs `body`, reporting a failure on stderr and exiting with the documented code.
-    static func run(_ body: () throws -> Void) throws {
-        do {
-            try body()
-        } catch let error as ExitCode {
-            throw error
-        } catch let error as ValidationError {
-            throw error
-        } catch {
-            throw CLI.report(error, code: exitCode(for: error))
-        }
     }
 
     /// Reads answers from a file, one per line, straight into locked memory (never a String).
@@ -252,7 +249,7 @@ struct VaultInitCommand: ParsableCommand {
     }
 
     func run() throws {
-        try VaultCLI.run {
+        try CLI.run {
             var manager = try home.manager()
             guard try !manager.isSetUp else { throw VaultError.alreadySetUp }
             if let deviceKeyProvider {
@@ -291,7 +288,7 @@ struct VaultStatusCommand: ParsableCommand {
     @OptionGroup var home: HomeOptions
 
     func run() throws {
-        try VaultCLI.run {
+        try CLI.run {
             guard home.directoryExists else {
                 // Read-only: a mistyped --home must not create a directory.
                 let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
@@ -343,7 +340,7 @@ struct VaultUnlockCommand: ParsableCommand {
         no background process is started.
 
         Exit status: 0 unlocked, 3 wrong passcode or answers, 4 too many attempts (the message \
-        says how long to wait), 5 the vault was erased, 1 other errors.
+        says how long to wait), 5 no vault (not set up, or erased), 1 other errors (docs/CLI.md).
 
         Examples:
           securefoundation vault unlock --passcode-file pin.txt
@@ -364,8 +361,9 @@ struct VaultUnlockCommand: ParsableCommand {
     }
 
     func run() throws {
-        try VaultCLI.run {
+        try CLI.run {
             let manager = try home.manager()
+            // The passcode itself is checked: a running agent does not stand in for it.
             try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
             manager.lock()
             try VaultCLI.say("unlocked (key id \(VaultCLI.keyID(manager)))")
@@ -403,7 +401,7 @@ struct VaultChangePasscodeCommand: ParsableCommand {
     }
 
     func run() throws {
-        try VaultCLI.run {
+        try CLI.run {
             let manager = try home.manager()
             try VaultCLI.requireSetUp(manager)
             if let answersFile {
@@ -462,7 +460,7 @@ struct VaultChangeQuestionsCommand: ParsableCommand {
     }
 
     func run() throws {
-        try VaultCLI.run {
+        try CLI.run {
             let manager = try home.manager()
             try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
             let answers = try VaultCLI.readAnswers(newAnswersFile)
@@ -498,7 +496,7 @@ struct VaultRotateKeyCommand: ParsableCommand {
     var answersFile: String?
 
     func run() throws {
-        try VaultCLI.run {
+        try CLI.run {
             let manager = try home.manager()
             try VaultCLI.requireSetUp(manager)
             let answers = try answersFile.map { try VaultCLI.readAnswers($0) }
@@ -535,7 +533,8 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
         interruption at any moment leaves every item readable; run the command again, or with \
         --reseal-only, to finish re-sealing without another rotation.
 
-        Exit status: 0 success, 1 error, 3 wrong passcode or answers, 4 wait, 5 erased, 64 usage.
+        Exit status: 0 success, 1 error, 3 wrong passcode or answers, 4 wait, 5 no vault, 64 usage \
+        (docs/CLI.md).
 
         Example:
           securefoundation vault rotate-class-keys --passcode-file pin.txt
@@ -553,7 +552,7 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
     var protectedDirectories: [String] = []
 
     func run() throws {
-        try VaultCLI.run {
+        try CLI.run {
             let manager = try home.manager()
             try credentials.unlock(manager, needsApplicationKey: true)
             defer { manager.lock() }
@@ -576,7 +575,7 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
                 try VaultCLI.say("protected-file key pairs rotated: \(rotation.rotated); files re-wrapped \(rewrap.rewrapped.count), current \(rewrap.current), skipped \(rewrap.skipped), damaged \(rewrap.damaged.count), failed \(rewrap.failed.count); retired key pairs \(rotation.retiredKept > 0 ? "kept: \(rotation.retiredKept)" : "destroyed: \(rotation.retiredDestroyed)")")
                 for failure in rewrap.damaged + rewrap.failed { CLI.warn("securefoundation: \(failure.path): \(failure.error)") }
                 if !rewrap.damaged.isEmpty || !rewrap.failed.isEmpty {
-                    throw ProtectedFileError.io("\(rewrap.damaged.count + rewrap.failed.count) protected file(s) were not re-wrapped (listed above); fix them and run again with --reseal-only --protected-dir")
+                    throw CLIFailure("\(rewrap.damaged.count + rewrap.failed.count) protected file(s) were not re-wrapped (listed above); fix them and run again with --reseal-only --protected-dir")
                 }
             }
             if !report.unreadable.isEmpty {
@@ -613,7 +612,7 @@ struct VaultEraseCommand: ParsableCommand {
     }
 
     func run() throws {
-        try VaultCLI.run {
+        try CLI.run {
             guard home.directoryExists else {
                 throw CLIFailure("nothing to erase: \(home.directory) does not exist (check --home)")
             }

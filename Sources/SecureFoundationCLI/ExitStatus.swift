@@ -1,0 +1,250 @@
+import ArgumentParser
+import DeviceSharing
+import Foundation
+import Migration
+import PinnedTLS
+import SecureFoundation
+
+/// The exit status of every command: one table, documented in docs/CLI.md. A number means the
+/// same thing whichever command returns it.
+enum ExitStatus: Int32, CaseIterable, Sendable {
+    /// The command did what it was asked.
+    case success = 0
+    /// Any error no other row describes (the message says what); also a command over several
+    /// files (hash, shred, protect status) of which some failed, each reported.
+    case failure = 1
+    /// Damaged or tampered data: authentication failed, truncated, a malformed header or armor,
+    /// a damaged vault state, keychain record or protected file.
+    case damaged = 2
+    /// The secret given is wrong: passcode, answers, passphrase, PKCS#12 password, or no
+    /// identity or key given opens the data.
+    case wrongSecret = 3
+    /// Too many failed unlock attempts: try again later (the message says when).
+    case wait = 4
+    /// No vault in the data directory: never set up, or erased (its keys are destroyed).
+    case noVault = 5
+    /// Nothing answers: no unlock agent runs, or no connection to the host.
+    case noConnection = 7
+    /// `tls fetch`: the server answered with HTTP status 400 or more.
+    case httpError = 22
+    /// Timed out (a connection, a handshake, an agent).
+    case timedOut = 28
+    /// Locked: a class key is unavailable (give --passcode-file, or unlock a running agent).
+    case locked = 36
+    /// Not found: no such keychain item, identity or group member.
+    case notFound = 44
+    /// Exists already: an item or identity with that name, or a vault in that directory.
+    case exists = 45
+    /// TLS: the peer was refused by the trust policy (anchors, pins, name, dates).
+    case peerRefused = 60
+    /// Usage: wrong or conflicting arguments, binary output to a terminal.
+    case usage = 64
+    /// `share`: the peer is not of this group, is revoked, or is another device.
+    case shareRefused = 65
+    /// `share`: the receiver did not store the file (digest mismatch, refused name or size).
+    case shareNotStored = 66
+    /// `share`: the invitation or request is invalid or expired.
+    case shareEnrolment = 67
+    /// Input/output: a file or stream cannot be read or written (missing, permissions refused or
+    /// found insecure, a symbolic link, directory, socket or block device refused as output,
+    /// disk full).
+    case io = 74
+
+    /// A few words for the table `securefoundation --help` prints.
+    var label: String {
+        switch self {
+        case .success: return "success"
+        case .failure: return "any other error (the message says what)"
+        case .damaged: return "damaged or tampered data"
+        case .wrongSecret: return "wrong passcode, answers, passphrase, password or key"
+        case .wait: return "too many failed attempts: wait"
+        case .noVault: return "no vault: not set up, or erased"
+        case .noConnection: return "nothing answers: no agent, no connection"
+        case .httpError: return "HTTP status 400 or more (tls fetch)"
+        case .timedOut: return "timed out"
+        case .locked: return "locked: a class key is unavailable"
+        case .notFound: return "not found: item, identity, group member"
+        case .exists: return "exists already: item, identity, vault"
+        case .peerRefused: return "TLS peer refused by the policy"
+        case .usage: return "usage: wrong or conflicting arguments"
+        case .shareRefused: return "share: peer refused"
+        case .shareNotStored: return "share: the receiver did not store the file"
+        case .shareEnrolment: return "share: invalid or expired enrolment"
+        case .io: return "a file cannot be read or written, or is refused"
+        }
+    }
+
+    /// The table, one row a line, for the top-level help.
+    static var helpTable: String {
+        "Exit status, the same for every command (docs/CLI.md):\n"
+            + allCases.map { "  " + String($0.rawValue).padding(toLength: 4, withPad: " ", startingAt: 0) + $0.label }.joined(separator: "\n")
+    }
+
+    /// The status for `error`.
+    static func of(_ error: any Error) -> Int32 {
+        if let error = error as? ExitCode { return error.rawValue }
+        if let error = error as? CLIFailure { return error.exitCode }
+        return status(of: error).rawValue
+    }
+
+    // One switch per error type keeps the table readable; anything not listed is `failure`.
+    private static func status(of error: any Error) -> ExitStatus {
+        switch error {
+        case is ValidationError: return .usage
+        case let error as VaultError: return status(of: error)
+        case let error as KeychainError: return status(of: error)
+        case let error as AgeError: return status(of: error)
+        case let error as CipherError: return status(of: error)
+        case let error as ProtectedFileError: return status(of: error)
+        case let error as IdentityError: return status(of: error)
+        case let error as ShareError: return status(of: error)
+        case let error as AgentError: return status(of: error)
+        case let error as PinnedTLSError: return status(of: error)
+        case let error as MigrationError: return status(of: error)
+        case is TLSTrustError: return .peerRefused
+        case is SecureFile.Failure: return .io
+        case let error as ShredError:
+            if case .system = error { return .io }
+            return .failure
+        default: return .failure
+        }
+    }
+
+    private static func status(of error: VaultError) -> ExitStatus {
+        switch error {
+        case .wrongPasscode, .wrongAnswers, .unverifiedAnswers: return .wrongSecret
+        case .tooManyAttempts, .attemptRecordDamaged: return .wait
+        case .erased, .notSetUp: return .noVault
+        case .locked, .classKeyUnavailable: return .locked
+        case .alreadySetUp: return .exists
+        case .corrupted: return .damaged
+        case .io, .insecurePermissions: return .io
+        default: return .failure
+        }
+    }
+
+    private static func status(of error: KeychainError) -> ExitStatus {
+        switch error {
+        case .itemNotFound: return .notFound
+        case .duplicateItem: return .exists
+        case .interactionNotAllowed: return .locked
+        case .corrupted: return .damaged
+        case .diskFull, .permissionDenied, .insecurePermissions: return .io
+        default: return .failure
+        }
+    }
+
+    private static func status(of error: AgeError) -> ExitStatus {
+        switch error {
+        case .headerFailure, .headerMACFailure, .payloadFailure, .armorFailure: return .damaged
+        case .noMatchingIdentity: return .wrongSecret
+        case .io: return .io
+        default: return .failure
+        }
+    }
+
+    private static func status(of error: CipherError) -> ExitStatus {
+        switch error {
+        case .tampered, .truncated, .unknownVersion: return .damaged
+        case .wrongKey: return .wrongSecret
+        case .io: return .io
+        default: return .failure
+        }
+    }
+
+    private static func status(of error: ProtectedFileError) -> ExitStatus {
+        switch error {
+        case .locked: return .locked
+        case .tampered, .notProtectedFile: return .damaged
+        case .io, .permission: return .io
+        default: return .failure
+        }
+    }
+
+    private static func status(of error: IdentityError) -> ExitStatus {
+        switch error {
+        case .notFound: return .notFound
+        case .duplicate: return .exists
+        case .locked: return .locked
+        case .wrongPassword: return .wrongSecret
+        case .corruptedRecord: return .damaged
+        default: return .failure
+        }
+    }
+
+    private static func status(of error: ShareError) -> ExitStatus {
+        switch error {
+        case .locked: return .locked
+        case .notAMember, .notFound: return .notFound
+        case .invalidDeviceName, .invalidFileName: return .usage
+        case .peerRefused, .revoked, .deviceMismatch: return .shareRefused
+        case .digestMismatch, .rejected, .tooLarge: return .shareNotStored
+        case .invalidEnrolment: return .shareEnrolment
+        case .connectionFailed: return .noConnection
+        case .io: return .io
+        default: return .failure
+        }
+    }
+
+    private static func status(of error: AgentError) -> ExitStatus {
+        switch error {
+        case .notRunning: return .noConnection
+        case .timedOut: return .timedOut
+        case .insecureDirectory: return .io
+        default: return .failure
+        }
+    }
+
+    private static func status(of error: PinnedTLSError) -> ExitStatus {
+        switch error {
+        case .connectionFailed: return .noConnection
+        case .timedOut: return .timedOut
+        case .io: return .io
+        default: return .failure
+        }
+    }
+
+    private static func status(of error: MigrationError) -> ExitStatus {
+        switch error {
+        case .wrongPasscode, .wrongAnswers: return .wrongSecret
+        default: return .failure
+        }
+    }
+
+    /// The message for `error`, saying which option helps where the error alone does not.
+    static func message(for error: any Error) -> String {
+        switch error {
+        case KeychainError.duplicateItem(let item):
+            // The library's own advice names its API; here the option is -U.
+            return "duplicate item: \(item) exists already (add -U to update it)"
+        case KeychainError.interactionNotAllowed(_, .notSetUp):
+            return "\(CLI.describe(error)): create the vault with `securefoundation vault init`, or store the item with --accessibility always (device key only)"
+        case KeychainError.interactionNotAllowed, VaultError.classKeyUnavailable, VaultError.locked,
+             ProtectedFileError.locked, IdentityError.locked, ShareError.locked:
+            return "\(CLI.describe(error)) (give the vault passcode with --passcode-file, or unlock a running agent with `securefoundation agent unlock`)"
+        default:
+            return CLI.describe(error)
+        }
+    }
+}
+
+extension CLI {
+    /// Reports `error` on stderr (`securefoundation: error: …`, naming the option that helps where
+    /// there is one; an `ExitCode` was reported already) and returns the exit code of the table for it.
+    static func fail(_ error: any Error) -> ExitCode {
+        if let error = error as? ExitCode { return error }
+        warn("securefoundation: error: \(ExitStatus.message(for: error))")
+        return ExitCode(ExitStatus.of(error))
+    }
+
+    /// Runs a command's body: a failure is reported on stderr without the usage text (also a
+    /// `ValidationError` raised while running) and ends the command with its exit code.
+    static func run(_ body: () throws -> Void) throws {
+        do { try body() } catch { throw fail(error) }
+    }
+
+    /// Runs an async command's body (see ``run(_:)``).
+    static func run(_ body: () async throws -> Void) async throws {
+        do { try await body() } catch { throw fail(error) }
+    }
+}
