@@ -104,7 +104,7 @@ public struct KeychainDeviceKeyDependent: DeviceKeyDependent {
                         for (oldID, row) in rows {
                             try db.execute(sql: KeychainSchema.deleteSQL, arguments: [oldID])
                             try db.execute(sql: "INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified, row_mac) VALUES (?, ?, ?, ?, ?, ?)",
-                                           arguments: [row.id.data, Int64(row.accessibility), Data(row.sealed), row.created ?? row.modified, row.modified, Data(row.mac)])
+                                           arguments: [row.id.data, Int64(row.accessibility), Data(row.sealed), row.created.seconds, row.modified, Data(row.mac)])
                         }
                         rekeyed += rows.count
                         try step("keychain batch")
@@ -145,7 +145,7 @@ public struct KeychainDeviceKeyDependent: DeviceKeyDependent {
         } catch {
             throw KeychainError.corrupted("\(label) does not open under the old keys (\(error))")
         }
-        defer { Keychain.zero(&plain) }
+        defer { ItemCodec.zero(&plain) }
         let (names, _) = try ItemCodec.splitItem(plain)
         let (key, _, _) = try ItemCodec.decodeNames(plain[names], itemClass: itemClass)
         let oldID = ItemID(itemClass: itemClass.rawValue,

@@ -166,7 +166,7 @@ struct VaultRotateDeviceKeyCommand: ParsableCommand {
     var withKey = "host"
 
     func run() throws {
-        try VaultCLI.run {
+        try CLI.run {
             let manager = try home.manager()
             try VaultCLI.requireSetUp(manager)
             try credentials.unlock(manager)
