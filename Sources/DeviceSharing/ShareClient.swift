@@ -92,51 +92,79 @@ public struct ShareClient: Sendable {
         let channel = connection.channel.channel
         do {
             return try await connection.channel.executeThenClose { inbound, outbound in
-                try await outbound.write(ByteBuffer(bytes: offer.encoded))
-                let fd = open(path, O_RDONLY | O_CLOEXEC)
-                guard fd >= 0 else { throw ShareError.io(path: path, detail: String(cString: strerror(errno))) }
-                defer { close(fd) }
-                var sent: UInt64 = 0
-                progress(0, size)
-                while sent < size {
-                    let want = Int(min(UInt64(Self.chunkSize), size - sent))
-                    // Read straight into the buffer handed to the channel: no copy in between.
-                    var chunk = channel.allocator.buffer(capacity: want)
-                    var count = 0
-                    var failure: Int32 = 0
-                    chunk.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { target in
-                        count = read(fd, target.baseAddress, want)
-                        failure = count < 0 ? errno : 0
-                        return max(0, count)
-                    }
-                    if failure == EINTR { continue }
-                    guard count > 0 else {
-                        throw ShareError.io(path: path, detail: "the file changed while it was sent (\(sent) of \(size) bytes read)")
-                    }
-                    try await outbound.write(chunk)
-                    sent += UInt64(count)
-                    progress(sent, size)
-                }
+                var iterator = inbound.makeAsyncIterator()
                 // Wait for the reply, bounded.
-                let timer = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
-                defer { timer.cancel() }
-                var buffer: [UInt8] = []
-                for try await var part in inbound {
-                    buffer += part.readBytes(length: part.readableBytes) ?? []
-                    if case let .complete(reply, _) = try ShareWire.parseReply(buffer) {
-                        switch reply.status {
-                        case .stored: return Sent(storedName: reply.text, size: size, device: found)
-                        case .digestMismatch: throw ShareError.digestMismatch
-                        case .refused, .failed: throw ShareError.rejected(reply.text)
+                func reply() async throws -> Sent {
+                    let timer = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+                    defer { timer.cancel() }
+                    var buffer: [UInt8] = []
+                    while var part = try await iterator.next() {
+                        buffer += part.readBytes(length: part.readableBytes) ?? []
+                        if case let .complete(reply, _) = try ShareWire.parseReply(buffer) {
+                            switch reply.status {
+                            case .stored: return Sent(storedName: reply.text, size: size, device: found)
+                            case .digestMismatch: throw ShareError.digestMismatch
+                            case .refused, .failed: throw ShareError.rejected(reply.text)
+                            }
                         }
                     }
+                    throw ShareError.connectionFailed("the receiver closed the connection without a reply (it may have refused this device)")
                 }
-                throw ShareError.connectionFailed("the receiver closed the connection without a reply (it may have refused this device)")
+                do {
+                    try await self.sendBytes(outbound, path: path, offer: offer, channel: channel, progress: progress)
+                } catch let error as ShareError {
+                    throw error
+                } catch {
+                    // The receiver may have refused and hung up while the bytes were still
+                    // going out (a revoked device): its reply, already received, says why.
+                    let sendError = error
+                    do {
+                        _ = try await reply()
+                    } catch let refusal as ShareError {
+                        switch refusal {
+                        case .rejected, .digestMismatch: throw refusal
+                        default: break
+                        }
+                    } catch {}
+                    throw ShareError.connectionFailed("\(sendError)")
+                }
+                return try await reply()
             }
         } catch let error as ShareError {
             throw error
         } catch {
             throw .connectionFailed("\(error)")
+        }
+    }
+
+    /// Sends the offer and the file's bytes.
+    private func sendBytes(_ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, path: String, offer: ShareWire.Offer,
+                           channel: any Channel, progress: @Sendable (UInt64, UInt64) -> Void) async throws {
+        let size = offer.size
+        try await outbound.write(ByteBuffer(bytes: offer.encoded))
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw ShareError.io(path: path, detail: String(cString: strerror(errno))) }
+        defer { close(fd) }
+        var sent: UInt64 = 0
+        progress(0, size)
+        while sent < size {
+            let want = Int(min(UInt64(Self.chunkSize), size - sent))
+            // Read straight into the buffer handed to the channel: no copy in between.
+            var chunk = channel.allocator.buffer(capacity: want)
+            var count = 0
+            var failure: Int32 = 0
+            chunk.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { target in
+                count = read(fd, target.baseAddress, want)
+                failure = count < 0 ? errno : 0
+                return max(0, count)
+            }
+            if failure == EINTR { continue }
+            guard count > 0 else {
+                throw ShareError.io(path: path, detail: "the file changed while it was sent (\(sent) of \(size) bytes read)")
+            }
+            try await outbound.write(chunk)
+            sent += UInt64(count)
+            progress(sent, size)
         }
     }
 

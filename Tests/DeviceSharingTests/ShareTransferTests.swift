@@ -105,6 +105,21 @@ struct ShareTransferTests {
         #expect(a.inboxNames() == ["x.txt"])
     }
 
+    @Test func aRevokedSenderOfALargeFileIsToldWhy() async throws {
+        let (a, b) = try makeGroup()
+        _ = try a.group.revoke(device: "bravo")
+        // Larger than the socket buffers: the receiver refuses and hangs up while the bytes are
+        // still going out. The sender reports the receiver's reason, not a reset connection.
+        let path = try b.write("large.bin", [UInt8](repeating: 0x5a, count: 8 << 20))
+        try await withServer(a) { port, log in
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            let error = await shareError { _ = try await sender.send(path, to: "127.0.0.1", port: port) }
+            #expect(error == .rejected(ShareError.revoked(device: "bravo").description), "\(String(describing: error))")
+            _ = await log.wait(for: 1)
+        }
+        #expect(a.everyInboxFile().isEmpty)
+    }
+
     @Test func aServerOfAnotherCAIsRefusedByTheClient() async throws {
         let (a, b) = try makeGroup()
         let abe = try honestAbe()
