@@ -82,6 +82,37 @@ struct DeviceKeyRotationProviderTests {
         try Self.rotateAndCheck(fixture, manager, files: [credential], options: .init(credentialWithKey: "host"))
     }
 
+    /// The keyring provider in front of a key file: the new key replaces the file and the cached
+    /// old key is evicted, so the next read takes the new one (a cache left in place would hand
+    /// out the old key, refused by the new check value).
+    @Test func keyringRotationEvictsTheCachedOldKey() throws {
+        guard KeyringDeviceKeyProvider.isAvailable else {
+            print("skipping: the kernel keyring is not available here (add_key filtered)")
+            return
+        }
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        let keyFile = fixture.root + "/config/device.key"
+        let old = try FileDeviceKeyProvider(path: keyFile).deviceKey()
+        let description = "securefoundation:test-rotation:" + UUID().uuidString.prefix(8)
+        let cache = KeyringDeviceKeyProvider(description: description, timeout: 30, backing: FileDeviceKeyProvider(path: keyFile))
+        defer { cache.evict() }
+        let manager = try Self.vault(fixture, record: DeviceKeyRecord(kind: .keyring, path: keyFile, name: description, timeout: 30, backing: .file,
+                                                                      check: DeviceKeyRecord.checkValue(of: old)))
+        _ = try manager.classKey(for: .alwaysThisDeviceOnly)
+        let cached = try KeyringDeviceKeyProvider.read(description: description, keyring: cache.keyring)
+        guard let cached, hexOf(cached) == hexOf(old) else {
+            print("skipping: the keyring did not cache the key here")
+            return
+        }
+        try Self.rotateAndCheck(fixture, manager, files: [keyFile], options: .init())
+        let after = try KeyringDeviceKeyProvider.read(description: description, keyring: cache.keyring)
+        #expect(after.map(hexOf) != hexOf(old))
+        let record = try #require(try DeviceKeyRecord.load(directory: fixture.home))
+        #expect(record.kind == .keyring && record.backing == .file)
+        #expect(hexOf(try record.provider().deviceKey()) != hexOf(old))
+    }
+
     /// A journal that is not one, or of a future version, is refused with the reason.
     @Test func damagedJournalIsRefused() throws {
         let fixture = try VaultFixture()
