@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Cipher
 import Vault
 @testable import Keychain
@@ -85,4 +86,20 @@ extension KeychainError {
 func keychainError(_ body: () throws -> Void) -> KeychainError? {
     do { try body() } catch let error as KeychainError { return error } catch { return nil }
     return nil
+}
+
+/// A connection for a test's own reads and edits of a keychain file: it waits for a lock held
+/// by another connection (a keychain still checkpointing) instead of failing with SQLITE_BUSY.
+func inspectionQueue(_ path: String) throws -> DatabaseQueue {
+    var configuration = Configuration()
+    configuration.busyMode = .timeout(10)
+    return try DatabaseQueue(path: path, configuration: configuration)
+}
+
+func open(_ dir: TemporaryDirectory, _ source: TestKeySource, interval: Duration = .milliseconds(50),
+          marker: String? = nil) throws -> Keychain {
+    var configuration = Keychain.Configuration()
+    configuration.coalescingInterval = interval
+    configuration.installMarkerPath = marker
+    return try Keychain(directory: dir.sub("kc"), keySource: source, configuration: configuration)
 }
