@@ -6,13 +6,15 @@ enum ChunkWorkers {
     /// The cores this process may run on (its CPU affinity, as `taskset` sets it).
     static let cores: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)
 
-    /// The environment variable that sets the number of chunk workers (1 to 256), for
-    /// measurements such as more workers than cores; one per core without it.
+    /// The environment variable that asks for a number of chunk workers (1 to 256), for
+    /// measurements; one per core without it.
     static let variable = "SECUREFOUNDATION_AGE_WORKERS"
 
-    /// The chunk workers: one per core, or the number ``variable`` sets.
+    /// The chunk workers: one per core, or the number ``variable`` asks for, never more than
+    /// the cores (a worker without a core only takes turns with one that has, and each switch
+    /// costs the reader or the writer time).
     static let all: Int = {
-        if let text = getenv(variable), let count = Int(String(cString: text)), (1...256).contains(count) { return count }
+        if let text = getenv(variable), let count = Int(String(cString: text)), (1...256).contains(count) { return min(count, cores) }
         return cores
     }()
 
