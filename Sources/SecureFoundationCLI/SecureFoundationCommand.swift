@@ -10,7 +10,7 @@ struct SecureFoundationCommand: AsyncParsableCommand {
         Every command is a thin layer over the SecureFoundation library. Run
         `securefoundation COMMAND --help` for a command's options and an example.
 
-        """ + ExitStatus.helpTable,
+        """ + "\n" + ExitStatus.helpTable,
         version: "0.1.0",
         subcommands: [
             // The whole system, end to end
