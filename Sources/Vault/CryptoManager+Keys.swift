@@ -139,7 +139,7 @@ extension CryptoManager {
             while retiredMasters.count > VaultSecrets.maximumRetiredClassMasters { retiredMasters.removeLast().wipe() }
             let secrets = VaultSecrets(classMaster: try SecretBytes.random(count: 32), retired: current.retired,
                                        retiredClassMasters: retiredMasters)
-            try rewrite(state, unlocked: unlocked, expecting: state, secrets: secrets,
+            try rewrite(state, keys: unlocked, expecting: state, secrets: secrets,
                         during: "the class keys were being rotated") {
                 try rotateAlwaysKeyLocked()
                 testHooks.step?("always key rotated")

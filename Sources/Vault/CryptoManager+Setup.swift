@@ -166,8 +166,7 @@ extension CryptoManager {
                 // All or nothing: every file is created before the commit point (the rename of
                 // the state file); after it nothing can fail, so a failure means no vault.
                 let attemptsPath = directory + "/" + AttemptRecord.fileName
-                let prepared = try UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey,
-                                                secrets: secrets, stateIdentity: nil)
+                let prepared = try UnlockedKeys(state: state, appKey: appKey, secrets: secrets, stateIdentity: nil)
                 var identity: FileIdentity?
                 try withFileLock {
                     guard try VaultState.load(directory: directory) == nil else { throw VaultError.alreadySetUp }
@@ -184,8 +183,7 @@ extension CryptoManager {
                     unlink(erasedMarkerPath)
                 }
                 // The vault exists now; nothing after this point reports a failure.
-                let unlocked = (try? UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey,
-                                                  secrets: secrets, stateIdentity: identity)) ?? prepared
+                let unlocked = (try? UnlockedKeys(state: state, appKey: appKey, secrets: secrets, stateIdentity: identity)) ?? prepared
                 try? install(unlocked)
             } catch {
                 appKey.wipe()

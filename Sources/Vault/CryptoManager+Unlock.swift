@@ -17,20 +17,28 @@ extension CryptoManager {
     public func unlock(passcode: SecretBytes) throws {
         let identity = FileIdentity(path: statePath)
         let state = try requireState()
-        guard let wrap = state.passcode else { throw VaultError.noPasscode }
-        let appKey = try attempt(state: state, wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
-            let kek = try timedKDF { try storedKDF(password: passcode, salt: Array(wrap.salt), parameters: wrap.kdf) }
-            defer { kek.wipe() }
-            return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.passcodeAAD())
-        }
+        let appKey = try checkPasscode(passcode, state: state)
         try finishUnlock(state: state, appKey: appKey, identity: identity)
     }
 
-    /// Runs one KDF and adds its duration to the calling thread's tally (for the benchmark).
-    func timedKDF(_ body: () throws -> SecretBytes) rethrows -> SecretBytes {
-        let start = DispatchTime.now().uptimeNanoseconds
-        defer { KDFTally.add(DispatchTime.now().uptimeNanoseconds - start) }
-        return try body()
+    /// The passcode check: one guarded attempt (``attempt(state:wrong:_:)``) running the
+    /// passcode's KDF once. Returns the application key the passcode opens.
+    /// - Throws: ``VaultError/noPasscode``, ``VaultError/wrongPasscode(failures:nextAttemptAfter:)``
+    ///   and the attempt errors.
+    func checkPasscode(_ passcode: SecretBytes, state: VaultState) throws -> SecretBytes {
+        guard state.passcode != nil else { throw VaultError.noPasscode }
+        return try attempt(state: state, wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) {
+            try openWithPasscode(passcode, state: state)
+        }
+    }
+
+    /// The application key if `passcode` opens the passcode wrapping of `state`, else nil. No
+    /// attempt accounting (callers run it inside `attempt`).
+    func openWithPasscode(_ passcode: SecretBytes, state: VaultState) throws -> SecretBytes? {
+        guard let wrap = state.passcode else { return nil }
+        let kek = try storedKDF(password: passcode, salt: Array(wrap.salt), parameters: wrap.kdf)
+        defer { kek.wipe() }
+        return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.passcodeAAD())
     }
 
     /// Unlocks with the answers to the security questions.
@@ -98,49 +106,34 @@ extension CryptoManager {
     /// The application key if the answers at `indices` open that subset's wrapping, else nil.
     func openSubset(state: VaultState, set: VaultState.Questions, indices: [Int], normalized: [SecretBytes]) throws -> SecretBytes? {
         guard let subset = set.subsets.first(where: { $0.indices == indices }) else { return nil }
-        let kek = try timedKDF { try subsetKEK(normalized: normalized, indices: subset.indices, salt: Array(subset.salt), parameters: set.kdf) }
+        let kek = try subsetKEK(normalized: normalized, indices: subset.indices, salt: Array(subset.salt), parameters: set.kdf)
         defer { kek.wipe() }
         return try? KeyWrap.unwrap(Array(subset.wrapped), under: kek, aad: state.subsetAAD(questions: set, indices: subset.indices))
     }
 
+    /// Installs the keys `appKey` (consumed) opens from `state`. An older state is rewritten in
+    /// the current version on the way (same keys and wrappings, the secret section re-sealed for
+    /// the new associated data); when that fails, or the file changed meanwhile, the old state
+    /// stays, readable as it is.
     func finishUnlock(state: VaultState, appKey: SecretBytes, identity: FileIdentity?) throws {
         do {
             let secrets = try openSecrets(of: state, appKey: appKey)
-            var unlocked = try UnlockedKeys(vaultID: state.vaultID, keyID: Array(state.keyID), appKey: appKey,
-                                            secrets: secrets, stateIdentity: identity)
-            if state.version < VaultState.currentVersion, let upgraded = try? upgrade(state, unlocked: unlocked) {
-                let old = unlocked
-                unlocked = upgraded
-                old.wipe()
+            let unlocked: UnlockedKeys
+            do {
+                unlocked = try UnlockedKeys(state: state, appKey: appKey, secrets: secrets, stateIdentity: identity)
+            } catch {
+                secrets.wipe()
+                throw error
             }
-            try install(unlocked)
+            if state.version < VaultState.currentVersion,
+               (try? rewrite(state, keys: unlocked, expecting: state, during: "it was being upgraded")) != nil {
+                unlocked.wipe()
+            } else {
+                try install(unlocked)
+            }
         } catch {
             appKey.wipe()
             throw VaultError.wrap(error)
-        }
-    }
-
-    /// Rewrites an older state in the current version (same keys and wrappings; the secret
-    /// section re-sealed for the new associated data). Returns the keys bound to the new file, or
-    /// nil when the file changed meanwhile. A failure leaves the old state, which stays readable.
-    func upgrade(_ state: VaultState, unlocked: UnlockedKeys) throws -> UnlockedKeys? {
-        var next = state
-        next.version = VaultState.currentVersion
-        next.eraseAfter = state.eraseAfter ?? attemptPolicy.eraseAfter
-        if next.questions != nil { next.questions?.normalization = VaultState.currentNormalization }
-        let secrets = try unlocked.secretsCopy()
-        do {
-            try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
-            let identity: FileIdentity? = try withFileLock {
-                guard try VaultState.load(directory: directory) == state else { return nil }
-                return try commit(next)
-            }
-            guard let identity else { secrets.wipe(); return nil }
-            return try UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: try unlocked.appKey.copyKey(),
-                                    secrets: secrets, stateIdentity: identity)
-        } catch {
-            secrets.wipe()
-            throw error
         }
     }
 
@@ -186,6 +179,7 @@ extension CryptoManager {
                 try record.store(directory: directory)
             }
         }
+        testHooks.step?("attempt counted")
         let key: SecretBytes?
         do {
             key = try check()
@@ -262,31 +256,4 @@ extension CryptoManager {
             throw VaultError.io("the erase was incomplete (run it again): " + failures.joined(separator: "; "))
         }
     }
-}
-
-/// Nanoseconds spent in KDFs by the calling thread since the last reset, so the benchmark can
-/// split an unlock into KDF time and everything else within one call.
-enum KDFTally {
-    private static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        pthread_key_create(&key, nil)
-        return key
-    }()
-
-    static func add(_ nanoseconds: UInt64) {
-        let current = UInt(bitPattern: pthread_getspecific(key))
-        pthread_setspecific(key, UnsafeRawPointer(bitPattern: current + UInt(nanoseconds)))
-    }
-
-    static func take() -> UInt64 {
-        let current = UInt(bitPattern: pthread_getspecific(key))
-        pthread_setspecific(key, nil)
-        return UInt64(current)
-    }
-}
-
-extension CryptoManager {
-    /// Nanoseconds the calling thread spent in KDFs since the previous call (benchmark support).
-    @_spi(Benchmark)
-    public static func _takeKDFNanoseconds() -> UInt64 { KDFTally.take() }
 }

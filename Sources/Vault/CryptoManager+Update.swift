@@ -4,34 +4,35 @@ import Cipher
 extension CryptoManager {
     // MARK: Changing the passcode, the questions, the key
 
-    /// Replaces the passcode. Needs the vault unlocked and the current passcode (checked as an
-    /// unlock attempt, counted on failure). The application key does not change, so data stays
-    /// readable; the state file holding the old wrapping is destroyed.
+    /// Replaces the passcode, checking the current one as an unlock attempt (one KDF run,
+    /// counted on failure). Works locked or unlocked, so a caller holding only the passcode runs
+    /// the KDF once; the vault is unlocked afterwards. A vault without a passcode (questions
+    /// only) gains one; that needs the vault unlocked. The application key does not change, so
+    /// data stays readable; the state file holding the old wrapping is destroyed.
     ///
     /// - Parameters:
     ///   - current: The current passcode (ignored when the vault has none yet).
     ///   - new: The new passcode.
-    /// - Throws: ``VaultError/locked``, ``VaultError/wrongPasscode(failures:nextAttemptAfter:)`` and
-    ///   the attempt errors, ``VaultError/invalidArgument(_:)`` for an empty new passcode.
+    /// - Throws: ``VaultError/wrongPasscode(failures:nextAttemptAfter:)`` and the attempt errors,
+    ///   ``VaultError/invalidArgument(_:)`` for an empty new passcode or a missing current one,
+    ///   ``VaultError/locked`` when a vault without a passcode is locked.
     public func updatePasscode(current: SecretBytes?, new: SecretBytes) throws {
         guard !new.isEmpty else { throw VaultError.invalidArgument("an empty passcode is not accepted") }
-        let unlocked = try requireUnlocked()
         let state = try requireState()
-        try checkSameVault(state, unlocked)
-        if let wrap = state.passcode {
+        let held = try heldKeys(matching: state)
+        let keys: UnlockedKeys
+        if state.passcode != nil {
             guard let current else { throw VaultError.invalidArgument("the current passcode is required to change it") }
-            let key = try attempt(state: state, wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
-                let kek = try storedKDF(password: current, salt: Array(wrap.salt), parameters: wrap.kdf)
-                defer { kek.wipe() }
-                return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.passcodeAAD())
-            }
-            defer { key.wipe() }
-            guard key == unlocked.appKey else { throw VaultError.corrupted("the passcode opens a different key than the one in memory") }
+            keys = try changeKeys(state: state, appKey: try checkPasscode(current, state: state), held: held, opener: "the passcode")
+        } else {
+            guard let held else { throw VaultError.locked }
+            keys = held
         }
+        defer { if keys !== held { keys.wipe() } }
         try vaultCall {
             var next = state
-            next.passcode = try wrapPasscode(new, appKey: unlocked.appKey, state: state)
-            try rewrite(next, unlocked: unlocked, expecting: state)
+            next.passcode = try wrapPasscode(new, appKey: keys.appKey, state: state)
+            try rewrite(next, keys: keys, expecting: state, during: "the passcode was being changed")
         }
     }
 
@@ -53,7 +54,7 @@ extension CryptoManager {
         try vaultCall {
             var next = state
             next.passcode = try wrapPasscode(new, appKey: unlocked.appKey, state: state)
-            try rewrite(next, unlocked: unlocked, expecting: state)
+            try rewrite(next, keys: unlocked, expecting: state, during: "the passcode was being changed")
         }
     }
 
@@ -87,7 +88,7 @@ extension CryptoManager {
             next.questions = questions.isEmpty ? nil : try wrapAnswers(questions: questions, normalized: normalized,
                                                                         threshold: threshold ?? questions.count,
                                                                         appKey: unlocked.appKey, state: state)
-            try rewrite(next, unlocked: unlocked, expecting: state)
+            try rewrite(next, keys: unlocked, expecting: state, during: "the questions were being changed")
         }
     }
 
@@ -103,34 +104,28 @@ extension CryptoManager {
     /// be re-encrypted at once. Class keys do not change (they come from the class master).
     ///
     /// The new key must be wrapped under the passcode and under every k-subset of the answers, so
-    /// each unlock method the vault has must be given: the passcode (checked as an attempt) and,
-    /// when questions are set, all answers.
+    /// each unlock method the vault has must be given: the passcode and, when questions are set,
+    /// all answers. Every answer is verified before it is used for a new wrapping: one subset
+    /// that opens, then each other answer together with k - 1 verified ones (one KDF each). The
+    /// passcode and the answers are checked as one unlock attempt, counted as failed unless all
+    /// of them verify. Works locked or unlocked (the vault is unlocked afterwards), so a caller
+    /// holding the secrets runs each KDF once.
     ///
     /// - Parameters:
     ///   - passcode: The current passcode (required when the vault has one).
     ///   - answers: All answers (required when the vault has questions).
     /// - Returns: The new key id.
-    /// Every answer is verified before it is used for a new wrapping: one subset that opens,
-    /// then each other answer together with k - 1 verified ones (one KDF each). One attempt in
-    /// all, counted as failed unless every answer verified.
-    ///
-    /// - Throws: ``VaultError/locked``, ``VaultError/invalidArgument(_:)`` when a required secret is
-    ///   missing, ``VaultError/wrongPasscode(failures:nextAttemptAfter:)``, ``VaultError/wrongAnswers(failures:nextAttemptAfter:)``
-    ///   when no subset opens, ``VaultError/unverifiedAnswers(questions:)`` naming the answers that
-    ///   did not verify (nothing is written).
+    /// - Throws: ``VaultError/invalidArgument(_:)`` when a required secret is missing (nothing is
+    ///   counted), ``VaultError/wrongPasscode(failures:nextAttemptAfter:)``,
+    ///   ``VaultError/wrongAnswers(failures:nextAttemptAfter:)`` when no subset opens,
+    ///   ``VaultError/unverifiedAnswers(questions:)`` naming the answers that did not verify
+    ///   (nothing is written), and the attempt errors.
     @discardableResult
     public func rotateKey(passcode: SecretBytes?, answers: [SecretBytes]? = nil) throws -> [UInt8] {
-        let unlocked = try requireUnlocked()
         let state = try requireState()
-        try checkSameVault(state, unlocked)
-        if let wrap = state.passcode {
-            guard let passcode else { throw VaultError.invalidArgument("the passcode is required to rotate the key") }
-            let key = try attempt(state: state, wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
-                let kek = try storedKDF(password: passcode, salt: Array(wrap.salt), parameters: wrap.kdf)
-                defer { kek.wipe() }
-                return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.passcodeAAD())
-            }
-            key.wipe()
+        let held = try heldKeys(matching: state)
+        if state.passcode != nil, passcode == nil {
+            throw VaultError.invalidArgument("the passcode is required to rotate the key")
         }
         var normalized: [SecretBytes] = []
         defer { normalized.forEach { $0.wipe() } }
@@ -142,46 +137,67 @@ extension CryptoManager {
             if normalized.contains(where: { $0.isEmpty }) {
                 throw VaultError.invalidArgument("all \(set.questions.count) answers are required to rotate the key; one is empty")
             }
-            // Every answer goes into new wrappings, so every answer must verify: first one subset
-            // that opens, then each other answer in a subset with k - 1 answers already verified.
-            // One attempt in all; it counts as failed unless every answer verified.
-            let key = try attempt(state: state, wrong: { VaultError.wrongAnswers(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
-                try verifyAllAnswers(state: state, set: set, normalized: normalized)
-            }
-            key.wipe()
         }
+        // One attempt for every secret given: the passcode first, then every answer (one subset
+        // that opens, then each other answer in a subset with k - 1 answers already verified).
+        var wrongAnswers = false
+        let appKey = try attempt(state: state, wrong: { failures, delay in
+            wrongAnswers ? VaultError.wrongAnswers(failures: failures, nextAttemptAfter: delay)
+                         : VaultError.wrongPasscode(failures: failures, nextAttemptAfter: delay)
+        }) { () -> SecretBytes? in
+            var key: SecretBytes?
+            if let passcode, state.passcode != nil {
+                guard let opened = try openWithPasscode(passcode, state: state) else { return nil }
+                key = opened
+            }
+            if let set = state.questions {
+                wrongAnswers = true
+                let opened: SecretBytes?
+                do {
+                    opened = try verifyAllAnswers(state: state, set: set, normalized: normalized)
+                } catch {
+                    key?.wipe()
+                    throw error
+                }
+                guard let opened else { key?.wipe(); return nil }
+                if let key {
+                    defer { opened.wipe() }
+                    guard opened == key else {
+                        key.wipe()
+                        throw VaultError.corrupted("the passcode and the answers open different keys; the state file was changed")
+                    }
+                } else {
+                    key = opened
+                }
+            }
+            return key
+        }
+        let keys = try changeKeys(state: state, appKey: appKey, held: held, opener: "the passcode or the answers")
+        defer { if keys !== held { keys.wipe() } }
         return try vaultCall {
             let newKey = try SecretBytes.random(count: 32)
             var next = state
-            next.version = VaultState.currentVersion
-            next.eraseAfter = state.eraseAfter ?? (state.version < 2 ? attemptPolicy.eraseAfter : nil)
             next.keyID = Data(try SecureRandom.bytes(8))
-            if let passcode, state.passcode != nil {
-                next.passcode = try wrapPasscode(passcode, appKey: newKey, state: next)
-            }
-            if let set = state.questions {
-                next.questions = try wrapAnswers(questions: set.questions, normalized: normalized, threshold: set.threshold,
-                                                 appKey: newKey, state: next)
-            }
-            let current = try unlocked.secretsCopy()
-            let secrets = VaultSecrets(classMaster: current.classMaster,
-                                       retired: [(id: Array(state.keyID), key: try unlocked.appKey.copyKey())] + current.retired,
-                                       retiredClassMasters: current.retiredClassMasters)
+            let secrets: VaultSecrets
             do {
-                try sealSecrets(secrets, appKey: newKey, into: &next)
-                let identity: FileIdentity? = try withFileLock {
-                    guard try VaultState.load(directory: directory) == state else {
-                        throw VaultError.corrupted("the vault changed while the key was being rotated; try again")
-                    }
-                    return try commit(next)
+                if let passcode, state.passcode != nil {
+                    next.passcode = try wrapPasscode(passcode, appKey: newKey, state: next)
                 }
-                try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: newKey, secrets: secrets,
-                                         stateIdentity: identity))
+                if let set = state.questions {
+                    next.questions = try wrapAnswers(questions: set.questions, normalized: normalized, threshold: set.threshold,
+                                                     appKey: newKey, state: next)
+                }
+                let current = try keys.secretsCopy()
+                let previous: SecretBytes
+                do { previous = try keys.appKey.copyKey() } catch { current.wipe(); throw error }
+                secrets = VaultSecrets(classMaster: current.classMaster,
+                                       retired: [(id: Array(state.keyID), key: previous)] + current.retired,
+                                       retiredClassMasters: current.retiredClassMasters)
             } catch {
                 newKey.wipe()
-                secrets.wipe()
                 throw error
             }
+            try commitChange(next, appKey: newKey, secrets: secrets, expecting: state, during: "the key was being rotated")
             return Array(next.keyID)
         }
     }
@@ -254,23 +270,35 @@ extension CryptoManager {
             let secrets = VaultSecrets(classMaster: try unlocked.classMaster.copyKey(),
                                        retired: try kept.map { (id: $0.id, key: try $0.key.copyKey()) },
                                        retiredClassMasters: try unlocked.retiredClassMasters.map { try $0.copyKey() })
-            try rewrite(state, unlocked: unlocked, expecting: state, secrets: secrets)
+            try rewrite(state, keys: unlocked, expecting: state, secrets: secrets, during: "retired keys were being removed")
         }
     }
 
-    /// Re-seals the secret section for `next` (in the current state version) with `secrets` (a
-    /// copy of the unlocked ones when nil, consumed either way) and commits it if the file still
-    /// holds `expected`, running `beforeCommit` under the lock first; the keys in memory are bound
-    /// to the new file.
-    func rewrite(_ next: VaultState, unlocked: UnlockedKeys, expecting expected: VaultState, secrets given: VaultSecrets? = nil,
-                 during operation: String = "it was being updated", beforeCommit: () throws -> Void = {}) throws {
+    /// Writes `next` with the same application key as `keys` and the secrets `given` (consumed;
+    /// a copy of `keys`' secrets when nil) through ``commitChange(_:appKey:secrets:expecting:during:beforeCommit:)``.
+    func rewrite(_ next: VaultState, keys: UnlockedKeys, expecting expected: VaultState, secrets given: VaultSecrets? = nil,
+                 during operation: String, beforeCommit: () throws -> Void = {}) throws {
+        let secrets = try given ?? keys.secretsCopy()
+        let appKey: SecretBytes
+        do { appKey = try keys.appKey.copyKey() } catch { secrets.wipe(); throw error }
+        try commitChange(next, appKey: appKey, secrets: secrets, expecting: expected, during: operation, beforeCommit: beforeCommit)
+    }
+
+    /// The one way a change reaches `vault.state`: seals `secrets` into `next` (written in the
+    /// current state version) under `appKey`, then, under the vault's lock, reloads the state and
+    /// commits `next` only if the file still holds `expected`, running `beforeCommit` first; the
+    /// keys in memory are then bound to the new file. `appKey` and `secrets` are consumed, also
+    /// on failure.
+    /// - Throws: ``VaultError/corrupted(_:)`` naming `operation` when the vault changed meanwhile
+    ///   (nothing is written), I/O errors.
+    func commitChange(_ next: VaultState, appKey: SecretBytes, secrets: VaultSecrets, expecting expected: VaultState,
+                      during operation: String, beforeCommit: () throws -> Void = {}) throws {
         var next = next
         next.version = VaultState.currentVersion
         next.eraseAfter = expected.eraseAfter ?? (expected.version < 2 ? attemptPolicy.eraseAfter : nil)
         if next.questions != nil, next.questions?.normalization == nil { next.questions?.normalization = VaultState.currentNormalization }
-        let secrets = try given ?? unlocked.secretsCopy()
         do {
-            try sealSecrets(secrets, appKey: unlocked.appKey, into: &next)
+            try sealSecrets(secrets, appKey: appKey, into: &next)
             let identity: FileIdentity? = try withFileLock {
                 guard try VaultState.load(directory: directory) == expected else {
                     throw VaultError.corrupted("the vault changed while \(operation); try again")
@@ -278,11 +306,43 @@ extension CryptoManager {
                 try beforeCommit()
                 return try commit(next)
             }
-            try install(UnlockedKeys(vaultID: next.vaultID, keyID: Array(next.keyID), appKey: try unlocked.appKey.copyKey(),
-                                     secrets: secrets, stateIdentity: identity))
+            try install(UnlockedKeys(state: next, appKey: appKey, secrets: secrets, stateIdentity: identity))
         } catch {
+            appKey.wipe()
             secrets.wipe()
             throw error
+        }
+    }
+
+    /// The keys in memory, checked to be those of `state` (nil when locked).
+    func heldKeys(matching state: VaultState) throws -> UnlockedKeys? {
+        guard let held = memory.withLock({ $0.unlocked }) else { return nil }
+        try checkSameVault(state, held)
+        return held
+    }
+
+    /// The keys a change works from, given the application key that `opener` just opened from
+    /// `state` (consumed): the keys in memory when the vault is unlocked (the key must be
+    /// theirs), else keys opened from `state`, which the caller wipes when done.
+    func changeKeys(state: VaultState, appKey: SecretBytes, held: UnlockedKeys?, opener: String) throws -> UnlockedKeys {
+        if let held {
+            defer { appKey.wipe() }
+            guard appKey == held.appKey else {
+                throw VaultError.corrupted("\(opener) opens a different key than the one in memory")
+            }
+            return held
+        }
+        do {
+            let secrets = try openSecrets(of: state, appKey: appKey)
+            do {
+                return try UnlockedKeys(state: state, appKey: appKey, secrets: secrets, stateIdentity: nil)
+            } catch {
+                secrets.wipe()
+                throw error
+            }
+        } catch {
+            appKey.wipe()
+            throw VaultError.wrap(error)
         }
     }
 

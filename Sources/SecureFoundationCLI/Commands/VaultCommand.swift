@@ -411,11 +411,9 @@ struct VaultChangePasscodeCommand: ParsableCommand {
                 defer { new.wipe() }
                 try manager.resetPasscode(answers: answers, new: new)
             } else {
-                let current = try manager.hasPasscode ? try VaultCLI.passcode(file: passcodeFile, prompt: "Current passcode: ") : nil
-                defer { current?.wipe() }
-                if let current { try manager.unlock(passcode: current) } else {
-                    throw ValidationError("this vault has no passcode yet; prove with --answers-file")
-                }
+                guard try manager.hasPasscode else { throw ValidationError("this vault has no passcode yet; prove with --answers-file") }
+                let current = try VaultCLI.passcode(file: passcodeFile, prompt: "Current passcode: ")
+                defer { current.wipe() }
                 let new = try VaultCLI.passcode(file: newPasscodeFile, prompt: "New passcode: ", confirm: true)
                 defer { new.wipe() }
                 try manager.updatePasscode(current: current, new: new)
@@ -503,7 +501,6 @@ struct VaultRotateKeyCommand: ParsableCommand {
             defer { answers?.forEach { $0.wipe() } }
             let passcode = try manager.hasPasscode ? try VaultCLI.passcode(file: passcodeFile, prompt: "Passcode: ") : nil
             defer { passcode?.wipe() }
-            if let passcode { try manager.unlock(passcode: passcode) } else if let answers { try manager.unlock(answers: answers) }
             let old = VaultCLI.keyID(manager)
             let new = try manager.rotateKey(passcode: passcode, answers: answers)
             manager.lock()
