@@ -146,7 +146,8 @@ public final class ShareEnrolmentServer: Sendable {
                             enrolment: ShareEnrolment) async throws(ShareError) -> ShareEnrolmentServer {
         let leaf = try enrolment.der(membership.identity.leaf)
         do {
-            let server = try await PinnedTLSServer.bind(host: host, port: port, identity: membership.identity)
+            let server = try await PinnedTLSServer.bind(host: host, port: port, identity: membership.identity,
+                                                        handshakeTimeout: ShareServer.handshakeTimeout)
             return ShareEnrolmentServer(server: server, enrolment: enrolment, serverLeaf: leaf)
         } catch {
             throw .connectionFailed("cannot listen on \(host):\(port): \(error)")

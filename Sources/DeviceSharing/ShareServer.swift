@@ -26,6 +26,9 @@ public final class ShareServer: Sendable {
     public static let defaultMaxSize: UInt64 = 64 << 30
     /// A connection that sends nothing for this long is dropped.
     public static let idleTimeout: TimeAmount = .seconds(30)
+    /// A client that has not finished its handshake within this time is dropped (generous: a
+    /// loaded machine, or one verifying chains in a debug build, takes seconds).
+    public static let handshakeTimeout: TimeAmount = .seconds(30)
 
     private let server: PinnedTLSServer
     private let inbox: String
@@ -76,7 +79,8 @@ public final class ShareServer: Sendable {
         do {
             server = try await PinnedTLSServer.bind(
                 host: host, port: port, identity: membership.identity,
-                clientAuthentication: ClientAuthentication(anchors: .only([membership.root])))
+                clientAuthentication: ClientAuthentication(anchors: .only([membership.root])),
+                handshakeTimeout: handshakeTimeout)
         } catch {
             throw .connectionFailed("cannot listen on \(host):\(port): \(error)")
         }

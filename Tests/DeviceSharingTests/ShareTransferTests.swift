@@ -59,7 +59,7 @@ struct ShareTransferTests {
             let client = try PinnedTLSClient(policy: policy)
             let offer = try ShareWire.Offer(name: "x.txt", size: 1, digest: Array(SHA256.hash(data: [0x41])))
             do {
-                let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName)
+                let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName, timeout: .seconds(30))
                 try? await connection.channel.executeThenClose { inbound, outbound in
                     try await outbound.write(ByteBuffer(bytes: offer.encoded + [0x41]))
                     for try await _ in inbound {}
@@ -174,7 +174,7 @@ struct ShareTransferTests {
         let policy = TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern(ShareGroup.memberName), anchors: .only([root]))],
                                  defaultAnchors: nil)
         let client = try PinnedTLSClient(policy: policy, identity: membership.identity)
-        let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName)
+        let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName, timeout: .seconds(30))
         return try await connection.channel.executeThenClose { inbound, outbound in
             try await outbound.write(ByteBuffer(bytes: offer.encoded + bytes))
             if UInt64(bytes.count) < offer.size { return [] }
@@ -238,7 +238,7 @@ struct ShareTransferTests {
             let policy = TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern(ShareGroup.memberName), anchors: .only([root]))],
                                      defaultAnchors: nil)
             let client = try PinnedTLSClient(policy: policy, identity: membership.identity)
-            let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName)
+            let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName, timeout: .seconds(30))
             let reply: [UInt8] = try await connection.channel.executeThenClose { inbound, outbound in
                 try await outbound.write(ByteBuffer(bytes: header + [0x41]))
                 var reply: [UInt8] = []
@@ -301,7 +301,7 @@ struct ShareTransferTests {
             let policy = TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern(ShareGroup.memberName), anchors: .only([root]))],
                                      defaultAnchors: nil)
             let client = try PinnedTLSClient(policy: policy, identity: membership.identity)
-            let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName)
+            let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName, timeout: .seconds(30))
             // Half the file, then silence: the server hangs up (the inbound stream ends) instead
             // of holding the connection and the staging file open.
             let watchdogFired = ShareLock(false)
