@@ -133,18 +133,19 @@ enum NIOBridge {
                 promise.succeed(result)
                 return
             }
-            promise.completeWithTask {
+            // On the verification threads, not the cooperative pool (VerificationExecutor).
+            Task(executorPreference: VerificationExecutor.shared) {
                 do {
                     let evaluation = try await evaluate(chain, lookup)
-                    return try accept(evaluation, chain: chain, presented: presented, outcome: outcome)
+                    promise.succeed(try accept(evaluation, chain: chain, presented: presented, outcome: outcome))
                 } catch let error as TLSTrustError {
                     outcome.withLockedValue { $0 = .refused(error) }
-                    return .failed
+                    promise.succeed(.failed)
                 } catch {
                     outcome.withLockedValue {
                         $0 = .refused(TLSTrustError(host: peer(), reason: .malformedCertificate("\(error)"), chain: chain))
                     }
-                    return .failed
+                    promise.succeed(.failed)
                 }
             }
         }
