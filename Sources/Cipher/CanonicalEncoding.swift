@@ -5,6 +5,8 @@ import Foundation
 /// on every run and platform (for types whose own `encode(to:)` is deterministic).
 public enum CanonicalEncoding {
     /// Encodes `value` canonically.
+    /// - Parameter value: The value.
+    /// - Returns: Its canonical JSON bytes.
     /// - Throws: ``CipherError/coding(_:)``.
     public static func encode<Value: Encodable>(_ value: Value) throws -> Data {
         let encoder = JSONEncoder()
@@ -16,6 +18,10 @@ public enum CanonicalEncoding {
     }
 
     /// Decodes a value written by ``encode(_:)``.
+    /// - Parameters:
+    ///   - type: The type to decode.
+    ///   - data: Canonical (or any valid) JSON bytes.
+    /// - Returns: The decoded value.
     /// - Throws: ``CipherError/coding(_:)``.
     public static func decode<Value: Decodable>(_ type: Value.Type, from data: some DataProtocol) throws -> Value {
         let decoder = JSONDecoder()

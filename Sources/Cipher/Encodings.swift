@@ -4,11 +4,15 @@ import Foundation
 /// Decoders are strict: any character outside the encoding is an error, never skipped.
 public enum Encoding {
     /// Standard base64 with padding (RFC 4648 §4).
+    /// - Parameter bytes: The bytes to encode.
+    /// - Returns: Padded base64 text.
     public static func base64<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
         Data(bytes).base64EncodedString()
     }
 
     /// Decodes standard padded base64.
+    /// - Parameter text: Padded base64 text.
+    /// - Returns: The decoded bytes.
     /// - Throws: ``CipherError/invalidEncoding(_:)``.
     public static func fromBase64(_ text: String) throws -> [UInt8] {
         guard text.utf8.count % 4 == 0, let data = Data(base64Encoded: text) else {
@@ -18,6 +22,8 @@ public enum Encoding {
     }
 
     /// base64url without padding (RFC 4648 §5), as used in URLs and tokens.
+    /// - Parameter bytes: The bytes to encode.
+    /// - Returns: Unpadded base64url text.
     public static func base64URL<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
         var text = base64(bytes)
         text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
@@ -26,6 +32,8 @@ public enum Encoding {
     }
 
     /// Decodes unpadded base64url; padding or standard-alphabet characters are refused.
+    /// - Parameter text: Unpadded base64url text.
+    /// - Returns: The decoded bytes.
     /// - Throws: ``CipherError/invalidEncoding(_:)``.
     public static func fromBase64URL(_ text: String) throws -> [UInt8] {
         guard text.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F }),
@@ -43,6 +51,8 @@ public enum Encoding {
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// Lower-case hex.
+    /// - Parameter bytes: The bytes to encode.
+    /// - Returns: Two lower-case hex digits per byte.
     public static func hex<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
         var out = [UInt8]()
         out.reserveCapacity(bytes.underestimatedCount * 2)
@@ -54,6 +64,8 @@ public enum Encoding {
     }
 
     /// Decodes hex in either case.
+    /// - Parameter text: Hex digits, either case, two per byte.
+    /// - Returns: The decoded bytes.
     /// - Throws: ``CipherError/invalidEncoding(_:)`` on an odd length or a non-hex character.
     public static func fromHex(_ text: String) throws -> [UInt8] {
         let chars = Array(text.utf8)
@@ -78,6 +90,8 @@ public enum Encoding {
 
     /// Percent-encodes every byte except RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`),
     /// so the result is safe in any URL component or form body.
+    /// - Parameter text: The text (its UTF-8 bytes are encoded).
+    /// - Returns: The percent-encoded text.
     public static func percentEncode(_ text: String) -> String {
         var out = ""
         for byte in text.utf8 {
@@ -92,6 +106,8 @@ public enum Encoding {
     }
 
     /// Decodes percent-encoding; the result must be UTF-8.
+    /// - Parameter text: Percent-encoded text.
+    /// - Returns: The decoded text.
     /// - Throws: ``CipherError/invalidEncoding(_:)`` on a malformed escape or invalid UTF-8.
     public static func percentDecode(_ text: String) throws -> String {
         let chars = Array(text.utf8)

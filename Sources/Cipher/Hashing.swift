@@ -16,13 +16,14 @@ public enum HashAlgorithm: String, Sendable, CaseIterable, Codable {
 }
 
 /// A running digest over any algorithm, fed incrementally.
-public struct Hasher: Sendable {
+public struct IncrementalDigest: Sendable {
     private enum State: Sendable {
         case sha256(SHA256), sha384(SHA384), sha512(SHA512)
         case md5(Insecure.MD5), sha1(Insecure.SHA1)
     }
     private var state: State
 
+    /// - Parameter algorithm: The digest to compute.
     public init(_ algorithm: HashAlgorithm) {
         switch algorithm {
         case .sha256: state = .sha256(SHA256())
@@ -39,6 +40,7 @@ public struct Hasher: Sendable {
     }
 
     /// Adds bytes.
+    /// - Parameter bytes: The next bytes of the input.
     public mutating func update(_ bytes: UnsafeRawBufferPointer) {
         switch state {
         case .sha256(var h): h.update(bufferPointer: bytes); state = .sha256(h)
@@ -50,11 +52,13 @@ public struct Hasher: Sendable {
     }
 
     /// Adds bytes.
+    /// - Parameter bytes: The next bytes of the input.
     public mutating func update<Bytes: DataProtocol>(_ bytes: Bytes) {
         for region in bytes.regions { region.withUnsafeBytes { update($0) } }
     }
 
     /// The digest of everything added.
+    /// - Returns: The digest of everything added (`byteCount` bytes of the algorithm).
     public func finalize() -> [UInt8] {
         switch state {
         case .sha256(let h): return Array(h.finalize())
@@ -66,44 +70,72 @@ public struct Hasher: Sendable {
     }
 }
 
+/// The earlier name of ``IncrementalDigest``, which shadowed `Swift.Hasher` in every module
+/// importing Cipher.
+@available(*, deprecated, renamed: "IncrementalDigest")
+public typealias Hasher = IncrementalDigest
+
 /// SHA-2 digests of bytes, streams, files and Codable values.
 public enum Hashing {
     /// The buffer size for streamed hashing; memory stays constant whatever the input size.
     static let chunkSize = 256 * 1024
 
     /// The digest of `bytes`.
+    /// - Parameters:
+    ///   - algorithm: The digest.
+    ///   - bytes: The input.
+    /// - Returns: The digest.
     public static func digest<Bytes: DataProtocol>(_ algorithm: HashAlgorithm, of bytes: Bytes) -> [UInt8] {
-        var hasher = Hasher(algorithm)
+        var hasher = IncrementalDigest(algorithm)
         hasher.update(bytes)
         return hasher.finalize()
     }
 
     /// SHA-256 of `bytes`.
+    /// - Parameter bytes: The input.
+    /// - Returns: The 32-byte digest.
     public static func sha256<Bytes: DataProtocol>(_ bytes: Bytes) -> [UInt8] { digest(.sha256, of: bytes) }
     /// SHA-384 of `bytes`.
+    /// - Parameter bytes: The input.
+    /// - Returns: The 48-byte digest.
     public static func sha384<Bytes: DataProtocol>(_ bytes: Bytes) -> [UInt8] { digest(.sha384, of: bytes) }
     /// SHA-512 of `bytes`.
+    /// - Parameter bytes: The input.
+    /// - Returns: The 64-byte digest.
     public static func sha512<Bytes: DataProtocol>(_ bytes: Bytes) -> [UInt8] { digest(.sha512, of: bytes) }
 
     /// The digest of everything readable from `fd` until end of file, in constant memory.
+    /// - Parameters:
+    ///   - algorithm: The digest.
+    ///   - fd: An open descriptor, read from its current offset; not closed.
+    /// - Returns: The digest.
     /// - Throws: ``CipherError/io(_:)``.
     public static func digest(_ algorithm: HashAlgorithm, ofFileDescriptor fd: Int32) throws -> [UInt8] {
-        var hasher = Hasher(algorithm)
+        var hasher = IncrementalDigest(algorithm)
         try feed(&hasher, from: fd, name: "descriptor \(fd)")
         return hasher.finalize()
     }
 
     /// The digest of the file at `path`, streamed in constant memory.
+    /// - Parameters:
+    ///   - algorithm: The digest.
+    ///   - path: The file.
+    /// - Returns: The digest.
     /// - Throws: ``CipherError/io(_:)`` when it cannot be opened or read.
     public static func digest(_ algorithm: HashAlgorithm, ofFile path: String) throws -> [UInt8] {
-        var hasher = Hasher(algorithm)
+        var hasher = IncrementalDigest(algorithm)
         try feed(&hasher, fromFile: path)
         return hasher.finalize()
     }
 
     /// The digest of a stream, read in constant memory.
+    /// - Parameters:
+    ///   - algorithm: The digest.
+    ///   - stream: The stream (opened here if it is not open yet).
+    /// - Returns: The digest.
+    /// - Throws: ``CipherError/io(_:)`` when the stream reports an error.
     public static func digest(_ algorithm: HashAlgorithm, of stream: InputStream) throws -> [UInt8] {
-        var hasher = Hasher(algorithm)
+        var hasher = IncrementalDigest(algorithm)
         stream.open()
         defer { stream.close() }
         var buffer = [UInt8](repeating: 0, count: chunkSize)
@@ -117,26 +149,36 @@ public enum Hashing {
     }
 
     /// The digest of an async sequence of byte chunks.
+    /// - Parameters:
+    ///   - algorithm: The digest.
+    ///   - chunks: The input, chunk by chunk.
+    /// - Returns: The digest.
+    /// - Throws: What iterating `chunks` throws.
     public static func digest<S: AsyncSequence>(_ algorithm: HashAlgorithm, of chunks: S) async throws -> [UInt8] where S.Element == [UInt8] {
-        var hasher = Hasher(algorithm)
+        var hasher = IncrementalDigest(algorithm)
         for try await chunk in chunks { hasher.update(chunk) }
         return hasher.finalize()
     }
 
     /// The digest of a Codable value's canonical encoding (see ``CanonicalEncoding``): the same
     /// value gives the same digest on every run and platform.
+    /// - Parameters:
+    ///   - algorithm: The digest.
+    ///   - value: The value.
+    /// - Returns: The digest of its canonical encoding.
+    /// - Throws: ``CipherError/coding(_:)`` when the value cannot be encoded.
     public static func digest<Value: Encodable>(_ algorithm: HashAlgorithm, ofValue value: Value) throws -> [UInt8] {
         digest(algorithm, of: try CanonicalEncoding.encode(value))
     }
 
-    static func feed(_ hasher: inout Hasher, fromFile path: String) throws {
+    static func feed(_ hasher: inout IncrementalDigest, fromFile path: String) throws {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw CipherError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         try feed(&hasher, from: fd, name: path)
     }
 
-    static func feed(_ hasher: inout Hasher, from fd: Int32, name: String) throws {
+    static func feed(_ hasher: inout IncrementalDigest, from fd: Int32, name: String) throws {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
         defer { buffer.deallocate() }
         while true {
@@ -157,26 +199,44 @@ public enum Hashing {
         }
 
         /// MD5 of `bytes`.
+        /// - Parameter bytes: The input.
+        /// - Returns: The 16-byte MD5 digest.
         public static func md5<Bytes: DataProtocol>(_ bytes: Bytes) -> [UInt8] { digest(.md5, of: bytes) }
         /// SHA-1 of `bytes`.
+        /// - Parameter bytes: The input.
+        /// - Returns: The 20-byte SHA-1 digest.
         public static func sha1<Bytes: DataProtocol>(_ bytes: Bytes) -> [UInt8] { digest(.sha1, of: bytes) }
 
+        /// - Parameters:
+        ///   - algorithm: The legacy digest.
+        ///   - bytes: The input.
+        /// - Returns: The digest.
         public static func digest<Bytes: DataProtocol>(_ algorithm: Algorithm, of bytes: Bytes) -> [UInt8] {
-            var hasher = Hasher(insecure: algorithm)
+            var hasher = IncrementalDigest(insecure: algorithm)
             hasher.update(bytes)
             return hasher.finalize()
         }
 
         /// A legacy digest of the file at `path`, streamed.
+        /// - Parameters:
+        ///   - algorithm: The legacy digest.
+        ///   - path: The file.
+        /// - Returns: The digest.
+        /// - Throws: ``CipherError/io(_:)`` when it cannot be opened or read.
         public static func digest(_ algorithm: Algorithm, ofFile path: String) throws -> [UInt8] {
-            var hasher = Hasher(insecure: algorithm)
+            var hasher = IncrementalDigest(insecure: algorithm)
             try Hashing.feed(&hasher, fromFile: path)
             return hasher.finalize()
         }
 
         /// A legacy digest of a descriptor's contents, streamed.
+        /// - Parameters:
+        ///   - algorithm: The legacy digest.
+        ///   - fd: An open descriptor, read from its current offset; not closed.
+        /// - Returns: The digest.
+        /// - Throws: ``CipherError/io(_:)`` on a read error.
         public static func digest(_ algorithm: Algorithm, ofFileDescriptor fd: Int32) throws -> [UInt8] {
-            var hasher = Hasher(insecure: algorithm)
+            var hasher = IncrementalDigest(insecure: algorithm)
             try Hashing.feed(&hasher, from: fd, name: "descriptor \(fd)")
             return hasher.finalize()
         }

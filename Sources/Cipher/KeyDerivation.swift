@@ -28,6 +28,7 @@ public enum KDFParameters: Sendable, Hashable, Codable {
 
     /// Throws unless the parameters lie between the safe floor and `ceiling`. Nothing is
     /// derived: a hostile header is refused before any memory is taken or work done.
+    /// - Parameter ceiling: The most memory and work accepted.
     /// - Throws: ``CipherError/kdfParametersTooWeak(_:)`` or ``CipherError/kdfParametersTooExpensive(_:)``.
     public func validate(ceiling: KDFCeiling) throws {
         switch self {
@@ -81,6 +82,10 @@ public struct KDFCeiling: Sendable, Hashable {
     /// The most PBKDF2 rounds.
     public let pbkdf2Rounds: UInt32
 
+    /// - Parameters:
+    ///   - scryptMemory: The most scrypt memory, 128·N·r bytes.
+    ///   - scryptWork: The most scrypt work, N·r·p.
+    ///   - pbkdf2Rounds: The most PBKDF2 rounds.
     public init(scryptMemory: UInt64, scryptWork: UInt64, pbkdf2Rounds: UInt32) {
         self.scryptMemory = scryptMemory
         self.scryptWork = scryptWork
@@ -102,6 +107,7 @@ public struct KDFPolicy: Sendable, Hashable {
     /// The parameters this policy produces for new data.
     public let parameters: KDFParameters
 
+    /// - Parameter parameters: The KDF parameters for new data.
     public init(parameters: KDFParameters) { self.parameters = parameters }
 
     /// scrypt N = 2^16, r = 8, p = 1: about 0.16–0.25 s and 64 MiB on a 2-core Linux machine. For unlock prompts.
@@ -122,6 +128,12 @@ public enum KeyDerivation {
 
     /// Derives `outputLength` bytes from `password` and `salt`.
     ///
+    /// - Parameters:
+    ///   - password: The password.
+    ///   - salt: The salt (not empty).
+    ///   - parameters: The KDF and its work; checked against ``KDFCeiling/standard``.
+    ///   - outputLength: How many bytes to derive (16...1024).
+    /// - Returns: The derived bytes, in locked memory.
     /// - Throws: ``CipherError/kdfParametersTooWeak(_:)``, ``CipherError/kdfParametersTooExpensive(_:)``,
     ///   or ``CipherError/invalidParameter(_:)`` for an empty salt or output length out of range.
     public static func derive(password: SecretBytes, salt: [UInt8], parameters: KDFParameters, outputLength: Int = 32) throws -> SecretBytes {
@@ -129,6 +141,13 @@ public enum KeyDerivation {
     }
 
     /// Derives `outputLength` bytes, accepting parameters up to `ceiling`.
+    /// - Parameters:
+    ///   - password: The password.
+    ///   - salt: The salt (not empty).
+    ///   - parameters: The KDF and its work.
+    ///   - outputLength: How many bytes to derive (16...1024).
+    ///   - ceiling: The most memory and work `parameters` may demand.
+    /// - Returns: The derived bytes, in locked memory.
     /// - Throws: as `derive(password:salt:parameters:outputLength:)`.
     public static func derive(password: SecretBytes, salt: [UInt8], parameters: KDFParameters, outputLength: Int,
                               ceiling: KDFCeiling) throws -> SecretBytes {
@@ -154,6 +173,13 @@ public enum KeyDerivation {
 
     /// The same derivation, run on a dedicated queue so that async callers do not block the
     /// cooperative thread pool for the 0.2–1 s a KDF takes.
+    /// - Parameters:
+    ///   - password: The password.
+    ///   - salt: The salt (not empty).
+    ///   - parameters: The KDF and its work; checked against ``KDFCeiling/standard``.
+    ///   - outputLength: How many bytes to derive (16...1024).
+    /// - Returns: The derived bytes, in locked memory.
+    /// - Throws: as the synchronous ``derive(password:salt:parameters:outputLength:)``.
     public static func derive(password: SecretBytes, salt: [UInt8], parameters: KDFParameters,
                               outputLength: Int = 32) async throws -> SecretBytes {
         try await withCheckedThrowingContinuation { continuation in
@@ -168,6 +194,12 @@ public enum KeyDerivation {
     private static let kdfQueue = DispatchQueue(label: "securefoundation.kdf", qos: .userInitiated, attributes: .concurrent)
 
     /// HKDF-SHA256: a sub-key of `outputLength` bytes for the purpose named by `info`.
+    /// - Parameters:
+    ///   - key: The input key material.
+    ///   - salt: The HKDF salt (empty by default).
+    ///   - info: The purpose, bound into the output.
+    ///   - outputLength: How many bytes to derive.
+    /// - Returns: The sub-key, in locked memory.
     public static func hkdf(_ key: SecretBytes, salt: [UInt8] = [], info: String, outputLength: Int = 32) -> SecretBytes {
         let derived = HKDF<SHA256>.deriveKey(inputKeyMaterial: key.symmetricKey, salt: salt,
                                               info: Array(info.utf8), outputByteCount: outputLength)

@@ -17,6 +17,8 @@ extension SecureFile {
 
     /// Decides how `path` is written as output, without writing anything.
     ///
+    /// - Parameter path: The path a person named.
+    /// - Returns: What writing to `path` would do.
     /// - Throws: ``Failure/insecurePermissions(path:reason:fix:)`` for a symbolic link (other than
     ///   to a descriptor: it is neither followed nor replaced), a directory, a socket or a block
     ///   device; ``Failure/system(operation:path:errno:)`` when `path` cannot be examined or
@@ -116,6 +118,12 @@ extension SecureFile {
     }
 
     /// Writes `bytes` as output to a path a person named (see ``writeOutput(to:mode:_:)``).
+    /// - Parameters:
+    ///   - bytes: What to write.
+    ///   - path: The path a person named.
+    ///   - mode: The mode of a new file.
+    /// - Returns: How the path was written.
+    /// - Throws: ``SecureFile/Failure``.
     @discardableResult
     public static func writeOutput<Bytes: DataProtocol>(_ bytes: Bytes, to path: String, mode: mode_t = 0o600) throws -> OutputTarget {
         try writeOutput(to: path, mode: mode) { fd in

@@ -44,14 +44,18 @@ public enum Sealed {
     public static let version: UInt8 = 1
     static let modeKey: UInt8 = 1
     static let modePassphrase: UInt8 = 2
-    static let kdfScrypt: UInt8 = 1
-    static let kdfPBKDF2SHA256: UInt8 = 2
     static let nonceLength = 12
     static let tagLength = 16
 
     // MARK: Keys
 
     /// Seals `plaintext` under `key`, binding it to `context` (associated data, not stored).
+    /// - Parameters:
+    ///   - plaintext: The bytes to seal.
+    ///   - key: The key; its id is recorded in the envelope.
+    ///   - algorithm: The AEAD.
+    ///   - context: Associated data the envelope is bound to (not stored).
+    /// - Returns: The sealed envelope.
     /// - Throws: ``CipherError/randomUnavailable(_:)``.
     public static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, with key: SealingKey,
                                                      algorithm: SealAlgorithm = .aes256GCM,
@@ -62,12 +66,19 @@ public enum Sealed {
     /// Seals with a given nonce; for known-answer tests only (a repeated nonce breaks AEAD).
     static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, with key: SealingKey, algorithm: SealAlgorithm,
                                               context: [UInt8], nonce: [UInt8]?) throws -> [UInt8] {
-        var header = magic + [version, algorithm.rawValue, modeKey, UInt8(key.id.count)]
-        header += key.id
-        return try finish(header: header, plaintext: plaintext, key: key.key, algorithm: algorithm, context: context, nonce: nonce)
+        var header = ByteWriter(magic + [version, algorithm.rawValue, modeKey])
+        try header.shortField(key.id, "key id")
+        return try finish(header: header.bytes, plaintext: plaintext, key: key.key, algorithm: algorithm, context: context, nonce: nonce)
     }
 
     /// Seals under the primary key of `keyring`.
+    /// - Parameters:
+    ///   - plaintext: The bytes to seal.
+    ///   - keyring: Its primary key seals.
+    ///   - algorithm: The AEAD.
+    ///   - context: Associated data the envelope is bound to (not stored).
+    /// - Returns: The sealed envelope.
+    /// - Throws: ``CipherError/randomUnavailable(_:)``.
     public static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, with keyring: Keyring,
                                                      algorithm: SealAlgorithm = .aes256GCM,
                                                      context: [UInt8] = []) throws -> [UInt8] {
@@ -76,6 +87,11 @@ public enum Sealed {
 
     /// Opens data sealed under any key of `keyring`.
     ///
+    /// - Parameters:
+    ///   - sealed: The sealed envelope.
+    ///   - keyring: The keys it may have been sealed under.
+    ///   - context: The context given when sealing.
+    /// - Returns: The whole plaintext.
     /// - Throws: ``CipherError/truncated(_:)``, ``CipherError/unknownVersion(_:)``,
     ///   ``CipherError/unsupportedAlgorithm(_:)``, ``CipherError/wrongKey(_:)`` (no key with that id),
     ///   ``CipherError/tampered`` (authentication failed).
@@ -91,6 +107,12 @@ public enum Sealed {
     }
 
     /// Opens data sealed under `key`.
+    /// - Parameters:
+    ///   - sealed: The sealed envelope.
+    ///   - key: The key it was sealed under.
+    ///   - context: The context given when sealing.
+    /// - Returns: The whole plaintext.
+    /// - Throws: as ``open(_:with:context:)-(_,Keyring,_)``.
     public static func open(_ sealed: [UInt8], with key: SealingKey, context: [UInt8] = []) throws -> [UInt8] {
         try open(sealed, with: Keyring([key]), context: context)
     }
@@ -99,6 +121,14 @@ public enum Sealed {
 
     /// Seals `plaintext` under a key derived from `passphrase` with a fresh salt; the KDF id,
     /// parameters and salt are stored in the envelope.
+    /// - Parameters:
+    ///   - plaintext: The bytes to seal.
+    ///   - passphrase: The passphrase.
+    ///   - policy: The KDF work (stored in the envelope).
+    ///   - algorithm: The AEAD.
+    ///   - context: Associated data the envelope is bound to (not stored).
+    /// - Returns: The sealed envelope.
+    /// - Throws: ``CipherError/randomUnavailable(_:)``, ``CipherError/kdfParametersTooWeak(_:)`` or ``CipherError/kdfParametersTooExpensive(_:)`` for a policy out of range.
     public static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, passphrase: SecretBytes,
                                                      policy: KDFPolicy = .sensitive,
                                                      algorithm: SealAlgorithm = .aes256GCM,
@@ -114,10 +144,10 @@ public enum Sealed {
         guard (8...255).contains(salt.count) else { throw CipherError.invalidParameter("a salt of \(salt.count) bytes is not 8...255") }
         let key = try KeyDerivation.derive(password: passphrase, salt: salt, parameters: policy.parameters)
         defer { key.wipe() }
-        var header = magic + [version, algorithm.rawValue, modePassphrase]
-        header += encode(policy.parameters)
-        header += [UInt8(salt.count)] + salt
-        return try finish(header: header, plaintext: plaintext, key: key, algorithm: algorithm, context: context, nonce: nonce)
+        var header = ByteWriter(magic + [version, algorithm.rawValue, modePassphrase])
+        header.kdfParameters(policy.parameters)
+        try header.shortField(salt, "salt")
+        return try finish(header: header.bytes, plaintext: plaintext, key: key, algorithm: algorithm, context: context, nonce: nonce)
     }
 
     /// Opens data sealed with a passphrase. Parameters outside the floor and `ceiling` are
@@ -129,6 +159,7 @@ public enum Sealed {
     ///   - context: The context given when sealing (empty by default).
     ///   - ceiling: The most KDF memory and work the header may demand; pass
     ///     ``KDFCeiling/legacy`` only for trusted data sealed with costlier parameters.
+    /// - Returns: The whole plaintext.
     /// - Throws: as ``open(_:with:context:)-(_,Keyring,_)``, plus ``CipherError/kdfParametersTooWeak(_:)``
     ///   and ``CipherError/kdfParametersTooExpensive(_:)``; a wrong passphrase is ``CipherError/wrongKey(_:)``.
     public static func open(_ sealed: [UInt8], passphrase: SecretBytes, context: [UInt8] = [],
@@ -150,6 +181,13 @@ public enum Sealed {
     // MARK: Codable
 
     /// Seals a Codable value (encoded canonically as JSON).
+    /// - Parameters:
+    ///   - value: The value.
+    ///   - keyring: Its primary key seals.
+    ///   - algorithm: The AEAD.
+    ///   - context: Associated data the envelope is bound to (not stored).
+    /// - Returns: The sealed envelope.
+    /// - Throws: ``CipherError/coding(_:)``, ``CipherError/randomUnavailable(_:)``.
     public static func seal<Value: Encodable>(value: Value, with keyring: Keyring,
                                               algorithm: SealAlgorithm = .aes256GCM,
                                               context: [UInt8] = []) throws -> [UInt8] {
@@ -158,6 +196,13 @@ public enum Sealed {
     }
 
     /// Opens a Codable value sealed with ``seal(value:with:algorithm:context:)``.
+    /// - Parameters:
+    ///   - type: The type to decode.
+    ///   - sealed: The sealed envelope.
+    ///   - keyring: The keys it may have been sealed under.
+    ///   - context: The context given when sealing.
+    /// - Returns: The decoded value.
+    /// - Throws: as ``open(_:with:context:)-(_,Keyring,_)``, plus ``CipherError/coding(_:)``.
     public static func open<Value: Decodable>(_ type: Value.Type, from sealed: [UInt8], with keyring: Keyring,
                                               context: [UInt8] = []) throws -> Value {
         let data = try open(sealed, with: keyring, context: context)
@@ -165,6 +210,14 @@ public enum Sealed {
     }
 
     /// Seals a Codable value under a passphrase.
+    /// - Parameters:
+    ///   - value: The value.
+    ///   - passphrase: The passphrase.
+    ///   - policy: The KDF work (stored in the envelope).
+    ///   - algorithm: The AEAD.
+    ///   - context: Associated data the envelope is bound to (not stored).
+    /// - Returns: The sealed envelope.
+    /// - Throws: ``CipherError/coding(_:)``, ``CipherError/randomUnavailable(_:)``.
     public static func seal<Value: Encodable>(value: Value, passphrase: SecretBytes, policy: KDFPolicy = .sensitive,
                                               algorithm: SealAlgorithm = .aes256GCM,
                                               context: [UInt8] = []) throws -> [UInt8] {
@@ -173,6 +226,13 @@ public enum Sealed {
     }
 
     /// Opens a Codable value sealed under a passphrase.
+    /// - Parameters:
+    ///   - type: The type to decode.
+    ///   - sealed: The sealed envelope.
+    ///   - passphrase: The passphrase it was sealed with.
+    ///   - context: The context given when sealing.
+    /// - Returns: The decoded value.
+    /// - Throws: as ``open(_:passphrase:context:ceiling:)``, plus ``CipherError/coding(_:)``.
     public static func open<Value: Decodable>(_ type: Value.Type, from sealed: [UInt8], passphrase: SecretBytes,
                                               context: [UInt8] = []) throws -> Value {
         let data = try open(sealed, passphrase: passphrase, context: context)
@@ -182,6 +242,9 @@ public enum Sealed {
     // MARK: Header
 
     /// Parses and checks the header without decrypting.
+    /// - Parameter sealed: The sealed envelope.
+    /// - Returns: The parsed header.
+    /// - Throws: ``CipherError/truncated(_:)``, ``CipherError/unknownVersion(_:)``, ``CipherError/unsupportedAlgorithm(_:)``, ``CipherError/kdfParametersTooWeak(_:)`` for a salt under 8 bytes.
     public static func parseHeader(_ sealed: [UInt8]) throws -> SealedHeader {
         var reader = ByteReader(sealed)
         guard sealed.count >= 4 else { throw CipherError.truncated("\(sealed.count) bytes is shorter than the magic") }
@@ -200,16 +263,7 @@ public enum Sealed {
             guard length > 0 else { throw CipherError.truncated("empty key id") }
             source = .key(id: Array(try reader.take(length)))
         case modePassphrase:
-            let kdf = try reader.byte("KDF id")
-            let parameters: KDFParameters
-            switch kdf {
-            case kdfScrypt:
-                parameters = .scrypt(logN: try reader.byte("scrypt logN"), r: try reader.uint32("scrypt r"), p: try reader.uint32("scrypt p"))
-            case kdfPBKDF2SHA256:
-                parameters = .pbkdf2SHA256(rounds: try reader.uint32("PBKDF2 rounds"))
-            default:
-                throw CipherError.unsupportedAlgorithm("KDF id \(kdf)")
-            }
+            let parameters = try reader.kdfParameters()
             let saltLength = Int(try reader.byte("salt length"))
             guard saltLength >= 8 else { throw CipherError.kdfParametersTooWeak("a salt of \(saltLength) bytes is under 8") }
             source = .passphrase(parameters, salt: Array(try reader.take(saltLength)))
@@ -225,17 +279,6 @@ public enum Sealed {
     }
 
     // MARK: Internals
-
-    static func encode(_ parameters: KDFParameters) -> [UInt8] {
-        switch parameters {
-        case let .scrypt(logN, r, p): return [kdfScrypt, logN] + bigEndian(r) + bigEndian(p)
-        case let .pbkdf2SHA256(rounds): return [kdfPBKDF2SHA256] + bigEndian(rounds)
-        }
-    }
-
-    static func bigEndian(_ value: UInt32) -> [UInt8] {
-        [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
-    }
 
     private static func keyIDString(_ header: SealedHeader) -> String {
         if case .key(let id) = header.keySource { return Encoding.hex(id) }
@@ -291,33 +334,5 @@ public enum Sealed {
         // swift-crypto returns the plaintext in a buffer it allocated and frees unzeroed: copy it
         // out, then zero that buffer before it is released (see PlaintextScrub).
         return PlaintextScrub.take(plain)
-    }
-}
-
-/// A bounds-checked reader over bytes; every short read is ``CipherError/truncated(_:)``.
-struct ByteReader {
-    let bytes: [UInt8]
-    private(set) var offset = 0
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
-    var remaining: Int { bytes.count - offset }
-
-    mutating func take(_ count: Int) throws -> ArraySlice<UInt8> {
-        guard count >= 0, remaining >= count else {
-            throw CipherError.truncated("needed \(count) bytes at offset \(offset), \(remaining) left")
-        }
-        defer { offset += count }
-        return bytes[offset..<offset + count]
-    }
-
-    mutating func byte(_ what: String) throws -> UInt8 {
-        guard remaining >= 1 else { throw CipherError.truncated("ends before the \(what) at offset \(offset)") }
-        defer { offset += 1 }
-        return bytes[offset]
-    }
-
-    mutating func uint32(_ what: String) throws -> UInt32 {
-        guard remaining >= 4 else { throw CipherError.truncated("ends before the \(what) at offset \(offset)") }
-        let slice = try take(4)
-        return slice.reduce(0) { $0 << 8 | UInt32($1) }
     }
 }

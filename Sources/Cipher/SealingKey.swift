@@ -22,12 +22,17 @@ public struct SealingKey: Sendable {
     }
 
     /// A new random key.
+    /// - Parameter id: An explicit id, or nil for the fingerprint.
+    /// - Returns: A key of 32 random bytes.
+    /// - Throws: ``CipherError/randomUnavailable(_:)``, ``CipherError/invalidParameter(_:)`` for an id not 1–255 bytes.
     public static func generate(id: [UInt8]? = nil) throws -> SealingKey {
         try SealingKey(key: SecretBytes.random(count: 32), id: id)
     }
 
     /// The default key id: the first 8 bytes of HMAC-SHA256(key, "SecureFoundation key id v1").
     /// It identifies the key without revealing anything about it.
+    /// - Parameter key: The key.
+    /// - Returns: 8 bytes.
     public static func fingerprint(of key: SecretBytes) -> [UInt8] {
         let mac = HMAC<SHA256>.authenticationCode(for: Array("SecureFoundation key id v1".utf8), using: key.symmetricKey)
         return Array(Array(mac).prefix(8))
@@ -40,6 +45,7 @@ public struct Keyring: Sendable {
     /// The keys, newest first. The first one seals.
     public private(set) var keys: [SealingKey]
 
+    /// - Parameter keys: The keys, newest (sealing) first.
     /// - Throws: ``CipherError/invalidParameter(_:)`` for an empty list or two keys with one id.
     public init(_ keys: [SealingKey]) throws {
         guard !keys.isEmpty else { throw CipherError.invalidParameter("a keyring needs at least one key") }
@@ -53,6 +59,8 @@ public struct Keyring: Sendable {
     public var primary: SealingKey { keys[0] }
 
     /// Makes `key` the primary key, keeping the others for opening.
+    /// - Parameter key: The new primary key.
+    /// - Throws: ``CipherError/invalidParameter(_:)`` when another key has its id.
     public mutating func rotate(to key: SealingKey) throws {
         guard !keys.contains(where: { $0.id == key.id }) else {
             throw CipherError.invalidParameter("the keyring already holds a key with this id")
@@ -61,6 +69,8 @@ public struct Keyring: Sendable {
     }
 
     /// The key with this id, if any.
+    /// - Parameter id: A key id, as recorded in sealed data.
+    /// - Returns: The key, or nil.
     public func key(withID id: [UInt8]) -> SealingKey? {
         keys.first { ConstantTime.equals($0.id, id) }
     }

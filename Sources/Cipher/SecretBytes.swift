@@ -52,6 +52,7 @@ public final class SecretBytes: @unchecked Sendable {
     }
 
     /// Copies the bytes of `bytes`. The source is left as it was: wipe it yourself if you own it.
+    /// - Parameter bytes: The bytes to copy.
     public convenience init<Bytes: Sequence>(copying bytes: Bytes) where Bytes.Element == UInt8 {
         // Contiguous sources (arrays, buffers, slices) are copied straight in; anything else goes
         // through a temporary array that is zeroed afterwards.
@@ -72,6 +73,7 @@ public final class SecretBytes: @unchecked Sendable {
 
     /// Copies the UTF-8 bytes of `string`. Swift strings cannot be wiped; prefer reading secrets
     /// straight into `SecretBytes` (for example with ``SecretBytes/init(contentsOfFile:maxLength:)``).
+    /// - Parameter string: The text.
     public convenience init(utf8 string: String) {
         var copy = string
         let count = copy.utf8.count
@@ -85,6 +87,7 @@ public final class SecretBytes: @unchecked Sendable {
     }
 
     /// Copies the bytes of a swift-crypto `SymmetricKey`.
+    /// - Parameter key: The key.
     public convenience init(_ key: SymmetricKey) {
         self.init(count: key.bitCount / 8) { buffer in
             key.withUnsafeBytes { source in buffer.copyMemory(from: source) }
@@ -93,6 +96,8 @@ public final class SecretBytes: @unchecked Sendable {
 
     /// Creates `count` bytes from the system CSPRNG.
     ///
+    /// - Parameter count: How many bytes.
+    /// - Returns: The random bytes, in locked memory.
     /// - Throws: ``CipherError/randomUnavailable(_:)`` if the OS generator fails (never a weaker fallback).
     public static func random(count: Int) throws -> SecretBytes {
         guard (0...(1 << 30)).contains(count) else {
@@ -118,6 +123,11 @@ public final class SecretBytes: @unchecked Sendable {
     /// Reads a secret from a file descriptor until end of file (for example standard input),
     /// straight into locked memory, optionally dropping one trailing newline.
     ///
+    /// - Parameters:
+    ///   - fd: The descriptor (not closed).
+    ///   - maxLength: Input longer than this is refused.
+    ///   - trimNewline: Whether one trailing newline (`\n` or `\r\n`) is dropped.
+    ///   - name: What the input is called in error messages.
     /// - Throws: ``CipherError/io(_:)`` on a read error or input longer than `maxLength`.
     public convenience init(readingFrom fd: Int32, maxLength: Int = 64 * 1024, trimNewline: Bool = true, name: String = "input") throws {
         var total = 0
@@ -154,6 +164,9 @@ public final class SecretBytes: @unchecked Sendable {
     }
 
     /// Calls `body` with the bytes. Do not let them escape the closure.
+    /// - Parameter body: Reads the bytes.
+    /// - Returns: What `body` returns.
+    /// - Throws: What `body` throws.
     public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
         try lock.withLock {
             try body(UnsafeRawBufferPointer(start: pointer, count: length))
@@ -175,6 +188,8 @@ public final class SecretBytes: @unchecked Sendable {
 
     /// A new `SecretBytes` holding `range` of these bytes.
     /// - Precondition: `range` lies within `0..<count` (a programming error, like an array index).
+    /// - Parameter range: The byte range.
+    /// - Returns: A copy of those bytes, in locked memory.
     public func slice(_ range: Range<Int>) -> SecretBytes {
         withUnsafeBytes { bytes in
             precondition(range.lowerBound >= 0 && range.upperBound <= bytes.count, "SecretBytes.slice out of range")
@@ -185,6 +200,8 @@ public final class SecretBytes: @unchecked Sendable {
     }
 
     /// A new `SecretBytes` holding these bytes followed by `other`'s.
+    /// - Parameter other: The bytes to append.
+    /// - Returns: A new value; neither input changes.
     public func appending(_ other: SecretBytes) -> SecretBytes {
         withUnsafeBytes { first in
             other.withUnsafeBytes { second in
@@ -199,6 +216,10 @@ public final class SecretBytes: @unchecked Sendable {
 
 extension SecretBytes: Equatable {
     /// Constant-time comparison of the contents (lengths are compared openly).
+    /// - Parameters:
+    ///   - lhs: One value.
+    ///   - rhs: The other.
+    /// - Returns: Whether both hold the same bytes.
     public static func == (lhs: SecretBytes, rhs: SecretBytes) -> Bool {
         if lhs === rhs { return true }
         return lhs.withUnsafeBytes { a in rhs.withUnsafeBytes { b in ConstantTime.equals(a, b) } }

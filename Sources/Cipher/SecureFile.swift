@@ -25,6 +25,8 @@ public enum SecureFile {
 
     /// Creates `path` (and missing parents) as a 0700 directory if it does not exist, then
     /// checks it with ``checkPrivate(_:isDirectory:)``.
+    /// - Parameter path: The directory.
+    /// - Throws: ``SecureFile/Failure`` when it cannot be created or is not private.
     public static func ensurePrivateDirectory(_ path: String) throws {
         var info = stat()
         if lstat(path, &info) != 0 {
@@ -47,6 +49,10 @@ public enum SecureFile {
 
     /// Refuses a file or directory that is group- or world-accessible, not owned by the current
     /// user, or (for a directory) a symlink, as ssh does with ~/.ssh.
+    /// - Parameters:
+    ///   - path: The file or directory.
+    ///   - isDirectory: Whether `path` must be a directory.
+    /// - Throws: ``SecureFile/Failure/insecurePermissions(path:reason:fix:)`` with the fix, or ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
     public static func checkPrivate(_ path: String, isDirectory: Bool) throws {
         var info = stat()
         guard lstat(path, &info) == 0 else { throw Failure.system(operation: "stat", path: path, errno: errno) }
@@ -71,6 +77,11 @@ public enum SecureFile {
 
     /// Writes `bytes` to `path` atomically with mode 0600: a crash leaves either the old file or
     /// the new one, never a mix.
+    /// - Parameters:
+    ///   - bytes: The new contents.
+    ///   - path: The file to replace or create.
+    ///   - mode: Its mode.
+    /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
     public static func writeAtomically<Bytes: DataProtocol>(_ bytes: Bytes, to path: String, mode: mode_t = 0o600) throws {
         try replaceAtomically(path, mode: mode) { fd in
             for region in bytes.regions {
@@ -92,6 +103,11 @@ public enum SecureFile {
     ///
     /// `path` itself is replaced whatever it is (a symlink included); for a path a person
     /// named, use ``writeOutput(to:mode:_:)``.
+    /// - Parameters:
+    ///   - path: The file to replace or create.
+    ///   - mode: Its mode.
+    ///   - body: Writes the new contents to the descriptor it is given.
+    /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path, or what `body` throws (then `path` is unchanged).
     public static func replaceAtomically(_ path: String, mode: mode_t = 0o600, _ body: (Int32) throws -> Void) throws {
         let directory = directoryOf(path)
         removeAbandonedTemporaries(in: directory)
@@ -120,6 +136,8 @@ public enum SecureFile {
     /// process holds the `flock` a live writer holds from creation to rename. Best effort:
     /// errors are ignored; at most 100,000 directory entries are looked at. Returns the number
     /// removed.
+    /// - Parameter directory: The directory to clean.
+    /// - Returns: How many temporaries were removed.
     @discardableResult
     public static func removeAbandonedTemporaries(in directory: String) -> Int {
         guard let stream = opendir(directory) else { return 0 }
@@ -231,6 +249,11 @@ public enum SecureFile {
     }
 
     /// Creates an exclusive temporary file `.<random>.tmp` in `directory`.
+    /// - Parameters:
+    ///   - directory: Where to create it.
+    ///   - mode: Its mode.
+    /// - Returns: The open descriptor and the file's path.
+    /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
     public static func makeTemporaryFile(in directory: String, mode: mode_t = 0o600) throws -> (Int32, String) {
         for _ in 0..<16 {
             let name = ".sf-" + (try SecureRandom.string(length: 16, alphabet: SecureRandom.alphanumeric)) + ".tmp"
@@ -246,6 +269,8 @@ public enum SecureFile {
     }
 
     /// fsyncs a directory so a rename or unlink in it is durable.
+    /// - Parameter directory: The directory.
+    /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
     public static func syncDirectory(_ directory: String) throws {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw Failure.system(operation: "open directory", path: directory, errno: errno) }
@@ -254,6 +279,11 @@ public enum SecureFile {
     }
 
     /// Writes all of `buffer` to `fd`, retrying short writes and EINTR.
+    /// - Parameters:
+    ///   - fd: The descriptor.
+    ///   - buffer: The bytes.
+    ///   - path: What the descriptor is called in errors.
+    /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
     public static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, path: String = "file") throws {
         var done = 0
         while done < buffer.count {
@@ -267,6 +297,11 @@ public enum SecureFile {
     }
 
     /// Reads the whole file at `path`, refusing files larger than `maxLength`.
+    /// - Parameters:
+    ///   - path: The file.
+    ///   - maxLength: Larger files are refused.
+    /// - Returns: The file's bytes.
+    /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path; a file over `maxLength` is refused the same way (`EFBIG`).
     public static func read(_ path: String, maxLength: Int = 64 << 20) throws -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw Failure.system(operation: "open", path: path, errno: errno) }
@@ -289,6 +324,8 @@ public enum SecureFile {
     /// The directory part of `path` ("." when there is none).
     /// (Written by hand: Foundation's `deletingLastPathComponent` traps on some single-component
     /// relative paths on Linux.)
+    /// - Parameter path: A file path.
+    /// - Returns: Its directory.
     public static func directoryOf(_ path: String) -> String {
         var trimmed = Substring(path)
         while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }

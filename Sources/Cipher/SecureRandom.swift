@@ -4,6 +4,7 @@ import Foundation
 /// never falls back to a weaker generator.
 public enum SecureRandom {
     /// Fills `buffer` with random bytes.
+    /// - Parameter buffer: The bytes to overwrite.
     /// - Throws: ``CipherError/randomUnavailable(_:)``.
     public static func fill(_ buffer: UnsafeMutableRawBufferPointer) throws {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return }
@@ -15,6 +16,8 @@ public enum SecureRandom {
 
     /// Exactly `count` random bytes, for public values such as salts and nonces.
     /// Use ``SecretBytes/random(count:)`` for keys.
+    /// - Parameter count: How many bytes.
+    /// - Returns: The random bytes.
     /// - Throws: ``CipherError/invalidParameter(_:)`` for a negative count, ``CipherError/randomUnavailable(_:)``.
     public static func bytes(_ count: Int) throws -> [UInt8] {
         guard count >= 0 else { throw CipherError.invalidParameter("byte count \(count) is negative") }
@@ -24,6 +27,9 @@ public enum SecureRandom {
     }
 
     /// A uniformly random integer in `0..<upperBound`, by rejection sampling (no modulo bias).
+    /// - Parameter upperBound: The exclusive upper bound (at least 1).
+    /// - Returns: A number in `0..<upperBound`.
+    /// - Throws: ``CipherError/invalidParameter(_:)`` for a zero bound, ``CipherError/randomUnavailable(_:)``.
     public static func uniform(below upperBound: UInt64) throws -> UInt64 {
         guard upperBound > 0 else { throw CipherError.invalidParameter("upper bound must be positive") }
         let limit = UInt64.max - (UInt64.max % upperBound)
@@ -40,6 +46,10 @@ public enum SecureRandom {
     public static let alphanumeric: [Character] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
     /// A string of `length` characters, each drawn uniformly from `alphabet`.
+    /// - Parameters:
+    ///   - length: How many characters.
+    ///   - alphabet: The characters to draw from.
+    /// - Returns: The random string.
     /// - Throws: ``CipherError/invalidParameter(_:)`` for an empty alphabet or negative length.
     public static func string(length: Int, alphabet: [Character] = fullAlphabet) throws -> String {
         guard length >= 0 else { throw CipherError.invalidParameter("length \(length) is negative") }

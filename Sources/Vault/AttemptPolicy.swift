@@ -113,22 +113,7 @@ struct AttemptRecord: Codable, Equatable {
         var bytes = Array(try CanonicalEncoding.encode(stored))
         guard bytes.count <= AttemptRecord.recordSize else { throw VaultError.corrupted("attempt record too long") }
         bytes += [UInt8](repeating: 0x20, count: AttemptRecord.recordSize - bytes.count - 1) + [0x0A]
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { throw SecureFile.Failure.system(operation: "open", path: path, errno: errno) }
-        defer { close(fd) }
-        try SecureFile.checkPrivate(path, isDirectory: false)
-        let written = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, 0) }
-        guard written == bytes.count else { throw SecureFile.Failure.system(operation: "write", path: path, errno: errno) }
-        // A longer (damaged) file keeps no tail after the record.
-        var info = stat()
-        if fstat(fd, &info) == 0, info.st_size != off_t(bytes.count) {
-            guard ftruncate(fd, off_t(bytes.count)) == 0 else {
-                throw SecureFile.Failure.system(operation: "truncate", path: path, errno: errno)
-            }
-        }
-        if durable {
-            guard fdatasync(fd) == 0 else { throw SecureFile.Failure.system(operation: "fdatasync", path: path, errno: errno) }
-        }
+        try VaultFiles.overwriteInPlace(bytes, path: path, durable: durable)
     }
 
     /// How long to wait before an attempt is accepted at `now` (zero: accepted now).

@@ -224,10 +224,10 @@ extension CryptoManager {
             var offset = 0
             for index in indices {
                 normalized[index].withUnsafeBytes { answer in
-                    var header = [UInt8]()
-                    VaultState.appendUInt32(&header, UInt32(index))
-                    VaultState.appendUInt32(&header, UInt32(answer.count))
-                    for byte in header { target[offset] = byte; offset += 1 }
+                    var header = ByteWriter()
+                    header.uint32(UInt32(index))
+                    header.uint32(UInt32(answer.count))
+                    for byte in header.bytes { target[offset] = byte; offset += 1 }
                     if answer.count > 0 {
                         (target.baseAddress! + offset).copyMemory(from: answer.baseAddress!, byteCount: answer.count)
                         offset += answer.count

@@ -239,7 +239,7 @@ public final class CryptoManager: Sendable {
         var superseded: String?
         if access(path, F_OK) == 0 {
             let name = directory + "/.superseded-" + (try SecureRandom.string(length: 12, alphabet: SecureRandom.alphanumeric))
-            if link(path, name) == 0 { superseded = name }
+            if VaultFiles.hardLink(path, as: name) { superseded = name }
         }
         do {
             try write()

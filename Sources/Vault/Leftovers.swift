@@ -22,13 +22,9 @@ extension CryptoManager {
         name.hasPrefix(".superseded-") || (name.hasPrefix(".sf-") && name.hasSuffix(".tmp"))
     }
 
-    /// The (device, inode) of each live file, which leftovers sharing an inode must not destroy.
-    func liveInodes() -> [(dev_t, ino_t)] {
-        [statePath, alwaysKeyPath, erasedMarkerPath, directory + "/" + AttemptRecord.fileName].compactMap { path in
-            var info = stat()
-            guard lstat(path, &info) == 0 else { return nil }
-            return (info.st_dev, info.st_ino)
-        }
+    /// The entry (device, inode) of each live file, which leftovers sharing an inode must not destroy.
+    func liveInodes() -> [VaultFiles.Entry] {
+        [statePath, alwaysKeyPath, erasedMarkerPath, directory + "/" + AttemptRecord.fileName].compactMap(VaultFiles.entry)
     }
 
     /// Destroys every leftover in the data directory and everything in `.erasing/`.
@@ -41,9 +37,8 @@ extension CryptoManager {
         for name in names.sorted() where Self.isLeftover(name) {
             do { try destroyFile(directory + "/" + name, live: live) } catch { failures.append("\(error)") }
         }
-        var info = stat()
-        if lstat(erasingPath, &info) == 0 {
-            if info.st_mode & S_IFMT == S_IFDIR {
+        if let erasing = VaultFiles.entry(erasingPath) {
+            if erasing.kind == .directory {
                 let inside = (try? FileManager.default.contentsOfDirectory(atPath: erasingPath)) ?? []
                 for name in inside.sorted() {
                     do { try destroyFile(erasingPath + "/" + name, live: live) } catch { failures.append("\(error)") }
@@ -64,15 +59,13 @@ extension CryptoManager {
     ///
     /// With `live` nil, `path` is itself a live file being destroyed (erase): it goes straight to
     /// crypto-erase (which refuses, and then unlinks, a file with other hard links).
-    func destroyFile(_ path: String, live: [(dev_t, ino_t)]?) throws {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return }
-        let kind = info.st_mode & S_IFMT
-        if kind == S_IFDIR {
+    func destroyFile(_ path: String, live: [VaultFiles.Entry]?) throws {
+        guard let entry = VaultFiles.entry(path) else { return }
+        if entry.kind == .directory {
             throw VaultError.io("\(path) is a directory where the vault expects a file; remove it by hand")
         }
-        let isLive = live?.contains { $0.0 == info.st_dev && $0.1 == info.st_ino } ?? false
-        if isLive || kind != S_IFREG || (live != nil && info.st_nlink > 1) {
+        let isLive = live?.contains { $0.isSameFile(as: entry) } ?? false
+        if isLive || entry.kind != .regular || (live != nil && entry.links > 1) {
             guard unlink(path) == 0 || errno == ENOENT else {
                 throw VaultError.io("unlink \(path): \(String(cString: strerror(errno)))")
             }
@@ -95,9 +88,8 @@ extension CryptoManager {
     }
 
     private func ensureErasingDirectory() throws {
-        var info = stat()
-        if lstat(erasingPath, &info) == 0 {
-            if info.st_mode & S_IFMT == S_IFDIR {
+        if let erasing = VaultFiles.entry(erasingPath) {
+            if erasing.kind == .directory {
                 try SecureFile.checkPrivate(erasingPath, isDirectory: true)
                 return
             }

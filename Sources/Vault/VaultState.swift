@@ -75,80 +75,64 @@ struct VaultState: Codable, Equatable {
 
     /// Associated data of the secret section: a digest of every public field.
     func secretsAAD() -> [UInt8] {
-        var input = Array((VaultState.label + " public").utf8) + [0]
-        VaultState.appendField(&input, Array(format.utf8))
-        VaultState.appendUInt32(&input, UInt32(clamping: version))
-        VaultState.appendField(&input, Array(vaultID))
-        VaultState.appendField(&input, Array(keyID))
+        var input = ByteWriter(Array((VaultState.label + " public").utf8) + [0])
+        input.field(Array(format.utf8))
+        input.uint32(UInt32(clamping: version))
+        input.field(vaultID)
+        input.field(keyID)
         if let passcode {
-            input.append(1)
-            VaultState.appendField(&input, VaultState.encode(passcode.kdf))
-            VaultState.appendField(&input, Array(passcode.salt))
-            VaultState.appendField(&input, Array(passcode.wrapped))
+            input.byte(1)
+            input.field(VaultState.encode(passcode.kdf))
+            input.field(passcode.salt)
+            input.field(passcode.wrapped)
         } else {
-            input.append(0)
+            input.byte(0)
         }
         if let questions {
-            input.append(1)
-            VaultState.appendUInt32(&input, UInt32(clamping: questions.questions.count))
-            for question in questions.questions { VaultState.appendField(&input, Array(question.utf8)) }
-            VaultState.appendUInt32(&input, UInt32(clamping: questions.threshold))
-            VaultState.appendField(&input, VaultState.encode(questions.kdf))
-            VaultState.appendUInt32(&input, UInt32(clamping: questions.subsets.count))
+            input.byte(1)
+            input.uint32(UInt32(clamping: questions.questions.count))
+            for question in questions.questions { input.field(Array(question.utf8)) }
+            input.uint32(UInt32(clamping: questions.threshold))
+            input.field(VaultState.encode(questions.kdf))
+            input.uint32(UInt32(clamping: questions.subsets.count))
             for subset in questions.subsets {
-                VaultState.appendField(&input, subset.indices.map { UInt8(clamping: $0) })
-                VaultState.appendField(&input, Array(subset.salt))
-                VaultState.appendField(&input, Array(subset.wrapped))
+                input.field(subset.indices.map { UInt8(clamping: $0) })
+                input.field(subset.salt)
+                input.field(subset.wrapped)
             }
         } else {
-            input.append(0)
+            input.byte(0)
         }
         if version >= 2 {
             if let eraseAfter {
-                input.append(1)
-                VaultState.appendUInt32(&input, UInt32(clamping: eraseAfter))
+                input.byte(1)
+                input.uint32(UInt32(clamping: eraseAfter))
             } else {
-                input.append(0)
+                input.byte(0)
             }
             if let questions {
-                input.append(1)
-                VaultState.appendUInt32(&input, UInt32(clamping: questions.normalization ?? 0))
+                input.byte(1)
+                input.uint32(UInt32(clamping: questions.normalization ?? 0))
             } else {
-                input.append(0)
+                input.byte(0)
             }
         }
-        return Array((VaultState.label + " secrets").utf8) + [0] + Array(SHA256.hash(data: input))
+        return Array((VaultState.label + " secrets").utf8) + [0] + Array(SHA256.hash(data: input.bytes))
     }
 
     /// SHA-256 over the length-prefixed UTF-8 question texts.
     static func questionsDigest(_ questions: [String]) -> [UInt8] {
-        var input = [UInt8]()
-        appendUInt32(&input, UInt32(clamping: questions.count))
-        for question in questions { appendField(&input, Array(question.utf8)) }
-        return Array(SHA256.hash(data: input))
+        var input = ByteWriter()
+        input.uint32(UInt32(clamping: questions.count))
+        for question in questions { input.field(Array(question.utf8)) }
+        return Array(SHA256.hash(data: input.bytes))
     }
 
-    static func appendUInt32(_ output: inout [UInt8], _ value: UInt32) {
-        output += [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
-    }
-
-    static func appendField(_ output: inout [UInt8], _ field: [UInt8]) {
-        appendUInt32(&output, UInt32(clamping: field.count))
-        output += field
-    }
-
+    /// KDF parameters in their binary form (the sealed envelope's, docs/FORMATS.md).
     static func encode(_ parameters: KDFParameters) -> [UInt8] {
-        var output = [UInt8]()
-        switch parameters {
-        case let .scrypt(logN, r, p):
-            output = [1, logN]
-            appendUInt32(&output, r)
-            appendUInt32(&output, p)
-        case let .pbkdf2SHA256(rounds):
-            output = [2]
-            appendUInt32(&output, rounds)
-        }
-        return output
+        var output = ByteWriter()
+        output.kdfParameters(parameters)
+        return output.bytes
     }
 
     // MARK: Files
