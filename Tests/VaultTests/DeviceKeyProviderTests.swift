@@ -40,7 +40,8 @@ struct DeviceKeyProviderTests {
         // Hostile records are refused with corrupted, never trusted.
         for bad in [#"{"check":"AAAA","format":"securefoundation-device-key-provider","kind":"file","version":1}"#,
                     #"{"check":"AAAAAAAAAAAAAAAAAAAAAA==","format":"securefoundation-device-key-provider","kind":"keyring","version":1}"#,
-                    #"{"check":"AAAAAAAAAAAAAAAAAAAAAA==","format":"securefoundation-device-key-provider","kind":"file","version":2}"#,
+                    #"{"check":"AAAAAAAAAAAAAAAAAAAAAA==","format":"securefoundation-device-key-provider","kind":"file","version":3}"#,
+                    #"{"backing":"systemd-credential","check":"AAAAAAAAAAAAAAAAAAAAAA==","format":"securefoundation-device-key-provider","kind":"keyring","name":"k","timeout":5,"version":2}"#,
                     #"{"check":"AAAAAAAAAAAAAAAAAAAAAA==","format":"securefoundation-device-key-provider","kind":"systemd-credential","name":"../x","version":1}"#,
                     "not json"] {
             try SecureFile.writeAtomically(Array(bad.utf8), to: fixture.home + "/device-key.provider")
@@ -105,6 +106,45 @@ struct DeviceKeyProviderTests {
         bytes[bytes.count / 2] ^= 1
         try SecureFile.writeAtomically(bytes, to: credential)
         #expect(throws: VaultError.self) { try provider.deviceKey() }
+    }
+
+    /// A keyring cache in front of a systemd credential names the credential apart from its own
+    /// description (record version 2); version 1 kept only the description, so the cache asked
+    /// systemd-creds for a credential of the wrong name.
+    @Test func keyringInFrontOfASystemdCredentialReadsTheCredential() throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        try SecureFile.ensurePrivateDirectory(fixture.home)
+        let key = try SecretBytes.random(count: 32)
+        let credential = fixture.root + "/credstore/device-key.cred"
+        let record = DeviceKeyRecord(kind: .keyring, name: "securefoundation:device-key:test", sealedPath: credential, timeout: 60,
+                                     backing: .systemdCredential, backingName: "sf-device-key", check: DeviceKeyRecord.checkValue(of: key))
+        try record.save(directory: fixture.home)
+        let loaded = try #require(try DeviceKeyRecord.load(directory: fixture.home))
+        #expect(loaded == record && loaded.version == 2)
+        let inner = loaded.backingRecord()
+        #expect(inner.kind == .systemdCredential && inner.name == "sf-device-key" && inner.sealedPath == credential)
+        #expect(inner.timeout == nil && inner.backing == nil)
+        // Version 1 is read and upgraded: the credential is taken to have the default name.
+        let v1 = #"{"backing":"systemd-credential","check":"AAAAAAAAAAAAAAAAAAAAAA==","format":"securefoundation-device-key-provider","kind":"keyring","name":"securefoundation:device-key:abc","sealedPath":"/x.cred","timeout":600,"version":1}"#
+        try SecureFile.writeAtomically(Array(v1.utf8), to: fixture.home + "/device-key.provider")
+        let upgraded = try #require(try DeviceKeyRecord.load(directory: fixture.home))
+        #expect(upgraded.version == 2 && upgraded.backingName == DeviceKeyRecord.defaultCredentialName)
+        #expect(upgraded.backingRecord().name == DeviceKeyRecord.defaultCredentialName)
+        #expect(upgraded.name == "securefoundation:device-key:abc")
+
+        guard geteuid() == 0, ExternalTool.find("systemd-creds") != nil else {
+            print("skipping the systemd-creds half: needs root and systemd-creds")
+            return
+        }
+        do {
+            try SystemdCredentialDeviceKeyProvider.seal(key, name: "sf-device-key", to: credential, withKey: "host")
+        } catch {
+            print("skipping the systemd-creds half: systemd-creds encrypt --with-key=host does not work here: \(error)")
+            return
+        }
+        // The provider behind the cache decrypts the credential under its own name.
+        #expect(hexOf(try record.backingRecord().uncheckedProvider(filePath: nil).deviceKey()) == hexOf(key))
     }
 
     @Test func systemdCredentialFromTheCredentialsDirectory() throws {

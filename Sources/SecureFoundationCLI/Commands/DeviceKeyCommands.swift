@@ -6,7 +6,7 @@ import SecureFoundation
 /// Where the device key comes from: `vault init --device-key-provider` and `vault migrate-device-key --to`.
 struct DeviceKeyProviderOptions: ParsableArguments {
     @Option(name: .customLong("credential-name"), help: "systemd-credential: the credential's name (default securefoundation-device-key).")
-    var credentialName = "securefoundation-device-key"
+    var credentialName = DeviceKeyRecord.defaultCredentialName
 
     @Option(name: .customLong("credential-file"), help: ArgumentHelp("systemd-credential: where the encrypted credential is written (default HOME/device-key.cred); give it to the unit as LoadCredentialEncrypted=NAME:PATH.", valueName: "path"))
     var credentialFile: String?
@@ -73,6 +73,7 @@ struct DeviceKeyProviderOptions: ParsableArguments {
             var record = try install(key, kind: backingKind, home: home, filePath: filePath)
             let digest = SHA256.hash(data: Array(home.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
             record.backing = record.kind
+            record.backingName = record.kind == .systemdCredential ? record.name : nil
             record.kind = .keyring
             record.name = "securefoundation:device-key:" + digest
             record.timeout = keyringTimeout

@@ -13,7 +13,9 @@ import Cipher
 public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     public static let fileName = "device-key.provider"
     static let formatName = "securefoundation-device-key-provider"
-    static let currentVersion = 1
+    static let currentVersion = 2
+    /// The credential name `vault init` and `migrate-device-key` use when none is given.
+    public static let defaultCredentialName = "securefoundation-device-key"
 
     /// The provider kinds.
     public enum Kind: String, Codable, Sendable, CaseIterable {
@@ -44,11 +46,14 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     public var timeout: Int?
     /// keyring: the provider behind the cache.
     public var backing: Kind?
+    /// keyring backed by a systemd credential: the credential's name (version 2; `name` is the
+    /// keyring description).
+    public var backingName: String?
     /// 16 bytes identifying the device key (not the key).
     public var check: Data
 
     public init(kind: Kind, path: String? = nil, name: String? = nil, sealedPath: String? = nil, pcrs: [Int]? = nil,
-                timeout: Int? = nil, backing: Kind? = nil, check: Data) {
+                timeout: Int? = nil, backing: Kind? = nil, backingName: String? = nil, check: Data) {
         self.kind = kind
         self.path = path
         self.name = name
@@ -56,6 +61,7 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
         self.pcrs = pcrs
         self.timeout = timeout
         self.backing = backing
+        self.backingName = backingName
         self.check = check
     }
 
@@ -73,8 +79,9 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
         do {
             try SecureFile.checkPrivate(path, isDirectory: false)
             let bytes = try SecureFile.read(path, maxLength: 64 * 1024)
-            let record = try CanonicalEncoding.decode(DeviceKeyRecord.self, from: bytes)
+            var record = try CanonicalEncoding.decode(DeviceKeyRecord.self, from: bytes)
             try record.check(path: path)
+            record.upgrade()
             return record
         } catch let error as VaultError {
             throw error
@@ -87,7 +94,7 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
 
     func check(path: String) throws {
         guard format == Self.formatName else { throw VaultError.corrupted("\(path): unknown format \(format)") }
-        guard version == Self.currentVersion else {
+        guard version == Self.currentVersion || version == 1 else {
             throw VaultError.corrupted("\(path): version \(version) is not supported by this version of SecureFoundation")
         }
         guard check.count == 16 else { throw VaultError.corrupted("\(path): the check value is \(check.count) bytes, not 16") }
@@ -100,11 +107,37 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
                   let backing, backing != .keyring else {
                 throw VaultError.corrupted("\(path): a keyring record needs a description, a timeout and another provider behind it")
             }
+            if version >= 2, backing == .systemdCredential {
+                guard let backingName, DeviceKeyRecord.validName(backingName) else {
+                    throw VaultError.corrupted("\(path): a keyring in front of a systemd credential needs the credential's name")
+                }
+            }
         case .tpm2:
             guard sealedPath != nil, (pcrs ?? []).allSatisfy({ (0...23).contains($0) }) else {
                 throw VaultError.corrupted("\(path): a TPM record needs the sealed object and PCRs 0-23")
             }
         }
+    }
+
+    /// Reads a version-1 record as version 2. Version 1 kept a keyring's description in `name`
+    /// and no name for a systemd credential behind it, so such a cache could not read its
+    /// credential; the credential is taken to have the default name, as `vault init` gives it.
+    mutating func upgrade() {
+        guard version == 1 else { return }
+        version = Self.currentVersion
+        if kind == .keyring, backing == .systemdCredential, backingName == nil { backingName = Self.defaultCredentialName }
+    }
+
+    /// The record of the provider behind a keyring cache (`self` for the other kinds).
+    public func backingRecord() -> DeviceKeyRecord {
+        guard kind == .keyring else { return self }
+        var inner = self
+        inner.kind = backing ?? .file
+        inner.backing = nil
+        inner.backingName = nil
+        inner.timeout = nil
+        inner.name = inner.kind == .systemdCredential ? backingName : nil
+        return inner
     }
 
     /// Credential names as systemd accepts them: letters, digits, `_ - .`, at most 255 bytes.
@@ -133,10 +166,8 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
         case .tpm2:
             return TPM2DeviceKeyProvider(sealedPath: sealedPath ?? "", pcrs: pcrs ?? [])
         case .keyring:
-            var inner = self
-            inner.kind = backing ?? .file
-            inner.backing = nil
-            return KeyringDeviceKeyProvider(description: name ?? "", timeout: timeout ?? 600, backing: inner.uncheckedProvider(filePath: filePath))
+            return KeyringDeviceKeyProvider(description: name ?? "", timeout: timeout ?? 600,
+                                            backing: backingRecord().uncheckedProvider(filePath: filePath))
         }
     }
 
@@ -146,7 +177,7 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
         case .file: return "file" + (path.map { " \($0)" } ?? "")
         case .systemdCredential: return "systemd-credential \(name ?? "")" + (sealedPath.map { " (encrypted: \($0))" } ?? "")
         case .tpm2: return "tpm2 \(sealedPath ?? "")" + ((pcrs ?? []).isEmpty ? "" : " (PCRs \((pcrs ?? []).map(String.init).joined(separator: ",")))")
-        case .keyring: return "keyring \(name ?? "") (\(timeout ?? 0) s) in front of \(backing?.rawValue ?? "file")"
+        case .keyring: return "keyring \(name ?? "") (\(timeout ?? 0) s) in front of \(backingRecord().summary)"
         }
     }
 }

@@ -328,23 +328,14 @@ public enum DeviceKeyRotation {
             return (DeviceKeyRecord(kind: .tpm2, sealedPath: staged, pcrs: record.pcrs, check: record.check),
                     [Move(from: staged + ".pub", to: prefix + ".pub"), Move(from: staged + ".priv", to: prefix + ".priv")])
         case .keyring:
-            var backing = record
-            backing.kind = record.backing ?? .file
-            backing.backing = nil
-            backing.timeout = nil
-            if backing.kind != .systemdCredential { backing.name = nil }
-            return try stage(key, for: backing, filePath: filePath, options: options)
+            return try stage(key, for: record.backingRecord(), filePath: filePath, options: options)
         }
     }
 
     /// A provider reading `record`'s files directly: no kernel-keyring cache, no
     /// `$CREDENTIALS_DIRECTORY` (which holds what a unit was started with), checked against the record.
     static func stagedProvider(_ record: DeviceKeyRecord, filePath: String? = nil) -> any DeviceKeyProvider {
-        var direct = record
-        if direct.kind == .keyring {
-            direct.kind = record.backing ?? .file
-            direct.backing = nil
-        }
+        let direct = record.backingRecord()
         let inner: any DeviceKeyProvider
         switch direct.kind {
         case .systemdCredential:
