@@ -91,10 +91,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 "EmbeddedSecretsGenerator",
             ],
-            swiftSettings: strict,
-            // Release builds link the Swift runtime and Foundation statically: no dynamic
-            // loading and relocation of a dozen libraries at every start (docs/AGE.md).
-            linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))]
+            swiftSettings: strict
         ),
         .executableTarget(name: "SecureFoundationBench", dependencies: ["SecureFoundation", "PinnedTLS", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
         // Test helper: writes keychain items from a separate process (multi-process and kill -9 tests).
