@@ -133,8 +133,8 @@ enum NIOBridge {
                 promise.succeed(result)
                 return
             }
-            // On the verification threads, not the cooperative pool (VerificationExecutor).
-            Task(executorPreference: VerificationExecutor.shared) {
+            // On the verification threads, not the cooperative pool (ThreadPoolExecutor).
+            Task(executorPreference: ThreadPoolExecutor.verification) {
                 do {
                     let evaluation = try await evaluate(chain, lookup)
                     promise.succeed(try accept(evaluation, chain: chain, presented: presented, outcome: outcome))

@@ -14,7 +14,7 @@ struct ShareNetworkEnrolmentTests {
     ) async throws -> Result<String, ShareError> {
         let server = try await ShareEnrolmentServer.bind(membership: device.group.membership(),
                                                          enrolment: ShareEnrolment(group: device.group))
-        let task = Task(executorPreference: ThreadPoolExecutor.shared) { () async -> Result<String, ShareError> in
+        let task = Task(executorPreference: TestExecutor.shared) { () async -> Result<String, ShareError> in
             do throws(ShareError) { return .success(try await server.run(until: deadline)) } catch { return .failure(error) }
         }
         do {

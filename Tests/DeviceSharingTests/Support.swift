@@ -106,7 +106,7 @@ func withServer(
     let log = EventLog()
     let server = try await ShareServer.bind(membership: membership ?? device.group.membership(), inbox: device.inbox,
                                             files: device.files, isRevoked: device.isRevoked(), idleTimeout: idleTimeout)
-    let task = Task(executorPreference: ThreadPoolExecutor.shared) { try await server.run { log.add($0) } }
+    let task = Task(executorPreference: TestExecutor.shared) { try await server.run { log.add($0) } }
     do {
         try await body(server.port, log)
     } catch {

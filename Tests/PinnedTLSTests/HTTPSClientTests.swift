@@ -21,7 +21,7 @@ struct HTTPSClientTests {
     func getAndPost() async throws {
         let pki = try TestPKI.get()
         let server = try await PinnedTLSServer.bind(identity: try pki.identity("leaf"), handshakeTimeout: .seconds(30))
-        let running = Task(executorPreference: ThreadPoolExecutor.shared) {
+        let running = Task(executorPreference: TestExecutor.shared) {
             try await server.run { connection in
                 try await connection.channel.executeThenClose { inbound, outbound in
                     var received: [UInt8] = []

@@ -40,7 +40,7 @@ struct PinnedServerTests {
         let authentication = mutual ? ClientAuthentication(anchors: .only([root])) : nil
         let server = try await PinnedTLSServer.bind(
             identity: try pki.identity("leaf"), clientAuthentication: authentication, handshakeTimeout: .seconds(30))
-        let running = Task(executorPreference: ThreadPoolExecutor.shared) {
+        let running = Task(executorPreference: TestExecutor.shared) {
             try await server.run(onRefused: { log.refuse($0) }) { connection in
                 log.serve(connection.peerChain)
                 let subject = connection.peerChain?.first?.subject.description ?? "anonymous"

@@ -240,7 +240,7 @@ struct VerifiedChainCacheTests {
                                                     clientAuthentication: clientAuthentication,
                                                     handshakeTimeout: .seconds(30))
         let seen = LockedBox<[[Certificate]?]>([])
-        let running = Task(executorPreference: ThreadPoolExecutor.shared) {
+        let running = Task(executorPreference: TestExecutor.shared) {
             try await server.run { connection in
                 seen.withLockedValue { $0.append(connection.peerChain) }
                 try await connection.channel.executeThenClose { _, outbound in
@@ -273,7 +273,7 @@ struct VerifiedChainCacheTests {
         // The same client, a server with Honest Abe's certificate.
         let abe = try PEMFiles.identity(certificatePath: pki.path("abe-leaf.pem"), keyPath: pki.path("abe-leaf.key"))
         let mitm = try await PinnedTLSServer.bind(identity: abe, handshakeTimeout: .seconds(30))
-        let mitmRunning = Task(executorPreference: ThreadPoolExecutor.shared) {
+        let mitmRunning = Task(executorPreference: TestExecutor.shared) {
             try await mitm.run { connection in try await connection.channel.executeThenClose { _, _ in } }
         }
         do {

@@ -1,27 +1,28 @@
 import Foundation
 
-/// The threads that verify peer chains, apart from Swift's cooperative pool.
+/// A task executor of its own threads, apart from Swift's cooperative pool.
 ///
 /// A chain that is not in the verified-chain cache is validated by swift-certificates, whose
 /// API is asynchronous. Run on the cooperative pool, that work waits behind whatever else the
 /// program runs there; a program that blocks those threads (one per core) would stall every
-/// handshake until the peer's handshake timeout. These two threads run only verification, so
-/// a handshake's time depends on the handshake.
-final class VerificationExecutor: TaskExecutor, @unchecked Sendable {
-    static let shared = VerificationExecutor(threads: 2)
+/// handshake until the peer's handshake timeout. ``verification`` runs only that work, so a
+/// handshake's time depends on the handshake. (The package's network tests use one too.)
+package final class ThreadPoolExecutor: TaskExecutor, @unchecked Sendable {
+    /// The two threads that verify peer chains.
+    static let verification = ThreadPoolExecutor(threads: 2, name: "PinnedTLS verification")
 
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []
 
-    private init(threads: Int) {
+    package init(threads: Int, name: String) {
         for index in 0..<threads {
             let thread = Thread { [unowned self] in self.work() }
-            thread.name = "PinnedTLS verification \(index)"
+            thread.name = "\(name) \(index)"
             thread.start()
         }
     }
 
-    func enqueue(_ job: consuming ExecutorJob) {
+    package func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         condition.lock()
         jobs.append(job)
