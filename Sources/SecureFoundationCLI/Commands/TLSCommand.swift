@@ -60,7 +60,7 @@ enum TLSCLI {
     /// Resolves a policy's `keychain` anchors from the certificates stored in the keychain, opening
     /// it only when a connection first needs them (a policy without keychain anchors never opens it).
     static func keychainAnchors(_ store: KeychainStoreOptions) -> ClosureAnchorSource {
-        let opened = OpenedIdentityStore(store)
+        let opened = OpenedIdentityStore.shared(store)
         return ClosureAnchorSource { label in try opened.get().anchorCertificates(label: label) }
     }
 
@@ -249,8 +249,10 @@ struct TLSServeCommand: AsyncParsableCommand {
                 }
                 authentication = ClientAuthentication(anchors: anchors, anchorSource: TLSCLI.keychainAnchors(identityOptions.store))
             }
+            // 30 s: a client may unlock its keychain for its anchors during the handshake.
             let server = try await PinnedTLSServer.bind(
-                host: host, port: port, identity: identity, clientAuthentication: authentication)
+                host: host, port: port, identity: identity, clientAuthentication: authentication,
+                handshakeTimeout: .seconds(30))
             print("listening on https://\(host):\(server.port)/")
             TLSCLI.flushStdout()
             let served = ServedCounter()
@@ -306,12 +308,29 @@ struct TLSIdentityOptions: ParsableArguments {
     func resolved() throws -> TLSIdentity? {
         guard let identity else { return try TLSCLI.identity(cert: cert, key: key) }
         guard cert == nil && key == nil else { throw ValidationError("give --identity or --cert and --key, not both") }
-        return try IdentityStore(keychain: try store.open()).identity(label: identity)
+        return try OpenedIdentityStore.shared(store).get().identity(label: identity)
     }
 }
 
 /// An identity store opened at first use, then kept.
+///
+/// One per process: the identity (`--identity`) and the keychain anchors of a policy share it,
+/// so the keychain is opened (and the vault unlocked) once, before the connection, not again
+/// in the middle of a handshake while the peer's handshake timer runs.
 final class OpenedIdentityStore: @unchecked Sendable {
+    private static let sharedLock = NSLock()
+    nonisolated(unsafe) private static var sharedStore: OpenedIdentityStore?
+
+    /// The process's store (a command opens one keychain).
+    static func shared(_ options: KeychainStoreOptions) -> OpenedIdentityStore {
+        sharedLock.lock()
+        defer { sharedLock.unlock() }
+        if let sharedStore { return sharedStore }
+        let store = OpenedIdentityStore(options)
+        sharedStore = store
+        return store
+    }
+
     private let lock = NSLock()
     private let options: KeychainStoreOptions
     private var store: IdentityStore?
