@@ -168,7 +168,7 @@ enum ShareBench {
     /// `openssl s_client -cert … < payload` → `openssl s_server -Verify 1 > /dev/null`: seconds
     /// from the client's start until both ended.
     static func opensslPair(openssl: String, dir: String, payload: String) throws -> Double? {
-        guard let port = freePort() else { return nil }
+        guard let port = BenchSupport.freePort() else { return nil }
         let server = try Child(openssl, ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", dir + "/server.pem",
                                          "-key", dir + "/server.key", "-Verify", "1", "-CAfile", dir + "/root.pem",
                                          "-naccept", "1", "-quiet"], environment: [:], stdin: nil)
@@ -188,7 +188,7 @@ enum ShareBench {
     /// `socat -u FILE:payload TCP:…` → `socat -u TCP-LISTEN:… sink`: seconds from the client's
     /// start until the receiver ended.
     static func socatPair(socat: String, payload: String, sink: String) throws -> Double? {
-        guard let port = freePort() else { return nil }
+        guard let port = BenchSupport.freePort() else { return nil }
         let server = try Child(socat, ["-b", "262144", "-u", "TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr", "OPEN:\(sink),creat,trunc,wronly"],
                                environment: [:])
         defer { server.kill() }
@@ -281,22 +281,6 @@ enum ShareBench {
         return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
     }
 
-    static func freePort() -> Int? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
-    }
 
     /// A child process: output collected by a thread, waits bounded in time, and its peak RSS
     /// sampled from /proc while it runs.

@@ -265,7 +265,7 @@ enum TLSBench {
 
     /// Seconds for `openssl s_client < payload` → `openssl s_server > /dev/null`.
     static func opensslPair(openssl: String, dir: String, payload: String) throws -> Double? {
-        guard let port = freePort() else { return nil }
+        guard let port = BenchSupport.freePort() else { return nil }
         let server = Process()
         server.executableURL = URL(fileURLWithPath: openssl)
         server.arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", dir + "/server.pem",
@@ -282,22 +282,6 @@ enum TLSBench {
         return result?.seconds
     }
 
-    static func freePort() -> Int? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
-    }
 }
 
 /// The same exchange with plain swift-nio-ssl: BoringSSL's default verification against the
