@@ -105,11 +105,15 @@ enum NIOBridge {
     /// When `cache` is given and `cachedAcceptance` decides from it (a chain validated before,
     /// still current, pins matching), the promise is completed at once on the event loop;
     /// otherwise `evaluate` runs in a task (chain building and signature checks, keychain
-    /// anchors, reports).
+    /// anchors, reports). When `evaluationMayBlock` is false (the anchors are certificates held in
+    /// memory, no keychain, no system store to load, no report handler to call) that task runs on
+    /// the connection's event loop, as BoringSSL's own verification does, instead of hopping to
+    /// the verification threads and back; otherwise on ``ThreadPoolExecutor/verification``.
     static func callback(
         outcome: LockedBox<VerificationOutcome?>,
         peer: @escaping @Sendable () -> String,
         cache: VerifiedChainCache?,
+        evaluationMayBlock: Bool,
         cachedAcceptance: @escaping @Sendable (CacheLookup) -> TrustEvaluation?,
         evaluate: @escaping @Sendable ([Certificate], CacheLookup?) async throws(TLSTrustError) -> TrustEvaluation
     ) -> NIOSSLCustomVerificationCallbackWithMetadata {
@@ -133,8 +137,10 @@ enum NIOBridge {
                 promise.succeed(result)
                 return
             }
-            // On the verification threads, not the cooperative pool (ThreadPoolExecutor).
-            Task(executorPreference: ThreadPoolExecutor.verification) {
+            // Never on the cooperative pool (see ThreadPoolExecutor).
+            let executor: any TaskExecutor = evaluationMayBlock
+                ? ThreadPoolExecutor.verification : EventLoopTaskExecutor(promise.futureResult.eventLoop)
+            Task(executorPreference: executor) {
                 do {
                     let evaluation = try await evaluate(chain, lookup)
                     promise.succeed(try accept(evaluation, chain: chain, presented: presented, outcome: outcome))
@@ -168,46 +174,100 @@ enum NIOBridge {
     }
 }
 
-/// Completes a promise when the TLS handshake completes, or fails it when the channel errs or
-/// closes first.
+/// Runs a task's jobs on one event loop, each in a later tick of that loop (never inside the
+/// caller's own call).
+final class EventLoopTaskExecutor: TaskExecutor {
+    private let eventLoop: any EventLoop
+
+    init(_ eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        eventLoop.execute { job.runSynchronously(on: executor) }
+    }
+}
+
+/// Reports, once, the end of the TLS handshake: success when it completes, the error when the
+/// channel errs or closes first. `done` runs on the event loop.
 final class HandshakeWaiter: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
 
-    private let promise: EventLoopPromise<Void>
-    private var done = false
+    private let done: (Result<Void, any Error>) -> Void
+    private var finished = false
 
     init(promise: EventLoopPromise<Void>) {
-        self.promise = promise
+        done = { promise.completeWith($0) }
+    }
+
+    init(_ done: @escaping (Result<Void, any Error>) -> Void) {
+        self.done = done
+    }
+
+    private func finish(_ result: Result<Void, any Error>) {
+        guard !finished else { return }
+        finished = true
+        done(result)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? TLSUserEvent, case .handshakeCompleted = event, !done {
-            done = true
-            promise.succeed(())
+        if let event = event as? TLSUserEvent, case .handshakeCompleted = event {
+            finish(.success(()))
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if !done {
-            done = true
-            promise.fail(error)
-        }
+        finish(.failure(error))
         context.fireErrorCaught(error)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if !done {
-            done = true
-            promise.fail(ChannelError.eof)
-        }
+        finish(.failure(ChannelError.eof))
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        if !done {
-            done = true
-            promise.fail(ChannelError.ioOnClosedChannel)
+        finish(.failure(ChannelError.ioOnClosedChannel))
+    }
+}
+
+/// The end of a handshake and what it yields, awaited from a task. Unlike awaiting an
+/// `EventLoopFuture`, waiting does not post work to the event loop, and a handshake that has
+/// already finished is answered without suspending.
+final class HandshakeSignal<Value: Sendable>: Sendable {
+    private enum State {
+        case pending(CheckedContinuation<Value, any Error>?)
+        case finished(Result<Value, any Error>)
+    }
+
+    private let state = LockedBox(State.pending(nil))
+
+    /// Records the outcome and resumes the waiter, if any. Only the first call counts.
+    func finish(_ result: Result<Value, any Error>) {
+        let waiter: CheckedContinuation<Value, any Error>? = state.withLockedValue { state in
+            guard case .pending(let waiter) = state else { return nil }
+            state = .finished(result)
+            return waiter
+        }
+        waiter?.resume(with: result)
+    }
+
+    /// Waits for the outcome (one waiter at a time).
+    func wait() async throws -> Value {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
+            let result: Result<Value, any Error>? = state.withLockedValue { state in
+                switch state {
+                case .finished(let result):
+                    return result
+                case .pending:
+                    state = .pending(continuation)
+                    return nil
+                }
+            }
+            if let result { continuation.resume(with: result) }
         }
     }
 }

@@ -79,6 +79,10 @@ public struct PinnedTLSClient: Sendable {
     }
 
     /// Connects and wraps the channel after `configure` added its handlers behind TLS.
+    ///
+    /// The connection, the handshake and the verification run on the event loop, chained: the
+    /// caller resumes once, when the handshake has finished (or failed), as it would after a
+    /// plain connect. The handshake timeout is armed and cancelled on the event loop too.
     func connectChannel<Inbound: Sendable, Outbound: Sendable>(
         host: String, port: Int, serverName: String?, timeout: TimeAmount,
         inbound: Inbound.Type, outbound: Outbound.Type,
@@ -90,61 +94,91 @@ public struct PinnedTLSClient: Sendable {
         let outcome = LockedBox<VerificationOutcome?>(nil)
         let cache = verifiedChains
         let sni = ChainValidation.isIPAddress(name) ? nil : name
-        let connected: (NIOAsyncChannel<Inbound, Outbound>, EventLoopFuture<Void>)
-        do {
-            connected = try await ClientBootstrap(group: group)
-                .connectTimeout(timeout)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .connect(host: host, port: port) { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        let promise = channel.eventLoop.makePromise(of: Void.self)
-                        let callback = NIOBridge.callback(
-                            outcome: outcome, peer: { name }, cache: cache,
-                            cachedAcceptance: { policy.cachedAcceptance(host: name, cache: $0) }
-                        ) { presented, lookup throws(TLSTrustError) in
-                            try await policy.evaluate(host: name, port: port, presented: presented, cache: lookup)
-                        }
-                        let handler = try NIOSSLClientHandler(
-                            context: context, serverHostname: sni, customVerificationCallbackWithMetadata: callback)
-                        try channel.pipeline.syncOperations.addHandler(handler)
-                        try channel.pipeline.syncOperations.addHandler(HandshakeWaiter(promise: promise))
-                        try configure(channel.pipeline.syncOperations)
-                        let wrapped = try NIOAsyncChannel<Inbound, Outbound>(wrappingChannelSynchronously: channel)
-                        return (wrapped, promise.futureResult)
+        let mayBlock = policy.evaluationMayBlock(host: name)
+        // The handshake of each channel the bootstrap initializes (one per address tried).
+        let handshakes = LockedBox<[ObjectIdentifier: EventLoopFuture<Void>]>([:])
+        let timedOut = LockedBox(false)
+        let bootstrap = ClientBootstrap(group: group)
+            .connectTimeout(timeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let promise = channel.eventLoop.makePromise(of: Void.self)
+                    let callback = NIOBridge.callback(
+                        outcome: outcome, peer: { name }, cache: cache, evaluationMayBlock: mayBlock,
+                        cachedAcceptance: { policy.cachedAcceptance(host: name, cache: $0) }
+                    ) { presented, lookup throws(TLSTrustError) in
+                        try await policy.evaluate(host: name, port: port, presented: presented, cache: lookup)
                     }
+                    let handler = try NIOSSLClientHandler(
+                        context: context, serverHostname: sni, customVerificationCallbackWithMetadata: callback)
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                    try channel.pipeline.syncOperations.addHandler(HandshakeWaiter(promise: promise))
+                    try configure(channel.pipeline.syncOperations)
+                    handshakes.withLockedValue { $0[ObjectIdentifier(channel)] = promise.futureResult }
                 }
-        } catch let error as ChannelError {
-            if case .connectTimeout = error {
+            }
+        let established = bootstrap.connect(host: host, port: port)
+            .flatMapErrorThrowing { error in throw ConnectStage.connect(error) }
+            .flatMap { channel -> EventLoopFuture<NIOAsyncChannel<Inbound, Outbound>> in
+                let handshake = handshakes.withLockedValue { entries in
+                    defer { entries.removeAll() }
+                    return entries[ObjectIdentifier(channel)]
+                }
+                guard let handshake else {
+                    channel.close(promise: nil)
+                    return channel.eventLoop.makeFailedFuture(ConnectStage.connect(ChannelError.inappropriateOperationForState))
+                }
+                let timer = channel.eventLoop.scheduleTask(in: timeout) {
+                    timedOut.withLockedValue { $0 = true }
+                    channel.close(promise: nil)
+                }
+                // Runs on the event loop as the handshake completes, before any application data
+                // is read. The async channel exists only for an accepted peer, so there is none
+                // to finish on a failure.
+                return handshake.flatMapThrowing { () throws -> NIOAsyncChannel<Inbound, Outbound> in
+                    guard case .accepted = outcome.withLockedValue({ $0 }) else { throw ConnectStage.unverified }
+                    return try NIOAsyncChannel<Inbound, Outbound>(wrappingChannelSynchronously: channel)
+                }.flatMapErrorThrowing { error in
+                    timer.cancel()
+                    channel.close(promise: nil)
+                    if case ConnectStage.unverified = error { throw error }
+                    throw ConnectStage.handshake(error)
+                }.map { wrapped in
+                    timer.cancel()
+                    return wrapped
+                }
+            }
+        let channel: NIOAsyncChannel<Inbound, Outbound>
+        do {
+            channel = try await established.get()
+        } catch ConnectStage.connect(let error) {
+            if let error = error as? ChannelError, case .connectTimeout = error {
                 throw PinnedTLSError.timedOut(what: "connecting to \(host):\(port)", seconds: timeout.seconds)
             }
             throw PinnedTLSError.connectionFailed(host: host, port: port, detail: "\(error)")
-        } catch {
-            throw PinnedTLSError.connectionFailed(host: host, port: port, detail: "\(error)")
-        }
-        let (channel, handshake) = connected
-        let raw = channel.channel
-        let timedOut = LockedBox(false)
-        let timer = raw.eventLoop.scheduleTask(in: timeout) {
-            timedOut.withLockedValue { $0 = true }
-            raw.close(promise: nil)
-        }
-        defer { timer.cancel() }
-        do {
-            try await handshake.get()
-        } catch {
-            raw.close(promise: nil)
-            try? await channel.executeThenClose { _, _ in }
+        } catch ConnectStage.handshake(let error) {
             if case .refused(let refusal) = outcome.withLockedValue({ $0 }) { throw refusal }
             if timedOut.withLockedValue({ $0 }) {
                 throw PinnedTLSError.timedOut(what: "TLS handshake with \(host):\(port)", seconds: timeout.seconds)
             }
             throw PinnedTLSError.connectionFailed(host: host, port: port, detail: "TLS handshake: \(error)")
+        } catch ConnectStage.unverified {
+            throw PinnedTLSError.connectionFailed(host: host, port: port, detail: "the handshake ended without verification")
         }
         guard case .accepted(let evaluation) = outcome.withLockedValue({ $0 }) else {
-            raw.close(promise: nil)
+            // Not reached: the channel is only wrapped for an accepted peer.
             try? await channel.executeThenClose { _, _ in }
             throw PinnedTLSError.connectionFailed(host: host, port: port, detail: "the handshake ended without verification")
         }
         return (channel, evaluation)
     }
+}
+
+/// Where a connection attempt failed: before the TCP connection was up, or in the handshake.
+private enum ConnectStage: Error {
+    case connect(any Error)
+    case handshake(any Error)
+    /// The handshake completed but the policy's callback recorded no acceptance.
+    case unverified
 }

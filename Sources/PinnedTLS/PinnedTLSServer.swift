@@ -17,17 +17,19 @@ public final class PinnedTLSServer: Sendable {
         public let remoteAddress: String
     }
 
-    private typealias Child = (channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, handshake: EventLoopFuture<Void>,
+    /// An accepted channel; the handshake yields it wrapped for async use (wrapped on the event
+    /// loop once the handshake has succeeded, so a refused client never gets an async channel
+    /// that would have to be finished).
+    private typealias Child = (channel: any Channel,
+                               handshake: HandshakeSignal<NIOAsyncChannel<ByteBuffer, ByteBuffer>>,
                                outcome: LockedBox<VerificationOutcome?>)
 
     private let listener: NIOAsyncChannel<Child, Never>
-    private let handshakeTimeout: TimeAmount
     /// The port the server listens on (useful after binding port 0).
     public let port: Int
 
-    private init(listener: NIOAsyncChannel<Child, Never>, handshakeTimeout: TimeAmount) {
+    private init(listener: NIOAsyncChannel<Child, Never>) {
         self.listener = listener
-        self.handshakeTimeout = handshakeTimeout
         self.port = listener.channel.localAddress?.port ?? 0
     }
 
@@ -73,7 +75,7 @@ public final class PinnedTLSServer: Sendable {
                 .bind(host: host, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture { () throws -> Child in
                         let outcome = LockedBox<VerificationOutcome?>(nil)
-                        let promise = channel.eventLoop.makePromise(of: Void.self)
+                        let signal = HandshakeSignal<NIOAsyncChannel<ByteBuffer, ByteBuffer>>()
                         let peer = channel.remoteAddress?.description ?? "client"
                         let handler: NIOSSLServerHandler
                         if let clientAuthentication {
@@ -81,6 +83,7 @@ public final class PinnedTLSServer: Sendable {
                                 context: context,
                                 customVerificationCallbackWithMetadata: NIOBridge.callback(
                                     outcome: outcome, peer: { peer }, cache: cache,
+                                    evaluationMayBlock: clientAuthentication.evaluationMayBlock,
                                     cachedAcceptance: { clientAuthentication.cachedAcceptance(cache: $0) }
                                 ) { presented, lookup throws(TLSTrustError) in
                                     try await clientAuthentication.evaluate(peer: peer, presented: presented,
@@ -90,12 +93,20 @@ public final class PinnedTLSServer: Sendable {
                             handler = NIOSSLServerHandler(context: context)
                         }
                         try channel.pipeline.syncOperations.addHandler(handler)
-                        try channel.pipeline.syncOperations.addHandler(HandshakeWaiter(promise: promise))
-                        let wrapped = try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                        return (wrapped, promise.futureResult, outcome)
+                        // The handshake timeout runs from the accept, armed and cancelled on the
+                        // event loop.
+                        let timer = channel.eventLoop.scheduleTask(in: handshakeTimeout) { channel.close(promise: nil) }
+                        try channel.pipeline.syncOperations.addHandler(HandshakeWaiter { result in
+                            timer.cancel()
+                            signal.finish(result.flatMap {
+                                // On the event loop, before any application data is read.
+                                Result { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+                            })
+                        })
+                        return (channel, signal, outcome)
                     }
                 }
-            return PinnedTLSServer(listener: listener, handshakeTimeout: handshakeTimeout)
+            return PinnedTLSServer(listener: listener)
         } catch {
             throw .connectionFailed(host: host, port: port, detail: "cannot listen: \(error)")
         }
@@ -114,12 +125,11 @@ public final class PinnedTLSServer: Sendable {
         onRefused: @escaping @Sendable (any Error) -> Void = { _ in },
         handler: @escaping @Sendable (Connection) async throws -> Void
     ) async throws {
-        let timeout = handshakeTimeout
         try await listener.executeThenClose { inbound in
             try await withThrowingDiscardingTaskGroup { group in
                 for try await child in inbound {
                     group.addTask {
-                        await Self.serve(child, timeout: timeout, onRefused: onRefused, handler: handler)
+                        await Self.serve(child, onRefused: onRefused, handler: handler)
                     }
                 }
             }
@@ -132,19 +142,16 @@ public final class PinnedTLSServer: Sendable {
     }
 
     private static func serve(
-        _ child: Child, timeout: TimeAmount, onRefused: @Sendable (any Error) -> Void,
+        _ child: Child, onRefused: @Sendable (any Error) -> Void,
         handler: @Sendable (Connection) async throws -> Void
     ) async {
-        let raw = child.channel.channel
+        let raw = child.channel
         let remote = raw.remoteAddress?.description ?? "client"
-        let timer = raw.eventLoop.scheduleTask(in: timeout) { raw.close(promise: nil) }
+        let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
         do {
-            try await child.handshake.get()
-            timer.cancel()
+            channel = try await child.handshake.wait()
         } catch {
-            timer.cancel()
             raw.close(promise: nil)
-            try? await child.channel.executeThenClose { _, _ in }
             if case .refused(let refusal) = child.outcome.withLockedValue({ $0 }) {
                 onRefused(refusal)
             } else if Self.isMissingCertificate(error) {
@@ -159,12 +166,12 @@ public final class PinnedTLSServer: Sendable {
             peerChain = evaluation.validatedChain
         }
         do {
-            try await handler(Connection(channel: child.channel, peerChain: peerChain, remoteAddress: remote))
+            try await handler(Connection(channel: channel, peerChain: peerChain, remoteAddress: remote))
         } catch {
             // The handler's own failure ends its connection only.
         }
-        try? await raw.close()
-        try? await child.channel.executeThenClose { _, _ in }
+        // Finishes the async channel and closes it, whatever the handler did with it.
+        try? await channel.executeThenClose { _, _ in }
     }
 
     private static func isMissingCertificate(_ error: any Error) -> Bool {

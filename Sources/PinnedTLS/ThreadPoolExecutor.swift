@@ -5,8 +5,11 @@ import Foundation
 /// A chain that is not in the verified-chain cache is validated by swift-certificates, whose
 /// API is asynchronous. Run on the cooperative pool, that work waits behind whatever else the
 /// program runs there; a program that blocks those threads (one per core) would stall every
-/// handshake until the peer's handshake timeout. ``verification`` runs only that work, so a
-/// handshake's time depends on the handshake. (The package's network tests use one too.)
+/// handshake until the peer's handshake timeout. When the evaluation can only compute (anchors
+/// held in memory, no report handler), it runs on the connection's event loop
+/// (`EventLoopTaskExecutor`); when it may wait (keychain anchors, the system store, a report
+/// handler), ``verification`` runs it, so a handshake's time depends on the handshake. (The
+/// package's network tests use one too.)
 package final class ThreadPoolExecutor: TaskExecutor, @unchecked Sendable {
     /// The two threads that verify peer chains.
     static let verification = ThreadPoolExecutor(threads: 2, name: "PinnedTLS verification")

@@ -97,6 +97,11 @@ enum ChainValidation {
         return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
     }
 
+    /// ``matchingPin(_:chain:)`` with the chain's pins computed before (in the chain's order).
+    static func matchingPin(_ pins: PinSet, chainPins: [SPKIPin]) -> SPKIPin? {
+        chainPins.first { pins.pins.contains($0) }
+    }
+
     /// Checks `pins` against `chain`; returns the matching pin, or nil.
     static func matchingPin(_ pins: PinSet, chain: [Certificate]) -> SPKIPin? {
         for certificate in chain {
@@ -186,6 +191,14 @@ extension TrustPolicy {
         }
     }
 
+    /// Whether evaluating a chain for `host` may wait on something other than computation:
+    /// keychain anchors, the system store (loaded from disk on first use), or the report
+    /// handler (the application's code, which may write a file).
+    func evaluationMayBlock(host: String) -> Bool {
+        guard let anchors = entry(for: host)?.anchors ?? defaultAnchors else { return false }
+        return reporter != nil || anchors.system || !anchors.keychainLabels.isEmpty
+    }
+
     /// The outcome ``evaluate(host:port:presented:cache:)`` would return, without suspending, when
     /// it is a plain acceptance decided from `cache`: the chain was validated before for this
     /// host against exactly these anchors, every certificate of it is valid now, and the
@@ -198,14 +211,16 @@ extension TrustPolicy {
               let resolved = try? anchors.resolve(source: nil)
         else { return nil }
         let now = clock()
-        guard let chain = cache.cache.lookup(cache.key(serverName: host, anchors: resolved), now: now) else {
+        guard let cached = cache.cache.entry(cache.key(serverName: host, anchors: resolved), now: now) else {
             return nil
         }
         guard let pins = entry?.pins else {
-            return TrustEvaluation(validatedChain: chain, matchedPin: nil, warnings: [])
+            return TrustEvaluation(validatedChain: cached.validatedChain, matchedPin: nil, warnings: [])
         }
-        guard !pins.isExpired(at: now), let pin = ChainValidation.matchingPin(pins, chain: chain) else { return nil }
-        return TrustEvaluation(validatedChain: chain, matchedPin: pin, warnings: [])
+        guard !pins.isExpired(at: now), let pin = ChainValidation.matchingPin(pins, chainPins: cached.pins) else {
+            return nil
+        }
+        return TrustEvaluation(validatedChain: cached.validatedChain, matchedPin: pin, warnings: [])
     }
 }
 
@@ -257,15 +272,21 @@ extension ClientAuthentication {
         return TrustEvaluation(validatedChain: chain, matchedPin: nil, warnings: ["no client pin matched (report mode)"])
     }
 
+    /// As ``TrustPolicy/evaluationMayBlock(host:)``: keychain anchors or the system store.
+    var evaluationMayBlock: Bool { anchors.system || !anchors.keychainLabels.isEmpty }
+
     /// As ``TrustPolicy/cachedAcceptance(host:cache:)``: a plain acceptance decided from `cache`
     /// without suspending, or `nil` for the full evaluation.
     func cachedAcceptance(cache: CacheLookup) -> TrustEvaluation? {
         guard anchors.keychainLabels.isEmpty, let resolved = try? anchors.resolve(source: nil) else { return nil }
         let now = clock()
-        guard let chain = cache.cache.lookup(cache.key(serverName: nil, anchors: resolved), now: now),
-              let evaluation = try? decide(peer: "", presented: [], chain: chain, now: now),
-              evaluation.warnings.isEmpty
-        else { return nil }
-        return evaluation
+        guard let cached = cache.cache.entry(cache.key(serverName: nil, anchors: resolved), now: now) else {
+            return nil
+        }
+        guard let pins, !pins.isExpired(at: now) else {
+            return TrustEvaluation(validatedChain: cached.validatedChain, matchedPin: nil, warnings: [])
+        }
+        guard let pin = ChainValidation.matchingPin(pins, chainPins: cached.pins) else { return nil }
+        return TrustEvaluation(validatedChain: cached.validatedChain, matchedPin: pin, warnings: [])
     }
 }

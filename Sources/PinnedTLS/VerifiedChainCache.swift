@@ -38,6 +38,9 @@ final class VerifiedChainCache: Sendable {
     /// A validated chain and the window in which every certificate of it is valid.
     struct Entry: Sendable {
         let validatedChain: [Certificate]
+        /// The `sha256/` pin of each certificate of ``validatedChain``, in its order (computed
+        /// once: the pins of a policy are compared with these at every use).
+        let pins: [SPKIPin]
         /// The latest `notValidBefore` of the chain.
         let notBefore: Date
         /// The earliest `notValidAfter` of the chain.
@@ -46,6 +49,7 @@ final class VerifiedChainCache: Sendable {
         init?(validatedChain: [Certificate]) {
             guard !validatedChain.isEmpty else { return nil }
             self.validatedChain = validatedChain
+            pins = validatedChain.compactMap { try? SPKIPin(certificate: $0) }
             notBefore = validatedChain.map(\.notValidBefore).max() ?? .distantFuture
             notAfter = validatedChain.map(\.notValidAfter).min() ?? .distantPast
         }
@@ -84,6 +88,11 @@ final class VerifiedChainCache: Sendable {
     /// The validated chain stored under `key`, if it is still within every certificate's
     /// validity period at `now`; an entry that is not is removed.
     func lookup(_ key: Key, now: Date) -> [Certificate]? {
+        entry(key, now: now)?.validatedChain
+    }
+
+    /// ``lookup(_:now:)`` with the chain's pins.
+    func entry(_ key: Key, now: Date) -> Entry? {
         guard capacity > 0 else { return nil }
         return state.withLockedValue { state in
             guard let found = state.entries[key] else { return nil }
@@ -93,7 +102,7 @@ final class VerifiedChainCache: Sendable {
             }
             state.tick &+= 1
             state.entries[key] = (found.entry, state.tick)
-            return found.entry.validatedChain
+            return found.entry
         }
     }
 

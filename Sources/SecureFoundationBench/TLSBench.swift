@@ -82,30 +82,54 @@ enum TLSBench {
         let plain = try await PlainTLS(dir: dir, bulk: mib << 20)
         defer { plain.close() }
 
-        print("loopback, TLS 1.3, P-256 certificates, client certificates required; \(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs); load average before: \(loadAverage())")
-        var policyRates: [Double] = [], plainRates: [Double] = [], coldRates: [Double] = []
-        for _ in 0..<runs {
-            policyRates.append(try await rate(handshakes) {
-                let connection = try await pinnedClient.connect(host: "127.0.0.1", port: pinnedServer.port,
-                                                                serverName: "localhost", timeout: .seconds(10))
-                try await roundTrip(connection.channel, bytes: 1)
-            })
-            plainRates.append(try await rate(handshakes) {
-                try await roundTrip(try await plain.connect(), bytes: 1)
-            })
-            coldRates.append(try await rate(handshakes) {
-                let connection = try await coldClient.connect(host: "127.0.0.1", port: coldServer.port,
-                                                              serverName: "localhost", timeout: .seconds(10))
-                try await roundTrip(connection.channel, bytes: 1)
-            })
+        let policyLoop: @Sendable () async throws -> Void = {
+            let connection = try await pinnedClient.connect(host: "127.0.0.1", port: pinnedServer.port,
+                                                            serverName: "localhost", timeout: .seconds(10))
+            try await roundTrip(connection.channel, bytes: 1)
         }
-        let policyRate = median(policyRates), plainRate = median(plainRates), coldRate = median(coldRates)
-        print("handshakes/s (connect, handshake, 1-byte round trip, close), \(handshakes) each:")
-        print("  PinnedTLS policy (anchors + pins + mTLS), peers seen before: \(BenchSupport.format(policyRate, 0))/s  runs \(policyRates.map { BenchSupport.format($0, 0) }.joined(separator: ", "))")
-        print("  PinnedTLS policy, every chain validated in full (no cache): \(BenchSupport.format(coldRate, 0))/s  runs \(coldRates.map { BenchSupport.format($0, 0) }.joined(separator: ", "))")
-        print("  swift-nio-ssl default verification:                        \(BenchSupport.format(plainRate, 0))/s  runs \(plainRates.map { BenchSupport.format($0, 0) }.joined(separator: ", "))")
-        print("  policy overhead, peers seen before: \(BenchSupport.format((plainRate / policyRate - 1) * 100, 1)) % (target < 10 %)")
-        print("  policy overhead, full validation:   \(BenchSupport.format((plainRate / coldRate - 1) * 100, 1)) %")
+        let plainLoop: @Sendable () async throws -> Void = {
+            try await roundTrip(try await plain.connect(), bytes: 1)
+        }
+        let coldLoop: @Sendable () async throws -> Void = {
+            let connection = try await coldClient.connect(host: "127.0.0.1", port: coldServer.port,
+                                                          serverName: "localhost", timeout: .seconds(10))
+            try await roundTrip(connection.channel, bytes: 1)
+        }
+        // TLS_BENCH_ONLY=policy|cold|plain: that handshake loop alone (for a profiler), no bulk.
+        if let only = environment["TLS_BENCH_ONLY"] {
+            let loops = ["policy": policyLoop, "cold": coldLoop, "plain": plainLoop]
+            guard let loop = loops[only] else { throw Failure(description: "TLS_BENCH_ONLY: policy, cold or plain") }
+            print("\(only) only, load average before: \(loadAverage())")
+            for _ in 0..<runs {
+                let measured = try await rate(handshakes, loop)
+                print("  \(BenchSupport.format(measured.rate, 0)) handshakes/s, CPU \(BenchSupport.format(measured.cpu * 1e6, 0)) µs per handshake (client and server)")
+            }
+            await coldServer.close()
+            await pinnedServer.close()
+            return
+        }
+
+        print("loopback, TLS 1.3, P-256 certificates, client certificates required; \(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs); load average before: \(loadAverage())")
+        var policyRuns: [(rate: Double, cpu: Double)] = [], plainRuns: [(rate: Double, cpu: Double)] = []
+        var coldRuns: [(rate: Double, cpu: Double)] = []
+        for _ in 0..<runs {
+            policyRuns.append(try await rate(handshakes, policyLoop))
+            plainRuns.append(try await rate(handshakes, plainLoop))
+            coldRuns.append(try await rate(handshakes, coldLoop))
+        }
+        let policyRate = median(policyRuns.map(\.rate)), plainRate = median(plainRuns.map(\.rate))
+        let coldRate = median(coldRuns.map(\.rate))
+        let policyCPU = median(policyRuns.map(\.cpu)), plainCPU = median(plainRuns.map(\.cpu))
+        let coldCPU = median(coldRuns.map(\.cpu))
+        func line(_ label: String, _ rate: Double, _ cpu: Double, _ runs: [(rate: Double, cpu: Double)]) -> String {
+            "  \(label) \(BenchSupport.format(rate, 0))/s, CPU \(BenchSupport.format(cpu * 1e6, 0)) µs/handshake  runs \(runs.map { BenchSupport.format($0.rate, 0) }.joined(separator: ", "))"
+        }
+        print("handshakes/s (connect, handshake, 1-byte round trip, close), \(handshakes) each; CPU: process user + system time per handshake, client and server together:")
+        print(line("PinnedTLS policy (anchors + pins + mTLS), peers seen before:", policyRate, policyCPU, policyRuns))
+        print(line("PinnedTLS policy, every chain validated in full (no cache): ", coldRate, coldCPU, coldRuns))
+        print(line("swift-nio-ssl default verification:                        ", plainRate, plainCPU, plainRuns))
+        print("  policy overhead, peers seen before: \(BenchSupport.format((plainRate / policyRate - 1) * 100, 1)) % in handshakes/s, \(BenchSupport.format((policyCPU / plainCPU - 1) * 100, 1)) % in CPU (target < 10 %)")
+        print("  policy overhead, full validation:   \(BenchSupport.format((plainRate / coldRate - 1) * 100, 1)) % in handshakes/s, \(BenchSupport.format((coldCPU / plainCPU - 1) * 100, 1)) % in CPU")
         await coldServer.close()
         _ = try? await coldServerTask.value
 
@@ -181,10 +205,27 @@ enum TLSBench {
         return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
     }
 
-    static func rate(_ count: Int, _ body: () async throws -> Void) async throws -> Double {
+    /// Handshakes per second over `count` runs of `body`, and the process's CPU time (user and
+    /// system, every thread: client and server) per run.
+    static func rate(_ count: Int, _ body: () async throws -> Void) async throws -> (rate: Double, cpu: Double) {
+        let cpuStart = cpuSeconds()
         let start = DispatchTime.now().uptimeNanoseconds
         for _ in 0..<count { try await body() }
-        return Double(count) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return (Double(count) / seconds, (cpuSeconds() - cpuStart) / Double(count))
+    }
+
+    /// User + system CPU time of this process so far.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        #if os(Linux)
+        let who = __rusage_who_t(RUSAGE_SELF.rawValue)
+        #else
+        let who = RUSAGE_SELF
+        #endif
+        guard getrusage(who, &usage) == 0 else { return 0 }
+        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
     static func throughput(_ bytes: Int, _ body: () async throws -> Void) async throws -> Double {

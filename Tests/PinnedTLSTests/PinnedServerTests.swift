@@ -155,6 +155,51 @@ struct PinnedServerTests {
         }
     }
 
+    @Test("A client that connects and never sends a ClientHello is dropped after the handshake timeout")
+    func silentClientDropped() async throws {
+        let log = ServerLog()
+        let server = try await PinnedTLSServer.bind(
+            identity: try pki.identity("leaf"),
+            clientAuthentication: ClientAuthentication(anchors: .only([try pki.certificate("root")])),
+            handshakeTimeout: .seconds(1))
+        let running = Task(executorPreference: TestExecutor.shared) {
+            try await server.run(onRefused: { log.refuse($0) }) { connection in log.serve(connection.peerChain) }
+        }
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(server.port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+        try #require(connected)
+        // Wait (at most 30 s) for the server to close the connection: recv returns 0.
+        var closed = false
+        for _ in 0..<3000 {
+            var byte: UInt8 = 0
+            let count = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
+            if count == 0 { closed = true; break }
+            if count < 0 && errno != EAGAIN && errno != EWOULDBLOCK { break }
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        await log.settle()
+        await server.close()
+        _ = await running.result
+        #expect(closed)
+        #expect(log.served.isEmpty)
+        #expect(log.refused.count == 1)
+        if case .connectionFailed(_, _, let detail)? = log.refused.first as? PinnedTLSError {
+            #expect(detail.hasPrefix("TLS handshake"))
+        } else {
+            Issue.record("expected a failed handshake, got \(log.refused)")
+        }
+    }
+
     @Test("Our client without a certificate gets nothing from a server that requires one")
     func ourClientWithoutCertificate() async throws {
         let root = try pki.certificate("root")
