@@ -30,6 +30,22 @@ public struct SPKIPin: Hashable, Sendable, CustomStringConvertible {
         try self.init(publicKey: certificate.publicKey)
     }
 
+    /// The pin of `certificate`'s key, remembered for certificates seen before (a server's
+    /// anchors and its clients' certificates come back at every handshake). The key is the
+    /// whole certificate (its signed bytes and signature), so another certificate never gets
+    /// this one's pin. `nil` when the key cannot be serialized.
+    static func memoized(_ certificate: Certificate) -> SPKIPin? {
+        if let pin = memo.withLockedValue({ $0[certificate] }) { return pin }
+        guard let pin = try? SPKIPin(certificate: certificate) else { return nil }
+        memo.withLockedValue { memo in
+            if memo.count >= 256 { memo.removeAll() }
+            memo[certificate] = pin
+        }
+        return pin
+    }
+
+    private static let memo = LockedBox<[Certificate: SPKIPin]>([:])
+
     /// Parses `sha256/<base64 of 32 bytes>`.
     ///
     /// - Parameter string: the pin as written in a configuration.

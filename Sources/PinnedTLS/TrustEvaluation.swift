@@ -105,7 +105,7 @@ enum ChainValidation {
     /// Checks `pins` against `chain`; returns the matching pin, or nil.
     static func matchingPin(_ pins: PinSet, chain: [Certificate]) -> SPKIPin? {
         for certificate in chain {
-            if let pin = try? SPKIPin(certificate: certificate), pins.pins.contains(pin) { return pin }
+            if let pin = SPKIPin.memoized(certificate), pins.pins.contains(pin) { return pin }
         }
         return nil
     }

@@ -49,7 +49,7 @@ final class VerifiedChainCache: Sendable {
         init?(validatedChain: [Certificate]) {
             guard !validatedChain.isEmpty else { return nil }
             self.validatedChain = validatedChain
-            pins = validatedChain.compactMap { try? SPKIPin(certificate: $0) }
+            pins = validatedChain.compactMap(SPKIPin.memoized)
             notBefore = validatedChain.map(\.notValidBefore).max() ?? .distantFuture
             notAfter = validatedChain.map(\.notValidAfter).min() ?? .distantPast
         }

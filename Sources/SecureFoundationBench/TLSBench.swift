@@ -12,7 +12,9 @@ import X509
 /// twice: with the verified-chain caches (peers seen before, the common case) and without them
 /// (every chain validated in full, a peer seen for the first time). Then bulk throughput beside
 /// `openssl s_client` → `openssl s_server`. TLS_BENCH_HANDSHAKES (default 300), TLS_BENCH_MIB
-/// (default 256), TLS_BENCH_RUNS (default 3, medians).
+/// (default 256), TLS_BENCH_RUNS (default 3, medians); TLS_BENCH_ONLY=policy|cold|plain runs
+/// that handshake loop alone (for a profiler), TLS_BENCH_ONLY=verify times the chain evaluations
+/// alone. CPU time per handshake is the process's (client and server together).
 enum TLSBench {
     static func run() throws {
         let result = BenchResult()
@@ -58,28 +60,36 @@ enum TLSBench {
         let backup = SPKIPin("sha256/" + Data(repeating: 0x42, count: 32).base64EncodedString())!
         let pins = try PinSet(pins: [backup, rootPin])
 
+        // Each configuration runs on an event loop group of its own, alike (two loops; the
+        // listener takes the first, then each connection's client and server side alternate), so
+        // that no configuration pays for accepting on one loop and serving on the other while
+        // another does not (with one shared group that depends on the order of the binds).
+        let policyGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let coldGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let plainGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         let pinnedServer = try await PinnedTLSServer.bind(
             identity: serverIdentity,
-            clientAuthentication: ClientAuthentication(anchors: .only(root), pins: pins))
+            clientAuthentication: ClientAuthentication(anchors: .only(root), pins: pins), eventLoopGroup: policyGroup)
         let pinnedServerTask = Task {
             try await pinnedServer.run { connection in try await serve(connection.channel, bulk: mib << 20) }
         }
         let policy = TrustPolicy(
             hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only(root), pins: pins)],
             defaultAnchors: nil)
-        let pinnedClient = try PinnedTLSClient(policy: policy, identity: clientIdentity)
+        let pinnedClient = try PinnedTLSClient(policy: policy, identity: clientIdentity, eventLoopGroup: policyGroup)
         // The same policy with the verified-chain caches off on both sides: every handshake builds
         // and verifies the peer's chain in full (a peer seen for the first time).
         let coldServer = try await PinnedTLSServer.bind(
             identity: serverIdentity,
-            clientAuthentication: ClientAuthentication(anchors: .only(root), pins: pins),
+            clientAuthentication: ClientAuthentication(anchors: .only(root), pins: pins), eventLoopGroup: coldGroup,
             verifiedChainCacheSize: 0)
         let coldServerTask = Task {
             try await coldServer.run { connection in try await serve(connection.channel, bulk: mib << 20) }
         }
-        let coldClient = try PinnedTLSClient(policy: policy, identity: clientIdentity, verifiedChainCacheSize: 0)
+        let coldClient = try PinnedTLSClient(policy: policy, identity: clientIdentity, eventLoopGroup: coldGroup,
+                                             verifiedChainCacheSize: 0)
 
-        let plain = try await PlainTLS(dir: dir, bulk: mib << 20)
+        let plain = try await PlainTLS(dir: dir, bulk: mib << 20, group: plainGroup)
         defer { plain.close() }
 
         let policyLoop: @Sendable () async throws -> Void = {
@@ -94,6 +104,29 @@ enum TLSBench {
             let connection = try await coldClient.connect(host: "127.0.0.1", port: coldServer.port,
                                                           serverName: "localhost", timeout: .seconds(10))
             try await roundTrip(connection.channel, bytes: 1)
+        }
+        // TLS_BENCH_ONLY=verify: what a first-seen chain costs in Swift, without the network:
+        // the client's and the server's full evaluation of the other side's chain.
+        if environment["TLS_BENCH_ONLY"] == "verify" {
+            let serverChain = try PEMFiles.certificates(atPath: dir + "/server.pem")
+            let clientChain = try PEMFiles.certificates(atPath: dir + "/client.pem")
+            let authentication = ClientAuthentication(anchors: .only(root), pins: pins)
+            for _ in 0..<runs {
+                let cpuStart = cpuSeconds()
+                for _ in 0..<handshakes {
+                    _ = try await policy.evaluate(host: "localhost", port: 443, presented: serverChain)
+                }
+                let serverSide = (cpuSeconds() - cpuStart) / Double(handshakes)
+                let cpuMiddle = cpuSeconds()
+                for _ in 0..<handshakes {
+                    _ = try await authentication.evaluate(peer: "client", presented: clientChain)
+                }
+                let clientSide = (cpuSeconds() - cpuMiddle) / Double(handshakes)
+                print("  full evaluation, CPU per chain: server's chain \(BenchSupport.format(serverSide * 1e6, 0)) µs, client's chain \(BenchSupport.format(clientSide * 1e6, 0)) µs")
+            }
+            await coldServer.close()
+            await pinnedServer.close()
+            return
         }
         // TLS_BENCH_ONLY=policy|cold|plain: that handshake loop alone (for a profiler), no bulk.
         if let only = environment["TLS_BENCH_ONLY"] {
@@ -332,8 +365,10 @@ final class PlainTLS: Sendable {
     let serverTask: Task<Void, any Error>
     let clientContext: NIOSSLContext
     let port: Int
+    let group: MultiThreadedEventLoopGroup
 
-    init(dir: String, bulk: Int) async throws {
+    init(dir: String, bulk: Int, group: MultiThreadedEventLoopGroup) async throws {
+        self.group = group
         let root = try NIOSSLCertificate.fromPEMFile(dir + "/root.pem")
         var server = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(dir + "/server.pem").map { .certificate($0) },
@@ -349,7 +384,7 @@ final class PlainTLS: Sendable {
         client.certificateChain = try NIOSSLCertificate.fromPEMFile(dir + "/client.pem").map { .certificate($0) }
         client.privateKey = .privateKey(try NIOSSLPrivateKey(file: dir + "/client.key", format: .pem))
         clientContext = try NIOSSLContext(configuration: client)
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .bind(host: "127.0.0.1", port: 0) { channel in
@@ -373,7 +408,7 @@ final class PlainTLS: Sendable {
 
     func connect() async throws -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
         let context = clientContext
-        return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        return try await ClientBootstrap(group: group)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
