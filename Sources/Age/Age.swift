@@ -292,8 +292,7 @@ public enum Age {
         let fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { throw AgeError.io("cannot open \(path) for reading and writing: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+        guard let info = try? FileCalls.status(fd), info.isRegularFile else {
             throw AgeError.invalidArgument("\(path) is not a regular file")
         }
         if info.st_nlink > 1 && !shredOptions.allowHardLinks {

@@ -254,8 +254,12 @@ public enum DeviceKeyRotation {
         // Every dependent is under the new key: the old key is needed no more.
         for move in journal.moves where access(move.from, F_OK) == 0 {
             let retired = move.to + retiredSuffix
-            if access(move.to, F_OK) == 0 && access(retired, F_OK) != 0 && link(move.to, retired) != 0 {
-                throw VaultError.io("cannot keep \(move.to) for erasure: \(String(cString: strerror(errno)))")
+            if access(move.to, F_OK) == 0 && access(retired, F_OK) != 0 {
+                do throws(SystemCallError) {
+                    try FileCalls.hardLink(move.to, retired)
+                } catch {
+                    throw VaultError.io("cannot keep \(move.to) for erasure: \(String(cString: strerror(error.code)))")
+                }
             }
             guard rename(move.from, move.to) == 0 else {
                 throw VaultError.io("cannot move the new device key \(move.from) to \(move.to): \(String(cString: strerror(errno)))")
