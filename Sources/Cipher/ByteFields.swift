@@ -2,7 +2,8 @@ import Foundation
 
 /// Builds the byte layouts of the project's formats: bytes, big-endian integers and
 /// length-prefixed fields. One writer for the sealed envelope's header, the vault state's
-/// associated data and the keychain's records, so a layout is written the same way everywhere.
+/// associated data, the keychain's blind-index inputs and records, the embedded-secrets blob and
+/// the unlock agent's frame lengths, so a layout is written the same way everywhere.
 ///
 /// Meant for public bytes: it grows an ordinary array, so secrets are assembled in
 /// ``SecretBytes`` instead. A record that must pass through an array (a keychain item's

@@ -137,20 +137,8 @@ public enum DeviceKeyRotation {
     /// The journal of an unfinished rotation in `directory`, or nil.
     /// - Throws: ``VaultError/corrupted(_:)`` for a journal that does not parse.
     public static func pending(directory: String) throws -> Journal? {
-        let path = directory + "/" + journalName
-        guard access(path, F_OK) == 0 else { return nil }
-        do {
-            try SecureFile.checkPrivate(path, isDirectory: false)
-            let bytes = try SecureFile.read(path, maxLength: 64 * 1024)
-            let journal = try CanonicalEncoding.decode(Journal.self, from: bytes)
+        try DeviceKeyRecord.readPrivateJSON(Journal.self, at: directory + "/" + journalName, what: "a device-key rotation journal") { journal, path in
             try journal.check(path: path)
-            return journal
-        } catch let error as VaultError {
-            throw error
-        } catch {
-            let wrapped = VaultError.wrap(error)
-            if case .insecurePermissions = wrapped { throw wrapped }
-            throw VaultError.corrupted("\(path) is not a device-key rotation journal: \(error)")
         }
     }
 
