@@ -165,70 +165,77 @@ public enum Age {
     /// - Throws: ``AgeError`` or what the sequence or `output` throws.
     public static func encrypt<Input: AsyncSequence>(_ input: Input, recipients: [any AgeRecipient], armor: Bool = false,
                                                      output: ([UInt8]) async throws -> Void) async throws where Input.Element == UInt8 {
-        var pending = [UInt8]()
-        let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { pending += $0 }
-        var piece = [UInt8]()
-        piece.reserveCapacity(readSize)
-        for try await byte in input {
-            piece.append(byte)
-            if piece.count == readSize {
-                try encryptor.update(piece)
-                piece.removeAll(keepingCapacity: true)
-                if !pending.isEmpty { try await output(pending); pending.removeAll(keepingCapacity: true) }
-            }
-        }
-        try encryptor.update(piece)
-        try encryptor.finish()
-        if !pending.isEmpty { try await output(pending) }
+        let pending = PendingOutput()
+        let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { pending.bytes += $0 }
+        try await pending.pump(bytes: input, into: { try encryptor.update($0) }, finish: encryptor.finish, output: output)
     }
 
     /// Encrypts an async sequence of byte buffers (`Data`, `[UInt8]`).
     /// - Throws: ``AgeError`` or what the sequence or `output` throws.
     public static func encrypt<Input: AsyncSequence>(_ input: Input, recipients: [any AgeRecipient], armor: Bool = false,
                                                      output: ([UInt8]) async throws -> Void) async throws where Input.Element: DataProtocol {
-        var pending = [UInt8]()
-        let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { pending += $0 }
-        for try await buffer in input {
-            try encryptor.update(buffer)
-            if !pending.isEmpty { try await output(pending); pending.removeAll(keepingCapacity: true) }
-        }
-        try encryptor.finish()
-        if !pending.isEmpty { try await output(pending) }
+        let pending = PendingOutput()
+        let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { pending.bytes += $0 }
+        try await pending.pump(buffers: input, into: { try encryptor.update($0) }, finish: encryptor.finish, output: output)
     }
 
     /// Decrypts an async byte sequence, handing verified plaintext to `output`.
     /// - Throws: ``AgeError`` or what the sequence or `output` throws.
     public static func decrypt<Input: AsyncSequence>(_ input: Input, identities: [any AgeIdentity], armor: AgeArmorMode = .auto,
                                                      output: ([UInt8]) async throws -> Void) async throws where Input.Element == UInt8 {
-        var pending = [UInt8]()
-        let decryptor = AgeDecryptor(identities: identities, armor: armor) { pending += $0 }
-        var piece = [UInt8]()
-        piece.reserveCapacity(readSize)
-        for try await byte in input {
-            piece.append(byte)
-            if piece.count == readSize {
-                try decryptor.update(piece)
-                piece.removeAll(keepingCapacity: true)
-                if !pending.isEmpty { try await output(pending); pending.removeAll(keepingCapacity: true) }
-            }
-        }
-        try decryptor.update(piece)
-        try decryptor.finish()
-        if !pending.isEmpty { try await output(pending) }
+        let pending = PendingOutput()
+        let decryptor = AgeDecryptor(identities: identities, armor: armor) { pending.bytes += $0 }
+        try await pending.pump(bytes: input, into: { try decryptor.update($0) }, finish: decryptor.finish, output: output)
     }
 
     /// Decrypts an async sequence of byte buffers, handing verified plaintext to `output`.
     /// - Throws: ``AgeError`` or what the sequence or `output` throws.
     public static func decrypt<Input: AsyncSequence>(_ input: Input, identities: [any AgeIdentity], armor: AgeArmorMode = .auto,
                                                      output: ([UInt8]) async throws -> Void) async throws where Input.Element: DataProtocol {
-        var pending = [UInt8]()
-        let decryptor = AgeDecryptor(identities: identities, armor: armor) { pending += $0 }
-        for try await buffer in input {
-            try decryptor.update(buffer)
-            if !pending.isEmpty { try await output(pending); pending.removeAll(keepingCapacity: true) }
+        let pending = PendingOutput()
+        let decryptor = AgeDecryptor(identities: identities, armor: armor) { pending.bytes += $0 }
+        try await pending.pump(buffers: input, into: { try decryptor.update($0) }, finish: decryptor.finish, output: output)
+    }
+
+    /// What a push-mode encryptor or decryptor produced since `output` last had it: the async
+    /// sequence functions feed the input in, and hand this on after every piece.
+    private final class PendingOutput {
+        var bytes = [UInt8]()
+
+        private func drain(_ output: ([UInt8]) async throws -> Void) async throws {
+            guard !bytes.isEmpty else { return }
+            try await output(bytes)
+            bytes.removeAll(keepingCapacity: true)
         }
-        try decryptor.finish()
-        if !pending.isEmpty { try await output(pending) }
+
+        /// Feeds the bytes of `input` to `update` in pieces of ``Age/readSize``, then finishes.
+        func pump<Input: AsyncSequence>(bytes input: Input, into update: ([UInt8]) throws -> Void, finish: () throws -> Void,
+                                        output: ([UInt8]) async throws -> Void) async throws where Input.Element == UInt8 {
+            var piece = [UInt8]()
+            piece.reserveCapacity(Age.readSize)
+            for try await byte in input {
+                piece.append(byte)
+                if piece.count == Age.readSize {
+                    try update(piece)
+                    piece.removeAll(keepingCapacity: true)
+                    try await drain(output)
+                }
+            }
+            try update(piece)
+            try finish()
+            try await drain(output)
+        }
+
+        /// Feeds each buffer of `input` to `update`, then finishes.
+        func pump<Input: AsyncSequence>(buffers input: Input, into update: (Input.Element) throws -> Void, finish: () throws -> Void,
+                                        output: ([UInt8]) async throws -> Void) async throws where Input.Element: DataProtocol {
+            for try await buffer in input {
+                try update(buffer)
+                try await drain(output)
+            }
+            try finish()
+            try await drain(output)
+        }
     }
 
     // MARK: Files
@@ -292,8 +299,7 @@ public enum Age {
         let fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { throw AgeError.io("cannot open \(path) for reading and writing: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+        guard let info = try? FileCalls.status(fd), info.isRegularFile else {
             throw AgeError.invalidArgument("\(path) is not a regular file")
         }
         if info.st_nlink > 1 && !shredOptions.allowHardLinks {

@@ -22,14 +22,15 @@ public enum AgeIO {
     ///   - fd: The descriptor being read.
     ///   - path: The output path.
     public static func isSameFile(_ fd: Int32, _ path: String) -> Bool {
-        var a = stat(), b = stat()
-        guard fstat(fd, &a) == 0, a.st_mode & S_IFMT == S_IFREG else { return false }
+        guard let a = try? FileCalls.status(fd), a.isRegularFile else { return false }
+        let b: stat?
         if case .descriptor(let output)? = try? SecureFile.outputTarget(of: path) {
-            guard fstat(output, &b) == 0 else { return false }
+            b = try? FileCalls.status(output)
         } else {
-            guard lstat(path, &b) == 0 else { return false }
+            b = try? FileCalls.linkStatus(path)
         }
-        return b.st_mode & S_IFMT == S_IFREG && a.st_dev == b.st_dev && a.st_ino == b.st_ino
+        guard let b else { return false }
+        return b.isRegularFile && a.st_dev == b.st_dev && a.st_ino == b.st_ino
     }
 
     static func openForReading(_ path: String) throws -> Int32 {

@@ -105,8 +105,7 @@ final class ChunkPipeline: @unchecked Sendable {
         // No more threads than chunks to process when the input is a regular file (a small
         // file is done before a thread would have started).
         var threads = max(1, workers)
-        var info = stat()
-        if fstat(input, &info) == 0, info.st_mode & S_IFMT == S_IFREG {
+        if let info = try? FileCalls.status(input), info.isRegularFile {
             let position = max(0, lseek(input, 0, SEEK_CUR))
             let remaining = max(0, Int64(info.st_size) - Int64(position)) + Int64(prefix.count)
             threads = Int(min(Int64(threads), remaining / Int64(inSize) + 1))

@@ -1,4 +1,5 @@
 import Foundation
+import Cipher
 import CPlatform
 
 /// How many threads seal or open the chunks of a batch.
@@ -28,9 +29,8 @@ enum ChunkWorkers {
     /// Whether writes to `fd` cost real CPU: anything but a character device (`/dev/null`,
     /// a terminal), i.e. regular files, pipes and sockets.
     static func writesCostCPU(_ fd: Int32) -> Bool {
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { return true }
-        return info.st_mode & S_IFMT != S_IFCHR
+        guard let info = try? FileCalls.status(fd) else { return true }
+        return info.fileType != S_IFCHR
     }
 }
 

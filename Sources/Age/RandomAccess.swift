@@ -37,8 +37,8 @@ public final class AgeRandomAccessReader: Sendable {
     private init(fileDescriptor fd: Int32, identities: [any AgeIdentity], ownsDescriptor: Bool) throws {
         self.fd = fd
         self.ownsDescriptor = ownsDescriptor
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw AgeError.io("fstat failed: \(String(cString: strerror(errno)))") }
+        let info: stat
+        do { info = try FileCalls.status(fd) } catch { throw AgeError.io("fstat failed: \(String(cString: strerror(error.code)))") }
         let fileSize = Int64(info.st_size)
         // Parse the header.
         var parser = AgeHeaderParser()

@@ -2,10 +2,14 @@ import Foundation
 
 /// Builds the byte layouts of the project's formats: bytes, big-endian integers and
 /// length-prefixed fields. One writer for the sealed envelope's header, the vault state's
-/// associated data and the keychain's records, so a layout is written the same way everywhere.
+/// associated data, the keychain's blind-index inputs and records, the embedded-secrets blob and
+/// the unlock agent's frame lengths, so a layout is written the same way everywhere.
 ///
-/// Only for public bytes: it grows an ordinary array, so secrets are assembled in
-/// ``SecretBytes`` instead.
+/// Meant for public bytes: it grows an ordinary array, so secrets are assembled in
+/// ``SecretBytes`` instead. A record that must pass through an array (a keychain item's
+/// plaintext, the input of a sealing call) is written into a writer made with its exact
+/// `capacity`, so the array never moves and leaves no copy behind, and its owner zeroes
+/// ``bytes`` once the writer is gone.
 package struct ByteWriter: Sendable {
     /// The bytes written so far.
     package private(set) var bytes: [UInt8]
@@ -21,9 +25,18 @@ package struct ByteWriter: Sendable {
         bytes.append(value)
     }
 
+    /// Appends `value` in 2 bytes, big-endian.
+    package mutating func uint16(_ value: UInt16) {
+        bytes.append(UInt8(value >> 8))
+        bytes.append(UInt8(value & 0xFF))
+    }
+
     /// Appends `value` in 4 bytes, big-endian.
     package mutating func uint32(_ value: UInt32) {
-        bytes += [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+        bytes.append(UInt8(value >> 24))
+        bytes.append(UInt8(value >> 16 & 0xFF))
+        bytes.append(UInt8(value >> 8 & 0xFF))
+        bytes.append(UInt8(value & 0xFF))
     }
 
     /// Appends `value` in 8 bytes, big-endian.
@@ -95,6 +108,12 @@ package struct ByteReader: Sendable {
         guard remaining >= 1 else { throw CipherError.truncated("ends before the \(what) at offset \(offset)") }
         defer { offset += 1 }
         return bytes[offset]
+    }
+
+    /// The next 2 bytes as a big-endian integer.
+    package mutating func uint16(_ what: String) throws -> UInt16 {
+        guard remaining >= 2 else { throw CipherError.truncated("ends before the \(what) at offset \(offset)") }
+        return try take(2).reduce(0) { $0 << 8 | UInt16($1) }
     }
 
     /// The next 4 bytes as a big-endian integer.

@@ -25,12 +25,14 @@ extension SecureFile {
     ///   names a descriptor that is not open for writing.
     public static func outputTarget(of path: String) throws -> OutputTarget {
         if let number = descriptorNumber(path) { return .descriptor(try writableDescriptor(number, path: path)) }
-        var info = stat()
-        if lstat(path, &info) != 0 {
-            if errno == ENOENT { return .replace }
-            throw Failure.system(operation: "stat", path: path, errno: errno)
+        let info: stat
+        do {
+            info = try FileCalls.linkStatus(path)
+        } catch {
+            if error.code == ENOENT { return .replace }
+            throw Failure(error, path: path)
         }
-        switch info.st_mode & S_IFMT {
+        switch info.fileType {
         case S_IFREG:
             return .replace
         case S_IFCHR, S_IFIFO:
@@ -92,13 +94,14 @@ extension SecureFile {
             var fd: Int32
             repeat { fd = open(path, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC) } while fd < 0 && errno == EINTR
             guard fd >= 0 else { throw Failure.system(operation: "open", path: path, errno: errno) }
-            var info = stat()
-            guard fstat(fd, &info) == 0 else {
-                let code = errno
+            let info: stat
+            do {
+                info = try FileCalls.status(fd)
+            } catch {
                 close(fd)
-                throw Failure.system(operation: "stat", path: path, errno: code)
+                throw Failure.system(operation: "stat", path: path, errno: error.code)
             }
-            let kind = info.st_mode & S_IFMT
+            let kind = info.fileType
             if kind == S_IFCHR || kind == S_IFIFO {
                 do { try requireTrustedOwner(info, path: path, kind: kind == S_IFIFO ? "FIFO" : "device") } catch { close(fd); throw error }
             }

@@ -28,13 +28,13 @@ public enum SecureFile {
     /// - Parameter path: The directory.
     /// - Throws: ``SecureFile/Failure`` when it cannot be created or is not private.
     public static func ensurePrivateDirectory(_ path: String) throws {
-        var info = stat()
-        if lstat(path, &info) != 0 {
-            guard errno == ENOENT else { throw Failure.system(operation: "stat", path: path, errno: errno) }
+        do {
+            _ = try FileCalls.linkStatus(path)
+        } catch {
+            guard error.code == ENOENT else { throw Failure(error, path: path) }
             let parent = directoryOf(path)
             if parent != "." && parent != path && parent != "/" {
-                var parentInfo = stat()
-                if lstat(parent, &parentInfo) != 0 {
+                if (try? FileCalls.linkStatus(parent)) == nil {
                     try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true,
                                                             attributes: [.posixPermissions: 0o700])
                 }
@@ -54,9 +54,9 @@ public enum SecureFile {
     ///   - isDirectory: Whether `path` must be a directory.
     /// - Throws: ``SecureFile/Failure/insecurePermissions(path:reason:fix:)`` with the fix, or ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
     public static func checkPrivate(_ path: String, isDirectory: Bool) throws {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { throw Failure.system(operation: "stat", path: path, errno: errno) }
-        let type = info.st_mode & S_IFMT
+        let info: stat
+        do { info = try FileCalls.linkStatus(path) } catch { throw Failure(error, path: path) }
+        let type = info.fileType
         if isDirectory && type != S_IFDIR {
             throw Failure.insecurePermissions(path: path, reason: "it is not a directory (a symlink is not accepted)",
                                               fix: "mv \(path) \(path).old && mkdir -m 700 \(path)")
@@ -114,7 +114,7 @@ public enum SecureFile {
         let temporary = try LockedTemporary(in: directory, mode: mode)
         defer { temporary.discard() }
         try body(temporary.fd)
-        guard fsync(temporary.fd) == 0 else { throw Failure.system(operation: "fsync", path: temporary.displayName, errno: errno) }
+        do { try FileCalls.sync(temporary.fd) } catch { throw Failure(error, path: temporary.displayName) }
         try temporary.commit(as: path)
         try syncDirectory(directory)
     }
@@ -151,16 +151,14 @@ public enum SecureFile {
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
             guard isLockedTemporaryName(name) else { continue }
-            let fd = openat(directoryFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
-            guard fd >= 0 else { continue }
+            guard let fd = try? FileCalls.open(in: directoryFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) else { continue }
             defer { close(fd) }
-            var info = stat(), current = stat()
-            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else { continue }
-            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
+            guard let info = try? FileCalls.status(fd), info.isRegularFile, info.st_uid == geteuid() else { continue }
+            guard FileCalls.tryLockExclusive(fd) else { continue }
             // Still the same file under that name (not replaced since it was opened).
-            guard fstatat(directoryFD, name, &current, AT_SYMLINK_NOFOLLOW) == 0,
+            guard let current = try? FileCalls.linkStatus(in: directoryFD, name),
                   current.st_dev == info.st_dev, current.st_ino == info.st_ino else { continue }
-            if unlinkat(directoryFD, name, 0) == 0 { removed += 1 }
+            if (try? FileCalls.unlink(in: directoryFD, name)) != nil { removed += 1 }
         }
         return removed
     }
@@ -185,7 +183,7 @@ public enum SecureFile {
             let anonymous = unnamed ? sf_open_tmpfile(directory, mode) : -1
             if anonymous >= 0 {
                 // linkat needs /proc/self/fd (or CAP_DAC_READ_SEARCH); without it use a name.
-                if access("/proc/self/fd/\(anonymous)", F_OK) == 0, flock(anonymous, LOCK_EX | LOCK_NB) == 0 {
+                if access("/proc/self/fd/\(anonymous)", F_OK) == 0, FileCalls.tryLockExclusive(anonymous) {
                     _ = fchmod(anonymous, mode)
                     fd = anonymous
                     path = nil
@@ -204,9 +202,8 @@ public enum SecureFile {
                 }
                 // Locked and still under its name: a cleaner may have taken the name between
                 // the open and the lock (then it removed it); take another.
-                var mine = stat(), there = stat()
-                if flock(named, LOCK_EX | LOCK_NB) == 0, fstat(named, &mine) == 0, lstat(candidate, &there) == 0,
-                   mine.st_dev == there.st_dev, mine.st_ino == there.st_ino {
+                if FileCalls.tryLockExclusive(named), let mine = try? FileCalls.status(named),
+                   let there = try? FileCalls.linkStatus(candidate), mine.st_dev == there.st_dev, mine.st_ino == there.st_ino {
                     _ = fchmod(named, mode)
                     fd = named
                     path = candidate
@@ -275,7 +272,11 @@ public enum SecureFile {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw Failure.system(operation: "open directory", path: directory, errno: errno) }
         defer { close(fd) }
-        if fsync(fd) != 0 && errno != EINVAL { throw Failure.system(operation: "fsync directory", path: directory, errno: errno) }
+        do {
+            try FileCalls.sync(fd)
+        } catch where error.code != EINVAL {
+            throw Failure.system(operation: "fsync directory", path: directory, errno: error.code)
+        } catch {}
     }
 
     /// Writes all of `buffer` to `fd`, retrying short writes and EINTR.

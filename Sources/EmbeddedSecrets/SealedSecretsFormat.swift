@@ -113,10 +113,10 @@ public enum SealedSecretsFormat {
         let flags: UInt8 = runtimeShare == nil ? 0 : flagRuntimeShare
         let master = masterKey(buildKey: buildKey, runtimeShare: runtimeShare, salt: salt)
         defer { master.wipe() }
-        var body = magic + [version, flags]
-        appendU32(&body, manifestVersion)
-        body += salt
-        appendU16(&body, UInt16(entries.count))
+        var body = ByteWriter(magic + [version, flags])
+        body.uint32(manifestVersion)
+        body.raw(salt)
+        body.uint16(UInt16(entries.count))
         for (index, entry) in entries.enumerated() {
             let nameBytes = Array(entry.name.utf8)
             guard (1...maximumNameLength).contains(nameBytes.count) else {
@@ -131,20 +131,18 @@ public enum SealedSecretsFormat {
             let box = try entry.value.withUnsafeBytes { plain in
                 try ChaChaPoly.seal(plain, using: key.symmetricKey, nonce: ChaChaPoly.Nonce(data: nonces[index]), authenticating: ad)
             }
-            body.append(UInt8(nameBytes.count))
-            body += nameBytes
-            body.append(entry.type.rawValue)
-            body += nonces[index]
-            appendU32(&body, UInt32(box.ciphertext.count))
-            body += box.ciphertext
-            body += box.tag
+            try body.shortField(nameBytes, "secret name")
+            body.byte(entry.type.rawValue)
+            body.raw(nonces[index])
+            body.field(box.ciphertext)
+            body.raw(box.tag)
         }
         let integrityKey = KeyDerivation.hkdf(buildKey, salt: salt, info: "SFES v1 integrity")
         defer { integrityKey.wipe() }
         let checkKey = KeyDerivation.hkdf(master, salt: salt, info: "SFES v1 check")
         defer { checkKey.wipe() }
-        let check = mac(checkKey, body)
-        return body + check + mac(integrityKey, body + check)
+        let check = mac(checkKey, body.bytes)
+        return body.bytes + check + mac(integrityKey, body.bytes + check)
     }
 
     /// A parsed blob whose integrity tag matched the per-build key.
@@ -179,39 +177,46 @@ public enum SealedSecretsFormat {
 
     /// Parses without any key: every length is checked, nothing is trusted yet.
     static func parse(_ blob: [UInt8]) throws -> Parsed {
-        var reader = Reader(blob)
-        guard try reader.take(4) == magic else { throw EmbeddedSecretsError.tampered("not sealed secrets (no SFES magic)") }
-        let blobVersion = try reader.byte()
+        do {
+            return try parseFields(blob)
+        } catch CipherError.truncated {
+            throw EmbeddedSecretsError.tampered("the sealed data is truncated")
+        }
+    }
+
+    private static func parseFields(_ blob: [UInt8]) throws -> Parsed {
+        var reader = ByteReader(blob)
+        guard try reader.take(4).elementsEqual(magic) else { throw EmbeddedSecretsError.tampered("not sealed secrets (no SFES magic)") }
+        let blobVersion = try reader.byte("version")
         guard blobVersion == version else {
             throw EmbeddedSecretsError.tampered("sealed-secrets version \(blobVersion); this library reads version \(version)")
         }
-        let flags = try reader.byte()
+        let flags = try reader.byte("flags")
         guard flags & ~flagRuntimeShare == 0 else { throw EmbeddedSecretsError.tampered("unknown flags \(flags)") }
-        let manifestVersion = try reader.u32()
-        let salt = try reader.take(saltLength)
-        let count = Int(try reader.u16())
+        let manifestVersion = try reader.uint32("manifest version")
+        let salt = Array(try reader.take(saltLength))
+        let count = Int(try reader.uint16("record count"))
         guard count <= maximumCount else { throw EmbeddedSecretsError.tampered("\(count) records") }
         var records = [Parsed.Record]()
         var seen = Set<[UInt8]>()
         for _ in 0..<count {
-            let nameLength = Int(try reader.byte())
-            guard nameLength > 0 else { throw EmbeddedSecretsError.tampered("an empty secret name") }
-            let name = try reader.take(nameLength)
+            let name = Array(try reader.shortField("secret name"))
+            guard !name.isEmpty else { throw EmbeddedSecretsError.tampered("an empty secret name") }
             guard seen.insert(name).inserted else { throw EmbeddedSecretsError.tampered("a secret name appears twice") }
-            guard let type = EmbeddedSecretType(rawValue: try reader.byte()) else {
+            guard let type = EmbeddedSecretType(rawValue: try reader.byte("secret type")) else {
                 throw EmbeddedSecretsError.tampered("an unknown secret type")
             }
-            let nonce = try reader.take(nonceLength)
-            let length = Int(try reader.u32())
+            let nonce = Array(try reader.take(nonceLength))
+            let length = Int(try reader.uint32("record length"))
             guard length <= maximumValueLength else { throw EmbeddedSecretsError.tampered("a record of \(length) bytes") }
-            let ciphertext = try reader.take(length)
-            let tag = try reader.take(tagLength)
+            let ciphertext = Array(try reader.take(length))
+            let tag = Array(try reader.take(tagLength))
             records.append(.init(name: name, type: type, nonce: nonce, ciphertext: ciphertext, tag: tag))
         }
         let bodyLength = reader.offset
-        let check = try reader.take(macLength)
-        let integrity = try reader.take(macLength)
-        guard reader.offset == blob.count else { throw EmbeddedSecretsError.tampered("\(blob.count - reader.offset) bytes after the end") }
+        let check = Array(try reader.take(macLength))
+        let integrity = Array(try reader.take(macLength))
+        guard reader.remaining == 0 else { throw EmbeddedSecretsError.tampered("\(reader.remaining) bytes after the end") }
         return Parsed(flags: flags, manifestVersion: manifestVersion, salt: salt, records: records,
                       body: Array(blob[0..<bodyLength]), integrity: integrity, check: check)
     }
@@ -284,9 +289,12 @@ public enum SealedSecretsFormat {
     }
 
     static func associatedData(name: [UInt8], type: EmbeddedSecretType, manifestVersion: UInt32) -> [UInt8] {
-        var ad = magic + [version, UInt8(name.count)] + name + [type.rawValue]
-        appendU32(&ad, manifestVersion)
-        return ad
+        var ad = ByteWriter(magic + [version], capacity: magic.count + 7 + name.count)
+        ad.byte(UInt8(truncatingIfNeeded: name.count))
+        ad.raw(name)
+        ad.byte(type.rawValue)
+        ad.uint32(manifestVersion)
+        return ad.bytes
     }
 
     static func mac(_ key: SecretBytes, _ body: [UInt8]) -> [UInt8] {
@@ -301,37 +309,5 @@ public enum SealedSecretsFormat {
             memset(UnsafeMutableRawPointer(mutating: base), 0, bytes.count)
         }
         return secret
-    }
-
-    static func appendU32(_ bytes: inout [UInt8], _ value: UInt32) {
-        bytes += [UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF), UInt8(value & 0xFF)]
-    }
-
-    static func appendU16(_ bytes: inout [UInt8], _ value: UInt16) {
-        bytes += [UInt8(value >> 8), UInt8(value & 0xFF)]
-    }
-
-    struct Reader {
-        let bytes: [UInt8]
-        private(set) var offset = 0
-        init(_ bytes: [UInt8]) { self.bytes = bytes }
-
-        mutating func take(_ count: Int) throws -> [UInt8] {
-            guard count >= 0, bytes.count - offset >= count else { throw EmbeddedSecretsError.tampered("the sealed data is truncated") }
-            defer { offset += count }
-            return Array(bytes[offset..<offset + count])
-        }
-
-        mutating func byte() throws -> UInt8 { try take(1)[0] }
-
-        mutating func u16() throws -> UInt16 {
-            let b = try take(2)
-            return UInt16(b[0]) << 8 | UInt16(b[1])
-        }
-
-        mutating func u32() throws -> UInt32 {
-            let b = try take(4)
-            return UInt32(b[0]) << 24 | UInt32(b[1]) << 16 | UInt32(b[2]) << 8 | UInt32(b[3])
-        }
     }
 }

@@ -39,14 +39,10 @@ public struct KeychainDeviceKeyDependent: DeviceKeyDependent {
     /// The keychains of a home: `HOME/keychain.sqlite` and `HOME/*/keychain.sqlite` (no symlinks).
     public static func keychains(in home: String) -> [KeychainDeviceKeyDependent] {
         var found: [String] = []
-        func isFile(_ path: String) -> Bool {
-            var info = stat()
-            return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
-        }
+        func isFile(_ path: String) -> Bool { (try? FileCalls.linkStatus(path))?.isRegularFile == true }
         if isFile(home + "/keychain.sqlite") { found.append(home + "/keychain.sqlite") }
         for name in ((try? FileManager.default.contentsOfDirectory(atPath: home)) ?? []).sorted() where !name.hasPrefix(".") {
-            var info = stat()
-            guard lstat(home + "/" + name, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { continue }
+            guard (try? FileCalls.linkStatus(home + "/" + name))?.fileType == S_IFDIR else { continue }
             if isFile(home + "/" + name + "/keychain.sqlite") { found.append(home + "/" + name + "/keychain.sqlite") }
         }
         return found.map { KeychainDeviceKeyDependent(path: $0) }

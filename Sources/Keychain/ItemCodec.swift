@@ -34,29 +34,14 @@ enum ItemCodec {
 
     // MARK: Blind indexes
 
-    private static func appendField(_ out: inout [UInt8], _ text: String?) {
-        guard let text else { out.append(0); return }
-        out.append(1)
-        appendText(&out, text)
+    /// A presence byte (0 absent, 1 present) and, when present, the text as a field.
+    private static func optionalText(_ out: inout ByteWriter, _ text: String?) {
+        guard let text else { out.byte(0); return }
+        out.byte(1)
+        out.field(text.utf8)
     }
 
-    /// A 4-byte big-endian length, then the UTF-8 bytes.
-    private static func appendText(_ out: inout [UInt8], _ text: String) {
-        var text = text
-        text.withUTF8 { utf8 in
-            appendUInt32(&out, UInt32(truncatingIfNeeded: utf8.count))
-            out.append(contentsOf: utf8)
-        }
-    }
-
-    private static func appendUInt32(_ out: inout [UInt8], _ value: UInt32) {
-        out.append(UInt8(value >> 24))
-        out.append(UInt8(value >> 16 & 0xFF))
-        out.append(UInt8(value >> 8 & 0xFF))
-        out.append(UInt8(value & 0xFF))
-    }
-
-    private static let itemContextPrefix = Array("SFKC item v2".utf8)
+    private static let itemContextPrefix = Array("SFKC item v2".utf8) + [0]
     private static let nameIndexPrefix = Array("SFKC name v1".utf8) + [0]
     private static let serviceIndexPrefix = Array("SFKC service v1".utf8) + [0]
 
@@ -64,29 +49,25 @@ enum ItemCodec {
     /// server, protocol, port (decimal text) and path, each as a presence byte (0 absent, 1
     /// present) and, when present, a 4-byte big-endian length and the UTF-8 bytes.
     static func nameIndexInput(_ key: ItemKey) -> [UInt8] {
-        var out = [UInt8]()
-        out.reserveCapacity(nameIndexPrefix.count + 1 + 6 * 5 + key.service.utf8.count + key.account.utf8.count
-                            + (key.server?.utf8.count ?? 0) + (key.networkProtocol?.utf8.count ?? 0) + 20 + (key.path?.utf8.count ?? 0))
-        out += nameIndexPrefix
-        out.append(key.itemClass.rawValue)
-        appendField(&out, key.service)
-        appendField(&out, key.account)
-        appendField(&out, key.server)
-        appendField(&out, key.networkProtocol)
-        appendField(&out, key.port.map { String($0) })
-        appendField(&out, key.path)
-        return out
+        var out = ByteWriter(nameIndexPrefix, capacity: nameIndexPrefix.count + 1 + 6 * 5 + key.service.utf8.count + key.account.utf8.count
+                             + (key.server?.utf8.count ?? 0) + (key.networkProtocol?.utf8.count ?? 0) + 20 + (key.path?.utf8.count ?? 0))
+        out.byte(key.itemClass.rawValue)
+        optionalText(&out, key.service)
+        optionalText(&out, key.account)
+        optionalText(&out, key.server)
+        optionalText(&out, key.networkProtocol)
+        optionalText(&out, key.port.map { String($0) })
+        optionalText(&out, key.path)
+        return out.bytes
     }
 
     /// The input of the service index: "SFKC service v1", 0, the class byte, then the service
     /// (generic passwords) or server (internet passwords) as a 4-byte length and the UTF-8 bytes.
     static func serviceIndexInput(itemClass: ItemClass, name: String) -> [UInt8] {
-        var out = [UInt8]()
-        out.reserveCapacity(serviceIndexPrefix.count + 5 + name.utf8.count)
-        out += serviceIndexPrefix
-        out.append(itemClass.rawValue)
-        appendText(&out, name)
-        return out
+        var out = ByteWriter(serviceIndexPrefix, capacity: serviceIndexPrefix.count + 5 + name.utf8.count)
+        out.byte(itemClass.rawValue)
+        out.field(name.utf8)
+        return out.bytes
     }
 
     static func mac(_ input: [UInt8], key: SymmetricKey) -> Data {
@@ -122,13 +103,11 @@ enum ItemCodec {
     /// row, or a row of another keychain.
     static func rowMAC(keychain: [UInt8], id: ItemID, accessibility: UInt8, sealed: [UInt8], prototype: HMAC<SHA256>) -> [UInt8] {
         var hmac = prototype
-        var head = [UInt8]()
-        head.reserveCapacity(rowMACPrefix.count + keychain.count + ItemID.size + 1)
-        head += rowMACPrefix
-        head += keychain
-        id.append(to: &head)
-        head.append(accessibility)
-        head.withUnsafeBytes { hmac.update(data: $0) }
+        var head = ByteWriter(rowMACPrefix, capacity: rowMACPrefix.count + keychain.count + ItemID.size + 1)
+        head.raw(keychain)
+        id.write(to: &head)
+        head.byte(accessibility)
+        head.bytes.withUnsafeBytes { hmac.update(data: $0) }
         sealed.withUnsafeBytes { hmac.update(data: $0) }
         return hmac.finalize().withUnsafeBytes { Array($0.prefix(rowMACSize)) }
     }
@@ -138,35 +117,47 @@ enum ItemCodec {
     /// The context (associated data) of an item's sealed record: "SFKC item v2", 0, the
     /// accessibility code, the 33-byte item id.
     static func itemContext(accessibility: UInt8, id: ItemID) -> [UInt8] {
-        var out = [UInt8]()
-        out.reserveCapacity(itemContextPrefix.count + 2 + ItemID.size)
-        out += itemContextPrefix
-        out.append(0)
-        out.append(accessibility)
-        id.append(to: &out)
-        return out
+        var out = ByteWriter(itemContextPrefix, capacity: itemContextPrefix.count + 1 + ItemID.size)
+        out.byte(accessibility)
+        id.write(to: &out)
+        return out.bytes
     }
 
-    /// The plaintext of the `sealed` column: version byte 2, the names record's length (4 bytes,
-    /// big-endian), the names record, then the secret to the end.
+    static let itemRecordVersion: UInt8 = 2
+    static let namesRecordVersion: UInt8 = 1
+
+    /// The plaintext of the `sealed` column: version byte 2, the names record as a field (4-byte
+    /// big-endian length), then the secret to the end. It holds the secret: the writer has its
+    /// exact size, so the array never moves, and the caller zeroes it.
     static func itemPlaintext(names: [UInt8], value: UnsafeRawBufferPointer) -> [UInt8] {
-        var out = [UInt8]()
-        out.reserveCapacity(5 + names.count + value.count)
-        out.append(2)
-        appendUInt32(&out, UInt32(truncatingIfNeeded: names.count))
-        out += names
-        out += value
-        return out
+        var out = ByteWriter(capacity: 5 + names.count + value.count)
+        out.byte(itemRecordVersion)
+        out.field(names)
+        out.raw(value)
+        return out.bytes
     }
 
     /// Splits an opened item record into the ranges of its names record and its secret.
     static func splitItem(_ plain: [UInt8]) throws -> (names: Range<Int>, value: Range<Int>) {
-        guard plain.count >= 5, plain[0] == 2 else {
-            throw KeychainError.corrupted("item record has unknown version \(plain.first.map { String($0) } ?? "none")")
+        var reader = ByteReader(plain)
+        let names = try corruptedUnlessRead("item record") { () -> Range<Int> in
+            let version = try reader.byte("record version")
+            guard version == itemRecordVersion else { throw KeychainError.corrupted("item record has unknown version \(version)") }
+            let start = reader.offset + 4
+            return start..<start + (try reader.field("names record")).count
         }
-        let length = Int(plain[1]) << 24 | Int(plain[2]) << 16 | Int(plain[3]) << 8 | Int(plain[4])
-        guard plain.count - 5 >= length else { throw KeychainError.corrupted("item record's names overrun the record") }
-        return (5..<5 + length, 5 + length..<plain.count)
+        return (names, names.upperBound..<plain.count)
+    }
+
+    /// Runs a read of `what`, reporting a field cut short as ``KeychainError/corrupted(_:)``.
+    private static func corruptedUnlessRead<T>(_ what: String, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch CipherError.truncated(let why) {
+            throw KeychainError.corrupted("\(what) truncated: \(why)")
+        } catch CipherError.invalidParameter(let why) {
+            throw KeychainError.corrupted("\(what) is malformed: \(why)")
+        }
     }
 
     // MARK: Names record
@@ -177,42 +168,23 @@ enum ItemCodec {
     /// version byte 1, then records of tag (1 byte), 4-byte big-endian length and UTF-8 bytes,
     /// for each field that is present.
     static func encodeNames(key: ItemKey, label: String?, comment: String?) -> [UInt8] {
-        var out: [UInt8] = [1]
-        func put(_ tag: Tag, _ text: String?) {
-            guard let text else { return }
-            out.append(tag.rawValue)
-            appendText(&out, text)
+        let present: [(Tag, String)] = [(.service, key.service), (.account, key.account), (.server, key.server),
+                                         (.networkProtocol, key.networkProtocol), (.port, key.port.map { String($0) }),
+                                         (.path, key.path), (.label, label), (.comment, comment)]
+            .compactMap { tag, text in text.map { (tag, $0) } }
+        var out = ByteWriter(capacity: 1 + present.reduce(0) { $0 + 5 + $1.1.utf8.count })
+        out.byte(namesRecordVersion)
+        for (tag, text) in present {
+            out.byte(tag.rawValue)
+            out.field(text.utf8)
         }
-        put(.service, key.service)
-        put(.account, key.account)
-        put(.server, key.server)
-        put(.networkProtocol, key.networkProtocol)
-        put(.port, key.port.map { String($0) })
-        put(.path, key.path)
-        put(.label, label)
-        put(.comment, comment)
-        return out
+        return out.bytes
     }
 
     static func decodeNames(_ record: ArraySlice<UInt8>, itemClass: ItemClass) throws -> (ItemKey, label: String?, comment: String?) {
         var bytes = Array(record)
         defer { zero(&bytes) }
-        guard bytes.first == 1 else { throw KeychainError.corrupted("names record has unknown version \(bytes.first.map { String($0) } ?? "none")") }
-        var fields: [UInt8: String] = [:]
-        var offset = 1
-        while offset < bytes.count {
-            guard bytes.count - offset >= 5 else { throw KeychainError.corrupted("names record truncated at byte \(offset)") }
-            let tag = bytes[offset]
-            let length = Int(bytes[offset + 1]) << 24 | Int(bytes[offset + 2]) << 16 | Int(bytes[offset + 3]) << 8 | Int(bytes[offset + 4])
-            offset += 5
-            guard bytes.count - offset >= length else { throw KeychainError.corrupted("names record field \(tag) overruns the record") }
-            guard let text = String(bytes: bytes[offset..<offset + length], encoding: .utf8) else {
-                throw KeychainError.corrupted("names record field \(tag) is not UTF-8")
-            }
-            guard Tag(rawValue: tag) != nil, fields[tag] == nil else { throw KeychainError.corrupted("names record has a bad or repeated tag \(tag)") }
-            fields[tag] = text
-            offset += length
-        }
+        let fields = try nameFields(bytes)
         var port: Int?
         if let text = fields[Tag.port.rawValue] {
             guard let value = Int(text) else { throw KeychainError.corrupted("names record port is not a number") }
@@ -222,6 +194,27 @@ enum ItemCodec {
                           account: fields[Tag.account.rawValue] ?? "", server: fields[Tag.server.rawValue],
                           networkProtocol: fields[Tag.networkProtocol.rawValue], port: port, path: fields[Tag.path.rawValue])
         return (key, fields[Tag.label.rawValue], fields[Tag.comment.rawValue])
+    }
+
+    /// The fields of a names record by tag. Its reader lives only in this call, so the caller's
+    /// buffer is unshared again when it zeroes it.
+    private static func nameFields(_ bytes: [UInt8]) throws -> [UInt8: String] {
+        var reader = ByteReader(bytes)
+        return try corruptedUnlessRead("names record") {
+            let version = try reader.byte("names version")
+            guard version == namesRecordVersion else { throw KeychainError.corrupted("names record has unknown version \(version)") }
+            var fields: [UInt8: String] = [:]
+            while reader.remaining > 0 {
+                let tag = try reader.byte("tag")
+                let field = try reader.field("field \(tag)")
+                guard let text = String(bytes: field, encoding: .utf8) else {
+                    throw KeychainError.corrupted("names record field \(tag) is not UTF-8")
+                }
+                guard Tag(rawValue: tag) != nil, fields[tag] == nil else { throw KeychainError.corrupted("names record has a bad or repeated tag \(tag)") }
+                fields[tag] = text
+            }
+            return fields
+        }
     }
 
     /// Zeroes a temporary plaintext buffer (a write the optimiser keeps).

@@ -1,4 +1,5 @@
 import Foundation
+import Cipher
 
 /// The key of a keychain row (the `item_id` column): 33 bytes, held inline so that dictionary
 /// keys hash and compare without allocation. Byte 0 is the item class; bytes 1–16 the first 16
@@ -33,24 +34,20 @@ struct ItemID: Hashable, Comparable, Sendable {
         return value
     }
 
-    private static func append(_ word: UInt64, to out: inout [UInt8]) {
-        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
-    }
-
-    func append(to out: inout [UInt8]) {
-        out.append(itemClass)
-        ItemID.append(g0, to: &out)
-        ItemID.append(g1, to: &out)
-        ItemID.append(n0, to: &out)
-        ItemID.append(n1, to: &out)
+    /// Appends the 33 bytes.
+    func write(to out: inout ByteWriter) {
+        out.byte(itemClass)
+        out.uint64(g0)
+        out.uint64(g1)
+        out.uint64(n0)
+        out.uint64(n1)
     }
 
     /// The 33 bytes.
     var bytes: [UInt8] {
-        var out = [UInt8]()
-        out.reserveCapacity(ItemID.size)
-        append(to: &out)
-        return out
+        var out = ByteWriter(capacity: ItemID.size)
+        write(to: &out)
+        return out.bytes
     }
 
     /// Writes the 33 bytes to the start of `raw` (which has room for them).
@@ -73,13 +70,13 @@ struct ItemID: Hashable, Comparable, Sendable {
     /// The first and last possible ids of a class (group nil) or of one group of a class: every
     /// id of it lies in `lower...upper`.
     static func range(itemClass: UInt8, group: (UInt64, UInt64)?) -> (lower: Data, upper: Data) {
-        var lower: [UInt8] = [itemClass], upper: [UInt8] = [itemClass]
+        var prefix = ByteWriter([itemClass], capacity: 1 + 16)
         if let group {
-            for word in [group.0, group.1] { append(word, to: &lower); append(word, to: &upper) }
+            prefix.uint64(group.0)
+            prefix.uint64(group.1)
         }
-        lower += [UInt8](repeating: 0, count: size - lower.count)
-        upper += [UInt8](repeating: 0xFF, count: size - upper.count)
-        return (Data(lower), Data(upper))
+        let rest = size - prefix.bytes.count
+        return (Data(prefix.bytes + [UInt8](repeating: 0, count: rest)), Data(prefix.bytes + [UInt8](repeating: 0xFF, count: rest)))
     }
 
     var groupWords: (UInt64, UInt64) { (g0, g1) }

@@ -51,15 +51,17 @@ public enum CryptoErase {
         case S_IFDIR: throw ShredError.isDirectory(path)
         default: throw ShredError.notRegularFile(path)
         }
-        let fd = openat(parent, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        guard fd >= 0 else {
-            if errno == ELOOP { throw ShredError.symlink(path) }
-            throw ShredError.system(operation: "open", path: path, errno: errno)
+        let fd: Int32
+        do {
+            fd = try FileCalls.open(in: parent, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        } catch {
+            if error.code == ELOOP { throw ShredError.symlink(path) }
+            throw ShredError(error, path: path)
         }
         defer { close(fd) }
-        var opened = stat()
-        guard fstat(fd, &opened) == 0 else { throw ShredError.system(operation: "fstat", path: path, errno: errno) }
-        guard opened.st_mode & S_IFMT == S_IFREG else { throw ShredError.notRegularFile(path) }
+        let opened: stat
+        do { opened = try FileCalls.status(fd) } catch { throw ShredError(error, path: path) }
+        guard opened.isRegularFile else { throw ShredError.notRegularFile(path) }
         guard opened.st_dev == info.st_dev, opened.st_ino == info.st_ino else { throw ShredError.fileChanged(path) }
         try FileShredder.checkLinks(opened, path: path, options: options)
 

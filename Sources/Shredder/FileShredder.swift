@@ -32,13 +32,12 @@ public enum FileShredder {
         let (directory, name) = try split(path)
         let parent = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard parent >= 0 else { throw ShredError.system(operation: "open directory", path: directory, errno: errno) }
-        var info = stat()
-        guard fstatat(parent, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
-            let code = errno
+        do {
+            return (directory, parent, name, try FileCalls.linkStatus(in: parent, name))
+        } catch {
             close(parent)
-            throw ShredError.system(operation: "stat", path: path, errno: code)
+            throw ShredError(error, path: path)
         }
-        return (directory, parent, name, info)
     }
 
     /// Shreds a file or directory tree, calling `onReport` as each entry is done (for progress output).
@@ -87,11 +86,9 @@ public enum FileShredder {
     /// - Throws: ``ShredError``.
     public static func overwrite(fileDescriptor: Int32, path: String, options: ShredOptions = ShredOptions()) throws -> ShredReport {
         try options.validate()
-        var info = stat()
-        guard fstat(fileDescriptor, &info) == 0 else {
-            throw ShredError.system(operation: "fstat", path: path, errno: errno)
-        }
-        guard info.st_mode & S_IFMT == S_IFREG else { throw ShredError.notRegularFile(path) }
+        let info: stat
+        do { info = try FileCalls.status(fileDescriptor) } catch { throw ShredError(error, path: path) }
+        guard info.isRegularFile else { throw ShredError.notRegularFile(path) }
         // pwrite on an O_APPEND descriptor appends instead of overwriting (Linux).
         let flags = fcntl(fileDescriptor, F_GETFL)
         guard flags >= 0 else { throw ShredError.system(operation: "fcntl", path: path, errno: errno) }
@@ -109,17 +106,18 @@ public enum FileShredder {
 
     static func shredFile(parent: Int32, parentPath: String, name: String, path: String, expected: stat,
                           options: ShredOptions) throws -> ShredReport {
-        let fd = openat(parent, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        guard fd >= 0 else {
-            let code = errno
-            if code == ELOOP { throw ShredError.symlink(path) }
-            if code == EISDIR { throw ShredError.isDirectory(path) }
-            throw ShredError.system(operation: "open", path: path, errno: code)
+        let fd: Int32
+        do {
+            fd = try FileCalls.open(in: parent, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        } catch {
+            if error.code == ELOOP { throw ShredError.symlink(path) }
+            if error.code == EISDIR { throw ShredError.isDirectory(path) }
+            throw ShredError(error, path: path)
         }
         defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw ShredError.system(operation: "fstat", path: path, errno: errno) }
-        guard info.st_mode & S_IFMT == S_IFREG else { throw ShredError.notRegularFile(path) }
+        let info: stat
+        do { info = try FileCalls.status(fd) } catch { throw ShredError(error, path: path) }
+        guard info.isRegularFile else { throw ShredError.notRegularFile(path) }
         guard info.st_dev == expected.st_dev, info.st_ino == expected.st_ino else { throw ShredError.fileChanged(path) }
         try checkLinks(info, path: path, options: options)
         var report = try overwriteOpenFile(fd, info: info, path: path, options: options)
@@ -236,17 +234,22 @@ public enum FileShredder {
     /// Truncates, renames to random names of decreasing length and unlinks the file.
     static func remove(fd: Int32, info: stat, parent: Int32, parentPath: String, name: String, path: String,
                        report: inout ShredReport) throws {
-        guard ftruncate(fd, 0) == 0 else { throw ShredError.system(operation: "truncate", path: path, errno: errno) }
-        guard fsync(fd) == 0 else { throw ShredError.system(operation: "fsync", path: path, errno: errno) }
+        do {
+            try FileCalls.truncate(fd)
+            try FileCalls.sync(fd)
+        } catch {
+            throw ShredError(error, path: path)
+        }
         report.truncated = true
         let current = try renameAway(parent: parent, parentPath: parentPath, name: name, path: path, report: &report)
         // The name must still be our inode before it is unlinked.
-        var now = stat()
-        guard fstatat(parent, current, &now, AT_SYMLINK_NOFOLLOW) == 0 else {
-            throw ShredError.system(operation: "stat", path: path, errno: errno)
+        do {
+            let now = try FileCalls.linkStatus(in: parent, current)
+            guard now.st_dev == info.st_dev, now.st_ino == info.st_ino else { throw ShredError.fileChanged(path) }
+            try FileCalls.unlink(in: parent, current)
+        } catch let error as SystemCallError {
+            throw ShredError(error, path: path)
         }
-        guard now.st_dev == info.st_dev, now.st_ino == info.st_ino else { throw ShredError.fileChanged(path) }
-        guard unlinkat(parent, current, 0) == 0 else { throw ShredError.system(operation: "unlink", path: path, errno: errno) }
         try FileIO.syncDirectory(parent, path: parentPath)
         report.removed = true
     }
@@ -301,11 +304,12 @@ public enum FileShredder {
 
         mutating func directory(parent: Int32, parentPath: String, name: String, path: String) {
             let failuresBefore = failures.count
-            let fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            guard fd >= 0 else {
-                let code = errno
-                failures.append(String(describing: code == ELOOP || code == ENOTDIR ? ShredError.symlink(path)
-                                       : ShredError.system(operation: "open directory", path: path, errno: code)))
+            let fd: Int32
+            do {
+                fd = try FileCalls.open(in: parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            } catch {
+                failures.append(String(describing: error.code == ELOOP || error.code == ENOTDIR ? ShredError.symlink(path)
+                                       : ShredError.system(operation: "open directory", path: path, errno: error.code)))
                 return
             }
             defer { close(fd) }
@@ -316,12 +320,14 @@ public enum FileShredder {
             }
             for entry in names {
                 let child = path.hasSuffix("/") ? path + entry : path + "/" + entry
-                var info = stat()
-                guard fstatat(fd, entry, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
-                    failures.append(String(describing: ShredError.system(operation: "stat", path: child, errno: errno)))
+                let info: stat
+                do {
+                    info = try FileCalls.linkStatus(in: fd, entry)
+                } catch {
+                    failures.append(String(describing: ShredError(error, path: child)))
                     continue
                 }
-                switch info.st_mode & S_IFMT {
+                switch info.fileType {
                 case S_IFDIR:
                     directory(parent: fd, parentPath: path, name: entry, path: child)
                 case S_IFREG:
@@ -344,8 +350,10 @@ public enum FileShredder {
                 do {
                     let current = try FileShredder.renameAway(parent: parent, parentPath: parentPath, name: name,
                                                               path: path, report: &report)
-                    guard unlinkat(parent, current, AT_REMOVEDIR) == 0 else {
-                        throw ShredError.system(operation: "rmdir", path: path, errno: errno)
+                    do throws(SystemCallError) {
+                        try FileCalls.unlink(in: parent, current, isDirectory: true)
+                    } catch {
+                        throw ShredError.system(operation: "rmdir", path: path, errno: error.code)
                     }
                     try FileIO.syncDirectory(parent, path: parentPath)
                     report.removed = true

@@ -68,9 +68,9 @@ public final class VolatileLibrary: @unchecked Sendable {
     ///   ``ShredError/hardLinked(path:count:)`` for a path that could not be shredded,
     ///   ``VolatileLibraryError/loadFailed(path:reason:)`` when the loader refuses it.
     public static func open(_ path: String, shredOptions: ShredOptions = ShredOptions()) throws -> VolatileLibrary {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { throw ShredError.system(operation: "stat", path: path, errno: errno) }
-        switch info.st_mode & S_IFMT {
+        let info: stat
+        do { info = try FileCalls.linkStatus(path) } catch { throw ShredError(error, path: path) }
+        switch info.fileType {
         case S_IFREG: break
         case S_IFLNK: throw ShredError.symlink(path)
         default: throw ShredError.notRegularFile(path)

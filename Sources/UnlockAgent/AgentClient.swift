@@ -114,8 +114,7 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     public func stop() throws {
         try request([AgentProtocol.Operation.stop.rawValue]).wipe()
         for _ in 0..<100 {
-            var info = stat()
-            if lstat(socketPath, &info) != 0 { return }
+            if (try? FileCalls.linkStatus(socketPath)) == nil { return }
             usleep(50_000)
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Crypto
+import Cipher
 import Vault
 
 /// Where an agent's socket lives.
@@ -35,9 +36,9 @@ public enum AgentPaths {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw AgentError.system("mkdir", directory)
         }
-        var info = stat()
-        guard lstat(directory, &info) == 0 else { throw AgentError.system("lstat", directory) }
-        guard (info.st_mode & S_IFMT) == S_IFDIR else {
+        let info: stat
+        do { info = try FileCalls.linkStatus(directory) } catch { throw AgentError.system("lstat", directory, error.code) }
+        guard info.fileType == S_IFDIR else {
             throw AgentError.insecureDirectory(path: directory, reason: "is not a directory (a symlink or a file)",
                                                fix: "remove it, or set XDG_RUNTIME_DIR to a private directory")
         }

@@ -55,9 +55,9 @@ enum AgentProtocol {
     /// Writes one frame holding `body`.
     static func writeFrame(_ fd: Int32, _ body: UnsafeRawBufferPointer) throws {
         guard body.count <= maximumFrame else { throw AgentError.protocolViolation("a message of \(body.count) bytes is too large") }
-        let length = UInt32(body.count)
-        let header: [UInt8] = [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
-        try header.withUnsafeBytes { try UnixSocket.writeAll(fd, $0) }
+        var header = ByteWriter(capacity: 4)
+        header.uint32(UInt32(body.count))
+        try header.bytes.withUnsafeBytes { try UnixSocket.writeAll(fd, $0) }
         if body.count > 0 { try UnixSocket.writeAll(fd, body) }
     }
 
@@ -73,7 +73,8 @@ enum AgentProtocol {
     static func readFrame(_ fd: Int32) throws -> SecretBytes {
         var header = [UInt8](repeating: 0, count: 4)
         try header.withUnsafeMutableBytes { try UnixSocket.readExactly(fd, into: $0) }
-        let length = Int(header[0]) << 24 | Int(header[1]) << 16 | Int(header[2]) << 8 | Int(header[3])
+        var reader = ByteReader(header)
+        let length = Int(try reader.uint32("frame length"))
         guard length <= maximumFrame else {
             throw AgentError.protocolViolation("a message of \(length) bytes is larger than the \(maximumFrame) allowed")
         }

@@ -142,13 +142,20 @@ public final class AgentServer: @unchecked Sendable {
             if errno == ELOOP { throw AgentError.pathInUse(path: lockPath, reason: "is a symbolic link") }
             throw AgentError.system("open", lockPath)
         }
-        guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
+        guard FileCalls.tryLockExclusive(lockFD) else {
             close(lockFD)
             throw AgentError.alreadyRunning(socket: socketPath)
         }
         do {
-            var info = stat()
-            if lstat(socketPath, &info) == 0 {
+            let existing: stat?
+            do {
+                existing = try FileCalls.linkStatus(socketPath)
+            } catch where error.code == ENOENT {
+                existing = nil
+            } catch {
+                throw AgentError.system("lstat", socketPath, error.code)
+            }
+            if let info = existing {
                 // Nobody holds the lock, so no agent serves this socket: it is stale. Only a
                 // socket is removed; anything else (a symlink, a file) is left for a person.
                 guard (info.st_mode & S_IFMT) == S_IFSOCK else {
@@ -159,8 +166,6 @@ public final class AgentServer: @unchecked Sendable {
                 }
                 guard unlink(socketPath) == 0 || errno == ENOENT else { throw AgentError.system("unlink", socketPath) }
                 log?("replaced the stale socket \(socketPath)")
-            } else if errno != ENOENT {
-                throw AgentError.system("lstat", socketPath)
             }
             var address = try UnixSocket.address(socketPath)
             let fd = try UnixSocket.makeSocket()
@@ -180,7 +185,7 @@ public final class AgentServer: @unchecked Sendable {
                 close(fd)
                 throw AgentError.system("bind", socketPath, bindErrno)
             }
-            guard chmod(socketPath, 0o600) == 0, lstat(socketPath, &info) == 0, listen(fd, 128) == 0 else {
+            guard chmod(socketPath, 0o600) == 0, let info = try? FileCalls.linkStatus(socketPath), listen(fd, 128) == 0 else {
                 let code = errno
                 close(fd)
                 unlink(socketPath)
@@ -247,8 +252,7 @@ public final class AgentServer: @unchecked Sendable {
             return result
         }
         // The socket is removed only while it is still the one this agent bound.
-        var info = stat()
-        if let identity, lstat(socketPath, &info) == 0, UInt64(info.st_dev) == identity.dev, UInt64(info.st_ino) == identity.ino {
+        if let identity, let info = try? FileCalls.linkStatus(socketPath), UInt64(info.st_dev) == identity.dev, UInt64(info.st_ino) == identity.ino {
             unlink(socketPath)
         }
         if listenFD >= 0 { close(listenFD) }

@@ -78,15 +78,17 @@ enum KeyFile {
         defer { unlink(temporary) }
         do {
             try key.withUnsafeBytes { try SecureFile.writeAll(fd, $0, path: temporary) }
-            guard fsync(fd) == 0 else { throw SecureFile.Failure.system(operation: "fsync", path: temporary, errno: errno) }
+            do { try FileCalls.sync(fd) } catch { throw SecureFile.Failure(error, path: temporary) }
         } catch {
             close(fd)
             throw error
         }
         close(fd)
-        if link(temporary, path) != 0 && errno != EEXIST {
-            throw SecureFile.Failure.system(operation: "link", path: path, errno: errno)
-        }
+        do {
+            try FileCalls.hardLink(temporary, path)
+        } catch where error.code != EEXIST {
+            throw SecureFile.Failure(error, path: path)
+        } catch {}
         try SecureFile.syncDirectory(directory)
     }
 

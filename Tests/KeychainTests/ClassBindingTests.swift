@@ -28,8 +28,7 @@ import Vault
             let code = ItemCodec.code(accessibility)
             let names = ItemCodec.encodeNames(key: .generic(service: service, account: account), label: nil, comment: nil)
             let plain = Array(value.utf8).withUnsafeBytes { ItemCodec.itemPlaintext(names: names, value: $0) }
-            var context = Array("SFKC item v2".utf8) + [0, code]
-            id.append(to: &context)
+            let context = Array("SFKC item v2".utf8) + [0, code] + id.bytes
             let sealed = try Sealed.seal(plain, with: SealingKey(key: alwaysKey), context: context)
             try db.execute(sql: "UPDATE keychain_items SET accessibility = ?, sealed = ? WHERE item_id = ?",
                            arguments: [Int64(code), Data(sealed), idData])

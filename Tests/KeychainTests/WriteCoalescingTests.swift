@@ -47,7 +47,9 @@ import Vault
             try open(dir, source, interval: .milliseconds(10)).setPassword("v\(index)", forService: "s", account: "a\(index)")
         }
         let keychain = try open(dir, source)
-        for _ in 0..<300 where (try? keychain.password(forService: "s", account: "a19")) == nil { try await Task.sleep(for: .milliseconds(10)) }
+        // Each dropped keychain commits on its own writer, in no particular order: wait for all.
+        func committed() -> Bool { (0..<20).allSatisfy { (try? keychain.password(forService: "s", account: "a\($0)")) != nil } }
+        for _ in 0..<300 where !committed() { try await Task.sleep(for: .milliseconds(10)) }
         for index in 0..<20 { #expect(try keychain.password(forService: "s", account: "a\(index)") == "v\(index)") }
     }
 

@@ -46,15 +46,12 @@ struct MigrateIMASKeychainCommand: ParsableCommand {
     @Flag(name: .customLong("overwrite"), help: "Replace items that exist already.")
     var overwrite = false
 
-    @Option(name: .customLong("accessibility"), help: "The class of the imported items (default always; whenUnlocked and afterFirstUnlock need --passcode-file).")
-    var accessibility = "always"
-
-    @OptionGroup var store: KeychainStoreOptions
+    @OptionGroup var items: ItemStoreOptions
 
     func run() throws {
         try CLI.run {
-            let accessibility = try KeychainCommand.accessibility(self.accessibility)
-            let keychain = try store.open()
+            let accessibility = try items.accessibility(default: .always)
+            let keychain = try items.open()
             let report = try keychain.importLegacyKeychain(at: file, accessibility: accessibility, overwrite: overwrite)
             var lines = report.failed.map { "failed: \($0)" }
             lines.append("imported \(report.imported), skipped \(report.skipped), failed \(report.failed.count)")

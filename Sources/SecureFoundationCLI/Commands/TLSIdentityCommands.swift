@@ -21,14 +21,6 @@ enum TLSIdentityCLI {
     1 any other error (unparsable input, a key that does not match its certificate...).
     """
 
-    /// Reports `error` on stderr and returns the exit code of the one table (docs/CLI.md).
-    static func fail(_ error: any Error) -> ExitCode { CLI.fail(error) }
-
-    static func accessibility(_ name: String?, default value: Accessibility) throws -> Accessibility {
-        guard let name else { return value }
-        return try KeychainCommand.accessibility(name)
-    }
-
     /// Lines describing a certificate: subject, issuer, expiry, SPKI pin.
     static func describe(_ certificate: Certificate, label: String) -> String {
         let formatter = ISO8601DateFormatter()
@@ -41,6 +33,11 @@ enum TLSIdentityCLI {
         pin: \(pin)
 
         """
+    }
+
+    /// Prints ``describe(_:label:)`` of what was stored.
+    static func printStored(_ certificate: Certificate, label: String) throws {
+        try CLI.writeStdout(Array(describe(certificate, label: label).utf8))
     }
 
     static func read(_ path: String, what: String) throws -> [UInt8] {
@@ -92,26 +89,21 @@ struct TLSCertificateAuthorityInit: ParsableCommand {
     @Option(name: .customLong("path-length"), help: "0: the root signs leaves only; 1: it may also sign one level of intermediates.")
     var pathLength = 0
 
-    @Option(name: .customLong("accessibility"), help: "The class that seals the root's key (default whenUnlocked).")
-    var accessibilityName: String?
-
     @Flag(name: .customLong("replace"), help: "Replace a root stored under the label already (certificates it issued will no longer verify).")
     var replace = false
 
-    @OptionGroup var store: KeychainStoreOptions
+    @OptionGroup var items: ItemStoreOptions
 
     func run() throws {
-        do {
+        try CLI.run {
             guard (1...10958).contains(days) else { throw ValidationError("--days must be between 1 and 10958") }
-            let accessibility = try TLSIdentityCLI.accessibility(accessibilityName, default: .whenUnlocked)
+            let accessibility = try items.accessibility(default: .whenUnlocked)
             let authority = try CertificateAuthority.createRoot(commonName: commonName, organization: organization,
                                                                 validity: TimeInterval(days) * 86_400, pathLength: pathLength)
-            let identities = IdentityStore(keychain: try store.open())
+            let identities = IdentityStore(keychain: try items.open())
             try authority.save(to: identities, label: label, accessibility: accessibility, replace: replace)
             try identities.flush()
-            try CLI.writeStdout(Array(TLSIdentityCLI.describe(authority.certificate, label: label).utf8))
-        } catch {
-            throw TLSIdentityCLI.fail(error)
+            try TLSIdentityCLI.printStored(authority.certificate, label: label)
         }
     }
 }
@@ -169,13 +161,10 @@ struct TLSIssueCommand: ParsableCommand {
     @Option(name: .customShort("o"), help: "With --csr or --public-key: write the certificate PEM here instead of standard output.")
     var output: String?
 
-    @Option(name: .customLong("accessibility"), help: "The class that seals the new identity (default whenUnlocked).")
-    var accessibilityName: String?
-
     @Flag(name: .customLong("replace"), help: "Replace an item stored under the label already.")
     var replace = false
 
-    @OptionGroup var store: KeychainStoreOptions
+    @OptionGroup var items: ItemStoreOptions
 
     func validate() throws {
         if serverOnly && clientOnly { throw ValidationError("give --server or --client, not both (neither: both usages)") }
@@ -185,7 +174,7 @@ struct TLSIssueCommand: ParsableCommand {
     }
 
     func run() throws {
-        do {
+        try CLI.run {
             let usage: CertificateAuthority.Usage = serverOnly ? .server : (clientOnly ? .client : [.server, .client])
             let names = [name] + extraNames
             let label = self.label ?? name
@@ -194,8 +183,8 @@ struct TLSIssueCommand: ParsableCommand {
             try CertificateAuthority.checkNames(names)
             let request = try csr.map { try CertificateAuthority.request(from: TLSIdentityCLI.read($0, what: "certificate request")) }
             let otherKey = try publicKey.map { try Self.publicKey(TLSIdentityCLI.read($0, what: "public key")) }
-            let accessibility = try TLSIdentityCLI.accessibility(accessibilityName, default: .whenUnlocked)
-            let identities = IdentityStore(keychain: try store.open())
+            let accessibility = try items.accessibility(default: .whenUnlocked)
+            let identities = IdentityStore(keychain: try items.open())
             let authority = try CertificateAuthority.load(from: identities, label: self.authority)
             if request != nil || otherKey != nil {
                 let certificate: Certificate
@@ -213,10 +202,8 @@ struct TLSIssueCommand: ParsableCommand {
                 let identity = try authority.issue(names: names, usage: usage, validity: validity)
                 try identities.storeIdentity(identity, label: label, accessibility: accessibility, replace: replace)
                 try identities.flush()
-                try CLI.writeStdout(Array(TLSIdentityCLI.describe(identity.leaf, label: label).utf8))
+                try TLSIdentityCLI.printStored(identity.leaf, label: label)
             }
-        } catch {
-            throw TLSIdentityCLI.fail(error)
         }
     }
 
@@ -247,7 +234,7 @@ struct TLSListCommand: ParsableCommand {
     @OptionGroup var store: KeychainStoreOptions
 
     func run() throws {
-        do {
+        try CLI.run {
             let listing = try IdentityStore(keychain: try store.open()).list()
             var text = ""
             for item in listing.items {
@@ -257,8 +244,6 @@ struct TLSListCommand: ParsableCommand {
             if listing.unreadable > 0 {
                 CLI.warn("\(listing.unreadable) keychain item(s) could not be read (vault locked, or damaged); give --passcode-file to list them")
             }
-        } catch {
-            throw TLSIdentityCLI.fail(error)
         }
     }
 }
@@ -303,13 +288,10 @@ struct TLSImportCommand: ParsableCommand {
     @Option(name: .customLong("certificates"), help: "PEM certificates to store on their own.")
     var certificates: String?
 
-    @Option(name: .customLong("accessibility"), help: "The class that seals the item (default whenUnlocked for identities, always for certificates).")
-    var accessibilityName: String?
-
     @Flag(name: .customLong("replace"), help: "Replace an item stored under the label already.")
     var replace = false
 
-    @OptionGroup var store: KeychainStoreOptions
+    @OptionGroup var items: ItemStoreOptions
 
     func validate() throws {
         let sources = [pkcs12 != nil, key != nil || chain != nil, certificates != nil].filter { $0 }.count
@@ -319,18 +301,18 @@ struct TLSImportCommand: ParsableCommand {
     }
 
     func run() throws {
-        do {
+        try CLI.run {
             // Inputs are read and checked before the vault is opened.
             if let certificates {
                 let list = try IdentityImport.certificates(pem: TLSIdentityCLI.read(certificates, what: "certificates"))
-                let accessibility = try TLSIdentityCLI.accessibility(accessibilityName, default: .always)
-                let identities = IdentityStore(keychain: try store.open())
+                let accessibility = try items.accessibility(default: .always)
+                let identities = IdentityStore(keychain: try items.open())
                 try identities.storeCertificates(list, label: label, accessibility: accessibility, replace: replace)
                 try identities.flush()
-                try CLI.writeStdout(Array(TLSIdentityCLI.describe(list[0], label: label).utf8))
+                try TLSIdentityCLI.printStored(list[0], label: label)
                 return
             }
-            let accessibility = try TLSIdentityCLI.accessibility(accessibilityName, default: .whenUnlocked)
+            let accessibility = try items.accessibility(default: .whenUnlocked)
             let identity: TLSIdentity
             if let pkcs12 {
                 let bytes = try TLSIdentityCLI.read(pkcs12, what: "PKCS#12 file")
@@ -347,12 +329,10 @@ struct TLSImportCommand: ParsableCommand {
             } else {
                 throw ValidationError("give one of --pkcs12, --key with --chain, or --certificates")
             }
-            let identities = IdentityStore(keychain: try store.open())
+            let identities = IdentityStore(keychain: try items.open())
             try identities.storeIdentity(identity, label: label, accessibility: accessibility, replace: replace)
             try identities.flush()
-            try CLI.writeStdout(Array(TLSIdentityCLI.describe(identity.leaf, label: label).utf8))
-        } catch {
-            throw TLSIdentityCLI.fail(error)
+            try TLSIdentityCLI.printStored(identity.leaf, label: label)
         }
     }
 }
@@ -381,11 +361,9 @@ struct TLSExportCommand: ParsableCommand {
     @OptionGroup var store: KeychainStoreOptions
 
     func run() throws {
-        do {
+        try CLI.run {
             let text = try IdentityStore(keychain: try store.open()).exportCertificatesPEM(label: label)
             try CLI.writeOutput(Array(text.utf8), to: output)
-        } catch {
-            throw TLSIdentityCLI.fail(error)
         }
     }
 }
@@ -414,7 +392,7 @@ struct TLSDeleteCommand: ParsableCommand {
     @OptionGroup var store: KeychainStoreOptions
 
     func run() throws {
-        do {
+        try CLI.run {
             let kind = try self.kind.map { name in
                 guard let kind = IdentityItemKind(rawValue: name) else { throw ValidationError("--kind must be key, certificate or identity") }
                 return kind
@@ -423,8 +401,26 @@ struct TLSDeleteCommand: ParsableCommand {
             let count = try identities.delete(label: label, kind: kind)
             try identities.flush()
             CLI.warn("deleted \(count) item(s) stored under \"\(label)\".")
-        } catch {
-            throw TLSIdentityCLI.fail(error)
         }
     }
+}
+
+// MARK: shared options
+
+/// The keychain a command adds items to and the class that seals them: `--accessibility`
+/// with the keychain's `--home` and `--passcode-file`. Each command gives its own default class.
+struct ItemStoreOptions: ParsableArguments {
+    @Option(name: .customLong("accessibility"), help: "The class that seals what is stored: whenUnlocked, afterFirstUnlock or always, optionally with ThisDeviceOnly (the default depends on the command; classes other than always need --passcode-file).")
+    var accessibilityName: String?
+
+    @OptionGroup var store: KeychainStoreOptions
+
+    /// The class named by `--accessibility`, or `value`.
+    func accessibility(default value: Accessibility) throws -> Accessibility {
+        guard let accessibilityName else { return value }
+        return try KeychainCommand.accessibility(accessibilityName)
+    }
+
+    /// The keychain (see ``KeychainStoreOptions/open()``).
+    func open() throws -> Keychain { try store.open() }
 }

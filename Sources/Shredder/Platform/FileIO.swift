@@ -1,3 +1,4 @@
+import Cipher
 import CPlatform
 import Foundation
 
@@ -96,5 +97,12 @@ enum FileIO {
             if name != "." && name != ".." { names.append(name) }
         }
         return names.sorted()
+    }
+}
+
+extension ShredError {
+    /// A failed call on `path`, named as the call names itself.
+    init(_ error: SystemCallError, path: String) {
+        self = .system(operation: error.operation, path: path, errno: error.code)
     }
 }

@@ -43,7 +43,6 @@ enum FileSystemProbe {
     static let networkTypes: Set<String> = ["nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "9p", "afs", "glusterfs",
                                             "fuse.sshfs", "fuse.glusterfs", "fuse.s3fs", "fuse.rclone", "davfs", "fuse.davfs2"]
     static let copyOnWriteTypes: Set<String> = ["btrfs", "zfs", "bcachefs", "f2fs", "nilfs2", "apfs"]
-    static let memoryTypes: Set<String> = ["tmpfs", "ramfs"]
 
     /// Inspects the storage of the open file `fd` whose `fstat` gave `device`.
     static func inspect(fd: Int32, device: dev_t) -> Result {

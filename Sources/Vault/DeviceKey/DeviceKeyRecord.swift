@@ -74,21 +74,31 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
 
     /// The record in `directory`, or nil when there is none (the vault uses the key file).
     public static func load(directory: String) throws -> DeviceKeyRecord? {
-        let path = directory + "/" + fileName
+        try readPrivateJSON(DeviceKeyRecord.self, at: directory + "/" + fileName, what: "a device-key provider record") { record, path in
+            try record.check(path: path)
+            record.upgrade()
+        }
+    }
+
+    /// Reads the private JSON file at `path` (at most 64 KiB), decodes it and lets `check`
+    /// validate (and upgrade) it; nil when there is no file.
+    /// - Throws: a ``VaultError`` as it is (`check`'s, or a file that is not private); anything
+    ///   else as ``VaultError/corrupted(_:)`` saying that `path` is not `what`.
+    static func readPrivateJSON<Value: Decodable>(_ type: Value.Type, at path: String, what: String,
+                                                 check: (inout Value, String) throws -> Void) throws -> Value? {
         guard access(path, F_OK) == 0 else { return nil }
         do {
             try SecureFile.checkPrivate(path, isDirectory: false)
             let bytes = try SecureFile.read(path, maxLength: 64 * 1024)
-            var record = try CanonicalEncoding.decode(DeviceKeyRecord.self, from: bytes)
-            try record.check(path: path)
-            record.upgrade()
-            return record
+            var value = try CanonicalEncoding.decode(Value.self, from: bytes)
+            try check(&value, path)
+            return value
         } catch let error as VaultError {
             throw error
         } catch {
             let wrapped = VaultError.wrap(error)
             if case .insecurePermissions = wrapped { throw wrapped }
-            throw VaultError.corrupted("\(path) is not a device-key provider record: \(error)")
+            throw VaultError.corrupted("\(path) is not \(what): \(error)")
         }
     }
 

@@ -137,20 +137,8 @@ public enum DeviceKeyRotation {
     /// The journal of an unfinished rotation in `directory`, or nil.
     /// - Throws: ``VaultError/corrupted(_:)`` for a journal that does not parse.
     public static func pending(directory: String) throws -> Journal? {
-        let path = directory + "/" + journalName
-        guard access(path, F_OK) == 0 else { return nil }
-        do {
-            try SecureFile.checkPrivate(path, isDirectory: false)
-            let bytes = try SecureFile.read(path, maxLength: 64 * 1024)
-            let journal = try CanonicalEncoding.decode(Journal.self, from: bytes)
+        try DeviceKeyRecord.readPrivateJSON(Journal.self, at: directory + "/" + journalName, what: "a device-key rotation journal") { journal, path in
             try journal.check(path: path)
-            return journal
-        } catch let error as VaultError {
-            throw error
-        } catch {
-            let wrapped = VaultError.wrap(error)
-            if case .insecurePermissions = wrapped { throw wrapped }
-            throw VaultError.corrupted("\(path) is not a device-key rotation journal: \(error)")
         }
     }
 
@@ -254,8 +242,12 @@ public enum DeviceKeyRotation {
         // Every dependent is under the new key: the old key is needed no more.
         for move in journal.moves where access(move.from, F_OK) == 0 {
             let retired = move.to + retiredSuffix
-            if access(move.to, F_OK) == 0 && access(retired, F_OK) != 0 && link(move.to, retired) != 0 {
-                throw VaultError.io("cannot keep \(move.to) for erasure: \(String(cString: strerror(errno)))")
+            if access(move.to, F_OK) == 0 && access(retired, F_OK) != 0 {
+                do throws(SystemCallError) {
+                    try FileCalls.hardLink(move.to, retired)
+                } catch {
+                    throw VaultError.io("cannot keep \(move.to) for erasure: \(String(cString: strerror(error.code)))")
+                }
             }
             guard rename(move.from, move.to) == 0 else {
                 throw VaultError.io("cannot move the new device key \(move.from) to \(move.to): \(String(cString: strerror(errno)))")

@@ -1,0 +1,96 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A file call that failed: which call and its `errno`. Each module turns it into its own
+/// error (``SecureFile/Failure/system(operation:path:errno:)``, the shredder's, the agent's, ...)
+/// with the path it was working on.
+package struct SystemCallError: Error, Equatable, Sendable {
+    /// The call, as errors name it ("stat", "fsync", ...).
+    package let operation: String
+    /// The `errno` it left.
+    package let code: Int32
+
+    package init(_ operation: String, _ code: Int32 = errno) {
+        self.operation = operation
+        self.code = code
+    }
+}
+
+/// The descriptor and metadata calls the modules make directly (stat, sync, lock, link,
+/// directory-relative open and unlink), one thin wrapper each, so that a port to another
+/// system has one place to look. Each throws ``SystemCallError`` with the call's `errno`, and
+/// does nothing else: retries and decisions stay with the caller.
+package enum FileCalls {
+    /// `lstat`: what is at `path`, a final symbolic link not followed.
+    package static func linkStatus(_ path: String) throws(SystemCallError) -> stat {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw SystemCallError("stat") }
+        return info
+    }
+
+    /// `fstat` of an open descriptor.
+    package static func status(_ fd: Int32) throws(SystemCallError) -> stat {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw SystemCallError("fstat") }
+        return info
+    }
+
+    /// `fstatat(directory, name, AT_SYMLINK_NOFOLLOW)`: what `name` in an open directory is, a
+    /// symbolic link not followed.
+    package static func linkStatus(in directory: Int32, _ name: String) throws(SystemCallError) -> stat {
+        var info = stat()
+        guard fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { throw SystemCallError("stat") }
+        return info
+    }
+
+    /// `openat(directory, name, flags)`; the descriptor is the caller's to close.
+    package static func open(in directory: Int32, _ name: String, _ flags: Int32) throws(SystemCallError) -> Int32 {
+        let fd = openat(directory, name, flags)
+        guard fd >= 0 else { throw SystemCallError("open") }
+        return fd
+    }
+
+    /// `unlinkat(directory, name)`, with `AT_REMOVEDIR` for an empty directory.
+    package static func unlink(in directory: Int32, _ name: String, isDirectory: Bool = false) throws(SystemCallError) {
+        guard unlinkat(directory, name, isDirectory ? AT_REMOVEDIR : 0) == 0 else { throw SystemCallError("unlink") }
+    }
+
+    /// `flock(LOCK_EX | LOCK_NB)`: whether this descriptor now holds the exclusive lock (false
+    /// when another holds it, or on any error).
+    package static func tryLockExclusive(_ fd: Int32) -> Bool {
+        flock(fd, LOCK_EX | LOCK_NB) == 0
+    }
+
+    /// `fsync`: the file's data and metadata reach the device.
+    package static func sync(_ fd: Int32) throws(SystemCallError) {
+        guard fsync(fd) == 0 else { throw SystemCallError("fsync") }
+    }
+
+    /// `ftruncate`.
+    package static func truncate(_ fd: Int32, to length: Int64 = 0) throws(SystemCallError) {
+        guard ftruncate(fd, off_t(length)) == 0 else { throw SystemCallError("truncate") }
+    }
+
+    /// `link`: a second name for an existing file; fails with EEXIST when `newPath` exists.
+    package static func hardLink(_ existing: String, _ newPath: String) throws(SystemCallError) {
+        guard link(existing, newPath) == 0 else { throw SystemCallError("link") }
+    }
+}
+
+extension stat {
+    /// The file type bits (`st_mode & S_IFMT`).
+    package var fileType: mode_t { st_mode & S_IFMT }
+    /// Whether it is a regular file.
+    package var isRegularFile: Bool { fileType == S_IFREG }
+}
+
+extension SecureFile.Failure {
+    /// A failed call on `path`, named as the call names itself.
+    package init(_ error: SystemCallError, path: String) {
+        self = .system(operation: error.operation, path: path, errno: error.code)
+    }
+}

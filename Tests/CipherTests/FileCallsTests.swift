@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+@testable import Cipher
+
+/// The thin wrappers of the file calls: each gives the call's result, or its errno in a
+/// `SystemCallError`, and follows no symbolic link it is not asked to.
+@Suite("File calls")
+struct FileCallsTests {
+    @Test func statusOfMissingPathsAndLinks() throws {
+        let directory = try TemporaryDirectory()
+        let missing = directory.path + "/missing"
+        #expect(throws: SystemCallError("stat", ENOENT)) { try FileCalls.linkStatus(missing) }
+        let file = directory.path + "/file"
+        try Data("abc".utf8).write(to: URL(fileURLWithPath: file))
+        let link = directory.path + "/link"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: file)
+        #expect(try FileCalls.linkStatus(file).isRegularFile)
+        #expect(try FileCalls.linkStatus(link).fileType == S_IFLNK)
+        let dirFD = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        try #require(dirFD >= 0)
+        defer { close(dirFD) }
+        #expect(try FileCalls.linkStatus(in: dirFD, "link").fileType == S_IFLNK)
+        #expect(throws: SystemCallError("open", ELOOP)) { try FileCalls.open(in: dirFD, "link", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        let fd = try FileCalls.open(in: dirFD, "file", O_RDWR | O_CLOEXEC)
+        defer { close(fd) }
+        #expect(try FileCalls.status(fd).st_size == 3)
+        #expect(throws: SystemCallError("fstat", EBADF)) { try FileCalls.status(-1) }
+    }
+
+    @Test func linkTruncateSyncLockAndUnlink() throws {
+        let directory = try TemporaryDirectory()
+        let file = directory.path + "/file"
+        try Data("abcdef".utf8).write(to: URL(fileURLWithPath: file))
+        let fd = open(file, O_RDWR | O_CLOEXEC)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        try FileCalls.truncate(fd, to: 2)
+        try FileCalls.sync(fd)
+        #expect(try FileCalls.status(fd).st_size == 2)
+        #expect(FileCalls.tryLockExclusive(fd))
+        let other = open(file, O_RDONLY | O_CLOEXEC)
+        try #require(other >= 0)
+        defer { close(other) }
+        #expect(!FileCalls.tryLockExclusive(other))   // another open file description holds it
+
+        try FileCalls.hardLink(file, directory.path + "/second")
+        #expect(try FileCalls.status(fd).st_nlink == 2)
+        #expect(throws: SystemCallError("link", EEXIST)) { try FileCalls.hardLink(file, directory.path + "/second") }
+
+        let dirFD = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        try #require(dirFD >= 0)
+        defer { close(dirFD) }
+        try FileCalls.unlink(in: dirFD, "second")
+        #expect(throws: SystemCallError("unlink", ENOENT)) { try FileCalls.unlink(in: dirFD, "second") }
+        #expect(mkdir(directory.path + "/sub", 0o700) == 0)
+        #expect(throws: SystemCallError("unlink", EISDIR)) { try FileCalls.unlink(in: dirFD, "sub") }
+        try FileCalls.unlink(in: dirFD, "sub", isDirectory: true)
+        #expect(throws: SystemCallError("fsync", EBADF)) { try FileCalls.sync(-1) }
+    }
+
+    @Test func failuresBecomeSecureFileFailures() {
+        #expect(SecureFile.Failure(SystemCallError("stat", ENOENT), path: "/x") == .system(operation: "stat", path: "/x", errno: ENOENT))
+    }
+}
