@@ -2,6 +2,7 @@ import Cipher
 import Foundation
 import NIOCore
 import NIOPosix
+import NIOSSL
 import PinnedTLS
 import ProtectedFiles
 import X509
@@ -136,6 +137,12 @@ public final class ShareServer: Sendable {
         try? await connection.channel.channel.setOption(
             ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 64 * 1024,
                                                                                   maximum: Self.readSize)).get()
+        let raw = connection.channel.channel
+        try? await raw.eventLoop.submit {
+            let pipeline = raw.pipeline.syncOperations
+            let tls = try pipeline.context(handlerType: NIOSSLServerHandler.self)
+            try pipeline.addHandler(PlaintextHandOff(), position: .after(tls.handler))
+        }.get()
         do {
             try await connection.channel.executeThenClose { inbound, outbound in
                 var iterator = inbound.makeAsyncIterator()
@@ -189,6 +196,24 @@ public final class ShareServer: Sendable {
         }
     }
 
+}
+
+/// Hands each piece of plaintext on in a buffer of its own, so the TLS handler's buffer is free
+/// again at once. The TLS handler decrypts into one growing buffer and, once it handed a piece
+/// on, writes the next into the same storage: while the piece waits for the task that hashes
+/// and stores it (the normal case in bulk), that write copied the storage's whole capacity
+/// (often several times the piece) into a fresh allocation, every time. Copying the piece
+/// itself here costs its size once.
+final class PlaintextHandOff: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let piece = unwrapInboundIn(data)
+        var copy = context.channel.allocator.buffer(capacity: piece.readableBytes)
+        copy.writeImmutableBuffer(piece)
+        context.fireChannelRead(wrapInboundOut(copy))
+    }
 }
 
 /// Closes a connection whose peer sent nothing for `timeout`. One repeated check per second on
