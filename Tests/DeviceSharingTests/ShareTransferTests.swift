@@ -250,6 +250,24 @@ struct ShareTransferTests {
         #expect(try a.files.read(at: a.inbox + "/old.bin") == bytes)
     }
 
+    /// An empty file and one whose size is a multiple of the sender's read size (the digest
+    /// alone, or right after a full read, follows): both stored whole.
+    @Test func emptyAndChunkAlignedFilesAreStored() async throws {
+        let (a, b) = try makeGroup()
+        let empty = try b.write("empty.txt", [])
+        let aligned = content(2 * ShareClient.chunkSize)
+        let alignedPath = try b.write("aligned.bin", aligned)
+        try await withServer(a) { port, log in
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            #expect(try await sender.send(empty, to: "127.0.0.1", port: port).storedName == "empty.txt")
+            #expect(try await sender.send(alignedPath, to: "127.0.0.1", port: port).storedName == "aligned.bin")
+            #expect(await log.wait(for: 2).count == 2)
+        }
+        #expect(a.inboxNames() == ["aligned.bin", "empty.txt"])
+        #expect(try a.files.read(at: a.inbox + "/empty.txt") == [])
+        #expect(try a.files.read(at: a.inbox + "/aligned.bin") == aligned)
+    }
+
     /// Version 2: a digest after the bytes that does not match them is refused, nothing stored.
     @Test func aWrongDigestAfterTheBytesIsRefusedAndNothingIsStored() async throws {
         let (a, b) = try makeGroup()
