@@ -136,6 +136,7 @@ let package = Package(
                 "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ] + crypto,

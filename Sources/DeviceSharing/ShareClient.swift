@@ -34,6 +34,7 @@ public struct ShareClient: Sendable {
     public init(membership: ShareMembership, isRevoked: @escaping @Sendable (String) -> Bool) throws(ShareError) {
         self.membership = membership
         self.isRevoked = isRevoked
+        _ = AllocatorTuning.applied
         let pattern: HostPattern
         do {
             pattern = try HostPattern(ShareGroup.memberName)
@@ -66,8 +67,11 @@ public struct ShareClient: Sendable {
         let timeout = TimeAmount.nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
         let offeredName = name ?? (path as NSString).lastPathComponent
         try ShareWire.checkName(offeredName)
-        let (size, digest) = try Self.digest(path)
-        let offer = try ShareWire.Offer(name: offeredName, size: size, digest: digest)
+        // The file is opened (and its size taken) before connecting; its bytes are hashed as
+        // they are sent, the digest following them (offer version 2).
+        let file = try SourceFile(path)
+        let size = file.size
+        let offer = try ShareWire.Offer(name: offeredName, size: size)
         let connection: PinnedTLSConnection
         do {
             connection = try await client.connect(host: host, port: port, serverName: ShareGroup.memberName, timeout: timeout)
@@ -90,6 +94,11 @@ public struct ShareClient: Sendable {
             throw error as? ShareError ?? .peerRefused("\(error)")
         }
         let channel = connection.channel.channel
+        // Up to 1 MiB of encrypted bytes may wait for the socket before a write waits (NIO's
+        // default is 64 KiB): the task reading and hashing the file runs ahead of the event
+        // loop encrypting and sending, on another core.
+        try? await channel.setOption(ChannelOptions.writeBufferWaterMark,
+                                     value: .init(low: Self.chunkSize, high: 4 * Self.chunkSize)).get()
         do {
             return try await connection.channel.executeThenClose { inbound, outbound in
                 var iterator = inbound.makeAsyncIterator()
@@ -111,7 +120,7 @@ public struct ShareClient: Sendable {
                     throw ShareError.connectionFailed("the receiver closed the connection without a reply (it may have refused this device)")
                 }
                 do {
-                    try await self.sendBytes(outbound, path: path, offer: offer, channel: channel, progress: progress)
+                    try await self.sendBytes(outbound, file: file, offer: offer, channel: channel, progress: progress)
                 } catch let error as ShareError {
                     throw error
                 } catch {
@@ -137,14 +146,14 @@ public struct ShareClient: Sendable {
         }
     }
 
-    /// Sends the offer and the file's bytes.
-    private func sendBytes(_ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, path: String, offer: ShareWire.Offer,
+    /// Sends the offer, the file's bytes (hashed as they are read), then their digest. A file
+    /// that changes while it is sent ends the transfer without the digest: the receiver stores
+    /// nothing.
+    private func sendBytes(_ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, file: SourceFile, offer: ShareWire.Offer,
                            channel: any Channel, progress: @Sendable (UInt64, UInt64) -> Void) async throws {
         let size = offer.size
         try await outbound.write(ByteBuffer(bytes: offer.encoded))
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw ShareError.io(path: path, detail: String(cString: strerror(errno))) }
-        defer { close(fd) }
+        var hasher = SHA256()
         var sent: UInt64 = 0
         progress(0, size)
         while sent < size {
@@ -154,40 +163,57 @@ public struct ShareClient: Sendable {
             var count = 0
             var failure: Int32 = 0
             chunk.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { target in
-                count = read(fd, target.baseAddress, want)
+                count = read(file.fd, target.baseAddress, want)
                 failure = count < 0 ? errno : 0
                 return max(0, count)
             }
             if failure == EINTR { continue }
             guard count > 0 else {
-                throw ShareError.io(path: path, detail: "the file changed while it was sent (\(sent) of \(size) bytes read)")
+                let detail = count < 0 ? String(cString: strerror(failure)) : "the file changed while it was sent (\(sent) of \(size) bytes read)"
+                throw ShareError.io(path: file.path, detail: detail)
             }
+            chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
             try await outbound.write(chunk)
             sent += UInt64(count)
             progress(sent, size)
         }
+        try file.checkUnchanged()
+        try await outbound.write(ByteBuffer(bytes: Array(hasher.finalize())))
     }
 
-    /// The size and SHA-256 of a file, read once.
-    static func digest(_ path: String) throws(ShareError) -> (UInt64, [UInt8]) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            throw .io(path: path, detail: "not a regular file")
+    /// The file being sent: open, a regular file, and what identifies its contents.
+    final class SourceFile: Sendable {
+        let path: String
+        let fd: Int32
+        let size: UInt64
+        private let stamp: [Int64]
+
+        init(_ path: String) throws(ShareError) {
+            self.path = path
+            fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
+            var info = stat()
+            guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+                close(fd)
+                throw .io(path: path, detail: "not a regular file")
+            }
+            size = UInt64(info.st_size)
+            stamp = Self.stamp(info)
         }
-        var hasher = SHA256()
-        var size: UInt64 = 0
-        var chunk = [UInt8](repeating: 0, count: chunkSize)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
-            if count == 0 { break }
-            chunk.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-            size += UInt64(count)
+
+        deinit { close(fd) }
+
+        static func stamp(_ info: stat) -> [Int64] {
+            [Int64(info.st_size), Int64(info.st_mtim.tv_sec), Int64(info.st_mtim.tv_nsec),
+             Int64(info.st_ctim.tv_sec), Int64(info.st_ctim.tv_nsec)]
         }
-        return (size, Array(hasher.finalize()))
+
+        /// Throws when the file was written to since it was opened (its size or times moved).
+        func checkUnchanged() throws(ShareError) {
+            var info = stat()
+            guard fstat(fd, &info) == 0, Self.stamp(info) == stamp else {
+                throw .io(path: path, detail: "the file changed while it was sent: nothing was stored, send it again")
+            }
+        }
     }
 }

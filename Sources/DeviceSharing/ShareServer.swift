@@ -2,6 +2,7 @@ import Cipher
 import Foundation
 import NIOCore
 import NIOPosix
+import NIOSSL
 import PinnedTLS
 import ProtectedFiles
 import X509
@@ -24,6 +25,8 @@ public final class ShareServer: Sendable {
 
     /// Default and largest file size accepted: 64 GiB.
     public static let defaultMaxSize: UInt64 = 64 << 30
+    /// The largest read from the socket.
+    static let readSize = 256 * 1024
     /// A connection that sends nothing for this long is dropped.
     public static let idleTimeout: TimeAmount = .seconds(30)
     /// A client that has not finished its handshake within this time is dropped (generous: a
@@ -69,6 +72,7 @@ public final class ShareServer: Sendable {
     ) async throws(ShareError) -> ShareServer {
         // A writer that fails closes its pipe; the next write must fail, not kill the process.
         signal(SIGPIPE, SIG_IGN)
+        _ = AllocatorTuning.applied
         do {
             try SecureFileAccess.ensureDirectory(inbox)
         } catch {
@@ -127,6 +131,18 @@ public final class ShareServer: Sendable {
             onEvent(.refused(peer: "\(device) (\(peer))", .revoked(device: device)))
             return
         }
+        // Larger reads than NIO's default (at most 64 KiB): fewer system calls, and the TLS
+        // layer hands over larger pieces of plaintext. Memory stays bounded: the channel stops
+        // reading while the pieces the transfer has not taken yet fill its buffer.
+        try? await connection.channel.channel.setOption(
+            ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 64 * 1024,
+                                                                                  maximum: Self.readSize)).get()
+        let raw = connection.channel.channel
+        try? await raw.eventLoop.submit {
+            let pipeline = raw.pipeline.syncOperations
+            let tls = try pipeline.context(handlerType: NIOSSLServerHandler.self)
+            try pipeline.addHandler(PlaintextHandOff(), position: .after(tls.handler))
+        }.get()
         do {
             try await connection.channel.executeThenClose { inbound, outbound in
                 var iterator = inbound.makeAsyncIterator()
@@ -156,9 +172,11 @@ public final class ShareServer: Sendable {
                 do {
                     try buffer[consumed...].withUnsafeBytes { try incoming.append($0) }
                     buffer = []
-                    while incoming.received < offer.size {
+                    while !incoming.isComplete {
                         guard let chunk = try await idle.next(&iterator) else {
-                            throw ShareError.protocolViolation("the connection ended after \(incoming.received) of \(offer.size) bytes")
+                            throw ShareError.protocolViolation(incoming.received < offer.size
+                                ? "the connection ended after \(incoming.received) of \(offer.size) bytes"
+                                : "the connection ended before the digest that follows the bytes")
                         }
                         try chunk.withUnsafeReadableBytes { try incoming.append($0) }
                     }
@@ -178,6 +196,24 @@ public final class ShareServer: Sendable {
         }
     }
 
+}
+
+/// Hands each piece of plaintext on in a buffer of its own, so the TLS handler's buffer is free
+/// again at once. The TLS handler decrypts into one growing buffer and, once it handed a piece
+/// on, writes the next into the same storage: while the piece waits for the task that hashes
+/// and stores it (the normal case in bulk), that write copied the storage's whole capacity
+/// (often several times the piece) into a fresh allocation, every time. Copying the piece
+/// itself here costs its size once.
+final class PlaintextHandOff: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let piece = unwrapInboundIn(data)
+        var copy = context.channel.allocator.buffer(capacity: piece.readableBytes)
+        copy.writeImmutableBuffer(piece)
+        context.fireChannelRead(wrapInboundOut(copy))
+    }
 }
 
 /// Closes a connection whose peer sent nothing for `timeout`. One repeated check per second on

@@ -4,33 +4,55 @@ import Foundation
 /// The sharing protocol's messages (docs/FORMATS.md, "Sharing wire format").
 ///
 /// Sender to receiver, inside mutual TLS: the offer header, then exactly `size` bytes of the
-/// file. Receiver to sender: one reply.
+/// file, then (version 2) their SHA-256. Receiver to sender: one reply.
 ///
 /// ```
-/// offer:  "SFSH" | version u8 (1) | name length u16 BE (1...255) | name (UTF-8)
-///         | size u64 BE | SHA-256 of the bytes (32)
-/// reply:  "SFSR" | version u8 (1) | status u8 | text length u16 BE (0...1024) | text (UTF-8)
+/// offer v2: "SFSH" | version u8 (2) | name length u16 BE (1...255) | name (UTF-8) | size u64 BE
+///           then the file's bytes, then their SHA-256 (32)
+/// offer v1: "SFSH" | version u8 (1) | name length u16 BE (1...255) | name (UTF-8)
+///           | size u64 BE | SHA-256 of the bytes (32), then the file's bytes (read, not written)
+/// reply:    "SFSR" | version u8 (1) | status u8 | text length u16 BE (0...1024) | text (UTF-8)
 /// ```
+///
+/// Version 2 moves the digest after the bytes, so that the sender hashes the bytes as it sends
+/// them instead of reading the whole file once more beforehand.
 public enum ShareWire {
     /// The offer's magic.
     public static let offerMagic: [UInt8] = Array("SFSH".utf8)
     /// The reply's magic.
     public static let replyMagic: [UInt8] = Array("SFSR".utf8)
-    /// The only version written and read.
+    /// The offer version written (the digest after the bytes).
+    public static let offerVersion: UInt8 = 2
+    /// The offer versions read.
+    public static let readableOfferVersions: ClosedRange<UInt8> = 1...2
+    /// The reply version (the only one written and read).
     public static let version: UInt8 = 1
     /// The longest file name, in UTF-8 bytes.
     public static let maxNameLength = 255
     /// The longest reply text.
     public static let maxReplyText = 1024
-    /// The offer's fixed part after the name.
+    /// The length of a digest (SHA-256).
+    public static let digestLength = 32
+    /// The offer's fixed part after the name (version 1; version 2 has no digest there).
     static let fixedTail = 8 + 32
 
     /// A file announced by the sender.
     public struct Offer: Sendable, Equatable {
         public var name: String
         public var size: UInt64
-        public var digest: [UInt8]
+        /// The SHA-256 of the bytes, in the offer (version 1); nil when it follows the bytes
+        /// (version 2).
+        public var digest: [UInt8]?
 
+        /// An offer of version 2: the digest follows the bytes.
+        public init(name: String, size: UInt64) throws(ShareError) {
+            try ShareWire.checkName(name)
+            self.name = name
+            self.size = size
+            self.digest = nil
+        }
+
+        /// An offer of version 1, with the digest ahead of the bytes (read from older senders).
         public init(name: String, size: UInt64, digest: [UInt8]) throws(ShareError) {
             try ShareWire.checkName(name)
             guard digest.count == 32 else { throw .protocolViolation("a digest has 32 bytes") }
@@ -39,16 +61,19 @@ public enum ShareWire {
             self.digest = digest
         }
 
+        /// The version this offer is written in.
+        public var version: UInt8 { digest == nil ? ShareWire.offerVersion : 1 }
+
         /// The bytes of the header.
         public var encoded: [UInt8] {
             let name = Array(self.name.utf8)
             var out = ShareWire.offerMagic
-            out.append(ShareWire.version)
+            out.append(version)
             out.append(UInt8(name.count >> 8))
             out.append(UInt8(name.count & 0xff))
             out += name
             for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8((size >> UInt64(shift)) & 0xff)) }
-            out += digest
+            if let digest { out += digest }
             return out
         }
     }
@@ -69,15 +94,16 @@ public enum ShareWire {
         if bytes.count >= 4 && Array(bytes[0..<4]) != offerMagic {
             throw .protocolViolation("not a sharing offer (wrong magic)")
         }
-        if bytes.count >= 5 && bytes[4] != version {
-            throw .protocolViolation("offer version \(bytes[4]) is not supported (this side reads version \(version)): update the sender or the receiver")
+        if bytes.count >= 5 && !readableOfferVersions.contains(bytes[4]) {
+            throw .protocolViolation("offer version \(bytes[4]) is not supported (this side reads versions \(readableOfferVersions.lowerBound) to \(readableOfferVersions.upperBound)): update the sender or the receiver")
         }
         guard bytes.count >= 7 else { return .needMore }
         let nameLength = Int(bytes[5]) << 8 | Int(bytes[6])
         guard (1...maxNameLength).contains(nameLength) else {
             throw .invalidFileName("the name length \(nameLength) is not between 1 and \(maxNameLength)")
         }
-        let total = 7 + nameLength + fixedTail
+        let withDigest = bytes[4] == 1
+        let total = 7 + nameLength + (withDigest ? fixedTail : 8)
         guard bytes.count >= total else { return .needMore }
         guard let name = String(validating: bytes[7..<(7 + nameLength)], as: UTF8.self) else {
             throw .invalidFileName("the name is not UTF-8")
@@ -85,6 +111,7 @@ public enum ShareWire {
         var size: UInt64 = 0
         for byte in bytes[(7 + nameLength)..<(15 + nameLength)] { size = size << 8 | UInt64(byte) }
         guard size <= maxSize else { throw .tooLarge(size: size, limit: maxSize) }
+        guard withDigest else { return .complete(try Offer(name: name, size: size), consumed: total) }
         let digest = Array(bytes[(15 + nameLength)..<total])
         return .complete(try Offer(name: name, size: size, digest: digest), consumed: total)
     }

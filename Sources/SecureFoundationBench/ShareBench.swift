@@ -2,9 +2,10 @@ import Foundation
 
 /// `securefoundation-bench share`: a file sent between two processes over loopback with
 /// `securefoundation share serve` / `share send` (mutual TLS, the receiver encrypting into a
-/// protected file on disk), beside `openssl s_client` → `openssl s_server` (mutual TLS, to
-/// /dev/null) and plain TCP without TLS (`socat`, to /dev/null and to a file) as the ceiling,
-/// in the same run. Prints MiB/s, ratios and the peak RSS of the receiver and the sender.
+/// protected file on disk), beside `openssl s_client` → `openssl s_server` (mutual TLS, every
+/// byte counted) and plain TCP without TLS (`socat`, to /dev/null and to a file) as the
+/// ceiling, in the same run. Prints MiB/s, ratios, and the peak RSS and CPU seconds of each
+/// side (CPU of the peers too: on a shared machine, CPU seconds say more than wall time).
 ///
 /// Needs the `securefoundation` executable beside this one (`swift build -c release`), or
 /// SECUREFOUNDATION_BIN. SHARE_BENCH_MIB (default 1024), SHARE_BENCH_RUNS (default 3, medians),
@@ -19,6 +20,9 @@ enum ShareBench {
         var seconds: Double
         var receiverKiB: Int?
         var senderKiB: Int?
+        /// User + system CPU seconds of the receiver and the sender (from /usr/bin/time).
+        var receiverCPU: Double?
+        var senderCPU: Double?
     }
 
     static func run() throws {
@@ -46,44 +50,53 @@ enum ShareBench {
 
         print("loopback, \(mib) MiB, \(ProcessInfo.processInfo.activeProcessorCount) cores, median of \(runs); load average \(loadAverage())")
         if time == nil { print("note: /usr/bin/time is not installed (apt-get install time): peak RSS read from /proc while running") }
-        var ours: [Sample] = [], fixed: [Double] = [], opensslSeconds: [Double] = []
-        var socatNull: [Double] = [], socatFile: [Double] = []
+        var ours: [Sample] = [], fixed: [Sample] = [], opensslRuns: [Peer] = []
+        var socatNull: [Peer] = [], socatFile: [Peer] = []
+        let bytes = UInt64(mib) << 20
         for _ in 0..<runs {
-            ours.append(try share(cli: cli, time: time, from: bravo, to: alpha, file: payload, dir: dir, expected: UInt64(mib) << 20))
-            fixed.append(try share(cli: cli, time: time, from: bravo, to: alpha, file: tiny, dir: dir, expected: 1).seconds)
-            if let openssl, let seconds = try opensslPair(openssl: openssl, dir: dir, payload: payload) { opensslSeconds.append(seconds) }
+            ours.append(try share(cli: cli, time: time, from: bravo, to: alpha, file: payload, dir: dir, expected: bytes))
+            fixed.append(try share(cli: cli, time: time, from: bravo, to: alpha, file: tiny, dir: dir, expected: 1))
+            if let openssl, let peer = try opensslPair(openssl: openssl, time: time, dir: dir, payload: payload, expected: bytes) {
+                opensslRuns.append(peer)
+            }
             if let socat {
-                if let seconds = try socatPair(socat: socat, payload: payload, sink: "/dev/null") { socatNull.append(seconds) }
+                if let peer = try socatPair(socat: socat, time: time, dir: dir, payload: payload, sink: "/dev/null") { socatNull.append(peer) }
                 let copy = dir + "/socat-copy"
-                if let seconds = try socatPair(socat: socat, payload: payload, sink: copy) { socatFile.append(seconds) }
+                if let peer = try socatPair(socat: socat, time: time, dir: dir, payload: payload, sink: copy) { socatFile.append(peer) }
                 unlink(copy)
             }
         }
 
         let oursSeconds = median(ours.map(\.seconds))
         let oursRate = Double(mib) / oursSeconds
-        func rate(_ seconds: [Double]) -> Double? { seconds.isEmpty ? nil : Double(mib) / median(seconds) }
+        func rate(_ runs: [Peer]) -> Double? { runs.isEmpty ? nil : Double(mib) / median(runs.map(\.seconds)) }
         func show(_ value: Double?) -> String { value.map { BenchSupport.format($0, 0) + " MiB/s" } ?? "n/a" }
-        let fixedCost = median(fixed)
+        func cpu(_ values: [Double]) -> String { values.isEmpty ? "n/a" : BenchSupport.format(median(values), 2) + " s" }
+        let fixedCost = median(fixed.map(\.seconds))
+        let steadyRate = Double(mib) / max(0.001, oursSeconds - fixedCost)
         print("share send → share serve (mTLS, protected file written and synced, digest checked): \(show(oursRate))")
         print("  of which fixed costs (start, vault unlock, handshake; a 1-byte file): \(BenchSupport.format(fixedCost, 2)) s;"
-              + " without them \(show(Double(mib) / max(0.001, oursSeconds - fixedCost)))")
+              + " without them \(show(steadyRate))")
         let receiver = ours.compactMap(\.receiverKiB).max(), sender = ours.compactMap(\.senderKiB).max()
         print("  peak RSS: receiver \(receiver.map { "\($0 / 1024) MiB" } ?? "n/a"), sender \(sender.map { "\($0 / 1024) MiB" } ?? "n/a")")
-        let opensslRate = rate(opensslSeconds)
-        print("openssl s_client → s_server (mTLS, to /dev/null): \(show(opensslRate))")
+        print("  CPU (user + system): receiver \(cpu(ours.compactMap(\.receiverCPU))), sender \(cpu(ours.compactMap(\.senderCPU)))"
+              + "; the 1-byte transfer: receiver \(cpu(fixed.compactMap(\.receiverCPU))), sender \(cpu(fixed.compactMap(\.senderCPU)))")
+        let opensslRate = rate(opensslRuns)
+        print("openssl s_client → s_server (mTLS, every byte counted by this bench through a pipe): \(show(opensslRate)),"
+              + " CPU of both \(cpu(opensslRuns.compactMap(\.cpu)))")
         if socat == nil {
             print("plain TCP: skipped, socat is not installed (apt-get install socat)")
         }
         let nullRate = rate(socatNull), fileRate = rate(socatFile)
         if socat != nil {
-            print("plain TCP, socat → /dev/null (the ceiling): \(show(nullRate))")
-            print("plain TCP, socat → a file (not synced): \(show(fileRate))")
+            print("plain TCP, socat → /dev/null (the ceiling): \(show(nullRate)), CPU of both \(cpu(socatNull.compactMap(\.cpu)))")
+            print("plain TCP, socat → a file (not synced): \(show(fileRate)), CPU of both \(cpu(socatFile.compactMap(\.cpu)))")
         }
         if let opensslRate { print("ratio share / openssl: \(BenchSupport.format(oursRate / opensslRate * 100, 1)) %") }
         if let nullRate {
             let ratio = oursRate / nullRate * 100
-            print("ratio share / plain TCP ceiling: \(BenchSupport.format(ratio, 1)) % (target ≥ 50 %\(ratio >= 50 ? ", met" : ", NOT met"))")
+            print("ratio share / plain TCP ceiling: \(BenchSupport.format(ratio, 1)) % (target ≥ 50 %\(ratio >= 50 ? ", met" : ", NOT met"));"
+                  + " without the fixed costs \(BenchSupport.format(steadyRate / nullRate * 100, 1)) %")
         }
         if let fileRate { print("ratio share / plain TCP to a file: \(BenchSupport.format(oursRate / fileRate * 100, 1)) %") }
         print("load average after: \(loadAverage())")
@@ -160,45 +173,79 @@ enum ShareBench {
         try? FileManager.default.removeItem(atPath: inbox)
         let receiverKiB = time == nil ? server.peakKiB : maxRSS(receiverRSS)
         let senderKiB = time == nil ? client.peakKiB : maxRSS(senderRSS)
-        return Sample(seconds: seconds, receiverKiB: receiverKiB, senderKiB: senderKiB)
+        return Sample(seconds: seconds, receiverKiB: receiverKiB, senderKiB: senderKiB,
+                      receiverCPU: cpuSeconds(receiverRSS), senderCPU: cpuSeconds(senderRSS))
     }
 
     // MARK: peers
 
-    /// `openssl s_client -cert … < payload` → `openssl s_server -Verify 1 > /dev/null`: seconds
-    /// from the client's start until both ended.
-    static func opensslPair(openssl: String, dir: String, payload: String) throws -> Double? {
+    /// A peer's run: seconds, and the CPU seconds of its two processes (with /usr/bin/time).
+    struct Peer {
+        var seconds: Double
+        var cpu: Double?
+    }
+
+    /// `tool arguments`, under `/usr/bin/time -v -o report` when there is one.
+    static func timed(_ time: String?, _ tool: String, _ arguments: [String], report: String) -> (String, [String]) {
+        unlink(report)
+        guard let time else { return (tool, arguments) }
+        return (time, ["-v", "-o", report, tool] + arguments)
+    }
+
+    static func cpuOfBoth(_ first: String, _ second: String) -> Double? {
+        guard let a = cpuSeconds(first), let b = cpuSeconds(second) else { return nil }
+        return a + b
+    }
+
+    /// `openssl s_client -cert … < payload` → `openssl s_server -Verify 1`, whose output this
+    /// process reads and counts (the bytes must all arrive: a run that delivers fewer is not
+    /// counted): seconds from the client's start until both ended. `s_server` ends a
+    /// connection when its own standard input ends, so that stays open; `s_client` must end
+    /// at the end of its input (`-no_ign_eof`, which `-quiet` turns off) and must not read
+    /// lines of the payload as commands (`-nocommands`).
+    static func opensslPair(openssl: String, time: String?, dir: String, payload: String, expected: UInt64) throws -> Peer? {
         guard let port = BenchSupport.freePort() else { return nil }
-        let server = try Child(openssl, ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", dir + "/server.pem",
-                                         "-key", dir + "/server.key", "-Verify", "1", "-CAfile", dir + "/root.pem",
-                                         "-naccept", "1", "-quiet"], environment: [:], stdin: nil)
+        let serverReport = dir + "/openssl-server.time", clientReport = dir + "/openssl-client.time"
+        let (serverTool, serverArguments) = timed(time, openssl, [
+            "s_server", "-accept", "127.0.0.1:\(port)", "-cert", dir + "/server.pem", "-key", dir + "/server.key",
+            "-Verify", "1", "-CAfile", dir + "/root.pem", "-naccept", "1", "-quiet"], report: serverReport)
+        let server = try Child(serverTool, serverArguments, environment: [:], stdin: nil, holdStdinOpen: true, countOutput: true)
         defer { server.kill() }
         // s_server accepts one connection only: give it time to listen instead of probing.
         usleep(500_000)
+        let (clientTool, clientArguments) = timed(time, openssl, [
+            "s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", dir + "/root.pem", "-cert", dir + "/client.pem",
+            "-key", dir + "/client.key", "-quiet", "-no_ign_eof", "-nocommands"], report: clientReport)
         let start = DispatchTime.now().uptimeNanoseconds
-        let client = try Child(openssl, ["s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", dir + "/root.pem",
-                                         "-cert", dir + "/client.pem", "-key", dir + "/client.key", "-quiet"],
-                               environment: [:], stdin: payload)
+        let client = try Child(clientTool, clientArguments, environment: [:], stdin: payload)
         let status = client.wait(timeout: 1800)
-        _ = server.wait(timeout: 60)
+        let served = server.wait(timeout: 60)
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        return status == 0 ? seconds : nil
+        guard status == 0, served == 0, server.counted == expected else {
+            print("note: an openssl run is left out (s_client \(status), s_server \(served), \(server.counted) of \(expected) bytes arrived)")
+            return nil
+        }
+        return Peer(seconds: seconds, cpu: cpuOfBoth(serverReport, clientReport))
     }
 
     /// `socat -u FILE:payload TCP:…` → `socat -u TCP-LISTEN:… sink`: seconds from the client's
     /// start until the receiver ended.
-    static func socatPair(socat: String, payload: String, sink: String) throws -> Double? {
+    static func socatPair(socat: String, time: String?, dir: String, payload: String, sink: String) throws -> Peer? {
         guard let port = BenchSupport.freePort() else { return nil }
-        let server = try Child(socat, ["-b", "262144", "-u", "TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr", "OPEN:\(sink),creat,trunc,wronly"],
-                               environment: [:])
+        let serverReport = dir + "/socat-server.time", clientReport = dir + "/socat-client.time"
+        let (serverTool, serverArguments) = timed(time, socat, [
+            "-b", "262144", "-u", "TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr", "OPEN:\(sink),creat,trunc,wronly"], report: serverReport)
+        let server = try Child(serverTool, serverArguments, environment: [:])
         defer { server.kill() }
         usleep(300_000)
+        let (clientTool, clientArguments) = timed(time, socat, [
+            "-b", "262144", "-u", "OPEN:\(payload),rdonly", "TCP:127.0.0.1:\(port)"], report: clientReport)
         let start = DispatchTime.now().uptimeNanoseconds
-        let client = try Child(socat, ["-b", "262144", "-u", "OPEN:\(payload),rdonly", "TCP:127.0.0.1:\(port)"], environment: [:])
+        let client = try Child(clientTool, clientArguments, environment: [:])
         let status = client.wait(timeout: 1800)
         let served = server.wait(timeout: 600)
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        return status == 0 && served == 0 ? seconds : nil
+        return status == 0 && served == 0 ? Peer(seconds: seconds, cpu: cpuOfBoth(serverReport, clientReport)) : nil
     }
 
     static func makePKI(openssl: String, dir: String) throws {
@@ -272,6 +319,19 @@ enum ShareBench {
         return nil
     }
 
+    /// User + system seconds from a `/usr/bin/time -v` report.
+    static func cpuSeconds(_ path: String) -> Double? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        var total = 0.0, found = 0
+        for line in text.split(separator: "\n") where line.contains("User time (seconds)") || line.contains("System time (seconds)") {
+            if let value = line.split(separator: ":").last.flatMap({ Double($0.trimmingCharacters(in: .whitespaces)) }) {
+                total += value
+                found += 1
+            }
+        }
+        return found == 2 ? total : nil
+    }
+
     static func loadAverage() -> String {
         ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "?").split(separator: " ").prefix(3).joined(separator: " ")
     }
@@ -292,7 +352,17 @@ enum ShareBench {
         private var peak: Int?
         private var readers = 0
 
-        init(_ path: String, _ arguments: [String], environment: [String: String], stdin: String? = nil) throws {
+        /// Bytes of standard output counted (and discarded) with `countOutput`.
+        private var count: UInt64 = 0
+        /// The write end of standard input, kept open with `holdStdinOpen`.
+        private var heldInput: Pipe?
+
+        /// - Parameters:
+        ///   - stdin: a file to read as standard input; nil for /dev/null (or, with
+        ///     `holdStdinOpen`, a pipe that stays open until the process ends).
+        ///   - countOutput: standard output is counted and discarded, not collected.
+        init(_ path: String, _ arguments: [String], environment: [String: String], stdin: String? = nil,
+             holdStdinOpen: Bool = false, countOutput: Bool = false) throws {
             process.executableURL = URL(fileURLWithPath: path)
             process.arguments = arguments
             var env = ProcessInfo.processInfo.environment
@@ -304,6 +374,10 @@ enum ShareBench {
             if let stdin {
                 guard let handle = FileHandle(forReadingAtPath: stdin) else { throw Failure(description: "cannot read \(stdin)") }
                 process.standardInput = handle
+            } else if holdStdinOpen {
+                let input = Pipe()
+                heldInput = input
+                process.standardInput = input
             } else {
                 process.standardInput = FileHandle.nullDevice
             }
@@ -311,6 +385,20 @@ enum ShareBench {
             readers = 2
             for (pipe, isError) in [(outPipe, false), (errPipe, true)] {
                 let handle = pipe.fileHandleForReading
+                if countOutput && !isError {
+                    let fd = handle.fileDescriptor
+                    Thread { [self] in
+                        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+                        while true {
+                            let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                            if got < 0 && errno == EINTR { continue }
+                            if got <= 0 { break }
+                            lock.lock(); count += UInt64(got); lock.unlock()
+                        }
+                        lock.lock(); readers -= 1; lock.unlock()
+                    }.start()
+                    continue
+                }
                 Thread { [self] in
                     while true {
                         let chunk = handle.availableData
@@ -337,6 +425,7 @@ enum ShareBench {
         var output: String { lock.lock(); defer { lock.unlock() }; return out }
         var errors: String { lock.lock(); defer { lock.unlock() }; return err }
         var peakKiB: Int? { lock.lock(); defer { lock.unlock() }; return peak }
+        var counted: UInt64 { lock.lock(); defer { lock.unlock() }; return count }
 
         /// The port of the "listening on HOST:PORT" line, waiting at most `timeout` seconds.
         func port(timeout: TimeInterval) throws -> Int {
@@ -359,6 +448,8 @@ enum ShareBench {
             while process.isRunning && Date() < deadline { usleep(5_000) }
             kill()
             process.waitUntilExit()
+            try? heldInput?.fileHandleForWriting.close()
+            heldInput = nil
             let drained = Date().addingTimeInterval(10)
             while Date() < drained {
                 lock.lock(); let open = readers; lock.unlock()

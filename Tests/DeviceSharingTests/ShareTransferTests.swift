@@ -168,8 +168,11 @@ struct ShareTransferTests {
         #expect(try a.files.read(at: a.inbox + "/" + name) == bytes)
     }
 
-    /// Sends an offer and only `count` bytes of the file, then closes the connection.
-    private func sendPartially(_ b: TestDevice, root: Certificate, port: Int, offer: ShareWire.Offer, bytes: [UInt8]) async throws -> [UInt8] {
+    /// Sends an offer and `bytes` (the file's, and for version 2 the digest), then reads the
+    /// reply, or closes the connection at once when `awaitReply` is false (by default, when
+    /// fewer bytes than the file's are sent).
+    private func sendPartially(_ b: TestDevice, root: Certificate, port: Int, offer: ShareWire.Offer, bytes: [UInt8],
+                               awaitReply: Bool? = nil) async throws -> [UInt8] {
         let membership = try b.group.membership()
         let policy = TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern(ShareGroup.memberName), anchors: .only([root]))],
                                  defaultAnchors: nil)
@@ -177,7 +180,7 @@ struct ShareTransferTests {
         let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName, timeout: .seconds(30))
         return try await connection.channel.executeThenClose { inbound, outbound in
             try await outbound.write(ByteBuffer(bytes: offer.encoded + bytes))
-            if UInt64(bytes.count) < offer.size { return [] }
+            if !(awaitReply ?? (UInt64(bytes.count) >= offer.size)) { return [] }
             var reply: [UInt8] = []
             for try await var part in inbound { reply += part.readBytes(length: part.readableBytes) ?? [] }
             return reply
@@ -224,6 +227,121 @@ struct ShareTransferTests {
             #expect(log.refusals == [.digestMismatch])
         }
         #expect(a.everyInboxFile().isEmpty)
+    }
+
+    /// An offer of version 1 (the digest ahead of the bytes, as older senders write it) is
+    /// still read and stored.
+    @Test func anOfferOfVersion1IsStillStored() async throws {
+        let (a, b) = try makeGroup()
+        let bytes = content(200_000)
+        let root = try a.group.rootCertificate()
+        try await withServer(a) { port, log in
+            let offer = try ShareWire.Offer(name: "old.bin", size: UInt64(bytes.count), digest: Array(SHA256.hash(data: bytes)))
+            #expect(offer.version == 1)
+            let reply = try await sendPartially(b, root: root, port: port, offer: offer, bytes: bytes)
+            guard case let .complete(parsed, _) = try ShareWire.parseReply(reply) else {
+                Issue.record("no reply")
+                return
+            }
+            #expect(parsed == ShareWire.Reply(status: .stored, text: "old.bin"))
+            #expect(await log.wait(for: 1).count == 1)
+        }
+        #expect(a.inboxNames() == ["old.bin"])
+        #expect(try a.files.read(at: a.inbox + "/old.bin") == bytes)
+    }
+
+    /// An empty file and one whose size is a multiple of the sender's read size (the digest
+    /// alone, or right after a full read, follows): both stored whole.
+    @Test func emptyAndChunkAlignedFilesAreStored() async throws {
+        let (a, b) = try makeGroup()
+        let empty = try b.write("empty.txt", [])
+        let aligned = content(2 * ShareClient.chunkSize)
+        let alignedPath = try b.write("aligned.bin", aligned)
+        try await withServer(a) { port, log in
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            #expect(try await sender.send(empty, to: "127.0.0.1", port: port).storedName == "empty.txt")
+            #expect(try await sender.send(alignedPath, to: "127.0.0.1", port: port).storedName == "aligned.bin")
+            #expect(await log.wait(for: 2).count == 2)
+        }
+        #expect(a.inboxNames() == ["aligned.bin", "empty.txt"])
+        #expect(try a.files.read(at: a.inbox + "/empty.txt") == [])
+        #expect(try a.files.read(at: a.inbox + "/aligned.bin") == aligned)
+    }
+
+    /// Version 2: a digest after the bytes that does not match them is refused, nothing stored.
+    @Test func aWrongDigestAfterTheBytesIsRefusedAndNothingIsStored() async throws {
+        let (a, b) = try makeGroup()
+        let bytes = content(150_000)
+        let root = try a.group.rootCertificate()
+        try await withServer(a) { port, log in
+            let offer = try ShareWire.Offer(name: "b.bin", size: UInt64(bytes.count))
+            var digest = Array(SHA256.hash(data: bytes))
+            digest[31] ^= 1
+            let reply = try await sendPartially(b, root: root, port: port, offer: offer, bytes: bytes + digest)
+            guard case let .complete(parsed, _) = try ShareWire.parseReply(reply) else {
+                Issue.record("no reply")
+                return
+            }
+            #expect(parsed.status == .digestMismatch)
+            _ = await log.wait(for: 1)
+            #expect(log.refusals == [.digestMismatch])
+        }
+        #expect(a.everyInboxFile().isEmpty, "\(a.everyInboxFile())")
+    }
+
+    /// Version 2: every byte of the file arrived but the connection ends inside the digest:
+    /// nothing is stored (not even in the staging directory).
+    @Test func aTransferCutInsideTheDigestLeavesNothing() async throws {
+        let (a, b) = try makeGroup()
+        let bytes = content(150_000)
+        let root = try a.group.rootCertificate()
+        try await withServer(a) { port, log in
+            let offer = try ShareWire.Offer(name: "c.bin", size: UInt64(bytes.count))
+            let digest = Array(SHA256.hash(data: bytes))
+            _ = try await sendPartially(b, root: root, port: port, offer: offer, bytes: bytes + digest[0..<10], awaitReply: false)
+            _ = await log.wait(for: 1)
+            #expect(log.refusals == [.protocolViolation("the connection ended before the digest that follows the bytes")])
+        }
+        #expect(a.everyInboxFile().isEmpty, "\(a.everyInboxFile())")
+    }
+
+    /// Version 2: bytes after the digest are a protocol violation; nothing is stored.
+    @Test func bytesAfterTheDigestAreRefused() async throws {
+        let (a, b) = try makeGroup()
+        // Small enough for the offer, the bytes, the digest and the extra byte to travel in one
+        // TLS record, so the receiver sees them together.
+        let bytes = content(5_000)
+        let root = try a.group.rootCertificate()
+        try await withServer(a) { port, log in
+            let offer = try ShareWire.Offer(name: "d.bin", size: UInt64(bytes.count))
+            let digest = Array(SHA256.hash(data: bytes))
+            let reply = try await sendPartially(b, root: root, port: port, offer: offer, bytes: bytes + digest + [0])
+            guard case let .complete(parsed, _) = try ShareWire.parseReply(reply) else {
+                Issue.record("no reply")
+                return
+            }
+            #expect(parsed.status == .failed)
+            _ = await log.wait(for: 1)
+            #expect(log.refusals == [.protocolViolation("more bytes than the 5000 announced")])
+        }
+        #expect(a.everyInboxFile().isEmpty, "\(a.everyInboxFile())")
+    }
+
+    /// The sender hashes the bytes as it sends them: a file written to meanwhile is noticed
+    /// before the digest goes out, so the receiver never stores a mix of two versions.
+    @Test func aFileChangedWhileSentIsNoticed() throws {
+        let (_, b) = try makeGroup()
+        let path = try b.write("growing.log", content(1000))
+        let source = try ShareClient.SourceFile(path)
+        #expect(source.size == 1000)
+        try source.checkUnchanged()
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: [0x41])
+        try handle.close()
+        #expect(throws: ShareError.io(path: path, detail: "the file changed while it was sent: nothing was stored, send it again")) {
+            try source.checkUnchanged()
+        }
     }
 
     @Test func aHostileNameIsRefusedAndNothingIsStored() async throws {

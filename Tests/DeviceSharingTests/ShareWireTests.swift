@@ -16,6 +16,20 @@ struct ShareWireTests {
         }
     }
 
+    /// Version 2, written since the digest follows the bytes: no digest in the offer.
+    @Test func offerVersion2KnownAnswer() throws {
+        let offer = try ShareWire.Offer(name: "a.txt", size: 0x0102)
+        #expect(offer.version == 2 && offer.digest == nil)
+        let expected: [UInt8] = Array("SFSH".utf8) + [2, 0, 5] + Array("a.txt".utf8) + [0, 0, 0, 0, 0, 0, 1, 2]
+        #expect(offer.encoded == expected)
+        // The file's first bytes may follow in the same read: they are not part of the offer.
+        #expect(try ShareWire.parseOffer(expected + [0xab, 0xcd], maxSize: 1 << 20) == .complete(offer, consumed: expected.count))
+        for cut in 0..<expected.count {
+            #expect(try ShareWire.parseOffer(expected[0..<cut], maxSize: 1 << 20) == .needMore)
+        }
+        #expect(throws: ShareError.tooLarge(size: 0x0102, limit: 0x0101)) { _ = try ShareWire.parseOffer(expected, maxSize: 0x0101) }
+    }
+
     @Test func replyKnownAnswer() throws {
         let reply = ShareWire.Reply(status: .stored, text: "a.txt")
         let expected: [UInt8] = Array("SFSR".utf8) + [1, 0, 0, 5] + Array("a.txt".utf8)
@@ -37,7 +51,10 @@ struct ShareWireTests {
         #expect(throws: ShareError.protocolViolation("not a sharing offer (wrong magic)")) {
             _ = try ShareWire.parseOffer(offer(name: Array("a".utf8), magic: Array("GET ".utf8)), maxSize: limit)
         }
-        #expect(throws: ShareError.self) { _ = try ShareWire.parseOffer(offer(name: Array("a".utf8), version: 2), maxSize: limit) }
+        #expect(throws: ShareError.protocolViolation("offer version 3 is not supported (this side reads versions 1 to 2): update the sender or the receiver")) {
+            _ = try ShareWire.parseOffer(offer(name: Array("a".utf8), version: 3), maxSize: limit)
+        }
+        #expect(throws: ShareError.self) { _ = try ShareWire.parseOffer(offer(name: Array("a".utf8), version: 0), maxSize: limit) }
         #expect(throws: ShareError.invalidFileName("the name length 0 is not between 1 and 255")) {
             _ = try ShareWire.parseOffer(offer(name: []), maxSize: limit)
         }
