@@ -58,6 +58,25 @@ struct FileCallsTests {
         #expect(throws: SystemCallError("fsync", EBADF)) { try FileCalls.sync(-1) }
     }
 
+    @Test func blockingLockAndUnlock() throws {
+        let directory = try TemporaryDirectory()
+        let file = directory.path + "/lock"
+        try Data().write(to: URL(fileURLWithPath: file))
+        let first = open(file, O_RDWR | O_CLOEXEC)
+        try #require(first >= 0)
+        defer { close(first) }
+        let second = open(file, O_RDWR | O_CLOEXEC)
+        try #require(second >= 0)
+        defer { close(second) }
+        try FileCalls.lockExclusive(first)
+        #expect(!FileCalls.tryLockExclusive(second))   // held by the first open file description
+        FileCalls.unlock(first)
+        #expect(FileCalls.tryLockExclusive(second))
+        FileCalls.unlock(second)
+        try FileCalls.lockExclusive(first)
+        #expect(throws: SystemCallError("flock", EBADF)) { try FileCalls.lockExclusive(-1) }
+    }
+
     @Test func failuresBecomeSecureFileFailures() {
         #expect(SecureFile.Failure(SystemCallError("stat", ENOENT), path: "/x") == .system(operation: "stat", path: "/x", errno: ENOENT))
     }

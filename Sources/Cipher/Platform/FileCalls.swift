@@ -65,6 +65,17 @@ package enum FileCalls {
         flock(fd, LOCK_EX | LOCK_NB) == 0
     }
 
+    /// `flock(LOCK_EX)`: waits until this descriptor holds the exclusive lock. An interrupted
+    /// wait throws `EINTR` like any other failure, for the caller to retry.
+    package static func lockExclusive(_ fd: Int32) throws(SystemCallError) {
+        guard flock(fd, LOCK_EX) == 0 else { throw SystemCallError("flock") }
+    }
+
+    /// `flock(LOCK_UN)`: releases this descriptor's lock (closing it releases the lock as well).
+    package static func unlock(_ fd: Int32) {
+        _ = flock(fd, LOCK_UN)
+    }
+
     /// `fsync`: the file's data and metadata reach the device.
     package static func sync(_ fd: Int32) throws(SystemCallError) {
         guard fsync(fd) == 0 else { throw SystemCallError("fsync") }
