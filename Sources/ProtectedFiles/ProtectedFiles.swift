@@ -539,27 +539,11 @@ public final class ProtectedFiles: Sendable {
         var stamp: FileStamp
     }
 
-    /// What identifies a file's contents without reading them: a replacement changes the
-    /// device or inode, a write in place the size or times.
-    struct FileStamp: Equatable {
-        var device: UInt64, inode: UInt64, size: Int64
-        var modified: Int64, modifiedNanoseconds: Int64, changed: Int64, changedNanoseconds: Int64
-        init(_ info: stat) {
-            device = UInt64(info.st_dev)
-            inode = UInt64(info.st_ino)
-            size = Int64(info.st_size)
-            modified = Int64(info.st_mtim.tv_sec)
-            modifiedNanoseconds = Int64(info.st_mtim.tv_nsec)
-            changed = Int64(info.st_ctim.tv_sec)
-            changedNanoseconds = Int64(info.st_ctim.tv_nsec)
-        }
-    }
-
     /// Opens `path` and determines its class.
     func open(_ path: String) throws -> OpenedFile {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else {
-            let code = errno
+        let fd: Int32
+        do { fd = try FileCalls.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) } catch {
+            let code = error.code
             if code == EACCES || code == EPERM || code == ELOOP {
                 throw ProtectedFileError.permission(path: path, reason: code == ELOOP ? "it is a symbolic link" : String(cString: strerror(code)))
             }

@@ -25,6 +25,11 @@ struct FileCallsTests {
         defer { close(fd) }
         #expect(try FileCalls.status(fd).st_size == 3)
         #expect(throws: SystemCallError("fstat", EBADF)) { try FileCalls.status(-1) }
+        #expect(throws: SystemCallError("open", ELOOP)) { try FileCalls.open(link, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        #expect(throws: SystemCallError("open", ENOENT)) { try FileCalls.open(missing, O_RDONLY | O_CLOEXEC) }
+        let byPath = try FileCalls.open(file, O_RDONLY | O_CLOEXEC)
+        #expect(try FileCalls.status(byPath).st_size == 3)
+        FileCalls.close(byPath)
     }
 
     @Test func linkTruncateSyncLockAndUnlink() throws {
