@@ -73,10 +73,9 @@ struct ClassKeyTable: Sendable {
 
     /// The whole table (an empty one when the file does not exist).
     func loadFile() throws -> ClassKeyTableFile {
-        var info = stat()
-        if lstat(path, &info) != 0 {
-            if errno == ENOENT { return ClassKeyTableFile() }
-            throw ProtectedFileError.io("cannot read \(path): \(String(cString: strerror(errno)))")
+        do { _ = try FileCalls.linkStatus(path) } catch {
+            if error.code == ENOENT { return ClassKeyTableFile() }
+            throw ProtectedFileError.io("cannot read \(path): \(String(cString: strerror(error.code)))")
         }
         do { try SecureFile.checkPrivate(path, isDirectory: false) } catch let failure as SecureFile.Failure {
             throw Self.map(failure, path: path)
@@ -129,7 +128,7 @@ struct ClassKeyTable: Sendable {
             var superseded: String?
             if access(path, F_OK) == 0 {
                 let name = manager.directory + "/.superseded-" + (try SecureRandom.string(length: 12, alphabet: SecureRandom.alphanumeric))
-                if link(path, name) == 0 { superseded = name }
+                if (try? FileCalls.hardLink(path, name)) != nil { superseded = name }
             }
             do { try SecureFile.writeAtomically(data, to: path) } catch let failure as SecureFile.Failure {
                 if let superseded { unlink(superseded) }
@@ -147,13 +146,14 @@ struct ClassKeyTable: Sendable {
     /// interruption leaves), then overwritten, synced, shredded and unlinked.
     func destroySuperseded(_ superseded: String) throws {
         let erasing = manager.directory + "/.erasing"
-        var info = stat()
-        if lstat(erasing, &info) != 0 {
+        if let info = try? FileCalls.linkStatus(erasing) {
+            guard info.fileType == S_IFDIR else {
+                throw ProtectedFileError.io("\(erasing) is not a directory; remove it: \(superseded) is destroyed by the next vault open")
+            }
+        } else {
             guard mkdir(erasing, 0o700) == 0 || errno == EEXIST else {
                 throw ProtectedFileError.io("mkdir \(erasing): \(String(cString: strerror(errno))); \(superseded) is destroyed by the next vault open")
             }
-        } else if info.st_mode & S_IFMT != S_IFDIR {
-            throw ProtectedFileError.io("\(erasing) is not a directory; remove it: \(superseded) is destroyed by the next vault open")
         }
         do { try SecureFile.checkPrivate(erasing, isDirectory: true) } catch let failure as SecureFile.Failure {
             throw Self.map(failure, path: erasing)
@@ -184,11 +184,13 @@ struct ClassKeyTable: Sendable {
         do { try SecureFile.checkPrivate(lockPath, isDirectory: false) } catch let failure as SecureFile.Failure {
             throw Self.map(failure, path: lockPath)
         }
-        while flock(fd, LOCK_EX) != 0 {
-            if errno == EINTR { continue }
-            throw ProtectedFileError.io("flock \(lockPath) failed: \(String(cString: strerror(errno)))")
+        while true {
+            do { try FileCalls.lockExclusive(fd); break } catch {
+                if error.code == EINTR { continue }
+                throw ProtectedFileError.io("flock \(lockPath) failed: \(String(cString: strerror(error.code)))")
+            }
         }
-        defer { _ = flock(fd, LOCK_UN) }
+        defer { FileCalls.unlock(fd) }
         return try body()
     }
 

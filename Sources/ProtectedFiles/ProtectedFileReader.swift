@@ -63,7 +63,7 @@ public final class ProtectedFileReader {
             lock.lock()
             defer { lock.unlock() }
             if fd >= 0 {
-                Glibc.close(fd)
+                FileCalls.close(fd)
                 fd = -1
             }
         }

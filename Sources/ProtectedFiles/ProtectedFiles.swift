@@ -278,10 +278,9 @@ public final class ProtectedFiles: Sendable {
                 try SecureFile.replaceAtomically(path) { output in
                     try Age.rewrapHeader(from: opened.fd, to: output, identities: identities, recipients: [recipient])
                     // Synced here so that the window between the check and the rename is short.
-                    guard fsync(output) == 0 else { throw SecureFile.Failure.system(operation: "fsync", path: path, errno: errno) }
+                    do throws(SystemCallError) { try FileCalls.sync(output) } catch { throw SecureFile.Failure(error, path: path) }
                     testHooks.beforeReplace?(path)
-                    var now = stat()
-                    guard lstat(path, &now) == 0, FileStamp(now) == opened.stamp else {
+                    guard let now = try? FileCalls.linkStatus(path), FileStamp(now) == opened.stamp else {
                         throw ProtectedFileError.modifiedDuringChange(path: path)
                     }
                 }
@@ -312,8 +311,7 @@ public final class ProtectedFiles: Sendable {
     /// followed; other files are left alone. A failure on one file does not stop the others.
     /// - Throws: ``ProtectedFileError`` when the directory cannot be read.
     public func upgradeItems(inDirectory directory: String, from: FileProtectionClass, to: FileProtectionClass) throws -> UpgradeReport {
-        var info = stat()
-        guard lstat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+        guard (try? FileCalls.linkStatus(directory))?.fileType == S_IFDIR else {
             throw ProtectedFileError.invalidArgument("\(directory) is not a directory")
         }
         guard let enumerator = FileManager.default.enumerator(atPath: directory) else {
@@ -323,7 +321,7 @@ public final class ProtectedFiles: Sendable {
         let base = directory.hasSuffix("/") ? directory : directory + "/"
         while let relative = enumerator.nextObject() as? String {
             let path = base + relative
-            guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            guard (try? FileCalls.linkStatus(path))?.isRegularFile == true else { continue }
             let name = (relative as NSString).lastPathComponent
             if name.hasPrefix(".sf-lk-") { continue }
             let cls: FileProtectionClass
@@ -488,8 +486,7 @@ public final class ProtectedFiles: Sendable {
     /// Calls `body` with every regular file under `directory` (symbolic links are not
     /// followed; temporaries of atomic replacements are skipped).
     func forEachRegularFile(in directory: String, _ body: (String) throws -> Void) throws {
-        var info = stat()
-        guard lstat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+        guard (try? FileCalls.linkStatus(directory))?.fileType == S_IFDIR else {
             throw ProtectedFileError.invalidArgument("\(directory) is not a directory")
         }
         guard let enumerator = FileManager.default.enumerator(atPath: directory) else {
@@ -498,7 +495,7 @@ public final class ProtectedFiles: Sendable {
         let base = directory.hasSuffix("/") ? directory : directory + "/"
         while let relative = enumerator.nextObject() as? String {
             let path = base + relative
-            guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            guard (try? FileCalls.linkStatus(path))?.isRegularFile == true else { continue }
             if (relative as NSString).lastPathComponent.hasPrefix(".sf-lk-") { continue }
             try body(path)
         }
@@ -542,35 +539,18 @@ public final class ProtectedFiles: Sendable {
         var stamp: FileStamp
     }
 
-    /// What identifies a file's contents without reading them: a replacement changes the
-    /// device or inode, a write in place the size or times.
-    struct FileStamp: Equatable {
-        var device: UInt64, inode: UInt64, size: Int64
-        var modified: Int64, modifiedNanoseconds: Int64, changed: Int64, changedNanoseconds: Int64
-        init(_ info: stat) {
-            device = UInt64(info.st_dev)
-            inode = UInt64(info.st_ino)
-            size = Int64(info.st_size)
-            modified = Int64(info.st_mtim.tv_sec)
-            modifiedNanoseconds = Int64(info.st_mtim.tv_nsec)
-            changed = Int64(info.st_ctim.tv_sec)
-            changedNanoseconds = Int64(info.st_ctim.tv_nsec)
-        }
-    }
-
     /// Opens `path` and determines its class.
     func open(_ path: String) throws -> OpenedFile {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else {
-            let code = errno
+        let fd: Int32
+        do { fd = try FileCalls.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) } catch {
+            let code = error.code
             if code == EACCES || code == EPERM || code == ELOOP {
                 throw ProtectedFileError.permission(path: path, reason: code == ELOOP ? "it is a symbolic link" : String(cString: strerror(code)))
             }
             throw ProtectedFileError.io("cannot open \(path): \(String(cString: strerror(code)))")
         }
         do {
-            var info = stat()
-            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            guard let info = try? FileCalls.status(fd), info.isRegularFile else {
                 throw ProtectedFileError.notProtectedFile(path: path, reason: "it is not a regular file")
             }
             let header: AgeFileHeader

@@ -25,6 +25,11 @@ struct FileCallsTests {
         defer { close(fd) }
         #expect(try FileCalls.status(fd).st_size == 3)
         #expect(throws: SystemCallError("fstat", EBADF)) { try FileCalls.status(-1) }
+        #expect(throws: SystemCallError("open", ELOOP)) { try FileCalls.open(link, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        #expect(throws: SystemCallError("open", ENOENT)) { try FileCalls.open(missing, O_RDONLY | O_CLOEXEC) }
+        let byPath = try FileCalls.open(file, O_RDONLY | O_CLOEXEC)
+        #expect(try FileCalls.status(byPath).st_size == 3)
+        FileCalls.close(byPath)
     }
 
     @Test func linkTruncateSyncLockAndUnlink() throws {
@@ -56,6 +61,25 @@ struct FileCallsTests {
         #expect(throws: SystemCallError("unlink", EISDIR)) { try FileCalls.unlink(in: dirFD, "sub") }
         try FileCalls.unlink(in: dirFD, "sub", isDirectory: true)
         #expect(throws: SystemCallError("fsync", EBADF)) { try FileCalls.sync(-1) }
+    }
+
+    @Test func blockingLockAndUnlock() throws {
+        let directory = try TemporaryDirectory()
+        let file = directory.path + "/lock"
+        try Data().write(to: URL(fileURLWithPath: file))
+        let first = open(file, O_RDWR | O_CLOEXEC)
+        try #require(first >= 0)
+        defer { close(first) }
+        let second = open(file, O_RDWR | O_CLOEXEC)
+        try #require(second >= 0)
+        defer { close(second) }
+        try FileCalls.lockExclusive(first)
+        #expect(!FileCalls.tryLockExclusive(second))   // held by the first open file description
+        FileCalls.unlock(first)
+        #expect(FileCalls.tryLockExclusive(second))
+        FileCalls.unlock(second)
+        try FileCalls.lockExclusive(first)
+        #expect(throws: SystemCallError("flock", EBADF)) { try FileCalls.lockExclusive(-1) }
     }
 
     @Test func failuresBecomeSecureFileFailures() {

@@ -47,6 +47,18 @@ package enum FileCalls {
         return info
     }
 
+    /// `open(path, flags)` (no mode: nothing is created); the descriptor is the caller's to close.
+    package static func open(_ path: String, _ flags: Int32) throws(SystemCallError) -> Int32 {
+        let fd = systemOpen(path, flags)
+        guard fd >= 0 else { throw SystemCallError("open") }
+        return fd
+    }
+
+    /// `close`, its result ignored (the descriptor is released either way on Linux).
+    package static func close(_ fd: Int32) {
+        _ = systemClose(fd)
+    }
+
     /// `openat(directory, name, flags)`; the descriptor is the caller's to close.
     package static func open(in directory: Int32, _ name: String, _ flags: Int32) throws(SystemCallError) -> Int32 {
         let fd = openat(directory, name, flags)
@@ -65,6 +77,17 @@ package enum FileCalls {
         flock(fd, LOCK_EX | LOCK_NB) == 0
     }
 
+    /// `flock(LOCK_EX)`: waits until this descriptor holds the exclusive lock. An interrupted
+    /// wait throws `EINTR` like any other failure, for the caller to retry.
+    package static func lockExclusive(_ fd: Int32) throws(SystemCallError) {
+        guard flock(fd, LOCK_EX) == 0 else { throw SystemCallError("flock") }
+    }
+
+    /// `flock(LOCK_UN)`: releases this descriptor's lock (closing it releases the lock as well).
+    package static func unlock(_ fd: Int32) {
+        _ = flock(fd, LOCK_UN)
+    }
+
     /// `fsync`: the file's data and metadata reach the device.
     package static func sync(_ fd: Int32) throws(SystemCallError) {
         guard fsync(fd) == 0 else { throw SystemCallError("fsync") }
@@ -80,6 +103,10 @@ package enum FileCalls {
         guard link(existing, newPath) == 0 else { throw SystemCallError("link") }
     }
 }
+
+// The system's `open` and `close`, which the wrappers of the same names shadow inside the enum.
+private func systemOpen(_ path: String, _ flags: Int32) -> Int32 { open(path, flags) }
+private func systemClose(_ fd: Int32) -> Int32 { close(fd) }
 
 extension stat {
     /// The file type bits (`st_mode & S_IFMT`).

@@ -190,9 +190,11 @@ struct ProtectStatusCommand: ParsableCommand {
 
     /// `path` itself, or the regular files under it (sorted), without following symbolic links.
     static func regularFiles(_ path: String) throws -> [String] {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { throw ProtectedFileError.io("cannot examine \(path): \(String(cString: strerror(errno)))") }
-        guard info.st_mode & S_IFMT == S_IFDIR else { return [path] }
+        let info: stat
+        do { info = try FileCalls.linkStatus(path) } catch {
+            throw ProtectedFileError.io("cannot examine \(path): \(String(cString: strerror(error.code)))")
+        }
+        guard info.fileType == S_IFDIR else { return [path] }
         guard let enumerator = FileManager.default.enumerator(atPath: path) else {
             throw ProtectedFileError.permission(path: path, reason: "the directory cannot be read")
         }
@@ -200,7 +202,7 @@ struct ProtectStatusCommand: ParsableCommand {
         var result: [String] = []
         while let relative = enumerator.nextObject() as? String {
             let file = base + relative
-            if lstat(file, &info) == 0, info.st_mode & S_IFMT == S_IFREG { result.append(file) }
+            if (try? FileCalls.linkStatus(file))?.isRegularFile == true { result.append(file) }
         }
         return result.sorted()
     }

@@ -474,8 +474,7 @@ struct ShareListCommand: ParsableCommand {
             let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
                 .filter { !$0.hasPrefix(".") }.sorted()
             for name in names {
-                var info = stat()
-                guard lstat(directory + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+                guard let info = try? FileCalls.linkStatus(directory + "/" + name), info.isRegularFile else { continue }
                 print("\(name)\t\(info.st_size)")
             }
         } catch {

@@ -45,8 +45,7 @@ struct HomeOptions: ParsableArguments {
 
     /// Whether the data directory exists (read-only commands create nothing when it does not).
     var directoryExists: Bool {
-        var info = stat()
-        return lstat(directory, &info) == 0
+        (try? FileCalls.linkStatus(directory)) != nil
     }
 
     /// The crypto manager for these options. With `useAgent` (and unless
