@@ -45,7 +45,7 @@ struct SecureFoundationCommand: AsyncParsableCommand {
     static func main() async {
         let arguments = KeychainCommand.droppingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst()))
         // A plain `encrypt` or `decrypt` starts without building the parser's command tree.
-        if let command = AgeFastPath.command(for: arguments) { AgeFastPath.run(command) }
+        if let request = AgeFastPath.request(for: arguments) { AgeFastPath.run(request) }
         await main(arguments)
     }
 }
