@@ -254,7 +254,7 @@ enum AgeBench {
         let libraries = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         var info = stat()
-        let size = stat(binary, &info) == 0 ? " \(Int(info.st_size) >> 20) MiB," : ""
+        let size = stat(binary, &info) == 0 ? "\(Int(info.st_size) >> 20) MiB," : "size unknown,"
         if libraries.contains("libswiftCore.so") {
             return "\(size) Swift runtime and Foundation dynamically linked (scripts/build-release builds the statically linked CLI)"
         }
