@@ -51,6 +51,8 @@ final class ChunkPipeline: @unchecked Sendable {
     /// The last chunk read, not processed yet: whether it is the last depends on the next read.
     private var pending: Int?
     private var endOfInput = false
+    /// The end of the furthest byte read into `inputs` (under the read lock).
+    private var inputHighWater = 0
 
     private let condition = NSCondition()
     // Guarded by `condition`.
@@ -100,19 +102,22 @@ final class ChunkPipeline: @unchecked Sendable {
     ///   whose output is written.
     /// - Throws: ``AgeError/io(_:)`` for a failed read, seal or write (the output then holds a
     ///   prefix of the stream); opening, ``AgeError/payloadFailure(_:)``.
-    func run(workers: Int, progress: ((Int64) -> Void)?) throws {
+    /// - Parameter workers: Evaluated only when the input may hold more than one chunk (the
+    ///   count of cores costs a process start about half a millisecond).
+    func run(workers: @autoclosure () -> Int, progress: ((Int64) -> Void)?) throws {
         _ = AllocatorTuning.applied
         // No more threads than chunks to process when the input is a regular file (a small
         // file is done before a thread would have started).
-        var threads = max(1, workers)
+        var chunks = Int64.max
         if let info = try? FileCalls.status(input), info.isRegularFile {
             let position = max(0, lseek(input, 0, SEEK_CUR))
             let remaining = max(0, Int64(info.st_size) - Int64(position)) + Int64(prefix.count)
-            threads = Int(min(Int64(threads), remaining / Int64(inSize) + 1))
+            chunks = remaining / Int64(inSize) + 1
         }
+        let threads = chunks <= 1 ? 1 : Int(min(Int64(max(1, workers())), chunks))
         // Spinning for the read lock pays only when every thread has a core: with more threads
         // than cores, a spinner takes the core the reader or the writer needs.
-        spinForReads = threads <= ChunkWorkers.cores
+        spinForReads = threads == 1 || threads <= ChunkWorkers.cores
         let others = threads - 1
         let done = DispatchSemaphore(value: 0)
         for _ in 0..<others {
@@ -125,10 +130,13 @@ final class ChunkPipeline: @unchecked Sendable {
         }
         work(progress: progress)
         for _ in 0..<others { done.wait() }
-        // Only the slots used (and the one a failed read may have begun) hold data to zero
-        // when the buffers go; slots are taken in order from the first.
-        inputs.written = min(nextRead + 1, slots) * inSize
-        outputs.written = min(nextRead + 1, slots) * outSize
+        // Only the bytes read into the slots (and what was sealed or opened from them) hold
+        // data to zero when the buffers go; slots are taken in order from the first, so a
+        // small input leaves the rest of the 2 MiB untouched (zeroing it would fault it in).
+        inputs.written = inputHighWater
+        let lastSlot = inputHighWater / inSize
+        let outputHighWater = lastSlot * outSize + min(outSize, inputHighWater - lastSlot * inSize + PayloadCipher.tagSize)
+        outputs.written = min(outputHighWater, slots * outSize)
         condition.lock()
         defer { condition.unlock() }
         if let failure { throw failure }
@@ -334,6 +342,7 @@ final class ChunkPipeline: @unchecked Sendable {
     /// Reads a whole chunk (`inSize` bytes) or up to end of input, the prefix first.
     private func readFull(into base: UnsafeMutableRawPointer) throws -> Int {
         var got = 0
+        defer { inputHighWater = max(inputHighWater, base - inputs.pointer.baseAddress! + got) }
         if prefixOffset < prefix.count {
             got = min(inSize, prefix.count - prefixOffset)
             let offset = prefixOffset

@@ -6,7 +6,13 @@ public enum AgeKeys {
     /// Parses one recipient: `age1…` (X25519) or `age1pq1…` (ML-KEM-768 + X25519).
     /// - Throws: ``AgeError/invalidRecipient(_:)``; SSH keys and plugin recipients are not supported.
     public static func recipient(_ string: String) throws -> any AgeRecipient {
-        let text = string.trimmingCharacters(in: .whitespaces)
+        // Foundation's `.whitespaces` (tab and the space separators), trimmed without it: the
+        // CLI's start-up path stays clear of Foundation's character sets.
+        let isSpace: (Unicode.Scalar) -> Bool = { $0 == "\t" || $0.properties.generalCategory == .spaceSeparator }
+        let scalars = string.unicodeScalars
+        let start = scalars.firstIndex(where: { !isSpace($0) }) ?? scalars.endIndex
+        let end = scalars.lastIndex(where: { !isSpace($0) }).map { scalars.index(after: $0) } ?? start
+        let text = String(scalars[start..<max(start, end)])
         if text.lowercased().hasPrefix("age1pq1") { return try MLKEM768X25519Recipient(text) }
         if text.lowercased().hasPrefix("age1") && !text.dropFirst(4).contains("1") { return try X25519Recipient(text) }
         if text.hasPrefix("ssh-") { throw AgeError.invalidRecipient("SSH public keys are not supported; use an age1… recipient") }

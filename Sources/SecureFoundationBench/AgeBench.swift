@@ -1,19 +1,23 @@
 import Foundation
 import SecureFoundation
 
-/// `securefoundation-bench age [--cores N[,N...]] [--workers N]`: encrypt and decrypt a 1 GiB
-/// file with `securefoundation` and with `age`, each run as a child process; wall time,
-/// throughput and peak RSS (ru_maxrss of the child from wait4), and the ratios; then the
-/// start-up cost (a 1 KiB file).
+/// `securefoundation-bench age [--cores N[,N...]] [--workers N] [--startup-only] [--cli PATH]`:
+/// encrypt and decrypt a 1 GiB file with `securefoundation` and with `age`, each run as a child
+/// process; wall time, throughput and peak RSS (ru_maxrss of the child from wait4), and the
+/// ratios; then the start-up cost (a 1 KiB file).
 ///
 /// `--cores` runs both tools on the first N CPUs (`taskset -c 0-(N-1)`), once per count given;
 /// `--workers` makes ours run that many chunk workers (`SECUREFOUNDATION_AGE_WORKERS`), for
-/// example more workers than cores.
+/// example more workers than cores. `--startup-only` measures the start-up alone (no 1 GiB
+/// file). `--cli` names the `securefoundation` binary to measure (for example the statically
+/// linked one `scripts/build-release` builds); by default the one beside this benchmark.
 enum AgeBench {
     /// The options after the section name.
     struct Options {
         var cores: [Int] = []
         var workers: Int?
+        var startupOnly = false
+        var cli: String?
 
         static func parse(_ arguments: [String]) -> Options {
             var options = Options()
@@ -26,6 +30,11 @@ enum AgeBench {
                     index += 1
                 } else if argument == "--workers" {
                     options.workers = Int(value).flatMap { $0 >= 1 ? $0 : nil }
+                    index += 1
+                } else if argument == "--startup-only" {
+                    options.startupOnly = true
+                } else if argument == "--cli" {
+                    options.cli = value
                     index += 1
                 }
                 index += 1
@@ -89,13 +98,15 @@ enum AgeBench {
     }
 
     static func run() throws {
-        let size = Int(ProcessInfo.processInfo.environment["AGE_BENCH_MIB"] ?? "1024") ?? 1024
+        let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
+        let size = options.startupOnly ? 0 : Int(ProcessInfo.processInfo.environment["AGE_BENCH_MIB"] ?? "1024") ?? 1024
         let binaryDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-        let ours = binaryDirectory.appendingPathComponent("securefoundation").path
+        let ours = options.cli ?? binaryDirectory.appendingPathComponent("securefoundation").path
         guard FileManager.default.isExecutableFile(atPath: ours) else {
-            print("securefoundation binary not found next to the bench binary (\(ours)); run `swift build -c release` first")
+            print("securefoundation binary not found (\(ours)); run `swift build -c release` or scripts/build-release first, or name it with --cli")
             return
         }
+        print("  securefoundation: \(ours), \(linkage(of: ours))")
         let age = BenchSupport.which("age")
         // Files live on tmpfs when there is room, so disk writeback of earlier runs does not
         // throttle whichever tool happens to run next (AGE_BENCH_DIR overrides).
@@ -122,6 +133,14 @@ enum AgeBench {
         }
         let mib = Double(size)
         let runs = max(1, Int(ProcessInfo.processInfo.environment["AGE_BENCH_RUNS"] ?? "7") ?? 7)
+        if options.startupOnly {
+            guard let age else {
+                print("  age is not installed (apt-get install age): no start-up to compare with")
+                return
+            }
+            startup(ours: ours, age: age, recipient: recipient, dir: dir, pin: [])
+            return
+        }
         print("plaintext: \(size) MiB, X25519 recipient, \(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs) alternating runs (and the ratio of the best runs: page-allocation noise only adds time); files in \(base); peak RSS \(gnuTime != nil ? "from GNU time" : "from wait4 (includes this process's RSS at exec)")")
         // Warm the page cache so both tools read the plaintext from memory.
         _ = spawn(["/bin/cat", plain], stdin: "/dev/null", stdout: "/dev/null")
@@ -142,7 +161,6 @@ enum AgeBench {
         let cross2 = spawn([ours, "decrypt", "-i", dir + "/key.txt"], stdin: dir + "/age.age", stdout: "/dev/null")?.status
         print("  cross-decryption: age reads ours: \(cross1 == 0 ? "ok" : "FAILED"), ours reads age's: \(cross2 == 0 ? "ok" : "FAILED")")
 
-        let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
         if let workers = options.workers {
             setenv("SECUREFOUNDATION_AGE_WORKERS", String(workers), 1)
             print("  securefoundation runs \(workers) chunk workers (SECUREFOUNDATION_AGE_WORKERS)")
@@ -222,7 +240,30 @@ enum AgeBench {
         print("  target \(BenchSupport.format(target, 1))x age's throughput: \(ratios.count - under.count) of \(ratios.count) cases met\(under.isEmpty ? "" : " (under or failed: " + under.joined(separator: ", ") + ")")")
     }
 
-    /// Start-up: encrypting a 1 KiB file (`-o /dev/null`), median wall time of 21 runs of each.
+    /// How `binary` links the Swift runtime: asks the dynamic loader for its libraries
+    /// (`LD_TRACE_LOADED_OBJECTS`, as `ldd` does) and looks for libswiftCore.
+    static func linkage(of binary: String) -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["--version"]
+        process.environment = ["LD_TRACE_LOADED_OBJECTS": "1"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return "linkage unknown" }
+        let libraries = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        var info = stat()
+        let size = stat(binary, &info) == 0 ? "\(Int(info.st_size) >> 20) MiB," : "size unknown,"
+        if libraries.contains("libswiftCore.so") {
+            return "\(size) Swift runtime and Foundation dynamically linked (scripts/build-release builds the statically linked CLI)"
+        }
+        return "\(size) Swift runtime and Foundation statically linked"
+    }
+
+    /// Start-up: `encrypt -r RECIPIENT -o FILE` of a 1 KiB file (the output replaced atomically,
+    /// with its fsyncs, by ours; written directly by age), then to `-o /dev/null`; ours and
+    /// age's in alternation, median wall and CPU time of `AGE_BENCH_STARTUP_RUNS` (51) runs of each.
     static func startup(ours: String, age: String, recipient: String, dir: String, pin: [String]) {
         let small = dir + "/small"
         let fd = open(small, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
@@ -231,18 +272,24 @@ enum AgeBench {
             return
         }
         close(fd)
-        var ourTimes = [Double](), ageTimes = [Double]()
-        for _ in 0..<21 {
-            guard let m = spawnDirect(pin + [ours, "encrypt", "-r", recipient, "-o", "/dev/null", small], stdin: "/dev/null", stdout: "/dev/null"),
-                  let a = spawnDirect(pin + [age, "-r", recipient, "-o", "/dev/null", small], stdin: "/dev/null", stdout: "/dev/null"),
-                  m.status == 0, a.status == 0 else {
-                print("  start-up: a run failed")
-                return
+        let runs = max(1, Int(ProcessInfo.processInfo.environment["AGE_BENCH_STARTUP_RUNS"] ?? "51") ?? 51)
+        print("  start-up, encrypt a 1 KiB file in \(dir) (median of \(runs) alternating runs, load average \(loadAverage())):")
+        for (label, output) in [("-o FILE", dir + "/small.age"), ("-o /dev/null", "/dev/null")] {
+            var ourTimes = [Double](), ageTimes = [Double](), ourCPU = [Double](), ageCPU = [Double]()
+            for _ in 0..<runs {
+                guard let m = spawnDirect(pin + [ours, "encrypt", "-r", recipient, "-o", output, small], stdin: "/dev/null", stdout: "/dev/null"),
+                      let a = spawnDirect(pin + [age, "-r", recipient, "-o", output, small], stdin: "/dev/null", stdout: "/dev/null"),
+                      m.status == 0, a.status == 0 else {
+                    print("  start-up: a run failed")
+                    return
+                }
+                ourTimes.append(m.seconds); ourCPU.append(m.cpuSeconds)
+                ageTimes.append(a.seconds); ageCPU.append(a.cpuSeconds)
             }
-            ourTimes.append(m.seconds)
-            ageTimes.append(a.seconds)
+            func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+            func ms(_ seconds: Double) -> String { BenchSupport.format(seconds * 1000, 1) + " ms" }
+            let wall = median(ourTimes) / median(ageTimes)
+            print("    \(label.padding(toLength: 13, withPad: " ", startingAt: 0)) securefoundation \(ms(median(ourTimes))) wall, \(ms(median(ourCPU))) CPU; age \(ms(median(ageTimes))) wall, \(ms(median(ageCPU))) CPU; ours/age \(BenchSupport.format(wall))x wall, \(BenchSupport.format(median(ourCPU) / max(median(ageCPU), 1e-6)))x CPU (target 2x wall: \(wall <= 2 ? "met" : "not met"))")
         }
-        let ourMedian = ourTimes.sorted()[10], ageMedian = ageTimes.sorted()[10]
-        print("  start-up, encrypt a 1 KiB file: securefoundation \(BenchSupport.format(ourMedian * 1000, 1)) ms, age \(BenchSupport.format(ageMedian * 1000, 1)) ms (median of 21), ours/age \(BenchSupport.format(ourMedian / ageMedian))x (target 2x)")
     }
 }

@@ -43,6 +43,9 @@ struct SecureFoundationCommand: AsyncParsableCommand {
     )
 
     static func main() async {
-        await main(KeychainCommand.droppingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst())))
+        let arguments = KeychainCommand.droppingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst()))
+        // A plain `encrypt` or `decrypt` starts without building the parser's command tree.
+        if let request = AgeFastPath.request(for: arguments) { AgeFastPath.run(request) }
+        await main(arguments)
     }
 }

@@ -89,6 +89,29 @@ struct EncryptCommand: ParsableCommand {
     @Argument(help: "The file to encrypt; `-` or none for stdin.")
     var input: String?
 
+    /// The request these options make (``EncryptRequest``, which does the work).
+    var request: EncryptRequest {
+        EncryptRequest(recipients: recipients, recipientsFiles: recipientsFiles, passphrase: passphrase,
+                       passphraseFile: passphraseFile, armor: armor, output: output, input: input)
+    }
+
+    func validate() throws { try request.validate() }
+
+    func run() throws { try request.run() }
+}
+
+/// What `encrypt` is asked to do, as plain values: ``EncryptCommand`` builds it from the parsed
+/// options, and a plain command line builds it directly without the argument parser
+/// (``AgeFastPath``); either way the checks and the work below are the same.
+struct EncryptRequest: Equatable, AgeRequest {
+    var recipients: [String] = []
+    var recipientsFiles: [String] = []
+    var passphrase = false
+    var passphraseFile: String?
+    var armor = false
+    var output: String?
+    var input: String?
+
     func validate() throws {
         let usesPassphrase = passphrase || passphraseFile != nil
         if usesPassphrase && !(recipients.isEmpty && recipientsFiles.isEmpty) {
@@ -207,6 +230,23 @@ struct DecryptCommand: ParsableCommand {
     var output: String?
 
     @Argument(help: "The age file; `-` or none for stdin.")
+    var input: String?
+
+    /// The request these options make (``DecryptRequest``, which does the work).
+    var request: DecryptRequest {
+        DecryptRequest(identityFiles: identityFiles, passphraseFile: passphraseFile, output: output, input: input)
+    }
+
+    func validate() throws { try request.validate() }
+
+    func run() throws { try request.run() }
+}
+
+/// What `decrypt` is asked to do, as plain values (see ``EncryptRequest``).
+struct DecryptRequest: Equatable, AgeRequest {
+    var identityFiles: [String] = []
+    var passphraseFile: String?
+    var output: String?
     var input: String?
 
     func validate() throws {
