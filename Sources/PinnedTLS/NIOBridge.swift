@@ -255,6 +255,14 @@ final class HandshakeSignal<Value: Sendable>: Sendable {
         waiter?.resume(with: result)
     }
 
+    /// The value, if the handshake has succeeded already; does not wait.
+    func peek() -> Value? {
+        state.withLockedValue { state in
+            guard case .finished(.success(let value)) = state else { return nil }
+            return value
+        }
+    }
+
     /// Waits for the outcome (one waiter at a time).
     func wait() async throws -> Value {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
@@ -274,4 +282,40 @@ final class HandshakeSignal<Value: Sendable>: Sendable {
 
 extension TimeAmount {
     var seconds: Double { Double(nanoseconds) / 1_000_000_000 }
+}
+
+/// A channel wrapped for async use on the event loop that no task has taken yet.
+///
+/// NIO stops the process when an async channel's writer is released unfinished. A connection
+/// whose handshake completes but which is never served (the server closed before taking it, the
+/// serving task was cancelled, the caller that connected went away) is released here instead:
+/// its writer is finished and its channel closed.
+final class PendingAsyncChannel<Inbound: Sendable, Outbound: Sendable>: Sendable {
+    private let channel: LockedBox<NIOAsyncChannel<Inbound, Outbound>?>
+
+    init(_ channel: NIOAsyncChannel<Inbound, Outbound>) {
+        self.channel = LockedBox(channel)
+    }
+
+    /// The channel, once; its taker must finish it (`executeThenClose`).
+    func take() -> NIOAsyncChannel<Inbound, Outbound>? {
+        channel.withLockedValue { channel in
+            defer { channel = nil }
+            return channel
+        }
+    }
+
+    /// Finishes and closes the channel if nobody took it (in a task on its event loop, which
+    /// holds the channel until it is finished).
+    func discard() {
+        guard let channel = take() else { return }
+        channel.channel.close(promise: nil)
+        Task(executorPreference: EventLoopTaskExecutor(channel.channel.eventLoop)) {
+            try? await channel.executeThenClose { _, _ in }
+        }
+    }
+
+    deinit {
+        discard()
+    }
 }

@@ -68,7 +68,8 @@ public struct PinnedTLSClient: Sendable {
     ///   - timeout: the bound on the TCP connection and, separately, on the handshake.
     /// - Returns: the connection and its validated peer chain.
     /// - Throws: ``TLSTrustError`` when the policy refuses the server; ``PinnedTLSError`` when
-    ///   the connection or handshake fails otherwise or times out.
+    ///   the connection or handshake fails otherwise or times out; `CancellationError` when the
+    ///   calling task was cancelled before the connection was handed over (it is then closed).
     public func connect(
         host: String, port: Int, serverName: String? = nil, timeout: TimeAmount = .seconds(10)
     ) async throws -> PinnedTLSConnection {
@@ -120,7 +121,7 @@ public struct PinnedTLSClient: Sendable {
             }
         let established = bootstrap.connect(host: host, port: port)
             .flatMapErrorThrowing { error in throw ConnectStage.connect(error) }
-            .flatMap { channel -> EventLoopFuture<NIOAsyncChannel<Inbound, Outbound>> in
+            .flatMap { channel -> EventLoopFuture<PendingAsyncChannel<Inbound, Outbound>> in
                 let handshake = handshakes.withLockedValue { entries in
                     defer { entries.removeAll() }
                     return entries[ObjectIdentifier(channel)]
@@ -135,10 +136,11 @@ public struct PinnedTLSClient: Sendable {
                 }
                 // Runs on the event loop as the handshake completes, before any application data
                 // is read. The async channel exists only for an accepted peer, so there is none
-                // to finish on a failure.
-                return handshake.flatMapThrowing { () throws -> NIOAsyncChannel<Inbound, Outbound> in
+                // to finish on a failure; until the caller takes it, it is finished and closed if
+                // released (see PendingAsyncChannel).
+                return handshake.flatMapThrowing { () throws -> PendingAsyncChannel<Inbound, Outbound> in
                     guard case .accepted = outcome.withLockedValue({ $0 }) else { throw ConnectStage.unverified }
-                    return try NIOAsyncChannel<Inbound, Outbound>(wrappingChannelSynchronously: channel)
+                    return PendingAsyncChannel(try NIOAsyncChannel<Inbound, Outbound>(wrappingChannelSynchronously: channel))
                 }.flatMapErrorThrowing { error in
                     timer.cancel()
                     channel.close(promise: nil)
@@ -149,9 +151,9 @@ public struct PinnedTLSClient: Sendable {
                     return wrapped
                 }
             }
-        let channel: NIOAsyncChannel<Inbound, Outbound>
+        let pending: PendingAsyncChannel<Inbound, Outbound>
         do {
-            channel = try await established.get()
+            pending = try await established.get()
         } catch ConnectStage.connect(let error) {
             if let error = error as? ChannelError, case .connectTimeout = error {
                 throw PinnedTLSError.timedOut(what: "connecting to \(host):\(port)", seconds: timeout.seconds)
@@ -166,9 +168,15 @@ public struct PinnedTLSClient: Sendable {
         } catch ConnectStage.unverified {
             throw PinnedTLSError.connectionFailed(host: host, port: port, detail: "the handshake ended without verification")
         }
-        guard case .accepted(let evaluation) = outcome.withLockedValue({ $0 }) else {
-            // Not reached: the channel is only wrapped for an accepted peer.
-            try? await channel.executeThenClose { _, _ in }
+        // A caller cancelled while the handshake ran gets no connection: the channel is finished
+        // and closed here rather than handed to a task that no longer wants it.
+        if Task.isCancelled {
+            pending.discard()
+            throw CancellationError()
+        }
+        guard case .accepted(let evaluation) = outcome.withLockedValue({ $0 }), let channel = pending.take() else {
+            // Not reached: the channel is only wrapped for an accepted peer, and taken once.
+            pending.discard()
             throw PinnedTLSError.connectionFailed(host: host, port: port, detail: "the handshake ended without verification")
         }
         return (channel, evaluation)

@@ -19,17 +19,62 @@ public final class PinnedTLSServer: Sendable {
 
     /// An accepted channel; the handshake yields it wrapped for async use (wrapped on the event
     /// loop once the handshake has succeeded, so a refused client never gets an async channel
-    /// that would have to be finished).
-    private typealias Child = (channel: any Channel,
-                               handshake: HandshakeSignal<NIOAsyncChannel<ByteBuffer, ByteBuffer>>,
-                               outcome: LockedBox<VerificationOutcome?>)
+    /// that would have to be finished). A child released without being served (the server
+    /// closed with connections still queued, the serving task cancelled) closes its channel and
+    /// finishes the async channel, if the handshake made one.
+    private final class Child: Sendable {
+        let channel: any Channel
+        let handshake: HandshakeSignal<PendingAsyncChannel<ByteBuffer, ByteBuffer>>
+        let outcome: LockedBox<VerificationOutcome?>
+
+        init(channel: any Channel, handshake: HandshakeSignal<PendingAsyncChannel<ByteBuffer, ByteBuffer>>,
+             outcome: LockedBox<VerificationOutcome?>) {
+            self.channel = channel
+            self.handshake = handshake
+            self.outcome = outcome
+        }
+
+        /// Closes the channel and finishes its async channel unless a handler took it.
+        func abandon() {
+            handshake.peek()?.discard()
+            channel.close(promise: nil)
+        }
+
+        deinit {
+            // After a served connection this is a no-op: it is closed already.
+            abandon()
+        }
+    }
+
+    /// Children accepted and not yet taken by a serving task, closed when the server stops.
+    private final class Unserved: Sendable {
+        private let children = LockedBox<[ObjectIdentifier: Child]>([:])
+
+        func add(_ child: Child) {
+            children.withLockedValue { $0[ObjectIdentifier(child)] = child }
+        }
+
+        func remove(_ child: Child) {
+            _ = children.withLockedValue { $0.removeValue(forKey: ObjectIdentifier(child)) }
+        }
+
+        func abandonAll() {
+            let all = children.withLockedValue { children in
+                defer { children.removeAll() }
+                return Array(children.values)
+            }
+            for child in all { child.abandon() }
+        }
+    }
 
     private let listener: NIOAsyncChannel<Child, Never>
+    private let unserved: Unserved
     /// The port the server listens on (useful after binding port 0).
     public let port: Int
 
-    private init(listener: NIOAsyncChannel<Child, Never>) {
+    private init(listener: NIOAsyncChannel<Child, Never>, unserved: Unserved) {
         self.listener = listener
+        self.unserved = unserved
         self.port = listener.channel.localAddress?.port ?? 0
     }
 
@@ -57,6 +102,7 @@ public final class PinnedTLSServer: Sendable {
     ) async throws(PinnedTLSError) -> PinnedTLSServer {
         let cache = verifiedChainCacheSize > 0 ? VerifiedChainCache(capacity: verifiedChainCacheSize) : nil
         let material = try NIOBridge.material(identity)
+        let unserved = Unserved()
         var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: material.chain, privateKey: material.key)
         NIOBridge.restrictVersions(&configuration)
@@ -75,7 +121,7 @@ public final class PinnedTLSServer: Sendable {
                 .bind(host: host, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture { () throws -> Child in
                         let outcome = LockedBox<VerificationOutcome?>(nil)
-                        let signal = HandshakeSignal<NIOAsyncChannel<ByteBuffer, ByteBuffer>>()
+                        let signal = HandshakeSignal<PendingAsyncChannel<ByteBuffer, ByteBuffer>>()
                         let peer = channel.remoteAddress?.description ?? "client"
                         let handler: NIOSSLServerHandler
                         if let clientAuthentication {
@@ -100,21 +146,27 @@ public final class PinnedTLSServer: Sendable {
                             timer.cancel()
                             signal.finish(result.flatMap {
                                 // On the event loop, before any application data is read.
-                                Result { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+                                Result {
+                                    PendingAsyncChannel(
+                                        try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel))
+                                }
                             })
                         })
-                        return (channel, signal, outcome)
+                        let child = Child(channel: channel, handshake: signal, outcome: outcome)
+                        unserved.add(child)
+                        return child
                     }
                 }
-            return PinnedTLSServer(listener: listener)
+            return PinnedTLSServer(listener: listener, unserved: unserved)
         } catch {
             throw .connectionFailed(host: host, port: port, detail: "cannot listen: \(error)")
         }
     }
 
-    /// Accepts connections until ``close()``: each client's handshake runs (bounded by the
-    /// handshake timeout) and, if it passes, `handler` gets the connection; the channel is
-    /// closed when the handler returns.
+    /// Accepts connections until ``close()`` or until the calling task is cancelled: each
+    /// client's handshake runs (bounded by the handshake timeout) and, if it passes, `handler`
+    /// gets the connection; the channel is closed when the handler returns or throws. When it
+    /// returns, connections accepted but not handed to the handler are closed.
     ///
     /// - Parameters:
     ///   - onRefused: told about each client refused or failed during the handshake: a
@@ -125,31 +177,36 @@ public final class PinnedTLSServer: Sendable {
         onRefused: @escaping @Sendable (any Error) -> Void = { _ in },
         handler: @escaping @Sendable (Connection) async throws -> Void
     ) async throws {
+        let unserved = self.unserved
+        defer { unserved.abandonAll() }
         try await listener.executeThenClose { inbound in
             try await withThrowingDiscardingTaskGroup { group in
                 for try await child in inbound {
                     group.addTask {
-                        await Self.serve(child, onRefused: onRefused, handler: handler)
+                        await Self.serve(child, unserved: unserved, onRefused: onRefused, handler: handler)
                     }
                 }
             }
         }
     }
 
-    /// Stops listening; ``run(onRefused:handler:)`` returns once running handlers finish.
+    /// Stops listening and closes the connections accepted but not yet handed to a handler;
+    /// ``run(onRefused:handler:)`` returns once running handlers finish.
     public func close() async {
         try? await listener.channel.close()
+        unserved.abandonAll()
     }
 
     private static func serve(
-        _ child: Child, onRefused: @Sendable (any Error) -> Void,
+        _ child: Child, unserved: Unserved, onRefused: @Sendable (any Error) -> Void,
         handler: @Sendable (Connection) async throws -> Void
     ) async {
+        unserved.remove(child)
         let raw = child.channel
         let remote = raw.remoteAddress?.description ?? "client"
-        let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+        let pending: PendingAsyncChannel<ByteBuffer, ByteBuffer>
         do {
-            channel = try await child.handshake.wait()
+            pending = try await child.handshake.wait()
         } catch {
             raw.close(promise: nil)
             if case .refused(let refusal) = child.outcome.withLockedValue({ $0 }) {
@@ -161,6 +218,8 @@ public final class PinnedTLSServer: Sendable {
             }
             return
         }
+        // Nil when the server stopped first and closed it.
+        guard let channel = pending.take() else { return }
         var peerChain: [Certificate]?
         if case .accepted(let evaluation) = child.outcome.withLockedValue({ $0 }) {
             peerChain = evaluation.validatedChain
