@@ -93,7 +93,7 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .executableTarget(name: "SecureFoundationBench", dependencies: ["SecureFoundation", "PinnedTLS", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
+        .executableTarget(name: "SecureFoundationBench", dependencies: ["SecureFoundation", "PinnedTLS", .product(name: "GRDB", package: "GRDB.swift"), "DeviceSharing"], swiftSettings: strict),
         // Test helper: writes keychain items from a separate process (multi-process and kill -9 tests).
         .executableTarget(name: "KeychainWorker", dependencies: ["Keychain", "Cipher"], path: "Tests/KeychainWorker", swiftSettings: strict),
         .testTarget(name: "CipherTests", dependencies: ["Cipher"], swiftSettings: strict),

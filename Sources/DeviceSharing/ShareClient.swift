@@ -24,15 +24,14 @@ public struct ShareClient: Sendable {
     /// The chunk size of reads and writes.
     public static let chunkSize = 256 * 1024
 
-    private let membership: ShareMembership
     private let isRevoked: @Sendable (String) -> Bool
-    private let client: PinnedTLSClient
+    /// Mutual TLS always, except for the package's benchmark (see ``init(withoutTLS:)``).
+    private let client: PinnedTLSClient?
 
     /// - Parameters:
     ///   - membership: this device's identity and the group root.
     ///   - isRevoked: whether a `sha256/` pin is revoked.
     public init(membership: ShareMembership, isRevoked: @escaping @Sendable (String) -> Bool) throws(ShareError) {
-        self.membership = membership
         self.isRevoked = isRevoked
         _ = AllocatorTuning.applied
         let pattern: HostPattern
@@ -47,6 +46,16 @@ public struct ShareClient: Sendable {
         } catch {
             throw .storage("this device's identity cannot be used for TLS: \(error)")
         }
+    }
+
+    /// The same sender over plain TCP, without TLS: no encryption on the wire and no check of
+    /// the receiver's identity. For this package's benchmark only, to measure what TLS itself
+    /// costs: not part of the public API nor of the command line. The wire format, the file
+    /// reading, the hashing and the reply are those of the mutual TLS sender.
+    package init(withoutTLS: Void) {
+        isRevoked = { _ in true }
+        client = nil
+        _ = AllocatorTuning.applied
     }
 
     /// Sends the file at `path`.
@@ -72,6 +81,11 @@ public struct ShareClient: Sendable {
         let file = try SourceFile(path)
         let size = file.size
         let offer = try ShareWire.Offer(name: offeredName, size: size)
+        guard let client else {
+            return try await transfer(over: try await Self.connectWithoutTLS(host: host, port: port, timeout: timeout),
+                                      file: file, offer: offer, device: "(plain TCP, no identity)", timeout: timeout,
+                                      progress: progress)
+        }
         let connection: PinnedTLSConnection
         do {
             connection = try await client.connect(host: host, port: port, serverName: ShareGroup.memberName, timeout: timeout)
@@ -93,14 +107,41 @@ public struct ShareClient: Sendable {
             try? await connection.channel.executeThenClose { _, _ in }
             throw error as? ShareError ?? .peerRefused("\(error)")
         }
-        let channel = connection.channel.channel
+        return try await transfer(over: connection.channel, file: file, offer: offer, device: found, timeout: timeout,
+                                  progress: progress)
+    }
+
+    /// Connects over plain TCP (the benchmark's transport only).
+    private static func connectWithoutTLS(host: String, port: Int, timeout: TimeAmount) async throws(ShareError)
+        -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
+        do {
+            return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(timeout)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .connect(host: host, port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    }
+                }
+        } catch {
+            throw .connectionFailed("\(error)")
+        }
+    }
+
+    /// Sends the offer, the bytes and the digest over an established (and, over TLS, checked)
+    /// connection, and waits for the receiver's reply.
+    private func transfer(over connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, file: SourceFile,
+                          offer: ShareWire.Offer, device found: String, timeout: TimeAmount,
+                          progress: @escaping @Sendable (UInt64, UInt64) -> Void) async throws(ShareError) -> Sent {
+        let size = offer.size
+        let channel = connection.channel
         // Up to 1 MiB of encrypted bytes may wait for the socket before a write waits (NIO's
         // default is 64 KiB): the task reading and hashing the file runs ahead of the event
         // loop encrypting and sending, on another core.
         try? await channel.setOption(ChannelOptions.writeBufferWaterMark,
                                      value: .init(low: Self.chunkSize, high: 4 * Self.chunkSize)).get()
         do {
-            return try await connection.channel.executeThenClose { inbound, outbound in
+            return try await connection.executeThenClose { inbound, outbound in
                 var iterator = inbound.makeAsyncIterator()
                 // Wait for the reply, bounded.
                 func reply() async throws -> Sent {

@@ -33,7 +33,7 @@ public final class ShareServer: Sendable {
     /// loaded machine, or one verifying chains in a debug build, takes seconds).
     public static let handshakeTimeout: TimeAmount = .seconds(30)
 
-    private let server: PinnedTLSServer
+    private let listener: Listener
     private let inbox: String
     private let files: ProtectedFiles
     private let protection: FileProtectionClass
@@ -42,11 +42,23 @@ public final class ShareServer: Sendable {
     private let idleLimit: TimeAmount
 
     /// The port the server listens on.
-    public var port: Int { server.port }
+    public var port: Int {
+        switch listener {
+        case .mutualTLS(let server): server.port
+        case .plainTCP(let channel): channel.channel.localAddress?.port ?? 0
+        }
+    }
 
-    private init(server: PinnedTLSServer, inbox: String, files: ProtectedFiles, protection: FileProtectionClass,
+    /// What accepts connections: mutual TLS always, except for the package's benchmark (see
+    /// ``bindWithoutTLS(host:port:inbox:files:protection:maxSize:idleTimeout:)``).
+    private enum Listener: Sendable {
+        case mutualTLS(PinnedTLSServer)
+        case plainTCP(NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>)
+    }
+
+    private init(listener: Listener, inbox: String, files: ProtectedFiles, protection: FileProtectionClass,
                  isRevoked: @escaping @Sendable (String) -> Bool, maxSize: UInt64, idleLimit: TimeAmount) {
-        self.server = server
+        self.listener = listener
         self.inbox = inbox
         self.files = files
         self.protection = protection
@@ -70,15 +82,7 @@ public final class ShareServer: Sendable {
         protection: FileProtectionClass = .completeUnlessOpen, isRevoked: @escaping @Sendable (String) -> Bool,
         maxSize: UInt64 = defaultMaxSize, idleTimeout: TimeAmount = ShareServer.idleTimeout
     ) async throws(ShareError) -> ShareServer {
-        // A writer that fails closes its pipe; the next write must fail, not kill the process.
-        signal(SIGPIPE, SIG_IGN)
-        _ = AllocatorTuning.applied
-        do {
-            try SecureFileAccess.ensureDirectory(inbox)
-        } catch {
-            throw .io(path: inbox, detail: "\(error)")
-        }
-        IncomingFile.removeLeftovers(in: inbox)
+        try prepare(inbox: inbox)
         let server: PinnedTLSServer
         do {
             server = try await PinnedTLSServer.bind(
@@ -88,12 +92,63 @@ public final class ShareServer: Sendable {
         } catch {
             throw .connectionFailed("cannot listen on \(host):\(port): \(error)")
         }
-        return ShareServer(server: server, inbox: inbox, files: files, protection: protection, isRevoked: isRevoked,
-                           maxSize: maxSize, idleLimit: idleTimeout)
+        return ShareServer(listener: .mutualTLS(server), inbox: inbox, files: files, protection: protection,
+                           isRevoked: isRevoked, maxSize: maxSize, idleLimit: idleTimeout)
+    }
+
+    private static func prepare(inbox: String) throws(ShareError) {
+        // A writer that fails closes its pipe; the next write must fail, not kill the process.
+        signal(SIGPIPE, SIG_IGN)
+        _ = AllocatorTuning.applied
+        do {
+            try SecureFileAccess.ensureDirectory(inbox)
+        } catch {
+            throw .io(path: inbox, detail: "\(error)")
+        }
+        IncomingFile.removeLeftovers(in: inbox)
+    }
+
+    /// The same receiver over plain TCP, without TLS: no encryption on the wire and no peer
+    /// identity (anyone who connects may store a file). For this package's benchmark only, to
+    /// measure what TLS itself costs: not part of the public API nor of the command line. The
+    /// wire format, the receiving task, the protected-file writer, the digest check and the
+    /// commit are those of ``bind(host:port:membership:inbox:files:protection:isRevoked:maxSize:idleTimeout:)``.
+    package static func bindWithoutTLS(
+        host: String = "127.0.0.1", port: Int = 0, inbox: String, files: ProtectedFiles,
+        protection: FileProtectionClass = .completeUnlessOpen, maxSize: UInt64 = defaultMaxSize,
+        idleTimeout: TimeAmount = ShareServer.idleTimeout
+    ) async throws(ShareError) -> ShareServer {
+        try prepare(inbox: inbox)
+        let listener: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
+        do {
+            listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .childChannelOption(.recvAllocator, value: receiveAllocator)
+                .bind(host: host, port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    }
+                }
+        } catch {
+            throw .connectionFailed("cannot listen on \(host):\(port): \(error)")
+        }
+        return ShareServer(listener: .plainTCP(listener), inbox: inbox, files: files, protection: protection,
+                           isRevoked: { _ in false }, maxSize: maxSize, idleLimit: idleTimeout)
+    }
+
+    /// Larger reads than NIO's default (at most 64 KiB): fewer system calls, and the TLS layer
+    /// hands over larger pieces of plaintext. Memory stays bounded: the channel stops reading
+    /// while the pieces the transfer has not taken yet fill its buffer.
+    static var receiveAllocator: AdaptiveRecvByteBufferAllocator {
+        AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 64 * 1024, maximum: readSize)
     }
 
     /// Serves until ``close()``.
     public func run(onEvent: @escaping @Sendable (Event) -> Void = { _ in }) async throws {
+        guard case .mutualTLS(let server) = listener else {
+            return try await runWithoutTLS(onEvent: onEvent)
+        }
         try await server.run(onRefused: { error in
             if let refusal = error as? TLSTrustError {
                 onEvent(.refused(peer: refusal.host, .peerRefused(refusal.reason.description)))
@@ -107,7 +162,27 @@ public final class ShareServer: Sendable {
 
     /// Stops listening.
     public func close() async {
-        await server.close()
+        switch listener {
+        case .mutualTLS(let server): await server.close()
+        case .plainTCP(let channel): try? await channel.channel.close()
+        }
+    }
+
+    /// Accepts plain TCP connections until ``close()`` and receives on each one as ``run(onEvent:)``
+    /// does after the handshake and the identity checks.
+    private func runWithoutTLS(onEvent: @escaping @Sendable (Event) -> Void) async throws {
+        guard case .plainTCP(let listener) = listener else { return }
+        try await listener.executeThenClose { inbound in
+            try await withThrowingDiscardingTaskGroup { group in
+                for try await channel in inbound {
+                    group.addTask {
+                        let peer = channel.channel.remoteAddress?.description ?? "client"
+                        await self.receive(on: channel, peer: peer, device: "(plain TCP, no identity)", onEvent: onEvent)
+                        try? await channel.executeThenClose { _, _ in }
+                    }
+                }
+            }
+        }
     }
 
     private func serve(_ connection: PinnedTLSServer.Connection, onEvent: @Sendable (Event) -> Void) async {
@@ -131,22 +206,24 @@ public final class ShareServer: Sendable {
             onEvent(.refused(peer: "\(device) (\(peer))", .revoked(device: device)))
             return
         }
-        // Larger reads than NIO's default (at most 64 KiB): fewer system calls, and the TLS
-        // layer hands over larger pieces of plaintext. Memory stays bounded: the channel stops
-        // reading while the pieces the transfer has not taken yet fill its buffer.
-        try? await connection.channel.channel.setOption(
-            ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 64 * 1024,
-                                                                                  maximum: Self.readSize)).get()
+        try? await connection.channel.channel.setOption(ChannelOptions.recvAllocator, value: Self.receiveAllocator).get()
         let raw = connection.channel.channel
         try? await raw.eventLoop.submit {
             let pipeline = raw.pipeline.syncOperations
             let tls = try pipeline.context(handlerType: NIOSSLServerHandler.self)
             try pipeline.addHandler(PlaintextHandOff(), position: .after(tls.handler))
         }.get()
+        await receive(on: connection.channel, peer: peer, device: device, onEvent: onEvent)
+    }
+
+    /// Reads the offer, the bytes and their digest from an accepted (and, over TLS, checked)
+    /// connection, stores the file and replies.
+    private func receive(on channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, peer: String, device: String,
+                         onEvent: @Sendable (Event) -> Void) async {
         do {
-            try await connection.channel.executeThenClose { inbound, outbound in
+            try await channel.executeThenClose { inbound, outbound in
                 var iterator = inbound.makeAsyncIterator()
-                let idle = IdleWatch(channel: connection.channel.channel, timeout: idleLimit)
+                let idle = IdleWatch(channel: channel.channel, timeout: idleLimit)
                 defer { idle.cancel() }
                 var buffer: [UInt8] = []
                 var offer: ShareWire.Offer?

@@ -21,6 +21,8 @@ enum Bench {
 
     static func main() {
         let requested = Array(CommandLine.arguments.dropFirst())
+        // The share section runs this executable again as the two ends of its plain-TCP pipeline.
+        if let status = ShareBench.plainEnd(requested) { exit(status) }
         if requested.contains("-h") || requested.contains("--help") {
             print("usage: securefoundation-bench [\(sections.map(\.name).joined(separator: "|"))]...  (default: all)")
             return

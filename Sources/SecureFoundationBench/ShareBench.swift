@@ -1,10 +1,14 @@
+import DeviceSharing
 import Foundation
+import NIOCore
+import SecureFoundation
 
 /// `securefoundation-bench share`: a file sent between two processes over loopback with
 /// `securefoundation share serve` / `share send` (mutual TLS, the receiver encrypting into a
 /// protected file on disk), beside `openssl s_client` → `openssl s_server` (mutual TLS, every
 /// byte counted) and plain TCP without TLS (`socat`, to /dev/null and to a file) as the
-/// ceiling, in the same run. Prints MiB/s, ratios, and the peak RSS and CPU seconds of each
+/// ceiling, and the same server and client pipeline without the TLS handler (this executable run
+/// again as receiver and as sender: two processes), in the same run. Prints MiB/s, ratios, and the peak RSS and CPU seconds of each
 /// side (CPU of the peers too: on a shared machine, CPU seconds say more than wall time).
 ///
 /// Needs the `securefoundation` executable beside this one (`swift build -c release`), or
@@ -51,11 +55,13 @@ enum ShareBench {
         print("loopback, \(mib) MiB, \(ProcessInfo.processInfo.activeProcessorCount) cores, median of \(runs); load average \(loadAverage())")
         if time == nil { print("note: /usr/bin/time is not installed (apt-get install time): peak RSS read from /proc while running") }
         var ours: [Sample] = [], fixed: [Sample] = [], opensslRuns: [Peer] = []
-        var socatNull: [Peer] = [], socatFile: [Peer] = []
+        var socatNull: [Peer] = [], socatFile: [Peer] = [], plain: [Sample] = []
+        let bench = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
         let bytes = UInt64(mib) << 20
         for _ in 0..<runs {
             ours.append(try share(cli: cli, time: time, from: bravo, to: alpha, file: payload, dir: dir, expected: bytes))
             fixed.append(try share(cli: cli, time: time, from: bravo, to: alpha, file: tiny, dir: dir, expected: 1))
+            plain.append(try plainPipeline(bench: bench, time: time, file: payload, dir: dir, expected: bytes))
             if let openssl, let peer = try opensslPair(openssl: openssl, time: time, dir: dir, payload: payload, expected: bytes) {
                 opensslRuns.append(peer)
             }
@@ -81,6 +87,12 @@ enum ShareBench {
         print("  peak RSS: receiver \(receiver.map { "\($0 / 1024) MiB" } ?? "n/a"), sender \(sender.map { "\($0 / 1024) MiB" } ?? "n/a")")
         print("  CPU (user + system): receiver \(cpu(ours.compactMap(\.receiverCPU))), sender \(cpu(ours.compactMap(\.senderCPU)))"
               + "; the 1-byte transfer: receiver \(cpu(fixed.compactMap(\.receiverCPU))), sender \(cpu(fixed.compactMap(\.senderCPU)))")
+        let plainRate = Double(mib) / median(plain.map(\.seconds))
+        print("the same pipeline without the TLS handler (two processes; protected file written and synced, digests"
+              + " computed and checked; no encryption on the wire, no identities): \(show(plainRate))")
+        let plainReceiver = plain.compactMap(\.receiverKiB).max(), plainSender = plain.compactMap(\.senderKiB).max()
+        print("  peak RSS: receiver \(plainReceiver.map { "\($0 / 1024) MiB" } ?? "n/a"), sender \(plainSender.map { "\($0 / 1024) MiB" } ?? "n/a")")
+        print("  CPU (user + system): receiver \(cpu(plain.compactMap(\.receiverCPU))), sender \(cpu(plain.compactMap(\.senderCPU)))")
         let opensslRate = rate(opensslRuns)
         print("openssl s_client → s_server (mTLS, every byte counted by this bench through a pipe): \(show(opensslRate)),"
               + " CPU of both \(cpu(opensslRuns.compactMap(\.cpu)))")
@@ -99,6 +111,11 @@ enum ShareBench {
                   + " without the fixed costs \(BenchSupport.format(steadyRate / nullRate * 100, 1)) %")
         }
         if let fileRate { print("ratio share / plain TCP to a file: \(BenchSupport.format(oursRate / fileRate * 100, 1)) %") }
+        print("ratio share / the same pipeline without TLS (what TLS itself costs): \(BenchSupport.format(oursRate / plainRate * 100, 1)) %")
+        if let nullRate {
+            print("ratio the pipeline without TLS / plain TCP ceiling (what the pipeline costs without TLS):"
+                  + " \(BenchSupport.format(plainRate / nullRate * 100, 1)) %")
+        }
         print("load average after: \(loadAverage())")
     }
 
@@ -175,6 +192,106 @@ enum ShareBench {
         let senderKiB = time == nil ? client.peakKiB : maxRSS(senderRSS)
         return Sample(seconds: seconds, receiverKiB: receiverKiB, senderKiB: senderKiB,
                       receiverCPU: cpuSeconds(receiverRSS), senderCPU: cpuSeconds(senderRSS))
+    }
+
+    // MARK: the same pipeline without TLS
+
+    /// The hidden arguments that make this executable one end of the plain-TCP pipeline.
+    static let plainReceiverMode = "__share-plain-receiver", plainSenderMode = "__share-plain-sender"
+
+    /// One receiver (`share serve` without TLS, one transfer) and one sender, each this executable
+    /// run again; timed as ``share(cli:time:from:to:file:dir:expected:)``.
+    static func plainPipeline(bench: String, time: String?, file: String, dir: String, expected: UInt64) throws -> Sample {
+        let inbox = dir + "/plain-inbox"
+        let receiverReport = dir + "/plain-receiver.time", senderReport = dir + "/plain-sender.time"
+        let (serveTool, serveArguments) = timed(time, bench, [plainReceiverMode, dir + "/plain-vault", inbox], report: receiverReport)
+        let server = try Child(serveTool, serveArguments, environment: [:])
+        defer { server.kill() }
+        let port = try server.port(timeout: 120)
+        let (sendTool, sendArguments) = timed(time, bench, [plainSenderMode, file, String(port)], report: senderReport)
+        let start = DispatchTime.now().uptimeNanoseconds
+        let client = try Child(sendTool, sendArguments, environment: [:])
+        let sentStatus = client.wait(timeout: 1800)
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        let servedStatus = server.wait(timeout: 120)
+        guard sentStatus == 0, servedStatus == 0, server.output.contains("(\(expected) bytes)") else {
+            throw Failure(description: "the transfer without TLS failed: sender \(sentStatus) \(client.output) \(client.errors);"
+                          + " receiver \(servedStatus) \(server.output) \(server.errors)")
+        }
+        try? FileManager.default.removeItem(atPath: inbox)
+        return Sample(seconds: seconds, receiverKiB: time == nil ? server.peakKiB : maxRSS(receiverReport),
+                      senderKiB: time == nil ? client.peakKiB : maxRSS(senderReport),
+                      receiverCPU: cpuSeconds(receiverReport), senderCPU: cpuSeconds(senderReport))
+    }
+
+    /// Runs this process as one end of the plain-TCP pipeline when `arguments` ask for it; the
+    /// exit status, or nil for an ordinary bench run.
+    ///
+    /// Receiver (`VAULT INBOX`): opens (the first time, creates) a vault, prepares the file classes
+    /// and locks it as `share serve` does, prints `listening on 127.0.0.1:PORT`, receives one
+    /// file and prints `received NAME (SIZE bytes) …`. Sender (`FILE PORT`): sends the file.
+    static func plainEnd(_ arguments: [String]) -> Int32? {
+        guard let mode = arguments.first, mode == plainReceiverMode || mode == plainSenderMode, arguments.count == 3 else {
+            return nil
+        }
+        let status = StatusBox()
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            do {
+                if mode == plainReceiverMode {
+                    try await plainReceive(vault: arguments[1], inbox: arguments[2])
+                } else {
+                    let sent = try await ShareClient(withoutTLS: ()).send(arguments[1], to: "127.0.0.1", port: Int(arguments[2]) ?? 0,
+                                                                         timeout: .seconds(600))
+                    print("sent \(sent.size) bytes, stored as \(sent.storedName)")
+                }
+                status.set(0)
+            } catch {
+                FileHandle.standardError.write(Data("\(mode): \(error)\n".utf8))
+                status.set(1)
+            }
+            done.signal()
+        }
+        done.wait()
+        return status.value
+    }
+
+    static func plainReceive(vault: String, inbox: String) async throws {
+        let passcode = SecretBytes(utf8: "bench-passcode-plain")
+        let manager = try CryptoManager(directory: vault, deviceKeyProvider: FileDeviceKeyProvider(path: vault + ".key"),
+                                        attemptPolicy: .unlimited)
+        if try manager.isSetUp {
+            try await manager.unlock(passcode: passcode)
+        } else {
+            try manager.storeTemporaryPasscode(passcode)
+            try manager.finalize()
+        }
+        let files = ProtectedFiles(manager: manager)
+        if manager.isUnlocked { _ = try files.prepareClasses() }
+        manager.lock()
+        let server = try await ShareServer.bindWithoutTLS(inbox: inbox, files: files)
+        // Unbuffered: the bench reads the port while this process runs.
+        FileHandle.standardOutput.write(Data("listening on 127.0.0.1:\(server.port)\n".utf8))
+        let outcome = StatusBox()
+        try await server.run { event in
+            switch event {
+            case let .received(name, size, _):
+                FileHandle.standardOutput.write(Data("received \(name) (\(size) bytes)\n".utf8))
+                outcome.set(0)
+            case let .refused(peer, error):
+                FileHandle.standardError.write(Data("refused \(peer): \(error)\n".utf8))
+                outcome.set(1)
+            }
+            Task { await server.close() }
+        }
+        guard outcome.value == 0 else { throw Failure(description: "nothing was stored") }
+    }
+
+    final class StatusBox: @unchecked Sendable {
+        private let lock = NSLock()
+        private var stored: Int32 = 1
+        func set(_ value: Int32) { lock.lock(); stored = value; lock.unlock() }
+        var value: Int32 { lock.lock(); defer { lock.unlock() }; return stored }
     }
 
     // MARK: peers
