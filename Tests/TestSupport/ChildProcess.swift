@@ -38,6 +38,15 @@ public enum ChildProcess {
         public var errorText: String { String(decoding: stderr, as: UTF8.self) }
     }
 
+    /// Where the program's standard output goes.
+    public enum Output: Sendable {
+        /// A pipe read as it comes (``Result/stdout``, ``Running/stdout``).
+        case collected
+        /// The file at this path, opened for writing without truncating it (as the shell's
+        /// `1<>FILE`): the program writes to that inode through the descriptor.
+        case file(String)
+    }
+
     /// The program did not finish before its deadline; it was killed.
     public struct TimedOut: Error, CustomStringConvertible {
         public let command: [String]
@@ -55,6 +64,7 @@ public enum ChildProcess {
     ///   - executable: the program's path (see ``which(_:)`` and ``BuiltProducts``).
     ///   - arguments: its arguments.
     ///   - stdin: what it reads as standard input (`/dev/null` by default).
+    ///   - stdout: where its standard output goes (collected by default).
     ///   - environment: variables added to (or replacing those of) this process's environment.
     ///   - directory: the working directory (this process's by default).
     ///   - timeout: how long it may run before it is killed.
@@ -62,26 +72,27 @@ public enum ChildProcess {
     /// - Throws: ``TimedOut`` when it outlived `timeout`; the launch error when it cannot start.
     @discardableResult
     public static func run(
-        _ executable: String, _ arguments: [String] = [], stdin: Input = .nullDevice, environment: [String: String] = [:],
-        directory: String? = nil, timeout: Duration = .seconds(60)
+        _ executable: String, _ arguments: [String] = [], stdin: Input = .nullDevice, stdout: Output = .collected,
+        environment: [String: String] = [:], directory: String? = nil, timeout: Duration = .seconds(60)
     ) throws -> Result {
-        try start(executable, arguments, stdin: stdin, environment: environment, directory: directory).wait(timeout: timeout)
+        try start(executable, arguments, stdin: stdin, stdout: stdout, environment: environment, directory: directory)
+            .wait(timeout: timeout)
     }
 
     /// Starts `executable arguments…` and returns at once: for programs that run beside the test
     /// (servers, concurrent writers, a process killed at a chosen moment). The program is killed
     /// (SIGKILL) when the returned value goes away while it still runs.
-    /// - Parameters: as ``run(_:_:stdin:environment:directory:timeout:)``; with `stdin: .pipe`
-    ///   the test writes the input with ``Running/write(_:)``.
+    /// - Parameters: as ``run(_:_:stdin:stdout:environment:directory:timeout:)``; with
+    ///   `stdin: .pipe` the test writes the input with ``Running/write(_:)``.
     /// - Throws: the launch error when it cannot start.
     public static func start(
-        _ executable: String, _ arguments: [String] = [], stdin: Input = .nullDevice, environment: [String: String] = [:],
-        directory: String? = nil
+        _ executable: String, _ arguments: [String] = [], stdin: Input = .nullDevice, stdout: Output = .collected,
+        environment: [String: String] = [:], directory: String? = nil
     ) throws -> Running {
-        try Running(executable, arguments, stdin: stdin, environment: environment, directory: directory)
+        try Running(executable, arguments, stdin: stdin, stdout: stdout, environment: environment, directory: directory)
     }
 
-    /// A program started by ``start(_:_:stdin:environment:directory:)``. Its standard output and
+    /// A program started by ``start(_:_:stdin:stdout:environment:directory:)``. Its standard output and
     /// error are read as they come (a full pipe never blocks it) and can be looked at while it runs.
     public final class Running: @unchecked Sendable {
         private let process = Process()
@@ -100,8 +111,8 @@ public enum ChildProcess {
         /// What it wrote to standard error so far.
         public var stderr: [UInt8] { errors.bytes }
 
-        fileprivate init(_ executable: String, _ arguments: [String], stdin: Input, environment: [String: String],
-                         directory: String?) throws {
+        fileprivate init(_ executable: String, _ arguments: [String], stdin: Input, stdout: Output,
+                         environment: [String: String], directory: String?) throws {
             ChildProcess.ignoreBrokenPipes
             command = [executable] + arguments
             process.executableURL = URL(fileURLWithPath: executable)
@@ -113,7 +124,13 @@ public enum ChildProcess {
             }
             if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
             let outputPipe = Pipe(), errorPipe = Pipe()
-            process.standardOutput = outputPipe
+            switch stdout {
+            case .collected:
+                process.standardOutput = outputPipe
+            case .file(let path):
+                guard let handle = FileHandle(forWritingAtPath: path) else { throw CocoaError(.fileWriteNoPermission) }
+                process.standardOutput = handle
+            }
             process.standardError = errorPipe
             var feed: [UInt8]?
             switch stdin {
@@ -139,7 +156,9 @@ public enum ChildProcess {
             try process.run()
             // Drain both pipes and feed stdin on threads of their own, so that a program writing
             // more than a pipe holds, or reading its input late, cannot block on this side.
-            for (pipe, collector) in [(outputPipe, output), (errorPipe, errors)] {
+            var pipes = [(errorPipe, errors)]
+            if case .collected = stdout { pipes.append((outputPipe, output)) }
+            for (pipe, collector) in pipes {
                 let handle = pipe.fileHandleForReading
                 let drained = self.drained
                 drained.enter()
@@ -156,7 +175,11 @@ public enum ChildProcess {
             }
         }
 
-        /// Writes `bytes` to the program's standard input (started with `stdin: .pipe`).
+        /// Standard output so far, as UTF-8 text.
+        public var text: String { String(decoding: stdout, as: UTF8.self) }
+
+        /// Writes `bytes` to the program's standard input (started with `stdin: .pipe`); a write
+        /// to a program that exited fails silently.
         public func write(_ bytes: [UInt8]) {
             try? input?.write(contentsOf: bytes)
         }
@@ -247,9 +270,16 @@ public enum ChildProcess {
         private let lock = NSLock()
         private var data: [UInt8] = []
 
+        /// Reads until end of file, keeping each chunk as it arrives (`FileHandle.read(upToCount:)`
+        /// would wait for a full count).
         func drain(_ handle: FileHandle) {
-            while let chunk = try? handle.read(upToCount: 65536), !chunk.isEmpty {
-                lock.withLock { data += chunk }
+            let fd = handle.fileDescriptor
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { readSome(fd, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { return }
+                lock.withLock { data += buffer[0..<count] }
             }
         }
 
@@ -259,3 +289,6 @@ public enum ChildProcess {
 
 /// `kill(2)`, under a name the methods called `kill` do not shadow.
 private func sendSignal(_ pid: pid_t, _ signal: Int32) -> Int32 { kill(pid, signal) }
+
+/// `read(2)`.
+private func readSome(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int { read(fd, buffer, count) }
