@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Cipher
 import Age
@@ -21,12 +22,7 @@ import Glibc
 /// secret cannot be written there.
 @Suite("Vault memory hygiene")
 struct MemoryScanTests {
-    static var childPath: String? {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-        let candidates = [root + "/.build/debug/securefoundation-memcheck-child",
-                          URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path + "/securefoundation-memcheck-child"]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
+    static var childPath: String? { BuiltProducts.path(of: "securefoundation-memcheck-child") }
 
     /// The child's path when the scan can run here (else records or prints why not).
     static func scannableChild() -> String? {
@@ -49,35 +45,34 @@ struct MemoryScanTests {
 
     /// A child process driven line by line.
     final class Child {
-        let process = Process()
-        let input = Pipe()
-        let output = Pipe()
-        var buffer = Data()
+        let process: ChildProcess.Running
+        private var consumed = 0
 
         init(path: String, arguments: [String]) throws {
-            process.executableURL = URL(fileURLWithPath: path)
-            process.arguments = arguments
-            process.standardInput = input
-            process.standardOutput = output
-            try process.run()
+            process = try ChildProcess.start(path, arguments, stdin: .pipe)
         }
 
+        /// The next line the child wrote (waiting at most 60 s), or "eof".
         func readLine() -> String {
-            while true {
-                if let newline = buffer.firstIndex(of: 0x0A) {
-                    let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                    buffer.removeSubrange(buffer.startIndex...newline)
-                    return line
-                }
-                let chunk = output.fileHandleForReading.availableData
-                if chunk.isEmpty { return "eof" }
-                buffer.append(chunk)
+            var line: String?
+            _ = process.waitForOutput { output in
+                guard let newline = output[consumed...].firstIndex(of: 0x0A) else { return false }
+                line = String(decoding: output[consumed..<newline], as: UTF8.self)
+                consumed = newline + 1
+                return true
             }
+            return line ?? "eof"
         }
 
         func send(_ command: String) -> String {
-            input.fileHandleForWriting.write(Data((command + "\n").utf8))
+            process.write(Array((command + "\n").utf8))
             return readLine()
+        }
+
+        /// Ends the child (SIGTERM) if it still runs and reaps it.
+        func stop() {
+            process.kill(SIGTERM)
+            _ = try? process.wait(timeout: .seconds(30))
         }
     }
 
@@ -169,10 +164,7 @@ struct MemoryScanTests {
         let secrets: [(String, [UInt8])] = [("passcode", Array(passcode.utf8))] + answers.enumerated().map { ("answer\($0.offset + 1)", Array($0.element.utf8)) }
 
         let child = try Child(path: childPath, arguments: Self.childArguments(fixture))
-        defer {
-            if child.process.isRunning { child.process.terminate() }
-            child.process.waitUntilExit()
-        }
+        defer { child.stop() }
         let hello = child.readLine()
         #expect(hello == "pid \(child.process.processIdentifier)")
         let pid = child.process.processIdentifier
@@ -239,10 +231,7 @@ struct MemoryScanTests {
         try SecureFile.writeAtomically(Array("a\nb\nc".utf8), to: fixture.root + "/answers")
         try SecureFile.writeAtomically(Array(item.utf8), to: fixture.root + "/item")
         let child = try Child(path: childPath, arguments: Self.childArguments(fixture, ["--item-file", fixture.root + "/item", "--account", account]))
-        defer {
-            if child.process.isRunning { child.process.terminate() }
-            child.process.waitUntilExit()
-        }
+        defer { child.stop() }
         let pid = child.process.processIdentifier
         #expect(child.readLine() == "pid \(pid)")
         try #require(child.send("setup").hasPrefix("key "))
@@ -275,10 +264,7 @@ struct MemoryScanTests {
         try SecureFile.writeAtomically(Array(item.utf8), to: fixture.root + "/item")
         let file = fixture.root + "/protected"
         let child = try Child(path: childPath, arguments: Self.childArguments(fixture, ["--item-file", fixture.root + "/item", "--file", file]))
-        defer {
-            if child.process.isRunning { child.process.terminate() }
-            child.process.waitUntilExit()
-        }
+        defer { child.stop() }
         let pid = child.process.processIdentifier
         #expect(child.readLine() == "pid \(pid)")
         try #require(child.send("setup").hasPrefix("key "))

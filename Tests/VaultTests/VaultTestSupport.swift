@@ -1,18 +1,21 @@
 import Foundation
+import TestSupport
 import Testing
 import Cipher
 @testable import Vault
 
-/// A temporary vault directory and device key, removed by `cleanup()`.
+/// A temporary vault directory and device key, removed by `cleanup()` or when the value goes away.
 final class VaultFixture: @unchecked Sendable {
     let root: String
     let home: String
     let deviceKey: SecretBytes
     let clock = TestClock()
 
+    private let directory: TemporaryDirectory
+
     init() throws {
-        root = FileManager.default.temporaryDirectory.path + "/vault-test-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        directory = try TemporaryDirectory(prefix: "vault-test")
+        root = directory.path
         home = root + "/home"
         deviceKey = try SecretBytes.random(count: 32)
     }
