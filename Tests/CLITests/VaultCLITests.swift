@@ -178,16 +178,7 @@ struct VaultCLITests {
     }
 
     /// Every regular file under `directory`, recursively.
-    static func files(under directory: String) -> [String] {
-        var result: [String] = []
-        for name in ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted() {
-            let path = directory + "/" + name
-            var info = stat()
-            guard lstat(path, &info) == 0 else { continue }
-            if info.st_mode & S_IFMT == S_IFDIR { result += files(under: path) } else if info.st_mode & S_IFMT == S_IFREG { result.append(path) }
-        }
-        return result
-    }
+    static func files(under directory: String) -> [String] { FileTree.regularFiles(under: directory) }
 
     @Test func eraseLeavesNoWorkingCopyOfTheVaultBehind() throws {
         let ws = try Workspace()
