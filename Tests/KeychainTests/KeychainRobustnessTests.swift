@@ -96,10 +96,7 @@ import Vault
     /// no upsert fails (a lookup-then-add would meet "duplicate item" when another process adds
     /// the item between the two). Bounded: 300 operations per process.
     @Test func eightProcessesUpsertAndDeleteOneItem() throws {
-        guard let worker = workerPath() else {
-            print("skipped: the KeychainWorker helper is not built (run swift build --build-tests)")
-            return
-        }
+        guard let worker = workerOrSkip() else { return }
         let dir = try TemporaryDirectory()
         let source = try TestKeySource()
         let path = dir.sub("kc")

@@ -15,10 +15,7 @@ import Vault
     }
 
     @Test func fourProcessesWriteOneKeychain() throws {
-        guard workerPath() != nil else {
-            print("skipped: the KeychainWorker helper is not built (run swift build --build-tests)")
-            return
-        }
+        guard workerOrSkip() != nil else { return }
         let dir = try TemporaryDirectory()
         let source = try TestKeySource()
         let path = dir.sub("kc")
@@ -41,10 +38,7 @@ import Vault
     }
 
     @Test func killDuringWritesLosesNothingFlushed() throws {
-        guard let worker = workerPath() else {
-            print("skipped: the KeychainWorker helper is not built (run swift build --build-tests)")
-            return
-        }
+        guard let worker = workerOrSkip() else { return }
         let dir = try TemporaryDirectory()
         let source = try TestKeySource()
         let path = dir.sub("kc")

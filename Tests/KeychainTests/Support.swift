@@ -66,6 +66,15 @@ let packageRoot: String = {
 /// The built worker executable, or nil.
 func workerPath() -> String? { BuiltProducts.path(of: "KeychainWorker") }
 
+/// The built worker executable, or nil with the reason printed (the test then skips).
+func workerOrSkip() -> String? {
+    guard let path = workerPath() else {
+        print("skipped: the KeychainWorker helper is not built (run swift build --build-tests)")
+        return nil
+    }
+    return path
+}
+
 extension KeychainError {
     var isCorrupted: Bool { if case .corrupted = self { return true } else { return false } }
     var isNotFound: Bool { if case .itemNotFound = self { return true } else { return false } }
