@@ -29,6 +29,15 @@ final class SoftwareTPM: @unchecked Sendable {
         return nil
     }
 
+    /// A started software TPM, or nil with the reason printed.
+    static func orSkip(root: String) throws -> SoftwareTPM? {
+        guard let tpm = try SoftwareTPM(root: root) else {
+            print("skipping: needs swtpm and tpm2-tools (Debian: swtpm swtpm-tools tpm2-tools)")
+            return nil
+        }
+        return tpm
+    }
+
     func tool(_ name: String, _ arguments: [String]) throws -> Int32 {
         let result = try ExternalTool.run([ExternalTool.find(name)!] + arguments, maxOutput: 65536, environment: ["TPM2TOOLS_TCTI": tcti])
         result.output.wipe()
@@ -47,10 +56,7 @@ struct DeviceKeyProviderTPMTests {
     @Test func sealedToTheTPMAndBoundToPCRs() throws {
         let fixture = try VaultFixture()
         defer { fixture.cleanup() }
-        guard let tpm = try SoftwareTPM(root: fixture.root) else {
-            print("skipping: needs swtpm and tpm2-tools (Debian: swtpm swtpm-tools tpm2-tools)")
-            return
-        }
+        guard let tpm = try SoftwareTPM.orSkip(root: fixture.root) else { return }
         defer { tpm.stop() }
         let key = try SecretBytes.random(count: 32)
 

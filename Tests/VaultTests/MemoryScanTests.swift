@@ -43,6 +43,18 @@ struct MemoryScanTests {
          "--passcode-file", fixture.root + "/passcode", "--answers-file", fixture.root + "/answers"] + extra
     }
 
+    /// Writes `passcode`, three answers and `item` into the fixture's root, starts the child on
+    /// them (with `extra` arguments) and has it set the vault up; the child said hello first.
+    static func setUpChild(_ path: String, _ fixture: VaultFixture, passcode: String, item: String, _ extra: [String]) throws -> Child {
+        try SecureFile.writeAtomically(Array(passcode.utf8), to: fixture.root + "/passcode")
+        try SecureFile.writeAtomically(Array("a\nb\nc".utf8), to: fixture.root + "/answers")
+        try SecureFile.writeAtomically(Array(item.utf8), to: fixture.root + "/item")
+        let child = try Child(path: path, arguments: childArguments(fixture, ["--item-file", fixture.root + "/item"] + extra))
+        #expect(child.readLine() == "pid \(child.process.processIdentifier)")
+        try #require(child.send("setup").hasPrefix("key "))
+        return child
+    }
+
     /// A child process driven line by line.
     final class Child {
         let process: ChildProcess.Running
@@ -227,14 +239,9 @@ struct MemoryScanTests {
         let passcode = "pass-" + (try SecureRandom.string(length: 27, alphabet: SecureRandom.alphanumeric))
         let item = "item-" + (try SecureRandom.string(length: 40, alphabet: SecureRandom.alphanumeric))
         let account = "account-" + (try SecureRandom.string(length: 24, alphabet: SecureRandom.alphanumeric))
-        try SecureFile.writeAtomically(Array(passcode.utf8), to: fixture.root + "/passcode")
-        try SecureFile.writeAtomically(Array("a\nb\nc".utf8), to: fixture.root + "/answers")
-        try SecureFile.writeAtomically(Array(item.utf8), to: fixture.root + "/item")
-        let child = try Child(path: childPath, arguments: Self.childArguments(fixture, ["--item-file", fixture.root + "/item", "--account", account]))
+        let child = try Self.setUpChild(childPath, fixture, passcode: passcode, item: item, ["--account", account])
         defer { child.stop() }
         let pid = child.process.processIdentifier
-        #expect(child.readLine() == "pid \(pid)")
-        try #require(child.send("setup").hasPrefix("key "))
         let secret: [(String, [UInt8])] = [("item secret", Array(item.utf8))]
         // The names record as sealed: the account field followed, after the record, by the secret.
         let record: [(String, [UInt8])] = [("account and secret", Array(account.utf8.suffix(12)) + Array(item.utf8.prefix(4)))]
@@ -259,15 +266,10 @@ struct MemoryScanTests {
         defer { fixture.cleanup() }
         let passcode = "pass-" + (try SecureRandom.string(length: 27, alphabet: SecureRandom.alphanumeric))
         let item = "file-" + (try SecureRandom.string(length: 40, alphabet: SecureRandom.alphanumeric))
-        try SecureFile.writeAtomically(Array(passcode.utf8), to: fixture.root + "/passcode")
-        try SecureFile.writeAtomically(Array("a\nb\nc".utf8), to: fixture.root + "/answers")
-        try SecureFile.writeAtomically(Array(item.utf8), to: fixture.root + "/item")
         let file = fixture.root + "/protected"
-        let child = try Child(path: childPath, arguments: Self.childArguments(fixture, ["--item-file", fixture.root + "/item", "--file", file]))
+        let child = try Self.setUpChild(childPath, fixture, passcode: passcode, item: item, ["--file", file])
         defer { child.stop() }
         let pid = child.process.processIdentifier
-        #expect(child.readLine() == "pid \(pid)")
-        try #require(child.send("setup").hasPrefix("key "))
         #expect(child.send("protected-file") == "protected \(item.utf8.count)")
 
         // The file key and payload key, recovered here with the class identity.
