@@ -96,17 +96,18 @@ let package = Package(
         .executableTarget(name: "SecureFoundationBench", dependencies: ["SecureFoundation", "PinnedTLS", .product(name: "GRDB", package: "GRDB.swift"), "DeviceSharing"], swiftSettings: strict),
         // Test helper: writes keychain items from a separate process (multi-process and kill -9 tests).
         .executableTarget(name: "KeychainWorker", dependencies: ["Keychain", "Cipher"], path: "Tests/KeychainWorker", swiftSettings: strict),
-        .testTarget(name: "CipherTests", dependencies: ["Cipher"], swiftSettings: strict),
+        .testTarget(name: "CipherTests", dependencies: ["Cipher", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "ShredderTests", dependencies: ["Shredder", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "AgeTests", dependencies: ["Age"], swiftSettings: strict),
+        .testTarget(name: "AgeTests", dependencies: ["Age", "TestSupport"], swiftSettings: strict),
         // Test helper, not a product: the vault's memory-scan test runs it (reads secrets from
         // files, prints its key on request). Named as the binary the test looks for.
         .executableTarget(name: "securefoundation-memcheck-child", dependencies: ["Vault", "Cipher", "Keychain", "ProtectedFiles"],
                           path: "Tests/VaultMemcheckChild", swiftSettings: strict),
-        .testTarget(name: "VaultTests", dependencies: ["Vault", "securefoundation-memcheck-child", "Age"], swiftSettings: strict),
-        .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")],
+        .testTarget(name: "VaultTests", dependencies: ["Vault", "securefoundation-memcheck-child", "Age", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto"),
+                                                       "TestSupport"],
                     exclude: ["Fixtures"], swiftSettings: strict),
-        .testTarget(name: "ProtectedFilesTests", dependencies: ["ProtectedFiles", "Age", "Vault", "Cipher"], swiftSettings: strict),
+        .testTarget(name: "ProtectedFilesTests", dependencies: ["ProtectedFiles", "Age", "Vault", "Cipher", "TestSupport"], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
         .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher", "TestSupport"], swiftSettings: strict),
         // What tests share: an executor of their own threads for the network tests, temporary
@@ -127,7 +128,7 @@ let package = Package(
         .testTarget(name: "FuzzRegressionTests", dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration", "PinnedTLS",
                                                            .product(name: "X509", package: "swift-certificates")] + crypto,
                     exclude: ["Cases"], swiftSettings: strict),
-        .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain"], swiftSettings: strict),
+        .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain", "TestSupport"], swiftSettings: strict),
             // Device-to-device sharing over mutual TLS (pulls SwiftNIO through PinnedTLS, so it stays
         // out of the umbrella).
         .target(

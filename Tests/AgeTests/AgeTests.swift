@@ -1,14 +1,9 @@
 import Foundation
+import TestSupport
 import Testing
 import Crypto
 import Cipher
 @testable import Age
-
-func temporaryDirectory() throws -> String {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("age-tests-\(UUID().uuidString)").path
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-    return path
-}
 
 func pattern(_ count: Int, seed: UInt8 = 7) -> [UInt8] {
     var out = [UInt8](repeating: 0, count: count)
@@ -134,9 +129,9 @@ struct AgeLibraryTests {
         let expected = payload(sequentialFile)
         #expect(expected.count == 16 + plaintext.count + 16 * max(1, (plaintext.count + 65535) / 65536))
 
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sf-pipeline-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-pipeline")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         try Data(plaintext).write(to: URL(fileURLWithPath: dir + "/plain"))
         for (slots, workers, fromPipe) in [(4, 2, false), (16, 2, true), (4, 3, true), (16, 1, false), (16, 16, true)] {
             let output = open(dir + "/out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
@@ -210,8 +205,9 @@ struct AgeLibraryTests {
 
     @Test("random access reads any range without decrypting the whole file")
     func randomAccess() throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "age-tests")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let identity = X25519Identity.generate()
         let plaintext = pattern(4 * 65536 + 999)
         let path = dir + "/f.age"
@@ -236,8 +232,9 @@ struct AgeLibraryTests {
 
     @Test("file to file is atomic: a failure leaves no destination")
     func fileToFile() throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "age-tests")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let identity = X25519Identity.generate()
         let plaintext = pattern(200_000)
         try SecureFile.writeAtomically(plaintext, to: dir + "/plain")
@@ -259,8 +256,9 @@ struct AgeLibraryTests {
 
     @Test("descriptor to file: a pipe's bytes land atomically, a failure keeps the old destination")
     func descriptorToFile() throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "age-tests")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let identity = X25519Identity.generate()
         let plaintext = pattern(3 * 65536 + 11)
         // A reader that stops early closes the pipe under the feeder: EPIPE, not a signal.
@@ -344,8 +342,9 @@ struct AgeLibraryTests {
 struct AgeInPlaceTests {
     @Test("in-place encryption replaces the plaintext atomically and shreds the old inode")
     func inPlace() throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "age-tests")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let identity = X25519Identity.generate()
         let plaintext = pattern(300_000)
         let path = dir + "/doc"
@@ -402,9 +401,9 @@ struct AgeHostileInputTests {
     }
 
     func descriptorDecrypt(_ file: [UInt8], _ identity: X25519Identity) throws -> (String, [UInt8]) {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sf-mut-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-mut")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         try Data(file).write(to: URL(fileURLWithPath: dir + "/in"))
         let input = open(dir + "/in", O_RDONLY)
         let output = open(dir + "/out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)

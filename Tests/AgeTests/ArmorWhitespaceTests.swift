@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Cipher
 @testable import Age
@@ -45,8 +46,9 @@ import Cipher
 
     @Test("the streaming descriptor path refuses indented armor too")
     func descriptorPath() throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "age-tests")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         try SecureFile.writeAtomically(Array("  ".utf8) + (try armored()), to: dir + "/in.age")
         let input = open(dir + "/in.age", O_RDONLY | O_CLOEXEC)
         #expect(input >= 0)

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Cipher
 @testable import Age
@@ -14,31 +15,15 @@ enum AgeTool {
 
     @discardableResult
     static func run(_ arguments: [String], stdin: String? = nil) throws -> (status: Int32, stderr: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path!)
-        process.arguments = arguments
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        if let stdin { process.standardInput = FileHandle(forReadingAtPath: stdin) }
-        try process.run()
-        let data = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let result = try ChildProcess.run(try #require(path, "age is not installed"), arguments, stdin: stdin.map { .file($0) } ?? .nullDevice)
+        return (result.status, result.errorText)
     }
 
     /// Runs `age` under a pseudo-terminal (util-linux `script`), typing `lines` with pauses,
     /// since `age -p` reads passphrases only from the terminal.
     static func runWithTerminal(_ command: String, lines: [String]) throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
         let typing = lines.map { "sleep 1; printf '%s\\n' '\($0)'" }.joined(separator: "; ")
-        process.arguments = ["-c", "(\(typing); sleep 4) | \(script!) -qec '\(command)' /dev/null"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
+        return try ChildProcess.run("/bin/sh", ["-c", "(\(typing); sleep 4) | \(try #require(script)) -qec '\(command)' /dev/null"]).status
     }
 }
 
@@ -48,8 +33,9 @@ struct InteropTests {
 
     @Test("files we write decrypt with age -d (binary and armored)", arguments: sizes)
     func ageDecryptsOurs(size: Int) throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "age-tests")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let identity = X25519Identity.generate()
         try SecureFile.replaceAtomically(dir + "/key.txt") { fd in
             try identity.encoded.withUnsafeBytes { try SecureFile.writeAll(fd, $0) }
@@ -70,8 +56,9 @@ struct InteropTests {
 
     @Test("files age writes (binary and armored) decrypt with ours", arguments: sizes)
     func weDecryptAges(size: Int) throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "age-tests")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let identity = X25519Identity.generate()
         let other = X25519Identity.generate()
         let plaintext = pattern(size, seed: 5)
@@ -94,14 +81,10 @@ struct InteropTests {
 
     @Test("age-keygen identities work with ours, and our identities with age")
     func keygenInterop() throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let keygen = Process()
-        keygen.executableURL = URL(fileURLWithPath: "/usr/bin/age-keygen")
-        keygen.arguments = ["-o", dir + "/k.txt"]
-        keygen.standardError = FileHandle.nullDevice
-        try keygen.run()
-        keygen.waitUntilExit()
+        let temporary = try TemporaryDirectory(prefix: "age-tests")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
+        try ChildProcess.run("/usr/bin/age-keygen", ["-o", dir + "/k.txt"])
         let text = String(decoding: try SecureFile.read(dir + "/k.txt"), as: UTF8.self)
         let secret = text.split(separator: "\n").first { $0.hasPrefix("AGE-SECRET-KEY-1") }.map(String.init)
         let publicLine = text.split(separator: "\n").first { $0.hasPrefix("# public key: ") }.map { String($0.dropFirst(14)) }
@@ -112,8 +95,9 @@ struct InteropTests {
     @Test("scrypt passphrase files interoperate both ways (age under a pseudo-terminal)",
           .enabled(if: AgeTool.script != nil, "util-linux script is not installed; scrypt interop skipped"))
     func scryptInterop() throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "age-tests")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let plaintext = pattern(70_000, seed: 9)
         try SecureFile.writeAtomically(plaintext, to: dir + "/plain")
         let passphrase = SecretBytes(utf8: "tr0ub4dor-and-3")

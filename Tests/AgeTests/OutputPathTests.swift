@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Cipher
 @testable import Age
@@ -7,8 +8,9 @@ import Cipher
 @Suite struct AgeOutputPathTests {
     @Test("encryptFile and decryptFile write a FIFO in place and refuse a symbolic link")
     func fifoAndSymlink() throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "age-tests")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let identity = X25519Identity.generate()
         let plaintext = Array("age through a FIFO\n".utf8)
         try SecureFile.writeAtomically(plaintext, to: dir + "/plain")

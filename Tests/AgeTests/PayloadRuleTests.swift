@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Cipher
 @testable import Age
@@ -56,8 +57,9 @@ struct PayloadRuleTests {
 
     @Test("random access reports a file cut at a chunk boundary as the streams do")
     func randomAccessTruncation() throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "age-tests")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         let identity = X25519Identity.generate()
         let plaintext = pattern(3 * PayloadCipher.chunkSize + 10)
         // Drop the final chunk (10 bytes + tag): the file now ends on a full, non-final chunk.
@@ -78,8 +80,9 @@ struct PayloadRuleTests {
 
     @Test("descriptor helpers: standard input for nil or -, the same file through a path or /dev/fd")
     func descriptorHelpers() throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "age-tests")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         #expect(try AgeIO.openInput(nil) == 0)
         #expect(try AgeIO.openInput("-") == 0)
         #expect(throws: AgeError.self) { try AgeIO.openInput(dir + "/missing") }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Crypto
 import Cipher
@@ -104,9 +105,9 @@ enum TestKit {
     /// a binary payload); the outcome category and the plaintext written.
     static func runThroughDescriptors(_ vector: Vector) throws -> (String, [UInt8]) {
         let identities = try identities(of: vector)
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sf-cctv-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TemporaryDirectory(prefix: "sf-cctv")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
         try Data(vector.body).write(to: URL(fileURLWithPath: dir + "/in"))
         let input = open(dir + "/in", O_RDONLY)
         let output = open(dir + "/out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)

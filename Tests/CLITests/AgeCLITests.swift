@@ -14,42 +14,10 @@ struct AgeCLITests {
 
     /// - Parameter stdinFile: A file to give as stdin (as the shell's `< FILE` does) instead of bytes.
     static func run(_ arguments: [String], stdin: [UInt8]? = nil, stdinFile: String? = nil) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try BuiltProducts.commandLine)
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe(), input = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        if let stdinFile {
-            guard let handle = FileHandle(forReadingAtPath: stdinFile) else { throw CocoaError(.fileNoSuchFile) }
-            process.standardInput = handle
-        } else {
-            process.standardInput = stdin == nil ? FileHandle.nullDevice : input
-        }
-        try process.run()
-        if let stdin {
-            let writer = input.fileHandleForWriting
-            DispatchQueue.global().async {
-                writer.write(Data(stdin))
-                try? writer.close()
-            }
-        }
-        // Read stderr concurrently so a full pipe cannot block the child.
-        let errorBox = ErrorBox()
-        let errReader = err.fileHandleForReading
-        let group = DispatchGroup()
-        group.enter()
-        DispatchQueue.global().async {
-            errorBox.data = errReader.readDataToEndOfFile()
-            group.leave()
-        }
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: [UInt8](data), stderr: String(decoding: errorBox.data, as: UTF8.self))
+        let input: ChildProcess.Input = stdinFile.map { .file($0) } ?? stdin.map { .bytes($0) } ?? .nullDevice
+        let result = try ChildProcess.run(try BuiltProducts.commandLine, arguments, stdin: input, timeout: .seconds(300))
+        return Result(status: result.status, stdout: result.stdout, stderr: result.errorText)
     }
-
-    final class ErrorBox: @unchecked Sendable { var data = Data() }
 
     static func bytes(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) } }
 

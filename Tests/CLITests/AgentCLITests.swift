@@ -1,18 +1,22 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `securefoundation agent …` run as real processes: a detached agent, commands that use it,
 /// a killed agent's socket, exit codes.
 @Suite(.serialized) struct AgentCLITests {
     final class Setup: @unchecked Sendable {
-        let root: String
+        private let directory: TemporaryDirectory
+        var root: String { directory.path }
         let socket: String
         let passcodeFile: String
         var environment: [String: String]
 
         init() throws {
-            root = "/tmp/sf-agent-cli-" + String(UUID().uuidString.prefix(8))
-            try FileManager.default.createDirectory(atPath: root + "/run", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            // Short: the agent's socket is inside.
+            directory = try TemporaryDirectory.short(prefix: "sf-agent-cli")
+            try directory.directory("run")
+            let root = directory.path
             socket = root + "/run/agent.sock"
             passcodeFile = root + "/pin.txt"
             try Data("1234-abcd\n".utf8).write(to: URL(fileURLWithPath: passcodeFile))

@@ -1,11 +1,13 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `securefoundation vault rotate-device-key`: keychain items and protected files of every
 /// class readable afterwards under the new key, and a `kill -9` at a step resumed.
 @Suite struct DeviceKeyRotationCLITests {
     final class Workspace {
-        let root: String
+        private let directory: TemporaryDirectory
+        var root: String { directory.path }
         var home: String { root + "/home" }
         var pin: String { root + "/pin" }
         var deviceKey: String { root + "/config/device.key" }
@@ -14,9 +16,8 @@ import Testing
         static let classes = ["complete", "completeThisDeviceOnly", "noneThisDeviceOnly", "completeUnlessOpenThisDeviceOnly"]
 
         init() throws {
-            root = FileManager.default.temporaryDirectory.path + "/sf-rotate-dk-" + UUID().uuidString
-            try FileManager.default.createDirectory(atPath: files, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            chmod(root, 0o700)
+            directory = try TemporaryDirectory(prefix: "sf-rotate-dk")
+            try directory.directory("files")
             try Data("2468".utf8).write(to: URL(fileURLWithPath: pin))
             chmod(pin, 0o600)
             let created = try run(["vault", "init", "--passcode-file", pin])
@@ -31,8 +32,6 @@ import Testing
                 #expect(written.status == 0, "\(written.stderr)")
             }
         }
-
-        deinit { try? FileManager.default.removeItem(atPath: root) }
 
         func run(_ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:]) throws -> CLIRunner.Result {
             try CLIRunner.run(arguments + ["--home", home, "--device-key", deviceKey], stdin: stdin,

@@ -26,24 +26,10 @@ import Synchronization
 
     func run(_ home: Home, command arguments: [String], stdin: String? = nil) throws -> Result {
         let binary = try #require(Self.binary, "build the CLI first: swift build")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments + ["--home", home.path + "/home", "--device-key", home.path + "/device.key"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["XDG_CONFIG_HOME"] = home.path + "/config"
-        process.environment = environment
-        let out = Pipe(), err = Pipe(), input = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                      stderr: String(decoding: stderr, as: UTF8.self))
+        let result = try ChildProcess.run(binary, arguments + ["--home", home.path + "/home", "--device-key", home.path + "/device.key"],
+                                          stdin: .text(stdin ?? ""), environment: ["XDG_CONFIG_HOME": home.path + "/config"],
+                                          timeout: .seconds(300))
+        return Result(status: result.status, stdout: result.text, stderr: result.errorText)
     }
 
     @Test func addFindDeleteWithSecurityExitCodes() throws {
@@ -141,17 +127,12 @@ import Synchronization
     let cli = KeychainCLITests()
 
     private func sqlite(_ home: KeychainCLITests.Home, _ script: String) throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", """
+        try ChildProcess.run("/usr/bin/env", ["python3", "-c", """
             import sqlite3, sys
             db = sqlite3.connect(sys.argv[1])
             db.executescript(sys.argv[2])
             db.commit()
-            """, home.path + "/home/keychain.sqlite", script]
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
+            """, home.path + "/home/keychain.sqlite", script]).status
     }
 
     @Test(arguments: ["created = 'abc'", "accessibility = 'xyz'", "sealed = 12345", "modified = 'x'"])

@@ -122,15 +122,9 @@ struct OutputPathCLITests {
             try Self.write([], redirected)
             var before = stat(), after = stat()
             #expect(stat(redirected, &before) == 0)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: try BuiltProducts.commandLine)
-            process.arguments = ["decrypt", "-i", key, "-o", alias, dir + "/piped.age"]
-            process.standardOutput = FileHandle(forWritingAtPath: redirected)
-            process.standardError = FileHandle.nullDevice
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
+            let decrypted = try ChildProcess.run(try BuiltProducts.commandLine, ["decrypt", "-i", key, "-o", alias, dir + "/piped.age"],
+                                                 stdout: .file(redirected), timeout: .seconds(300))
+            #expect(decrypted.status == 0, "\(decrypted.errorText)")
             #expect(stat(redirected, &after) == 0 && after.st_ino == before.st_ino)
             #expect(try Self.read(redirected) == Array("secret text\n".utf8), "\(alias)")
         }
@@ -201,19 +195,6 @@ struct OutputPathCLITests {
         }
     }
 
-    /// Writes all of a buffer to a descriptor; stops at the first error (a killed reader).
-    enum SecureFileWrite {
-        static func all(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) throws {
-            var done = 0
-            while done < buffer.count {
-                let n = Foundation.write(fd, buffer.baseAddress! + done, buffer.count - done)
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { throw CocoaError(.fileWriteUnknown) }
-                done += n
-            }
-        }
-    }
-
     @Test("kill -9 of encrypt -o mid-write leaves no temporary, and a later run removes an abandoned one")
     func killedWriterLeavesNoTemporary() throws {
         let temporary = try TemporaryDirectory(prefix: "sf-output-cli")
@@ -222,25 +203,16 @@ struct OutputPathCLITests {
         let (_, recipient) = try Run.keygen(dir)
         let out = dir + "/out.age"
         try Self.write(Array("old".utf8), out)
-        // A write into the pipe of a killed process must fail with EPIPE, not kill the runner.
-        signal(SIGPIPE, SIG_IGN)
         for round in 0..<3 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: try BuiltProducts.commandLine)
-            process.arguments = ["encrypt", "-r", recipient, "-o", out]
-            let input = Pipe()
-            process.standardInput = input
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try ChildProcess.start(try BuiltProducts.commandLine, ["encrypt", "-r", recipient, "-o", out], stdin: .pipe)
             // 3 MiB written and the pipe kept open: the writer is blocked mid-output with its
-            // temporary open; find that descriptor (bounded: 10 s).
-            let feeder = input.fileHandleForWriting.fileDescriptor
+            // temporary open; find that descriptor (bounded: 10 s). A write into the pipe of the
+            // killed process fails with EPIPE.
             let fed = DispatchSemaphore(value: 0)
             let value = UInt8(round)
             DispatchQueue.global().async {
                 let chunk = [UInt8](repeating: value, count: 1 << 20)
-                for _ in 0..<3 { _ = chunk.withUnsafeBytes { try? SecureFileWrite.all(feeder, $0) } }
+                for _ in 0..<3 { process.write(chunk) }
                 fed.signal()
             }
             #expect(fed.wait(timeout: .now() + 20) == .success, "the writer did not read its input")
@@ -254,10 +226,10 @@ struct OutputPathCLITests {
                 if !sawTemporary { usleep(10_000) }
             }
             #expect(sawTemporary, "the writer never opened its output")
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            try? input.fileHandleForWriting.close()
-            #expect(process.terminationReason == .uncaughtSignal)
+            process.kill()
+            let ended = try process.wait(timeout: .seconds(30))
+            process.closeInput()
+            #expect(ended.signalled)
             #expect(try Self.read(out) == Array("old".utf8))
         }
         // Whatever the filesystem, a later successful run leaves nothing but its output.

@@ -193,12 +193,8 @@ struct ProtectCLITests {
             }
         }
         let before = inodes()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLIRunner.executable)
-        process.arguments = ["protect", "rotate-keys", inbox, "--passcode-file", ws.pin, "--home", ws.home, "--device-key", ws.root + "/device.key"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess.start(CLIRunner.executable, ["protect", "rotate-keys", inbox, "--passcode-file", ws.pin,
+                                                                    "--home", ws.home, "--device-key", ws.root + "/device.key"])
         // Killed once the new pairs are in the table and a first file was re-wrapped (replaced),
         // or at 20 s.
         let table = ws.home + "/protected-files.keys"
@@ -207,8 +203,8 @@ struct ProtectCLITests {
             if retiredCount(table) > 0 && inodes() != before { break }
             usleep(500)
         }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.kill()
+        try process.wait(timeout: .seconds(30))
         // Every file opens with the current or a retired pair: the resumed run re-wraps or
         // finds current every one of them, none damaged (a header no pair opens).
         let resumed = try ws.protect(["rotate-keys", "--resume", inbox], unlocked: true)

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `share`: two (and three) machines as separate processes on loopback, each with its own vault.
@@ -28,11 +29,11 @@ struct ShareCLITests {
         func file(_ name: String, _ bytes: [UInt8]) throws -> String { try scratch.file(name, bytes) }
 
         /// Starts `share serve` and returns the process and its port (waits at most 60 s).
-        func serve(_ arguments: [String]) throws -> (Process, Int, Pipe) {
+        func serve(_ arguments: [String]) throws -> (ChildProcess.Running, Int) {
             let started = try CLIRunner.startServer(
                 ["share", "serve", "--listen", "127.0.0.1:0", "--passcode-file", passcode] + arguments + common,
                 environment: environment)
-            return (started.process, started.port, started.output)
+            return (started.process, started.port)
         }
 
         func inboxNames() -> [String] {
@@ -69,8 +70,8 @@ struct ShareCLITests {
         let (a, b) = try Self.group()
         let bytes = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
         let photo = try b.file("photo.jpg", bytes)
-        let (server, port, _) = try a.serve(["--max-transfers", "3"])
-        defer { if server.isRunning { server.terminate() } }
+        let (server, port) = try a.serve(["--max-transfers", "3"])
+        defer { server.kill(SIGTERM) }
 
         let sent = try b.run(["share", "send", photo, "--to", "127.0.0.1:\(port)", "--device", "alpha"])
         #expect(sent.status == 0, "\(sent.stderr)")
@@ -93,8 +94,7 @@ struct ShareCLITests {
         #expect(afterRevoke.status == 66 || afterRevoke.status == 1, "\(afterRevoke.stderr)")
         #expect(a.inboxNames() == ["photo.jpg"])
 
-        server.waitUntilExit()
-        #expect(server.terminationStatus == 0)
+        #expect(try server.wait(timeout: .seconds(120)).status == 0)
 
         // Locked: not readable.
         let locked = try a.run(["share", "open", "photo.jpg"], unlocked: false)

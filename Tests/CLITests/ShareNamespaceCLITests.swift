@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// Two network namespaces joined by a veth pair: the members' traffic crosses a real interface.
@@ -95,7 +96,7 @@ final class NamespacePair {
     /// Runs `securefoundation arguments…` in `namespace`, killed after `timeout` seconds.
     func run(in namespace: String, _ arguments: [String], environment: [String: String], timeout: TimeInterval = 90) throws -> CLIRunner.Result {
         guard let ip = Self.ip else { throw NamespaceError("iproute2 is not installed") }
-        let child = try BoundedChild(ip, ["netns", "exec", namespace, CLIRunner.executable] + arguments, environment: environment)
+        let child = try ChildProcess.start(ip, ["netns", "exec", namespace, CLIRunner.executable] + arguments, environment: environment)
         return child.wait(timeout: timeout)
     }
 
@@ -103,25 +104,20 @@ final class NamespacePair {
     /// its "listening on …:PORT" line.
     func startServer(in namespace: String, _ arguments: [String], environment: [String: String]) throws -> (BoundedChild, Int) {
         guard let ip = Self.ip else { throw NamespaceError("iproute2 is not installed") }
-        let child = try BoundedChild(ip, ["netns", "exec", namespace, CLIRunner.executable] + arguments, environment: environment)
-        let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline {
-            let seen = child.output.text
-            if let line = seen.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }),
-               let colon = line.lastIndex(of: ":"),
-               let port = Int(line[line.index(after: colon)...].prefix(while: \.isNumber)) {
-                return (child, port)
-            }
-            if !child.process.isRunning { break }
-            usleep(20_000)
+        let child = try ChildProcess.start(ip, ["netns", "exec", namespace, CLIRunner.executable] + arguments, environment: environment)
+        if let line = child.waitForLine(startingWith: "listening on ", timeout: .seconds(60)),
+           let colon = line.lastIndex(of: ":"),
+           let port = Int(line[line.index(after: colon)...].prefix(while: \.isNumber)) {
+            return (child, port)
         }
         child.kill()
-        throw NamespaceError("\(arguments.prefix(2).joined(separator: " ")) did not start: \(child.output.text) \(child.errors.text)")
+        throw NamespaceError("\(arguments.prefix(2).joined(separator: " ")) did not start: "
+                             + String(decoding: child.stdout, as: UTF8.self) + " " + String(decoding: child.stderr, as: UTF8.self))
     }
 
     /// Runs a program to completion (at most 30 s); its status and its output and errors.
     static func tool(_ path: String, _ arguments: [String]) -> (status: Int32, output: String) {
-        guard let child = try? BoundedChild(path, arguments, environment: [:]) else { return (-1, "\(path) cannot be started") }
+        guard let child = try? ChildProcess.start(path, arguments) else { return (-1, "\(path) cannot be started") }
         let result = child.wait(timeout: 30)
         return (result.status, result.text + result.stderr)
     }
@@ -132,63 +128,20 @@ struct NamespaceError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A child process whose standard output and error are collected by threads, so waiting for it
-/// can be bounded in time.
-final class BoundedChild: @unchecked Sendable {
-    final class Sink: @unchecked Sendable {
-        private let lock = NSLock()
-        private var bytes: [UInt8] = []
-        private(set) var closed = false
-        func append(_ data: Data) { lock.lock(); bytes += data; lock.unlock() }
-        func close() { lock.lock(); closed = true; lock.unlock() }
-        var data: [UInt8] { lock.lock(); defer { lock.unlock() }; return bytes }
-        var text: String { String(decoding: data, as: UTF8.self) }
-        var isClosed: Bool { lock.lock(); defer { lock.unlock() }; return closed }
-    }
+/// A child process whose standard output and error are collected as they come, so waiting for it
+/// is bounded in time.
+typealias BoundedChild = ChildProcess.Running
 
-    let process = Process()
-    let output = Sink()
-    let errors = Sink()
-
-    init(_ path: String, _ arguments: [String], environment: [String: String]) throws {
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        for (pipe, sink) in [(out, output), (err, errors)] {
-            let handle = pipe.fileHandleForReading
-            Thread {
-                while true {
-                    let chunk = handle.availableData
-                    if chunk.isEmpty { break }
-                    sink.append(chunk)
-                }
-                sink.close()
-            }.start()
-        }
-    }
-
-    /// Waits at most `timeout` seconds for the process to end (then kills it), and for its
-    /// output to be read.
+extension ChildProcess.Running {
+    /// Waits at most `timeout` seconds for the process to end (then kills it: status 9).
     func wait(timeout: TimeInterval) -> CLIRunner.Result {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { kill() }
-        process.waitUntilExit()
-        let drained = Date().addingTimeInterval(10)
-        while !(output.isClosed && errors.isClosed) && Date() < drained { usleep(5_000) }
-        return CLIRunner.Result(status: process.terminationStatus, stdout: output.data, stderr: errors.text)
-    }
-
-    /// SIGKILL (a child of the test process may inherit a blocked SIGTERM).
-    func kill() {
-        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+        do {
+            return CLIRunner.Result(try wait(timeout: .seconds(timeout)))
+        } catch let timedOut as ChildProcess.TimedOut {
+            return CLIRunner.Result(status: SIGKILL, stdout: timedOut.stdout, stderr: String(decoding: timedOut.stderr, as: UTF8.self))
+        } catch {
+            return CLIRunner.Result(status: -1, stdout: [], stderr: "\(error)")
+        }
     }
 }
 

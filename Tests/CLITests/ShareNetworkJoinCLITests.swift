@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `share invite --listen` / `share join --connect`: enrolment over the network, as processes.
@@ -29,21 +30,21 @@ struct ShareNetworkJoinCLITests {
         #expect(joined.status == 0, "\(joined.stderr)")
         #expect(joined.text.hasPrefix("device: bravo\ndevice pin: sha256/"))
 
-        started.process.waitUntilExit()
-        #expect(started.process.terminationStatus == 0)
-        let output = String(decoding: started.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let ended = try started.process.wait(timeout: .seconds(120))
+        #expect(ended.status == 0)
+        let output = ended.text
         #expect(output.contains("enrolled bravo"), "\(output)")
         let devices = try a.run(["share", "list", "--devices"], unlocked: false)
         #expect(devices.text.contains("bravo\tsha256/"))
         #expect(!devices.text.contains("charlie"))
 
         // The new member sends to the inviter.
-        let (server, port, _) = try a.serve(["--max-transfers", "1"])
+        let (server, port) = try a.serve(["--max-transfers", "1"])
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         let note = try b.file("note.txt", Array("joined over the network".utf8))
         let sent = try b.run(["share", "send", note, "--to", "127.0.0.1:\(port)", "--device", "alpha"])
         #expect(sent.status == 0, "\(sent.stderr)")
-        server.waitUntilExit()
+        try server.wait(timeout: .seconds(120))
         #expect(a.inboxNames() == ["note.txt"])
     }
 }

@@ -10,16 +10,8 @@ struct ShredCLITests {
 
     /// Runs `securefoundation shred ARGS`, returning the exit status and standard error.
     static func shred(_ arguments: [String]) throws -> (status: Int32, stderr: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try binary())
-        process.arguments = ["shred"] + arguments
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let data = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let result = try ChildProcess.run(try binary(), ["shred"] + arguments, timeout: .seconds(300))
+        return (result.status, result.errorText)
     }
 
     static func content(_ count: Int) -> Data {

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// A root CA, an intermediate, a server leaf for localhost, a client leaf, and Honest Abe's CA
@@ -7,7 +8,7 @@ final class TLSCLIPKI: @unchecked Sendable {
     let scratch: ScratchDirectory
     var dir: String { scratch.path }
 
-    static let available = CLIRunner.which("openssl") != nil && CLIRunner.which("timeout") != nil
+    static let available = CLIRunner.which("openssl") != nil
 
     init() throws {
         scratch = try ScratchDirectory()
@@ -70,36 +71,22 @@ struct CLITestFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A background process whose standard output goes to a file; killed by `stop()`.
+/// A background process whose output is collected; killed by `stop()`.
 final class BackgroundProcess: @unchecked Sendable {
-    let process = Process()
-    let log: String
+    let process: ChildProcess.Running
 
     init(_ executable: String, _ arguments: [String], directory: String) throws {
-        log = directory + "/bg-\(UUID().uuidString).log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        process.standardInput = Pipe()
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        try? handle.close()
+        process = try ChildProcess.start(executable, arguments, stdin: .pipe, directory: directory)
     }
 
-    var output: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+    /// Standard output, then standard error, so far.
+    var output: String { String(decoding: process.stdout + process.stderr, as: UTF8.self) }
 
     /// Waits (at most 10 s) for a line starting with `prefix`; returns the port after its last colon.
     func port(afterLine prefix: String) throws -> Int {
-        for _ in 0..<1000 {
-            if let line = output.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) {
-                let digits = line.split(separator: ":").last.map { $0.filter(\.isNumber) } ?? ""
-                if let port = Int(digits) { return port }
-            }
-            if !process.isRunning { break }
-            usleep(10_000)
+        if let line = process.waitForLine(startingWith: prefix, timeout: .seconds(10)) {
+            let digits = line.split(separator: ":").last.map { $0.filter(\.isNumber) } ?? ""
+            if let port = Int(digits) { return port }
         }
         stop()
         throw CLITestFailure("no \(prefix) line: \(output)")
@@ -107,15 +94,13 @@ final class BackgroundProcess: @unchecked Sendable {
 
     /// Waits (at most 10 s) for the process to exit by itself.
     func waitForExit() -> Int32? {
-        for _ in 0..<1000 where process.isRunning { usleep(10_000) }
-        if process.isRunning { stop(); return nil }
-        return process.terminationStatus
+        (try? process.wait(timeout: .seconds(10)))?.status
     }
 
     /// SIGKILL: a child spawned from a thread that blocks signals ignores SIGTERM.
     func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        process.kill()
+        _ = try? process.wait(timeout: .seconds(30))
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `tls serve --identity` and `tls fetch --identity` with identities issued by the device CA in
@@ -6,7 +7,7 @@ import Testing
 @Suite("tls with keychain identities")
 struct TLSKeychainCLITests {
     /// Starts `securefoundation tls serve …` and returns the process and its port.
-    static func serve(_ arguments: [String], environment: [String: String]) throws -> (Process, Int) {
+    static func serve(_ arguments: [String], environment: [String: String]) throws -> (ChildProcess.Running, Int) {
         let started = try CLIRunner.startServer(["tls", "serve"] + arguments, environment: environment)
         return (started.process, started.port)
     }
@@ -55,8 +56,7 @@ struct TLSKeychainCLITests {
                                 "--connect-to", "127.0.0.1", "--timeout", "20"])
         #expect(byPolicy.status == 0, "\(byPolicy.stderr)")
         #expect(byPolicy.text.contains("client: CN=device-1"))
-        server.waitUntilExit()
-        #expect(server.terminationStatus == 0)
+        #expect(try server.wait(timeout: .seconds(120)).status == 0)
 
         // A server policy: client certificates must lead to its defaultAnchors (here the CA
         // certificate kept in the keychain). A client without its identity is refused.
@@ -74,7 +74,7 @@ struct TLSKeychainCLITests {
                               "--connect-to", "127.0.0.1", "--timeout", "20"])
         #expect(member.status == 0, "\(member.stderr)")
         #expect(member.text.contains("client: CN=device-1"))
-        policed.waitUntilExit()
+        try policed.wait(timeout: .seconds(120))
         let noAnchors = try scratch.file("none.json", Array("""
             {"version": 1, "hosts": [{"pattern": "localhost", "anchors": {"system": true}}]}
             """.utf8))

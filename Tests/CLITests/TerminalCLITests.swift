@@ -8,14 +8,6 @@ import Testing
                     && FileManager.default.isExecutableFile(atPath: "/usr/bin/stty"),
                 "util-linux script or stty is not installed; the pseudo-terminal tests are skipped"))
 struct TerminalCLITests {
-    /// Collects a pipe's bytes on a background thread.
-    final class Collector: @unchecked Sendable {
-        private let lock = NSLock()
-        private var bytes = Data()
-        func append(_ data: Data) { lock.lock(); bytes.append(data); lock.unlock() }
-        var text: String { lock.lock(); defer { lock.unlock() }; return String(decoding: bytes, as: UTF8.self) }
-    }
-
     /// The pid of a child of `parent`, found through /proc.
     static func child(of parent: Int32) -> Int32? {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
@@ -46,23 +38,11 @@ struct TerminalCLITests {
         let command = "echo SH=$$\n\(([binary] + arguments).map { "'\($0)'" }.joined(separator: " ")) </dev/null >/dev/null\n"
             + "echo rc=$?\nstty -a | tr ' ;' '\\n\\n' | grep -x -e echo -e -echo\necho done\n"
         let script = try scratch.file("run.sh", Array(command.utf8))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        process.arguments = ["-qec", "/bin/sh \(script)", "/dev/null"]
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = output
-        let collected = Collector()
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if !data.isEmpty { collected.append(data) }
-        }
-        try process.run()
+        // The terminal's transcript is `script`'s standard output.
+        let collected = try ChildProcess.start("/usr/bin/script", ["-qec", "/bin/sh \(script)", "/dev/null"], stdin: .pipe)
         defer {
-            output.fileHandleForReading.readabilityHandler = nil
-            try? input.fileHandleForWriting.close()
-            if process.isRunning { process.terminate() }
+            collected.closeInput()
+            collected.kill(SIGTERM)
         }
         #expect(wait(seconds: 20) { collected.text.contains("Passphrase:") }, "no prompt: \(collected.text)")
         // (The shell prints its pid before it starts the command.)
@@ -79,15 +59,7 @@ struct TerminalCLITests {
             for fd in fds {
                 guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"),
                       target.hasPrefix("/dev/pts/") else { continue }
-                let stty = Process()
-                stty.executableURL = URL(fileURLWithPath: "/usr/bin/stty")
-                stty.arguments = ["-a", "-F", target]
-                let out = Pipe()
-                stty.standardOutput = out
-                stty.standardError = FileHandle.nullDevice
-                guard (try? stty.run()) != nil else { return false }
-                let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                stty.waitUntilExit()
+                guard let text = (try? ChildProcess.run("/usr/bin/stty", ["-a", "-F", target], timeout: .seconds(10)))?.text else { return false }
                 if text.split(whereSeparator: { $0 == " " || $0 == ";" || $0.isNewline }).contains("-echo") { return true }
             }
             return false
@@ -127,16 +99,8 @@ struct TerminalCLITests {
         let input = try scratch.file("in", Array("x".utf8))
         let binary = try BuiltProducts.commandLine
         let script = try scratch.file("run.sh", Array("'\(binary)' encrypt -r \(recipient) -o \(output) '\(input)'\necho rc=$?\n".utf8))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        process.arguments = ["-qec", "/bin/sh \(script)", "/dev/null"]
-        let pipe = Pipe()
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let ran = try ChildProcess.run("/usr/bin/script", ["-qec", "/bin/sh \(script)", "/dev/null"], timeout: .seconds(120))
+        let text = ran.text + ran.errorText
         #expect(text.contains("refusing to write binary to the terminal"), "\(text)")
         #expect(text.split(whereSeparator: \.isNewline).contains("rc=64"), "\(text)")
         // A refusal found while running prints the error alone, not the usage text.

@@ -29,19 +29,10 @@ struct VaultCLITests {
         func vault(_ arguments: [String]) throws -> Result { try run(["vault"] + arguments) }
 
         func run(_ arguments: [String], home: String? = nil) throws -> Result {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: try BuiltProducts.commandLine)
-            process.arguments = arguments + ["--home", home ?? self.home, "--device-key", deviceKey]
-            let output = Pipe(), errors = Pipe()
-            process.standardOutput = output
-            process.standardError = errors
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-            let out = output.fileHandleForReading.readDataToEndOfFile()
-            let err = errors.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return Result(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
-                          stderr: String(decoding: err, as: UTF8.self))
+            let result = try ChildProcess.run(try BuiltProducts.commandLine,
+                                              arguments + ["--home", home ?? self.home, "--device-key", deviceKey],
+                                              timeout: .seconds(300))
+            return Result(status: result.status, stdout: result.text, stderr: result.errorText)
         }
 
         func mode(_ path: String) -> mode_t {
@@ -157,12 +148,8 @@ struct VaultCLITests {
         let pin = try ws.file("pin", "1234")
         // scrypt 2^18 (about 1 s) leaves time to kill the check while the KDF runs.
         #expect(try ws.vault(["init", "--passcode-file", pin, "--kdf", "sensitive"]).status == 0)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try BuiltProducts.commandLine)
-        process.arguments = ["vault", "unlock", "--passcode-file", pin, "--home", ws.home, "--device-key", ws.deviceKey]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess.start(try BuiltProducts.commandLine,
+                                             ["vault", "unlock", "--passcode-file", pin, "--home", ws.home, "--device-key", ws.deviceKey])
         // Wait until the attempt is recorded (before the KDF), then kill -9 during the KDF.
         var recorded = false
         for _ in 0..<500 {
@@ -172,10 +159,10 @@ struct VaultCLITests {
             }
             usleep(10_000)
         }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.kill()
+        let ended = try process.wait(timeout: .seconds(30))
         #expect(recorded, "the attempt was recorded while the check ran")
-        #expect(process.terminationReason == .uncaughtSignal, "the check was still running when killed")
+        #expect(ended.signalled, "the check was still running when killed")
         #expect(try ws.vault(["status"]).stdout.contains("failed attempts: 1"))
         #expect(try ws.vault(["unlock", "--passcode-file", pin]).status == 0)
         #expect(try ws.vault(["status"]).stdout.contains("failed attempts: 0"))
@@ -191,16 +178,7 @@ struct VaultCLITests {
     }
 
     /// Every regular file under `directory`, recursively.
-    static func files(under directory: String) -> [String] {
-        var result: [String] = []
-        for name in ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted() {
-            let path = directory + "/" + name
-            var info = stat()
-            guard lstat(path, &info) == 0 else { continue }
-            if info.st_mode & S_IFMT == S_IFDIR { result += files(under: path) } else if info.st_mode & S_IFMT == S_IFREG { result.append(path) }
-        }
-        return result
-    }
+    static func files(under directory: String) -> [String] { FileTree.regularFiles(under: directory) }
 
     @Test func eraseLeavesNoWorkingCopyOfTheVaultBehind() throws {
         let ws = try Workspace()

@@ -111,14 +111,3 @@ import Testing
         #expect(SecretBytes(secret.symmetricKey) == secret)
     }
 }
-
-/// A temporary directory removed when the value goes away.
-final class TemporaryDirectory {
-    let path: String
-    init() throws {
-        let base = FileManager.default.temporaryDirectory.path + "/sf-test-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        path = base
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}

@@ -14,7 +14,8 @@ import X509
 
 /// One machine: a vault (with its keychain and protected files) in a temporary directory.
 final class TestDevice: @unchecked Sendable {
-    let root: String
+    private let directory: TemporaryDirectory
+    var root: String { directory.path }
     let home: String
     let inbox: String
     let passcode = SecretBytes(utf8: "correct horse battery staple")
@@ -25,10 +26,9 @@ final class TestDevice: @unchecked Sendable {
     let files: ProtectedFiles
 
     init() throws {
-        root = FileManager.default.temporaryDirectory.path + "/share-test-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        home = root + "/home"
-        inbox = root + "/inbox"
+        directory = try TemporaryDirectory(prefix: "share-test")
+        home = directory.path("home")
+        inbox = directory.path("inbox")
         manager = try CryptoManager(directory: home, deviceKeyProvider: StaticDeviceKeyProvider(key: try SecretBytes.random(count: 32)),
                                     policy: .interactive, attemptPolicy: .unlimited)
         try manager.setUp(passcode: passcode)
@@ -39,8 +39,6 @@ final class TestDevice: @unchecked Sendable {
         files = ProtectedFiles(manager: manager)
         _ = try files.prepareClasses()
     }
-
-    deinit { try? FileManager.default.removeItem(atPath: root) }
 
     /// The names in the inbox (hidden staging directory excluded).
     func inboxNames() -> [String] {

@@ -317,13 +317,7 @@ enum SecretNeedles {
         return false
     }
 
-    static func which(_ name: String) -> String? {
-        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
-            let path = "\(directory)/\(name)"
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        return nil
-    }
+    static func which(_ name: String) -> String? { ChildProcess.which(name) }
 
     /// The directory holding the built `EmbeddedSecrets.swiftmodule` (`.build/<config>/Modules`).
     static func modulesDirectory() -> String? {
@@ -351,15 +345,7 @@ enum SecretNeedles {
     }
 
     static func run(_ path: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let result = try ChildProcess.run(path, arguments, timeout: .seconds(300))
+        return (result.status, result.text + result.errorText)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import GRDB
 import Synchronization
@@ -95,29 +96,18 @@ import Vault
     /// no upsert fails (a lookup-then-add would meet "duplicate item" when another process adds
     /// the item between the two). Bounded: 300 operations per process.
     @Test func eightProcessesUpsertAndDeleteOneItem() throws {
-        guard let worker = workerPath() else {
-            print("skipped: the KeychainWorker helper is not built (run swift build --build-tests)")
-            return
-        }
+        guard let worker = workerOrSkip() else { return }
         let dir = try TemporaryDirectory()
         let source = try TestKeySource()
         let path = dir.sub("kc")
         try Keychain(directory: path, keySource: source).close()
-        var processes: [(Process, Pipe)] = []
-        for index in 0..<8 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: worker)
-            process.arguments = [index < 6 ? "upsert" : "delete", path, source.masterHex, "race", "item", "300"]
-            let errors = Pipe()
-            process.standardError = errors
-            try process.run()
-            processes.append((process, errors))
+        let processes = try (0..<8).map { index in
+            try ChildProcess.start(worker, [index < 6 ? "upsert" : "delete", path, source.masterHex, "race", "item", "300"])
         }
-        for (process, errors) in processes {
-            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationReason == .exit)
-            #expect(process.terminationStatus == 0, "\(message)")
+        for process in processes {
+            let result = try process.wait(timeout: .seconds(120))
+            #expect(!result.signalled)
+            #expect(result.status == 0, "\(result.errorText)")
         }
     }
 

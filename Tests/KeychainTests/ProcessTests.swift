@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import GRDB
 import Cipher
@@ -6,23 +7,15 @@ import Vault
 @testable import Keychain
 
 @Suite struct ProcessTests {
-    private func runWorkers(dir: String, source: TestKeySource, prefixes: [String], count: Int, flushEvery: Int) throws -> [Process] {
+    private func runWorkers(dir: String, source: TestKeySource, prefixes: [String], count: Int, flushEvery: Int) throws -> [ChildProcess.Running] {
         guard let worker = workerPath() else { throw KeychainError.invalidArgument("KeychainWorker not built") }
         return try prefixes.map { prefix in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: worker)
-            process.arguments = ["write", dir, source.masterHex, prefix, String(count), String(flushEvery)]
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            return process
+            try ChildProcess.start(worker, ["write", dir, source.masterHex, prefix, String(count), String(flushEvery)])
         }
     }
 
     @Test func fourProcessesWriteOneKeychain() throws {
-        guard workerPath() != nil else {
-            print("skipped: the KeychainWorker helper is not built (run swift build --build-tests)")
-            return
-        }
+        guard workerOrSkip() != nil else { return }
         let dir = try TemporaryDirectory()
         let source = try TestKeySource()
         let path = dir.sub("kc")
@@ -33,8 +26,8 @@ import Vault
         for index in 0..<200 { try parent.setPassword("parent-\(index)", forService: "parent", account: "a\(index)") }
         try parent.flush()
         for process in processes {
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
+            let result = try process.wait(timeout: .seconds(120))
+            #expect(result.status == 0, "\(result.errorText)")
         }
         // The parent's connection sees the children's flushed writes.
         for prefix in prefixes {
@@ -45,40 +38,23 @@ import Vault
     }
 
     @Test func killDuringWritesLosesNothingFlushed() throws {
-        guard let worker = workerPath() else {
-            print("skipped: the KeychainWorker helper is not built (run swift build --build-tests)")
-            return
-        }
+        guard let worker = workerOrSkip() else { return }
         let dir = try TemporaryDirectory()
         let source = try TestKeySource()
         let path = dir.sub("kc")
         for round in 0..<3 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: worker)
             let prefix = "round\(round)"
-            process.arguments = ["write", path, source.masterHex, prefix, "1000000", "7"]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            try process.run()
-            // Read acknowledgements until a few arrived, then kill -9 mid-stream.
-            var acknowledged = 0
-            var buffer = Data()
+            let process = try ChildProcess.start(worker, ["write", path, source.masterHex, prefix, "1000000", "7"])
+            func acknowledgements(_ output: [UInt8]) -> Int {
+                String(decoding: output, as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix("ack ") }
+                    .map { Int($0.dropFirst(4)) ?? 0 }.max() ?? 0
+            }
+            // Read acknowledgements until a few arrived (at most 60 s), then kill -9 mid-stream.
             let target = 20 + round * 15
-            while acknowledged < target * 7 {
-                let chunk = pipe.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                buffer += chunk
-                for line in String(decoding: buffer, as: UTF8.self).split(separator: "\n") where line.hasPrefix("ack ") {
-                    acknowledged = max(acknowledged, Int(line.dropFirst(4)) ?? 0)
-                }
-            }
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            // Acknowledgements written before the kill, still in the pipe.
-            let rest = pipe.fileHandleForReading.readDataToEndOfFile()
-            for line in String(decoding: buffer + rest, as: UTF8.self).split(separator: "\n") where line.hasPrefix("ack ") {
-                acknowledged = max(acknowledged, Int(line.dropFirst(4)) ?? 0)
-            }
+            _ = process.waitForOutput { acknowledgements($0) >= target * 7 }
+            process.kill()
+            // Acknowledgements written before the kill included.
+            let acknowledged = acknowledgements(try process.wait(timeout: .seconds(30)).stdout)
             #expect(acknowledged > 0)
             let keychain = try Keychain(directory: path, keySource: source)
             for index in 0..<acknowledged {

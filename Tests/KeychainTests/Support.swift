@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import GRDB
 import Cipher
 import Vault
@@ -44,16 +45,11 @@ final class TestKeySource: KeychainKeySource, @unchecked Sendable {
     func blindIndexKey() throws -> SecretBytes { try keys.blindIndexKey() }
 }
 
-/// A temporary directory removed at the end.
-final class TemporaryDirectory {
-    let path: String
-    init() throws {
-        path = (FileManager.default.temporaryDirectory.path as NSString)
-            .appendingPathComponent("kc-test-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-    func sub(_ name: String) -> String { (path as NSString).appendingPathComponent(name) }
+/// The shared private temporary directory; `sub` names a path inside it.
+typealias TemporaryDirectory = TestSupport.TemporaryDirectory
+
+extension TemporaryDirectory {
+    func sub(_ name: String) -> String { path(name) }
 }
 
 func text(_ secret: SecretBytes) -> String {
@@ -68,13 +64,15 @@ let packageRoot: String = {
 }()
 
 /// The built worker executable, or nil.
-func workerPath() -> String? {
-    for candidate in [".build/debug/KeychainWorker", ".build/x86_64-unknown-linux-gnu/debug/KeychainWorker",
-                      ".build/aarch64-unknown-linux-gnu/debug/KeychainWorker"] {
-        let path = (packageRoot as NSString).appendingPathComponent(candidate)
-        if FileManager.default.isExecutableFile(atPath: path) { return path }
+func workerPath() -> String? { BuiltProducts.path(of: "KeychainWorker") }
+
+/// The built worker executable, or nil with the reason printed (the test then skips).
+func workerOrSkip() -> String? {
+    guard let path = workerPath() else {
+        print("skipped: the KeychainWorker helper is not built (run swift build --build-tests)")
+        return nil
     }
-    return nil
+    return path
 }
 
 extension KeychainError {

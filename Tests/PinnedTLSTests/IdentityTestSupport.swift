@@ -1,28 +1,20 @@
 import Cipher
 import Foundation
+import TestSupport
 import Keychain
 import Testing
 import Vault
 import X509
 @testable import PinnedTLS
 
-/// A temporary directory (0700) removed when the value goes away.
-final class IdentityScratch: @unchecked Sendable {
-    let path: String
-    init() throws {
-        path = FileManager.default.temporaryDirectory.path + "/sf-ident-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
+/// The shared private temporary directory (0700), removed when the value goes away.
+typealias IdentityScratch = TemporaryDirectory
 
-    func sub(_ name: String) -> String { path + "/" + name }
+extension TemporaryDirectory {
+    func sub(_ name: String) -> String { path(name) }
 
     @discardableResult
-    func write(_ name: String, _ bytes: [UInt8]) throws -> String {
-        let full = sub(name)
-        try Data(bytes).write(to: URL(fileURLWithPath: full))
-        return full
-    }
+    func write(_ name: String, _ bytes: [UInt8]) throws -> String { try file(name, bytes) }
 
     func read(_ name: String) throws -> [UInt8] {
         Array(try Data(contentsOf: URL(fileURLWithPath: sub(name))))
@@ -36,13 +28,7 @@ final class IdentityScratch: @unchecked Sendable {
 
 /// The real `openssl` command, for making inputs and checking outputs.
 enum IdentityOpenSSL {
-    static let path: String? = {
-        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
-            let candidate = "\(directory)/openssl"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        return nil
-    }()
+    static let path: String? = ChildProcess.which("openssl")
 
     static var available: Bool { path != nil }
 
@@ -55,27 +41,8 @@ enum IdentityOpenSSL {
     /// Runs openssl in `directory` (at most 60 s).
     @discardableResult
     static func run(_ arguments: [String], in directory: String) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try #require(path, "openssl is not installed"))
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        let output = Pipe(), error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        nonisolated(unsafe) var errorData = Data()
-        let reader = Thread { errorData = error.fileHandleForReading.readDataToEndOfFile() }
-        reader.start()
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        let deadline = Date().addingTimeInterval(60)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        var spins = 0
-        while !reader.isFinished && spins < 6_000 { usleep(1_000); spins += 1 }
-        return Result(status: process.terminationStatus, stdout: String(decoding: outputData, as: UTF8.self),
-                      stderr: String(decoding: errorData, as: UTF8.self))
+        let result = try ChildProcess.run(try #require(path, "openssl is not installed"), arguments, directory: directory)
+        return Result(status: result.status, stdout: result.text, stderr: result.errorText)
     }
 
     /// Runs openssl and requires success.

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import X509
 @testable import PinnedTLS
@@ -7,17 +8,11 @@ import X509
 /// files, and only up to a bound: a FIFO must not block, a device must not be read.
 @Suite("Files named by a policy")
 final class NamedFilesTests {
-    let directory: String
-
-    deinit {
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    let scratch: TemporaryDirectory
+    var directory: String { scratch.path }
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("pinnedtls-files-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
+        scratch = try TemporaryDirectory(prefix: "pinnedtls-files")
     }
 
     func fifo(_ name: String) throws -> String {

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import X509
 @testable import PinnedTLS
 
@@ -10,54 +11,17 @@ struct ToolResult: Sendable {
 }
 
 enum Tools {
-    /// The path of a program on PATH, or nil.
-    static func which(_ name: String) -> String? {
-        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
-            let candidate = "\(directory)/\(name)"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        return nil
-    }
+    static let openssl = ChildProcess.which("openssl")
+    static var available: Bool { openssl != nil }
 
-    static let openssl = which("openssl")
-    static let timeout = which("timeout")
-    static var available: Bool { openssl != nil && timeout != nil }
-
-    /// Runs a program to completion, bounded by coreutils `timeout` (killed after `seconds`).
+    /// Runs a program to completion (killed after `seconds`).
     static func run(
         _ program: String, _ arguments: [String], stdin: String = "", directory: String? = nil,
         environment: [String: String] = [:], seconds: Int = 20
     ) throws -> ToolResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: timeout ?? "/usr/bin/timeout")
-        process.arguments = ["-k", "2", String(seconds), program] + arguments
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        var env = ProcessInfo.processInfo.environment
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        let input = Pipe(), output = Pipe(), error = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let writer = Thread {
-            input.fileHandleForWriting.write(Data(stdin.utf8))
-            try? input.fileHandleForWriting.close()
-        }
-        writer.start()
-        let errorData = LockedBox(Data())
-        let finished = LockedBox(false)
-        let errorReader = Thread {
-            let data = error.fileHandleForReading.readDataToEndOfFile()
-            errorData.withLockedValue { $0 = data }
-            finished.withLockedValue { $0 = true }
-        }
-        errorReader.start()
-        let outData = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        for _ in 0..<5000 where !finished.withLockedValue({ $0 }) { usleep(1000) }
-        return ToolResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                          stderr: String(decoding: errorData.withLockedValue { $0 }, as: UTF8.self))
+        let result = try ChildProcess.run(program, arguments, stdin: .text(stdin), environment: environment,
+                                          directory: directory, timeout: .seconds(seconds))
+        return ToolResult(status: result.status, stdout: result.text, stderr: result.errorText)
     }
 
     /// ``run(_:_:stdin:directory:environment:seconds:)`` off the cooperative thread pool.
@@ -87,6 +51,7 @@ struct TestFailure: Error, CustomStringConvertible {
 /// Private keys live only there.
 final class TestPKI: Sendable {
     let directory: String
+    private let scratch: TemporaryDirectory
 
     static let shared: Result<TestPKI, TestFailure> = {
         do { return .success(try TestPKI()) } catch let error as TestFailure { return .failure(error) } catch {
@@ -134,13 +99,11 @@ final class TestPKI: Sendable {
         """
 
     private init() throws {
-        guard let openssl = Tools.openssl, Tools.timeout != nil else {
-            throw TestFailure("openssl or timeout is not installed")
+        guard let openssl = Tools.openssl else {
+            throw TestFailure("openssl is not installed")
         }
-        let base = FileManager.default.temporaryDirectory
-            .appendingPathComponent("pinnedtls-pki-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
-        try FileManager.default.createDirectory(
-            atPath: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        scratch = try TemporaryDirectory(prefix: "pinnedtls-pki")
+        let base = scratch.path
         directory = base
         try Self.config.write(toFile: base + "/openssl.cnf", atomically: true, encoding: .utf8)
         try "".write(toFile: base + "/index.txt", atomically: true, encoding: .utf8)
@@ -222,39 +185,19 @@ final class TestPKI: Sendable {
 
 /// A real `openssl s_server` on a loopback port it picks itself; killed by ``stop()``.
 final class OpenSSLServer: @unchecked Sendable {
-    let process = Process()
+    let process: ChildProcess.Running
     let port: Int
-    private let stdin = Pipe()
-    private let log: String
 
-    /// Starts `openssl s_server -www` with `arguments` (certificate, key...); waits (bounded) for
-    /// its `ACCEPT` line.
+    /// Starts `openssl s_server -www` with `arguments` (certificate, key...); waits (at most 5 s)
+    /// for its `ACCEPT` line.
     init(_ pki: TestPKI, _ arguments: [String]) throws {
         guard let openssl = Tools.openssl else { throw TestFailure("openssl is not installed") }
-        log = pki.path("s_server-\(UInt32.random(in: 0...UInt32.max)).log")
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        process.executableURL = URL(fileURLWithPath: openssl)
-        process.arguments = ["s_server", "-accept", "127.0.0.1:0", "-www"] + arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: pki.directory)
-        process.standardInput = stdin
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        try? handle.close()
-        var found: Int?
-        for _ in 0..<500 where found == nil {
-            usleep(10_000)
-            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("ACCEPT") }),
-               let portText = line.split(separator: ":").last, let value = Int(portText) {
-                found = value
-            }
-            if !process.isRunning { break }
-        }
-        guard let found else {
-            kill(process.processIdentifier, SIGKILL)
-            throw TestFailure("s_server did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        process = try ChildProcess.start(openssl, ["s_server", "-accept", "127.0.0.1:0", "-www"] + arguments,
+                                         stdin: .pipe, directory: pki.directory)
+        guard let line = process.waitForLine(startingWith: "ACCEPT", timeout: .seconds(5)),
+              let portText = line.split(separator: ":").last, let found = Int(portText) else {
+            process.kill()
+            throw TestFailure("s_server did not start: \(String(decoding: process.stderr, as: UTF8.self))\(String(decoding: process.stdout, as: UTF8.self))")
         }
         port = found
     }
@@ -262,12 +205,9 @@ final class OpenSSLServer: @unchecked Sendable {
     /// SIGKILL: a child spawned from a thread that blocks signals inherits the blocked mask
     /// and would ignore SIGTERM.
     func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        try? stdin.fileHandleForWriting.close()
+        process.kill()
+        _ = try? process.wait(timeout: .seconds(30))
     }
-
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 }
 
 /// Runs `body`, failing with a test failure after `seconds`.

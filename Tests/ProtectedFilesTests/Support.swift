@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Cipher
 import Vault
@@ -12,12 +13,13 @@ final class ProtectFixture: @unchecked Sendable {
     let deviceKey: SecretBytes
     let passcode = SecretBytes(utf8: "correct horse battery staple")
 
+    private let directory: TemporaryDirectory
+
     init() throws {
-        root = FileManager.default.temporaryDirectory.path + "/protect-test-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        home = root + "/home"
-        files = root + "/files"
-        try FileManager.default.createDirectory(atPath: files, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        directory = try TemporaryDirectory(prefix: "protect-test")
+        root = directory.path
+        home = directory.path("home")
+        files = try directory.directory("files")
         deviceKey = try SecretBytes.random(count: 32)
     }
 
@@ -44,33 +46,12 @@ func bytes(_ path: String) throws -> [UInt8] { Array(try Data(contentsOf: URL(fi
 func writeBytes(_ data: [UInt8], _ path: String) throws { try Data(data).write(to: URL(fileURLWithPath: path)) }
 
 /// The path of an executable on PATH, or nil.
-func executable(_ name: String) -> String? {
-    for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
-        let path = "\(dir)/\(name)"
-        if FileManager.default.isExecutableFile(atPath: path) { return path }
-    }
-    return nil
-}
+func executable(_ name: String) -> String? { ChildProcess.which(name) }
 
-/// Runs a program with a time limit; returns the exit status, stdout and stderr.
+/// Runs a program (at most 60 s); returns the exit status, stdout and stderr.
 func run(_ program: String, _ arguments: [String], stdin: [UInt8]? = nil) throws -> (Int32, [UInt8], String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: program)
-    process.arguments = arguments
-    let out = Pipe(), err = Pipe(), input = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = input
-    try process.run()
-    if let stdin { input.fileHandleForWriting.write(Data(stdin)) }
-    try input.fileHandleForWriting.close()
-    let output = out.fileHandleForReading.readDataToEndOfFile()
-    let error = err.fileHandleForReading.readDataToEndOfFile()
-    let deadline = Date().addingTimeInterval(60)
-    while process.isRunning && Date() < deadline { usleep(10_000) }
-    if process.isRunning { process.terminate() }
-    process.waitUntilExit()
-    return (process.terminationStatus, Array(output), String(decoding: error, as: UTF8.self))
+    let result = try ChildProcess.run(program, arguments, stdin: .bytes(stdin ?? []))
+    return (result.status, result.stdout, result.errorText)
 }
 
 /// A value behind a lock, for test threads.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import Shredder
 
 @Suite("Storage probes")
@@ -45,14 +46,12 @@ struct ProbeTests {
     @Test("a file on tmpfs is reported as RAM-only with unknown placement")
     func tmpfs() throws {
         var fs = [UInt8]()
-        guard access("/dev/shm", W_OK) == 0, let mount = MountInfo.find(containing: "/dev/shm/x"), mount.fstype == "tmpfs" else {
+        guard let memory = try TemporaryDirectory.inMemory(prefix: "sf-shred-test") else {
             print("skipping: /dev/shm is not a writable tmpfs here")
             return
         }
         fs = Array("tmpfs secret".utf8)
-        let path = "/dev/shm/sf-shred-test-" + UUID().uuidString
-        try Data(fs).write(to: URL(fileURLWithPath: path))
-        defer { unlink(path) }
+        let path = try memory.file("secret", fs)
         let report = try #require(FileShredder.shred(path).first)
         #expect(report.filesystem == "tmpfs")
         #expect(report.warnings.contains(.memoryFilesystem(filesystem: "tmpfs")))
@@ -85,14 +84,7 @@ struct ProbeTests {
         }
         let dir = try TempDir()
         func sh(_ command: String) -> Bool {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", command]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            guard (try? process.run()) != nil else { return false }
-            process.waitUntilExit()
-            return process.terminationStatus == 0
+            (try? ChildProcess.run("/bin/sh", ["-c", command], timeout: .seconds(120)))?.status == 0
         }
         let d = dir.path
         // ext4 with data=journal

@@ -422,13 +422,9 @@ struct VolatileLibraryTests {
         let sourcePath = dir.path + "/lib.c"
         try source.write(toFile: sourcePath, atomically: true, encoding: .utf8)
         let output = dir.path + "/libvolatile.so"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: cc)
-        process.arguments = ["-shared", "-fPIC", "-o", output, sourcePath]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            Issue.record("cc failed with status \(process.terminationStatus)")
+        let compiled = try ChildProcess.run(cc, ["-shared", "-fPIC", "-o", output, sourcePath])
+        guard compiled.status == 0 else {
+            Issue.record("cc failed with status \(compiled.status): \(compiled.errorText)")
             return nil
         }
         try FileManager.default.removeItem(atPath: sourcePath)

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Cipher
 import Vault
@@ -17,9 +18,12 @@ final class AgentFixture: @unchecked Sendable {
 
     static let fastKDF = KDFPolicy(parameters: .scrypt(logN: 15, r: 8, p: 1))
 
+    private let directory: TemporaryDirectory
+
     init() throws {
-        root = "/tmp/sf-agent-" + String(UUID().uuidString.prefix(8))
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        // Short: the agent's socket is inside.
+        directory = try TemporaryDirectory.short(prefix: "sf-agent")
+        root = directory.path
         home = root + "/home"
         socket = root + "/run/agent.sock"
         deviceKey = try SecretBytes.random(count: 32)

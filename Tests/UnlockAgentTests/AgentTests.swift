@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Cipher
 import Vault
@@ -252,15 +253,7 @@ struct AgentTests {
         #expect(chmod(fixture.root, 0o755) == 0 && chmod(script, 0o644) == 0)
         let vaultHex = vaultID.map { String(format: "%02x", $0) }.joined()
         func runAsNobody() throws -> String {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: setpriv)
-            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", script, fixture.socket, vaultHex]
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return String(decoding: data, as: UTF8.self)
+            try ChildProcess.run(setpriv, ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", script, fixture.socket, vaultHex]).text
         }
         // The 0700 directory keeps the other uid from reaching the socket at all.
         #expect(try runAsNobody().hasPrefix("connect-failed 13"))

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Cipher
 @testable import Vault
@@ -7,7 +8,7 @@ import Cipher
 final class SoftwareTPM: @unchecked Sendable {
     let state: String
     let port: Int
-    let process: Process
+    let process: ChildProcess.Running
     var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
 
     init?(root: String) throws {
@@ -15,13 +16,9 @@ final class SoftwareTPM: @unchecked Sendable {
         state = root + "/tpm"
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         port = Int.random(in: 20000..<40000) & ~1
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: swtpm)
-        process.arguments = ["socket", "--tpm2", "--tpmstate", "dir=" + state, "--server", "type=tcp,port=\(port),bindaddr=127.0.0.1",
-                             "--ctrl", "type=tcp,port=\(port + 1),bindaddr=127.0.0.1", "--flags", "not-need-init,startup-clear"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess.start(swtpm, ["socket", "--tpm2", "--tpmstate", "dir=" + state,
+                                                 "--server", "type=tcp,port=\(port),bindaddr=127.0.0.1",
+                                                 "--ctrl", "type=tcp,port=\(port + 1),bindaddr=127.0.0.1", "--flags", "not-need-init,startup-clear"])
         // Ready when the TPM answers (at most 10 s).
         for _ in 0..<100 {
             if let result = try? ExternalTool.run([ExternalTool.find("tpm2_getrandom")!, "8"], maxOutput: 64, environment: ["TPM2TOOLS_TCTI": tcti]),
@@ -32,6 +29,15 @@ final class SoftwareTPM: @unchecked Sendable {
         return nil
     }
 
+    /// A started software TPM, or nil with the reason printed.
+    static func orSkip(root: String) throws -> SoftwareTPM? {
+        guard let tpm = try SoftwareTPM(root: root) else {
+            print("skipping: needs swtpm and tpm2-tools (Debian: swtpm swtpm-tools tpm2-tools)")
+            return nil
+        }
+        return tpm
+    }
+
     func tool(_ name: String, _ arguments: [String]) throws -> Int32 {
         let result = try ExternalTool.run([ExternalTool.find(name)!] + arguments, maxOutput: 65536, environment: ["TPM2TOOLS_TCTI": tcti])
         result.output.wipe()
@@ -40,10 +46,8 @@ final class SoftwareTPM: @unchecked Sendable {
 
     func stop() {
         // swtpm does not end on SIGTERM while a client may be connected: SIGKILL.
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        process.kill()
+        _ = try? process.wait(timeout: .seconds(30))
     }
 }
 
@@ -52,10 +56,7 @@ struct DeviceKeyProviderTPMTests {
     @Test func sealedToTheTPMAndBoundToPCRs() throws {
         let fixture = try VaultFixture()
         defer { fixture.cleanup() }
-        guard let tpm = try SoftwareTPM(root: fixture.root) else {
-            print("skipping: needs swtpm and tpm2-tools (Debian: swtpm swtpm-tools tpm2-tools)")
-            return
-        }
+        guard let tpm = try SoftwareTPM.orSkip(root: fixture.root) else { return }
         defer { tpm.stop() }
         let key = try SecretBytes.random(count: 32)
 

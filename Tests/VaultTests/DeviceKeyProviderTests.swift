@@ -76,20 +76,10 @@ struct DeviceKeyProviderTests {
     }
 
     @Test func systemdCredentialWithTheHostKey() throws {
-        guard geteuid() == 0, ExternalTool.find("systemd-creds") != nil else {
-            print("skipping: needs root and systemd-creds (the host key lives in /var/lib/systemd/credential.secret)")
-            return
-        }
         let fixture = try VaultFixture()
         defer { fixture.cleanup() }
-        let key = try SecretBytes.random(count: 32)
-        let credential = fixture.root + "/credstore/sf-device-key.cred"
-        do {
-            try SystemdCredentialDeviceKeyProvider.seal(key, name: "sf-device-key", to: credential, withKey: "host")
-        } catch {
-            print("skipping: systemd-creds encrypt --with-key=host does not work here: \(error)")
-            return
-        }
+        guard let sealed = try fixture.hostSealedCredential() else { return }
+        let (key, credential) = sealed
         // Decrypted outside a unit with systemd-creds decrypt.
         let provider = SystemdCredentialDeviceKeyProvider(name: "sf-device-key", encryptedCredential: credential)
         #expect(hexOf(try provider.deviceKey()) == hexOf(key))

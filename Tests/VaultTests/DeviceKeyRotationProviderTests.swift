@@ -38,10 +38,7 @@ struct DeviceKeyRotationProviderTests {
     @Test func tpmRotationKeepsThePCRBinding() throws {
         let fixture = try VaultFixture()
         defer { fixture.cleanup() }
-        guard let tpm = try SoftwareTPM(root: fixture.root) else {
-            print("skipping: needs swtpm and tpm2-tools (Debian: swtpm swtpm-tools tpm2-tools)")
-            return
-        }
+        guard let tpm = try SoftwareTPM.orSkip(root: fixture.root) else { return }
         defer { tpm.stop() }
         // The record names no TCTI: the tools take it from the environment (this suite is serialized).
         setenv("TPM2TOOLS_TCTI", tpm.tcti, 1)
@@ -63,20 +60,10 @@ struct DeviceKeyRotationProviderTests {
     }
 
     @Test func systemdCredentialRotationWithTheHostKey() throws {
-        guard geteuid() == 0, ExternalTool.find("systemd-creds") != nil else {
-            print("skipping: needs root and systemd-creds")
-            return
-        }
         let fixture = try VaultFixture()
         defer { fixture.cleanup() }
-        let key = try SecretBytes.random(count: 32)
-        let credential = fixture.root + "/credstore/sf-device-key.cred"
-        do {
-            try SystemdCredentialDeviceKeyProvider.seal(key, name: "sf-device-key", to: credential, withKey: "host")
-        } catch {
-            print("skipping: systemd-creds encrypt --with-key=host does not work here: \(error)")
-            return
-        }
+        guard let sealed = try fixture.hostSealedCredential() else { return }
+        let (key, credential) = sealed
         let manager = try Self.vault(fixture, record: DeviceKeyRecord(kind: .systemdCredential, name: "sf-device-key", sealedPath: credential,
                                                                       check: DeviceKeyRecord.checkValue(of: key)))
         try Self.rotateAndCheck(fixture, manager, files: [credential], options: .init(credentialWithKey: "host"))

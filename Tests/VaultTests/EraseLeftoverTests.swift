@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Synchronization
 import Testing
 import Cipher
@@ -42,16 +43,7 @@ struct EraseLeftoverTests {
     }
 
     /// Every regular file under `directory`, recursively.
-    static func files(under directory: String) -> [String] {
-        var result: [String] = []
-        for name in ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted() {
-            let path = directory + "/" + name
-            var info = stat()
-            guard lstat(path, &info) == 0 else { continue }
-            if info.st_mode & S_IFMT == S_IFDIR { result += files(under: path) } else if info.st_mode & S_IFMT == S_IFREG { result.append(path) }
-        }
-        return result
-    }
+    static func files(under directory: String) -> [String] { FileTree.regularFiles(under: directory) }
 
     /// Whether `file`, put as `vault.state` into a fresh home, unlocks with one of `passcodes`.
     static func unlocks(_ file: String, passcodes: [String], scratch: String) throws -> Bool {

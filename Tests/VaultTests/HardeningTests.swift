@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Cipher
 @testable import Vault
@@ -188,13 +189,6 @@ struct HardeningTests {
     }
 
     static func run(_ tool: String, _ arguments: [String]) -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { return -1 }
-        process.waitUntilExit()
-        return process.terminationStatus
+        (try? ChildProcess.run(tool, arguments))?.status ?? -1
     }
 }

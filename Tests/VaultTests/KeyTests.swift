@@ -20,10 +20,7 @@ struct KeyTests {
         #expect(try manager.keyID == keyID, "the application key does not change")
         #expect(try SecureFile.read(fixture.statePath) != oldState)
         #expect(fixture.supersededFiles().isEmpty)
-        manager.lock()
-        #expect(throws: VaultError.wrongPasscode(failures: 1, nextAttemptAfter: nil)) { try manager.unlock(passcode: secret("old pass")) }
-        try manager.unlock(passcode: secret("new pass"))
-        #expect(try manager.decrypt(sealed) == Array("payload".utf8))
+        try expectPasscodeChanged(manager, from: "old pass", to: "new pass", sealed: sealed, plaintext: "payload")
         manager.lock()
         try manager.updatePasscode(current: secret("new pass"), new: secret("x"))
         #expect(manager.isUnlocked, "a change from a locked vault leaves it unlocked")
@@ -266,10 +263,7 @@ struct RecoveryTests {
         #expect(!manager.isUnlocked)
         try manager.resetPasscode(answers: [secret(""), secret("LYON")], new: secret("fresh"))
         #expect(manager.isUnlocked)
-        manager.lock()
-        #expect(throws: VaultError.wrongPasscode(failures: 1, nextAttemptAfter: nil)) { try manager.unlock(passcode: secret("forgotten")) }
-        try manager.unlock(passcode: secret("fresh"))
-        #expect(try manager.decrypt(sealed) == Array("kept".utf8))
+        try expectPasscodeChanged(manager, from: "forgotten", to: "fresh", sealed: sealed, plaintext: "kept")
     }
 
     @Test func aQuestionsOnlyVaultCanGainAPasscode() throws {

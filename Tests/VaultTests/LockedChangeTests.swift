@@ -51,10 +51,7 @@ struct LockedChangeTests {
         #expect(manager.isUnlocked)
         #expect(try manager.keyID == keyID)
         #expect(fixture.supersededFiles().isEmpty)
-        manager.lock()
-        #expect(throws: VaultError.wrongPasscode(failures: 1, nextAttemptAfter: nil)) { try manager.unlock(passcode: secret("old pin")) }
-        try manager.unlock(passcode: secret("new pin"))
-        #expect(try manager.decrypt(sealed) == Array("kept".utf8))
+        try expectPasscodeChanged(manager, from: "old pin", to: "new pin", sealed: sealed, plaintext: "kept")
     }
 
     @Test func aLockedVaultWithoutAPasscodeCannotGainOneUnlocked() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import Cipher
 import Age
@@ -21,12 +22,7 @@ import Glibc
 /// secret cannot be written there.
 @Suite("Vault memory hygiene")
 struct MemoryScanTests {
-    static var childPath: String? {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-        let candidates = [root + "/.build/debug/securefoundation-memcheck-child",
-                          URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path + "/securefoundation-memcheck-child"]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
+    static var childPath: String? { BuiltProducts.path(of: "securefoundation-memcheck-child") }
 
     /// The child's path when the scan can run here (else records or prints why not).
     static func scannableChild() -> String? {
@@ -47,37 +43,48 @@ struct MemoryScanTests {
          "--passcode-file", fixture.root + "/passcode", "--answers-file", fixture.root + "/answers"] + extra
     }
 
+    /// Writes `passcode`, three answers and `item` into the fixture's root, starts the child on
+    /// them (with `extra` arguments) and has it set the vault up; the child said hello first.
+    static func setUpChild(_ path: String, _ fixture: VaultFixture, passcode: String, item: String, _ extra: [String]) throws -> Child {
+        try SecureFile.writeAtomically(Array(passcode.utf8), to: fixture.root + "/passcode")
+        try SecureFile.writeAtomically(Array("a\nb\nc".utf8), to: fixture.root + "/answers")
+        try SecureFile.writeAtomically(Array(item.utf8), to: fixture.root + "/item")
+        let child = try Child(path: path, arguments: childArguments(fixture, ["--item-file", fixture.root + "/item"] + extra))
+        #expect(child.readLine() == "pid \(child.process.processIdentifier)")
+        try #require(child.send("setup").hasPrefix("key "))
+        return child
+    }
+
     /// A child process driven line by line.
     final class Child {
-        let process = Process()
-        let input = Pipe()
-        let output = Pipe()
-        var buffer = Data()
+        let process: ChildProcess.Running
+        private var consumed = 0
 
         init(path: String, arguments: [String]) throws {
-            process.executableURL = URL(fileURLWithPath: path)
-            process.arguments = arguments
-            process.standardInput = input
-            process.standardOutput = output
-            try process.run()
+            process = try ChildProcess.start(path, arguments, stdin: .pipe)
         }
 
+        /// The next line the child wrote (waiting at most 60 s), or "eof".
         func readLine() -> String {
-            while true {
-                if let newline = buffer.firstIndex(of: 0x0A) {
-                    let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                    buffer.removeSubrange(buffer.startIndex...newline)
-                    return line
-                }
-                let chunk = output.fileHandleForReading.availableData
-                if chunk.isEmpty { return "eof" }
-                buffer.append(chunk)
+            var line: String?
+            _ = process.waitForOutput { output in
+                guard let newline = output[consumed...].firstIndex(of: 0x0A) else { return false }
+                line = String(decoding: output[consumed..<newline], as: UTF8.self)
+                consumed = newline + 1
+                return true
             }
+            return line ?? "eof"
         }
 
         func send(_ command: String) -> String {
-            input.fileHandleForWriting.write(Data((command + "\n").utf8))
+            process.write(Array((command + "\n").utf8))
             return readLine()
+        }
+
+        /// Ends the child (SIGTERM) if it still runs and reaps it.
+        func stop() {
+            process.kill(SIGTERM)
+            _ = try? process.wait(timeout: .seconds(30))
         }
     }
 
@@ -169,10 +176,7 @@ struct MemoryScanTests {
         let secrets: [(String, [UInt8])] = [("passcode", Array(passcode.utf8))] + answers.enumerated().map { ("answer\($0.offset + 1)", Array($0.element.utf8)) }
 
         let child = try Child(path: childPath, arguments: Self.childArguments(fixture))
-        defer {
-            if child.process.isRunning { child.process.terminate() }
-            child.process.waitUntilExit()
-        }
+        defer { child.stop() }
         let hello = child.readLine()
         #expect(hello == "pid \(child.process.processIdentifier)")
         let pid = child.process.processIdentifier
@@ -235,17 +239,9 @@ struct MemoryScanTests {
         let passcode = "pass-" + (try SecureRandom.string(length: 27, alphabet: SecureRandom.alphanumeric))
         let item = "item-" + (try SecureRandom.string(length: 40, alphabet: SecureRandom.alphanumeric))
         let account = "account-" + (try SecureRandom.string(length: 24, alphabet: SecureRandom.alphanumeric))
-        try SecureFile.writeAtomically(Array(passcode.utf8), to: fixture.root + "/passcode")
-        try SecureFile.writeAtomically(Array("a\nb\nc".utf8), to: fixture.root + "/answers")
-        try SecureFile.writeAtomically(Array(item.utf8), to: fixture.root + "/item")
-        let child = try Child(path: childPath, arguments: Self.childArguments(fixture, ["--item-file", fixture.root + "/item", "--account", account]))
-        defer {
-            if child.process.isRunning { child.process.terminate() }
-            child.process.waitUntilExit()
-        }
+        let child = try Self.setUpChild(childPath, fixture, passcode: passcode, item: item, ["--account", account])
+        defer { child.stop() }
         let pid = child.process.processIdentifier
-        #expect(child.readLine() == "pid \(pid)")
-        try #require(child.send("setup").hasPrefix("key "))
         let secret: [(String, [UInt8])] = [("item secret", Array(item.utf8))]
         // The names record as sealed: the account field followed, after the record, by the secret.
         let record: [(String, [UInt8])] = [("account and secret", Array(account.utf8.suffix(12)) + Array(item.utf8.prefix(4)))]
@@ -270,18 +266,10 @@ struct MemoryScanTests {
         defer { fixture.cleanup() }
         let passcode = "pass-" + (try SecureRandom.string(length: 27, alphabet: SecureRandom.alphanumeric))
         let item = "file-" + (try SecureRandom.string(length: 40, alphabet: SecureRandom.alphanumeric))
-        try SecureFile.writeAtomically(Array(passcode.utf8), to: fixture.root + "/passcode")
-        try SecureFile.writeAtomically(Array("a\nb\nc".utf8), to: fixture.root + "/answers")
-        try SecureFile.writeAtomically(Array(item.utf8), to: fixture.root + "/item")
         let file = fixture.root + "/protected"
-        let child = try Child(path: childPath, arguments: Self.childArguments(fixture, ["--item-file", fixture.root + "/item", "--file", file]))
-        defer {
-            if child.process.isRunning { child.process.terminate() }
-            child.process.waitUntilExit()
-        }
+        let child = try Self.setUpChild(childPath, fixture, passcode: passcode, item: item, ["--file", file])
+        defer { child.stop() }
         let pid = child.process.processIdentifier
-        #expect(child.readLine() == "pid \(pid)")
-        try #require(child.send("setup").hasPrefix("key "))
         #expect(child.send("protected-file") == "protected \(item.utf8.count)")
 
         // The file key and payload key, recovered here with the class identity.
