@@ -224,8 +224,15 @@ const char *sf_dlerror(void) { return dlerror(); }
 int sf_malloc_keep_freed(size_t bytes) {
     return mallopt(M_TRIM_THRESHOLD, (int)(bytes > 0x7fffffff ? 0x7fffffff : bytes)) == 1 ? 1 : 0;
 }
+int sf_malloc_heap_below(size_t bytes) {
+    return mallopt(M_MMAP_THRESHOLD, (int)(bytes > 0x7fffffff ? 0x7fffffff : bytes)) == 1 ? 1 : 0;
+}
 #else
 int sf_malloc_keep_freed(size_t bytes) {
+    (void)bytes;
+    return 0;
+}
+int sf_malloc_heap_below(size_t bytes) {
     (void)bytes;
     return 0;
 }

@@ -103,16 +103,17 @@ final class IncomingFile {
             let name = attempt == 0 ? offer.name : "\(offer.name).\(attempt)"
             let target = inbox + "/" + name
             // link() fails if the name is taken, so a file already in the inbox is never replaced.
-            if link(stagingPath, target) == 0 {
+            do throws(SystemCallError) {
+                try FileCalls.hardLink(stagingPath, target)
                 unlink(stagingPath)
                 try? SecureFile.syncDirectory(inbox)
                 try? SecureFile.syncDirectory(inbox + "/" + Self.stagingName)
                 return name
-            }
-            if errno != EEXIST {
-                let detail = String(cString: strerror(errno))
+            } catch where error.code != EEXIST {
                 unlink(stagingPath)
-                throw .io(path: target, detail: detail)
+                throw .io(path: target, detail: String(cString: strerror(error.code)))
+            } catch {
+                continue
             }
         }
         unlink(stagingPath)
@@ -155,26 +156,3 @@ final class ShareLock<Value>: @unchecked Sendable {
     }
 }
 
-/// glibc's allocator, tuned once per process for bulk transfers. A transfer's buffers (256 KiB
-/// file chunks, the TLS layer's plaintext buffers of up to a few MiB) are above glibc's initial
-/// mmap threshold (128 KiB): each one was mapped fresh and unmapped when freed, and its pages
-/// faulted in again (about 90,000 page faults and a tenth of the CPU time per 512 MiB received).
-/// With a 4 MiB threshold they come from the heap, and with a 32 MiB trim threshold freed memory
-/// stays mapped for the next one. Peak memory is unchanged (the buffers are the same; only their
-/// reuse changes). The settings are process-wide: a program embedding the library gets them once
-/// it starts a transfer.
-enum AllocatorTuning {
-    static let applied: Bool = {
-        #if os(Linux)
-        // mallopt(3) is not in Swift's Glibc module: looked up by name (glibc's stable
-        // parameter numbers, malloc.h: M_TRIM_THRESHOLD -1, M_MMAP_THRESHOLD -3). Another C
-        // library without it is left as it is.
-        typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
-        guard let symbol = dlsym(nil, "mallopt") else { return false }
-        let mallopt = unsafeBitCast(symbol, to: Mallopt.self)
-        return mallopt(-3, 4 << 20) == 1 && mallopt(-1, 32 << 20) == 1
-        #else
-        return false
-        #endif
-    }()
-}

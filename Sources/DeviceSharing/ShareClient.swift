@@ -1,3 +1,4 @@
+import Cipher
 import Crypto
 import Foundation
 import NIOCore
@@ -33,7 +34,7 @@ public struct ShareClient: Sendable {
     ///   - isRevoked: whether a `sha256/` pin is revoked.
     public init(membership: ShareMembership, isRevoked: @escaping @Sendable (String) -> Bool) throws(ShareError) {
         self.isRevoked = isRevoked
-        _ = AllocatorTuning.applied
+        _ = AllocatorTuning.bulkTransfers
         let pattern: HostPattern
         do {
             pattern = try HostPattern(ShareGroup.memberName)
@@ -55,7 +56,7 @@ public struct ShareClient: Sendable {
     package init(withoutTLS: Void) {
         isRevoked = { _ in true }
         client = nil
-        _ = AllocatorTuning.applied
+        _ = AllocatorTuning.bulkTransfers
     }
 
     /// Sends the file at `path`.
@@ -233,8 +234,7 @@ public struct ShareClient: Sendable {
             self.path = path
             fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
-            var info = stat()
-            guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            guard let info = try? FileCalls.status(fd), info.st_mode & S_IFMT == S_IFREG else {
                 close(fd)
                 throw .io(path: path, detail: "not a regular file")
             }
@@ -251,8 +251,7 @@ public struct ShareClient: Sendable {
 
         /// Throws when the file was written to since it was opened (its size or times moved).
         func checkUnchanged() throws(ShareError) {
-            var info = stat()
-            guard fstat(fd, &info) == 0, Self.stamp(info) == stamp else {
+            guard let info = try? FileCalls.status(fd), Self.stamp(info) == stamp else {
                 throw .io(path: path, detail: "the file changed while it was sent: nothing was stored, send it again")
             }
         }

@@ -99,7 +99,7 @@ public final class ShareServer: Sendable {
     private static func prepare(inbox: String) throws(ShareError) {
         // A writer that fails closes its pipe; the next write must fail, not kill the process.
         signal(SIGPIPE, SIG_IGN)
-        _ = AllocatorTuning.applied
+        _ = AllocatorTuning.bulkTransfers
         do {
             try SecureFileAccess.ensureDirectory(inbox)
         } catch {

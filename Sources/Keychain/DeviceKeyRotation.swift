@@ -34,6 +34,10 @@ public struct KeychainDeviceKeyDependent: DeviceKeyDependent {
     /// Rows read and re-sealed per batch (all batches commit together).
     public static let batchSize = 256
 
+    /// How long the log may stay held by another connection after the rows were re-keyed
+    /// before the rotation stops with an error (it is then finished with `--resume`).
+    package var logWait: Double = 30
+
     public init(path: String) { self.path = path }
 
     /// The keychains of a home: `HOME/keychain.sqlite` and `HOME/*/keychain.sqlite` (no symlinks).
@@ -56,6 +60,14 @@ public struct KeychainDeviceKeyDependent: DeviceKeyDependent {
 
         var (format, stored) = try readCheck()
         if ConstantTime.equals(Array(stored), Array(newCheck)) {
+            // Done before, perhaps up to the log: empty it now if a reader kept it then.
+            do {
+                try open().inDatabase { db in try truncateLog(db) }
+            } catch let error as KeychainError {
+                throw error
+            } catch {
+                throw KeychainSchema.map(error, path: path)
+            }
             return DeviceKeyRekeyResult(description: path, rekeyed: 0, alreadyNew: try count())
         }
         guard ConstantTime.equals(Array(stored), Array(ItemCodec.indexKeyCheck(format: format, key: oldIndex.symmetricKey))) else {
@@ -111,7 +123,7 @@ public struct KeychainDeviceKeyDependent: DeviceKeyDependent {
                 }
                 // The old rows' pages are zeroed (secure_delete) in the log; move them into the
                 // file and empty the log.
-                _ = try? db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+                try truncateLog(db)
             }
         } catch let error as DatabaseError {
             throw KeychainSchema.map(error, path: path)
@@ -165,7 +177,7 @@ public struct KeychainDeviceKeyDependent: DeviceKeyDependent {
 
     func open() throws -> DatabaseQueue {
         var config = GRDB.Configuration()
-        config.busyMode = .timeout(30)
+        config.busyMode = .timeout(max(0.1, logWait))
         config.label = "securefoundation.keychain.rekey"
         do {
             try SecureFile.checkPrivate(path, isDirectory: false)
@@ -177,6 +189,25 @@ public struct KeychainDeviceKeyDependent: DeviceKeyDependent {
         } catch {
             throw KeychainSchema.map(error, path: path)
         }
+    }
+
+    /// Copies the log into the file and empties it (`wal_checkpoint(TRUNCATE)`). Until that has
+    /// completed, the old rows' pages are still in the file or the log: a reader or a checkpoint of
+    /// another connection makes SQLite report the checkpoint as busy, so it is tried again for a
+    /// bounded time and then refused with what to do, never passed over.
+    func truncateLog(_ db: Database) throws {
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, logWait) * 1e9)
+        for _ in 0..<1000 {
+            // busy, log frames, frames checkpointed: busy 0 means the log was copied and emptied.
+            do {
+                if let row = try GRDB.Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)"), (row[0] as Int64?) == 0 { return }
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
+                // As busy: tried again until the deadline.
+            }
+            guard DispatchTime.now().uptimeNanoseconds < deadline else { break }
+            usleep(50_000)
+        }
+        throw KeychainError.database("\(path): another program has this keychain open, so its log still holds the rows under the old device key; close that program, then finish with `vault rotate-device-key --resume`")
     }
 
     func readCheck() throws -> (format: Int64, check: Data) {

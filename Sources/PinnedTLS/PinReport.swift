@@ -1,3 +1,4 @@
+import Cipher
 import Foundation
 import SwiftASN1
 import X509
@@ -187,15 +188,14 @@ public struct PinReportFileSink: Sendable {
         guard fd >= 0 else {
             let detail = String(cString: strerror(errno))
             // A FIFO without a reader fails with ENXIO: say what it is.
-            var status = stat()
-            if lstat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+            if let status = try? FileCalls.linkStatus(path), status.st_mode & S_IFMT != S_IFREG {
                 throw .notARegularFile(path: path, kind: RegularFile.kind(status.st_mode))
             }
             throw .io(path: path, detail: detail)
         }
         defer { close(fd) }
-        var status = stat()
-        guard fstat(fd, &status) == 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
+        let status: stat
+        do throws(SystemCallError) { status = try FileCalls.status(fd) } catch { throw .io(path: path, detail: String(cString: strerror(error.code))) }
         guard status.st_mode & S_IFMT == S_IFREG else {
             throw .notARegularFile(path: path, kind: RegularFile.kind(status.st_mode))
         }
@@ -203,7 +203,7 @@ public struct PinReportFileSink: Sendable {
         guard written == line.count else {
             throw .io(path: path, detail: written < 0 ? String(cString: strerror(errno)) : "short write")
         }
-        _ = fsync(fd)
+        try? FileCalls.sync(fd)
     }
 
     /// A reporter whose handler appends to this file; write errors go to `onError`.

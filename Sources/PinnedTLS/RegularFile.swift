@@ -1,3 +1,4 @@
+import Cipher
 import Foundation
 
 /// Files named by a policy, a command line or a configuration are read only when they are
@@ -13,11 +14,10 @@ enum RegularFile {
     static func openForReading(_ path: String) throws(PinnedTLSError) -> Int32 {
         let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
         guard fd >= 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
-        var status = stat()
-        guard fstat(fd, &status) == 0 else {
-            let detail = String(cString: strerror(errno))
+        let status: stat
+        do throws(SystemCallError) { status = try FileCalls.status(fd) } catch {
             close(fd)
-            throw .io(path: path, detail: detail)
+            throw .io(path: path, detail: String(cString: strerror(error.code)))
         }
         guard status.st_mode & S_IFMT == S_IFREG else {
             close(fd)

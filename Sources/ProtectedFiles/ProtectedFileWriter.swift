@@ -49,7 +49,9 @@ public final class ProtectedFileWriter {
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         do {
             try map { try encryptor.finish() }
-            guard fsync(fd) == 0 else { throw ProtectedFileError.io("fsync of \(path) failed: \(String(cString: strerror(errno)))") }
+            do throws(SystemCallError) { try FileCalls.sync(fd) } catch {
+                throw ProtectedFileError.io("fsync of \(path) failed: \(String(cString: strerror(error.code)))")
+            }
         } catch {
             abort()
             throw error

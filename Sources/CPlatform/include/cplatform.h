@@ -90,6 +90,11 @@ const char *sf_dlerror(void);
 /// Process-wide; a no-op outside glibc. Returns 1 when applied.
 int sf_malloc_keep_freed(size_t bytes);
 
+/// Serves allocations below `bytes` from the heap instead of a fresh mapping each (glibc:
+/// M_MMAP_THRESHOLD), so buffers of a few hundred KiB allocated and freed in a loop reuse the
+/// same pages. Process-wide; a no-op outside glibc. Returns 1 when applied.
+int sf_malloc_heap_below(size_t bytes);
+
 
 // ---- Files ---------------------------------------------------------------------------------
 

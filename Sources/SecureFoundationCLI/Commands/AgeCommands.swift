@@ -9,8 +9,7 @@ enum AgeCLI {
 
     /// The size of a regular file behind `fd`, or nil (pipe, terminal).
     static func regularFileSize(_ fd: Int32) -> Int64? {
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        guard let info = try? FileCalls.status(fd), info.isRegularFile else { return nil }
         return Int64(info.st_size)
     }
 
@@ -164,8 +163,7 @@ struct EncryptRequest: Equatable, AgeRequest {
                         // Only a character device is opened to ask: opening a FIFO would
                         // hand its reader an end of file.
                         descriptor = nil
-                        var info = stat()
-                        if lstat(output, &info) == 0, info.st_mode & S_IFMT == S_IFCHR {
+                        if let info = try? FileCalls.linkStatus(output), info.fileType == S_IFCHR {
                             let fd = open(output, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)
                             if fd >= 0 { terminalDevice = isatty(fd) == 1; close(fd) }
                         }
@@ -369,8 +367,7 @@ struct KeygenCommand: ParsableCommand {
             }
             defer { file.wipe() }
             if let output, output != "-" {
-                var info = stat()
-                if try SecureFile.outputTarget(of: output) == .replace && lstat(output, &info) == 0 {
+                if try SecureFile.outputTarget(of: output) == .replace && (try? FileCalls.linkStatus(output)) != nil {
                     throw AgeError.invalidArgument("\(output) exists; refusing to overwrite an identity file")
                 }
                 try CLI.writeOutput(to: output) { fd in try file.withUnsafeBytes { try SecureFile.writeAll(fd, $0) } }
