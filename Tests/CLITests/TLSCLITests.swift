@@ -104,7 +104,7 @@ final class BackgroundProcess: @unchecked Sendable {
     }
 }
 
-@Suite("tls commands", .enabled(if: TLSCLIPKI.available, "needs openssl and timeout"))
+@Suite("tls commands", .enabled(if: TLSCLIPKI.available, "needs openssl (apt-get install openssl)"))
 struct TLSCLITests {
     let pki: TLSCLIPKI
 

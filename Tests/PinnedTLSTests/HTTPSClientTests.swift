@@ -5,7 +5,7 @@ import TestSupport
 import X509
 @testable import PinnedTLS
 
-@Suite("HTTPS helper", .enabled(if: Tools.available, "needs openssl and timeout"), .onOwnThreads)
+@Suite("HTTPS helper", .enabled(if: Tools.available, "needs openssl (apt-get install openssl)"), .onOwnThreads)
 struct HTTPSClientTests {
     @Test("URLs: https only, default port 443, path and query kept")
     func urlSplitting() throws {

@@ -5,7 +5,7 @@ import X509
 @testable import PinnedTLS
 
 /// Our client against a real `openssl s_server` on loopback.
-@Suite("Pinned TLS client against openssl s_server", .enabled(if: Tools.available, "needs openssl and timeout"), .onOwnThreads)
+@Suite("Pinned TLS client against openssl s_server", .enabled(if: Tools.available, "needs openssl (apt-get install openssl)"), .onOwnThreads)
 struct PinnedClientTests {
     let pki: TestPKI
 

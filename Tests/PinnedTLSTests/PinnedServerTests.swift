@@ -22,7 +22,7 @@ final class ServerLog: Sendable {
 }
 
 /// Our server, with and without client certificates, against `openssl s_client` and our client.
-@Suite("Pinned TLS server and mutual TLS", .enabled(if: Tools.available, "needs openssl and timeout"), .onOwnThreads)
+@Suite("Pinned TLS server and mutual TLS", .enabled(if: Tools.available, "needs openssl (apt-get install openssl)"), .onOwnThreads)
 struct PinnedServerTests {
     let pki: TestPKI
 

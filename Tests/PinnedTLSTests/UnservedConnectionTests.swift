@@ -7,7 +7,7 @@ import TestSupport
 /// Connections whose handshake completes but which are never served, or served by a handler
 /// that fails at once: each must be closed, and none may stop the process (NIO stops it when an
 /// async channel's writer is released unfinished).
-@Suite("Pinned TLS connections that are never served", .enabled(if: Tools.available, "needs openssl and timeout"),
+@Suite("Pinned TLS connections that are never served", .enabled(if: Tools.available, "needs openssl (apt-get install openssl)"),
        .onOwnThreads)
 struct UnservedConnectionTests {
     let pki: TestPKI

@@ -20,7 +20,7 @@ final class TestClock: Sendable {
 }
 
 /// The cache of validated chains never vouches for anything a full validation would refuse.
-@Suite("Verified chain cache", .enabled(if: Tools.available, "needs openssl and timeout"), .onOwnThreads)
+@Suite("Verified chain cache", .enabled(if: Tools.available, "needs openssl (apt-get install openssl)"), .onOwnThreads)
 struct VerifiedChainCacheTests {
     let pki: TestPKI
     let root: Certificate
