@@ -14,18 +14,7 @@ import TestSupport
 struct SharePlainTransportTests {
     /// Runs `body` with a plain-TCP share server of `device` listening on loopback.
     func withPlainServer(_ device: TestDevice, _ body: @Sendable (Int, EventLog) async throws -> Void) async throws {
-        let log = EventLog()
-        let server = try await ShareServer.bindWithoutTLS(inbox: device.inbox, files: device.files)
-        let task = Task(executorPreference: TestExecutor.shared) { try await server.run { log.add($0) } }
-        do {
-            try await body(server.port, log)
-        } catch {
-            await server.close()
-            _ = await task.result
-            throw error
-        }
-        await server.close()
-        _ = await task.result
+        try await serving(try await ShareServer.bindWithoutTLS(inbox: device.inbox, files: device.files), body)
     }
 
     @Test func aFileIsStoredIntactAsAProtectedFile() async throws {
@@ -56,14 +45,7 @@ struct SharePlainTransportTests {
             let offer = try ShareWire.Offer(name: "b.bin", size: UInt64(bytes.count))
             var digest = Array(SHA256.hash(data: bytes))
             digest[31] ^= 1
-            let reply = try await Self.exchange(port: port, offer.encoded + bytes + digest)
-            guard case let .complete(parsed, _) = try ShareWire.parseReply(reply) else {
-                Issue.record("no reply")
-                return
-            }
-            #expect(parsed.status == .digestMismatch)
-            _ = await log.wait(for: 1)
-            #expect(log.refusals == [.digestMismatch])
+            try await expectDigestMismatch(try await Self.exchange(port: port, offer.encoded + bytes + digest), log)
         }
         #expect(a.everyInboxFile().isEmpty, "\(a.everyInboxFile())")
     }

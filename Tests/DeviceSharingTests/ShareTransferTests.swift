@@ -217,14 +217,7 @@ struct ShareTransferTests {
         let root = try a.group.rootCertificate()
         try await withServer(a) { port, log in
             let offer = try ShareWire.Offer(name: "a.bin", size: UInt64(bytes.count), digest: [UInt8](repeating: 7, count: 32))
-            let reply = try await sendPartially(b, root: root, port: port, offer: offer, bytes: bytes)
-            guard case let .complete(parsed, _) = try ShareWire.parseReply(reply) else {
-                Issue.record("no reply")
-                return
-            }
-            #expect(parsed.status == .digestMismatch)
-            _ = await log.wait(for: 1)
-            #expect(log.refusals == [.digestMismatch])
+            try await expectDigestMismatch(try await sendPartially(b, root: root, port: port, offer: offer, bytes: bytes), log)
         }
         #expect(a.everyInboxFile().isEmpty)
     }
@@ -277,14 +270,7 @@ struct ShareTransferTests {
             let offer = try ShareWire.Offer(name: "b.bin", size: UInt64(bytes.count))
             var digest = Array(SHA256.hash(data: bytes))
             digest[31] ^= 1
-            let reply = try await sendPartially(b, root: root, port: port, offer: offer, bytes: bytes + digest)
-            guard case let .complete(parsed, _) = try ShareWire.parseReply(reply) else {
-                Issue.record("no reply")
-                return
-            }
-            #expect(parsed.status == .digestMismatch)
-            _ = await log.wait(for: 1)
-            #expect(log.refusals == [.digestMismatch])
+            try await expectDigestMismatch(try await sendPartially(b, root: root, port: port, offer: offer, bytes: bytes + digest), log)
         }
         #expect(a.everyInboxFile().isEmpty, "\(a.everyInboxFile())")
     }

@@ -101,9 +101,14 @@ func withServer(
     _ device: TestDevice, membership: ShareMembership? = nil, idleTimeout: TimeAmount = ShareServer.idleTimeout,
     _ body: @Sendable (Int, EventLog) async throws -> Void
 ) async throws {
-    let log = EventLog()
     let server = try await ShareServer.bind(membership: membership ?? device.group.membership(), inbox: device.inbox,
                                             files: device.files, isRevoked: device.isRevoked(), idleTimeout: idleTimeout)
+    try await serving(server, body)
+}
+
+/// Runs `server` (its events into a log) while `body` runs, then closes it, also when `body` throws.
+func serving(_ server: ShareServer, _ body: @Sendable (Int, EventLog) async throws -> Void) async throws {
+    let log = EventLog()
     let task = Task(executorPreference: TestExecutor.shared) { try await server.run { log.add($0) } }
     do {
         try await body(server.port, log)
@@ -114,6 +119,17 @@ func withServer(
     }
     await server.close()
     _ = await task.result
+}
+
+/// The receiver's reply to a file whose digest does not match: refused, logged, nothing stored.
+func expectDigestMismatch(_ reply: [UInt8], _ log: EventLog) async throws {
+    guard case let .complete(parsed, _) = try ShareWire.parseReply(reply) else {
+        Issue.record("no reply")
+        return
+    }
+    #expect(parsed.status == .digestMismatch)
+    _ = await log.wait(for: 1)
+    #expect(log.refusals == [.digestMismatch])
 }
 
 /// A group of another CA ("Honest Abe"): its root and a member certificate with the right names.

@@ -197,20 +197,9 @@ struct PinnedClientTests {
     func silentServerTimesOut() async throws {
         // A listening socket nobody accepts from: the kernel completes the TCP handshake, the
         // ClientHello is never answered.
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0 && listen(fd, 4) == 0
-            }
-        }
-        try #require(listening)
-        let port = Int(UInt16(bigEndian: address.sin_port))
+        let listener = try #require(LoopbackSocket.listening())
+        defer { withExtendedLifetime(listener) {} }
+        let port = listener.port
         let client = try PinnedTLSClient(policy: try policy())
         do {
             _ = try await client.connect(host: "127.0.0.1", port: port, serverName: "localhost", timeout: .seconds(1))

@@ -165,19 +165,9 @@ struct PinnedServerTests {
         let running = Task(executorPreference: TestExecutor.shared) {
             try await server.run(onRefused: { log.refuse($0) }) { connection in log.serve(connection.peerChain) }
         }
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(server.port).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-        try #require(connected)
+        let peer = try #require(LoopbackSocket.connected(to: server.port))
+        defer { withExtendedLifetime(peer) {} }
+        let fd = peer.fd
         // Wait (at most 30 s) for the server to close the connection: recv returns 0.
         var closed = false
         for _ in 0..<3000 {
