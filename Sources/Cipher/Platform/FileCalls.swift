@@ -113,6 +113,22 @@ extension stat {
     package var fileType: mode_t { st_mode & S_IFMT }
     /// Whether it is a regular file.
     package var isRegularFile: Bool { fileType == S_IFREG }
+    /// The last modification of the contents: seconds and nanoseconds.
+    package var modificationTime: (seconds: Int64, nanoseconds: Int64) {
+        #if canImport(Darwin)
+        (Int64(st_mtimespec.tv_sec), Int64(st_mtimespec.tv_nsec))
+        #else
+        (Int64(st_mtim.tv_sec), Int64(st_mtim.tv_nsec))
+        #endif
+    }
+    /// The last change of the contents or the metadata (ctime): seconds and nanoseconds.
+    package var statusChangeTime: (seconds: Int64, nanoseconds: Int64) {
+        #if canImport(Darwin)
+        (Int64(st_ctimespec.tv_sec), Int64(st_ctimespec.tv_nsec))
+        #else
+        (Int64(st_ctim.tv_sec), Int64(st_ctim.tv_nsec))
+        #endif
+    }
 }
 
 extension SecureFile.Failure {

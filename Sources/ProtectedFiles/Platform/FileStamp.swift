@@ -1,4 +1,4 @@
-import Foundation
+import Cipher
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -15,17 +15,8 @@ extension ProtectedFiles {
             device = UInt64(info.st_dev)
             inode = UInt64(info.st_ino)
             size = Int64(info.st_size)
-            #if canImport(Darwin)
-            modified = Int64(info.st_mtimespec.tv_sec)
-            modifiedNanoseconds = Int64(info.st_mtimespec.tv_nsec)
-            changed = Int64(info.st_ctimespec.tv_sec)
-            changedNanoseconds = Int64(info.st_ctimespec.tv_nsec)
-            #else
-            modified = Int64(info.st_mtim.tv_sec)
-            modifiedNanoseconds = Int64(info.st_mtim.tv_nsec)
-            changed = Int64(info.st_ctim.tv_sec)
-            changedNanoseconds = Int64(info.st_ctim.tv_nsec)
-            #endif
+            (modified, modifiedNanoseconds) = info.modificationTime
+            (changed, changedNanoseconds) = info.statusChangeTime
         }
     }
 }

@@ -1,3 +1,4 @@
+import Cipher
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -20,12 +21,8 @@ struct FileIdentity: Equatable, Sendable {
         device = UInt64(info.st_dev)
         inode = UInt64(info.st_ino)
         size = Int64(info.st_size)
-        #if canImport(Darwin)
-        changeSeconds = Int(info.st_ctimespec.tv_sec)
-        changeNanoseconds = Int(info.st_ctimespec.tv_nsec)
-        #else
-        changeSeconds = Int(info.st_ctim.tv_sec)
-        changeNanoseconds = Int(info.st_ctim.tv_nsec)
-        #endif
+        let changed = info.statusChangeTime
+        changeSeconds = Int(changed.seconds)
+        changeNanoseconds = Int(changed.nanoseconds)
     }
 }
