@@ -234,7 +234,7 @@ public struct ShareClient: Sendable {
             self.path = path
             fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
-            guard let info = try? FileCalls.status(fd), info.isRegularFile else {
+            guard let info = try? FileCalls.status(fd), info.st_mode & S_IFMT == S_IFREG else {
                 close(fd)
                 throw .io(path: path, detail: "not a regular file")
             }
@@ -245,8 +245,8 @@ public struct ShareClient: Sendable {
         deinit { close(fd) }
 
         static func stamp(_ info: stat) -> [Int64] {
-            let (modified, changed) = (info.modificationTime, info.statusChangeTime)
-            return [Int64(info.st_size), modified.seconds, modified.nanoseconds, changed.seconds, changed.nanoseconds]
+            [Int64(info.st_size), Int64(info.st_mtim.tv_sec), Int64(info.st_mtim.tv_nsec),
+             Int64(info.st_ctim.tv_sec), Int64(info.st_ctim.tv_nsec)]
         }
 
         /// Throws when the file was written to since it was opened (its size or times moved).
