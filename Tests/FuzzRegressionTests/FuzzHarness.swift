@@ -201,8 +201,14 @@ extension FuzzHarness {
 
     // MARK: Files in a data directory (slow path: one file write and open per input)
 
-    /// The process's scratch root (0700), which also holds the device key all inputs share.
-    static let scratchRoot = (NSTemporaryDirectory() as NSString).appendingPathComponent("sf-fuzz-\(getpid())")
+    /// The process's scratch root (0700), which also holds the device key all inputs share;
+    /// removed with everything in it when the process exits normally (libFuzzer and the test
+    /// runner both end with `exit`).
+    static let scratchRoot: String = {
+        let path = (NSTemporaryDirectory() as NSString).appendingPathComponent("sf-fuzz-\(getpid())")
+        atexit { try? FileManager.default.removeItem(atPath: FuzzHarness.scratchRoot) }
+        return path
+    }()
 
     /// Writes a file 0600 without the fsync of an atomic write (scratch files need no durability,
     /// and a sync per input would make the slow targets slower still).

@@ -102,7 +102,7 @@ final class TestPKI: Sendable {
         guard let openssl = Tools.openssl else {
             throw TestFailure("openssl is not installed")
         }
-        scratch = try TemporaryDirectory(prefix: "pinnedtls-pki")
+        scratch = try TemporaryDirectory.forProcess(prefix: "pinnedtls-pki")
         let base = scratch.path
         directory = base
         try Self.config.write(toFile: base + "/openssl.cnf", atomically: true, encoding: .utf8)

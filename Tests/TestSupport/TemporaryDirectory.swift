@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A private (0700) temporary directory, removed with everything in it when the value goes away.
 ///
@@ -17,6 +18,17 @@ public final class TemporaryDirectory: @unchecked Sendable {
     }
 
     private init(existing path: String) { self.path = path }
+
+    /// Creates `$TMPDIR/PREFIX-UUID` (mode 0700) for a fixture that lives as long as the test
+    /// process (a `static let`, whose value is never released, so `deinit` would never remove
+    /// it): the directory is removed, with everything in it, when the process exits.
+    /// - Parameter prefix: names the directory after what uses it, to find leftovers.
+    /// - Throws: the file system's error when the directory cannot be created.
+    public static func forProcess(prefix: String) throws -> TemporaryDirectory {
+        let directory = try TemporaryDirectory(prefix: prefix)
+        ProcessLifetime.removeAtExit(directory.path)
+        return directory
+    }
 
     /// Creates `/tmp/PREFIX-XXXXXX` (mode 0700, `mkdtemp`), whatever `$TMPDIR` says: a short
     /// path, for UNIX-domain sockets inside it (a socket's path holds at most 107 bytes).
@@ -84,4 +96,20 @@ public final class TemporaryDirectory: @unchecked Sendable {
     }
 
     deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// The directories `TemporaryDirectory.forProcess(prefix:)` made, removed by one `atexit`
+/// handler.
+private enum ProcessLifetime {
+    static let paths = Mutex<[String]>([])
+    static let handler: Void = { _ = atexit { ProcessLifetime.removeAll() } }()
+
+    static func removeAtExit(_ path: String) {
+        _ = handler
+        paths.withLock { $0.append(path) }
+    }
+
+    static func removeAll() {
+        for path in paths.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: path) }
+    }
 }
