@@ -5,9 +5,15 @@ import Darwin
 #endif
 
 /// What `stat` says about a file, in values of this package's own: the same fields on every
-/// system, whichever C module a caller's imports make the `stat` structure come from. Only this
-/// file reads the structure's fields (`st_mtim` on Linux, `st_mtimespec` on Darwin, ...); the
-/// ``FileCalls`` wrappers return this value.
+/// system, and the same type in every module. Only this file reads the structure's fields
+/// (`st_mtim` on Linux, `st_mtimespec` on Darwin, ...); the ``FileCalls`` wrappers return this
+/// value.
+///
+/// The C structure itself is not handed to other modules: several C modules declare it (NIO's
+/// CNIOLinux includes `<sys/stat.h>` into its own module), and which declaration the compiler
+/// takes in a module depends on what else it looked up first in the same job, so an extension
+/// of `stat` made here could be invisible there (in a clean build, where all of a module's files
+/// are compiled together, but not in an incremental one).
 package struct FileStatus: Equatable, Sendable {
     /// The type of a file (`st_mode & S_IFMT`).
     package enum Kind: Equatable, Sendable {
