@@ -302,8 +302,8 @@ public enum Age {
         guard let info = try? FileCalls.status(fd), info.isRegularFile else {
             throw AgeError.invalidArgument("\(path) is not a regular file")
         }
-        if info.st_nlink > 1 && !shredOptions.allowHardLinks {
-            throw AgeError.invalidArgument("\(path) has \(info.st_nlink) hard links; the other names would keep the plaintext")
+        if info.links > 1 && !shredOptions.allowHardLinks {
+            throw AgeError.invalidArgument("\(path) has \(info.links) hard links; the other names would keep the plaintext")
         }
         try atomically(path) { output in
             try encrypt(from: fd, to: output, recipients: recipients, armor: armor, progress: progress)

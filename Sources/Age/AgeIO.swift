@@ -23,14 +23,14 @@ public enum AgeIO {
     ///   - path: The output path.
     public static func isSameFile(_ fd: Int32, _ path: String) -> Bool {
         guard let a = try? FileCalls.status(fd), a.isRegularFile else { return false }
-        let b: stat?
+        let b: FileStatus?
         if case .descriptor(let output)? = try? SecureFile.outputTarget(of: path) {
             b = try? FileCalls.status(output)
         } else {
             b = try? FileCalls.linkStatus(path)
         }
         guard let b else { return false }
-        return b.isRegularFile && a.st_dev == b.st_dev && a.st_ino == b.st_ino
+        return b.isRegularFile && a.isSameFile(as: b)
     }
 
     static func openForReading(_ path: String) throws -> Int32 {

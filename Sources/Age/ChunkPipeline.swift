@@ -111,7 +111,7 @@ final class ChunkPipeline: @unchecked Sendable {
         var chunks = Int64.max
         if let info = try? FileCalls.status(input), info.isRegularFile {
             let position = max(0, lseek(input, 0, SEEK_CUR))
-            let remaining = max(0, Int64(info.st_size) - Int64(position)) + Int64(prefix.count)
+            let remaining = max(0, info.size - Int64(position)) + Int64(prefix.count)
             chunks = remaining / Int64(inSize) + 1
         }
         let threads = chunks <= 1 ? 1 : Int(min(Int64(max(1, workers())), chunks))

@@ -30,7 +30,7 @@ enum ChunkWorkers {
     /// a terminal), i.e. regular files, pipes and sockets.
     static func writesCostCPU(_ fd: Int32) -> Bool {
         guard let info = try? FileCalls.status(fd) else { return true }
-        return info.fileType != S_IFCHR
+        return info.kind != .characterDevice
     }
 }
 

@@ -37,9 +37,9 @@ public final class AgeRandomAccessReader: Sendable {
     private init(fileDescriptor fd: Int32, identities: [any AgeIdentity], ownsDescriptor: Bool) throws {
         self.fd = fd
         self.ownsDescriptor = ownsDescriptor
-        let info: stat
+        let info: FileStatus
         do { info = try FileCalls.status(fd) } catch { throw AgeError.io("fstat failed: \(String(cString: strerror(error.code)))") }
-        let fileSize = Int64(info.st_size)
+        let fileSize = info.size
         // Parse the header.
         var parser = AgeHeaderParser()
         var offset: Int64 = 0

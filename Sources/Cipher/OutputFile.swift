@@ -25,20 +25,20 @@ extension SecureFile {
     ///   names a descriptor that is not open for writing.
     public static func outputTarget(of path: String) throws -> OutputTarget {
         if let number = descriptorNumber(path) { return .descriptor(try writableDescriptor(number, path: path)) }
-        let info: stat
+        let info: FileStatus
         do {
             info = try FileCalls.linkStatus(path)
         } catch {
             if error.code == ENOENT { return .replace }
             throw Failure(error, path: path)
         }
-        switch info.fileType {
-        case S_IFREG:
+        switch info.kind {
+        case .regular:
             return .replace
-        case S_IFCHR, S_IFIFO:
-            try requireTrustedOwner(info, path: path, kind: (info.st_mode & S_IFMT) == S_IFIFO ? "FIFO" : "device")
+        case .characterDevice, .fifo:
+            try requireTrustedOwner(info, path: path, kind: info.kind == .fifo ? "FIFO" : "device")
             return .inPlace
-        case S_IFLNK:
+        case .symbolicLink:
             let target = linkTarget(path) ?? "?"
             if let number = descriptorNumber(target) {
                 try requireTrustedOwner(info, path: path, kind: "symbolic link")
@@ -46,15 +46,15 @@ extension SecureFile {
             }
             throw Failure.insecurePermissions(path: path, reason: "it is a symbolic link (to \(target)), which output neither follows nor replaces",
                                             fix: "name the file it points to instead, or rm \(path)")
-        case S_IFDIR:
+        case .directory:
             throw Failure.insecurePermissions(path: path, reason: "it is a directory, not a file to write", fix: "name a file inside it")
-        case S_IFSOCK:
+        case .socket:
             throw Failure.insecurePermissions(path: path, reason: "it is a socket, which cannot be opened as a file",
                                             fix: "write to standard output and pipe it to a client: | socat - UNIX-CONNECT:\(path)")
-        case S_IFBLK:
+        case .blockDevice:
             throw Failure.insecurePermissions(path: path, reason: "it is a block device",
                                             fix: "write to standard output and redirect it (> \(path)) if that is really meant")
-        default:
+        case .other:
             throw Failure.insecurePermissions(path: path, reason: "it is not a regular file, character device or FIFO", fix: "name a regular file")
         }
     }
@@ -62,9 +62,9 @@ extension SecureFile {
     /// Output is written into a FIFO or device, or through a link to a descriptor, only when it
     /// belongs to the caller or to root: another user's FIFO (planted in a shared directory such
     /// as /tmp, where a rename over their path would fail) would hand them what is written.
-    static func requireTrustedOwner(_ info: stat, path: String, kind: String) throws {
-        guard info.st_uid == geteuid() || info.st_uid == 0 else {
-            throw Failure.insecurePermissions(path: path, reason: "it is a \(kind) owned by another user (uid \(info.st_uid)), who could read what is written into it",
+    static func requireTrustedOwner(_ info: FileStatus, path: String, kind: String) throws {
+        guard info.owner == geteuid() || info.owner == 0 else {
+            throw Failure.insecurePermissions(path: path, reason: "it is a \(kind) owned by another user (uid \(info.owner)), who could read what is written into it",
                                             fix: "write to a path of your own")
         }
     }
@@ -94,21 +94,21 @@ extension SecureFile {
             var fd: Int32
             repeat { fd = open(path, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC) } while fd < 0 && errno == EINTR
             guard fd >= 0 else { throw Failure.system(operation: "open", path: path, errno: errno) }
-            let info: stat
+            let info: FileStatus
             do {
                 info = try FileCalls.status(fd)
             } catch {
                 close(fd)
                 throw Failure.system(operation: "stat", path: path, errno: error.code)
             }
-            let kind = info.fileType
-            if kind == S_IFCHR || kind == S_IFIFO {
-                do { try requireTrustedOwner(info, path: path, kind: kind == S_IFIFO ? "FIFO" : "device") } catch { close(fd); throw error }
+            let kind = info.kind
+            if kind == .characterDevice || kind == .fifo {
+                do { try requireTrustedOwner(info, path: path, kind: kind == .fifo ? "FIFO" : "device") } catch { close(fd); throw error }
             }
-            guard kind == S_IFCHR || kind == S_IFIFO else {
+            guard kind == .characterDevice || kind == .fifo else {
                 // Replaced between the look and the open: decide again from what is there now.
                 close(fd)
-                if kind == S_IFREG {
+                if kind == .regular {
                     try replaceAtomically(path, mode: mode, body)
                     return .replace
                 }

@@ -54,22 +54,22 @@ public enum SecureFile {
     ///   - isDirectory: Whether `path` must be a directory.
     /// - Throws: ``SecureFile/Failure/insecurePermissions(path:reason:fix:)`` with the fix, or ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
     public static func checkPrivate(_ path: String, isDirectory: Bool) throws {
-        let info: stat
+        let info: FileStatus
         do { info = try FileCalls.linkStatus(path) } catch { throw Failure(error, path: path) }
-        let type = info.fileType
-        if isDirectory && type != S_IFDIR {
+        let type = info.kind
+        if isDirectory && type != .directory {
             throw Failure.insecurePermissions(path: path, reason: "it is not a directory (a symlink is not accepted)",
                                               fix: "mv \(path) \(path).old && mkdir -m 700 \(path)")
         }
-        if !isDirectory && type != S_IFREG {
+        if !isDirectory && type != .regular {
             throw Failure.insecurePermissions(path: path, reason: "it is not a regular file", fix: "rm \(path)")
         }
-        if info.st_uid != geteuid() {
-            throw Failure.insecurePermissions(path: path, reason: "it is owned by uid \(info.st_uid), not by you (uid \(geteuid()))",
+        if info.owner != geteuid() {
+            throw Failure.insecurePermissions(path: path, reason: "it is owned by uid \(info.owner), not by you (uid \(geteuid()))",
                                               fix: "chown \(geteuid()) \(path)")
         }
-        if info.st_mode & 0o077 != 0 {
-            let mode = String(info.st_mode & 0o777, radix: 8)
+        if info.permissions & 0o077 != 0 {
+            let mode = String(info.permissions & 0o777, radix: 8)
             throw Failure.insecurePermissions(path: path, reason: "its mode \(mode) lets group or others in",
                                               fix: "chmod \(isDirectory ? "700" : "600") \(path)")
         }
@@ -153,11 +153,11 @@ public enum SecureFile {
             guard isLockedTemporaryName(name) else { continue }
             guard let fd = try? FileCalls.open(in: directoryFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) else { continue }
             defer { close(fd) }
-            guard let info = try? FileCalls.status(fd), info.isRegularFile, info.st_uid == geteuid() else { continue }
+            guard let info = try? FileCalls.status(fd), info.isRegularFile, info.owner == geteuid() else { continue }
             guard FileCalls.tryLockExclusive(fd) else { continue }
             // Still the same file under that name (not replaced since it was opened).
             guard let current = try? FileCalls.linkStatus(in: directoryFD, name),
-                  current.st_dev == info.st_dev, current.st_ino == info.st_ino else { continue }
+                  current.isSameFile(as: info) else { continue }
             if (try? FileCalls.unlink(in: directoryFD, name)) != nil { removed += 1 }
         }
         return removed
@@ -203,7 +203,7 @@ public enum SecureFile {
                 // Locked and still under its name: a cleaner may have taken the name between
                 // the open and the lock (then it removed it); take another.
                 if FileCalls.tryLockExclusive(named), let mine = try? FileCalls.status(named),
-                   let there = try? FileCalls.linkStatus(candidate), mine.st_dev == there.st_dev, mine.st_ino == there.st_ino {
+                   let there = try? FileCalls.linkStatus(candidate), mine.isSameFile(as: there) {
                     _ = fchmod(named, mode)
                     fd = named
                     path = candidate

@@ -234,19 +234,18 @@ public struct ShareClient: Sendable {
             self.path = path
             fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
-            guard let info = try? FileCalls.status(fd), info.st_mode & S_IFMT == S_IFREG else {
+            guard let info = try? FileCalls.status(fd), info.isRegularFile else {
                 close(fd)
                 throw .io(path: path, detail: "not a regular file")
             }
-            size = UInt64(info.st_size)
+            size = UInt64(info.size)
             stamp = Self.stamp(info)
         }
 
         deinit { close(fd) }
 
-        static func stamp(_ info: stat) -> [Int64] {
-            [Int64(info.st_size), Int64(info.st_mtim.tv_sec), Int64(info.st_mtim.tv_nsec),
-             Int64(info.st_ctim.tv_sec), Int64(info.st_ctim.tv_nsec)]
+        static func stamp(_ info: FileStatus) -> [Int64] {
+            [info.size, info.modified.seconds, info.modified.nanoseconds, info.changed.seconds, info.changed.nanoseconds]
         }
 
         /// Throws when the file was written to since it was opened (its size or times moved).

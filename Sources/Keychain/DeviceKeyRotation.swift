@@ -46,7 +46,7 @@ public struct KeychainDeviceKeyDependent: DeviceKeyDependent {
         func isFile(_ path: String) -> Bool { (try? FileCalls.linkStatus(path))?.isRegularFile == true }
         if isFile(home + "/keychain.sqlite") { found.append(home + "/keychain.sqlite") }
         for name in ((try? FileManager.default.contentsOfDirectory(atPath: home)) ?? []).sorted() where !name.hasPrefix(".") {
-            guard (try? FileCalls.linkStatus(home + "/" + name))?.fileType == S_IFDIR else { continue }
+            guard (try? FileCalls.linkStatus(home + "/" + name))?.kind == .directory else { continue }
             if isFile(home + "/" + name + "/keychain.sqlite") { found.append(home + "/" + name + "/keychain.sqlite") }
         }
         return found.map { KeychainDeviceKeyDependent(path: $0) }

@@ -188,16 +188,16 @@ public struct PinReportFileSink: Sendable {
         guard fd >= 0 else {
             let detail = String(cString: strerror(errno))
             // A FIFO without a reader fails with ENXIO: say what it is.
-            if let status = try? FileCalls.linkStatus(path), status.st_mode & S_IFMT != S_IFREG {
-                throw .notARegularFile(path: path, kind: RegularFile.kind(status.st_mode))
+            if let status = try? FileCalls.linkStatus(path), !status.isRegularFile {
+                throw .notARegularFile(path: path, kind: RegularFile.kind(status.kind))
             }
             throw .io(path: path, detail: detail)
         }
         defer { close(fd) }
-        let status: stat
+        let status: FileStatus
         do throws(SystemCallError) { status = try FileCalls.status(fd) } catch { throw .io(path: path, detail: String(cString: strerror(error.code))) }
-        guard status.st_mode & S_IFMT == S_IFREG else {
-            throw .notARegularFile(path: path, kind: RegularFile.kind(status.st_mode))
+        guard status.isRegularFile else {
+            throw .notARegularFile(path: path, kind: RegularFile.kind(status.kind))
         }
         let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         guard written == line.count else {

@@ -14,14 +14,14 @@ enum RegularFile {
     static func openForReading(_ path: String) throws(PinnedTLSError) -> Int32 {
         let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
         guard fd >= 0 else { throw .io(path: path, detail: String(cString: strerror(errno))) }
-        let status: stat
+        let status: FileStatus
         do throws(SystemCallError) { status = try FileCalls.status(fd) } catch {
             close(fd)
             throw .io(path: path, detail: String(cString: strerror(error.code)))
         }
-        guard status.st_mode & S_IFMT == S_IFREG else {
+        guard status.isRegularFile else {
             close(fd)
-            throw .notARegularFile(path: path, kind: kind(status.st_mode))
+            throw .notARegularFile(path: path, kind: kind(status.kind))
         }
         let flags = fcntl(fd, F_GETFL)
         if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
@@ -54,15 +54,16 @@ enum RegularFile {
     }
 
     /// What a file that is not regular is, for the message.
-    static func kind(_ mode: mode_t) -> String {
-        switch mode & S_IFMT {
-        case S_IFIFO: return "a FIFO"
-        case S_IFCHR: return "a character device"
-        case S_IFBLK: return "a block device"
-        case S_IFDIR: return "a directory"
-        case S_IFSOCK: return "a socket"
-        case S_IFLNK: return "a symbolic link"
-        default: return "a special file"
+    static func kind(_ kind: FileStatus.Kind) -> String {
+        switch kind {
+        case .fifo: return "a FIFO"
+        case .characterDevice: return "a character device"
+        case .blockDevice: return "a block device"
+        case .directory: return "a directory"
+        case .socket: return "a socket"
+        case .symbolicLink: return "a symbolic link"
+        case .regular: return "a regular file"
+        case .other: return "a special file"
         }
     }
 }

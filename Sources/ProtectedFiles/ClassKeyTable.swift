@@ -147,7 +147,7 @@ struct ClassKeyTable: Sendable {
     func destroySuperseded(_ superseded: String) throws {
         let erasing = manager.directory + "/.erasing"
         if let info = try? FileCalls.linkStatus(erasing) {
-            guard info.fileType == S_IFDIR else {
+            guard info.kind == .directory else {
                 throw ProtectedFileError.io("\(erasing) is not a directory; remove it: \(superseded) is destroyed by the next vault open")
             }
         } else {

@@ -311,7 +311,7 @@ public final class ProtectedFiles: Sendable {
     /// followed; other files are left alone. A failure on one file does not stop the others.
     /// - Throws: ``ProtectedFileError`` when the directory cannot be read.
     public func upgradeItems(inDirectory directory: String, from: FileProtectionClass, to: FileProtectionClass) throws -> UpgradeReport {
-        guard (try? FileCalls.linkStatus(directory))?.fileType == S_IFDIR else {
+        guard (try? FileCalls.linkStatus(directory))?.kind == .directory else {
             throw ProtectedFileError.invalidArgument("\(directory) is not a directory")
         }
         guard let enumerator = FileManager.default.enumerator(atPath: directory) else {
@@ -486,7 +486,7 @@ public final class ProtectedFiles: Sendable {
     /// Calls `body` with every regular file under `directory` (symbolic links are not
     /// followed; temporaries of atomic replacements are skipped).
     func forEachRegularFile(in directory: String, _ body: (String) throws -> Void) throws {
-        guard (try? FileCalls.linkStatus(directory))?.fileType == S_IFDIR else {
+        guard (try? FileCalls.linkStatus(directory))?.kind == .directory else {
             throw ProtectedFileError.invalidArgument("\(directory) is not a directory")
         }
         guard let enumerator = FileManager.default.enumerator(atPath: directory) else {

@@ -45,10 +45,10 @@ public enum CryptoErase {
         let options = ShredOptions()
         let (directory, parent, name, info) = try FileShredder.openParent(of: path)
         defer { close(parent) }
-        switch info.st_mode & S_IFMT {
-        case S_IFREG: break
-        case S_IFLNK: throw ShredError.symlink(path)
-        case S_IFDIR: throw ShredError.isDirectory(path)
+        switch info.kind {
+        case .regular: break
+        case .symbolicLink: throw ShredError.symlink(path)
+        case .directory: throw ShredError.isDirectory(path)
         default: throw ShredError.notRegularFile(path)
         }
         let fd: Int32
@@ -59,14 +59,14 @@ public enum CryptoErase {
             throw ShredError(error, path: path)
         }
         defer { close(fd) }
-        let opened: stat
+        let opened: FileStatus
         do { opened = try FileCalls.status(fd) } catch { throw ShredError(error, path: path) }
         guard opened.isRegularFile else { throw ShredError.notRegularFile(path) }
-        guard opened.st_dev == info.st_dev, opened.st_ino == info.st_ino else { throw ShredError.fileChanged(path) }
+        guard opened.isSameFile(as: info) else { throw ShredError.fileChanged(path) }
         try FileShredder.checkLinks(opened, path: path, options: options)
 
         // 1. The whole length, holes included, with fresh random bytes.
-        let size = Int(max(0, opened.st_size))
+        let size = Int(max(0, opened.size))
         let chunk = 64 * 1024
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer {

@@ -28,7 +28,7 @@ public enum FileShredder {
 
     /// Opens the directory holding `path` and stats the entry in it without following a
     /// symlink. The caller closes the returned directory descriptor.
-    static func openParent(of path: String) throws -> (directory: String, parent: Int32, name: String, info: stat) {
+    static func openParent(of path: String) throws -> (directory: String, parent: Int32, name: String, info: FileStatus) {
         let (directory, name) = try split(path)
         let parent = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard parent >= 0 else { throw ShredError.system(operation: "open directory", path: directory, errno: errno) }
@@ -52,10 +52,10 @@ public enum FileShredder {
         try options.validate()
         let (directory, parent, name, info) = try openParent(of: path)
         defer { close(parent) }
-        switch info.st_mode & S_IFMT {
-        case S_IFLNK:
+        switch info.kind {
+        case .symbolicLink:
             throw ShredError.symlink(path)
-        case S_IFDIR:
+        case .directory:
             guard options.recursive else { throw ShredError.isDirectory(path) }
             return try withoutActuallyEscaping(onReport) { callback in
                 var walk = Walk(options: options, onReport: callback)
@@ -63,7 +63,7 @@ public enum FileShredder {
                 if !walk.failures.isEmpty { throw ShredError.incomplete(failures: walk.failures, reports: walk.reports) }
                 return walk.reports
             }
-        case S_IFREG:
+        case .regular:
             let report = try shredFile(parent: parent, parentPath: directory, name: name, path: path, expected: info, options: options)
             onReport(report)
             return [report]
@@ -86,7 +86,7 @@ public enum FileShredder {
     /// - Throws: ``ShredError``.
     public static func overwrite(fileDescriptor: Int32, path: String, options: ShredOptions = ShredOptions()) throws -> ShredReport {
         try options.validate()
-        let info: stat
+        let info: FileStatus
         do { info = try FileCalls.status(fileDescriptor) } catch { throw ShredError(error, path: path) }
         guard info.isRegularFile else { throw ShredError.notRegularFile(path) }
         // pwrite on an O_APPEND descriptor appends instead of overwriting (Linux).
@@ -104,7 +104,7 @@ public enum FileShredder {
 
     // MARK: - Files
 
-    static func shredFile(parent: Int32, parentPath: String, name: String, path: String, expected: stat,
+    static func shredFile(parent: Int32, parentPath: String, name: String, path: String, expected: FileStatus,
                           options: ShredOptions) throws -> ShredReport {
         let fd: Int32
         do {
@@ -115,10 +115,10 @@ public enum FileShredder {
             throw ShredError(error, path: path)
         }
         defer { close(fd) }
-        let info: stat
+        let info: FileStatus
         do { info = try FileCalls.status(fd) } catch { throw ShredError(error, path: path) }
         guard info.isRegularFile else { throw ShredError.notRegularFile(path) }
-        guard info.st_dev == expected.st_dev, info.st_ino == expected.st_ino else { throw ShredError.fileChanged(path) }
+        guard info.isSameFile(as: expected) else { throw ShredError.fileChanged(path) }
         try checkLinks(info, path: path, options: options)
         var report = try overwriteOpenFile(fd, info: info, path: path, options: options)
         if options.remove {
@@ -127,21 +127,21 @@ public enum FileShredder {
         return report
     }
 
-    static func checkLinks(_ info: stat, path: String, options: ShredOptions) throws {
-        if info.st_nlink > 1 && !options.allowHardLinks {
-            throw ShredError.hardLinked(path: path, count: Int(info.st_nlink))
+    static func checkLinks(_ info: FileStatus, path: String, options: ShredOptions) throws {
+        if info.links > 1 && !options.allowHardLinks {
+            throw ShredError.hardLinked(path: path, count: Int(info.links))
         }
     }
 
     /// The overwrite passes, placement check and verification of an open file.
-    static func overwriteOpenFile(_ fd: Int32, info: stat, path: String, options: ShredOptions) throws -> ShredReport {
+    static func overwriteOpenFile(_ fd: Int32, info: FileStatus, path: String, options: ShredOptions) throws -> ShredReport {
         var report = ShredReport(path: path)
-        let size = UInt64(max(0, info.st_size))
+        let size = UInt64(max(0, info.size))
         report.size = size
-        let probe = FileSystemProbe.inspect(fd: fd, device: info.st_dev)
+        let probe = FileSystemProbe.inspect(fd: fd, device: info.device)
         report.filesystem = probe.filesystem
         var warnings = probe.warnings
-        if info.st_nlink > 1 { warnings.append(.otherHardLinks(count: Int(info.st_nlink))) }
+        if info.links > 1 { warnings.append(.otherHardLinks(count: Int(info.links))) }
 
         let ranges = try FileIO.dataRanges(fd, size: size, path: path)
         report.extents = ranges.count
@@ -232,7 +232,7 @@ public enum FileShredder {
     // MARK: - Removal
 
     /// Truncates, renames to random names of decreasing length and unlinks the file.
-    static func remove(fd: Int32, info: stat, parent: Int32, parentPath: String, name: String, path: String,
+    static func remove(fd: Int32, info: FileStatus, parent: Int32, parentPath: String, name: String, path: String,
                        report: inout ShredReport) throws {
         do {
             try FileCalls.truncate(fd)
@@ -245,7 +245,7 @@ public enum FileShredder {
         // The name must still be our inode before it is unlinked.
         do {
             let now = try FileCalls.linkStatus(in: parent, current)
-            guard now.st_dev == info.st_dev, now.st_ino == info.st_ino else { throw ShredError.fileChanged(path) }
+            guard now.isSameFile(as: info) else { throw ShredError.fileChanged(path) }
             try FileCalls.unlink(in: parent, current)
         } catch let error as SystemCallError {
             throw ShredError(error, path: path)
@@ -320,17 +320,17 @@ public enum FileShredder {
             }
             for entry in names {
                 let child = path.hasSuffix("/") ? path + entry : path + "/" + entry
-                let info: stat
+                let info: FileStatus
                 do {
                     info = try FileCalls.linkStatus(in: fd, entry)
                 } catch {
                     failures.append(String(describing: ShredError(error, path: child)))
                     continue
                 }
-                switch info.fileType {
-                case S_IFDIR:
+                switch info.kind {
+                case .directory:
                     directory(parent: fd, parentPath: path, name: entry, path: child)
-                case S_IFREG:
+                case .regular:
                     do {
                         let report = try FileShredder.shredFile(parent: fd, parentPath: path, name: entry, path: child,
                                                                 expected: info, options: options)
@@ -339,7 +339,7 @@ public enum FileShredder {
                     } catch {
                         failures.append(String(describing: error))
                     }
-                case S_IFLNK:
+                case .symbolicLink:
                     failures.append(String(describing: ShredError.symlink(child)))
                 default:
                     failures.append(String(describing: ShredError.notRegularFile(child)))

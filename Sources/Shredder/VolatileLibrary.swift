@@ -68,11 +68,11 @@ public final class VolatileLibrary: @unchecked Sendable {
     ///   ``ShredError/hardLinked(path:count:)`` for a path that could not be shredded,
     ///   ``VolatileLibraryError/loadFailed(path:reason:)`` when the loader refuses it.
     public static func open(_ path: String, shredOptions: ShredOptions = ShredOptions()) throws -> VolatileLibrary {
-        let info: stat
+        let info: FileStatus
         do { info = try FileCalls.linkStatus(path) } catch { throw ShredError(error, path: path) }
-        switch info.fileType {
-        case S_IFREG: break
-        case S_IFLNK: throw ShredError.symlink(path)
+        switch info.kind {
+        case .regular: break
+        case .symbolicLink: throw ShredError.symlink(path)
         default: throw ShredError.notRegularFile(path)
         }
         // Refuse now what the shred at close would refuse.

@@ -36,18 +36,18 @@ public enum AgentPaths {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw AgentError.system("mkdir", directory)
         }
-        let info: stat
+        let info: FileStatus
         do { info = try FileCalls.linkStatus(directory) } catch { throw AgentError.system("lstat", directory, error.code) }
-        guard info.fileType == S_IFDIR else {
+        guard info.kind == .directory else {
             throw AgentError.insecureDirectory(path: directory, reason: "is not a directory (a symlink or a file)",
                                                fix: "remove it, or set XDG_RUNTIME_DIR to a private directory")
         }
-        guard info.st_uid == geteuid() else {
-            throw AgentError.insecureDirectory(path: directory, reason: "belongs to uid \(info.st_uid), not to this user (uid \(geteuid()))",
+        guard info.owner == geteuid() else {
+            throw AgentError.insecureDirectory(path: directory, reason: "belongs to uid \(info.owner), not to this user (uid \(geteuid()))",
                                                fix: "someone else created it; remove it as root, or set XDG_RUNTIME_DIR to a private directory")
         }
-        guard info.st_mode & 0o077 == 0 else {
-            throw AgentError.insecureDirectory(path: directory, reason: "is reachable by group or others (mode \(String(info.st_mode & 0o777, radix: 8)))",
+        guard info.permissions & 0o077 == 0 else {
+            throw AgentError.insecureDirectory(path: directory, reason: "is reachable by group or others (mode \(String(info.permissions & 0o777, radix: 8)))",
                                                fix: "run `chmod 700 \(directory)`")
         }
     }

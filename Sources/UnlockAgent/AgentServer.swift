@@ -147,7 +147,7 @@ public final class AgentServer: @unchecked Sendable {
             throw AgentError.alreadyRunning(socket: socketPath)
         }
         do {
-            let existing: stat?
+            let existing: FileStatus?
             do {
                 existing = try FileCalls.linkStatus(socketPath)
             } catch where error.code == ENOENT {
@@ -158,11 +158,11 @@ public final class AgentServer: @unchecked Sendable {
             if let info = existing {
                 // Nobody holds the lock, so no agent serves this socket: it is stale. Only a
                 // socket is removed; anything else (a symlink, a file) is left for a person.
-                guard (info.st_mode & S_IFMT) == S_IFSOCK else {
+                guard info.kind == .socket else {
                     throw AgentError.pathInUse(path: socketPath, reason: "exists and is not a socket (a symlink, file or directory)")
                 }
-                guard info.st_uid == geteuid() else {
-                    throw AgentError.pathInUse(path: socketPath, reason: "is a socket of uid \(info.st_uid)")
+                guard info.owner == geteuid() else {
+                    throw AgentError.pathInUse(path: socketPath, reason: "is a socket of uid \(info.owner)")
                 }
                 guard unlink(socketPath) == 0 || errno == ENOENT else { throw AgentError.system("unlink", socketPath) }
                 log?("replaced the stale socket \(socketPath)")
@@ -194,7 +194,7 @@ public final class AgentServer: @unchecked Sendable {
             locked {
                 $0.listenFD = fd
                 $0.lockFD = lockFD
-                $0.socketIdentity = (UInt64(info.st_dev), UInt64(info.st_ino))
+                $0.socketIdentity = (info.device, info.inode)
             }
         } catch {
             close(lockFD)
@@ -252,7 +252,7 @@ public final class AgentServer: @unchecked Sendable {
             return result
         }
         // The socket is removed only while it is still the one this agent bound.
-        if let identity, let info = try? FileCalls.linkStatus(socketPath), UInt64(info.st_dev) == identity.dev, UInt64(info.st_ino) == identity.ino {
+        if let identity, let info = try? FileCalls.linkStatus(socketPath), info.device == identity.dev, info.inode == identity.ino {
             unlink(socketPath)
         }
         if listenFD >= 0 { close(listenFD) }

@@ -15,20 +15,20 @@ struct FileCallsTests {
         let link = directory.path + "/link"
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: file)
         #expect(try FileCalls.linkStatus(file).isRegularFile)
-        #expect(try FileCalls.linkStatus(link).fileType == S_IFLNK)
+        #expect(try FileCalls.linkStatus(link).kind == .symbolicLink)
         let dirFD = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         try #require(dirFD >= 0)
         defer { close(dirFD) }
-        #expect(try FileCalls.linkStatus(in: dirFD, "link").fileType == S_IFLNK)
+        #expect(try FileCalls.linkStatus(in: dirFD, "link").kind == .symbolicLink)
         #expect(throws: SystemCallError("open", ELOOP)) { try FileCalls.open(in: dirFD, "link", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         let fd = try FileCalls.open(in: dirFD, "file", O_RDWR | O_CLOEXEC)
         defer { close(fd) }
-        #expect(try FileCalls.status(fd).st_size == 3)
+        #expect(try FileCalls.status(fd).size == 3)
         #expect(throws: SystemCallError("fstat", EBADF)) { try FileCalls.status(-1) }
         #expect(throws: SystemCallError("open", ELOOP)) { try FileCalls.open(link, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         #expect(throws: SystemCallError("open", ENOENT)) { try FileCalls.open(missing, O_RDONLY | O_CLOEXEC) }
         let byPath = try FileCalls.open(file, O_RDONLY | O_CLOEXEC)
-        #expect(try FileCalls.status(byPath).st_size == 3)
+        #expect(try FileCalls.status(byPath).size == 3)
         FileCalls.close(byPath)
     }
 
@@ -41,7 +41,7 @@ struct FileCallsTests {
         defer { close(fd) }
         try FileCalls.truncate(fd, to: 2)
         try FileCalls.sync(fd)
-        #expect(try FileCalls.status(fd).st_size == 2)
+        #expect(try FileCalls.status(fd).size == 2)
         #expect(FileCalls.tryLockExclusive(fd))
         let other = open(file, O_RDONLY | O_CLOEXEC)
         try #require(other >= 0)
@@ -49,7 +49,7 @@ struct FileCallsTests {
         #expect(!FileCalls.tryLockExclusive(other))   // another open file description holds it
 
         try FileCalls.hardLink(file, directory.path + "/second")
-        #expect(try FileCalls.status(fd).st_nlink == 2)
+        #expect(try FileCalls.status(fd).links == 2)
         #expect(throws: SystemCallError("link", EEXIST)) { try FileCalls.hardLink(file, directory.path + "/second") }
 
         let dirFD = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

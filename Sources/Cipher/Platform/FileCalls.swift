@@ -26,25 +26,32 @@ package struct SystemCallError: Error, Equatable, Sendable {
 /// does nothing else: retries and decisions stay with the caller.
 package enum FileCalls {
     /// `lstat`: what is at `path`, a final symbolic link not followed.
-    package static func linkStatus(_ path: String) throws(SystemCallError) -> stat {
+    package static func linkStatus(_ path: String) throws(SystemCallError) -> FileStatus {
         var info = stat()
         guard lstat(path, &info) == 0 else { throw SystemCallError("stat") }
-        return info
+        return FileStatus(info)
+    }
+
+    /// `stat`: what `path` names, a final symbolic link followed.
+    package static func status(atPath path: String) throws(SystemCallError) -> FileStatus {
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw SystemCallError("stat") }
+        return FileStatus(info)
     }
 
     /// `fstat` of an open descriptor.
-    package static func status(_ fd: Int32) throws(SystemCallError) -> stat {
+    package static func status(_ fd: Int32) throws(SystemCallError) -> FileStatus {
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw SystemCallError("fstat") }
-        return info
+        return FileStatus(info)
     }
 
     /// `fstatat(directory, name, AT_SYMLINK_NOFOLLOW)`: what `name` in an open directory is, a
     /// symbolic link not followed.
-    package static func linkStatus(in directory: Int32, _ name: String) throws(SystemCallError) -> stat {
+    package static func linkStatus(in directory: Int32, _ name: String) throws(SystemCallError) -> FileStatus {
         var info = stat()
         guard fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { throw SystemCallError("stat") }
-        return info
+        return FileStatus(info)
     }
 
     /// `open(path, flags)` (no mode: nothing is created); the descriptor is the caller's to close.
@@ -107,29 +114,6 @@ package enum FileCalls {
 // The system's `open` and `close`, which the wrappers of the same names shadow inside the enum.
 private func systemOpen(_ path: String, _ flags: Int32) -> Int32 { open(path, flags) }
 private func systemClose(_ fd: Int32) -> Int32 { close(fd) }
-
-extension stat {
-    /// The file type bits (`st_mode & S_IFMT`).
-    package var fileType: mode_t { st_mode & S_IFMT }
-    /// Whether it is a regular file.
-    package var isRegularFile: Bool { fileType == S_IFREG }
-    /// The last modification of the contents: seconds and nanoseconds.
-    package var modificationTime: (seconds: Int64, nanoseconds: Int64) {
-        #if canImport(Darwin)
-        (Int64(st_mtimespec.tv_sec), Int64(st_mtimespec.tv_nsec))
-        #else
-        (Int64(st_mtim.tv_sec), Int64(st_mtim.tv_nsec))
-        #endif
-    }
-    /// The last change of the contents or the metadata (ctime): seconds and nanoseconds.
-    package var statusChangeTime: (seconds: Int64, nanoseconds: Int64) {
-        #if canImport(Darwin)
-        (Int64(st_ctimespec.tv_sec), Int64(st_ctimespec.tv_nsec))
-        #else
-        (Int64(st_ctim.tv_sec), Int64(st_ctim.tv_nsec))
-        #endif
-    }
-}
 
 extension SecureFile.Failure {
     /// A failed call on `path`, named as the call names itself.

@@ -10,7 +10,7 @@ enum AgeCLI {
     /// The size of a regular file behind `fd`, or nil (pipe, terminal).
     static func regularFileSize(_ fd: Int32) -> Int64? {
         guard let info = try? FileCalls.status(fd), info.isRegularFile else { return nil }
-        return Int64(info.st_size)
+        return info.size
     }
 
     /// A progress callback drawing a bar on stderr, or nil when stderr is not a terminal or the input is small.
@@ -163,7 +163,7 @@ struct EncryptRequest: Equatable, AgeRequest {
                         // Only a character device is opened to ask: opening a FIFO would
                         // hand its reader an end of file.
                         descriptor = nil
-                        if let info = try? FileCalls.linkStatus(output), info.fileType == S_IFCHR {
+                        if let info = try? FileCalls.linkStatus(output), info.kind == .characterDevice {
                             let fd = open(output, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)
                             if fd >= 0 { terminalDevice = isatty(fd) == 1; close(fd) }
                         }

@@ -190,11 +190,11 @@ struct ProtectStatusCommand: ParsableCommand {
 
     /// `path` itself, or the regular files under it (sorted), without following symbolic links.
     static func regularFiles(_ path: String) throws -> [String] {
-        let info: stat
+        let info: FileStatus
         do { info = try FileCalls.linkStatus(path) } catch {
             throw ProtectedFileError.io("cannot examine \(path): \(String(cString: strerror(error.code)))")
         }
-        guard info.fileType == S_IFDIR else { return [path] }
+        guard info.kind == .directory else { return [path] }
         guard let enumerator = FileManager.default.enumerator(atPath: path) else {
             throw ProtectedFileError.permission(path: path, reason: "the directory cannot be read")
         }

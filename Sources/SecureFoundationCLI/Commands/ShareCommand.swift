@@ -475,7 +475,7 @@ struct ShareListCommand: ParsableCommand {
                 .filter { !$0.hasPrefix(".") }.sorted()
             for name in names {
                 guard let info = try? FileCalls.linkStatus(directory + "/" + name), info.isRegularFile else { continue }
-                print("\(name)\t\(info.st_size)")
+                print("\(name)\t\(info.size)")
             }
         } catch {
             throw ShareCLI.fail(error)

@@ -44,9 +44,11 @@ enum FileSystemProbe {
                                             "fuse.sshfs", "fuse.glusterfs", "fuse.s3fs", "fuse.rclone", "davfs", "fuse.davfs2"]
     static let copyOnWriteTypes: Set<String> = ["btrfs", "zfs", "bcachefs", "f2fs", "nilfs2", "apfs"]
 
-    /// Inspects the storage of the open file `fd` whose `fstat` gave `device`.
-    static func inspect(fd: Int32, device: dev_t) -> Result {
+    /// Inspects the storage of the open file `fd` whose `fstat` gave `device`
+    /// (``FileStatus/device``).
+    static func inspect(fd: Int32, device: UInt64) -> Result {
         #if os(Linux)
+        let device = dev_t(truncatingIfNeeded: device)
         var name = "unknown"
         var kind = Kind.plain
         var type: Int64 = 0

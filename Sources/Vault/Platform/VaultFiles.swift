@@ -24,15 +24,14 @@ enum VaultFiles {
 
     /// The entry at `path`, or nil when there is none (or it cannot be examined).
     static func entry(_ path: String) -> Entry? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
+        guard let info = try? FileCalls.linkStatus(path) else { return nil }
         let kind: Entry.Kind
-        switch info.st_mode & S_IFMT {
-        case S_IFREG: kind = .regular
-        case S_IFDIR: kind = .directory
+        switch info.kind {
+        case .regular: kind = .regular
+        case .directory: kind = .directory
         default: kind = .other
         }
-        return Entry(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), kind: kind, links: UInt64(info.st_nlink))
+        return Entry(device: info.device, inode: info.inode, kind: kind, links: info.links)
     }
 
     /// Gives the file at `path` the additional name `newName` (a hard link; never replaces).
@@ -52,8 +51,7 @@ enum VaultFiles {
         try SecureFile.checkPrivate(path, isDirectory: false)
         let written = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, 0) }
         guard written == bytes.count else { throw SecureFile.Failure.system(operation: "write", path: path, errno: errno) }
-        var info = stat()
-        if fstat(fd, &info) == 0, info.st_size != off_t(bytes.count) {
+        if let info = try? FileCalls.status(fd), info.size != Int64(bytes.count) {
             guard ftruncate(fd, off_t(bytes.count)) == 0 else {
                 throw SecureFile.Failure.system(operation: "truncate", path: path, errno: errno)
             }
