@@ -27,6 +27,10 @@ public final class ShareServer: Sendable {
     public static let defaultMaxSize: UInt64 = 64 << 30
     /// The largest read from the socket.
     static let readSize = 256 * 1024
+    /// After refusing a revoked sender, how long and how many bytes of what it still sends are
+    /// read and dropped (the sender stops as soon as the refusal reaches it).
+    static let refusalDrainTime: TimeAmount = .seconds(10)
+    static let refusalDrainLimit = 64 << 20
     /// A connection that sends nothing for this long is dropped.
     public static let idleTimeout: TimeAmount = .seconds(30)
     /// A client that has not finished its handshake within this time is dropped (generous: a
@@ -198,10 +202,20 @@ public final class ShareServer: Sendable {
             return
         }
         if isRevoked(pin) {
-            // Told so, without reading anything it sends.
-            let reply = ShareWire.Reply(status: .refused, text: ShareError.revoked(device: device).description)
-            try? await connection.channel.executeThenClose { _, outbound in
+            // Told so at once (reply status 4), without using anything it sends. What it had
+            // already sent is read and dropped until it hangs up, so that closing does not reset
+            // the connection and with it the reply on its way; bounded in bytes and time.
+            let reply = ShareWire.Reply(status: .revoked, text: device)
+            let raw = connection.channel.channel
+            try? await connection.channel.executeThenClose { inbound, outbound in
                 try await outbound.write(ByteBuffer(bytes: reply.encoded))
+                let deadline = raw.eventLoop.scheduleTask(in: Self.refusalDrainTime) { raw.close(promise: nil) }
+                defer { deadline.cancel() }
+                var dropped = 0
+                for try await chunk in inbound {
+                    dropped += chunk.readableBytes
+                    if dropped > Self.refusalDrainLimit { break }
+                }
             }
             onEvent(.refused(peer: "\(device) (\(peer))", .revoked(device: device)))
             return
