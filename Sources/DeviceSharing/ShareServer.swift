@@ -27,8 +27,9 @@ public final class ShareServer: Sendable {
     public static let defaultMaxSize: UInt64 = 64 << 30
     /// The largest read from the socket.
     static let readSize = 256 * 1024
-    /// After refusing a revoked sender, how long and how many bytes of what it still sends are
-    /// read and dropped (the sender stops as soon as the refusal reaches it).
+    /// After a refusal (a revoked sender, a refused offer, a failed transfer), how long and how
+    /// many bytes of what the sender still sends are read and dropped (it stops as soon as the
+    /// reply reaches it).
     static let refusalDrainTime: TimeAmount = .seconds(10)
     static let refusalDrainLimit = 64 << 20
     /// A connection that sends nothing for this long is dropped.
@@ -209,13 +210,8 @@ public final class ShareServer: Sendable {
             let raw = connection.channel.channel
             try? await connection.channel.executeThenClose { inbound, outbound in
                 try await outbound.write(ByteBuffer(bytes: reply.encoded))
-                let deadline = raw.eventLoop.scheduleTask(in: Self.refusalDrainTime) { raw.close(promise: nil) }
-                defer { deadline.cancel() }
-                var dropped = 0
-                for try await chunk in inbound {
-                    dropped += chunk.readableBytes
-                    if dropped > Self.refusalDrainLimit { break }
-                }
+                var iterator = inbound.makeAsyncIterator()
+                await Self.drain(&iterator, channel: raw)
             }
             onEvent(.refused(peer: "\(device) (\(peer))", .revoked(device: device)))
             return
@@ -256,6 +252,7 @@ public final class ShareServer: Sendable {
                 } catch let error as ShareError {
                     let status: ShareWire.Reply.Status = .refused
                     try? await outbound.write(ByteBuffer(bytes: ShareWire.Reply(status: status, text: error.description).encoded))
+                    await Self.drain(&iterator, channel: channel.channel)
                     throw error
                 }
                 guard let offer else { return }
@@ -279,6 +276,7 @@ public final class ShareServer: Sendable {
                     let shareError = error as? ShareError ?? .connectionFailed("\(error)")
                     let status: ShareWire.Reply.Status = shareError == .digestMismatch ? .digestMismatch : .failed
                     try? await outbound.write(ByteBuffer(bytes: ShareWire.Reply(status: status, text: shareError.description).encoded))
+                    await Self.drain(&iterator, channel: channel.channel)
                     throw shareError
                 }
             }
@@ -287,6 +285,28 @@ public final class ShareServer: Sendable {
         }
     }
 
+}
+
+extension ShareServer {
+    /// After a refusal has been written: closes this side's output (TLS close_notify, then the
+    /// TCP half-close), so the peer sees the reply end, and reads and drops what the peer still
+    /// sends until it hangs up (at most ``refusalDrainLimit`` bytes and ``refusalDrainTime``):
+    /// closing with unread bytes would reset the connection and could drop the reply on its way
+    /// to the sender, which stops sending as soon as the reply reaches it.
+    static func drain(_ iterator: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, channel: any Channel) async {
+        try? await channel.close(mode: .output).get()
+        let deadline = channel.eventLoop.scheduleTask(in: refusalDrainTime) { channel.close(promise: nil) }
+        defer { deadline.cancel() }
+        var dropped = 0
+        do {
+            while let chunk = try await iterator.next() {
+                dropped += chunk.readableBytes
+                if dropped > refusalDrainLimit { break }
+            }
+        } catch {
+            // The connection ended (reset or closed): nothing left to drop.
+        }
+    }
 }
 
 /// Hands each piece of plaintext on in a buffer of its own, so the TLS handler's buffer is free

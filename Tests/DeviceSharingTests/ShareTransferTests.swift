@@ -130,6 +130,28 @@ struct ShareTransferTests {
         #expect(ShareError.revoked(device: "bravo").description == "the device bravo is revoked in this group")
     }
 
+    /// A file over the receiver's limit is refused once the offer is read, while its bytes are
+    /// still going out: the sender gets the receiver's reason every time, not a reset connection.
+    @Test func anOversizedFileIsRefusedTheSameEveryTime() async throws {
+        let (a, b) = try makeGroup()
+        let path = try b.write("big.bin", content(3 << 20))
+        let limit: UInt64 = 1 << 20
+        let server = try await ShareServer.bind(membership: a.group.membership(), inbox: a.inbox, files: a.files,
+                                                isRevoked: a.isRevoked(), maxSize: limit)
+        try await serving(server) { port, log in
+            let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+            let expected = ShareError.rejected(ShareError.tooLarge(size: 3 << 20, limit: limit).description)
+            var outcomes: [String] = []
+            for round in 0..<5 {
+                let error = await shareError { _ = try await sender.send(path, to: "127.0.0.1", port: port) }
+                if error != expected { outcomes.append("round \(round): \(String(describing: error))") }
+            }
+            #expect(outcomes.isEmpty, "\(outcomes)")
+            _ = await log.wait(for: 5)
+        }
+        #expect(a.everyInboxFile().isEmpty)
+    }
+
     @Test func aRevokedSenderOfALargeFileIsToldWhy() async throws {
         let (a, b) = try makeGroup()
         _ = try a.group.revoke(device: "bravo")
