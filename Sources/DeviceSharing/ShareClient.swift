@@ -164,7 +164,16 @@ public struct ShareClient: Sendable {
                     var writeFailure: String?
                     var timer: Scheduled<Void>?
                     defer { timer?.cancel() }
-                    while let step = try await group.next() {
+                    while true {
+                        let next: TransferStep?
+                        do {
+                            next = try await group.next()
+                        } catch {
+                            // Bytes that are not a reply: nothing more to send or read.
+                            channel.close(promise: nil)
+                            throw error
+                        }
+                        guard let step = next else { break }
                         switch step {
                         case .replied(let reply):
                             // Whatever is still being sent is of no use now.

@@ -152,6 +152,35 @@ struct ShareTransferTests {
         #expect(a.everyInboxFile().isEmpty)
     }
 
+    /// A receiver of the group that answers with bytes that are not a reply and reads nothing:
+    /// the sender stops with a protocol violation instead of writing into a connection nobody
+    /// reads (within TLS's 5 s wait for the peer's close_notify; the receiver here hangs up once
+    /// the sender returned, or after 15 s).
+    @Test func aReplyThatIsNotOneStopsTheSender() async throws {
+        let (a, b) = try makeGroup()
+        let path = try b.write("big.bin", content(8 << 20))
+        let membership = try a.group.membership()
+        let server = try await PinnedTLSServer.bind(identity: membership.identity,
+                                                    clientAuthentication: ClientAuthentication(anchors: .only([membership.root])),
+                                                    handshakeTimeout: .seconds(30))
+        let senderReturned = ShareLock(false)
+        let task = Task(executorPreference: TestExecutor.shared) {
+            try await server.run { connection in
+                try? await connection.channel.executeThenClose { _, outbound in
+                    try await outbound.write(ByteBuffer(bytes: Array("HTTP/1.1 400 Bad Request\r\n\r\n".utf8)))
+                    for _ in 0..<150 where !senderReturned.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(100)) }
+                }
+            }
+        }
+        let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+        let error = await shareError { _ = try await sender.send(path, to: "127.0.0.1", port: server.port) }
+        senderReturned.withLock { $0 = true }
+        #expect(error == .protocolViolation("not a sharing reply (wrong magic)"), "\(String(describing: error))")
+        task.cancel()
+        await server.close()
+        _ = await task.result
+    }
+
     @Test func aRevokedSenderOfALargeFileIsToldWhy() async throws {
         let (a, b) = try makeGroup()
         _ = try a.group.revoke(device: "bravo")
