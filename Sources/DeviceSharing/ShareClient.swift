@@ -131,6 +131,11 @@ public struct ShareClient: Sendable {
 
     /// Sends the offer, the bytes and the digest over an established (and, over TLS, checked)
     /// connection, and waits for the receiver's reply.
+    ///
+    /// The reply is read from the start, beside the sending: a receiver that refuses this device
+    /// (revoked) replies at once, before reading anything, and the sender stops as soon as that
+    /// reply is in, whatever it was still sending. The receiver reads on until the sender hangs
+    /// up, so the connection is never reset under the reply: the refusal is the outcome every time.
     private func transfer(over connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, file: SourceFile,
                           offer: ShareWire.Offer, device found: String, timeout: TimeAmount,
                           progress: @escaping @Sendable (UInt64, UInt64) -> Void) async throws(ShareError) -> Sent {
@@ -143,49 +148,104 @@ public struct ShareClient: Sendable {
                                      value: .init(low: Self.chunkSize, high: 4 * Self.chunkSize)).get()
         do {
             return try await connection.executeThenClose { inbound, outbound in
-                var iterator = inbound.makeAsyncIterator()
-                // Wait for the reply, bounded.
-                func reply() async throws -> Sent {
-                    let timer = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
-                    defer { timer.cancel() }
-                    var buffer: [UInt8] = []
-                    while var part = try await iterator.next() {
-                        buffer += part.readBytes(length: part.readableBytes) ?? []
-                        if case let .complete(reply, _) = try ShareWire.parseReply(buffer) {
-                            switch reply.status {
-                            case .stored: return Sent(storedName: reply.text, size: size, device: found)
-                            case .digestMismatch: throw ShareError.digestMismatch
-                            case .refused, .failed: throw ShareError.rejected(reply.text)
-                            }
+                try await withThrowingTaskGroup(of: TransferStep.self) { group in
+                    group.addTask { .replied(try await Self.readReply(inbound)) }
+                    group.addTask {
+                        do {
+                            try await self.sendBytes(outbound, file: file, offer: offer, channel: channel, progress: progress)
+                            return .sent
+                        } catch let error as ShareError {
+                            return .failedHere(error)
+                        } catch {
+                            return .writeFailed("\(error)")
                         }
                     }
-                    throw ShareError.connectionFailed("the receiver closed the connection without a reply (it may have refused this device)")
-                }
-                do {
-                    try await self.sendBytes(outbound, file: file, offer: offer, channel: channel, progress: progress)
-                } catch let error as ShareError {
-                    throw error
-                } catch {
-                    // The receiver may have refused and hung up while the bytes were still
-                    // going out (a revoked device): its reply, already received, says why.
-                    let sendError = error
-                    do {
-                        _ = try await reply()
-                    } catch let refusal as ShareError {
-                        switch refusal {
-                        case .rejected, .digestMismatch: throw refusal
-                        default: break
+                    var sent = false
+                    var writeFailure: String?
+                    var timer: Scheduled<Void>?
+                    defer { timer?.cancel() }
+                    while true {
+                        let next: TransferStep?
+                        do {
+                            next = try await group.next()
+                        } catch {
+                            // Bytes that are not a reply: nothing more to send or read.
+                            channel.close(promise: nil)
+                            throw error
                         }
-                    } catch {}
-                    throw ShareError.connectionFailed("\(sendError)")
+                        guard let step = next else { break }
+                        switch step {
+                        case .replied(let reply):
+                            // Whatever is still being sent is of no use now.
+                            if !sent { channel.close(promise: nil) }
+                            group.cancelAll()
+                            guard let reply else {
+                                if let writeFailure { throw ShareError.connectionFailed(writeFailure) }
+                                throw ShareError.connectionFailed("the receiver closed the connection without a reply (it may have refused this device)")
+                            }
+                            switch reply.status {
+                            case .stored:
+                                guard sent else { throw ShareError.protocolViolation("the receiver replied \"stored\" before the file was sent") }
+                                return Sent(storedName: reply.text, size: size, device: found)
+                            case .digestMismatch: throw ShareError.digestMismatch
+                            case .refused, .failed: throw ShareError.rejected(reply.text)
+                            case .revoked:
+                                // This device is revoked in the receiver's group.
+                                throw ShareError.revoked(device: reply.text)
+                            }
+                        case .sent:
+                            sent = true
+                            // The reply is awaited for `timeout` at most.
+                            timer = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+                        case .failedHere(let error):
+                            // This side failed (the file changed or could not be read): that is the outcome.
+                            channel.close(promise: nil)
+                            group.cancelAll()
+                            throw error
+                        case .writeFailed(let detail):
+                            // The connection broke while the bytes went out: a reply already
+                            // received says why; the reader ends once the channel is closed.
+                            writeFailure = detail
+                            channel.close(promise: nil)
+                        }
+                    }
+                    throw ShareError.connectionFailed("the transfer ended without a reply")
                 }
-                return try await reply()
             }
         } catch let error as ShareError {
             throw error
         } catch {
             throw .connectionFailed("\(error)")
         }
+    }
+
+    /// What one side of a transfer (sending, or reading the reply) came to.
+    private enum TransferStep: Sendable {
+        /// The reply, or nil when the connection ended without one.
+        case replied(ShareWire.Reply?)
+        /// Every byte and the digest were handed to the connection.
+        case sent
+        /// Sending stopped for a reason of this side (the file).
+        case failedHere(ShareError)
+        /// A write failed: the connection broke.
+        case writeFailed(String)
+    }
+
+    /// Reads the receiver's reply: nil when the connection ends (or breaks) without a complete one.
+    /// - Throws: ``ShareError/protocolViolation(_:)`` for bytes that are not a reply.
+    private static func readReply(_ inbound: NIOAsyncChannelInboundStream<ByteBuffer>) async throws(ShareError) -> ShareWire.Reply? {
+        var buffer: [UInt8] = []
+        do {
+            for try await var part in inbound {
+                buffer += part.readBytes(length: part.readableBytes) ?? []
+                if case let .complete(reply, _) = try ShareWire.parseReply(buffer) { return reply }
+            }
+        } catch let error as ShareError {
+            throw error
+        } catch {
+            // The connection broke (reset, closed under a write): no reply.
+        }
+        return nil
     }
 
     /// Sends the offer, the file's bytes (hashed as they are read), then their digest. A file
@@ -215,6 +275,7 @@ public struct ShareClient: Sendable {
                 throw ShareError.io(path: file.path, detail: detail)
             }
             chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+            try Task.checkCancellation()
             try await outbound.write(chunk)
             sent += UInt64(count)
             progress(sent, size)

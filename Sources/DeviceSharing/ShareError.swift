@@ -16,7 +16,9 @@ public enum ShareError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The peer's certificate was refused: it is not issued by the group's root, is expired,
     /// or was presented without one.
     case peerRefused(String)
-    /// The peer's device certificate is revoked in this group.
+    /// A device certificate is revoked in this group: the peer's (the receiver's, checked by
+    /// the sender; the sender's, checked by the receiver), or, on the sender, its own, as the
+    /// receiver's refusal said.
     case revoked(device: String)
     /// The receiver is a member, but not the device named with `--device`.
     case deviceMismatch(expected: String, found: [String])

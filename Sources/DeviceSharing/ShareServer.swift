@@ -27,6 +27,11 @@ public final class ShareServer: Sendable {
     public static let defaultMaxSize: UInt64 = 64 << 30
     /// The largest read from the socket.
     static let readSize = 256 * 1024
+    /// After a refusal (a revoked sender, a refused offer, a failed transfer), how long and how
+    /// many bytes of what the sender still sends are read and dropped (it stops as soon as the
+    /// reply reaches it).
+    static let refusalDrainTime: TimeAmount = .seconds(10)
+    static let refusalDrainLimit = 64 << 20
     /// A connection that sends nothing for this long is dropped.
     public static let idleTimeout: TimeAmount = .seconds(30)
     /// A client that has not finished its handshake within this time is dropped (generous: a
@@ -198,10 +203,15 @@ public final class ShareServer: Sendable {
             return
         }
         if isRevoked(pin) {
-            // Told so, without reading anything it sends.
-            let reply = ShareWire.Reply(status: .refused, text: ShareError.revoked(device: device).description)
-            try? await connection.channel.executeThenClose { _, outbound in
+            // Told so at once (reply status 4), without using anything it sends. What it had
+            // already sent is read and dropped until it hangs up, so that closing does not reset
+            // the connection and with it the reply on its way; bounded in bytes and time.
+            let reply = ShareWire.Reply(status: .revoked, text: device)
+            let raw = connection.channel.channel
+            try? await connection.channel.executeThenClose { inbound, outbound in
                 try await outbound.write(ByteBuffer(bytes: reply.encoded))
+                var iterator = inbound.makeAsyncIterator()
+                await Self.drain(&iterator, channel: raw)
             }
             onEvent(.refused(peer: "\(device) (\(peer))", .revoked(device: device)))
             return
@@ -242,6 +252,7 @@ public final class ShareServer: Sendable {
                 } catch let error as ShareError {
                     let status: ShareWire.Reply.Status = .refused
                     try? await outbound.write(ByteBuffer(bytes: ShareWire.Reply(status: status, text: error.description).encoded))
+                    await Self.drain(&iterator, channel: channel.channel)
                     throw error
                 }
                 guard let offer else { return }
@@ -265,6 +276,7 @@ public final class ShareServer: Sendable {
                     let shareError = error as? ShareError ?? .connectionFailed("\(error)")
                     let status: ShareWire.Reply.Status = shareError == .digestMismatch ? .digestMismatch : .failed
                     try? await outbound.write(ByteBuffer(bytes: ShareWire.Reply(status: status, text: shareError.description).encoded))
+                    await Self.drain(&iterator, channel: channel.channel)
                     throw shareError
                 }
             }
@@ -273,6 +285,28 @@ public final class ShareServer: Sendable {
         }
     }
 
+}
+
+extension ShareServer {
+    /// After a refusal has been written: closes this side's output (TLS close_notify, then the
+    /// TCP half-close), so the peer sees the reply end, and reads and drops what the peer still
+    /// sends until it hangs up (at most ``refusalDrainLimit`` bytes and ``refusalDrainTime``):
+    /// closing with unread bytes would reset the connection and could drop the reply on its way
+    /// to the sender, which stops sending as soon as the reply reaches it.
+    static func drain(_ iterator: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, channel: any Channel) async {
+        try? await channel.close(mode: .output).get()
+        let deadline = channel.eventLoop.scheduleTask(in: refusalDrainTime) { channel.close(promise: nil) }
+        defer { deadline.cancel() }
+        var dropped = 0
+        do {
+            while let chunk = try await iterator.next() {
+                dropped += chunk.readableBytes
+                if dropped > refusalDrainLimit { break }
+            }
+        } catch {
+            // The connection ended (reset or closed): nothing left to drop.
+        }
+    }
 }
 
 /// Hands each piece of plaintext on in a buffer of its own, so the TLS handler's buffer is free

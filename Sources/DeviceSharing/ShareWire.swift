@@ -11,11 +11,12 @@ import Foundation
 ///           then the file's bytes, then their SHA-256 (32)
 /// offer v1: "SFSH" | version u8 (1) | name length u16 BE (1...255) | name (UTF-8)
 ///           | size u64 BE | SHA-256 of the bytes (32), then the file's bytes (read, not written)
-/// reply:    "SFSR" | version u8 (1) | status u8 | text length u16 BE (0...1024) | text (UTF-8)
+/// reply:    "SFSR" | version u8 (1 or 2) | status u8 | text length u16 BE (0...1024) | text (UTF-8)
 /// ```
 ///
 /// Version 2 moves the digest after the bytes, so that the sender hashes the bytes as it sends
-/// them instead of reading the whole file once more beforehand.
+/// them instead of reading the whole file once more beforehand. Reply version 2 adds status 4
+/// (the sender's device is revoked); it is written only for that status, version 1 for the others.
 public enum ShareWire {
     /// The offer's magic.
     public static let offerMagic: [UInt8] = Array("SFSH".utf8)
@@ -25,8 +26,12 @@ public enum ShareWire {
     public static let offerVersion: UInt8 = 2
     /// The offer versions read.
     public static let readableOfferVersions: ClosedRange<UInt8> = 1...2
-    /// The reply version (the only one written and read).
+    /// The reply version written for statuses 0 to 3 (a receiver of any version reads them).
     public static let version: UInt8 = 1
+    /// The reply version that adds status 4, ``Reply/Status/revoked``; written for that status only.
+    public static let revokedReplyVersion: UInt8 = 2
+    /// The reply versions read.
+    public static let readableReplyVersions: ClosedRange<UInt8> = 1...2
     /// The longest file name, in UTF-8 bytes.
     public static let maxNameLength = 255
     /// The longest reply text.
@@ -128,6 +133,12 @@ public enum ShareWire {
             case refused = 2
             /// Storing failed; the text says why.
             case failed = 3
+            /// The sender's device is revoked in the receiver's group, so nothing it sends is
+            /// read; the text is the device's name (reply version 2).
+            case revoked = 4
+
+            /// The first reply version that has this status.
+            var version: UInt8 { self == .revoked ? ShareWire.revokedReplyVersion : ShareWire.version }
         }
         public var status: Status
         public var text: String
@@ -141,7 +152,7 @@ public enum ShareWire {
 
         public var encoded: [UInt8] {
             let text = Array(self.text.utf8)
-            return ShareWire.replyMagic + [ShareWire.version, status.rawValue, UInt8(text.count >> 8), UInt8(text.count & 0xff)] + text
+            return ShareWire.replyMagic + [status.version, status.rawValue, UInt8(text.count >> 8), UInt8(text.count & 0xff)] + text
         }
     }
 
@@ -149,9 +160,13 @@ public enum ShareWire {
     public static func parseReply(_ bytes: some Collection<UInt8>) throws(ShareError) -> Parse<Reply> {
         let bytes = Array(bytes.prefix(8 + maxReplyText))
         if bytes.count >= 4 && Array(bytes[0..<4]) != replyMagic { throw .protocolViolation("not a sharing reply (wrong magic)") }
-        if bytes.count >= 5 && bytes[4] != version { throw .protocolViolation("reply version \(bytes[4]) is not supported") }
+        if bytes.count >= 5 && !readableReplyVersions.contains(bytes[4]) {
+            throw .protocolViolation("reply version \(bytes[4]) is not supported (this side reads versions \(readableReplyVersions.lowerBound) to \(readableReplyVersions.upperBound)): update the sender")
+        }
         guard bytes.count >= 8 else { return .needMore }
-        guard let status = Reply.Status(rawValue: bytes[5]) else { throw .protocolViolation("unknown reply status \(bytes[5])") }
+        guard let status = Reply.Status(rawValue: bytes[5]), status.version <= bytes[4] else {
+            throw .protocolViolation("unknown reply status \(bytes[5]) in reply version \(bytes[4])")
+        }
         let length = Int(bytes[6]) << 8 | Int(bytes[7])
         guard length <= maxReplyText else { throw .protocolViolation("reply text of \(length) bytes") }
         guard bytes.count >= 8 + length else { return .needMore }

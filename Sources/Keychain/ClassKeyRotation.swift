@@ -38,6 +38,7 @@ extension Keychain {
     ///   ``KeychainError/interactionNotAllowed(_:_:)`` while the vault is locked, database errors.
     @discardableResult
     public func rotateClassKeys() throws -> ResealReport {
+        try requireOpen()
         guard let source = keySource as? any ClassKeyRotatingSource else {
             throw KeychainError.invalidArgument("this keychain's key source cannot rotate class keys (it does not conform to ClassKeyRotatingSource)")
         }
@@ -62,6 +63,7 @@ extension Keychain {
     /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)``, database errors.
     @discardableResult
     public func resealUnderCurrentClassKeys() throws -> ResealReport {
+        try requireOpen()
         try itemStore.flush()
         sealer.dropClassKeys()
         var batch: [(old: StoredRow, new: StoredRow)] = []

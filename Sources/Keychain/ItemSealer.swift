@@ -17,9 +17,13 @@ final class ItemSealer: @unchecked Sendable {
     private let indexMAC: HMAC<SHA256>
     /// The keychain's id, part of every row MAC.
     private let keychainID: [UInt8]
+    /// The database file, for the error of a closed keychain.
+    private let path: String
 
     // Guarded by `lock`.
     private let lock = NSLock()
+    /// Set by ``close()``: no class key is asked for or kept afterwards.
+    private var closed = false
     private var classKeys: [Accessibility: (raw: SecretBytes, key: SealingKey, ring: Keyring, fetched: UInt64)] = [:]
     private var groupCache: [GroupKey: (UInt64, UInt64)] = [:]
 
@@ -27,10 +31,12 @@ final class ItemSealer: @unchecked Sendable {
     ///   - keySource: Where the class keys come from.
     ///   - indexKey: The blind-index key.
     ///   - keychainID: The keychain's id (``ItemStore/keychainID``).
-    init(keySource: any KeychainKeySource, indexKey: SymmetricKey, keychainID: [UInt8]) {
+    ///   - path: The database file (named by ``KeychainError/closed(path:)``).
+    init(keySource: any KeychainKeySource, indexKey: SymmetricKey, keychainID: [UInt8], path: String) {
         self.keySource = keySource
         self.indexMAC = HMAC<SHA256>(key: indexKey)
         self.keychainID = keychainID
+        self.path = path
     }
 
     // MARK: Blind indexes
@@ -78,7 +84,9 @@ final class ItemSealer: @unchecked Sendable {
     /// items are sealed under the key it retired, which still opens them).
     private func sealingKey(_ accessibility: Accessibility) throws -> (key: SealingKey, ring: Keyring) {
         let now = DispatchTime.now().uptimeNanoseconds
-        if accessibility.protectionClass != .whenUnlocked, let cached = lock.withLock({ classKeys[accessibility] }),
+        let (isClosed, kept) = lock.withLock { (closed, classKeys[accessibility]) }
+        if isClosed { throw KeychainError.closed(path: path) }
+        if accessibility.protectionClass != .whenUnlocked, let cached = kept,
            now &- cached.fetched < ItemSealer.classKeyRecheckInterval {
             return (cached.key, cached.ring)
         }
@@ -93,7 +101,8 @@ final class ItemSealer: @unchecked Sendable {
             let key = try SealingKey(key: raw)
             let ring = try Keyring([key])
             if accessibility.protectionClass != .whenUnlocked {
-                lock.withLock { classKeys[accessibility] = (raw, key, ring, now) }
+                // Not kept when the keychain was closed meanwhile.
+                lock.withLock { if !closed { classKeys[accessibility] = (raw, key, ring, now) } }
             }
             return (key, ring)
         } catch {
@@ -128,9 +137,18 @@ final class ItemSealer: @unchecked Sendable {
         }
     }
 
-    /// Forgets the kept class keys (after a rotation, and on close).
+    /// Forgets the kept class keys (after a rotation).
     func dropClassKeys() {
         lock.withLock { classKeys.removeAll() }
+    }
+
+    /// Forgets the kept class keys for good: from now on every use of a class key throws
+    /// ``KeychainError/closed(path:)`` without asking the key source.
+    func close() {
+        lock.withLock {
+            closed = true
+            classKeys.removeAll()
+        }
     }
 
     // MARK: Sealing

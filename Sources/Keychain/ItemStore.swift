@@ -195,6 +195,7 @@ final class ItemStore: @unchecked Sendable {
     /// (a row another writer changed since is left to that writer).
     /// - Returns: The number of rows replaced.
     func replaceSealed(_ batch: [(old: StoredRow, new: StoredRow)]) throws -> Int {
+        try checkOpen()
         guard !batch.isEmpty else { return 0 }
         do {
             return try writer.inDatabase { db -> Int in
@@ -373,19 +374,59 @@ final class ItemStore: @unchecked Sendable {
     /// Every row of a class (optionally one service or server), database and pending writes
     /// merged (a pending write that keeps the stored creation date takes that of the row it
     /// replaces), oldest first.
+    /// - Throws: ``KeychainError/corrupted(_:)`` for the first row that does not decode.
     func rows(itemClass: ItemClass, group: (UInt64, UInt64)?) throws -> [StoredRow] {
+        let found = try rowsReportingDamage(itemClass: itemClass, group: group)
+        if let first = found.damaged.first { throw first.error }
+        return found.rows
+    }
+
+    /// A row of the file that does not decode (a column of the wrong type or out of bounds).
+    struct UndecodedRow: Sendable {
+        /// The `item_id` value: its bytes in hex for a blob, else as SQLite would quote it.
+        var key: String
+        /// The item id, when the `item_id` column holds one.
+        var id: ItemID?
+        /// The `accessibility` column, when it holds an integer of a byte.
+        var accessibility: UInt8?
+        /// Names the column and what it holds.
+        var error: KeychainError
+    }
+
+    /// As ``rows(itemClass:group:)``, with the rows that do not decode reported beside the
+    /// others instead of failing the whole read.
+    func rowsReportingDamage(itemClass: ItemClass, group: (UInt64, UInt64)?) throws -> (rows: [StoredRow], damaged: [UndecodedRow]) {
+        let (lower, upper) = ItemID.range(itemClass: itemClass.rawValue, group: group)
+        return try collectRows(sql: KeychainSchema.selectRangeSQL, arguments: [lower, upper]) { id in
+            id.itemClass == itemClass.rawValue && (group.map { id.isIn(group: $0) } ?? true)
+        }
+    }
+
+    /// Every row of the file, whatever its key (also keys that are not item ids, which no class
+    /// or service range holds), database and pending writes merged: the rows that decode by
+    /// class then oldest first, and those that do not.
+    func allRowsReportingDamage() throws -> (rows: [StoredRow], damaged: [UndecodedRow]) {
+        try collectRows(sql: KeychainSchema.selectAllSQL, arguments: []) { _ in true }
+    }
+
+    private func collectRows(sql: String, arguments: StatementArguments,
+                             inScope: (ItemID) -> Bool) throws -> (rows: [StoredRow], damaged: [UndecodedRow]) {
         lock.lock()
         defer { lock.unlock() }
         try checkOpenLocked()
         var result: [ItemID: StoredRow] = [:]
+        var damaged: [UndecodedRow] = []
         do {
             try reader.inDatabase { db in
                 try validateCacheLocked(db)
-                let (lower, upper) = ItemID.range(itemClass: itemClass.rawValue, group: group)
-                let rows = try GRDB.Row.fetchCursor(db.cachedStatement(sql: KeychainSchema.selectRangeSQL), arguments: [lower, upper])
+                let rows = try GRDB.Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
                 while let row = try rows.next() {
-                    let stored = try KeychainSchema.row(from: row)
-                    result[stored.id] = stored
+                    do {
+                        let stored = try KeychainSchema.row(from: row)
+                        result[stored.id] = stored
+                    } catch let error as KeychainError {
+                        damaged.append(KeychainSchema.undecoded(row, error: error))
+                    }
                 }
             }
         } catch {
@@ -396,19 +437,23 @@ final class ItemStore: @unchecked Sendable {
                 switch change {
                 case .delete: result[index] = nil
                 case .put(var row):
-                    if row.itemClass == itemClass.rawValue && (group.map { row.id.isIn(group: $0) } ?? true) {
+                    if inScope(row.id) {
                         if !row.created.isKnown { row.created = result[index]?.created ?? .at(row.created.seconds) }
                         result[index] = row
                     } else {
                         result[index] = nil
                     }
                 }
+                // A damaged row deleted or written again here is no longer the file's.
+                damaged.removeAll { $0.id == index }
             }
         }
-        return result.values.sorted { a, b in
+        let rows = result.values.sorted { a, b in
+            if a.itemClass != b.itemClass { return a.itemClass < b.itemClass }
             if a.created.seconds != b.created.seconds { return a.created.seconds < b.created.seconds }
             return a.id < b.id
         }
+        return (rows, damaged.sorted { $0.key < $1.key })
     }
 
     /// The ids of every item of a class (optionally one service), database and pending writes
@@ -596,16 +641,20 @@ final class ItemStore: @unchecked Sendable {
     /// Commits every pending write now and returns once it is durable (the commit ran with
     /// `synchronous=FULL`, so the WAL was synced to disk).
     /// - Throws: The database errors of the commit; the writes stay pending and are retried.
+    /// - Throws: ``KeychainError/closed(path:)`` after ``close()``.
     func flush() throws {
+        try checkOpen()
         try writeQueue.sync {
             try commitOnWriteQueue()
         }
     }
 
     /// Commits the pending writes durably, then closes the connections and drops the rows held
-    /// in memory. Afterwards every operation throws ``KeychainError/database(_:)``.
+    /// in memory. Afterwards every operation throws ``KeychainError/closed(path:)``; closing
+    /// again does nothing.
     /// - Throws: The error of the final commit; the connections are closed regardless.
     func close() throws {
+        if lock.withLock({ closed }) { return }
         let result = Result { try flush() }
         try writeQueue.sync {
             lock.withLock {
@@ -633,7 +682,12 @@ final class ItemStore: @unchecked Sendable {
     }
 
     private func checkOpenLocked() throws {
-        if closed { throw KeychainError.database("\(path): the keychain was closed") }
+        if closed { throw KeychainError.closed(path: path) }
+    }
+
+    /// Throws ``KeychainError/closed(path:)`` once ``close()`` has run.
+    func checkOpen() throws {
+        try lock.withLock { try checkOpenLocked() }
     }
 
     /// The number of writes not yet committed.

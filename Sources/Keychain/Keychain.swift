@@ -90,7 +90,7 @@ public final class Keychain: Sendable {
             throw KeychainError.fromFile(error, path: directory)
         }
         itemStore = try ItemStore(path: path, configuration: configuration, indexKey: indexKey)
-        sealer = ItemSealer(keySource: keySource, indexKey: indexKey, keychainID: itemStore.keychainID)
+        sealer = ItemSealer(keySource: keySource, indexKey: indexKey, keychainID: itemStore.keychainID, path: path)
         wipedStaleItems = itemStore.wipedStaleItems
     }
 
@@ -109,19 +109,28 @@ public final class Keychain: Sendable {
     /// Commits every pending write now and returns once it is durable (the commit ran with
     /// `synchronous=FULL`, so the WAL was synced to disk).
     /// - Throws: ``KeychainError/database(_:)`` and the other database errors of the commit; the
-    ///   writes stay pending and are retried.
+    ///   writes stay pending and are retried. ``KeychainError/closed(path:)`` after ``close()``.
     public func flush() throws {
         try itemStore.flush()
     }
 
     /// Commits the pending writes durably, then closes the database connections and drops the
-    /// class keys and rows held in memory. Afterwards every operation throws
-    /// ``KeychainError/database(_:)``. Call it before deleting the
+    /// class keys and rows held in memory. Afterwards every operation (reads, writes, deletes,
+    /// listings, queries, re-sealing, rotation, legacy import, ``flush()``) throws
+    /// ``KeychainError/closed(path:)`` at once: no class key is asked of the key source and no
+    /// file is read or written. Closing again does nothing. Call it before deleting the
     /// keychain's directory; otherwise the connections close when the object is released.
     /// - Throws: The error of the final commit; the connections are closed regardless.
     public func close() throws {
-        defer { sealer.dropClassKeys() }
+        // Pending writes are sealed already: the commit needs no class key.
+        sealer.close()
         try itemStore.close()
+    }
+
+    /// Throws ``KeychainError/closed(path:)`` once ``close()`` has run: the first step of every
+    /// operation, before any key or file is used.
+    func requireOpen() throws {
+        try itemStore.checkOpen()
     }
 
     /// The number of writes not yet committed.
@@ -145,6 +154,7 @@ public final class Keychain: Sendable {
     /// item's id when the caller has computed it (``ItemSealer/itemID(_:)`` of `key`).
     func store(_ value: UnsafeRawBufferPointer, for key: ItemKey, id: ItemID? = nil, accessibility: Accessibility,
                label: String? = nil, comment: String? = nil, mustNotExist: Bool = false) throws {
+        try requireOpen()
         let index = id ?? sealer.itemID(key)
         if mustNotExist, try itemStore.lookup(index) != nil { throw KeychainError.duplicateItem(key.description) }
         let now = Date().timeIntervalSince1970
@@ -155,6 +165,7 @@ public final class Keychain: Sendable {
 
     /// The value stored for `key`, refused when stored under a class weaker than `minimum`.
     func read(_ key: ItemKey, requiring minimum: Accessibility? = nil) throws -> SecretBytes {
+        try requireOpen()
         guard let row = try itemStore.lookup(sealer.itemID(key)) else { throw KeychainError.itemNotFound(key.description) }
         try Keychain.check(row, against: minimum, describing: key.description)
         return try sealer.openValue(row, describing: key.description)
@@ -172,6 +183,7 @@ public final class Keychain: Sendable {
 
     /// Deletes `key`'s item; throws itemNotFound when there is none.
     func remove(_ key: ItemKey) throws {
+        try requireOpen()
         let index = sealer.itemID(key)
         guard try itemStore.exists(index) else { throw KeychainError.itemNotFound(key.description) }
         try itemStore.enqueue(index, .delete)

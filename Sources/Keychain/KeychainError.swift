@@ -37,6 +37,14 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
     /// `Accessibility.isAtLeast(_:)`): it was written that way, or its row was changed by
     /// someone who can write the keychain's directory. Its value is not returned.
     case accessibilityTooWeak(item: String, stored: Accessibility, required: Accessibility)
+    /// The keychain at `path` was closed (``Keychain/close()``): every operation is refused at
+    /// once, before any key is asked for and any file is touched. Open the keychain again to use it.
+    case closed(path: String)
+    /// Rows of the keychain file are damaged (a column of the wrong type or out of bounds, a
+    /// failed class binding or integrity check, a key that is not an item id), so a listing
+    /// cannot give them: each is named by its item id with what is wrong.
+    /// ``Keychain/listing()`` returns the other items beside them.
+    case damagedItems([DamagedItem])
 
     /// What went wrong, for people.
     public var description: String {
@@ -65,6 +73,12 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
         case .legacyFormat(let detail): return "legacy keychain unreadable: \(detail)"
         case let .accessibilityTooWeak(item, stored, required):
             return "refusing \(item): it is stored as \(stored.name), weaker than the \(required.name) required; store it again with the required accessibility if that is what it should have"
+        case .closed(let path):
+            return "the keychain \(path) was closed; open it again to use it"
+        case .damagedItems(let items):
+            let shown = items.prefix(8).map { "item id \($0.itemID)" }.joined(separator: ", ")
+            let more = items.count > 8 ? " and \(items.count - 8) more" : ""
+            return "\(items.count) keychain item(s) are damaged (\(shown)\(more)): someone who can write the keychain's file changed them, or the disk damaged them; delete them (delete their service with deleteAccounts(forService:), or everything with deleteAll()) or restore the keychain from a backup; listing() gives the other items and what is wrong with each damaged one"
         }
     }
 

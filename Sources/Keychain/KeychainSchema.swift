@@ -48,6 +48,7 @@ enum KeychainSchema {
     static let existsSQL = "SELECT 1 FROM keychain_items WHERE item_id = ?"
     static let selectRangeIDsSQL = "SELECT item_id FROM keychain_items WHERE item_id BETWEEN ? AND ? LIMIT ?"
     static let selectRangeSQL = "SELECT \(selectColumns) FROM keychain_items WHERE item_id BETWEEN ? AND ?"
+    static let selectAllSQL = "SELECT \(selectColumns) FROM keychain_items"
     static let generationSQL = "SELECT value FROM keychain_meta WHERE key = 'generation'"
     /// Counts a commit and returns the new generation (one statement, inside the commit).
     static let bumpGenerationSQL = "UPDATE keychain_meta SET value = value + 1 WHERE key = 'generation' RETURNING value"
@@ -98,6 +99,21 @@ enum KeychainSchema {
         let modified = try date(4, "modified")
         let mac = try blob(5, "row_mac", count: ItemCodec.rowMACSize)
         return StoredRow(id: id, accessibility: accessibility, sealed: Array(sealed), created: .at(created), modified: modified, mac: Array(mac))
+    }
+
+    /// What can be told of a row of ``selectColumns`` that ``row(from:)`` refused with `error`:
+    /// its key (and item id, when it is one) and its accessibility code, each read on its own.
+    static func undecoded(_ row: GRDB.Row, error: KeychainError) -> ItemStore.UndecodedRow {
+        let key: DatabaseValue = row[0]
+        let code: DatabaseValue = row[1]
+        var accessibility: UInt8?
+        if case .int64(let value) = code.storage { accessibility = UInt8(exactly: value) }
+        switch key.storage {
+        case .blob(let data):
+            return ItemStore.UndecodedRow(key: Encoding.hex(Array(data)), id: ItemID(data), accessibility: accessibility, error: error)
+        default:
+            return ItemStore.UndecodedRow(key: key.description, id: nil, accessibility: accessibility, error: error)
+        }
     }
 
     /// The file an I/O error of SQLite concerns, by extended code.

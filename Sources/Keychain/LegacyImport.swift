@@ -118,6 +118,7 @@ extension Keychain {
     @discardableResult
     public func importLegacyKeychain(at path: String, accessibility: Accessibility = .always,
                                      overwrite: Bool = false) throws -> LegacyImportReport {
+        try requireOpen()
         let contents = try Self.readLegacyKeychain(at: path)
         var report = LegacyImportReport(imported: 0, skipped: 0, failed: contents.failed)
         guard !contents.entries.isEmpty else { return report }

@@ -103,6 +103,7 @@ extension Keychain {
     /// - Throws: Database errors.
     @discardableResult
     public func deleteAccounts(forService service: String) throws -> Int {
+        try requireOpen()
         let ids = try itemStore.ids(itemClass: .genericPassword, group: sealer.group(.genericPassword, service))
         for id in ids { try itemStore.enqueue(id, .delete) }
         return ids.count
@@ -113,6 +114,7 @@ extension Keychain {
     /// - Throws: Database errors.
     @discardableResult
     public func deleteAll() throws -> Int {
+        try requireOpen()
         var count = 0
         for itemClass in ItemClass.allCases {
             let ids = try itemStore.ids(itemClass: itemClass, group: nil)
@@ -126,10 +128,25 @@ extension Keychain {
     /// - Parameter service: The service, or nil for all.
     /// - Returns: The item keys, oldest first.
     /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` when an item's class key is
-    ///   unavailable (its names are sealed under it); ``KeychainError/corrupted(_:)``.
+    ///   unavailable (its names are sealed under it); ``KeychainError/damagedItems(_:)`` naming
+    ///   every damaged row of the service(s) (a column of the wrong type, a failed check), never
+    ///   leaving one out: ``listing()`` gives the other items beside them.
     public func accounts(forService service: String? = nil) throws -> [ItemKey] {
-        let rows = try itemStore.rows(itemClass: .genericPassword, group: service.map { sealer.group(.genericPassword, $0) })
-        return try rows.map { try sealer.attributes(of: $0).key }
+        try requireOpen()
+        let (rows, undecoded) = try itemStore.rowsReportingDamage(itemClass: .genericPassword,
+                                                                 group: service.map { sealer.group(.genericPassword, $0) })
+        var damaged = undecoded.map(damagedItem)
+        var keys: [ItemKey] = []
+        for row in rows {
+            do {
+                keys.append(try sealer.attributes(of: row).key)
+            } catch let error as KeychainError {
+                guard case .corrupted = error else { throw error }
+                damaged.append(damagedItem(row, error))
+            }
+        }
+        guard damaged.isEmpty else { throw KeychainError.damagedItems(damaged.sorted { $0.itemID < $1.itemID }) }
+        return keys
     }
 
     // MARK: Codable values
@@ -143,6 +160,7 @@ extension Keychain {
     /// - Throws: ``KeychainError/invalidArgument(_:)`` when the value does not encode; otherwise the errors of a write (``KeychainError``).
     public func set<Value: Encodable>(_ value: Value, forService service: String, account: String,
                                       accessibility: Accessibility = .whenUnlocked) throws {
+        try requireOpen()
         var data: Data
         do { data = try CanonicalEncoding.encode(value) } catch { throw KeychainError.invalidArgument("the value does not encode: \(error)") }
         defer { data.resetBytes(in: 0..<data.count) }

@@ -16,6 +16,7 @@ extension Keychain {
     ///   ``KeychainError/interactionNotAllowed(_:_:)`` when the class key is unavailable.
     public func add(_ data: SecretBytes, for key: ItemKey, accessibility: Accessibility = .whenUnlocked,
                     label: String? = nil, comment: String? = nil) throws {
+        try requireOpen()
         try data.withUnsafeBytes {
             try store($0, for: key, accessibility: accessibility, label: label, comment: comment, mustNotExist: true)
         }
@@ -35,6 +36,7 @@ extension Keychain {
     /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` when the class key is unavailable.
     public func addOrUpdate(_ data: SecretBytes, for key: ItemKey, accessibility: Accessibility = .whenUnlocked,
                             label: String? = nil, comment: String? = nil) throws {
+        try requireOpen()
         var label = label, comment = comment
         let id = sealer.itemID(key)
         if label == nil || comment == nil, let row = try itemStore.lookup(id), let existing = try? sealer.attributes(of: row) {
@@ -50,6 +52,7 @@ extension Keychain {
     /// - Throws: ``KeychainError/itemNotFound(_:)`` when nothing matches; ``KeychainError/interactionNotAllowed(_:_:)``
     ///   when a candidate's class key is unavailable; ``KeychainError/corrupted(_:)``.
     public func copyMatching(_ query: KeychainQuery) throws -> [KeychainMatch] {
+        try requireOpen()
         let found = try matchingRows(query)
         return try found.map { row, attributes in
             var match = KeychainMatch()
@@ -69,6 +72,7 @@ extension Keychain {
     /// - Throws: ``KeychainError/itemNotFound(_:)`` when nothing matches, and as ``copyMatching(_:)``.
     @discardableResult
     public func update(_ query: KeychainQuery, with changes: ItemUpdate) throws -> Int {
+        try requireOpen()
         var all = query
         all.limit = .all
         let found = try matchingRows(all)
@@ -93,6 +97,7 @@ extension Keychain {
     /// - Throws: ``KeychainError/itemNotFound(_:)`` when nothing matches, and as ``copyMatching(_:)``.
     @discardableResult
     public func delete(_ query: KeychainQuery) throws -> Int {
+        try requireOpen()
         var all = query
         all.limit = .all
         let found = try matchingRows(all)
@@ -130,29 +135,85 @@ extension Keychain {
         return result
     }
 
-    /// Every item, without secrets, for listings. Items whose class key is unavailable, or whose
-    /// row fails its integrity check, are listed with their class and stored accessibility only
-    /// and the reason (``ItemSummary/unavailable``).
-    /// - Returns: The summaries, oldest first.
-    /// - Throws: Database errors and ``KeychainError/corrupted(_:)``.
-    public func summaries() throws -> [ItemSummary] {
-        var result: [ItemSummary] = []
-        for itemClass in ItemClass.allCases {
-            for row in try itemStore.rows(itemClass: itemClass, group: nil) {
-                let accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
-                do {
-                    result.append(ItemSummary(attributes: try sealer.attributes(of: row), itemClass: itemClass, accessibility: accessibility, unavailable: nil))
-                } catch let error as KeychainError {
-                    switch error {
-                    case .interactionNotAllowed, .corrupted:
-                        // Listed without names; a damaged row does not hide the others.
-                        result.append(ItemSummary(attributes: nil, itemClass: itemClass, accessibility: accessibility, unavailable: error))
-                    default:
-                        throw error
-                    }
+    /// Every item, without secrets, and every damaged row: a damaged row neither hides the
+    /// others nor is left out. Items whose class key is unavailable (the vault locked) are listed
+    /// with their class and stored accessibility only and the reason
+    /// (``ItemSummary/unavailable``). A row with a column of the wrong type or out of bounds
+    /// (TEXT where a blob belongs, an unknown accessibility code...), a failed class binding or
+    /// integrity check, or a key that is not an item id is listed in
+    /// ``KeychainListing/damaged`` with its item id and what is wrong.
+    /// - Returns: The items (by class, then oldest first) and the damaged rows (by item id).
+    /// - Throws: Database errors, ``KeychainError/keyUnavailable(_:)`` when the key source
+    ///   fails, ``KeychainError/closed(path:)``; never because of a row.
+    public func listing() throws -> KeychainListing {
+        try requireOpen()
+        let (rows, undecoded) = try itemStore.allRowsReportingDamage()
+        var items: [ItemSummary] = []
+        var damaged = undecoded.map(damagedItem)
+        for row in rows {
+            guard let itemClass = ItemClass(rawValue: row.itemClass) else {
+                damaged.append(damagedItem(row, .corrupted("a keychain_items row has the unknown item class \(row.itemClass) in its item_id")))
+                continue
+            }
+            let accessibility: Accessibility
+            do {
+                accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
+            } catch let error as KeychainError {
+                damaged.append(damagedItem(row, error))
+                continue
+            }
+            do {
+                items.append(ItemSummary(attributes: try sealer.attributes(of: row), itemClass: itemClass,
+                                         accessibility: accessibility, unavailable: nil))
+            } catch let error as KeychainError {
+                switch error {
+                case .interactionNotAllowed:
+                    items.append(ItemSummary(attributes: nil, itemClass: itemClass, accessibility: accessibility, unavailable: error))
+                case .corrupted:
+                    damaged.append(damagedItem(row, error))
+                default:
+                    throw error
                 }
             }
         }
+        damaged.sort { $0.itemID < $1.itemID }
+        return KeychainListing(items: items, damaged: damaged)
+    }
+
+    /// Every item, without secrets, for listings. Items whose class key is unavailable, or whose
+    /// row fails its integrity check or has a column of the wrong type (while its class and
+    /// accessibility read), are listed with their class and stored accessibility only and the
+    /// reason (``ItemSummary/unavailable``). ``listing()`` reports damaged rows apart, with
+    /// their item ids; prefer it.
+    /// - Returns: The summaries, by class then oldest first, the damaged rows last.
+    /// - Throws: ``KeychainError/damagedItems(_:)`` naming the rows whose class or
+    ///   accessibility cannot be read (so that they cannot be summarised), rather than leaving
+    ///   them out; database errors.
+    public func summaries() throws -> [ItemSummary] {
+        try requireOpen()
+        let listing = try listing()
+        var result = listing.items
+        var unlisted: [DamagedItem] = []
+        for item in listing.damaged {
+            if let itemClass = item.itemClass, let accessibility = item.accessibility {
+                result.append(ItemSummary(attributes: nil, itemClass: itemClass, accessibility: accessibility, unavailable: item.error))
+            } else {
+                unlisted.append(item)
+            }
+        }
+        guard unlisted.isEmpty else { throw KeychainError.damagedItems(unlisted) }
         return result
+    }
+
+    /// A damaged row that decoded, with what is wrong.
+    func damagedItem(_ row: StoredRow, _ error: KeychainError) -> DamagedItem {
+        DamagedItem(itemID: Encoding.hex(row.id.bytes), itemClass: ItemClass(rawValue: row.itemClass),
+                    accessibility: try? ItemCodec.accessibility(code: Int64(row.accessibility)), error: error)
+    }
+
+    /// A row that did not decode, with what is wrong.
+    func damagedItem(_ row: ItemStore.UndecodedRow) -> DamagedItem {
+        DamagedItem(itemID: row.key, itemClass: row.id.flatMap { ItemClass(rawValue: $0.itemClass) },
+                    accessibility: row.accessibility.flatMap { try? ItemCodec.accessibility(code: Int64($0)) }, error: row.error)
     }
 }

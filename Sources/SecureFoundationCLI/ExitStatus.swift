@@ -133,7 +133,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .itemNotFound: return .notFound
         case .duplicateItem: return .exists
         case .interactionNotAllowed: return .locked
-        case .corrupted: return .damaged
+        case .corrupted, .damagedItems: return .damaged
         case .diskFull, .permissionDenied, .insecurePermissions: return .io
         default: return .failure
         }

@@ -153,6 +153,37 @@ import Synchronization
         #expect(try cli.run(home, ["delete-generic-password", "-s", "mail", "-a", "alice"]).status == 0)
     }
 
+    /// A row edited with the sqlite3 tool (TEXT where the sealed record's blob belongs):
+    /// dump-keychain lists every other item on stdout, names the damaged one on stderr and exits 2.
+    @Test func dumpListsTheOthersAndNamesADamagedItem() throws {
+        guard let sqlite3 = ChildProcess.which("sqlite3") else {
+            print("skipped: the sqlite3 tool is not installed (apt-get install sqlite3)"); return
+        }
+        let home = try KeychainCLITests.Home()
+        for (service, account) in [("mail", "alice"), ("news", "bob"), ("web", "carol")] {
+            #expect(try cli.run(home, ["add-generic-password", "-s", service, "-a", account, "-w", "pw", "--accessibility", "always"]).status == 0)
+        }
+        let database = home.path + "/home/keychain.sqlite"
+        let victim = try ChildProcess.run(sqlite3, [database, "SELECT hex(item_id) FROM keychain_items ORDER BY created LIMIT 1 OFFSET 1;"])
+        let id = victim.text.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        #expect(victim.status == 0 && id.count == 66, "\(victim.errorText)")
+        let edit = try ChildProcess.run(sqlite3, [database, "UPDATE keychain_items SET sealed = 'text' WHERE hex(item_id) = upper('\(id)');"])
+        #expect(edit.status == 0, "\(edit.errorText)")
+
+        let dump = try cli.run(home, ["dump-keychain"])
+        #expect(dump.status == 2, "\(dump.status) \(dump.stderr)")
+        #expect(dump.stdout.contains("\"acct\"<blob>=\"alice\""))
+        #expect(dump.stdout.contains("\"acct\"<blob>=\"carol\""))
+        #expect(!dump.stdout.contains("bob"))
+        #expect(dump.stderr.contains("damaged item \(id) (generic password, always): keychain corrupted or tampered with: a keychain_items row"), "\(dump.stderr)")
+        #expect(dump.stderr.contains("1 keychain item(s) are damaged (item id \(id))"), "\(dump.stderr)")
+        // Deleted by its names, the listing is whole again.
+        #expect(try cli.run(home, ["delete-generic-password", "-s", "news", "-a", "bob"]).status == 0)
+        let clean = try cli.run(home, ["dump-keychain"])
+        #expect(clean.status == 0, "\(clean.stderr)")
+        #expect(clean.stderr.isEmpty)
+    }
+
     @Test func minimumAccessibilityRefusesAWeakerItem() throws {
         let home = try KeychainCLITests.Home()
         #expect(try cli.run(home, ["add-generic-password", "-s", "api", "-a", "token", "-w", "t", "--accessibility", "always"]).status == 0)

@@ -90,8 +90,8 @@ struct ShareCLITests {
         #expect(revoked.status == 0, "\(revoked.stderr)")
         #expect(revoked.text.hasPrefix("revoked bravo sha256/"))
         let afterRevoke = try b.run(["share", "send", photo, "--to", "127.0.0.1:\(port)"])
-        #expect(afterRevoke.status != 0)
-        #expect(afterRevoke.status == 66 || afterRevoke.status == 1, "\(afterRevoke.stderr)")
+        #expect(afterRevoke.status == 65, "\(afterRevoke.stderr)")
+        #expect(afterRevoke.stderr.contains("the device bravo is revoked in this group"), "\(afterRevoke.stderr)")
         #expect(a.inboxNames() == ["photo.jpg"])
 
         #expect(try server.wait(timeout: .seconds(120)).status == 0)

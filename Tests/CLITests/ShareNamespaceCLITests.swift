@@ -204,7 +204,8 @@ struct ShareNamespaceCLITests {
         #expect(revoked.status == 0, "\(revoked.stderr)")
         let afterRevoke = try net.run(in: net.client, ["share", "send", photo, "--to", to, "--timeout", "30",
                                                        "--passcode-file", b.passcode] + b.common, environment: b.environment)
-        #expect(afterRevoke.status == 66 || afterRevoke.status == 1, "\(afterRevoke.stderr)")
+        #expect(afterRevoke.status == 65, "\(afterRevoke.stderr)")
+        #expect(afterRevoke.stderr.contains("the device bravo is revoked in this group"), "\(afterRevoke.stderr)")
 
         let served = server.wait(timeout: 60)
         #expect(served.status == 0, "\(served.stderr)")

@@ -35,8 +35,25 @@ struct ShareWireTests {
         let expected: [UInt8] = Array("SFSR".utf8) + [1, 0, 0, 5] + Array("a.txt".utf8)
         #expect(reply.encoded == expected)
         #expect(try ShareWire.parseReply(expected + [9, 9]) == .complete(reply, consumed: expected.count))
-        #expect(throws: ShareError.protocolViolation("unknown reply status 9")) {
+        #expect(throws: ShareError.protocolViolation("unknown reply status 9 in reply version 1")) {
             _ = try ShareWire.parseReply(Array("SFSR".utf8) + [1, 9, 0, 0])
+        }
+    }
+
+    /// Reply version 2: status 4, the sender's device is revoked (the text is its name).
+    @Test func replyVersion2KnownAnswer() throws {
+        let reply = ShareWire.Reply(status: .revoked, text: "bravo")
+        let expected: [UInt8] = Array("SFSR".utf8) + [2, 4, 0, 5] + Array("bravo".utf8)
+        #expect(reply.encoded == expected)
+        #expect(try ShareWire.parseReply(expected) == .complete(reply, consumed: expected.count))
+        // The other statuses are still written as version 1, and read in either version.
+        #expect(ShareWire.Reply(status: .refused, text: "").encoded == Array("SFSR".utf8) + [1, 2, 0, 0])
+        #expect(try ShareWire.parseReply(Array("SFSR".utf8) + [2, 0, 0, 1, 0x61]) == .complete(ShareWire.Reply(status: .stored, text: "a"), consumed: 9))
+        #expect(throws: ShareError.protocolViolation("unknown reply status 4 in reply version 1")) {
+            _ = try ShareWire.parseReply(Array("SFSR".utf8) + [1, 4, 0, 0])
+        }
+        #expect(throws: ShareError.protocolViolation("reply version 3 is not supported (this side reads versions 1 to 2): update the sender")) {
+            _ = try ShareWire.parseReply(Array("SFSR".utf8) + [3, 0, 0, 0])
         }
     }
 

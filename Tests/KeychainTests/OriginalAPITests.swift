@@ -109,10 +109,10 @@ import Vault
         let keychain = try open(dir, source, interval: .seconds(3600))
         try keychain.setPassword("v", forService: "s", account: "a")
         try keychain.close()
-        guard case .database? = keychainError({ _ = try keychain.password(forService: "s", account: "a") }) else {
+        guard case .closed? = keychainError({ _ = try keychain.password(forService: "s", account: "a") }) else {
             Issue.record("a closed keychain must refuse reads"); return
         }
-        guard case .database? = keychainError({ try keychain.setPassword("w", forService: "s", account: "a") }) else {
+        guard case .closed? = keychainError({ try keychain.setPassword("w", forService: "s", account: "a") }) else {
             Issue.record("a closed keychain must refuse writes"); return
         }
         #expect(try open(dir, source).password(forService: "s", account: "a") == "v")

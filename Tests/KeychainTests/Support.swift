@@ -79,6 +79,11 @@ extension KeychainError {
     var isCorrupted: Bool { if case .corrupted = self { return true } else { return false } }
     var isNotFound: Bool { if case .itemNotFound = self { return true } else { return false } }
     var isDuplicate: Bool { if case .duplicateItem = self { return true } else { return false } }
+    /// The item ids a listing reported damaged (nil for another error); each with a corrupted reason.
+    var damagedIDs: [String]? {
+        guard case .damagedItems(let items) = self, items.allSatisfy({ $0.error.isCorrupted }) else { return nil }
+        return items.map(\.itemID)
+    }
 }
 
 func keychainError(_ body: () throws -> Void) -> KeychainError? {

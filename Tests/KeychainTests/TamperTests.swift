@@ -38,7 +38,7 @@ import Vault
             let readError = keychainError { for account in ["one", "two"] { _ = try keychain.password(forService: "s", account: account) } }
             #expect(readError?.isCorrupted == true, "byte \(position): \(String(describing: readError))")
             let listError = keychainError { _ = try keychain.accounts(forService: "s") }
-            #expect(listError?.isCorrupted == true, "byte \(position): \(String(describing: listError))")
+            #expect(listError?.damagedIDs == [Encoding.hex(Array(target.id))], "byte \(position): \(String(describing: listError))")
             try keychain.close()
         }
         try inspectionQueue(path).write { db in
@@ -59,7 +59,7 @@ import Vault
             let error = keychainError { _ = try keychain.password(forService: "s", account: account) }
             #expect(error?.isCorrupted == true, "\(account): \(String(describing: error))")
         }
-        #expect(keychainError { _ = try keychain.accounts(forService: "s") }?.isCorrupted == true)
+        #expect(keychainError { _ = try keychain.accounts(forService: "s") }?.damagedIDs?.count == 2)
     }
 
     @Test func rowMovedToAnotherIdIsDetected() throws {
@@ -72,7 +72,7 @@ import Vault
             try db.execute(sql: "UPDATE keychain_items SET item_id = ? WHERE item_id = ?", arguments: [moved, all[0].id])
         }
         let keychain = try open(dir, source)
-        #expect(keychainError { _ = try keychain.accounts(forService: "s") }?.isCorrupted == true)
+        #expect(keychainError { _ = try keychain.accounts(forService: "s") }?.damagedIDs == [Encoding.hex(Array(moved))])
     }
 
     @Test func changedAccessibilityIsDetected() throws {

@@ -206,11 +206,12 @@ public struct IdentityStore: Sendable {
     /// Every key, certificate and identity item, without secrets.
     /// - Throws: ``IdentityError/keychain(_:)`` when the keychain cannot be read.
     public func list() throws(IdentityError) -> Listing {
-        let summaries: [ItemSummary]
-        do { summaries = try keychain.summaries() } catch { throw .keychain("\(error)") }
+        let listing: KeychainListing
+        do { listing = try keychain.listing() } catch { throw .keychain("\(error)") }
         var items: [Item] = []
-        var unreadable = 0
-        for summary in summaries {
+        // A damaged row is counted, and does not hide the others.
+        var unreadable = listing.damaged.count
+        for summary in listing.items {
             guard let attributes = summary.attributes else { unreadable += 1; continue }
             guard attributes.key.itemClass == .genericPassword,
                   let kind = IdentityItemKind.allCases.first(where: { $0.service == attributes.key.service })

@@ -272,6 +272,10 @@ struct DumpKeychain: ParsableCommand {
         Items whose names are sealed under a class key that is unavailable (vault locked) are
         listed with their class and accessibility only; give --passcode-file to see them.
 
+        Damaged items (a row changed in the file: a column of the wrong type, a failed integrity
+        check) do not stop the listing: the other items are listed on stdout, each damaged one
+        is named on stderr by its item id with what is wrong, and the exit status is 2.
+
         Example:
           securefoundation keychain dump-keychain --passcode-file passcode.txt
         """
@@ -282,8 +286,15 @@ struct DumpKeychain: ParsableCommand {
     func run() throws {
         try CLI.run {
             let keychain = try store.open()
-            let text = try keychain.summaries().map { KeychainCommand.describe($0, path: keychain.path) + "\n" }.joined()
+            let listing = try keychain.listing()
+            let text = listing.items.map { KeychainCommand.describe($0, path: keychain.path) + "\n" }.joined()
             try CLI.writeStdout(Array(text.utf8))
+            guard !listing.damaged.isEmpty else { return }
+            for item in listing.damaged {
+                let kind = [item.itemClass?.description, item.accessibility?.name].compactMap { $0 }.joined(separator: ", ")
+                CLI.warn("damaged item \(item.itemID)\(kind.isEmpty ? "" : " (\(kind))"): \(CLI.describe(item.error))")
+            }
+            throw KeychainError.damagedItems(listing.damaged)
         }
     }
 }
