@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import PinnedTLS
+import Synchronization
 import X509
 
 /// Sends files to a device of the group over mutual TLS.
@@ -66,7 +67,8 @@ public struct ShareClient: Sendable {
     ///   - port: its port.
     ///   - name: the name to offer (default: the file's last path component).
     ///   - device: the receiving device's name, if it must be that one.
-    ///   - timeout: the bound on connecting, the handshake and waiting for the reply.
+    ///   - timeout: the bound on connecting, the handshake and waiting for the reply, and on a
+    ///     receiver that takes none of the file's bytes while they are sent.
     ///   - progress: called with the bytes sent so far and the total.
     /// - Throws: ``ShareError``.
     @discardableResult
@@ -146,13 +148,21 @@ public struct ShareClient: Sendable {
         // loop encrypting and sending, on another core.
         try? await channel.setOption(ChannelOptions.writeBufferWaterMark,
                                      value: .init(low: Self.chunkSize, high: 4 * Self.chunkSize)).get()
+        // A receiver that stops reading would hold a write, and with it the sender, for ever:
+        // when it takes no byte for `timeout`, the connection is closed.
+        let watch = SendWatch()
+        let watchdog = channel.eventLoop.scheduleRepeatedTask(initialDelay: timeout, delay: timeout) { _ in
+            if watch.idle() { channel.close(promise: nil) }
+        }
+        defer { watchdog.cancel() }
+        let idleSeconds = timeout.nanoseconds / 1_000_000_000
         do {
             return try await connection.executeThenClose { inbound, outbound in
                 try await withThrowingTaskGroup(of: TransferStep.self) { group in
                     group.addTask { .replied(try await Self.readReply(inbound)) }
                     group.addTask {
                         do {
-                            try await self.sendBytes(outbound, file: file, offer: offer, channel: channel, progress: progress)
+                            try await self.sendBytes(outbound, file: file, offer: offer, channel: channel, watch: watch, progress: progress)
                             return .sent
                         } catch let error as ShareError {
                             return .failedHere(error)
@@ -180,6 +190,9 @@ public struct ShareClient: Sendable {
                             if !sent { channel.close(promise: nil) }
                             group.cancelAll()
                             guard let reply else {
+                                if watch.stalled {
+                                    throw ShareError.connectionFailed("the receiver took none of the file's bytes for \(idleSeconds) s; nothing was stored (is it still running? try again)")
+                                }
                                 if let writeFailure { throw ShareError.connectionFailed(writeFailure) }
                                 throw ShareError.connectionFailed("the receiver closed the connection without a reply (it may have refused this device)")
                             }
@@ -195,6 +208,7 @@ public struct ShareClient: Sendable {
                             }
                         case .sent:
                             sent = true
+                            watchdog.cancel()
                             // The reply is awaited for `timeout` at most.
                             timer = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
                         case .failedHere(let error):
@@ -217,6 +231,29 @@ public struct ShareClient: Sendable {
         } catch {
             throw .connectionFailed("\(error)")
         }
+    }
+
+    /// Whether the connection took any of the file's bytes between two looks of the watchdog.
+    final class SendWatch: Sendable {
+        /// Writes the connection accepted so far.
+        private let writes = Atomic<UInt64>(0)
+        /// The count the watchdog saw last.
+        private let seen = Atomic<UInt64>(0)
+        private let stalledFlag = Atomic<Bool>(false)
+
+        /// A write was accepted.
+        func advanced() { writes.add(1, ordering: .relaxed) }
+
+        /// The watchdog's look: true (and marked stalled) when no write was accepted since the last.
+        func idle() -> Bool {
+            let now = writes.load(ordering: .relaxed)
+            guard seen.exchange(now, ordering: .relaxed) == now else { return false }
+            stalledFlag.store(true, ordering: .relaxed)
+            return true
+        }
+
+        /// Whether the watchdog closed the connection.
+        var stalled: Bool { stalledFlag.load(ordering: .relaxed) }
     }
 
     /// What one side of a transfer (sending, or reading the reply) came to.
@@ -252,9 +289,10 @@ public struct ShareClient: Sendable {
     /// that changes while it is sent ends the transfer without the digest: the receiver stores
     /// nothing.
     private func sendBytes(_ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, file: SourceFile, offer: ShareWire.Offer,
-                           channel: any Channel, progress: @Sendable (UInt64, UInt64) -> Void) async throws {
+                           channel: any Channel, watch: SendWatch, progress: @Sendable (UInt64, UInt64) -> Void) async throws {
         let size = offer.size
         try await outbound.write(ByteBuffer(bytes: offer.encoded))
+        watch.advanced()
         var hasher = SHA256()
         var sent: UInt64 = 0
         progress(0, size)
@@ -277,6 +315,7 @@ public struct ShareClient: Sendable {
             chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
             try Task.checkCancellation()
             try await outbound.write(chunk)
+            watch.advanced()
             sent += UInt64(count)
             progress(sent, size)
         }

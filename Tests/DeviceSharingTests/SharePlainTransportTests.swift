@@ -17,6 +17,24 @@ struct SharePlainTransportTests {
         try await serving(try await ShareServer.bindWithoutTLS(inbox: device.inbox, files: device.files), body)
     }
 
+    /// A receiver that stops taking bytes (here a listener that never accepts: the kernel
+    /// buffers what fits, then nothing moves) ends the send after the timeout, with a message
+    /// that says so, instead of holding the sender for ever.
+    @Test(.timeLimit(.minutes(1)))
+    func aReceiverThatTakesNothingEndsTheSendAfterTheTimeout() async throws {
+        let directory = try TemporaryDirectory(prefix: "share-stall")
+        // Far more than both sockets' buffers and the connection's 1 MiB can hold.
+        let path = directory.path("large.raw")
+        #expect(FileManager.default.createFile(atPath: path, contents: nil))
+        #expect(truncate(path, 256 << 20) == 0)
+        let listener = try #require(LoopbackSocket.listening())
+        await #expect(throws: ShareError.connectionFailed(
+            "the receiver took none of the file's bytes for 1 s; nothing was stored (is it still running? try again)")) {
+            try await ShareClient(withoutTLS: ()).send(path, to: "127.0.0.1", port: listener.port, timeout: .seconds(1))
+        }
+        withExtendedLifetime(listener) {}
+    }
+
     @Test func aFileIsStoredIntactAsAProtectedFile() async throws {
         let a = try TestDevice(), b = try TestDevice()
         // Larger than several read chunks, and not a whole number of them.

@@ -404,7 +404,7 @@ struct ShareSendCommand: AsyncParsableCommand {
     @Option(name: .customLong("device"), help: "The receiving device's name, if it must be that one.")
     var device: String?
 
-    @Option(name: .customLong("timeout"), help: "Seconds for connecting, the handshake and the reply.")
+    @Option(name: .customLong("timeout"), help: "Seconds for connecting, the handshake, the reply, and a receiver that takes no bytes.")
     var timeout = 30
 
     @OptionGroup var options: ShareOptions
