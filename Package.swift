@@ -48,7 +48,11 @@ let package = Package(
         .target(name: "CPlatform"),
         .target(name: "Cipher", dependencies: ["CPlatform"] + crypto, swiftSettings: strict),
         .target(name: "Shredder", dependencies: ["Cipher", "CPlatform"] + crypto, swiftSettings: strict),
-        .target(name: "Age", dependencies: ["Cipher", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
+        // ChaCha20-Poly1305 of swift-crypto's BoringSSL for the age payload, behind a header of the
+        // project's own that names no BoringSSL type (so no Swift module loads swift-crypto's
+        // internal C module, which clashes with swift-nio-ssl's copy of BoringSSL).
+        .target(name: "CAgePayload", dependencies: [.product(name: "CryptoExtras", package: "swift-crypto")]),
+        .target(name: "Age", dependencies: ["Cipher", "Shredder", "CPlatform", "CAgePayload"] + crypto, swiftSettings: strict),
         .target(name: "Vault", dependencies: ["Cipher", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "Keychain",

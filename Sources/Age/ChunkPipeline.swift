@@ -105,7 +105,6 @@ final class ChunkPipeline: @unchecked Sendable {
     /// - Parameter workers: Evaluated only when the input may hold more than one chunk (the
     ///   count of cores costs a process start about half a millisecond).
     func run(workers: @autoclosure () -> Int, progress: ((Int64) -> Void)?) throws {
-        _ = AgeAllocator.tuned
         // No more threads than chunks to process when the input is a regular file (a small
         // file is done before a thread would have started).
         var chunks = Int64.max

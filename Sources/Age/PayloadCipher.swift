@@ -1,12 +1,8 @@
 import Foundation
-import Crypto
 import Cipher
-import CPlatform
-#if canImport(CCryptoBoringSSL)
-// swift-crypto's own BoringSSL (the ChaCha20-Poly1305 that `ChaChaPoly` runs on Linux), called
-// directly so that a chunk is sealed or opened straight between the caller's buffers.
-import CCryptoBoringSSL
-#endif
+// ChaCha20-Poly1305 of swift-crypto's BoringSSL through a C shim of the project's own, whose
+// header names no BoringSSL type: no client of Age loads swift-crypto's internal C module.
+import CAgePayload
 
 /// The age payload: STREAM over ChaCha20-Poly1305 with 64 KiB chunks, and the rule that opens
 /// a chunk (final flag, trailing data, truncation) for every reader of the payload.
@@ -15,49 +11,31 @@ import CCryptoBoringSSL
 /// bytes are the same as a sequential run. Seal and open may be called from several threads
 /// at once.
 final class PayloadCipher: @unchecked Sendable {
-    // Unchecked: the BoringSSL context is written only by `init` and `deinit`; BoringSSL allows
+    // Unchecked: the context is written only by `init` and `deinit`; BoringSSL allows
     // concurrent seal and open calls on one context.
     static let chunkSize = 64 * 1024
     static let tagSize = 16
     static let sealedChunkSize = chunkSize + tagSize
     static let nonceSize = 16
 
-    #if canImport(CCryptoBoringSSL)
-    private let context: UnsafeMutablePointer<EVP_AEAD_CTX>
-    #else
-    private let key: SymmetricKey
-    #endif
+    private let context: OpaquePointer
 
     /// payload key = HKDF-SHA-256(ikm = file key, salt = nonce, info = "payload").
     /// - Throws: ``AgeError/io(_:)`` when the cipher cannot be set up.
     init(fileKey: SecretBytes, nonce: [UInt8]) throws {
         let derived = KeyDerivation.hkdf(fileKey, salt: nonce, info: "payload")
         defer { derived.wipe() }
-        #if canImport(CCryptoBoringSSL)
-        context = .allocate(capacity: 1)
-        context.initialize(to: EVP_AEAD_CTX())
-        let context = self.context
-        let ready = derived.withUnsafeBytes { key in
-            CCryptoBoringSSL_EVP_AEAD_CTX_init(context, CCryptoBoringSSL_EVP_aead_chacha20_poly1305(),
-                                               key.bindMemory(to: UInt8.self).baseAddress, key.count, Self.tagSize, nil)
+        let made = derived.withUnsafeBytes { key in
+            sf_payload_aead_new(key.bindMemory(to: UInt8.self).baseAddress, key.count)
         }
-        guard ready == 1 else {
-            context.deallocate()
-            throw AgeError.io("ChaCha20-Poly1305 could not be set up")
-        }
-        #else
-        key = derived.symmetricKey
-        #endif
+        guard let made else { throw AgeError.io("ChaCha20-Poly1305 could not be set up") }
+        context = made
     }
 
-    #if canImport(CCryptoBoringSSL)
     deinit {
-        CCryptoBoringSSL_EVP_AEAD_CTX_cleanup(context)
-        // The context holds the payload key.
-        sf_secure_zero(UnsafeMutableRawPointer(context), MemoryLayout<EVP_AEAD_CTX>.size)
-        context.deallocate()
+        // Clears the key schedule (it holds the payload key) before freeing it.
+        sf_payload_aead_free(context)
     }
-    #endif
 
     /// The 12-byte ChaCha20-Poly1305 nonce of chunk `counter`: 11 bytes of big-endian counter,
     /// then the final flag.
@@ -76,26 +54,13 @@ final class PayloadCipher: @unchecked Sendable {
     /// - Throws: ``AgeError/io(_:)`` when sealing fails.
     func seal(_ plain: UnsafeRawBufferPointer, counter: UInt64, final: Bool, into out: UnsafeMutableRawBufferPointer) throws {
         precondition(out.count >= plain.count + Self.tagSize)
-        #if canImport(CCryptoBoringSSL)
         var written = 0
         let sealed = Self.withChunkNonce(counter, final: final) { nonce in
-            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1) { empty in
-                CCryptoBoringSSL_EVP_AEAD_CTX_seal(context, out.bindMemory(to: UInt8.self).baseAddress, &written, out.count,
-                                                   nonce.bindMemory(to: UInt8.self).baseAddress, nonce.count,
-                                                   plain.bindMemory(to: UInt8.self).baseAddress ?? UnsafePointer(empty.baseAddress), plain.count, nil, 0)
-            }
+            sf_payload_aead_seal(context, out.bindMemory(to: UInt8.self).baseAddress, &written, out.count,
+                                 nonce.bindMemory(to: UInt8.self).baseAddress, nonce.count,
+                                 plain.bindMemory(to: UInt8.self).baseAddress, plain.count)
         }
         guard sealed == 1, written == plain.count + Self.tagSize else { throw AgeError.io("ChaCha20-Poly1305 sealing failed") }
-        #else
-        guard let nonce = Self.withChunkNonce(counter, final: final, { try? ChaChaPoly.Nonce(data: $0) }) else {
-            throw AgeError.io("ChaCha20-Poly1305 sealing failed")
-        }
-        let box = try ChaChaPoly.seal(plain, using: key, nonce: nonce)
-        box.ciphertext.withUnsafeBytes { c in
-            if c.count > 0 { out.baseAddress!.copyMemory(from: c.baseAddress!, byteCount: c.count) }
-        }
-        box.tag.withUnsafeBytes { t in (out.baseAddress! + plain.count).copyMemory(from: t.baseAddress!, byteCount: Self.tagSize) }
-        #endif
     }
 
     /// Opens `sealed` into `out` (at least sealed.count - 16 bytes; no overlap); the plaintext
@@ -104,27 +69,13 @@ final class PayloadCipher: @unchecked Sendable {
         guard sealed.count >= Self.tagSize else { return nil }
         let n = sealed.count - Self.tagSize
         precondition(out.count >= n)
-        #if canImport(CCryptoBoringSSL)
         var written = 0
         let opened = Self.withChunkNonce(counter, final: final) { nonce in
-            CCryptoBoringSSL_EVP_AEAD_CTX_open(context, out.bindMemory(to: UInt8.self).baseAddress, &written, out.count,
-                                               nonce.bindMemory(to: UInt8.self).baseAddress, nonce.count,
-                                               sealed.bindMemory(to: UInt8.self).baseAddress, sealed.count, nil, 0)
+            sf_payload_aead_open(context, out.bindMemory(to: UInt8.self).baseAddress, &written, out.count,
+                                 nonce.bindMemory(to: UInt8.self).baseAddress, nonce.count,
+                                 sealed.bindMemory(to: UInt8.self).baseAddress, sealed.count)
         }
         guard opened == 1, written == n else { return nil }
-        #else
-        guard let nonce = Self.withChunkNonce(counter, final: final, { try? ChaChaPoly.Nonce(data: $0) }),
-              let box = try? ChaChaPoly.SealedBox(nonce: nonce, ciphertext: UnsafeRawBufferPointer(rebasing: sealed[0..<n]),
-                                                  tag: UnsafeRawBufferPointer(rebasing: sealed[n...])),
-              let plain = try? ChaChaPoly.open(box, using: key) else { return nil }
-        plain.withUnsafeBytes { p in
-            if p.count > 0 {
-                out.baseAddress!.copyMemory(from: p.baseAddress!, byteCount: p.count)
-                // swift-crypto frees this buffer unzeroed: clear the plaintext before it goes.
-                sf_secure_zero(UnsafeMutableRawPointer(mutating: p.baseAddress!), p.count)
-            }
-        }
-        #endif
         return n
     }
 

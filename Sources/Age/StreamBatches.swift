@@ -25,7 +25,6 @@ final class StreamBatches {
     init(batchChunks: Int, inputChunk: Int, outputChunk: Int, parallel: Bool) {
         self.batchChunks = max(1, batchChunks)
         workers = parallel ? ChunkWorkers.all : 1
-        _ = AgeAllocator.tuned
         batchBytes = self.batchChunks * inputChunk
         input = ScratchBuffer(batchBytes + inputChunk, written: 0)
         outputs = [ScratchBuffer(self.batchChunks * outputChunk, written: 0), ScratchBuffer(self.batchChunks * outputChunk, written: 0)]

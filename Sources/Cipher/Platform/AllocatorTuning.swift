@@ -6,13 +6,6 @@ import CPlatform
 /// these loops) and change only where memory is reused, not how much is used at the peak. A
 /// no-op outside glibc.
 package enum AllocatorTuning {
-    /// For age chunks through `ChaChaPoly` (where swift-crypto's BoringSSL cannot be called
-    /// directly): every sealed or opened chunk comes back in a fresh 64 KiB heap buffer, and with
-    /// glibc's default trim threshold freeing them hands the pages back to the kernel and the next
-    /// chunk faults them in again (about 100,000 page faults per GiB). An 8 MiB trim threshold
-    /// keeps that memory mapped.
-    package static let chunkBuffers: Bool = sf_malloc_keep_freed(8 << 20) == 1
-
     /// For bulk transfers: their buffers (256 KiB file pieces, the TLS layer's plaintext buffers
     /// of up to a few MiB) are above glibc's initial mmap threshold (128 KiB), so each was mapped
     /// fresh, unmapped when freed and its pages faulted in again (about 90,000 page faults and a
