@@ -140,6 +140,7 @@ let package = Package(
             dependencies: [
                 "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),

@@ -4,7 +4,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import PinnedTLS
-import Synchronization
+import NIOConcurrencyHelpers
 import X509
 
 /// Sends files to a device of the group over mutual TLS.
@@ -235,25 +235,33 @@ public struct ShareClient: Sendable {
 
     /// Whether the connection took any of the file's bytes between two looks of the watchdog.
     final class SendWatch: Sendable {
-        /// Writes the connection accepted so far.
-        private let writes = Atomic<UInt64>(0)
-        /// The count the watchdog saw last.
-        private let seen = Atomic<UInt64>(0)
-        private let stalledFlag = Atomic<Bool>(false)
+        // A lock rather than `Synchronization.Atomic`, which needs macOS 15 and iOS 18.
+        private struct Counts {
+            /// Writes the connection accepted so far.
+            var writes: UInt64 = 0
+            /// The count the watchdog saw last.
+            var seen: UInt64 = 0
+            var stalled = false
+        }
+        private let counts = NIOLockedValueBox(Counts())
 
         /// A write was accepted.
-        func advanced() { writes.add(1, ordering: .relaxed) }
+        func advanced() { counts.withLockedValue { $0.writes &+= 1 } }
 
         /// The watchdog's look: true (and marked stalled) when no write was accepted since the last.
         func idle() -> Bool {
-            let now = writes.load(ordering: .relaxed)
-            guard seen.exchange(now, ordering: .relaxed) == now else { return false }
-            stalledFlag.store(true, ordering: .relaxed)
-            return true
+            counts.withLockedValue { counts in
+                guard counts.seen == counts.writes else {
+                    counts.seen = counts.writes
+                    return false
+                }
+                counts.stalled = true
+                return true
+            }
         }
 
         /// Whether the watchdog closed the connection.
-        var stalled: Bool { stalledFlag.load(ordering: .relaxed) }
+        var stalled: Bool { counts.withLockedValue { $0.stalled } }
     }
 
     /// What one side of a transfer (sending, or reading the reply) came to.

@@ -37,13 +37,13 @@ import Vault
             Issue.record("a rotation that could not empty the log must fail, not succeed: \(String(describing: failure))"); return
         }
         #expect(message.contains("--resume"))
-        #expect(try DeviceKeyRotation.pending(directory: fixture.home) != nil)
+        #expect(try DeviceKeyRotation.pending(directory: fixture.home, filePath: fixture.keyPath) != nil)
 
         // The reader is gone: the resume empties the log and finishes.
         let resumed = try DeviceKeyRotation.resume(manager: manager, filePath: fixture.keyPath,
                                                    dependents: KeychainDeviceKeyDependent.keychains(in: fixture.home))
         #expect(resumed.dependents.map(\.alreadyNew) == [count])
-        #expect(try DeviceKeyRotation.pending(directory: fixture.home) == nil)
+        #expect(try DeviceKeyRotation.pending(directory: fixture.home, filePath: fixture.keyPath) == nil)
         var bytes = try SecureFile.read(fixture.home + "/keychain.sqlite", maxLength: 1 << 28)
         bytes += (try? SecureFile.read(fixture.home + "/keychain.sqlite-wal", maxLength: 1 << 28)) ?? []
         let haystack = Data(bytes)

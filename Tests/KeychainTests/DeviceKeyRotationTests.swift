@@ -68,7 +68,7 @@ import Vault
                                                   dependents: KeychainDeviceKeyDependent.keychains(in: fixture.home))
         #expect(report.dependents.map(\.rekeyed) == [count])
         #expect(report.dependents.first?.unreadable == [])
-        #expect(try DeviceKeyRotation.pending(directory: fixture.home) == nil)
+        #expect(try DeviceKeyRotation.pending(directory: fixture.home, filePath: fixture.keyPath) == nil)
         let new = try fixture.oldDeviceKey()
         #expect(new != old)
         #expect(DeviceKeyRecord.checkValue(of: new) == report.newCheck)
@@ -153,7 +153,7 @@ import Vault
             _ = try DeviceKeyRotation.rotate(manager: manager, filePath: fixture.keyPath,
                                              dependents: KeychainDeviceKeyDependent.keychains(in: fixture.home), options: options)
         }
-        let journal = try #require(try DeviceKeyRotation.pending(directory: fixture.home))
+        let journal = try #require(try DeviceKeyRotation.pending(directory: fixture.home, filePath: fixture.keyPath))
         // The home's provider refuses with the way out.
         let provider = try DeviceKeyRotation.provider(directory: fixture.home, filePath: fixture.keyPath)
         #expect(throws: VaultError.self) { _ = try provider.deviceKey() }
@@ -176,7 +176,7 @@ import Vault
 
         let resumed = try DeviceKeyRotation.resume(manager: manager, filePath: fixture.keyPath,
                                                    dependents: KeychainDeviceKeyDependent.keychains(in: fixture.home))
-        #expect(try DeviceKeyRotation.pending(directory: fixture.home) == nil)
+        #expect(try DeviceKeyRotation.pending(directory: fixture.home, filePath: fixture.keyPath) == nil)
         if journal.phase == .rekeying {
             #expect(resumed.dependents.map { $0.rekeyed + $0.alreadyNew } == [count])
         }
@@ -199,7 +199,7 @@ import Vault
                                              dependents: KeychainDeviceKeyDependent.keychains(in: fixture.home))
         }
         #expect(access(fixture.keyPath + ".rotating", F_OK) != 0)
-        #expect(try DeviceKeyRotation.pending(directory: fixture.home) == nil)
+        #expect(try DeviceKeyRotation.pending(directory: fixture.home, filePath: fixture.keyPath) == nil)
     }
 
     final class Counter: @unchecked Sendable {

@@ -23,13 +23,21 @@ struct DeviceKeyProviderTests {
     @Test func recordRoundTripsAndRefusesAnotherKey() throws {
         let fixture = try VaultFixture()
         defer { fixture.cleanup() }
-        try SecureFile.ensurePrivateDirectory(fixture.home)
+        let manager = try fixture.manager()
+        try manager.setUp(passcode: SecretBytes(utf8: "1234"))
+        let vaultID = try #require(try manager.vaultID)
         let key = try SecretBytes.random(count: 32)
-        let record = DeviceKeyRecord(kind: .file, path: fixture.root + "/device.key", check: DeviceKeyRecord.checkValue(of: key))
-        try record.save(directory: fixture.home)
-        #expect(try DeviceKeyRecord.load(directory: fixture.home) == record)
+        var record = DeviceKeyRecord(kind: .file, path: fixture.root + "/device.key", check: DeviceKeyRecord.checkValue(of: key))
+        try record.save(directory: fixture.home, filePath: fixture.keyFile)
+        record.vaultID = vaultID
+        #expect(try DeviceKeyRecord.load(directory: fixture.home, filePath: fixture.keyFile) == record)
+        // Beside the device key, named by the vault's id; nothing in the data directory.
+        let trusted = DeviceKeyRecord.trustedPath(vaultID: vaultID, filePath: fixture.keyFile)
+        #expect(trusted == fixture.root + "/config/vaults/" + Encoding.hex(vaultID) + ".device-key.provider")
         var info = stat()
-        #expect(lstat(fixture.home + "/device-key.provider", &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(lstat(trusted, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(lstat(fixture.root + "/config/vaults", &info) == 0 && info.st_mode & 0o777 == 0o700)
+        #expect(access(fixture.home + "/device-key.provider", F_OK) != 0)
         // The file provider creates its own key, which is not this record's: refused, not used.
         #expect(throws: VaultError.self) { try record.provider().deviceKey() }
         do {
@@ -44,8 +52,8 @@ struct DeviceKeyProviderTests {
                     #"{"backing":"systemd-credential","check":"AAAAAAAAAAAAAAAAAAAAAA==","format":"securefoundation-device-key-provider","kind":"keyring","name":"k","timeout":5,"version":2}"#,
                     #"{"check":"AAAAAAAAAAAAAAAAAAAAAA==","format":"securefoundation-device-key-provider","kind":"systemd-credential","name":"../x","version":1}"#,
                     "not json"] {
-            try SecureFile.writeAtomically(Array(bad.utf8), to: fixture.home + "/device-key.provider")
-            #expect(throws: VaultError.self) { try DeviceKeyRecord.load(directory: fixture.home) }
+            try SecureFile.writeAtomically(Array(bad.utf8), to: trusted)
+            #expect(throws: VaultError.self) { try DeviceKeyRecord.load(directory: fixture.home, filePath: fixture.keyFile) }
         }
     }
 
@@ -104,22 +112,26 @@ struct DeviceKeyProviderTests {
     @Test func keyringInFrontOfASystemdCredentialReadsTheCredential() throws {
         let fixture = try VaultFixture()
         defer { fixture.cleanup() }
-        try SecureFile.ensurePrivateDirectory(fixture.home)
+        try fixture.manager().setUp(passcode: SecretBytes(utf8: "1234"))
         let key = try SecretBytes.random(count: 32)
         let credential = fixture.root + "/credstore/device-key.cred"
         let record = DeviceKeyRecord(kind: .keyring, name: "securefoundation:device-key:test", sealedPath: credential, timeout: 60,
                                      backing: .systemdCredential, backingName: "sf-device-key", check: DeviceKeyRecord.checkValue(of: key))
-        try record.save(directory: fixture.home)
-        let loaded = try #require(try DeviceKeyRecord.load(directory: fixture.home))
-        #expect(loaded == record && loaded.version == 2)
+        try record.save(directory: fixture.home, filePath: fixture.keyFile)
+        let loaded = try #require(try DeviceKeyRecord.load(directory: fixture.home, filePath: fixture.keyFile))
+        #expect(loaded.kind == record.kind && loaded.name == record.name && loaded.backingName == record.backingName && loaded.version == 3)
         let inner = loaded.backingRecord()
         #expect(inner.kind == .systemdCredential && inner.name == "sf-device-key" && inner.sealedPath == credential)
         #expect(inner.timeout == nil && inner.backing == nil)
-        // Version 1 is read and upgraded: the credential is taken to have the default name.
+        // Version 1 (kept in the data directory) is read and upgraded when adopted: the
+        // credential is taken to have the default name.
         let v1 = #"{"backing":"systemd-credential","check":"AAAAAAAAAAAAAAAAAAAAAA==","format":"securefoundation-device-key-provider","kind":"keyring","name":"securefoundation:device-key:abc","sealedPath":"/x.cred","timeout":600,"version":1}"#
         try SecureFile.writeAtomically(Array(v1.utf8), to: fixture.home + "/device-key.provider")
-        let upgraded = try #require(try DeviceKeyRecord.load(directory: fixture.home))
-        #expect(upgraded.version == 2 && upgraded.backingName == DeviceKeyRecord.defaultCredentialName)
+        let legacy = try #require(try DeviceKeyRecord.loadLegacy(directory: fixture.home))
+        #expect(legacy.version == 2 && legacy.backingName == DeviceKeyRecord.defaultCredentialName)
+        _ = try DeviceKeyRecord.adoptLegacy(directory: fixture.home, filePath: fixture.keyFile)
+        let upgraded = try #require(try DeviceKeyRecord.load(directory: fixture.home, filePath: fixture.keyFile))
+        #expect(upgraded.version == 3 && upgraded.backingName == DeviceKeyRecord.defaultCredentialName)
         #expect(upgraded.backingRecord().name == DeviceKeyRecord.defaultCredentialName)
         #expect(upgraded.name == "securefoundation:device-key:abc")
 

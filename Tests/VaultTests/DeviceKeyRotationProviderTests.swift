@@ -11,24 +11,24 @@ struct DeviceKeyRotationProviderTests {
     /// A vault whose device key comes from `record`, set up with a passcode.
     static func vault(_ fixture: VaultFixture, record: DeviceKeyRecord) throws -> CryptoManager {
         try FileManager.default.createDirectory(atPath: fixture.home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        try record.save(directory: fixture.home)
-        let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: record.provider(), policy: .interactive, attemptPolicy: .unlimited)
+        let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: record.provider(filePath: fixture.keyFile), policy: .interactive, attemptPolicy: .unlimited)
         try manager.setUp(passcode: SecretBytes(utf8: "1234"))
+        try record.save(directory: fixture.home, filePath: fixture.keyFile)
         return manager
     }
 
     static func rotateAndCheck(_ fixture: VaultFixture, _ manager: CryptoManager, files: [String], options: DeviceKeyRotation.Options) throws {
         let before = try manager.classKey(for: .alwaysThisDeviceOnly)
         let oldFiles = files.map { FileManager.default.contents(atPath: $0) }
-        let report = try DeviceKeyRotation.rotate(manager: manager, filePath: nil, dependents: [], options: options)
-        let record = try #require(try DeviceKeyRecord.load(directory: fixture.home))
+        let report = try DeviceKeyRotation.rotate(manager: manager, filePath: fixture.keyFile, dependents: [], options: options)
+        let record = try #require(try DeviceKeyRecord.load(directory: fixture.home, filePath: fixture.keyFile))
         #expect(record.check == report.newCheck)
-        #expect(try DeviceKeyRotation.pending(directory: fixture.home) == nil)
+        #expect(try DeviceKeyRotation.pending(directory: fixture.home, filePath: fixture.keyFile) == nil)
         for (index, path) in files.enumerated() {
             #expect(FileManager.default.contents(atPath: path) != oldFiles[index], "\(path) was not replaced")
             #expect(access(path + ".retired", F_OK) != 0)
         }
-        let fresh = try CryptoManager(directory: fixture.home, deviceKeyProvider: record.provider(), policy: .interactive, attemptPolicy: .unlimited)
+        let fresh = try CryptoManager(directory: fixture.home, deviceKeyProvider: record.provider(filePath: fixture.keyFile), policy: .interactive, attemptPolicy: .unlimited)
         let after = try fresh.classKey(for: .alwaysThisDeviceOnly)
         #expect(hexOf(after) != hexOf(before))
         // The always key itself (not bound to the device) did not change.
@@ -48,11 +48,11 @@ struct DeviceKeyRotationProviderTests {
         try TPM2DeviceKeyProvider.seal(key, to: prefix, pcrs: [16], tcti: tpm.tcti)
         let manager = try Self.vault(fixture, record: DeviceKeyRecord(kind: .tpm2, sealedPath: prefix, pcrs: [16], check: DeviceKeyRecord.checkValue(of: key)))
         try Self.rotateAndCheck(fixture, manager, files: [prefix + ".pub", prefix + ".priv"], options: .init(tcti: tpm.tcti))
-        let record = try #require(try DeviceKeyRecord.load(directory: fixture.home))
+        let record = try #require(try DeviceKeyRecord.load(directory: fixture.home, filePath: fixture.keyFile))
         #expect(record.pcrs == [16] && record.sealedPath == prefix)
         #expect(try tpm.tool("tpm2_pcrextend", ["16:sha256=" + String(repeating: "cd", count: 32)]) == 0)
         do {
-            _ = try record.provider().deviceKey()
+            _ = try record.provider(filePath: fixture.keyFile).deviceKey()
             Issue.record("the new key unsealed after a PCR change")
         } catch let VaultError.deviceKey(why) {
             #expect(why.contains("PCRs 16 differ"), "\(why)")
@@ -95,9 +95,9 @@ struct DeviceKeyRotationProviderTests {
         try Self.rotateAndCheck(fixture, manager, files: [keyFile], options: .init())
         let after = try KeyringDeviceKeyProvider.read(description: description, keyring: cache.keyring)
         #expect(after.map(hexOf) != hexOf(old))
-        let record = try #require(try DeviceKeyRecord.load(directory: fixture.home))
+        let record = try #require(try DeviceKeyRecord.load(directory: fixture.home, filePath: fixture.keyFile))
         #expect(record.kind == .keyring && record.backing == .file)
-        #expect(hexOf(try record.provider().deviceKey()) != hexOf(old))
+        #expect(hexOf(try record.provider(filePath: fixture.keyFile).deviceKey()) != hexOf(old))
     }
 
     /// A journal that is not one, or of a future version, is refused with the reason.
@@ -106,25 +106,31 @@ struct DeviceKeyRotationProviderTests {
         defer { fixture.cleanup() }
         let manager = try fixture.manager()
         try manager.setUp(passcode: SecretBytes(utf8: "1234"))
-        let path = fixture.home + "/" + DeviceKeyRotation.journalName
+        let vaultID = try #require(try manager.vaultID)
+        let path = DeviceKeyRotation.journalPath(vaultID: vaultID, filePath: fixture.keyFile)
+        try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(path))
         try SecureFile.writeAtomically(Array("{\"format\":\"x\"}".utf8), to: path)
-        #expect(throws: VaultError.self) { _ = try DeviceKeyRotation.pending(directory: fixture.home) }
+        #expect(throws: VaultError.self) { _ = try DeviceKeyRotation.pending(directory: fixture.home, filePath: fixture.keyFile) }
         let check = Data(repeating: 1, count: 16)
         let record = DeviceKeyRecord(kind: .file, path: "/tmp/k", check: check)
-        var journal = DeviceKeyRotation.Journal(phase: .rekeying, vaultID: Data(repeating: 0, count: 16), oldCheck: check, newCheck: check,
-                                                hadRecord: false, final: record, staged: record, filePath: nil,
-                                                moves: [DeviceKeyRotation.Move(from: "/tmp/k.rotating", to: "/tmp/k")])
-        journal.version = 2
+        var journal = DeviceKeyRotation.Journal(phase: .rekeying, vaultID: vaultID, oldCheck: check, newCheck: check,
+                                                hadRecord: false, final: record, staged: DeviceKeyRecord(kind: .file, path: "/tmp/k.rotating", check: check),
+                                                filePath: nil, moves: [DeviceKeyRotation.Move(from: "/tmp/k.rotating", to: "/tmp/k")])
+        journal.version = 3
         try SecureFile.writeAtomically(try CanonicalEncoding.encode(journal), to: path)
         do {
-            _ = try DeviceKeyRotation.pending(directory: fixture.home)
-            Issue.record("a journal of version 2 was accepted")
+            _ = try DeviceKeyRotation.pending(directory: fixture.home, filePath: fixture.keyFile)
+            Issue.record("a journal of version 3 was accepted")
         } catch let VaultError.corrupted(why) {
-            #expect(why.contains("version 2 is not supported"))
+            #expect(why.contains("version 3 is not supported"))
         }
-        // Resume refuses a journal of another vault.
-        journal.version = 1
+        // The consistent journal is read; one of another vault is refused.
+        journal.version = 2
         try SecureFile.writeAtomically(try CanonicalEncoding.encode(journal), to: path)
-        #expect(throws: VaultError.self) { _ = try DeviceKeyRotation.resume(manager: manager, filePath: nil, dependents: []) }
+        #expect(try DeviceKeyRotation.pending(directory: fixture.home, filePath: fixture.keyFile) == journal)
+        journal.vaultID = Data(repeating: 0, count: 16)
+        try SecureFile.writeAtomically(try CanonicalEncoding.encode(journal), to: path)
+        #expect(throws: VaultError.self) { _ = try DeviceKeyRotation.pending(directory: fixture.home, filePath: fixture.keyFile) }
+        #expect(throws: VaultError.self) { _ = try DeviceKeyRotation.resume(manager: manager, filePath: fixture.keyFile, dependents: []) }
     }
 }

@@ -32,6 +32,10 @@ final class VaultFixture: @unchecked Sendable {
 
     var statePath: String { home + "/vault.state" }
 
+    /// The device-key file of provider tests; device-key records and rotation journals live in
+    /// `vaults/` beside it.
+    var keyFile: String { root + "/config/device.key" }
+
     func mode(_ path: String) -> mode_t {
         var info = stat()
         _ = lstat(path, &info)

@@ -95,26 +95,45 @@ struct VaultMigrateDeviceKeyCommand: ParsableCommand {
         where it was: remove it once the new provider works (a key file with `securefoundation \
         shred`).
 
+        --adopt moves a record that an earlier version kept in the data directory \
+        (HOME/device-key.provider) beside the device key. Such a record is not used until then: \
+        anyone who can write the data directory could have written it, so check that the \
+        provider it names (printed) is the one you set up.
+
         Examples:
           securefoundation vault migrate-device-key --to tpm2 --pcrs 7
           securefoundation vault migrate-device-key --to systemd-credential --with-key host+tpm2
+          securefoundation vault migrate-device-key --adopt
         """
     )
 
     @OptionGroup var home: HomeOptions
 
     @Option(name: .customLong("to"), help: "The new provider: file, systemd-credential, keyring or tpm2.")
-    var to: String
+    var to: String?
+
+    @Flag(name: .customLong("adopt"), help: "Move the record an earlier version kept in the data directory beside the device key.")
+    var adopt = false
 
     @OptionGroup var provider: DeviceKeyProviderOptions
 
     func validate() throws {
-        _ = try DeviceKeyProviderOptions.kind(to, option: "--to")
+        guard (to == nil) == adopt else { throw ValidationError("give either --to PROVIDER or --adopt") }
+        if let to { _ = try DeviceKeyProviderOptions.kind(to, option: "--to") }
         _ = try provider.pcrList()
     }
 
     func run() throws {
         try CLI.run {
+            if adopt {
+                let directory = home.directory
+                guard let record = try DeviceKeyRecord.adoptLegacy(directory: directory, filePath: home.deviceKey) else {
+                    throw VaultError.invalidArgument("\(directory)/\(DeviceKeyRecord.fileName) does not exist: nothing to adopt")
+                }
+                try VaultCLI.say("device-key record moved out of the data directory: \(record.summary)")
+                return
+            }
+            guard let to else { return }
             let manager = try home.manager(useAgent: false)
             try VaultCLI.requireSetUp(manager)
             let current = try home.deviceKeyProvider()
@@ -123,7 +142,7 @@ struct VaultMigrateDeviceKeyCommand: ParsableCommand {
             let record = try provider.install(key, kind: try DeviceKeyProviderOptions.kind(to, option: "--to"), home: manager.directory, filePath: home.deviceKey)
             let check = try record.provider(filePath: home.deviceKey).deviceKey()
             check.wipe()
-            try record.save(directory: manager.directory)
+            try record.save(directory: manager.directory, filePath: home.deviceKey)
             try VaultCLI.say("device key moved to \(record.summary) (same key; nothing re-encrypted)")
         }
     }
@@ -143,7 +162,7 @@ struct VaultRotateDeviceKeyCommand: ParsableCommand {
         device-share`) change: the command lists what to redo.
 
         Needs the class keys: the passcode (or answers), or a running agent holding the vault \
-        unlocked. Stop other processes using the home first. A journal (HOME/device-key.rotation) \
+        unlocked. Stop other processes using the home first. A journal kept beside the device key \
         makes it resumable: after an interruption every part is under the old or the new key, \
         commands needing the device key say so, and --resume finishes.
 
@@ -160,7 +179,7 @@ struct VaultRotateDeviceKeyCommand: ParsableCommand {
 
     @OptionGroup var credentials: VaultCredentialOptions
 
-    @Flag(name: .customLong("resume"), help: "Finish an interrupted rotation (HOME/device-key.rotation).")
+    @Flag(name: .customLong("resume"), help: "Finish an interrupted rotation (its journal is beside the device key).")
     var resume = false
 
     @Option(name: .customLong("with-key"), help: "systemd-credential: systemd-creds --with-key for the new credential (host, tpm2, host+tpm2, auto; default host).")
@@ -178,7 +197,7 @@ struct VaultRotateDeviceKeyCommand: ParsableCommand {
             let report = try resume
                 ? DeviceKeyRotation.resume(manager: manager, filePath: home.deviceKey, dependents: dependents, options: options)
                 : DeviceKeyRotation.rotate(manager: manager, filePath: home.deviceKey, dependents: dependents, options: options)
-            let summary = (try? DeviceKeyRecord.load(directory: manager.directory))?.summary ?? "file"
+            let summary = (try? DeviceKeyRecord.load(directory: manager.directory, filePath: home.deviceKey))?.summary ?? "file"
             try VaultCLI.say("device key \(resume ? "rotation finished" : "rotated") (\(summary)); new check value \(Encoding.hex(Array(report.newCheck)))")
             var unreadable = 0
             for result in report.dependents {

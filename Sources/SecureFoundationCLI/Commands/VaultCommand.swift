@@ -51,11 +51,12 @@ struct HomeOptions: ParsableArguments {
     /// The crypto manager for these options. With `useAgent` (and unless
     /// `$SECUREFOUNDATION_AGENT` is `off`), a running unlock agent of this vault supplies the
     /// whenUnlocked and afterFirstUnlock keys while the manager is locked.
-    func manager(useAgent: Bool = true) throws -> CryptoManager {
+    /// - Parameter provider: The device-key provider (nil: the home's, ``deviceKeyProvider()``).
+    func manager(useAgent: Bool = true, provider: (any DeviceKeyProvider)? = nil) throws -> CryptoManager {
         var attempts = AttemptPolicy.iOS
         if let eraseAfter { attempts = attempts.erasing(after: eraseAfter) }
         let agent = useAgent && ProcessInfo.processInfo.environment["SECUREFOUNDATION_AGENT"] != "off" ? AgentClient(home: home, timeout: 10) : nil
-        return try CryptoManager(directory: home, deviceKeyProvider: try deviceKeyProvider(),
+        return try CryptoManager(directory: home, deviceKeyProvider: try provider ?? deviceKeyProvider(),
                                  policy: try policy(), attemptPolicy: attempts, kdfCeiling: legacyKDFCeiling ? .legacy : .standard,
                                  unlockedKeySource: agent)
     }
@@ -251,15 +252,17 @@ struct VaultInitCommand: ParsableCommand {
         try CLI.run {
             var manager = try home.manager()
             guard try !manager.isSetUp else { throw VaultError.alreadySetUp }
+            var record: DeviceKeyRecord?
             if let deviceKeyProvider {
-                // A chosen provider: a new device key stored there and recorded before the vault exists.
+                // A chosen provider: a new device key stored there before the vault exists; the
+                // record (beside the device key, named by the vault's id) once it exists.
                 let kind = try DeviceKeyProviderOptions.kind(deviceKeyProvider, option: "--device-key-provider")
                 let usesFile = kind == .file || (kind == .keyring && providerOptions.keyringBacking == "file")
                 let key = usesFile ? try FileDeviceKeyProvider(path: home.deviceKey).deviceKey() : try SecretBytes.random(count: 32)
                 defer { key.wipe() }
-                let record = try providerOptions.install(key, kind: kind, home: manager.directory, filePath: home.deviceKey)
-                try record.save(directory: manager.directory)
-                manager = try home.manager()
+                let installed = try providerOptions.install(key, kind: kind, home: manager.directory, filePath: home.deviceKey)
+                record = installed
+                manager = try home.manager(provider: installed.provider(filePath: home.deviceKey))
             }
             let passcode = noPasscode ? nil : try VaultCLI.passcode(file: passcodeFile, prompt: "New passcode: ", confirm: true)
             defer { passcode?.wipe() }
@@ -269,6 +272,7 @@ struct VaultInitCommand: ParsableCommand {
             if !questions.isEmpty { try manager.storeTemporarySecurityQuestions(questions, answers: answers, threshold: threshold) }
             try manager.finalize()
             manager.lock()
+            try record?.save(directory: manager.directory, filePath: home.deviceKey)
             try VaultCLI.say("created vault in \(manager.directory) (key id \(VaultCLI.keyID(manager)))")
         }
     }
@@ -316,7 +320,10 @@ struct VaultStatusCommand: ParsableCommand {
             } else {
                 lines.append("state: \(manager.isErased ? "erased" : "not set up")")
             }
-            if let record = try DeviceKeyRecord.load(directory: manager.directory) {
+            if let legacy = try? DeviceKeyRecord.loadLegacy(directory: manager.directory),
+               (try? DeviceKeyRecord.load(directory: manager.directory, filePath: home.deviceKey)) == nil {
+                lines.append("device key: not used: \(manager.directory)/\(DeviceKeyRecord.fileName) names \(legacy.summary) but lies in the data directory; if it is yours, move it with `vault migrate-device-key --adopt`")
+            } else if let record = try DeviceKeyRecord.load(directory: manager.directory, filePath: home.deviceKey) {
                 lines.append("device key: \(record.summary)")
             } else {
                 let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path

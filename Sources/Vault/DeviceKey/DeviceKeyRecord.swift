@@ -1,19 +1,29 @@
 import Foundation
 import Cipher
 
-/// Which device-key provider a vault uses, recorded in `device-key.provider` in the data
-/// directory when the vault is created with a chosen provider (`vault init
-/// --device-key-provider`) or migrated to one. A vault without the file uses the device-key
-/// file, as before. Layout: docs/FORMATS.md, "device-key.provider".
+/// Which device-key provider a vault uses, recorded when the vault is created with a chosen
+/// provider (`vault init --device-key-provider`) or migrated to one. A vault without a record
+/// uses the device-key file, as before. Layout: docs/FORMATS.md, "device-key.provider".
+///
+/// The record is kept beside the device-key file, outside the data directory
+/// (`vaults/VAULTID.device-key.provider` in the key file's directory, by default
+/// `~/.config/securefoundation/vaults/`): whoever can write the data directory must not choose
+/// where the device key is read from, since the check value vouches only for the key the record
+/// itself names. Earlier versions kept it in the data directory (`HOME/device-key.provider`);
+/// such a record is never used by itself: ``adoptLegacy(directory:filePath:)`` moves it out once
+/// the user confirms it is theirs.
 ///
 /// The record holds a check value (the first 16 bytes of HKDF-SHA256(device key, "securefoundation
 /// device key check v1")), so a provider that yields another key (another machine's TPM, a
 /// credential of another vault) is refused with a clear error instead of deriving keys that
 /// open nothing.
 public struct DeviceKeyRecord: Codable, Equatable, Sendable {
+    /// The name of the record in the data directory, where versions 1 and 2 kept it (legacy).
     public static let fileName = "device-key.provider"
+    /// The suffix of a record's name in the trusted directory (after the vault id in hex).
+    static let trustedSuffix = ".device-key.provider"
     static let formatName = "securefoundation-device-key-provider"
-    static let currentVersion = 2
+    static let currentVersion = 3
     /// The credential name `vault init` and `migrate-device-key` use when none is given.
     public static let defaultCredentialName = "securefoundation-device-key"
 
@@ -51,6 +61,8 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     public var backingName: String?
     /// 16 bytes identifying the device key (not the key).
     public var check: Data
+    /// The id of the vault the record belongs to (version 3; the record's name says it too).
+    public var vaultID: Data?
 
     public init(kind: Kind, path: String? = nil, name: String? = nil, sealedPath: String? = nil, pcrs: [Int]? = nil,
                 timeout: Int? = nil, backing: Kind? = nil, backingName: String? = nil, check: Data) {
@@ -72,12 +84,70 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
         return derived.withUnsafeBytes { Data($0.prefix(16)) }
     }
 
-    /// The record in `directory`, or nil when there is none (the vault uses the key file).
-    public static func load(directory: String) throws -> DeviceKeyRecord? {
+    /// The directory of trusted records: `vaults/` beside the device-key file (`filePath`, nil:
+    /// the default `$XDG_CONFIG_HOME/securefoundation/device.key`).
+    public static func trustedDirectory(filePath: String? = nil) -> String {
+        SecureFile.directoryOf(VaultPaths.absolute(filePath ?? FileDeviceKeyProvider.defaultPath())) + "/vaults"
+    }
+
+    /// The trusted record of the vault `vaultID`.
+    static func trustedPath(vaultID: Data, filePath: String?) -> String {
+        trustedDirectory(filePath: filePath) + "/" + Encoding.hex(vaultID) + trustedSuffix
+    }
+
+    /// The id of the vault in the data directory `directory` (nil: no vault there).
+    static func vaultID(ofHome directory: String) throws -> Data? {
+        try VaultState.load(directory: directory)?.vaultID
+    }
+
+    /// The record of the vault in `directory`, read from the trusted directory beside the
+    /// device-key file; nil when there is none (the vault uses the key file `filePath`).
+    /// - Parameters:
+    ///   - directory: The vault's data directory.
+    ///   - filePath: The device-key file (nil: the default); its directory holds the records.
+    /// - Throws: ``VaultError/deviceKey(_:)`` when only a record in the data directory exists
+    ///   (written by an earlier version, or planted): it is not used until adopted;
+    ///   ``VaultError/corrupted(_:)`` for a record that does not parse or names another vault.
+    public static func load(directory: String, filePath: String? = nil) throws -> DeviceKeyRecord? {
+        guard let vaultID = try vaultID(ofHome: directory) else { return nil }
+        let path = trustedPath(vaultID: vaultID, filePath: filePath)
+        if let record = try readPrivateJSON(DeviceKeyRecord.self, at: path, what: "a device-key provider record", check: { record, path in
+            try record.check(path: path)
+            guard record.version >= 3, record.vaultID == vaultID else {
+                throw VaultError.corrupted("\(path) is not the device-key record of the vault in \(directory)")
+            }
+        }) {
+            return record
+        }
+        if access(directory + "/" + fileName, F_OK) == 0 {
+            throw VaultError.deviceKey(legacyRefusal(directory: directory))
+        }
+        return nil
+    }
+
+    static func legacyRefusal(directory: String) -> String {
+        "\(directory)/\(fileName) is a device-key provider record in the data directory, where anyone who can write the directory could have put it; it is not used. If you set up that provider (`vault init --device-key-provider` or `vault migrate-device-key` of an earlier version), move the record beside the device key with `securefoundation vault migrate-device-key --adopt`; otherwise delete it"
+    }
+
+    /// The record an earlier version kept in the data directory (`HOME/device-key.provider`),
+    /// read and upgraded in memory; nil when there is none. Never used as it is: see
+    /// ``adoptLegacy(directory:filePath:)``.
+    public static func loadLegacy(directory: String) throws -> DeviceKeyRecord? {
         try readPrivateJSON(DeviceKeyRecord.self, at: directory + "/" + fileName, what: "a device-key provider record") { record, path in
             try record.check(path: path)
+            guard record.version <= 2 else { throw VaultError.corrupted("\(path): a version-\(record.version) record belongs beside the device key, not in the data directory") }
             record.upgrade()
         }
+    }
+
+    /// Moves the record an earlier version kept in the data directory beside the device key
+    /// (as version 3, bound to the vault's id) and removes it from the data directory. The
+    /// caller has confirmed the record is the user's own: its content is not authenticated.
+    /// - Returns: The adopted record, or nil when the data directory holds none.
+    public static func adoptLegacy(directory: String, filePath: String? = nil) throws -> DeviceKeyRecord? {
+        guard let legacy = try loadLegacy(directory: directory) else { return nil }
+        try legacy.save(directory: directory, filePath: filePath)
+        return legacy
     }
 
     /// Reads the private JSON file at `path` (at most 64 KiB), decodes it and lets `check`
@@ -104,7 +174,7 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
 
     func check(path: String) throws {
         guard format == Self.formatName else { throw VaultError.corrupted("\(path): unknown format \(format)") }
-        guard version == Self.currentVersion || version == 1 else {
+        guard (1...Self.currentVersion).contains(version) else {
             throw VaultError.corrupted("\(path): version \(version) is not supported by this version of SecureFoundation")
         }
         guard check.count == 16 else { throw VaultError.corrupted("\(path): the check value is \(check.count) bytes, not 16") }
@@ -134,7 +204,7 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     /// credential; the credential is taken to have the default name, as `vault init` gives it.
     mutating func upgrade() {
         guard version == 1 else { return }
-        version = Self.currentVersion
+        version = 2
         if kind == .keyring, backing == .systemdCredential, backingName == nil { backingName = Self.defaultCredentialName }
     }
 
@@ -156,9 +226,27 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
             && name.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) && $0.isASCII || "_-.".unicodeScalars.contains($0) }
     }
 
-    /// Writes the record atomically (0600).
-    public func save(directory: String) throws {
-        try VaultError.call { try SecureFile.writeAtomically(try CanonicalEncoding.encode(self), to: directory + "/" + Self.fileName) }
+    /// Writes the record (version 3, bound to the vault's id) atomically (0600) beside the
+    /// device-key file, in its 0700 `vaults/` directory, and removes a record of an earlier
+    /// version from the data directory.
+    /// - Parameters:
+    ///   - directory: The vault's data directory (the vault must be set up).
+    ///   - filePath: The device-key file (nil: the default).
+    public func save(directory: String, filePath: String? = nil) throws {
+        guard let vaultID = try Self.vaultID(ofHome: directory) else { throw VaultError.notSetUp }
+        var record = self
+        record.version = Self.currentVersion
+        record.vaultID = vaultID
+        let trusted = Self.trustedDirectory(filePath: filePath)
+        try VaultError.call {
+            try SecureFile.ensurePrivateDirectory(trusted)
+            try SecureFile.writeAtomically(try CanonicalEncoding.encode(record), to: Self.trustedPath(vaultID: vaultID, filePath: filePath))
+        }
+        let legacy = directory + "/" + Self.fileName
+        if access(legacy, F_OK) == 0 {
+            unlink(legacy)
+            try VaultError.call { try SecureFile.syncDirectory(directory) }
+        }
     }
 
     /// The provider this record names; `filePath` is the key file of the file provider (and of a

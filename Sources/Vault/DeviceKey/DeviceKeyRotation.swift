@@ -38,7 +38,8 @@ public struct DeviceKeyRekeyResult: Sendable, Equatable {
 /// A new device key under the same provider, with everything that depends on the old one
 /// re-keyed (docs/UNLOCK.md, "Rotating the device key").
 ///
-/// Steps, each recorded in the journal `HOME/device-key.rotation` (docs/FORMATS.md):
+/// Steps, each recorded in the journal `VAULTID.device-key.rotation` beside the vault's
+/// device-key record, outside the data directory (docs/FORMATS.md):
 /// 1. the new key is stored beside the old one (`….rotating`: a key file, an encrypted
 ///    credential, a TPM-sealed object) and read back; the journal is written (phase `rekeying`);
 /// 2. each dependent is re-keyed (each commit all-or-nothing, each part self-identifying);
@@ -51,8 +52,11 @@ public struct DeviceKeyRekeyResult: Sendable, Equatable {
 /// finishes. Needs every class key (the vault unlocked). No other process should use the home
 /// meanwhile: a keychain opened before the rotation keeps the old blind-index key in memory.
 public enum DeviceKeyRotation {
-    /// The journal's file name in the home.
+    /// The journal's name in the data directory, where version 1 kept it. A file of that name is
+    /// never read as a journal any more: anyone who can write the data directory could write one.
     public static let journalName = "device-key.rotation"
+    /// The suffix of a journal's name in the trusted directory (after the vault id in hex).
+    static let journalSuffix = ".device-key.rotation"
     static let lockName = "device-key.rotation.lock"
     /// The suffix of a staged new key file.
     public static let stagedSuffix = ".rotating"
@@ -81,10 +85,13 @@ public enum DeviceKeyRotation {
         public var to: String
     }
 
-    /// The journal of an unfinished rotation: `HOME/device-key.rotation`, canonical JSON, 0600.
+    /// The journal of an unfinished rotation: `VAULTID.device-key.rotation` in
+    /// ``DeviceKeyRecord/trustedDirectory(filePath:)``, canonical JSON, 0600.
     public struct Journal: Codable, Equatable, Sendable {
         static let formatName = "securefoundation-device-key-rotation"
-        static let currentVersion = 1
+        /// Version 2: kept beside the device key, not in the data directory; its moves must be
+        /// exactly the staged files of its final record.
+        static let currentVersion = 2
 
         public enum Phase: String, Codable, Sendable {
             /// The new key is staged; dependents may be under either key.
@@ -121,6 +128,11 @@ public enum DeviceKeyRotation {
                   !moves.isEmpty, moves.count <= 4, moves.allSatisfy({ $0.from.hasPrefix("/") && $0.to.hasPrefix("/") && $0.from != $0.to }) else {
                 throw VaultError.corrupted("\(path) is not a consistent device-key rotation journal")
             }
+            // The renames a rotation may make are fixed by the provider's files: never paths of the journal's choosing.
+            guard let expected = try? DeviceKeyRotation.stagedFiles(for: final, filePath: filePath),
+                  expected.moves == moves, expected.staged == staged else {
+                throw VaultError.corrupted("\(path): its renames are not the staged files of its provider; it was not written by a rotation and is not used")
+            }
         }
     }
 
@@ -134,23 +146,38 @@ public enum DeviceKeyRotation {
         public var notes: [String]
     }
 
-    /// The journal of an unfinished rotation in `directory`, or nil.
-    /// - Throws: ``VaultError/corrupted(_:)`` for a journal that does not parse.
-    public static func pending(directory: String) throws -> Journal? {
-        try DeviceKeyRecord.readPrivateJSON(Journal.self, at: directory + "/" + journalName, what: "a device-key rotation journal") { journal, path in
+    /// Where the journal of the vault `vaultID` lives: beside its device-key record.
+    static func journalPath(vaultID: Data, filePath: String?) -> String {
+        DeviceKeyRecord.trustedDirectory(filePath: filePath) + "/" + Encoding.hex(vaultID) + journalSuffix
+    }
+
+    /// The journal of an unfinished rotation of the vault in `directory`, or nil.
+    /// - Parameter filePath: The device-key file (nil: the default); the journal is beside it.
+    /// - Throws: ``VaultError/corrupted(_:)`` for a journal that does not parse or is inconsistent.
+    public static func pending(directory: String, filePath: String? = nil) throws -> Journal? {
+        guard let vaultID = try DeviceKeyRecord.vaultID(ofHome: directory) else { return nil }
+        return try DeviceKeyRecord.readPrivateJSON(Journal.self, at: journalPath(vaultID: vaultID, filePath: filePath),
+                                                   what: "a device-key rotation journal") { journal, path in
             try journal.check(path: path)
+            guard journal.vaultID == vaultID else { throw VaultError.corrupted("\(path) belongs to another vault") }
         }
     }
 
-    /// The device-key provider of the home in `directory`: the recorded one, else the key file
-    /// `filePath` (nil: the default). While a rotation is unfinished it gives no key: it throws
-    /// ``VaultError/deviceKey(_:)`` saying how to finish the rotation (the vault itself opens;
-    /// only what needs the device key waits).
+    /// The provider of the home in `directory`: the recorded one (beside the device-key file),
+    /// else the key file `filePath` (nil: the default). While a rotation is unfinished it gives
+    /// no key: it throws ``VaultError/deviceKey(_:)`` saying how to finish the rotation (the
+    /// vault itself opens; only what needs the device key waits). A record or journal in the
+    /// data directory is never used (``DeviceKeyRecord/load(directory:filePath:)``).
     public static func provider(directory: String, filePath: String?) throws -> any DeviceKeyProvider {
-        if try pending(directory: directory) != nil {
-            return UnfinishedRotationProvider(directory: directory)
+        if try pending(directory: directory, filePath: filePath) != nil {
+            return UnavailableDeviceKeyProvider(reason: "a device-key rotation of \(directory) was interrupted: the keychain and the protected-file key table may be under the new key already; finish it with `securefoundation vault rotate-device-key --resume` (with the passcode)")
         }
-        if let record = try DeviceKeyRecord.load(directory: directory) { return record.provider(filePath: filePath) }
+        do {
+            if let record = try DeviceKeyRecord.load(directory: directory, filePath: filePath) { return record.provider(filePath: filePath) }
+        } catch VaultError.deviceKey(let reason) {
+            // Only a record in the data directory: the vault opens, nothing gets a device key.
+            return UnavailableDeviceKeyProvider(reason: reason)
+        }
         return FileDeviceKeyProvider(path: filePath)
     }
 
@@ -168,11 +195,11 @@ public enum DeviceKeyRotation {
                               options: Options = Options()) throws -> Report {
         let directory = manager.directory
         return try FileLock.withExclusiveLock(path: directory + "/" + lockName) {
-            if try pending(directory: directory) != nil {
+            if try pending(directory: directory, filePath: filePath) != nil {
                 throw VaultError.deviceKey("a device-key rotation of \(directory) is unfinished; finish it with `securefoundation vault rotate-device-key --resume` before starting another")
             }
             guard let vaultID = try manager.vaultID else { throw manager.isErased ? VaultError.erased : VaultError.notSetUp }
-            let record = try DeviceKeyRecord.load(directory: directory)
+            let record = try DeviceKeyRecord.load(directory: directory, filePath: filePath)
             let resolvedFile = VaultPaths.absolute(filePath ?? FileDeviceKeyProvider.defaultPath())
             let oldProvider: any DeviceKeyProvider = record?.provider(filePath: resolvedFile) ?? FileDeviceKeyProvider(path: resolvedFile)
             let old = try VaultError.call { try oldProvider.deviceKey() }
@@ -192,7 +219,8 @@ public enum DeviceKeyRotation {
             guard readBack == new else { throw VaultError.deviceKey("the new device key read back from \(staged.summary) differs from the one stored") }
             let journal = Journal(phase: .rekeying, vaultID: vaultID, oldCheck: DeviceKeyRecord.checkValue(of: old), newCheck: newCheck,
                                   hadRecord: record != nil, final: final, staged: staged, filePath: resolvedFile, moves: moves)
-            try save(journal, directory: directory)
+            try journal.check(path: "the new journal")
+            try save(journal)
             try options.step?("staged")
             return try finish(journal, manager: manager, dependents: dependents, options: options)
         }
@@ -204,8 +232,11 @@ public enum DeviceKeyRotation {
                               options: Options = Options()) throws -> Report {
         let directory = manager.directory
         return try FileLock.withExclusiveLock(path: directory + "/" + lockName) {
-            guard let journal = try pending(directory: directory) else {
-                throw VaultError.deviceKey("no device-key rotation of \(directory) is unfinished: nothing to resume")
+            guard let journal = try pending(directory: directory, filePath: filePath) else {
+                let planted = access(directory + "/" + journalName, F_OK) == 0
+                    ? "; \(directory)/\(journalName) is in the data directory, where this version never keeps a journal (an earlier version's, or planted): it was not used and nothing was changed. Finish an earlier version's rotation with that version, or delete the file"
+                    : ""
+                throw VaultError.deviceKey("no device-key rotation of \(directory) is unfinished: nothing to resume" + planted)
             }
             guard let vaultID = try manager.vaultID, vaultID == journal.vaultID else {
                 throw VaultError.corrupted("\(directory)/\(journalName) belongs to another vault; remove it only if no rotation of this vault was started")
@@ -236,7 +267,7 @@ public enum DeviceKeyRotation {
                 try options.step?("rekeyed")
             }
             journal.phase = .switching
-            try save(journal, directory: directory)
+            try save(journal)
             try options.step?("switching")
         }
         // Every dependent is under the new key: the old key is needed no more.
@@ -255,7 +286,7 @@ public enum DeviceKeyRotation {
             try VaultError.call { try SecureFile.syncDirectory(SecureFile.directoryOf(move.to)) }
             try options.step?("moved")
         }
-        if journal.hadRecord { try journal.final.save(directory: directory) }
+        if journal.hadRecord { try journal.final.save(directory: directory, filePath: journal.filePath) }
         if journal.final.kind == .keyring, let name = journal.final.name {
             KeyringDeviceKeyProvider(description: name, timeout: journal.final.timeout ?? 600, backing: StaticDeviceKeyProvider(key: SecretBytes(count: 0) { _ in })).evict()
         }
@@ -269,8 +300,9 @@ public enum DeviceKeyRotation {
             erased.append(retired)
         }
         try Erasure.destroy(erased)
-        unlink(directory + "/" + journalName)
-        try VaultError.call { try SecureFile.syncDirectory(directory) }
+        let journalFile = journalPath(vaultID: journal.vaultID, filePath: journal.filePath)
+        unlink(journalFile)
+        try VaultError.call { try SecureFile.syncDirectory(SecureFile.directoryOf(journalFile)) }
         try options.step?("done")
         manager.forgetDeviceKey()
         return Report(newCheck: journal.newCheck, dependents: results, notes: notes(for: journal))
@@ -292,36 +324,51 @@ public enum DeviceKeyRotation {
         return notes
     }
 
-    /// Stores `key` beside the files of `record` (the provider's real location) and returns a
-    /// record reading it there, and the renames that put it in place.
-    static func stage(_ key: SecretBytes, for record: DeviceKeyRecord, filePath: String, options: Options) throws -> (DeviceKeyRecord, [Move]) {
+    /// The record reading the staged new key of `record` (the provider's real location) and the
+    /// renames that put it in place: fixed by the provider's files, never chosen by a journal.
+    static func stagedFiles(for record: DeviceKeyRecord, filePath: String?) throws -> (staged: DeviceKeyRecord, moves: [Move]) {
         switch record.kind {
         case .file:
-            let path = VaultPaths.absolute(record.path ?? filePath)
+            let path = VaultPaths.absolute(record.path ?? filePath ?? FileDeviceKeyProvider.defaultPath())
             let staged = path + stagedSuffix
-            try VaultError.call {
-                try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(staged))
-                try key.withUnsafeBytes { raw in
-                    try SecureFile.replaceAtomically(staged) { fd in try SecureFile.writeAll(fd, raw, path: staged) }
-                }
-            }
             return (DeviceKeyRecord(kind: .file, path: staged, check: record.check), [Move(from: staged, to: path)])
         case .systemdCredential:
             guard let path = record.sealedPath, let name = record.name else {
                 throw VaultError.deviceKey("the systemd credential's encrypted file is not recorded, so a new one cannot be written beside it; record it first with `vault migrate-device-key --to systemd-credential --credential-file PATH`")
             }
             let staged = path + stagedSuffix
-            try SystemdCredentialDeviceKeyProvider.seal(key, name: name, to: staged, withKey: options.credentialWithKey)
             return (DeviceKeyRecord(kind: .systemdCredential, name: name, sealedPath: staged, check: record.check), [Move(from: staged, to: path)])
         case .tpm2:
             guard let prefix = record.sealedPath else { throw VaultError.deviceKey("the TPM record names no sealed object") }
             let staged = prefix + stagedSuffix
-            try TPM2DeviceKeyProvider.seal(key, to: staged, pcrs: record.pcrs ?? [], tcti: options.tcti)
             return (DeviceKeyRecord(kind: .tpm2, sealedPath: staged, pcrs: record.pcrs, check: record.check),
                     [Move(from: staged + ".pub", to: prefix + ".pub"), Move(from: staged + ".priv", to: prefix + ".priv")])
         case .keyring:
-            return try stage(key, for: record.backingRecord(), filePath: filePath, options: options)
+            return try stagedFiles(for: record.backingRecord(), filePath: filePath)
         }
+    }
+
+    /// Stores `key` beside the files of `record` (the provider's real location) and returns a
+    /// record reading it there, and the renames that put it in place.
+    static func stage(_ key: SecretBytes, for record: DeviceKeyRecord, filePath: String, options: Options) throws -> (DeviceKeyRecord, [Move]) {
+        let (staged, moves) = try stagedFiles(for: record, filePath: filePath)
+        switch staged.kind {
+        case .file:
+            let path = staged.path ?? ""
+            try VaultError.call {
+                try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(path))
+                try key.withUnsafeBytes { raw in
+                    try SecureFile.replaceAtomically(path) { fd in try SecureFile.writeAll(fd, raw, path: path) }
+                }
+            }
+        case .systemdCredential:
+            try SystemdCredentialDeviceKeyProvider.seal(key, name: staged.name ?? "", to: staged.sealedPath ?? "", withKey: options.credentialWithKey)
+        case .tpm2:
+            try TPM2DeviceKeyProvider.seal(key, to: staged.sealedPath ?? "", pcrs: staged.pcrs ?? [], tcti: options.tcti)
+        case .keyring:
+            throw VaultError.deviceKey("a keyring cannot hold a staged key")
+        }
+        return (staged, moves)
     }
 
     /// A provider reading `record`'s files directly: no kernel-keyring cache, no
@@ -342,15 +389,19 @@ public enum DeviceKeyRotation {
         return CheckedDeviceKeyProvider(inner: inner, record: record)
     }
 
-    static func save(_ journal: Journal, directory: String) throws {
-        try VaultError.call { try SecureFile.writeAtomically(try CanonicalEncoding.encode(journal), to: directory + "/" + journalName) }
+    static func save(_ journal: Journal) throws {
+        try VaultError.call {
+            try SecureFile.ensurePrivateDirectory(DeviceKeyRecord.trustedDirectory(filePath: journal.filePath))
+            try SecureFile.writeAtomically(try CanonicalEncoding.encode(journal), to: journalPath(vaultID: journal.vaultID, filePath: journal.filePath))
+        }
     }
 }
 
-/// The provider of a home whose device-key rotation is unfinished: it gives no key.
-struct UnfinishedRotationProvider: DeviceKeyProvider {
-    let directory: String
+/// The provider of a home whose device key must not be used now (a rotation is unfinished, or
+/// only a record in the data directory names a provider): it gives no key, and says why.
+struct UnavailableDeviceKeyProvider: DeviceKeyProvider {
+    let reason: String
     func deviceKey() throws -> SecretBytes {
-        throw VaultError.deviceKey("a device-key rotation of \(directory) was interrupted: the keychain and the protected-file key table may be under the new key already; finish it with `securefoundation vault rotate-device-key --resume` (with the passcode)")
+        throw VaultError.deviceKey(reason)
     }
 }

@@ -45,7 +45,14 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
         guard let tool = ExternalTool.find("systemd-creds") else {
             throw VaultError.deviceKey("systemd-creds is not installed; it is needed to decrypt \(encryptedCredential)")
         }
+        // Anyone can make a credential with the null key (`--with-key=tpm2-absent`) holding a key
+        // of their choice, and `systemd-creds decrypt` accepts it with only a warning.
+        try Self.refuseNullKey(encryptedCredential)
         let result = try ExternalTool.run([tool, "decrypt", "--name=" + name, encryptedCredential, "-"], maxOutput: 64)
+        if result.status == 0, result.error.lowercased().contains("null key") {
+            result.output.wipe()
+            throw VaultError.deviceKey(Self.nullKeyRefusal(encryptedCredential))
+        }
         guard result.status == 0 else {
             result.output.wipe()
             throw VaultError.deviceKey("systemd-creds could not decrypt \(encryptedCredential) (exit \(result.status)): \(result.error)")
@@ -57,10 +64,38 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
         return result.output
     }
 
+    /// The seal-key type of systemd's null key (`CRED_AES256_GCM_BY_NULL`, written by
+    /// `systemd-creds encrypt --with-key=tpm2-absent`): the first 16 bytes of the decoded credential.
+    static let nullKeyID: [UInt8] = [0x05, 0x84, 0x69, 0xda, 0xf6, 0xf5, 0x43, 0x24, 0x80, 0x05, 0x49, 0xda, 0x0f, 0x8e, 0xa2, 0xfb]
+
+    static func nullKeyRefusal(_ path: String) -> String {
+        "the credential \(path) is encrypted with systemd's null key (`--with-key=tpm2-absent`), which anyone can make: it is refused as a device key. Seal the key to the host key or the TPM (`vault migrate-device-key --to systemd-credential --with-key host|tpm2|host+tpm2`)"
+    }
+
+    /// Refuses a credential file sealed with the null key: systemd-creds writes base64 whose
+    /// first 16 decoded bytes name the seal-key type.
+    /// - Throws: ``VaultError/deviceKey(_:)`` for a null-key credential or one whose header is unreadable.
+    static func refuseNullKey(_ path: String) throws {
+        let text: [UInt8]
+        do { text = Array(try SecureFile.read(path, maxLength: 64 * 1024)) } catch {
+            throw VaultError.deviceKey("cannot read the credential \(path): \(VaultError.wrap(error))")
+        }
+        // 24 base64 characters (white space skipped) decode to the 16-byte type and 2 more bytes.
+        let characters = text.filter { !($0 == 0x0A || $0 == 0x0D || $0 == 0x20 || $0 == 0x09) }.prefix(24)
+        guard characters.count == 24, let header = Data(base64Encoded: Data(characters)), header.count >= 16 else {
+            throw VaultError.deviceKey("\(path) is not an encrypted systemd credential")
+        }
+        if Array(header.prefix(16)) == nullKeyID { throw VaultError.deviceKey(nullKeyRefusal(path)) }
+    }
+
     /// Encrypts `key` into the credential file `path` with `systemd-creds encrypt
-    /// --with-key=WITHKEY` (`host`, `tpm2`, `host+tpm2`, `auto`, ...).
+    /// --with-key=WITHKEY` (`host`, `tpm2`, `host+tpm2`, `auto`, ...; never `tpm2-absent`, the
+    /// null key, which would let anyone make a credential this provider accepts).
     public static func seal(_ key: SecretBytes, name: String, to path: String, withKey: String = "host") throws {
         guard DeviceKeyRecord.validName(name) else { throw VaultError.invalidArgument("\"\(name)\" is not a valid credential name") }
+        guard !["tpm2-absent", "null"].contains(withKey.lowercased()) else {
+            throw VaultError.invalidArgument("--with-key \(withKey) seals with systemd's null key, which protects nothing: use host, tpm2 or host+tpm2")
+        }
         guard let tool = ExternalTool.find("systemd-creds") else {
             throw VaultError.deviceKey("systemd-creds is not installed (Debian: apt-get install systemd)")
         }
@@ -73,6 +108,8 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
         guard result.status == 0 else {
             throw VaultError.deviceKey("systemd-creds could not encrypt the device key (exit \(result.status)): \(result.error)")
         }
+        // `auto-initrd` falls back to the null key without a TPM: refuse what would be refused on reading.
+        try refuseNullKey(temporary)
         guard chmod(temporary, 0o600) == 0, rename(temporary, absolute) == 0 else {
             throw VaultError.io("cannot install \(absolute): \(String(cString: strerror(errno)))")
         }
