@@ -1,3 +1,4 @@
+import Cipher
 import Foundation
 import TestSupport
 import Testing
@@ -84,6 +85,37 @@ import Testing
                                          "--home", ws.home, "--device-key", oldKey], environment: ["SECUREFOUNDATION_AGENT": "off"])
         #expect(withOld.status != 0)
         #expect(withOld.stderr.contains("blind-index key"))
+    }
+
+    /// The attack through the command line, by a writer of the data directory who knows no
+    /// secret: a key file of their own and a provider record naming it (with its check value)
+    /// planted in the home. It used to become the device key, so the attacker could forge the
+    /// key table's device MACs and have files written while locked encrypted to them. Now no
+    /// command takes it: what needs the device key fails and names the record, `vault status`
+    /// says it is not used, and removing it restores everything.
+    @Test func aProviderRecordPlantedInTheHomeIsUsedByNoCommand() throws {
+        let ws = try Workspace()
+        let attackerKey = SecretBytes(count: 32) { buffer in for index in buffer.indices { buffer[index] = UInt8(index) } }
+        let attackerFile = ws.home + "/attacker.key"
+        #expect(FileManager.default.createFile(atPath: attackerFile, contents: attackerKey.withUnsafeBytes { Data($0) },
+                                               attributes: [.posixPermissions: 0o600]))
+        let check = KeyDerivation.hkdf(attackerKey, info: "securefoundation device key check v1").withUnsafeBytes { Data($0.prefix(16)) }
+        let record = #"{"check":"\#(check.base64EncodedString())","format":"securefoundation-device-key-provider","kind":"file","path":"\#(attackerFile)","version":2}"#
+        #expect(FileManager.default.createFile(atPath: ws.home + "/device-key.provider", contents: Data(record.utf8),
+                                               attributes: [.posixPermissions: 0o600]))
+        let locked = ws.files + "/written-while-locked"
+        let written = try ws.run(["protect", "write", "--class", "completeUnlessOpen", "-o", locked], stdin: Array("secret".utf8))
+        // Without a device key the table's device MACs cannot be checked, and the locked vault
+        // cannot open the identity instead: refused, nothing written.
+        #expect(written.status != 0, "\(written.stderr)")
+        #expect(access(locked, F_OK) != 0)
+        let item = try ws.run(["keychain", "find-generic-password", "-s", "svc", "-a", "alwaysThisDeviceOnly", "-w"])
+        #expect(item.status != 0 && !item.text.contains("pw-"))
+        let status = try ws.run(["vault", "status"])
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(status.text.contains("not used"), "\(status.text)")
+        unlink(ws.home + "/device-key.provider")
+        try ws.expectAllReadable()
     }
 
     /// `kill -9` after the key table was re-keyed, inside the keychain's transaction, and after the
