@@ -135,10 +135,22 @@ final class IncomingFile {
 
     /// Removes staging files left by a process that stopped mid-transfer (they are encrypted,
     /// but useless).
+    ///
+    /// Only a private directory of the user's is emptied, and only through a descriptor opened
+    /// without following links: the inbox is in the data directory, whose writer could otherwise
+    /// put a symbolic link at `.incoming` and have every file of another directory unlinked.
     static func removeLeftovers(in inbox: String) {
         let staging = inbox + "/" + stagingName
+        guard (try? SecureFile.checkPrivate(staging, isDirectory: true)) != nil else { return }
+        let directory = open(staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard directory >= 0 else { return }
+        defer { close(directory) }
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: staging) else { return }
-        for name in names.prefix(100_000) { unlink(staging + "/" + name) }
+        // Names relative to the checked directory: a directory swapped in at the path meanwhile
+        // is listed at most, never emptied; a link inside is removed, not followed.
+        for name in names.prefix(100_000) where !name.contains("/") && name != "." && name != ".." {
+            unlinkat(directory, name, 0)
+        }
     }
 }
 
