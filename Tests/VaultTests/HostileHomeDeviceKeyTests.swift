@@ -103,6 +103,7 @@ struct HostileHomeDeviceKeyTests {
         var trusted = journal
         trusted["version"] = 2
         let trustedPath = DeviceKeyRotation.journalPath(vaultID: vaultID, filePath: fixture.keyFile)
+        try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(trustedPath))
         try SecureFile.writeAtomically(try Self.json(trusted), to: trustedPath)
         do {
             _ = try DeviceKeyRotation.resume(manager: manager, filePath: fixture.keyFile, dependents: [])
