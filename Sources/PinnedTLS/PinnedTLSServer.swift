@@ -212,9 +212,11 @@ public final class PinnedTLSServer: Sendable {
             if case .refused(let refusal) = child.outcome.withLockedValue({ $0 }) {
                 onRefused(refusal)
             } else if Self.isMissingCertificate(error) {
-                onRefused(TLSTrustError(host: remote, reason: .noCertificate, presented: []))
+                var refusal = TLSTrustError(host: remote, reason: .noCertificate, presented: [])
+                refusal.role = .client
+                onRefused(refusal)
             } else {
-                onRefused(PinnedTLSError.connectionFailed(host: remote, port: 0, detail: "TLS handshake: \(error)"))
+                onRefused(PinnedTLSError.connectionFailed(host: remote, port: 0, detail: Self.unfinishedHandshake(error)))
             }
             return
         }
@@ -231,6 +233,22 @@ public final class PinnedTLSServer: Sendable {
         }
         // Finishes the async channel and closes it, whatever the handler did with it.
         try? await channel.executeThenClose { _, _ in }
+    }
+
+    /// What happened to a handshake that ended without a verdict of this server's: the client
+    /// went away, or refused something of this server's, which is not a refusal of the client.
+    static func unfinishedHandshake(_ error: any Error) -> String {
+        let text = String(describing: error)
+        if let channelError = error as? ChannelError, case .eof = channelError {
+            return "the client closed the connection during the handshake (nothing was refused here; "
+                + "a client that does not trust this server's certificate hangs up so)"
+        }
+        if let range = text.range(of: #"(SSLV3|TLSV1)_ALERT_[A-Z_]+"#, options: .regularExpression) {
+            let alert = text[range].split(separator: "_").dropFirst(2).joined(separator: " ").lowercased()
+            return "the client ended the handshake with the TLS alert \"\(alert)\" (nothing was refused here; "
+                + "\(alert.contains("ca") || alert.contains("certificate") ? "the client does not accept this server's certificate" : "the client gave up")): \(text)"
+        }
+        return "TLS handshake: \(text)"
     }
 
     private static func isMissingCertificate(_ error: any Error) -> Bool {
