@@ -146,6 +146,8 @@ public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
             zone = true
         }
         guard !host.isEmpty, !host.utf8.contains(0) else { return .name }
+        // "127.0.0.1." is the address, as "example.com." is the name.
+        if !host.contains(":") && host.hasSuffix(".") { host.removeLast() }
         var v4 = in_addr()
         if inet_pton(AF_INET, host, &v4) == 1 {
             return .address(ipv4String(v4), zone: zone)

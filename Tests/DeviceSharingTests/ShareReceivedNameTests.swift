@@ -11,7 +11,7 @@ import X509
 struct ShareReceivedNameTests {
     /// One grapheme each, but a `/` or a leading `.` to the file system.
     static let attackNames = ["link/\u{0301}escaped", ".\u{0301}hidden", "a/\u{0301}b", "/\u{0301}",
-                              "..\u{0301}", "a.\u{0301}.b", "x\u{0000}\u{0301}y", "\\\u{0301}x", "x\u{0085}y",
+                              "..\u{0301}", "x\u{0000}\u{0301}y", "\\\u{0301}x", "x\u{0085}y",
                               "x\u{2028}y"]
 
     @Test("Names with a separator or dot hidden in a grapheme are refused")
@@ -70,9 +70,9 @@ struct ShareReceivedNameTests {
             #expect(log.refusals.allSatisfy { if case .invalidFileName = $0 { true } else { false } })
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside.path).isEmpty)
+        // The offers were refused before anything was staged.
         let entries = try FileManager.default.contentsOfDirectory(atPath: a.inbox).sorted()
-        #expect(entries == [".incoming", "link"], "\(entries)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: a.inbox + "/.incoming").isEmpty)
+        #expect(entries == ["link"], "\(entries)")
     }
 
     @Test("A link planted in the inbox under the offered name is neither followed nor replaced", .timeLimit(.minutes(2)))

@@ -34,7 +34,7 @@ struct ServerRefusalLogTests {
             _ = try await Tools.runAsync(
                 try #require(Tools.openssl),
                 ["s_client", "-connect", "127.0.0.1:\(server.port)", "-servername", "localhost",
-                 "-verify_return_error"] + arguments,
+                 "-verify_return_error", "-ign_eof"] + arguments,
                 stdin: "PING\n", directory: pki.directory, seconds: 60)
         }
         for _ in 0..<3000 where log.refused.count < clients.count {
