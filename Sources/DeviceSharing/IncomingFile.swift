@@ -99,24 +99,49 @@ final class IncomingFile {
             throw .storage("the file could not be stored: \(error)")
         }
         done = true
-        for attempt in 0..<1000 {
-            let name = attempt == 0 ? offer.name : "\(offer.name).\(attempt)"
-            let target = inbox + "/" + name
-            // link() fails if the name is taken, so a file already in the inbox is never replaced.
-            do throws(SystemCallError) {
-                try FileCalls.hardLink(stagingPath, target)
-                unlink(stagingPath)
-                try? SecureFile.syncDirectory(inbox)
-                try? SecureFile.syncDirectory(inbox + "/" + Self.stagingName)
-                return name
-            } catch where error.code != EEXIST {
-                unlink(stagingPath)
-                throw .io(path: target, detail: String(cString: strerror(error.code)))
-            } catch {
-                continue
-            }
+        let stagingLeaf = (stagingPath as NSString).lastPathComponent
+        // The inbox and its staging directory are opened without following a link at their
+        // last component, and the file is linked relative to them under a name of one component
+        // (checked again here on its scalars and bytes): a symbolic link planted in the inbox,
+        // whatever its name, is never followed.
+        let inboxFD = open(inbox, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard inboxFD >= 0 else {
+            let code = errno
+            unlink(stagingPath)
+            throw .io(path: inbox, detail: String(cString: strerror(code)))
         }
-        unlink(stagingPath)
+        defer { close(inboxFD) }
+        let stagingFD = openat(inboxFD, Self.stagingName, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard stagingFD >= 0 else {
+            let code = errno
+            unlink(stagingPath)
+            throw .io(path: inbox + "/" + Self.stagingName, detail: String(cString: strerror(code)))
+        }
+        defer { close(stagingFD) }
+        let base: String
+        do throws(ShareError) {
+            base = try ShareWire.checkName(offer.name)
+        } catch {
+            unlinkat(stagingFD, stagingLeaf, 0)
+            throw error
+        }
+        for attempt in 0..<1000 {
+            let name = attempt == 0 ? base : "\(base).\(attempt)"
+            // linkat() without AT_SYMLINK_FOLLOW, into a directory descriptor, under a single
+            // component: it fails with EEXIST if the name is taken (a file or a link already in
+            // the inbox is never replaced, nor followed).
+            if linkat(stagingFD, stagingLeaf, inboxFD, name, 0) == 0 {
+                unlinkat(stagingFD, stagingLeaf, 0)
+                fsync(inboxFD)
+                fsync(stagingFD)
+                return name
+            }
+            let code = errno
+            if code == EEXIST { continue }
+            unlinkat(stagingFD, stagingLeaf, 0)
+            throw .io(path: inbox + "/" + name, detail: String(cString: strerror(code)))
+        }
+        unlinkat(stagingFD, stagingLeaf, 0)
         throw .rejected("1000 files named \(offer.name) are in the inbox already")
     }
 

@@ -51,15 +51,14 @@ public enum ShareWire {
 
         /// An offer of version 2: the digest follows the bytes.
         public init(name: String, size: UInt64) throws(ShareError) {
-            try ShareWire.checkName(name)
-            self.name = name
+            self.name = try ShareWire.checkName(name)
             self.size = size
             self.digest = nil
         }
 
         /// An offer of version 1, with the digest ahead of the bytes (read from older senders).
         public init(name: String, size: UInt64, digest: [UInt8]) throws(ShareError) {
-            try ShareWire.checkName(name)
+            let name = try ShareWire.checkName(name)
             guard digest.count == 32 else { throw .protocolViolation("a digest has 32 bytes") }
             self.name = name
             self.size = size
@@ -176,19 +175,40 @@ public enum ShareWire {
         return .complete(Reply(status: status, text: text), consumed: 8 + length)
     }
 
-    /// Checks a file name: 1 to 255 UTF-8 bytes, no `/`, `\`, NUL or other control character,
-    /// no `..`, no leading dot (hidden names are the receiver's own).
-    public static func checkName(_ name: String) throws(ShareError) {
-        let count = name.utf8.count
+    /// Checks a file name and returns it in the form it is stored under.
+    ///
+    /// The rule works on Unicode scalars, never on `Character`s (a grapheme such as `/` followed
+    /// by a combining accent is one `Character` but still a `/` to the file system): the name is
+    /// normalized to NFC, then refused if it has more than 255 UTF-8 bytes, any `/`, backslash, NUL,
+    /// control character (C0, DEL, C1) or line/paragraph separator scalar, `..` anywhere, or a
+    /// leading `.` (hidden names are the receiver's own).
+    ///
+    /// - Returns: the NFC form of `name`.
+    @discardableResult
+    public static func checkName(_ name: String) throws(ShareError) -> String {
+        let normalized = name.precomposedStringWithCanonicalMapping
+        let count = normalized.utf8.count
         guard (1...maxNameLength).contains(count) else {
             throw .invalidFileName("a name has 1 to \(maxNameLength) bytes, this one \(count)")
         }
-        guard !name.contains("/"), !name.contains("\\") else { throw .invalidFileName("\(debug(name)) contains a path separator") }
-        guard !name.contains("..") else { throw .invalidFileName("\(debug(name)) contains \"..\"") }
-        guard !name.hasPrefix(".") else { throw .invalidFileName("\(debug(name)) starts with a dot") }
-        guard !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0.value == 0x7f }) else {
+        let scalars = Array(normalized.unicodeScalars)
+        guard !scalars.contains(where: { $0 == "/" || $0 == "\\" }) else {
+            throw .invalidFileName("\(debug(name)) contains a path separator")
+        }
+        guard !scalars.contains(where: { $0.value == 0 || $0.properties.generalCategory == .control
+                                         || $0.value == 0x2028 || $0.value == 0x2029 }) else {
             throw .invalidFileName("\(debug(name)) contains a control character")
         }
+        guard !zip(scalars, scalars.dropFirst()).contains(where: { $0 == "." && $1 == "." }) else {
+            throw .invalidFileName("\(debug(name)) contains \"..\"")
+        }
+        guard scalars.first != "." else { throw .invalidFileName("\(debug(name)) starts with a dot") }
+        // Not reached for a name that passed the checks above; kept so that no byte the file
+        // system reads as a separator can get through.
+        guard !normalized.utf8.contains(0x2F), !normalized.utf8.contains(0) else {
+            throw .invalidFileName("\(debug(name)) contains a path separator")
+        }
+        return normalized
     }
 
     static func debug(_ name: String) -> String { String(reflecting: name) }

@@ -25,8 +25,11 @@ public struct PinValidationReport: Sendable, Codable, Equatable {
     public var notedHostname: String
     public var includeSubdomains: Bool
     public var enforcePinning: Bool
-    /// PEM, leaf first: the validated chain, or the presented one when validation failed.
+    /// PEM, leaf first: the chain validation built (leaf to anchor); empty when validation
+    /// failed (TrustKit's meaning: a chain that was not validated is never filed here).
     public var validatedCertificateChain: [String]
+    /// PEM, leaf first: the certificates the server presented, as it sent them.
+    public var servedCertificateChain: [String] = []
     /// ISO 8601.
     public var dateTime: String
     /// `pin-sha256="<base64>"`, as TrustKit writes them.
@@ -45,6 +48,7 @@ public struct PinValidationReport: Sendable, Codable, Equatable {
         case includeSubdomains = "include-subdomains"
         case enforcePinning = "enforce-pinning"
         case validatedCertificateChain = "validated-certificate-chain"
+        case servedCertificateChain = "served-certificate-chain"
         case dateTime = "date-time"
         case knownPins = "known-pins"
         case validationResult = "validation-result"
@@ -121,9 +125,12 @@ public final class PinReporter: Sendable {
         return deliver
     }
 
+    /// - Parameters:
+    ///   - served: the certificates the server presented.
+    ///   - validated: the validated chain; empty when validation failed.
     func makeReport(
-        host: String, port: Int, entry: HostPolicy, chain: [Certificate], result: PinValidationReport.ValidationResult,
-        reason: String, pinSetExpired: Bool, now: Date
+        host: String, port: Int, entry: HostPolicy, served: [Certificate], validated: [Certificate],
+        result: PinValidationReport.ValidationResult, reason: String, pinSetExpired: Bool, now: Date
     ) -> PinValidationReport {
         let formatter = ISO8601DateFormatter()
         formatter.timeZone = TimeZone(identifier: "UTC")
@@ -137,7 +144,8 @@ public final class PinReporter: Sendable {
             notedHostname: entry.pattern.domain,
             includeSubdomains: entry.pattern.kind != .exact,
             enforcePinning: entry.pins?.mode == .enforce,
-            validatedCertificateChain: chain.compactMap { try? $0.serializeAsPEM().pemString },
+            validatedCertificateChain: validated.compactMap { try? $0.serializeAsPEM().pemString },
+            servedCertificateChain: served.compactMap { try? $0.serializeAsPEM().pemString },
             dateTime: formatter.string(from: now),
             knownPins: pins.map { "pin-sha256=\"\(Data($0.digest).base64EncodedString())\"" },
             validationResult: result,

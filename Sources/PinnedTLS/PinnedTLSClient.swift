@@ -89,7 +89,12 @@ public struct PinnedTLSClient: Sendable {
         inbound: Inbound.Type, outbound: Outbound.Type,
         configure: @escaping @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void
     ) async throws -> (NIOAsyncChannel<Inbound, Outbound>, TrustEvaluation) {
-        let name = serverName ?? host
+        // The name in its canonical form (see HostPattern): an address written another way is
+        // matched, checked and reported as the same address.
+        guard let name = HostPattern.canonicalHost(serverName ?? host) else {
+            throw PinnedTLSError.invalidConfiguration(
+                "\"\(serverName ?? host)\" is neither a host name nor an IP address in standard form (write 127.0.0.1 or an IPv6 address)")
+        }
         let policy = self.policy
         let context = self.context
         let outcome = LockedBox<VerificationOutcome?>(nil)

@@ -110,8 +110,18 @@ public struct TLSTrustError: Error, Sendable, Equatable, CustomStringConvertible
         public let pin: SPKIPin?
     }
 
+    /// Which side the refused peer was.
+    public enum PeerRole: Sendable, Equatable {
+        /// A server this client connected to.
+        case server
+        /// A client of this server (mutual TLS).
+        case client
+    }
+
     /// The host name (or, for a client certificate, the peer's address) that was refused.
     public let host: String
+    /// Whether the refused peer was a server or a client (the advice differs).
+    public var role: PeerRole = .server
     /// Why.
     public let reason: Reason
     /// The certificates the peer presented, in the order it sent them (leaf first).
@@ -136,10 +146,16 @@ public struct TLSTrustError: Error, Sendable, Equatable, CustomStringConvertible
             }
         }
         switch reason {
+        case .noPinMatched where role == .client:
+            lines.append("if this client is genuine, add the pin of its key or its CA's key (and a backup pin) to the client pins")
         case .noPinMatched:
             lines.append("if this server is genuine, add the pin of its key or its CA's key (and a backup pin) to the policy")
+        case .untrustedAnchor where role == .client:
+            lines.append("if this client is genuine, add its CA certificate to the anchors of client certificates (--client-ca, or the policy's defaultAnchors)")
         case .untrustedAnchor:
             lines.append("if this server is genuine, add its CA certificate to the host's anchors")
+        case .noCertificate where role == .client:
+            lines.append("the client must present a certificate issued under the anchors of client certificates")
         case .hostnameMismatch:
             lines.append("connect with the name the certificate is issued for, or issue a certificate for this name")
         case .expired, .notYetValid:

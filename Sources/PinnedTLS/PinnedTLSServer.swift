@@ -141,7 +141,10 @@ public final class PinnedTLSServer: Sendable {
                         try channel.pipeline.syncOperations.addHandler(handler)
                         // The handshake timeout runs from the accept, armed and cancelled on the
                         // event loop.
-                        let timer = channel.eventLoop.scheduleTask(in: handshakeTimeout) { channel.close(promise: nil) }
+                        let timer = channel.eventLoop.scheduleTask(in: handshakeTimeout) {
+                            signal.finish(.failure(HandshakeTimeout(seconds: handshakeTimeout.seconds)))
+                            channel.close(promise: nil)
+                        }
                         try channel.pipeline.syncOperations.addHandler(HandshakeWaiter { result in
                             timer.cancel()
                             signal.finish(result.flatMap {
@@ -212,9 +215,11 @@ public final class PinnedTLSServer: Sendable {
             if case .refused(let refusal) = child.outcome.withLockedValue({ $0 }) {
                 onRefused(refusal)
             } else if Self.isMissingCertificate(error) {
-                onRefused(TLSTrustError(host: remote, reason: .noCertificate, presented: []))
+                var refusal = TLSTrustError(host: remote, reason: .noCertificate, presented: [])
+                refusal.role = .client
+                onRefused(refusal)
             } else {
-                onRefused(PinnedTLSError.connectionFailed(host: remote, port: 0, detail: "TLS handshake: \(error)"))
+                onRefused(PinnedTLSError.connectionFailed(host: remote, port: 0, detail: Self.unfinishedHandshake(error)))
             }
             return
         }
@@ -233,8 +238,36 @@ public final class PinnedTLSServer: Sendable {
         try? await channel.executeThenClose { _, _ in }
     }
 
+    /// What happened to a handshake that ended without a verdict of this server's: the client
+    /// went away, or refused something of this server's, which is not a refusal of the client.
+    static func unfinishedHandshake(_ error: any Error) -> String {
+        let text = String(describing: error)
+        if let timeout = error as? HandshakeTimeout {
+            return "TLS handshake not completed within \(timeout.seconds) s (the client sent nothing, or too slowly); "
+                + "the connection was closed"
+        }
+        if let channelError = error as? ChannelError, case .eof = channelError {
+            return "the client closed the connection during the handshake; nothing was refused here "
+                + "(a client that does not accept this server's certificate hangs up so)"
+        }
+        if let range = text.range(of: #"(SSLV3|TLSV1)_ALERT_[A-Z_]+"#, options: .regularExpression) {
+            let alert = text[range].split(separator: "_").dropFirst(2).joined(separator: " ").lowercased()
+            let meaning = alert.contains("ca") || alert.contains("certificate")
+                ? "the client does not accept this server's certificate" : "the client gave up"
+            return "the client ended the handshake with the TLS alert \"\(alert)\"; nothing was refused here "
+                + "(\(meaning)): \(text)"
+        }
+        return "the handshake did not complete: the client hung up or sent what this server could not read; "
+            + "nothing was refused here (a client that does not accept this server's certificate often ends so): \(text)"
+    }
+
     private static func isMissingCertificate(_ error: any Error) -> Bool {
         let text = String(describing: error)
         return text.contains("PEER_DID_NOT_RETURN_A_CERTIFICATE") || text.contains("CERTIFICATE_REQUIRED")
     }
+}
+
+/// The server's handshake timeout ran out before the client finished its handshake.
+struct HandshakeTimeout: Error {
+    let seconds: Double
 }

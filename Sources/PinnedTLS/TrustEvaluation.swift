@@ -50,15 +50,21 @@ enum ChainValidation {
         guard let leaf = presented.first else { return .failure(.noCertificate) }
         let intermediates = CertificateStore(presented.dropFirst())
         let result: CertificateValidationResult
+        // A server's chain must be issued for serverAuth, a client's for clientAuth (see
+        // KeyPurposePolicy).
         if let serverName {
             let ip = isIPAddress(serverName)
             var verifier = Verifier(rootCertificates: store) {
                 RFC5280Policy(fixedExpiryValidationTime: now)
+                KeyPurposePolicy(.server)
                 ServerIdentityPolicy(serverHostname: ip ? nil : serverName, serverIP: ip ? serverName : nil)
             }
             result = await verifier.validate(leaf: leaf, intermediates: intermediates)
         } else {
-            var verifier = Verifier(rootCertificates: store) { RFC5280Policy(fixedExpiryValidationTime: now) }
+            var verifier = Verifier(rootCertificates: store) {
+                RFC5280Policy(fixedExpiryValidationTime: now)
+                KeyPurposePolicy(.client)
+            }
             result = await verifier.validate(leaf: leaf, intermediates: intermediates)
         }
         switch result {
@@ -71,12 +77,16 @@ enum ChainValidation {
     }
 
     /// Runs only after a failure (the cost is on refused peers): does a chain lead to an anchor
-    /// at all (ignoring time)? Then is it in its validity period? Then it must be the name.
+    /// at all (ignoring time), issued for the peer's purpose? Then is it in its validity period?
+    /// Then it must be the name.
     private static func classify(
         leaf: Certificate, intermediates: CertificateStore, store: CertificateStore, now: Date, serverName: String?,
         failures: [CertificateValidationResult.PolicyFailure]
     ) async -> TLSTrustError.Reason {
-        var timeless = Verifier(rootCertificates: store) { RFC5280Policy.withValidityCheckDisabled() }
+        var timeless = Verifier(rootCertificates: store) {
+            RFC5280Policy.withValidityCheckDisabled()
+            KeyPurposePolicy(serverName != nil ? .server : .client)
+        }
         switch await timeless.validate(leaf: leaf, intermediates: intermediates) {
         case .couldNotValidate(let structural):
             if let first = structural.first { return .invalidChain(first.policyFailureReason.description) }
@@ -134,6 +144,10 @@ extension TrustPolicy {
         -> TrustEvaluation
     {
         let now = clock()
+        // One form for the entry, the name check, the cache key and the reports (see HostPattern).
+        guard let host = HostPattern.canonicalHost(host) else {
+            throw TLSTrustError(host: host, reason: .hostnameMismatch, chain: presented)
+        }
         let entry = entry(for: host)
         guard let anchors = entry?.anchors ?? defaultAnchors else {
             throw TLSTrustError(host: host, reason: .noPolicyForHost, chain: presented)
@@ -152,7 +166,7 @@ extension TrustPolicy {
         case .failure(let reason):
             if let entry, entry.pins != nil, let reporter {
                 reporter.submit(
-                    reporter.makeReport(host: host, port: port, entry: entry, chain: presented,
+                    reporter.makeReport(host: host, port: port, entry: entry, served: presented, validated: [],
                                         result: .failedInvalidCertificateChain, reason: reason.code,
                                         pinSetExpired: false, now: now),
                     now: now)
@@ -166,7 +180,8 @@ extension TrustPolicy {
             let warning = "the pin set of \(entry.pattern) expired; only the anchors were checked"
             if let reporter {
                 reporter.submit(
-                    reporter.makeReport(host: host, port: port, entry: entry, chain: chain, result: .success,
+                    reporter.makeReport(host: host, port: port, entry: entry, served: presented, validated: chain,
+                                        result: .success,
                                         reason: "pin-set-expired", pinSetExpired: true, now: now),
                     now: now)
             }
@@ -177,7 +192,8 @@ extension TrustPolicy {
         }
         if let reporter {
             reporter.submit(
-                reporter.makeReport(host: host, port: port, entry: entry, chain: chain, result: .failedNoMatchingPin,
+                reporter.makeReport(host: host, port: port, entry: entry, served: presented, validated: chain,
+                                    result: .failedNoMatchingPin,
                                     reason: TLSTrustError.Reason.noPinMatched.code, pinSetExpired: false, now: now),
                 now: now)
         }
@@ -206,6 +222,7 @@ extension TrustPolicy {
     /// hit, keychain anchors to resolve, an expired pin set, no pin matching, which all report or
     /// refuse) returns `nil`, and the full evaluation runs.
     func cachedAcceptance(host: String, cache: CacheLookup) -> TrustEvaluation? {
+        guard let host = HostPattern.canonicalHost(host) else { return nil }
         let entry = entry(for: host)
         guard let anchors = entry?.anchors ?? defaultAnchors, anchors.keychainLabels.isEmpty,
               let resolved = try? anchors.resolve(source: nil)
@@ -238,6 +255,18 @@ extension ClientAuthentication {
 
     /// ``evaluate(peer:presented:)`` with the chain validation taken from, and stored in, `cache`.
     func evaluate(peer: String, presented: [Certificate], cache: CacheLookup?) async throws(TLSTrustError)
+        -> TrustEvaluation
+    {
+        do throws(TLSTrustError) {
+            return try await evaluateClient(peer: peer, presented: presented, cache: cache)
+        } catch {
+            var refusal = error
+            refusal.role = .client
+            throw refusal
+        }
+    }
+
+    private func evaluateClient(peer: String, presented: [Certificate], cache: CacheLookup?) async throws(TLSTrustError)
         -> TrustEvaluation
     {
         let now = clock()

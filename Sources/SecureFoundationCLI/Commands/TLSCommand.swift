@@ -258,7 +258,11 @@ struct TLSServeCommand: AsyncParsableCommand {
             let served = ServedCounter()
             let limit = maxConnections
             try await server.run(onRefused: { error in
-                CLI.warn("securefoundation: refused: \(CLI.describe(error))")
+                if error is TLSTrustError {
+                    CLI.warn("securefoundation: refused: \(CLI.describe(error))")
+                } else {
+                    CLI.warn("securefoundation: handshake not completed: \(CLI.describe(error))")
+                }
             }) { connection in
                 try await Self.answer(connection)
                 if let limit, served.increment() >= limit { await server.close() }
