@@ -69,16 +69,18 @@ enum AgentProtocol {
         try body.withUnsafeBytes { try writeFrame(fd, $0) }
     }
 
-    /// Reads one frame into locked memory; refuses a length over ``maximumFrame`` before reading it.
-    static func readFrame(_ fd: Int32) throws -> SecretBytes {
+    /// Reads one frame into locked memory; refuses a length over ``maximumFrame`` before reading
+    /// it. With a `deadline` (``UnixSocket/monotonicNow()``) the whole frame must have arrived by
+    /// then; without one, each read waits for the socket's receive timeout.
+    static func readFrame(_ fd: Int32, deadline: Double? = nil) throws -> SecretBytes {
         var header = [UInt8](repeating: 0, count: 4)
-        try header.withUnsafeMutableBytes { try UnixSocket.readExactly(fd, into: $0) }
+        try header.withUnsafeMutableBytes { try UnixSocket.readExactly(fd, into: $0, deadline: deadline) }
         var reader = ByteReader(header)
         let length = Int(try reader.uint32("frame length"))
         guard length <= maximumFrame else {
             throw AgentError.protocolViolation("a message of \(length) bytes is larger than the \(maximumFrame) allowed")
         }
-        return try SecretBytes(count: length) { try UnixSocket.readExactly(fd, into: $0) }
+        return try SecretBytes(count: length) { try UnixSocket.readExactly(fd, into: $0, deadline: deadline) }
     }
 
     static func okResponse(_ payload: [UInt8] = []) -> [UInt8] { [0] + payload }

@@ -22,8 +22,16 @@ import Darwin
 /// - One agent per socket: the agent holds an exclusive `flock` on `SOCKET.lock` for its
 ///   life, so a socket left by a killed agent is known to be stale and is replaced (a symlink or
 ///   any other file at that path is refused, never followed).
-/// - Requests are bounded (64 KiB), slow clients time out (``Configuration/requestTimeout``),
-///   and at most ``Configuration/maximumConnections`` are served at once.
+/// - Requests are bounded (64 KiB); a request's whole frame must arrive within
+///   ``Configuration/requestTimeout`` of the connection (one deadline on the monotonic clock,
+///   however the bytes are spread out); at most ``Configuration/maximumConnections`` are
+///   served at once, and when all are taken a new connection takes the slot of the one that has
+///   waited longest for its request, so clients that trickle bytes cannot keep others out.
+/// - The keys are those of the vault on disk when it was unlocked: before each request (and
+///   four times a second) the agent compares the identity of the vault's files
+///   (`CryptoManager.stateIdentity`: `vault.state`, the device-key record and journal) with
+///   the one it unlocked, and when they differ (an erase, a passcode change, a rotation, files
+///   put back from a copy) it locks and forgets every key, afterFirstUnlock ones included.
 ///
 /// Thread safety: ``run()`` serves from its own thread plus one thread per connection; every
 /// shared field is behind an internal lock.
@@ -36,9 +44,11 @@ public final class AgentServer: @unchecked Sendable {
         public var maxTTL: Int
         /// The uids served (default: this process's effective uid only).
         public var allowedUIDs: Set<UInt32>
-        /// Seconds a client has to send its request.
+        /// Seconds a client has to send its whole request, from its connection.
         public var requestTimeout: Double
-        /// Connections served at once; more are answered "busy" and closed.
+        /// Connections served at once. A new connection beyond them takes the slot of the one
+        /// waiting longest for its request (that one is answered "busy" and closed); when every
+        /// slot is handling a request, the new one is answered "busy" and closed.
         public var maximumConnections: Int
         /// Lock-state subscribers at once.
         public var maximumSubscribers: Int
@@ -70,11 +80,25 @@ public final class AgentServer: @unchecked Sendable {
         var unlockedAt: Double?
         var lastUse: Double?
         var firstUnlockDone = false
-        var connections = 0
+        /// The vault unlocked: its id and the identity of its files then.
+        var servedVault: (id: Data?, identity: VaultStateIdentity)?
+        var connections: [UInt64: Connection] = [:]
+        var nextConnection: UInt64 = 0
         var subscribers: [Int32] = []
         var pendingSubscribers: [Int32] = []
         var stopping = false
         var published: LockState?
+    }
+
+    /// A connection being served, by the id its thread holds.
+    private struct Connection {
+        let fd: Int32
+        /// When it was accepted (``UnixSocket/monotonicNow()``).
+        let accepted: Double
+        /// Still waiting for its request (or draining a refusal): its slot may go to a newcomer.
+        var waiting = true
+        /// Its slot went to a newcomer; its reading side was shut down.
+        var evicted = false
     }
 
     private let shared = NSLock()
@@ -217,6 +241,7 @@ public final class AgentServer: @unchecked Sendable {
             let ready = poll(&fds, nfds_t(fds.count), 250)
             if ready < 0 && errno != EINTR { throw AgentError.system("poll", socketPath) }
             expireIfDue()
+            forgetIfVaultChanged()
             if fds[1].revents != 0 {
                 var drain = [UInt8](repeating: 0, count: 64)
                 while read(wakeRead, &drain, drain.count) > 0 {}
@@ -264,44 +289,62 @@ public final class AgentServer: @unchecked Sendable {
         let fd = accept(listenFD, nil, nil)
         guard fd >= 0 else { return }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        let admitted = locked { state -> Bool in
-            guard state.connections < configuration.maximumConnections else { return false }
-            state.connections += 1
-            return true
+        let now = UnixSocket.monotonicNow()
+        let limit = configuration.maximumConnections
+        let admitted = locked { state -> UInt64? in
+            let live = state.connections.values.reduce(0) { $0 + ($1.evicted ? 0 : 1) }
+            if live >= limit {
+                // Every slot is taken: the connection that has waited longest for its request
+                // gives its slot up (its thread wakes, answers "busy" and closes). Connections
+                // handling a request are never cut.
+                guard let oldest = state.connections.filter({ $0.value.waiting && !$0.value.evicted })
+                    .min(by: { $0.value.accepted < $1.value.accepted }) else { return nil }
+                state.connections[oldest.key]?.evicted = true
+                // Under the lock: the owning thread closes the descriptor only after removing
+                // its entry, so this descriptor is still that connection's.
+                UnixSocket.shutdownReading(oldest.value.fd)
+            }
+            // Threads of cut connections still finishing count too.
+            guard state.connections.count < 2 * limit else { return nil }
+            state.nextConnection += 1
+            state.connections[state.nextConnection] = Connection(fd: fd, accepted: now)
+            return state.nextConnection
         }
-        guard admitted else {
+        guard let id = admitted else {
             UnixSocket.setTimeouts(fd, seconds: 0.2)
-            try? AgentProtocol.writeFrame(fd, AgentProtocol.errorResponse(WireError(kind: "other", message: "the agent is busy; try again")))
+            try? AgentProtocol.writeFrame(fd, Self.busy)
             close(fd)
             return
         }
         let thread = Thread { [self] in
-            let keep = self.serve(fd)
+            let keep = self.serve(fd, id: id, deadline: now + self.configuration.requestTimeout)
+            self.locked { _ = $0.connections.removeValue(forKey: id) }
             if !keep { close(fd) }
-            self.locked { $0.connections -= 1 }
         }
         thread.start()
     }
 
-    /// Shuts down the writing side and discards what the peer sent (at most 64 KiB, at most
-    /// one second), so that closing does not reset the connection before the peer reads.
+    private static let busy = AgentProtocol.errorResponse(WireError(kind: "other", message: "the agent is busy; try again"))
+
+    /// Shuts down the writing side and discards what the peer sent (at most 64 KiB, within one
+    /// second in all), so that closing does not reset the connection before the peer reads.
     private static func drainBeforeClose(_ fd: Int32) {
         UnixSocket.shutdownWriting(fd)
-        UnixSocket.setTimeouts(fd, seconds: 1)
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        var total = 0
-        while total < 64 * 1024 {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count <= 0 { break }
-            total += count
-        }
+        UnixSocket.discard(fd, limit: 64 * 1024, until: UnixSocket.monotonicNow() + 1)
     }
 
-    /// Serves one connection; returns true when the descriptor became a subscriber.
-    private func serve(_ fd: Int32) -> Bool {
+    /// Whether connection `id` lost its slot to a newcomer.
+    private func wasEvicted(_ id: UInt64) -> Bool {
+        locked { $0.connections[id]?.evicted ?? false }
+    }
+
+    /// Serves one connection, whose whole request must arrive by `deadline`
+    /// (``UnixSocket/monotonicNow()``); returns true when the descriptor became a subscriber.
+    private func serve(_ fd: Int32, id: UInt64, deadline: Double) -> Bool {
         var uid: UInt32 = 0
         var pid: Int32 = 0
         let code = sf_peer_credentials(fd, &uid, &pid)
+        // Writes (answers of at most a few KiB) wait at most this long for a peer that reads nothing.
         UnixSocket.setTimeouts(fd, seconds: configuration.requestTimeout)
         guard code == 0 else {
             log?("refused a connection whose peer cannot be identified: \(String(cString: strerror(code)))")
@@ -318,12 +361,17 @@ public final class AgentServer: @unchecked Sendable {
         }
         let request: SecretBytes
         do {
-            request = try AgentProtocol.readFrame(fd)
+            request = try AgentProtocol.readFrame(fd, deadline: deadline)
         } catch {
-            try? AgentProtocol.writeFrame(fd, AgentProtocol.errorResponse(WireError(kind: "protocol", message: "\(error)")))
+            if wasEvicted(id) {
+                try? AgentProtocol.writeFrame(fd, Self.busy)
+            } else {
+                try? AgentProtocol.writeFrame(fd, AgentProtocol.errorResponse(WireError(kind: "protocol", message: "\(error)")))
+            }
             return false
         }
         defer { request.wipe() }
+        locked { $0.connections[id]?.waiting = false }
         do {
             return try handle(request, fd: fd)
         } catch {
@@ -341,6 +389,7 @@ public final class AgentServer: @unchecked Sendable {
             throw AgentError.protocolViolation("unknown request \(code)")
         }
         expireIfDue()
+        forgetIfVaultChanged()
         switch operation {
         case .status:
             try AgentProtocol.writeFrame(fd, AgentProtocol.okResponse(try JSONEncoder().encode(status()).map { $0 }))
@@ -425,11 +474,15 @@ public final class AgentServer: @unchecked Sendable {
             answers.forEach { $0.wipe() }
         }
         if let passcode { try manager.unlock(passcode: passcode) } else { try manager.unlock(answers: answers) }
+        // Taken after the unlock, which rewrites a state of an older version in the current one.
+        let identity = manager.stateIdentity
+        let vaultID = try? manager.vaultID
         let now = Self.now()
         locked {
             $0.unlockedAt = now
             $0.lastUse = now
             $0.firstUnlockDone = true
+            $0.servedVault = (vaultID, identity)
         }
         log?("unlocked")
         wake()
@@ -442,6 +495,32 @@ public final class AgentServer: @unchecked Sendable {
         }
         manager.lock()
         log?("locked on request")
+        wake()
+    }
+
+    /// Locks and forgets every key (afterFirstUnlock ones too, and the device key) when the
+    /// vault's files are no longer those unlocked: erased, rewritten (a passcode or questions
+    /// change, a rotation of the application, class or device key) or put back from a copy. A
+    /// vault restored from a backup is thus never served with keys held from before; it needs
+    /// an unlock again.
+    private func forgetIfVaultChanged() {
+        guard let served = locked({ $0.servedVault }) else { return }
+        let current = manager.stateIdentity
+        guard !current.matches(served.identity) else { return }
+        let forget = locked { state -> Bool in
+            // Another thread forgot first, or a new unlock recorded another identity.
+            guard let now = state.servedVault, now.identity == served.identity else { return false }
+            state.servedVault = nil
+            state.unlockedAt = nil
+            state.lastUse = nil
+            state.firstUnlockDone = false
+            return true
+        }
+        guard forget else { return }
+        manager.forgetHeldKeys(vaultID: served.id)
+        log?(current.hasState
+             ? "locked and forgot every key: the vault's files changed (a new passcode or questions, a key rotation, or files put back)"
+             : "locked and forgot every key: the vault was erased")
         wake()
     }
 

@@ -111,18 +111,83 @@ enum UnixSocket {
         }
     }
 
-    /// Reads exactly `count` bytes into `buffer`; throws on end of stream or timeout.
-    static func readExactly(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws {
+    /// Seconds on the monotonic clock (not set by anyone, not counting suspend): for deadlines.
+    static func monotonicNow() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+
+    /// Waits until `fd` is readable or `deadline` (``monotonicNow()``) passes.
+    /// - Returns: false when the deadline passed first.
+    static func waitReadable(_ fd: Int32, until deadline: Double) throws -> Bool {
+        while true {
+            let remaining = deadline - monotonicNow()
+            guard remaining > 0 else { return false }
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let milliseconds = Int32(min((remaining * 1000).rounded(.up), 60_000))
+            let ready = poll(&entry, 1, max(1, milliseconds))
+            if ready < 0 {
+                if errno == EINTR { continue }
+                throw AgentError.system("poll", "socket")
+            }
+            if ready > 0 { return true }
+        }
+    }
+
+    /// Reads exactly `count` bytes into `buffer`; throws on end of stream or timeout. With a
+    /// `deadline` (``monotonicNow()``), every byte must have arrived by then, however the peer
+    /// spreads them out (each read waits only for the time left); without one, each read waits
+    /// for the socket's receive timeout.
+    static func readExactly(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, deadline: Double? = nil) throws {
         var offset = 0
         while offset < buffer.count {
-            let n = recv(fd, buffer.baseAddress! + offset, buffer.count - offset, 0)
+            if let deadline, try !waitReadable(fd, until: deadline) {
+                throw AgentError.timedOut("reading from the socket: the whole message must arrive within the time allowed")
+            }
+            #if os(Linux)
+            let flags = deadline == nil ? Int32(0) : Int32(MSG_DONTWAIT)
+            #else
+            let flags = deadline == nil ? Int32(0) : MSG_DONTWAIT
+            #endif
+            let n = recv(fd, buffer.baseAddress! + offset, buffer.count - offset, flags)
             if n < 0 {
                 if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { throw AgentError.timedOut("reading from the socket") }
+                if errno == EAGAIN || errno == EWOULDBLOCK {
+                    if deadline != nil { continue }
+                    throw AgentError.timedOut("reading from the socket")
+                }
                 throw AgentError.system("recv", "socket")
             }
             if n == 0 { throw AgentError.protocolViolation("the connection closed in the middle of a message") }
             offset += n
         }
+    }
+
+    /// Reads and discards what the peer sends until it closes, `limit` bytes were read, or
+    /// `deadline` (``monotonicNow()``) passes.
+    static func discard(_ fd: Int32, limit: Int, until deadline: Double) {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var total = 0
+        while total < limit, (try? waitReadable(fd, until: deadline)) == true {
+            #if os(Linux)
+            let flags = Int32(MSG_DONTWAIT)
+            #else
+            let flags = MSG_DONTWAIT
+            #endif
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, flags) }
+            if count < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) { continue }
+            if count <= 0 { break }
+            total += count
+        }
+    }
+
+    /// Shuts down the reading side of `fd`: a thread waiting to read it wakes and reads end of file.
+    static func shutdownReading(_ fd: Int32) {
+        #if canImport(Glibc)
+        _ = Glibc.shutdown(fd, Int32(SHUT_RD))
+        #elseif canImport(Darwin)
+        _ = Darwin.shutdown(fd, SHUT_RD)
+        #endif
     }
 }

@@ -226,6 +226,19 @@ extension CryptoManager {
         try vaultCall { try withFileLock { try eraseLocked(keepMarker: false, includeAlwaysKey: true) } }
     }
 
+    /// Removes the device key from the kernel-keyring cache named by this vault's record or
+    /// provider, and from this manager's memory: the cache is named by the home's path only, so a
+    /// vault made there later would be handed this vault's key.
+    func evictCachedDeviceKey() {
+        if let record = try? DeviceKeyRecord.load(directory: directory, filePath: deviceKeyFilePath), record.kind == .keyring, let name = record.name {
+            KeyringDeviceKeyProvider.evict(description: name)
+        }
+        var provider: any DeviceKeyProvider = deviceKeyProvider
+        if let checked = provider as? CheckedDeviceKeyProvider { provider = checked.inner }
+        if let cache = provider as? KeyringDeviceKeyProvider { cache.evict() }
+        forgetDeviceKey()
+    }
+
     /// Call with the file lock held.
     func eraseLocked(keepMarker: Bool, includeAlwaysKey: Bool = false) throws {
         let vaultID = (try? VaultState.load(directory: directory))?.vaultID
@@ -251,6 +264,7 @@ extension CryptoManager {
         }
         try? SecureFile.syncDirectory(directory)
         if let vaultID { FirstUnlockCache.remove(vaultID: vaultID) }
+        evictCachedDeviceKey()
         lock()
         if !failures.isEmpty {
             throw VaultError.io("the erase was incomplete (run it again): " + failures.joined(separator: "; "))

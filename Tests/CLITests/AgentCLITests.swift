@@ -140,6 +140,41 @@ import Testing
         #expect(missing.stderr.contains("systemd-creds could not decrypt"))
     }
 
+    /// `vault erase` while an agent holds the vault unlocked: the agent forgets it at once. And
+    /// with the keyring provider, a new vault made at the same path with another device key works
+    /// at once: the erase evicted the cached key (else every command failed with "not this
+    /// vault's" until the cache timed out).
+    @Test func eraseReachesTheAgentAndTheKeyringCache() throws {
+        let setup = try Setup()
+        defer { setup.cleanup() }
+        let first = try setup.run(["vault", "init", "--passcode-file", setup.passcodeFile, "--device-key-provider", "keyring"] + setup.home)
+        #expect(first.status == 0, "\(first.stderr)")
+        let add = ["keychain", "add-generic-password", "-s", "db", "-a", "app", "-w", "-", "--accessibility", "alwaysThisDeviceOnly"]
+        #expect(try setup.run(add + setup.home, stdin: Array("one".utf8)).status == 0)
+        #expect(try setup.run(["agent", "start", "--socket", setup.socket] + setup.home).status == 0)
+        #expect(try setup.run(["agent", "unlock", "--socket", setup.socket, "--passcode-file", setup.passcodeFile]).status == 0)
+        #expect(try setup.run(["agent", "status", "--socket", setup.socket]).text.contains("first unlock done: yes"))
+
+        let erase = try setup.run(["vault", "erase", "--yes"] + setup.home)
+        #expect(erase.status == 0, "\(erase.stderr)")
+        let status = try setup.run(["agent", "status", "--socket", setup.socket])
+        #expect(status.text.contains("state: locked") && status.text.contains("first unlock done: no"), "\(status.text)")
+        #expect(try setup.run(["agent", "stop", "--socket", setup.socket]).status == 0)
+
+        // A new vault at the same path, its device key in another file, behind the same keyring
+        // entry (the erased vault's keychain, unreadable now, goes first).
+        for suffix in ["", "-wal", "-shm"] { unlink(setup.root + "/home/keychain.sqlite" + suffix) }
+        let again = ["--home", setup.root + "/home", "--device-key", setup.root + "/device2.key"]
+        let second = try setup.run(["vault", "init", "--passcode-file", setup.passcodeFile, "--device-key-provider", "keyring"] + again)
+        #expect(second.status == 0, "\(second.stderr)")
+        let added = try setup.run(add + again, stdin: Array("two".utf8))
+        #expect(added.status == 0, "\(added.stderr)")
+        let found = try setup.run(["keychain", "find-generic-password", "-s", "db", "-a", "app", "-w"] + again)
+        #expect(found.status == 0 && found.text == "two\n", "\(found.stderr)")
+        // Leaves no entry in the user keyring.
+        #expect(try setup.run(["vault", "erase", "--yes"] + again).status == 0)
+    }
+
     @Test func startRefusesASymlinkAtTheSocketPath() throws {
         let setup = try Setup()
         defer { setup.cleanup() }

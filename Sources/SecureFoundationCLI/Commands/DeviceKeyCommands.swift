@@ -137,12 +137,20 @@ struct VaultMigrateDeviceKeyCommand: ParsableCommand {
             let manager = try home.manager(useAgent: false)
             try VaultCLI.requireSetUp(manager)
             let current = try home.deviceKeyProvider()
+            let previous = try? DeviceKeyRecord.load(directory: manager.directory, filePath: home.deviceKey)
             let key = try VaultError.callWrapping { try current.deviceKey() }
             defer { key.wipe() }
             let record = try provider.install(key, kind: try DeviceKeyProviderOptions.kind(to, option: "--to"), home: manager.directory, filePath: home.deviceKey)
+            // A keyring entry under the new description may be another vault's (an erased one
+            // at this path): the read-back below must take the key from its source.
+            if record.kind == .keyring, let name = record.name { KeyringDeviceKeyProvider.evict(description: name) }
             let check = try record.provider(filePath: home.deviceKey).deviceKey()
             check.wipe()
             try record.save(directory: manager.directory, filePath: home.deviceKey)
+            // The old provider's keyring cache no longer names this vault's key source.
+            if let previous, previous.kind == .keyring, let name = previous.name, !(record.kind == .keyring && record.name == name) {
+                KeyringDeviceKeyProvider.evict(description: name)
+            }
             try VaultCLI.say("device key moved to \(record.summary) (same key; nothing re-encrypted)")
         }
     }

@@ -598,7 +598,9 @@ struct VaultEraseCommand: ParsableCommand {
         erase), the attempt record and the always-class key are overwritten and removed. If it \
         is interrupted, run it again. Copies outside the data directory (backups, snapshots) and \
         old blocks kept by SSDs or journals are out of its reach. The device key, kept outside \
-        the data directory, is left alone.
+        the data directory, is left alone; a copy cached in the kernel keyring (keyring \
+        provider) is evicted. A running unlock agent notices the erase and forgets every key \
+        of the vault.
 
         Example:
           securefoundation vault erase --home ~/.app --yes

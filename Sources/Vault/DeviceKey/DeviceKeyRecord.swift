@@ -286,8 +286,12 @@ struct CheckedDeviceKeyProvider: DeviceKeyProvider {
     let record: DeviceKeyRecord
 
     func deviceKey() throws -> SecretBytes {
-        let key = try inner.deviceKey()
-        guard key.count == 32, DeviceKeyRecord.checkValue(of: key) == record.check else {
+        let check = record.check
+        let accepts: (SecretBytes) -> Bool = { $0.count == 32 && DeviceKeyRecord.checkValue(of: $0) == check }
+        // A keyring cache holding another key (an erased vault's, at the same home path) does
+        // not hide the backing provider's key: the cache is asked to check what it holds.
+        let key = try (inner as? KeyringDeviceKeyProvider)?.deviceKey(accepting: accepts) ?? inner.deviceKey()
+        guard accepts(key) else {
             key.wipe()
             throw VaultError.deviceKey("the \(record.kind.rawValue) provider gave a device key that is not this vault's (its check value differs from \(DeviceKeyRecord.fileName)); this data directory was made on another machine, the credential or sealed key belongs to another vault, or the key source was replaced")
         }

@@ -31,12 +31,31 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
     static let permissions: UInt32 = 0x3f0b_0000
 
     public func deviceKey() throws -> SecretBytes {
+        try deviceKey(accepting: { _ in true })
+    }
+
+    /// The device key, taken from the keyring only when `accepts` takes it: a cached key it
+    /// refuses (left by an erased vault whose home path a new vault reuses, or by a key source
+    /// replaced since) is set aside and the backing provider asked; a key from the backing
+    /// provider that `accepts` takes replaces the cached one, one it refuses is returned
+    /// uncached (for the caller to refuse) and the stale entry is evicted.
+    /// - Parameter accepts: Whether a key is the one wanted (a record's check value).
+    public func deviceKey(accepting accepts: (SecretBytes) -> Bool) throws -> SecretBytes {
         guard !keyDescription.isEmpty, timeout > 0 else { throw VaultError.invalidArgument("a keyring provider needs a description and a positive timeout") }
-        if let cached = try Self.read(description: keyDescription, keyring: keyring) { return cached }
+        if let cached = try Self.read(description: keyDescription, keyring: keyring) {
+            if accepts(cached) { return cached }
+            cached.wipe()
+        }
         let key = try backing.deviceKey()
+        guard accepts(key) else {
+            evict()
+            return key
+        }
+        // add_key replaces the payload of a key of the same description in the keyring.
         let serial = key.withUnsafeBytes { sf_keyring_add("user", keyDescription, $0.baseAddress, $0.count, keyring) }
         guard serial > 0 else {
             // The key is still good; only the cache failed (no keyring in this container, quota).
+            evict()
             return key
         }
         _ = sf_keyring_set_permissions(serial, Self.permissions)
@@ -67,9 +86,24 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
     /// - Returns: Whether a key was removed.
     @discardableResult
     public func evict() -> Bool {
-        let serial = sf_keyring_search(keyring, "user", keyDescription)
-        guard serial > 0 else { return false }
-        return sf_keyring_invalidate(serial) == 0
+        Self.evict(description: keyDescription, keyring: keyring)
+    }
+
+    /// Removes the key cached under `description` in `keyring` (default: the user keyring) at
+    /// once, as `keyctl invalidate` does.
+    /// - Returns: Whether a key was removed.
+    @discardableResult
+    public static func evict(description: String, keyring: Int32? = nil) -> Bool {
+        guard !description.isEmpty else { return false }
+        let keyring = keyring ?? sf_keyring_spec_user()
+        var removed = false
+        // Bounded: one search finds one key; a second pass catches a key linked twice.
+        for _ in 0..<4 {
+            let serial = sf_keyring_search(keyring, "user", description)
+            guard serial > 0, sf_keyring_invalidate(serial) == 0 else { break }
+            removed = true
+        }
+        return removed
     }
 
     /// A new empty keyring linked into this process's keyring (gone when the process ends), or
