@@ -40,11 +40,11 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
     /// Usage: wrong or conflicting arguments, binary output to a terminal.
     case usage = 64
     /// `share`: the peer is not of this group, is revoked, or is another device.
-    case shareRefused = 65
+    case shareRefused = 50
     /// `share`: the receiver did not store the file (digest mismatch, refused name or size).
-    case shareNotStored = 66
+    case shareNotStored = 51
     /// `share`: the invitation or request is invalid or expired.
-    case shareEnrolment = 67
+    case shareEnrolment = 52
     /// Input/output: a file or stream cannot be read or written (missing, permissions refused or
     /// found insecure, a symbolic link, directory, socket or block device refused as output,
     /// disk full).
