@@ -95,8 +95,6 @@ struct AgentServeOptions: ParsableArguments {
         var result: [String] = []
         if let home = home.home { result += ["--home", VaultPaths.absolute(home)] }
         if let deviceKey = home.deviceKey { result += ["--device-key", VaultPaths.absolute(deviceKey)] }
-        if let eraseAfter = home.eraseAfter { result += ["--erase-after", String(eraseAfter)] }
-        result += ["--kdf", home.kdf]
         if home.legacyKDFCeiling { result.append("--legacy-kdf-ceiling") }
         result += ["--socket", socketPath, "--idle-ttl", String(idleTTL), "--max-ttl", String(maxTTL)]
         return result

@@ -8,17 +8,17 @@ struct KeychainCommand: ParsableCommand {
         commandName: "keychain",
         abstract: "Add, find, delete and list keychain items (the verbs of macOS `security`).",
         discussion: """
-        The keychain is the SQLite database HOME/keychain.sqlite, where HOME is --home,
-        else $SECUREFOUNDATION_HOME, else $XDG_DATA_HOME/securefoundation, else
-        ~/.local/share/securefoundation. Service and account names and passwords are stored
+        The keychain is the SQLite database HOME/keychain.sqlite, where HOME is --home, \
+        else $SECUREFOUNDATION_HOME, else $XDG_DATA_HOME/securefoundation, else \
+        ~/.local/share/securefoundation. Service and account names and passwords are stored \
         encrypted (docs/KEYCHAIN.md).
 
-        Items of the whenUnlocked and afterFirstUnlock classes need the vault unlocked: give its
+        Items of the whenUnlocked and afterFirstUnlock classes need the vault unlocked: give its \
         passcode with --passcode-file. Items of the always class need only the device key.
 
-        Exit status (docs/CLI.md): 0 success, 44 item not found (as `security`), 45 duplicate
-        item, 36 class key unavailable (vault locked), 3 wrong passcode, 4 too many attempts
-        (wait), 5 no vault, 2 damaged keychain, 74 a file cannot be read or written, 64 usage,
+        Exit status (docs/CLI.md): 0 success, 44 item not found (as `security`), 45 duplicate \
+        item, 36 class key unavailable (vault locked), 3 wrong passcode, 4 too many attempts \
+        (wait), 5 no vault, 2 damaged keychain, 74 a file cannot be read or written, 64 usage, \
         1 any other error.
 
         Example:
@@ -123,9 +123,9 @@ struct AddGenericPassword: ParsableCommand {
         commandName: "add-generic-password",
         abstract: "Add a generic password item.",
         discussion: """
-        Without -U an existing item with the same service and account is an error (exit 45);
-        with -U the item is added or replaced in one write, so concurrent -U never fails.
-        The password comes from -w, from standard input with `-w -`, or else from the terminal
+        Without -U an existing item with the same service and account is an error (exit 45); \
+        with -U the item is added or replaced in one write, so concurrent -U never fails. \
+        The password comes from -w, from standard input with `-w -`, or else from the terminal \
         (also when -w is the last argument, as in macOS `security`).
 
         Examples:
@@ -238,7 +238,7 @@ struct DeleteGenericPassword: ParsableCommand {
         commandName: "delete-generic-password",
         abstract: "Delete a generic password item.",
         discussion: """
-        Deletes the item with this service and account (exit 44 when there is none). No class key
+        Deletes the item with this service and account (exit 44 when there is none). No class key \
         is needed to delete.
 
         Example:
@@ -269,11 +269,11 @@ struct DumpKeychain: ParsableCommand {
         commandName: "dump-keychain",
         abstract: "List every item's attributes, without secrets.",
         discussion: """
-        Items whose names are sealed under a class key that is unavailable (vault locked) are
+        Items whose names are sealed under a class key that is unavailable (vault locked) are \
         listed with their class and accessibility only; give --passcode-file to see them.
 
-        Damaged items (a row changed in the file: a column of the wrong type, a failed integrity
-        check) do not stop the listing: the other items are listed on stdout, each damaged one
+        Damaged items (a row changed in the file: a column of the wrong type, a failed integrity \
+        check) do not stop the listing: the other items are listed on stdout, each damaged one \
         is named on stderr by its item id with what is wrong, and the exit status is 2.
 
         Example:

@@ -41,8 +41,8 @@ struct ShareCommand: AsyncParsableCommand {
 enum ShareCLI {
     static let exitStatus = """
     Exit status: 0 success, 36 vault locked (give --passcode-file), 44 not found or not a member, \
-    64 usage, 65 the peer was refused (not of this group, revoked, another device), 66 the \
-    receiver did not store the file (digest mismatch, refused name or size), 67 invalid or \
+    64 usage, 50 the peer was refused (not of this group, revoked, another device), 51 the \
+    receiver did not store the file (digest mismatch, refused name or size), 52 invalid or \
     expired enrolment, 7 no connection, 74 a file cannot be read or written, 1 any other \
     error (docs/CLI.md).
     """
@@ -152,7 +152,7 @@ struct ShareInviteCommand: AsyncParsableCommand {
         it to the new machine privately (whoever has it can enrol one device until it expires). \
         With --listen HOST:PORT, this machine then waits for the new device to join over the \
         network (`share join INVITATION --name NAME --connect HOST:PORT`): it prints `listening \
-        on HOST:PORT`, then `enrolled DEVICE` and exits 0; exit 67 if the invitation expires \
+        on HOST:PORT`, then `enrolled DEVICE` and exits 0; exit 52 if the invitation expires \
         first or 10 requests were refused.
         """
     )

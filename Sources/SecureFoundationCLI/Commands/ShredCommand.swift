@@ -28,7 +28,7 @@ struct ShredCommand: ParsableCommand {
         """
     )
 
-    @Option(name: [.short, .customLong("iterations")], help: "Random passes (default 1).")
+    @Option(name: [.short, .customLong("iterations")], help: ArgumentHelp("Random passes (default 1).", valueName: "passes"))
     var n: Int = 1
 
     @Flag(name: [.short, .customLong("zero")], help: "Add a final pass of zeros.")

@@ -15,30 +15,8 @@ struct HomeOptions: ParsableArguments {
         valueName: "file"))
     var deviceKey: String?
 
-    @Option(name: .customLong("erase-after"), help: ArgumentHelp(
-        "Destroy the vault's keys after this many consecutive failed unlock attempts (default: never). Stored with the vault by init; on later commands the stricter of the stored and the given count applies.", valueName: "n"))
-    var eraseAfter: Int?
-
-    @Option(name: .customLong("kdf"), help: "KDF work for new wrappings: interactive (scrypt 2^16, default), sensitive (scrypt 2^18), fips-interactive, fips-sensitive (PBKDF2).")
-    var kdf: String = "interactive"
-
     @Flag(name: .customLong("legacy-kdf-ceiling"), help: "Accept stored KDF settings up to the earlier, looser ceiling (scrypt up to 16 GiB, PBKDF2 up to 100,000,000 rounds), for a vault created with such custom settings by an earlier version.")
     var legacyKDFCeiling = false
-
-    func validate() throws {
-        if let eraseAfter, eraseAfter < 1 { throw ValidationError("--erase-after must be at least 1") }
-        _ = try policy()
-    }
-
-    func policy() throws -> KDFPolicy {
-        switch kdf {
-        case "interactive": return .interactive
-        case "sensitive": return .sensitive
-        case "fips-interactive": return .fipsInteractive
-        case "fips-sensitive": return .fipsSensitive
-        default: throw ValidationError("--kdf must be interactive, sensitive, fips-interactive or fips-sensitive")
-        }
-    }
 
     /// The data directory these options name, resolved as the crypto manager resolves it.
     var directory: String { VaultPaths.absolute(home ?? VaultPaths.defaultDirectory()) }
@@ -50,14 +28,57 @@ struct HomeOptions: ParsableArguments {
 
     /// The crypto manager for these options. With `useAgent` (and unless
     /// `$SECUREFOUNDATION_AGENT` is `off`), a running unlock agent of this vault supplies the
-    /// whenUnlocked and afterFirstUnlock keys while the manager is locked.
-    func manager(useAgent: Bool = true) throws -> CryptoManager {
+    /// whenUnlocked and afterFirstUnlock keys while the manager is locked. `policy` (the
+    /// commands that write wrappings) brings `--kdf` and `--erase-after`, `eraseAfter` the
+    /// count of `vault unlock`; without them new wrappings use the interactive KDF and the
+    /// stored erase-after count applies.
+    func manager(useAgent: Bool = true, policy given: VaultPolicyOptions? = nil, eraseAfter: Int? = nil) throws -> CryptoManager {
         var attempts = AttemptPolicy.iOS
-        if let eraseAfter { attempts = attempts.erasing(after: eraseAfter) }
+        if let eraseAfter = given?.eraseAfter ?? eraseAfter { attempts = attempts.erasing(after: eraseAfter) }
         let agent = useAgent && ProcessInfo.processInfo.environment["SECUREFOUNDATION_AGENT"] != "off" ? AgentClient(home: home, timeout: 10) : nil
         return try CryptoManager(directory: home, deviceKeyProvider: try deviceKeyProvider(),
-                                 policy: try policy(), attemptPolicy: attempts, kdfCeiling: legacyKDFCeiling ? .legacy : .standard,
+                                 policy: try given?.policy() ?? .interactive, attemptPolicy: attempts, kdfCeiling: legacyKDFCeiling ? .legacy : .standard,
                                  unlockedKeySource: agent)
+    }
+}
+
+/// The vault's policy options, offered only where they act: `--erase-after` and `--kdf` on the
+/// commands that write new wrappings (`init`, `change-passcode`, `change-questions`,
+/// `rotate-key`), `--erase-after` alone on `unlock` (``EraseAfterOptions``).
+struct VaultPolicyOptions: ParsableArguments {
+    @OptionGroup var erase: EraseAfterOptions
+
+    @Option(name: .customLong("kdf"), help: ArgumentHelp(
+        "KDF work for the new wrappings: interactive (scrypt 2^16, default), sensitive (scrypt 2^18), fips-interactive, fips-sensitive (PBKDF2).",
+        valueName: "work"))
+    var kdf: String = "interactive"
+
+    var eraseAfter: Int? { erase.eraseAfter }
+
+    func validate() throws { _ = try policy() }
+
+    func policy() throws -> KDFPolicy {
+        switch kdf {
+        case "interactive": return .interactive
+        case "sensitive": return .sensitive
+        case "fips-interactive": return .fipsInteractive
+        case "fips-sensitive": return .fipsSensitive
+        default: throw ValidationError("--kdf must be interactive, sensitive, fips-interactive or fips-sensitive")
+        }
+    }
+}
+
+/// `--erase-after N`: stored with the vault by `init` (and by the first change that upgrades a
+/// version-1 vault); given to a command that checks a secret, the stricter of it and the stored
+/// count applies.
+struct EraseAfterOptions: ParsableArguments {
+    @Option(name: .customLong("erase-after"), help: ArgumentHelp(
+        "Destroy the vault's keys after this many consecutive failed unlock attempts (default: never). Stored with the vault by init; on a later command the stricter of the stored and the given count applies.",
+        valueName: "count"))
+    var eraseAfter: Int?
+
+    func validate() throws {
+        if let eraseAfter, eraseAfter < 1 { throw ValidationError("--erase-after must be at least 1") }
     }
 }
 
@@ -219,6 +240,8 @@ struct VaultInitCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
+    @OptionGroup var policy: VaultPolicyOptions
+
     @Option(name: .customLong("passcode-file"), help: "Read the passcode from this file (`-` for stdin; one trailing newline is dropped).")
     var passcodeFile: String?
 
@@ -249,7 +272,7 @@ struct VaultInitCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            var manager = try home.manager()
+            var manager = try home.manager(policy: policy)
             guard try !manager.isSetUp else { throw VaultError.alreadySetUp }
             if let deviceKeyProvider {
                 // A chosen provider: a new device key stored there and recorded before the vault exists.
@@ -259,7 +282,7 @@ struct VaultInitCommand: ParsableCommand {
                 defer { key.wipe() }
                 let record = try providerOptions.install(key, kind: kind, home: manager.directory, filePath: home.deviceKey)
                 try record.save(directory: manager.directory)
-                manager = try home.manager()
+                manager = try home.manager(policy: policy)
             }
             let passcode = noPasscode ? nil : try VaultCLI.passcode(file: passcodeFile, prompt: "New passcode: ", confirm: true)
             defer { passcode?.wipe() }
@@ -349,6 +372,8 @@ struct VaultUnlockCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
+    @OptionGroup var erase: EraseAfterOptions
+
     @Option(name: .customLong("passcode-file"), help: "Read the passcode from this file (`-` for stdin).")
     var passcodeFile: String?
 
@@ -361,7 +386,7 @@ struct VaultUnlockCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            let manager = try home.manager()
+            let manager = try home.manager(eraseAfter: erase.eraseAfter)
             // The passcode itself is checked: a running agent does not stand in for it.
             try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
             manager.lock()
@@ -386,6 +411,8 @@ struct VaultChangePasscodeCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
+    @OptionGroup var policy: VaultPolicyOptions
+
     @Option(name: .customLong("passcode-file"), help: "The current passcode (`-` for stdin).")
     var passcodeFile: String?
 
@@ -401,7 +428,7 @@ struct VaultChangePasscodeCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            let manager = try home.manager()
+            let manager = try home.manager(policy: policy)
             try VaultCLI.requireSetUp(manager)
             if let answersFile {
                 let answers = try VaultCLI.readAnswers(answersFile)
@@ -436,6 +463,8 @@ struct VaultChangeQuestionsCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
+    @OptionGroup var policy: VaultPolicyOptions
+
     @Option(name: .customLong("passcode-file"), help: "The passcode (`-` for stdin).")
     var passcodeFile: String?
 
@@ -458,7 +487,7 @@ struct VaultChangeQuestionsCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            let manager = try home.manager()
+            let manager = try home.manager(policy: policy)
             try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
             let answers = try VaultCLI.readAnswers(newAnswersFile)
             defer { answers.forEach { $0.wipe() } }
@@ -486,6 +515,8 @@ struct VaultRotateKeyCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
+    @OptionGroup var policy: VaultPolicyOptions
+
     @Option(name: .customLong("passcode-file"), help: "The passcode (`-` for stdin).")
     var passcodeFile: String?
 
@@ -494,7 +525,7 @@ struct VaultRotateKeyCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            let manager = try home.manager()
+            let manager = try home.manager(policy: policy)
             try VaultCLI.requireSetUp(manager)
             let answers = try answersFile.map { try VaultCLI.readAnswers($0) }
             defer { answers?.forEach { $0.wipe() } }
