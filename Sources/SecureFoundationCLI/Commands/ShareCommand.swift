@@ -455,16 +455,34 @@ struct ShareListCommand: ParsableCommand {
     @Flag(name: .customLong("devices"), help: "List the devices enrolled here and the revoked ones instead.")
     var devices = false
 
+    @Flag(name: .customLong("json"), help: "Print the list as JSON (docs/CLI.md, \"JSON output\").")
+    var json = false
+
     @OptionGroup var options: ShareOptions
+
+    struct FilesJSON: Encodable {
+        struct File: Encodable { var name: String; var size: Int }
+        var version = JSONOutput.schemaVersion
+        var inbox: String
+        var files: [File]
+    }
+
+    struct DevicesJSON: Encodable {
+        struct Device: Encodable { var name: String; var pin: String; var revoked: Bool }
+        var version = JSONOutput.schemaVersion
+        var devices: [Device]
+    }
 
     func run() throws {
         do {
             let (manager, group) = try options.open()
             if devices {
                 let revoked = try group.revokedPins()
-                for member in try group.members() {
-                    print("\(member.device)\t\(member.pin)\t\(revoked.contains(member.pin) ? "revoked" : "member")")
+                let list = try group.members().map {
+                    DevicesJSON.Device(name: $0.device, pin: "\($0.pin)", revoked: revoked.contains($0.pin))
                 }
+                if json { try JSONOutput.write(DevicesJSON(devices: list)); return }
+                for device in list { print("\(device.name)\t\(device.pin)\t\(device.revoked ? "revoked" : "member")") }
                 return
             }
             let directory = options.inbox(inbox)
@@ -473,10 +491,13 @@ struct ShareListCommand: ParsableCommand {
             }
             let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
                 .filter { !$0.hasPrefix(".") }.sorted()
+            var files: [FilesJSON.File] = []
             for name in names {
                 guard let info = try? FileCalls.linkStatus(directory + "/" + name), info.isRegularFile else { continue }
-                print("\(name)\t\(info.size)")
+                files.append(.init(name: name, size: Int(info.size)))
             }
+            if json { try JSONOutput.write(FilesJSON(inbox: directory, files: files)); return }
+            for file in files { print("\(file.name)\t\(file.size)") }
         } catch {
             throw ShareCLI.fail(error)
         }

@@ -64,7 +64,9 @@ struct ShredCommand: ParsableCommand {
         var failed = false
         for file in files {
             do {
-                _ = try FileShredder.shred(file, options: options, onReport: { emit($0) })
+                _ = try ProgressLine.run("shred \(file)") { _ in
+                    try FileShredder.shred(file, options: options, onReport: { emit($0) })
+                }
             } catch ShredError.incomplete(let failures, _) {
                 for failure in failures { CLI.warn("shred: \(failure)") }
                 failed = true

@@ -96,6 +96,16 @@ struct TLSPinCommand: AsyncParsableCommand {
     @Option(help: "Seconds to wait for the server.")
     var timeout: Int = 10
 
+    @Flag(name: .customLong("json"), help: "Print the pins as JSON (docs/CLI.md, \"JSON output\").")
+    var json = false
+
+    struct PinsJSON: Encodable {
+        struct Entry: Encodable { var index: Int; var pin: String?; var subject: String }
+        var version = JSONOutput.schemaVersion
+        var source: String
+        var certificates: [Entry]
+    }
+
     func run() async throws {
         do {
             let chain: [Certificate]
@@ -107,7 +117,13 @@ struct TLSPinCommand: AsyncParsableCommand {
             } else {
                 throw ValidationError("\(source) is neither a file nor HOST:PORT")
             }
-            print(TLSCLI.pinLines(chain))
+            if json {
+                try JSONOutput.write(PinsJSON(source: source, certificates: chain.enumerated().map { index, certificate in
+                    .init(index: index, pin: (try? SPKIPin(certificate: certificate))?.description, subject: "\(certificate.subject)")
+                }))
+            } else {
+                print(TLSCLI.pinLines(chain))
+            }
         } catch {
             throw TLSCLI.fail(error)
         }

@@ -218,6 +218,8 @@ enum VaultCLI {
     }
 
     static func say(_ line: String) throws {
+        // A progress line on the same terminal is cleared first (it is drawn again below).
+        if isatty(1) == 1 { ProgressLine.clearForMessage() }
         try CLI.writeStdout(Array((line + "\n").utf8))
     }
 }
@@ -309,47 +311,84 @@ struct VaultStatusCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
+    @Flag(name: .customLong("json"), help: "Print the status as JSON (docs/CLI.md, \"JSON output\").")
+    var json = false
+
+    /// What `status` reports, as text or (`--json`) as JSON.
+    struct Report: Encodable {
+        var version = JSONOutput.schemaVersion
+        var directory: String
+        var directoryExists: Bool
+        /// setUp, notSetUp or erased.
+        var state: String
+        var passcode: Bool?
+        var questions: [String]?
+        var answerThreshold: Int?
+        var keyID: String?
+        var eraseAfter: Int?
+        var deviceKey: String
+        var failedAttempts: Int
+        var nextAttemptSeconds: Int
+    }
+
     func run() throws {
         try CLI.run {
-            guard home.directoryExists else {
-                // Read-only: a mistyped --home must not create a directory.
-                let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
-                try VaultCLI.say("""
-                    directory: \(home.directory) (does not exist)
-                    state: not set up
-                    device key: \(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")
-                    """)
-                return
-            }
-            let manager = try home.manager()
-            var lines = ["directory: \(manager.directory)"]
-            if try manager.isSetUp {
-                lines.append("state: set up")
-                lines.append("passcode: \(try manager.hasPasscode ? "yes" : "no")")
-                let questions = try manager.questions
+            let report = try Self.report(home)
+            if json { try JSONOutput.write(report); return }
+            var lines = ["directory: \(report.directory)\(report.directoryExists ? "" : " (does not exist)")"]
+            lines.append("state: \(["setUp": "set up", "notSetUp": "not set up"][report.state] ?? report.state)")
+            if report.state == "setUp" {
+                lines.append("passcode: \(report.passcode == true ? "yes" : "no")")
+                let questions = report.questions ?? []
                 if questions.isEmpty {
                     lines.append("security questions: none")
                 } else {
-                    lines.append("security questions: \(questions.count), any \(try manager.answerThreshold ?? questions.count) unlock")
+                    lines.append("security questions: \(questions.count), any \(report.answerThreshold ?? questions.count) unlock")
                     for (index, question) in questions.enumerated() { lines.append("  \(index + 1). \(question)") }
                 }
-                lines.append("key id: \(VaultCLI.keyID(manager))")
-                let eraseAfter = try manager.storedEraseAfter
-                lines.append("erase after: \(eraseAfter.map { "\($0) failed attempts in a row" } ?? "never (unless --erase-after is given)")")
-            } else {
-                lines.append("state: \(manager.isErased ? "erased" : "not set up")")
+                lines.append("key id: \(report.keyID ?? "")")
+                lines.append("erase after: \(report.eraseAfter.map { "\($0) failed attempts in a row" } ?? "never (unless --erase-after is given)")")
             }
-            if let record = try DeviceKeyRecord.load(directory: manager.directory) {
-                lines.append("device key: \(record.summary)")
-            } else {
-                let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
-                lines.append("device key: \(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")")
+            lines.append("device key: \(report.deviceKey)")
+            if report.directoryExists {
+                lines.append("failed attempts: \(report.failedAttempts)")
+                if report.nextAttemptSeconds > 0 { lines.append("next attempt in: \(report.nextAttemptSeconds) s") }
             }
-            lines.append("failed attempts: \(try manager.failedAttempts)")
-            let delay = try manager.nextAttemptDelay
-            if delay > .zero { lines.append("next attempt in: \(Int(delay.components.seconds)) s") }
             try VaultCLI.say(lines.joined(separator: "\n"))
         }
+    }
+
+    static func report(_ home: HomeOptions) throws -> Report {
+        guard home.directoryExists else {
+            // Read-only: a mistyped --home must not create a directory.
+            let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
+            return Report(directory: home.directory, directoryExists: false, state: "notSetUp",
+                          deviceKey: "\(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")",
+                          failedAttempts: 0, nextAttemptSeconds: 0)
+        }
+        let manager = try home.manager()
+        var report = Report(directory: manager.directory, directoryExists: true, state: "notSetUp", deviceKey: "",
+                            failedAttempts: try manager.failedAttempts, nextAttemptSeconds: 0)
+        if try manager.isSetUp {
+            report.state = "setUp"
+            report.passcode = try manager.hasPasscode
+            let questions = try manager.questions
+            report.questions = questions
+            if !questions.isEmpty { report.answerThreshold = try manager.answerThreshold ?? questions.count }
+            report.keyID = VaultCLI.keyID(manager)
+            report.eraseAfter = try manager.storedEraseAfter
+        } else if manager.isErased {
+            report.state = "erased"
+        }
+        if let record = try DeviceKeyRecord.load(directory: manager.directory) {
+            report.deviceKey = record.summary
+        } else {
+            let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
+            report.deviceKey = "\(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")"
+        }
+        let delay = try manager.nextAttemptDelay
+        if delay > .zero { report.nextAttemptSeconds = Int(delay.components.seconds) }
+        return report
     }
 }
 
@@ -583,30 +622,32 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
             let manager = try home.manager()
             try credentials.unlock(manager, needsApplicationKey: true)
             defer { manager.lock() }
-            var report = Keychain.ResealReport(resealed: 0, unreadable: [])
-            if access(manager.directory + "/keychain.sqlite", F_OK) == 0 {
-                let keychain = try Keychain(manager: manager)
-                report = try resealOnly ? keychain.resealUnderCurrentClassKeys() : keychain.rotateClassKeys()
-                try keychain.close()
-            } else if !resealOnly {
-                try manager.rotateClassKeys()
-            }
-            try VaultCLI.say("\(resealOnly ? "class keys unchanged" : "class keys rotated"); keychain items re-sealed: \(report.resealed)")
-            if access(manager.directory + "/protected-files.keys", F_OK) == 0 {
-                let identities = try ProtectedFiles(manager: manager).resealUnderCurrentClassKeys()
-                try VaultCLI.say("protected-file class identities re-sealed: \(identities)")
-            }
-            if !protectedDirectories.isEmpty {
-                let rotation = try ProtectedFiles(manager: manager).rotateKeyPairs(rewrapping: protectedDirectories, resume: resealOnly)
-                let rewrap = rotation.rewrap
-                try VaultCLI.say("protected-file key pairs rotated: \(rotation.rotated); files re-wrapped \(rewrap.rewrapped.count), current \(rewrap.current), skipped \(rewrap.skipped), damaged \(rewrap.damaged.count), failed \(rewrap.failed.count); retired key pairs \(rotation.retiredKept > 0 ? "kept: \(rotation.retiredKept)" : "destroyed: \(rotation.retiredDestroyed)")")
-                for failure in rewrap.damaged + rewrap.failed { CLI.warn("securefoundation: \(failure.path): \(failure.error)") }
-                if !rewrap.damaged.isEmpty || !rewrap.failed.isEmpty {
-                    throw CLIFailure("\(rewrap.damaged.count + rewrap.failed.count) protected file(s) were not re-wrapped (listed above); fix them and run again with --reseal-only --protected-dir")
+            try ProgressLine.run("vault rotate-class-keys") { _ in
+                var report = Keychain.ResealReport(resealed: 0, unreadable: [])
+                if access(manager.directory + "/keychain.sqlite", F_OK) == 0 {
+                    let keychain = try Keychain(manager: manager)
+                    report = try resealOnly ? keychain.resealUnderCurrentClassKeys() : keychain.rotateClassKeys()
+                    try keychain.close()
+                } else if !resealOnly {
+                    try manager.rotateClassKeys()
                 }
-            }
-            if !report.unreadable.isEmpty {
-                throw KeychainError.corrupted("\(report.unreadable.count) keychain item(s) could not be opened and were left as they are (item ids \(report.unreadable.joined(separator: ", "))): delete them (delete-generic-password, or dump-keychain to see which) or restore the keychain from a backup")
+                try VaultCLI.say("\(resealOnly ? "class keys unchanged" : "class keys rotated"); keychain items re-sealed: \(report.resealed)")
+                if access(manager.directory + "/protected-files.keys", F_OK) == 0 {
+                    let identities = try ProtectedFiles(manager: manager).resealUnderCurrentClassKeys()
+                    try VaultCLI.say("protected-file class identities re-sealed: \(identities)")
+                }
+                if !protectedDirectories.isEmpty {
+                    let rotation = try ProtectedFiles(manager: manager).rotateKeyPairs(rewrapping: protectedDirectories, resume: resealOnly)
+                    let rewrap = rotation.rewrap
+                    try VaultCLI.say("protected-file key pairs rotated: \(rotation.rotated); files re-wrapped \(rewrap.rewrapped.count), current \(rewrap.current), skipped \(rewrap.skipped), damaged \(rewrap.damaged.count), failed \(rewrap.failed.count); retired key pairs \(rotation.retiredKept > 0 ? "kept: \(rotation.retiredKept)" : "destroyed: \(rotation.retiredDestroyed)")")
+                    for failure in rewrap.damaged + rewrap.failed { CLI.warn("securefoundation: \(failure.path): \(failure.error)") }
+                    if !rewrap.damaged.isEmpty || !rewrap.failed.isEmpty {
+                        throw CLIFailure("\(rewrap.damaged.count + rewrap.failed.count) protected file(s) were not re-wrapped (listed above); fix them and run again with --reseal-only --protected-dir")
+                    }
+                }
+                if !report.unreadable.isEmpty {
+                    throw KeychainError.corrupted("\(report.unreadable.count) keychain item(s) could not be opened and were left as they are (item ids \(report.unreadable.joined(separator: ", "))): delete them (delete-generic-password, or dump-keychain to see which) or restore the keychain from a backup")
+                }
             }
         }
     }
