@@ -6,6 +6,18 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
 
+/// The version the command-line tool reports (`securefoundation --version`): the build's
+/// `SECUREFOUNDATION_VERSION` environment variable (scripts/build-release sets it from
+/// `git describe`), given to the one C file of CBuildInfo as a define, so a new version
+/// recompiles that file and relinks, nothing else. Without it (or with characters other than
+/// letters, digits and `.+-_`) the tool says 0.0.0-dev.
+let buildVersion: [CSetting] = {
+    guard let version = Context.environment["SECUREFOUNDATION_VERSION"], !version.isEmpty, version.count <= 64,
+          version.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._+-".contains($0)) })
+    else { return [] }
+    return [.define("SECUREFOUNDATION_VERSION", to: "\"\(version)\"")]
+}()
+
 let crypto: [Target.Dependency] = [
     .product(name: "Crypto", package: "swift-crypto"),
     .product(name: "CryptoExtras", package: "swift-crypto"),
@@ -46,6 +58,8 @@ let package = Package(
     targets: [
         // OS calls that Swift cannot reach portably (getrandom, explicit_bzero, memfd, FIEMAP).
         .target(name: "CPlatform"),
+        // The build's version string (see `buildVersion` above).
+        .target(name: "CBuildInfo", cSettings: buildVersion),
         .target(name: "Cipher", dependencies: ["CPlatform"] + crypto, swiftSettings: strict),
         .target(name: "Shredder", dependencies: ["Cipher", "CPlatform"] + crypto, swiftSettings: strict),
         // ChaCha20-Poly1305 of swift-crypto's BoringSSL for the age payload, behind a header of the
@@ -89,6 +103,7 @@ let package = Package(
             name: "SecureFoundationCLI",
             dependencies: [
                 "SecureFoundation",
+                "CBuildInfo",
                 "PinnedTLS",
                 "Migration",
                 "DeviceSharing",

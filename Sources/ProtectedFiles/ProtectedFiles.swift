@@ -148,12 +148,14 @@ public final class ProtectedFiles: Sendable {
 
     /// Writes everything readable from `input` (a file, pipe or socket) as a protected file,
     /// streaming in constant memory, atomically.
+    /// `progress`, when given, is called as it goes with the bytes of input consumed so far.
     /// - Throws: ``ProtectedFileError``.
-    public func write(from input: Int32, to path: String, protection: FileProtectionClass) throws {
+    public func write(from input: Int32, to path: String, protection: FileProtectionClass,
+                      progress: ((Int64) -> Void)? = nil) throws {
         let recipient = try writableRecipient(protection)
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         try mapAge(path: path, protection) {
-            try Age.encrypt(from: input, toFile: path, recipients: [recipient])
+            try Age.encrypt(from: input, toFile: path, recipients: [recipient], progress: progress)
         }
     }
 
@@ -187,24 +189,30 @@ public final class ProtectedFiles: Sendable {
 
     /// Decrypts a protected file to the descriptor `output`, streaming (constant memory); only
     /// authenticated plaintext is written.
+    /// `progress`, when given, is called as it goes with the bytes of input consumed so far.
     /// - Throws: ``ProtectedFileError``.
-    public func read(at path: String, to output: Int32) throws {
+    public func read(at path: String, to output: Int32, progress: ((Int64) -> Void)? = nil) throws {
         let opened = try open(path)
         defer { close(opened.fd) }
         let identities = try identities(opened.cls, path: path)
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
-        try mapAge(path: path, opened.cls) { try Age.decrypt(from: opened.fd, to: output, identities: identities, armor: .none) }
+        try mapAge(path: path, opened.cls) {
+            try Age.decrypt(from: opened.fd, to: output, identities: identities, armor: .none, progress: progress)
+        }
     }
 
     /// Decrypts a protected file into the file `destination`, streaming, atomically (it
     /// appears only once the whole payload authenticated).
+    /// `progress`, when given, is called as it goes with the bytes of input consumed so far.
     /// - Throws: ``ProtectedFileError``.
-    public func read(at path: String, toFile destination: String) throws {
+    public func read(at path: String, toFile destination: String, progress: ((Int64) -> Void)? = nil) throws {
         let opened = try open(path)
         defer { close(opened.fd) }
         let identities = try identities(opened.cls, path: path)
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
-        try mapAge(path: path, opened.cls) { try Age.decrypt(from: opened.fd, toFile: destination, identities: identities, armor: .none) }
+        try mapAge(path: path, opened.cls) {
+            try Age.decrypt(from: opened.fd, toFile: destination, identities: identities, armor: .none, progress: progress)
+        }
     }
 
     /// Opens a protected file for streaming, random-access reads (constant memory). The file key

@@ -35,16 +35,16 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
     case notFound = 44
     /// Exists already: an item or identity with that name, or a vault in that directory.
     case exists = 45
+    /// `share`: the peer is not of this group, is revoked, or is another device.
+    case shareRefused = 50
+    /// `share`: the receiver did not store the file (digest mismatch, refused name or size).
+    case shareNotStored = 51
+    /// `share`: the invitation or request is invalid or expired.
+    case shareEnrolment = 52
     /// TLS: the peer was refused by the trust policy (anchors, pins, name, dates).
     case peerRefused = 60
     /// Usage: wrong or conflicting arguments, binary output to a terminal.
     case usage = 64
-    /// `share`: the peer is not of this group, is revoked, or is another device.
-    case shareRefused = 65
-    /// `share`: the receiver did not store the file (digest mismatch, refused name or size).
-    case shareNotStored = 66
-    /// `share`: the invitation or request is invalid or expired.
-    case shareEnrolment = 67
     /// Input/output: a file or stream cannot be read or written (missing, permissions refused or
     /// found insecure, a symbolic link, directory, socket or block device refused as output,
     /// disk full).

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CBuildInfo
 import SecureFoundation
 
 @main
@@ -7,11 +8,11 @@ struct SecureFoundationCommand: AsyncParsableCommand {
         commandName: "securefoundation",
         abstract: "Application-level data security: sealing, hashing, file encryption (age), shredding, a vault and a keychain.",
         discussion: """
-        Every command is a thin layer over the SecureFoundation library. Run
+        Every command is a thin layer over the SecureFoundation library. Run \
         `securefoundation COMMAND --help` for a command's options and an example.
 
         """ + "\n" + ExitStatus.helpTable,
-        version: "0.1.0",
+        version: SecureFoundationCommand.version,
         subcommands: [
             // The whole system, end to end
             TourCommand.self,
@@ -41,6 +42,10 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             ShareCommand.self,
         ]
     )
+
+    /// This build's version (docs/CLI.md, "Version"): set by the build through
+    /// `SECUREFOUNDATION_VERSION` (scripts/build-release: `git describe`), else 0.0.0-dev.
+    static var version: String { String(cString: securefoundation_build_version()) }
 
     static func main() async {
         let arguments = KeychainCommand.droppingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst()))

@@ -22,6 +22,7 @@ struct CLIFailure: Error, CustomStringConvertible {
 enum CLI {
     /// Writes `message` and a newline to standard error.
     static func warn(_ message: String) {
+        ProgressLine.clearForMessage()
         FileHandle.standardError.write(Data((message + "\n").utf8))
     }
 

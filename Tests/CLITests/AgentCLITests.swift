@@ -33,6 +33,7 @@ import Testing
         func agentPID() throws -> Int32? {
             let result = try run(["agent", "status", "--json", "--socket", socket])
             guard result.status == 0, let object = try JSONSerialization.jsonObject(with: Data(result.stdout)) as? [String: Any] else { return nil }
+            #expect(object["version"] as? Int == 1, "agent status --json carries the schema version")
             return (object["pid"] as? NSNumber)?.int32Value
         }
 

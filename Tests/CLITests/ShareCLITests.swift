@@ -58,7 +58,7 @@ struct ShareCLITests {
         #expect(approved.status == 0, "\(approved.stderr)")
         // An invitation enrols one device only.
         let again = try a.run(["share", "approve", request, "-o", a.scratch.path + "/again.pem"])
-        #expect(again.status == 67, "\(again.stderr)")
+        #expect(again.status == 52, "\(again.stderr)")
         let completed = try b.run(["share", "join", "--certificate", certificate])
         #expect(completed.status == 0, "\(completed.stderr)")
         #expect(completed.text.contains("device: bravo"))
@@ -83,14 +83,14 @@ struct ShareCLITests {
         #expect(try c.run(["share", "init", "--new-group", "--name", "alpha"]).status == 0)
         let intruder = try c.file("evil.txt", Array("evil".utf8))
         let refused = try c.run(["share", "send", intruder, "--to", "127.0.0.1:\(port)"])
-        #expect(refused.status == 65, "\(refused.stderr)")
+        #expect(refused.status == 50, "\(refused.stderr)")
 
         // Revoked while the server runs.
         let revoked = try a.run(["share", "revoke", "bravo"], unlocked: false)
         #expect(revoked.status == 0, "\(revoked.stderr)")
         #expect(revoked.text.hasPrefix("revoked bravo sha256/"))
         let afterRevoke = try b.run(["share", "send", photo, "--to", "127.0.0.1:\(port)"])
-        #expect(afterRevoke.status == 65, "\(afterRevoke.stderr)")
+        #expect(afterRevoke.status == 50, "\(afterRevoke.stderr)")
         #expect(afterRevoke.stderr.contains("the device bravo is revoked in this group"), "\(afterRevoke.stderr)")
         #expect(a.inboxNames() == ["photo.jpg"])
 

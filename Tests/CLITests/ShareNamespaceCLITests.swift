@@ -197,14 +197,14 @@ struct ShareNamespaceCLITests {
         let intruder = try c.file("evil.txt", Array("evil".utf8))
         let foreign = try net.run(in: net.client, ["share", "send", intruder, "--to", to, "--timeout", "30",
                                                    "--passcode-file", c.passcode] + c.common, environment: c.environment)
-        #expect(foreign.status == 65, "\(foreign.stderr)")
+        #expect(foreign.status == 50, "\(foreign.stderr)")
 
         // b revoked on a while the server runs: its next connection is refused.
         let revoked = try a.run(["share", "revoke", "bravo"], unlocked: false)
         #expect(revoked.status == 0, "\(revoked.stderr)")
         let afterRevoke = try net.run(in: net.client, ["share", "send", photo, "--to", to, "--timeout", "30",
                                                        "--passcode-file", b.passcode] + b.common, environment: b.environment)
-        #expect(afterRevoke.status == 65, "\(afterRevoke.stderr)")
+        #expect(afterRevoke.status == 50, "\(afterRevoke.stderr)")
         #expect(afterRevoke.stderr.contains("the device bravo is revoked in this group"), "\(afterRevoke.stderr)")
 
         let served = server.wait(timeout: 60)
@@ -223,7 +223,7 @@ struct ShareNamespaceCLITests {
         let toImpostor = try net.run(in: net.client, ["share", "send", photo, "--to", "\(net.serverAddress):\(impostorPort)",
                                                       "--device", "alpha", "--timeout", "30", "--passcode-file", b.passcode] + b.common,
                                      environment: b.environment)
-        #expect(toImpostor.status == 65, "\(toImpostor.stderr)")
+        #expect(toImpostor.status == 50, "\(toImpostor.stderr)")
         #expect(toImpostor.stderr.contains("the peer's certificate was refused"), "\(toImpostor.stderr)")
         _ = impostor.wait(timeout: 60)
         #expect(c.inboxNames().isEmpty)

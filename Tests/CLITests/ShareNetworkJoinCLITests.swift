@@ -5,7 +5,7 @@ import Testing
 /// `share invite --listen` / `share join --connect`: enrolment over the network, as processes.
 @Suite("share enrolment over the network", .serialized)
 struct ShareNetworkJoinCLITests {
-    @Test("a device joins over the network with the invitation; a forged one is refused (67) and the inviter keeps waiting")
+    @Test("a device joins over the network with the invitation; a forged one is refused (52) and the inviter keeps waiting")
     func joinOverTheNetwork() throws {
         let a = try ShareCLITests.Machine(), b = try ShareCLITests.Machine(), c = try ShareCLITests.Machine()
         #expect(try a.run(["share", "init", "--new-group", "--name", "alpha"]).status == 0)
@@ -22,7 +22,7 @@ struct ShareNetworkJoinCLITests {
         let forged = text.replacingOccurrences(of: String(secret), with: "  \"secret\" : \"\(Data(repeating: 0x41, count: 32).base64EncodedString())\",")
         let forgedPath = try c.file("invite.json", Array(forged.utf8))
         let refused = try c.run(["share", "join", forgedPath, "--name", "charlie", "--connect", to])
-        #expect(refused.status == 67, "\(refused.stderr)")
+        #expect(refused.status == 52, "\(refused.stderr)")
         #expect(refused.stderr.contains("not authenticated by the invitation's secret"), "\(refused.stderr)")
 
         let copied = try b.file("invite.json", Array(text.utf8))

@@ -50,13 +50,13 @@ struct EncryptCommand: ParsableCommand {
         commandName: "encrypt",
         abstract: "Encrypt a file to age recipients or a passphrase (age v1 format, interoperable with age).",
         discussion: """
-        Reads INPUT (or stdin) and writes the age file to OUTPUT (or stdout). With -o the output
-        is written to a temporary file and renamed into place, so a failure leaves nothing; a
-        device or FIFO (-o /dev/null) is written in place, -o /dev/stdout writes standard
-        output, and a symbolic link, directory or socket is refused.
-        When OUTPUT is INPUT (or the file on stdin), the file is encrypted in place: the age
-        file replaces it atomically and the old plaintext blocks are overwritten (the shredder's
-        report goes to stderr).
+        Reads INPUT (or stdin) and writes the age file to OUTPUT (or stdout). With -o the output \
+        is written to a temporary file and renamed into place, so a failure leaves nothing; a \
+        device or FIFO (-o /dev/null) is written in place, -o /dev/stdout writes standard \
+        output, and a symbolic link, directory or socket is refused. \
+        When OUTPUT is INPUT (or the file on stdin), the file is encrypted in place: the age \
+        file replaces it atomically and the old plaintext blocks are overwritten (the shredder's \
+        report goes to stderr). \
         Recipients are age1… (X25519) and age1pq1… (post-quantum hybrid) public keys.
 
         Examples:
@@ -202,14 +202,14 @@ struct DecryptCommand: ParsableCommand {
         commandName: "decrypt",
         abstract: "Decrypt an age file (binary or armored) with identity files or a passphrase.",
         discussion: """
-        Reads INPUT (or stdin) and writes the plaintext to OUTPUT (or stdout). With -o FILE the
-        plaintext appears only once the whole file authenticated; on stdout (or a device or
-        FIFO given to -o), plaintext is written as it is verified and a failure stops it. A
-        symbolic link, directory or socket given to -o is refused. Without -i and --passphrase-file,
+        Reads INPUT (or stdin) and writes the plaintext to OUTPUT (or stdout). With -o FILE the \
+        plaintext appears only once the whole file authenticated; on stdout (or a device or \
+        FIFO given to -o), plaintext is written as it is verified and a failure stops it. A \
+        symbolic link, directory or socket given to -o is refused. Without -i and --passphrase-file, \
         a passphrase-encrypted file asks for the passphrase on the terminal.
 
-        Exit status (docs/CLI.md): 0 success, 2 damaged or tampered (header, header MAC,
-        payload, armor), 3 no identity or passphrase matched, 74 a file cannot be read or
+        Exit status (docs/CLI.md): 0 success, 2 damaged or tampered (header, header MAC, \
+        payload, armor), 3 no identity or passphrase matched, 74 a file cannot be read or \
         written, 1 anything else, 64 usage.
 
         Examples:
@@ -300,9 +300,9 @@ struct KeygenCommand: ParsableCommand {
           # created: 2026-01-02T15:04:05Z
           # public key: age1…
           AGE-SECRET-KEY-1…
-        With -o the file is created with mode 0600 (an existing file is not overwritten) and the
-        public key is also printed on stderr. --pq makes a post-quantum hybrid identity
-        (AGE-SECRET-KEY-PQ-1…, recipient age1pq1…). With -y, prints the recipient of each
+        With -o the file is created with mode 0600 (an existing file is not overwritten) and the \
+        public key is also printed on stderr. --pq makes a post-quantum hybrid identity \
+        (AGE-SECRET-KEY-PQ-1…, recipient age1pq1…). With -y, prints the recipient of each \
         identity in FILE (or stdin).
 
         Examples:

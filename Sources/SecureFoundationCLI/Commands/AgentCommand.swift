@@ -95,8 +95,6 @@ struct AgentServeOptions: ParsableArguments {
         var result: [String] = []
         if let home = home.home { result += ["--home", VaultPaths.absolute(home)] }
         if let deviceKey = home.deviceKey { result += ["--device-key", VaultPaths.absolute(deviceKey)] }
-        if let eraseAfter = home.eraseAfter { result += ["--erase-after", String(eraseAfter)] }
-        result += ["--kdf", home.kdf]
         if home.legacyKDFCeiling { result.append("--legacy-kdf-ceiling") }
         result += ["--socket", socketPath, "--idle-ttl", String(idleTTL), "--max-ttl", String(maxTTL)]
         return result
@@ -293,12 +291,25 @@ struct AgentStatusCommand: ParsableCommand {
         try CLI.run {
             let status = try socket.client.status()
             if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys]
-                try VaultCLI.say(String(decoding: try encoder.encode(status), as: UTF8.self))
+                try JSONOutput.write(StatusJSON(status: status))
             } else {
                 try VaultCLI.say(AgentCLI.describe(status, socket: socket.socketPath))
             }
+        }
+    }
+}
+
+extension AgentStatusCommand {
+    /// The agent's status object with the schema's `"version": 1` beside its fields.
+    struct StatusJSON: Encodable {
+        var status: AgentStatus
+
+        enum Key: String, CodingKey { case version }
+
+        func encode(to encoder: any Encoder) throws {
+            try status.encode(to: encoder)
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(JSONOutput.schemaVersion, forKey: .version)
         }
     }
 }

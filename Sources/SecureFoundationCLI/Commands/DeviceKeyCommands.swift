@@ -202,9 +202,11 @@ struct VaultRotateDeviceKeyCommand: ParsableCommand {
             var options = DeviceKeyRotation.Options(credentialWithKey: withKey)
             options.step = FaultInjection.stepHook()
             let dependents = DeviceKeyRotation.dependents(of: manager)
-            let report = try resume
-                ? DeviceKeyRotation.resume(manager: manager, filePath: home.deviceKey, dependents: dependents, options: options)
-                : DeviceKeyRotation.rotate(manager: manager, filePath: home.deviceKey, dependents: dependents, options: options)
+            let report = try ProgressLine.run("vault rotate-device-key") { _ in
+                try resume
+                    ? DeviceKeyRotation.resume(manager: manager, filePath: home.deviceKey, dependents: dependents, options: options)
+                    : DeviceKeyRotation.rotate(manager: manager, filePath: home.deviceKey, dependents: dependents, options: options)
+            }
             let summary = (try? DeviceKeyRecord.load(directory: manager.directory, filePath: home.deviceKey))?.summary ?? "file"
             try VaultCLI.say("device key \(resume ? "rotation finished" : "rotated") (\(summary)); new check value \(Encoding.hex(Array(report.newCheck)))")
             var unreadable = 0

@@ -7,13 +7,13 @@ struct HashCommand: ParsableCommand {
         commandName: "hash",
         abstract: "Print or check digests of files in sha256sum's format.",
         discussion: """
-        Output lines are `HEX  NAME`, exactly as sha256sum prints them, so `sha256sum -c` accepts
-        them. A name containing a backslash or a newline is escaped as GNU sha256sum escapes it:
-        the line starts with `\\`, and the name has `\\\\` and `\\n` in their place.
+        Output lines are `HEX  NAME`, exactly as sha256sum prints them, so `sha256sum -c` accepts \
+        them. A name containing a backslash or a newline is escaped as GNU sha256sum escapes it: \
+        the line starts with `\\`, and the name has `\\\\` and `\\n` in their place. \
         `-` or no file reads standard input. md5 is offered only for checking legacy data.
 
-        With --check, each FILE is a list of such lines (yours or sha256sum's); every file it
-        names is hashed and reported `NAME: OK` or `NAME: FAILED`. The exit status is 1 if any
+        With --check, each FILE is a list of such lines (yours or sha256sum's); every file it \
+        names is hashed and reported `NAME: OK` or `NAME: FAILED`. The exit status is 1 if any \
         digest differs, any file cannot be read, or a list has no properly formatted line.
 
         Examples:

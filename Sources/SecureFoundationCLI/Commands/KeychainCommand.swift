@@ -8,17 +8,17 @@ struct KeychainCommand: ParsableCommand {
         commandName: "keychain",
         abstract: "Add, find, delete and list keychain items (the verbs of macOS `security`).",
         discussion: """
-        The keychain is the SQLite database HOME/keychain.sqlite, where HOME is --home,
-        else $SECUREFOUNDATION_HOME, else $XDG_DATA_HOME/securefoundation, else
-        ~/.local/share/securefoundation. Service and account names and passwords are stored
+        The keychain is the SQLite database HOME/keychain.sqlite, where HOME is --home, \
+        else $SECUREFOUNDATION_HOME, else $XDG_DATA_HOME/securefoundation, else \
+        ~/.local/share/securefoundation. Service and account names and passwords are stored \
         encrypted (docs/KEYCHAIN.md).
 
-        Items of the whenUnlocked and afterFirstUnlock classes need the vault unlocked: give its
+        Items of the whenUnlocked and afterFirstUnlock classes need the vault unlocked: give its \
         passcode with --passcode-file. Items of the always class need only the device key.
 
-        Exit status (docs/CLI.md): 0 success, 44 item not found (as `security`), 45 duplicate
-        item, 36 class key unavailable (vault locked), 3 wrong passcode, 4 too many attempts
-        (wait), 5 no vault, 2 damaged keychain, 74 a file cannot be read or written, 64 usage,
+        Exit status (docs/CLI.md): 0 success, 44 item not found (as `security`), 45 duplicate \
+        item, 36 class key unavailable (vault locked), 3 wrong passcode, 4 too many attempts \
+        (wait), 5 no vault, 2 damaged keychain, 74 a file cannot be read or written, 64 usage, \
         1 any other error.
 
         Example:
@@ -90,6 +90,54 @@ extension KeychainCommand {
         return out + "\""
     }
 
+    /// One item's attributes for `--json` (docs/CLI.md, "JSON output"): never its password.
+    struct ItemJSON: Encodable {
+        var itemClass: String
+        var accessibility: String
+        var available: Bool
+        var unavailableReason: String?
+        var service: String?
+        var account: String?
+        var server: String?
+        var networkProtocol: String?
+        var port: Int?
+        var path: String?
+        var label: String?
+        var comment: String?
+        var created: Date?
+        var modified: Date?
+
+        enum CodingKeys: String, CodingKey {
+            case itemClass = "class", accessibility, available, unavailableReason, service, account, server
+            case networkProtocol = "protocol", port, path, label, comment, created, modified
+        }
+
+        init(_ summary: ItemSummary) {
+            itemClass = summary.itemClass == .genericPassword ? "genp" : "inet"
+            accessibility = summary.accessibility.name
+            guard let attributes = summary.attributes else {
+                available = false
+                unavailableReason = summary.unavailable.map { CLI.describe($0) } ?? "class key unavailable"
+                return
+            }
+            available = true
+            let key = attributes.key
+            account = key.account
+            if key.itemClass == .genericPassword {
+                service = key.service
+            } else {
+                server = key.server ?? ""
+                networkProtocol = key.networkProtocol
+                port = key.port
+                path = key.path
+            }
+            label = attributes.label
+            comment = attributes.comment
+            created = attributes.creationDate
+            modified = attributes.modificationDate
+        }
+    }
+
     /// The attribute listing of one item, in the style of `security`.
     static func describe(_ summary: ItemSummary, path: String) -> String {
         var lines = ["keychain: \(quoted(path))"]
@@ -123,9 +171,9 @@ struct AddGenericPassword: ParsableCommand {
         commandName: "add-generic-password",
         abstract: "Add a generic password item.",
         discussion: """
-        Without -U an existing item with the same service and account is an error (exit 45);
-        with -U the item is added or replaced in one write, so concurrent -U never fails.
-        The password comes from -w, from standard input with `-w -`, or else from the terminal
+        Without -U an existing item with the same service and account is an error (exit 45); \
+        with -U the item is added or replaced in one write, so concurrent -U never fails. \
+        The password comes from -w, from standard input with `-w -`, or else from the terminal \
         (also when -w is the last argument, as in macOS `security`).
 
         Examples:
@@ -134,22 +182,22 @@ struct AddGenericPassword: ParsableCommand {
         """
     )
 
-    @Option(name: .customShort("s"), help: "The service name.")
+    @Option(name: .customShort("s"), help: ArgumentHelp("The service name.", valueName: "service"))
     var service: String
 
-    @Option(name: .customShort("a"), help: "The account name.")
+    @Option(name: .customShort("a"), help: ArgumentHelp("The account name.", valueName: "account"))
     var account: String
 
-    @Option(name: .customShort("w"), help: "The password; `-` reads it from standard input (one trailing newline dropped); -w as the last argument prompts for it, as in macOS `security`. Avoid giving real passwords on the command line, where other users can see them.")
+    @Option(name: .customShort("w"), help: ArgumentHelp("The password; `-` reads it from standard input (one trailing newline dropped); -w as the last argument prompts for it, as in macOS `security`. Avoid giving real passwords on the command line, where other users can see them.", valueName: "password"))
     var password: String?
 
     @Flag(name: .customShort("U"), help: "Update the item if it exists.")
     var update = false
 
-    @Option(name: .customShort("l"), help: "A label.")
+    @Option(name: .customShort("l"), help: ArgumentHelp("A label.", valueName: "label"))
     var label: String?
 
-    @Option(name: .customShort("j"), help: "A comment.")
+    @Option(name: .customShort("j"), help: ArgumentHelp("A comment.", valueName: "comment"))
     var comment: String?
 
     @Option(name: .customLong("accessibility"), help: "whenUnlocked (default), afterFirstUnlock or always, optionally followed by ThisDeviceOnly.")
@@ -194,14 +242,17 @@ struct FindGenericPassword: ParsableCommand {
         """
     )
 
-    @Option(name: .customShort("s"), help: "The service name.")
+    @Option(name: .customShort("s"), help: ArgumentHelp("The service name.", valueName: "service"))
     var service: String?
 
-    @Option(name: .customShort("a"), help: "The account name.")
+    @Option(name: .customShort("a"), help: ArgumentHelp("The account name.", valueName: "account"))
     var account: String?
 
-    @Flag(name: .customShort("w"), help: "Print only the password (followed by a newline).")
+    @Flag(name: .customShort("w"), help: "Print only the password (followed by a newline); with --json, the attributes and the password.")
     var passwordOnly = false
+
+    @Flag(name: .customLong("json"), help: "Print the item as JSON (docs/CLI.md, \"JSON output\"): its attributes, the password only with -w.")
+    var json = false
 
     @Option(name: .customLong("minimum-accessibility"), help: ArgumentHelp(
         "Refuse (exit 1) an item stored under a weaker class than this one (whenUnlocked > afterFirstUnlock > always; ThisDeviceOnly also requires a device-bound item).",
@@ -215,11 +266,23 @@ struct FindGenericPassword: ParsableCommand {
             let minimum = try minimumAccessibility.map { try KeychainCommand.accessibility($0) }
             let keychain = try store.open()
             let query = KeychainQuery(service: service, account: account, minimumAccessibility: minimum, limit: .one,
-                                      returning: passwordOnly ? .data : .attributes)
+                                      returning: json && passwordOnly ? [.attributes, .data] : passwordOnly ? .data : .attributes)
             guard let match = try keychain.copyMatching(query).first else {
                 throw KeychainError.itemNotFound(query.itemClass.description)
             }
-            if passwordOnly {
+            if json {
+                guard let attributes = match.attributes else { throw KeychainError.itemNotFound("item attributes") }
+                let summary = ItemSummary(attributes: attributes, itemClass: attributes.key.itemClass,
+                                          accessibility: attributes.accessibility, unavailable: nil)
+                let object = FoundItemJSON(keychain: keychain.path, item: KeychainCommand.ItemJSON(summary))
+                if passwordOnly {
+                    guard let data = match.data else { throw KeychainError.itemNotFound("password data") }
+                    defer { data.wipe() }
+                    try JSONOutput.write(object, adding: "password", secret: data)
+                } else {
+                    try JSONOutput.write(object)
+                }
+            } else if passwordOnly {
                 guard let data = match.data else { throw KeychainError.itemNotFound("password data") }
                 defer { data.wipe() }
                 try data.withUnsafeBytes { try CLI.writeStdout($0) }
@@ -233,12 +296,21 @@ struct FindGenericPassword: ParsableCommand {
     }
 }
 
+/// `find-generic-password --json`; with `-w` a `"password"` member follows `"keychain"`.
+struct FoundItemJSON: Encodable {
+    var version = JSONOutput.schemaVersion
+    var keychain: String
+    var item: KeychainCommand.ItemJSON
+
+    enum CodingKeys: String, CodingKey { case item, keychain, version }
+}
+
 struct DeleteGenericPassword: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete-generic-password",
         abstract: "Delete a generic password item.",
         discussion: """
-        Deletes the item with this service and account (exit 44 when there is none). No class key
+        Deletes the item with this service and account (exit 44 when there is none). No class key \
         is needed to delete.
 
         Example:
@@ -246,10 +318,10 @@ struct DeleteGenericPassword: ParsableCommand {
         """
     )
 
-    @Option(name: .customShort("s"), help: "The service name.")
+    @Option(name: .customShort("s"), help: ArgumentHelp("The service name.", valueName: "service"))
     var service: String
 
-    @Option(name: .customShort("a"), help: "The account name.")
+    @Option(name: .customShort("a"), help: ArgumentHelp("The account name.", valueName: "account"))
     var account: String
 
     @OptionGroup var store: KeychainStoreOptions
@@ -269,11 +341,11 @@ struct DumpKeychain: ParsableCommand {
         commandName: "dump-keychain",
         abstract: "List every item's attributes, without secrets.",
         discussion: """
-        Items whose names are sealed under a class key that is unavailable (vault locked) are
+        Items whose names are sealed under a class key that is unavailable (vault locked) are \
         listed with their class and accessibility only; give --passcode-file to see them.
 
-        Damaged items (a row changed in the file: a column of the wrong type, a failed integrity
-        check) do not stop the listing: the other items are listed on stdout, each damaged one
+        Damaged items (a row changed in the file: a column of the wrong type, a failed integrity \
+        check) do not stop the listing: the other items are listed on stdout, each damaged one \
         is named on stderr by its item id with what is wrong, and the exit status is 2.
 
         Example:
@@ -281,12 +353,42 @@ struct DumpKeychain: ParsableCommand {
         """
     )
 
+    @Flag(name: .customLong("json"), help: "Print the listing as JSON (docs/CLI.md, \"JSON output\"), damaged items included.")
+    var json = false
+
     @OptionGroup var store: KeychainStoreOptions
+
+    /// `dump-keychain --json`.
+    struct ListingJSON: Encodable {
+        struct Damaged: Encodable {
+            var itemID: String
+            var itemClass: String?
+            var accessibility: String?
+            var error: String
+
+            enum CodingKeys: String, CodingKey { case itemID, itemClass = "class", accessibility, error }
+        }
+
+        var version = JSONOutput.schemaVersion
+        var keychain: String
+        var items: [KeychainCommand.ItemJSON]
+        var damaged: [Damaged]
+    }
 
     func run() throws {
         try CLI.run {
             let keychain = try store.open()
             let listing = try keychain.listing()
+            if json {
+                try JSONOutput.write(ListingJSON(
+                    keychain: keychain.path, items: listing.items.map(KeychainCommand.ItemJSON.init),
+                    damaged: listing.damaged.map {
+                        .init(itemID: $0.itemID, itemClass: $0.itemClass.map { $0 == .genericPassword ? "genp" : "inet" },
+                              accessibility: $0.accessibility?.name, error: CLI.describe($0.error))
+                    }))
+                if !listing.damaged.isEmpty { throw KeychainError.damagedItems(listing.damaged) }
+                return
+            }
             let text = listing.items.map { KeychainCommand.describe($0, path: keychain.path) + "\n" }.joined()
             try CLI.writeStdout(Array(text.utf8))
             guard !listing.damaged.isEmpty else { return }

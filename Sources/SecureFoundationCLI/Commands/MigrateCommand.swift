@@ -52,7 +52,9 @@ struct MigrateIMASKeychainCommand: ParsableCommand {
         try CLI.run {
             let accessibility = try items.accessibility(default: .always)
             let keychain = try items.open()
-            let report = try keychain.importLegacyKeychain(at: file, accessibility: accessibility, overwrite: overwrite)
+            let report = try ProgressLine.run("migrate imas-keychain") { _ in
+                try keychain.importLegacyKeychain(at: file, accessibility: accessibility, overwrite: overwrite)
+            }
             var lines = report.failed.map { "failed: \($0)" }
             lines.append("imported \(report.imported), skipped \(report.skipped), failed \(report.failed.count)")
             try CLI.writeStdout(Array((lines.joined(separator: "\n") + "\n").utf8))
@@ -146,7 +148,7 @@ struct MigrateIMASDataCommand: ParsableCommand {
             plan.protection = FileProtectionClass(name: protection) ?? .complete
             plan.overwrite = overwrite
             plan.shredOriginals = shred
-            let report = try IMASMigration.run(plan, manager: manager)
+            let report = try ProgressLine.run("migrate imas-data") { _ in try IMASMigration.run(plan, manager: manager) }
             manager.lock()
             var lines = [report.createdVault ? "created vault in \(manager.directory)" : "unlocked the existing vault in \(manager.directory)"]
             lines += report.imported.map { "imported: \($0)" }

@@ -101,7 +101,9 @@ struct ProtectWriteCommand: ParsableCommand {
             }
             defer { if fd != 0 { close(fd) } }
             let destination = output.map { $0 == "-" ? "/dev/stdout" : $0 } ?? "/dev/stdout"
-            try files.write(from: fd, to: destination, protection: cls)
+            try ProgressLine.run("protect write", total: AgeCLI.regularFileSize(fd)) { report in
+                try files.write(from: fd, to: destination, protection: cls, progress: report)
+            }
         }
     }
 }
@@ -127,10 +129,13 @@ struct ProtectReadCommand: ParsableCommand {
     func run() throws {
         try CLI.run {
             let files = try vault.files()
-            if let output, output != "-" {
-                try files.read(at: file, toFile: output)
-            } else {
-                try files.read(at: file, to: 1)
+            let size = (try? FileCalls.linkStatus(file)).flatMap { $0.isRegularFile ? $0.size : nil }
+            try ProgressLine.run("protect read", total: size) { report in
+                if let output, output != "-" {
+                    try files.read(at: file, toFile: output, progress: report)
+                } else {
+                    try files.read(at: file, to: 1, progress: report)
+                }
             }
         }
     }
@@ -155,35 +160,68 @@ struct ProtectStatusCommand: ParsableCommand {
 
     @OptionGroup var vault: ProtectVaultOptions
 
+    @Flag(name: .customLong("json"), help: "Print the files' status as JSON (docs/CLI.md, \"JSON output\").")
+    var json = false
+
+    /// One file of the report.
+    struct FileJSON: Encodable {
+        var path: String
+        /// readable, locked, otherDevice, unreadable, notProtected or error.
+        var state: String
+        var protectionClass: String?
+        var reason: String?
+
+        enum CodingKeys: String, CodingKey { case path, state, protectionClass = "class", reason }
+
+        var line: String {
+            switch state {
+            case "readable": return "\(path): \(protectionClass ?? ""), readable"
+            case "locked": return "\(path): \(protectionClass ?? ""), locked (\(reason ?? ""))"
+            case "otherDevice": return "\(path): \(protectionClass ?? ""), bound to another device"
+            case "unreadable": return "\(path): \(protectionClass ?? ""), unreadable (\(reason ?? ""))"
+            case "notProtected": return "\(path): not a protected file"
+            default: return "\(path): error: \(reason ?? "")"
+            }
+        }
+    }
+
+    struct ReportJSON: Encodable {
+        var version = JSONOutput.schemaVersion
+        var files: [FileJSON]
+    }
+
     func run() throws {
         var failed = false
         try CLI.run {
             let files = try vault.files()
             var readable: [FileProtectionClass: ProtectedFileError?] = [:]
+            var report: [FileJSON] = []
             for path in paths {
                 for file in try Self.regularFiles(path) {
-                    let line: String
+                    var entry = FileJSON(path: file, state: "error")
                     do {
                         let cls = try files.protection(ofItemAt: file)
+                        entry.protectionClass = cls.name
                         if readable[cls] == nil { readable[cls] = .some(files.readError(for: cls)) }
                         if case let .some(.some(error)) = readable[cls] {
                             switch error {
-                            case let .locked(_, reason): line = "\(file): \(cls.name), locked (\(reason))"
-                            case .wrongDevice: line = "\(file): \(cls.name), bound to another device"
-                            default: line = "\(file): \(cls.name), unreadable (\(error))"
+                            case let .locked(_, reason): entry.state = "locked"; entry.reason = "\(reason)"
+                            case .wrongDevice: entry.state = "otherDevice"
+                            default: entry.state = "unreadable"; entry.reason = "\(error)"
                             }
                         } else {
-                            line = "\(file): \(cls.name), readable"
+                            entry.state = "readable"
                         }
                     } catch ProtectedFileError.notProtectedFile {
-                        line = "\(file): not a protected file"
+                        entry.state = "notProtected"
                     } catch {
-                        line = "\(file): error: \(error)"
+                        entry.reason = "\(error)"
                         failed = true
                     }
-                    try VaultCLI.say(line)
+                    if json { report.append(entry) } else { try VaultCLI.say(entry.line) }
                 }
             }
+            if json { try JSONOutput.write(ReportJSON(files: report)) }
         }
         if failed { throw ExitCode(1) }
     }
@@ -238,7 +276,9 @@ struct ProtectUpgradeCommand: ParsableCommand {
             let old = try ProtectCLI.parseClass(from)
             let new = try ProtectCLI.parseClass(to)
             let files = try vault.files()
-            let report = try files.upgradeItems(inDirectory: directory, from: old, to: new)
+            let report = try ProgressLine.run("protect upgrade \(directory)") { _ in
+                try files.upgradeItems(inDirectory: directory, from: old, to: new)
+            }
             try VaultCLI.say("changed \(report.changed.count), skipped \(report.skipped), failed \(report.failures.count)")
             for failure in report.failures { CLI.warn("securefoundation: \(failure.path): \(failure.error)") }
             failed = !report.failures.isEmpty
@@ -334,7 +374,9 @@ struct ProtectRotateKeysCommand: ParsableCommand {
         var failed = false
         try CLI.run {
             let files = try vault.files()
-            let report = try files.rotateKeyPairs(rewrapping: directories, resume: resume)
+            let report = try ProgressLine.run("protect rotate-keys") { _ in
+                try files.rotateKeyPairs(rewrapping: directories, resume: resume)
+            }
             let rewrap = report.rewrap
             try VaultCLI.say("key pairs rotated: \(report.rotated)")
             try VaultCLI.say("re-wrapped \(rewrap.rewrapped.count), current \(rewrap.current), skipped \(rewrap.skipped), damaged \(rewrap.damaged.count), failed \(rewrap.failed.count)")

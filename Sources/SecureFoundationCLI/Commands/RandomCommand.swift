@@ -15,7 +15,7 @@ struct RandomCommand: ParsableCommand {
         """
     )
 
-    @Option(name: .short, help: "How many bytes (default 32).")
+    @Option(name: .short, help: ArgumentHelp("How many bytes (default 32).", valueName: "bytes"))
     var n: Int = 32
 
     @Flag(help: "Print lower-case hex.")

@@ -66,8 +66,8 @@ struct SealCommand: ParsableCommand {
         commandName: "seal",
         abstract: "Seal data (authenticated encryption) with a passphrase or a key file.",
         discussion: """
-        Reads INPUT (or stdin) and writes the sealed-data envelope (docs/FORMATS.md) to OUTPUT
-        (or stdout). Without --key-file or --passphrase-file the passphrase is read from the
+        Reads INPUT (or stdin) and writes the sealed-data envelope (docs/FORMATS.md) to OUTPUT \
+        (or stdout). Without --key-file or --passphrase-file the passphrase is read from the \
         terminal without echo.
 
         Examples:
@@ -131,8 +131,8 @@ struct OpenCommand: ParsableCommand {
         commandName: "open",
         abstract: "Open data sealed by `seal`.",
         discussion: """
-        Writes the whole plaintext or nothing: a wrong passphrase or key exits with status 3;
-        tampering, truncation or an unknown version with status 2 (docs/CLI.md); a message goes
+        Writes the whole plaintext or nothing: a wrong passphrase or key exits with status 3; \
+        tampering, truncation or an unknown version with status 2 (docs/CLI.md); a message goes \
         to stderr and no output is written.
 
         Example:

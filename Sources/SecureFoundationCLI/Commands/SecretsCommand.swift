@@ -9,8 +9,8 @@ struct SecretsCommand: ParsableCommand {
         commandName: "secrets",
         abstract: "Embedded secrets: seal a program's API tokens into generated Swift code.",
         discussion: """
-        The same generator the SecretsPlugin build-tool plugin runs. Values come from the
-        environment, `.env.<environment>` and `.env` next to the manifest, and
+        The same generator the SecretsPlugin build-tool plugin runs. Values come from the \
+        environment, `.env.<environment>` and `.env` next to the manifest, and \
         $CREDENTIALS_DIRECTORY; messages name secrets, never values. See docs/EMBEDDED-SECRETS.md.
 
         Examples:
@@ -53,7 +53,7 @@ struct SecretsGenerateCommand: ParsableCommand {
         commandName: "generate",
         abstract: "Seal the manifest's secrets into a Swift file (a new key and different bytes every time).",
         discussion: """
-        A missing required value fails with the secret's name and where it was looked for.
+        A missing required value fails with the secret's name and where it was looked for. \
         Do not commit the output; the plugin writes it into the build directory instead.
 
         Example:
@@ -83,7 +83,7 @@ struct SecretsCheckCommand: ParsableCommand {
         commandName: "check",
         abstract: "List the manifest's secrets and whether each has a value (never the value).",
         discussion: """
-        One line per secret: NAME TYPE required|optional set|MISSING and where the value was
+        One line per secret: NAME TYPE required|optional set|MISSING and where the value was \
         found. Exits 1 when a required secret has no value.
         """
     )
@@ -119,9 +119,9 @@ struct SecretsLevelsCommand: ParsableCommand {
         commandName: "levels",
         abstract: "Show what a `strings` scan finds for each level: plaintext, XOR-obfuscated, sealed.",
         discussion: """
-        Builds the bytes each level puts into a program for one demonstration token, scans them
-        as `strings` does (runs of 6 or more printable characters) and searches for the token,
-        its hex and its base64. With --binary, scans a built program for the value of
+        Builds the bytes each level puts into a program for one demonstration token, scans them \
+        as `strings` does (runs of 6 or more printable characters) and searches for the token, \
+        its hex and its base64. With --binary, scans a built program for the value of \
         --variable instead.
 
         Example:
@@ -215,10 +215,10 @@ struct SecretsDeviceShareCommand: ParsableCommand {
         commandName: "device-share",
         abstract: "Print (base64) the vault device sub-key a program uses as its run-time share.",
         discussion: """
-        For manifests with "runtimeShare": {"source": "provided", "name": NAME}: give the output
-        to the build as NAME, and in the program call
-        Secrets.provideRuntimeShare(try vault.deviceSubkey(purpose: PURPOSE)). The secrets then
-        open only on a machine holding that device key. The output is key material: pass it to
+        For manifests with "runtimeShare": {"source": "provided", "name": NAME}: give the output \
+        to the build as NAME, and in the program call \
+        Secrets.provideRuntimeShare(try vault.deviceSubkey(purpose: PURPOSE)). The secrets then \
+        open only on a machine holding that device key. The output is key material: pass it to \
         the build through a file or a pipe, never a shell history.
 
         Example:

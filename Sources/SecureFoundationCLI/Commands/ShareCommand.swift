@@ -41,8 +41,8 @@ struct ShareCommand: AsyncParsableCommand {
 enum ShareCLI {
     static let exitStatus = """
     Exit status: 0 success, 36 vault locked (give --passcode-file), 44 not found or not a member, \
-    64 usage, 65 the peer was refused (not of this group, revoked, another device), 66 the \
-    receiver did not store the file (digest mismatch, refused name or size), 67 invalid or \
+    64 usage, 50 the peer was refused (not of this group, revoked, another device), 51 the \
+    receiver did not store the file (digest mismatch, refused name or size), 52 invalid or \
     expired enrolment, 7 no connection, 74 a file cannot be read or written, 1 any other \
     error (docs/CLI.md).
     """
@@ -152,7 +152,7 @@ struct ShareInviteCommand: AsyncParsableCommand {
         it to the new machine privately (whoever has it can enrol one device until it expires). \
         With --listen HOST:PORT, this machine then waits for the new device to join over the \
         network (`share join INVITATION --name NAME --connect HOST:PORT`): it prints `listening \
-        on HOST:PORT`, then `enrolled DEVICE` and exits 0; exit 67 if the invitation expires \
+        on HOST:PORT`, then `enrolled DEVICE` and exits 0; exit 52 if the invitation expires \
         first or 10 requests were refused.
         """
     )
@@ -455,16 +455,34 @@ struct ShareListCommand: ParsableCommand {
     @Flag(name: .customLong("devices"), help: "List the devices enrolled here and the revoked ones instead.")
     var devices = false
 
+    @Flag(name: .customLong("json"), help: "Print the list as JSON (docs/CLI.md, \"JSON output\").")
+    var json = false
+
     @OptionGroup var options: ShareOptions
+
+    struct FilesJSON: Encodable {
+        struct File: Encodable { var name: String; var size: Int }
+        var version = JSONOutput.schemaVersion
+        var inbox: String
+        var files: [File]
+    }
+
+    struct DevicesJSON: Encodable {
+        struct Device: Encodable { var name: String; var pin: String; var revoked: Bool }
+        var version = JSONOutput.schemaVersion
+        var devices: [Device]
+    }
 
     func run() throws {
         do {
             let (manager, group) = try options.open()
             if devices {
                 let revoked = try group.revokedPins()
-                for member in try group.members() {
-                    print("\(member.device)\t\(member.pin)\t\(revoked.contains(member.pin) ? "revoked" : "member")")
+                let list = try group.members().map {
+                    DevicesJSON.Device(name: $0.device, pin: "\($0.pin)", revoked: revoked.contains($0.pin))
                 }
+                if json { try JSONOutput.write(DevicesJSON(devices: list)); return }
+                for device in list { print("\(device.name)\t\(device.pin)\t\(device.revoked ? "revoked" : "member")") }
                 return
             }
             let directory = options.inbox(inbox)
@@ -473,10 +491,13 @@ struct ShareListCommand: ParsableCommand {
             }
             let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
                 .filter { !$0.hasPrefix(".") }.sorted()
+            var files: [FilesJSON.File] = []
             for name in names {
                 guard let info = try? FileCalls.linkStatus(directory + "/" + name), info.isRegularFile else { continue }
-                print("\(name)\t\(info.size)")
+                files.append(.init(name: name, size: Int(info.size)))
             }
+            if json { try JSONOutput.write(FilesJSON(inbox: directory, files: files)); return }
+            for file in files { print("\(file.name)\t\(file.size)") }
         } catch {
             throw ShareCLI.fail(error)
         }

@@ -28,7 +28,7 @@ struct ShredCommand: ParsableCommand {
         """
     )
 
-    @Option(name: [.short, .customLong("iterations")], help: "Random passes (default 1).")
+    @Option(name: [.short, .customLong("iterations")], help: ArgumentHelp("Random passes (default 1).", valueName: "passes"))
     var n: Int = 1
 
     @Flag(name: [.short, .customLong("zero")], help: "Add a final pass of zeros.")
@@ -64,7 +64,9 @@ struct ShredCommand: ParsableCommand {
         var failed = false
         for file in files {
             do {
-                _ = try FileShredder.shred(file, options: options, onReport: { emit($0) })
+                _ = try ProgressLine.run("shred \(file)") { _ in
+                    try FileShredder.shred(file, options: options, onReport: { emit($0) })
+                }
             } catch ShredError.incomplete(let failures, _) {
                 for failure in failures { CLI.warn("shred: \(failure)") }
                 failed = true

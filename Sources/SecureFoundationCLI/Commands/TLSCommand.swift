@@ -11,8 +11,8 @@ struct TLSCommand: AsyncParsableCommand {
         commandName: "tls",
         abstract: "TLS with the application's own anchors, certificate pinning and mutual TLS; keys, certificates and a certificate authority in the keychain.",
         discussion: """
-        A policy file (JSON, see docs/TLS.md) lists, per host pattern, the anchors (system store,
-        certificate files, keychain labels), the pins (sha256/ over the DER SubjectPublicKeyInfo),
+        A policy file (JSON, see docs/TLS.md) lists, per host pattern, the anchors (system store, \
+        certificate files, keychain labels), the pins (sha256/ over the DER SubjectPublicKeyInfo), \
         their expiry and the mode (enforce or report).
 
         """ + TLSIdentityCLI.exitStatus,
@@ -96,6 +96,16 @@ struct TLSPinCommand: AsyncParsableCommand {
     @Option(help: "Seconds to wait for the server.")
     var timeout: Int = 10
 
+    @Flag(name: .customLong("json"), help: "Print the pins as JSON (docs/CLI.md, \"JSON output\").")
+    var json = false
+
+    struct PinsJSON: Encodable {
+        struct Entry: Encodable { var index: Int; var pin: String?; var subject: String }
+        var version = JSONOutput.schemaVersion
+        var source: String
+        var certificates: [Entry]
+    }
+
     func run() async throws {
         do {
             let chain: [Certificate]
@@ -107,7 +117,13 @@ struct TLSPinCommand: AsyncParsableCommand {
             } else {
                 throw ValidationError("\(source) is neither a file nor HOST:PORT")
             }
-            print(TLSCLI.pinLines(chain))
+            if json {
+                try JSONOutput.write(PinsJSON(source: source, certificates: chain.enumerated().map { index, certificate in
+                    .init(index: index, pin: (try? SPKIPin(certificate: certificate))?.description, subject: "\(certificate.subject)")
+                }))
+            } else {
+                print(TLSCLI.pinLines(chain))
+            }
         } catch {
             throw TLSCLI.fail(error)
         }
@@ -119,8 +135,8 @@ struct TLSLintCommand: AsyncParsableCommand {
         commandName: "lint",
         abstract: "Check a TLS policy file before it breaks production.",
         discussion: """
-        Errors: malformed JSON, unknown version or keys, fewer than two pins while enforcing, bad
-        pins, expired pin sets, and with --live, pins absent from the chain a host presents.
+        Errors: malformed JSON, unknown version or keys, fewer than two pins while enforcing, bad \
+        pins, expired pin sets, and with --live, pins absent from the chain a host presents. \
         Warnings: pins expiring within 30 days, no backup pin (every pin is in the live chain).
 
         Exit status: 0 no errors (warnings may be printed), 1 errors, 64 usage.
@@ -201,8 +217,8 @@ struct TLSServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Run an HTTPS test server, optionally requiring client certificates (mutual TLS).",
         discussion: """
-        Answers every request with 200 and a short text naming the client's certificate. Prints
-        `listening on https://HOST:PORT/` once ready. Runs until interrupted, or until
+        Answers every request with 200 and a short text naming the client's certificate. Prints \
+        `listening on https://HOST:PORT/` once ready. Runs until interrupted, or until \
         --max-connections connections were served.
 
         Exit status: 0 stopped after --max-connections, 1 cannot listen, 64 usage.
@@ -365,11 +381,11 @@ struct TLSFetchCommand: AsyncParsableCommand {
         commandName: "fetch",
         abstract: "GET or POST an https:// URL under a TLS policy, and print the response body.",
         discussion: """
-        Without --policy or --ca, the system's root store is trusted. With --ca, only the
-        certificates in that file are. A refusal prints the host, the reason, and the pin of every
+        Without --policy or --ca, the system's root store is trusted. With --ca, only the \
+        certificates in that file are. A refusal prints the host, the reason, and the pin of every \
         certificate the server presented.
 
-        Exit status: 0 success, 22 HTTP status 400 or more, 60 server refused by the policy,
+        Exit status: 0 success, 22 HTTP status 400 or more, 60 server refused by the policy, \
         7 no connection, 28 timeout, 64 usage, 1 any other error.
 
         Examples:

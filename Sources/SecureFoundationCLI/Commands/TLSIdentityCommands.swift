@@ -158,7 +158,7 @@ struct TLSIssueCommand: ParsableCommand {
     @Option(name: .customLong("public-key"), help: "Certify this public key (PEM, SubjectPublicKeyInfo).")
     var publicKey: String?
 
-    @Option(name: .customShort("o"), help: "With --csr or --public-key: write the certificate PEM here instead of standard output.")
+    @Option(name: [.customShort("o"), .customLong("output")], help: "With --csr or --public-key: write the certificate PEM here instead of standard output.")
     var output: String?
 
     @Flag(name: .customLong("replace"), help: "Replace an item stored under the label already.")
@@ -355,7 +355,7 @@ struct TLSExportCommand: ParsableCommand {
     @Argument(help: "The label.")
     var label: String
 
-    @Option(name: .customShort("o"), help: "Write here instead of standard output.")
+    @Option(name: [.customShort("o"), .customLong("output")], help: "Write here instead of standard output.")
     var output: String?
 
     @OptionGroup var store: KeychainStoreOptions

@@ -8,13 +8,13 @@ struct TourCommand: ParsableCommand {
         commandName: "tour",
         abstract: "Run every part of SecureFoundation end to end and say what each step proves.",
         discussion: """
-        Sets up a vault (passcode and three security questions, any two of which unlock it),
-        stores plain and secure keychain items, locks and unlocks, seals a Codable value,
-        encrypts a file in the age format (and lets the real `age` open it when it is on the
-        PATH), shreds the plaintext, rotates the application key, writes a protected file while
+        Sets up a vault (passcode and three security questions, any two of which unlock it), \
+        stores plain and secure keychain items, locks and unlocks, seals a Codable value, \
+        encrypts a file in the age format (and lets the real `age` open it when it is on the \
+        PATH), shreds the plaintext, rotates the application key, writes a protected file while \
         locked and upgrades it after an unlock, and finally crypto-erases everything. It uses the interactive KDF policy and finishes in a few seconds.
 
-        Without --home it works in a new temporary directory that it removes at the end. The
+        Without --home it works in a new temporary directory that it removes at the end. The \
         exit status is 0 only if every step did what it claims.
 
         Example:

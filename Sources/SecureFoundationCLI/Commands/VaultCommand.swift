@@ -15,30 +15,8 @@ struct HomeOptions: ParsableArguments {
         valueName: "file"))
     var deviceKey: String?
 
-    @Option(name: .customLong("erase-after"), help: ArgumentHelp(
-        "Destroy the vault's keys after this many consecutive failed unlock attempts (default: never). Stored with the vault by init; on later commands the stricter of the stored and the given count applies.", valueName: "n"))
-    var eraseAfter: Int?
-
-    @Option(name: .customLong("kdf"), help: "KDF work for new wrappings: interactive (scrypt 2^16, default), sensitive (scrypt 2^18), fips-interactive, fips-sensitive (PBKDF2).")
-    var kdf: String = "interactive"
-
     @Flag(name: .customLong("legacy-kdf-ceiling"), help: "Accept stored KDF settings up to the earlier, looser ceiling (scrypt up to 16 GiB, PBKDF2 up to 100,000,000 rounds), for a vault created with such custom settings by an earlier version.")
     var legacyKDFCeiling = false
-
-    func validate() throws {
-        if let eraseAfter, eraseAfter < 1 { throw ValidationError("--erase-after must be at least 1") }
-        _ = try policy()
-    }
-
-    func policy() throws -> KDFPolicy {
-        switch kdf {
-        case "interactive": return .interactive
-        case "sensitive": return .sensitive
-        case "fips-interactive": return .fipsInteractive
-        case "fips-sensitive": return .fipsSensitive
-        default: throw ValidationError("--kdf must be interactive, sensitive, fips-interactive or fips-sensitive")
-        }
-    }
 
     /// The data directory these options name, resolved as the crypto manager resolves it.
     var directory: String { VaultPaths.absolute(home ?? VaultPaths.defaultDirectory()) }
@@ -50,15 +28,59 @@ struct HomeOptions: ParsableArguments {
 
     /// The crypto manager for these options. With `useAgent` (and unless
     /// `$SECUREFOUNDATION_AGENT` is `off`), a running unlock agent of this vault supplies the
-    /// whenUnlocked and afterFirstUnlock keys while the manager is locked.
-    /// - Parameter provider: The device-key provider (nil: the home's, ``deviceKeyProvider()``).
-    func manager(useAgent: Bool = true, provider: (any DeviceKeyProvider)? = nil) throws -> CryptoManager {
+    /// whenUnlocked and afterFirstUnlock keys while the manager is locked. `policy` (the
+    /// commands that write wrappings) brings `--kdf` and `--erase-after`, `eraseAfter` the
+    /// count of `vault unlock`; without them new wrappings use the interactive KDF and the
+    /// stored erase-after count applies. `provider`: the device-key provider (nil: the home's,
+    /// ``deviceKeyProvider()``).
+    func manager(useAgent: Bool = true, policy given: VaultPolicyOptions? = nil, eraseAfter: Int? = nil,
+                 provider: (any DeviceKeyProvider)? = nil) throws -> CryptoManager {
         var attempts = AttemptPolicy.iOS
-        if let eraseAfter { attempts = attempts.erasing(after: eraseAfter) }
+        if let eraseAfter = given?.eraseAfter ?? eraseAfter { attempts = attempts.erasing(after: eraseAfter) }
         let agent = useAgent && ProcessInfo.processInfo.environment["SECUREFOUNDATION_AGENT"] != "off" ? AgentClient(home: home, timeout: 10) : nil
         return try CryptoManager(directory: home, deviceKeyProvider: try provider ?? deviceKeyProvider(),
-                                 policy: try policy(), attemptPolicy: attempts, kdfCeiling: legacyKDFCeiling ? .legacy : .standard,
+                                 policy: try given?.policy() ?? .interactive, attemptPolicy: attempts, kdfCeiling: legacyKDFCeiling ? .legacy : .standard,
                                  unlockedKeySource: agent)
+    }
+}
+
+/// The vault's policy options, offered only where they act: `--erase-after` and `--kdf` on the
+/// commands that write new wrappings (`init`, `change-passcode`, `change-questions`,
+/// `rotate-key`), `--erase-after` alone on `unlock` (``EraseAfterOptions``).
+struct VaultPolicyOptions: ParsableArguments {
+    @OptionGroup var erase: EraseAfterOptions
+
+    @Option(name: .customLong("kdf"), help: ArgumentHelp(
+        "KDF work for the new wrappings: interactive (scrypt 2^16, default), sensitive (scrypt 2^18), fips-interactive, fips-sensitive (PBKDF2).",
+        valueName: "work"))
+    var kdf: String = "interactive"
+
+    var eraseAfter: Int? { erase.eraseAfter }
+
+    func validate() throws { _ = try policy() }
+
+    func policy() throws -> KDFPolicy {
+        switch kdf {
+        case "interactive": return .interactive
+        case "sensitive": return .sensitive
+        case "fips-interactive": return .fipsInteractive
+        case "fips-sensitive": return .fipsSensitive
+        default: throw ValidationError("--kdf must be interactive, sensitive, fips-interactive or fips-sensitive")
+        }
+    }
+}
+
+/// `--erase-after N`: stored with the vault by `init` (and by the first change that upgrades a
+/// version-1 vault); given to a command that checks a secret, the stricter of it and the stored
+/// count applies.
+struct EraseAfterOptions: ParsableArguments {
+    @Option(name: .customLong("erase-after"), help: ArgumentHelp(
+        "Destroy the vault's keys after this many consecutive failed unlock attempts (default: never). Stored with the vault by init; on a later command the stricter of the stored and the given count applies.",
+        valueName: "count"))
+    var eraseAfter: Int?
+
+    func validate() throws {
+        if let eraseAfter, eraseAfter < 1 { throw ValidationError("--erase-after must be at least 1") }
     }
 }
 
@@ -198,6 +220,8 @@ enum VaultCLI {
     }
 
     static func say(_ line: String) throws {
+        // A progress line on the same terminal is cleared first (it is drawn again below).
+        if isatty(1) == 1 { ProgressLine.clearForMessage() }
         try CLI.writeStdout(Array((line + "\n").utf8))
     }
 }
@@ -219,6 +243,8 @@ struct VaultInitCommand: ParsableCommand {
     )
 
     @OptionGroup var home: HomeOptions
+
+    @OptionGroup var policy: VaultPolicyOptions
 
     @Option(name: .customLong("passcode-file"), help: "Read the passcode from this file (`-` for stdin; one trailing newline is dropped).")
     var passcodeFile: String?
@@ -250,7 +276,7 @@ struct VaultInitCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            var manager = try home.manager()
+            var manager = try home.manager(policy: policy)
             guard try !manager.isSetUp else { throw VaultError.alreadySetUp }
             var record: DeviceKeyRecord?
             if let deviceKeyProvider {
@@ -262,7 +288,7 @@ struct VaultInitCommand: ParsableCommand {
                 defer { key.wipe() }
                 let installed = try providerOptions.install(key, kind: kind, home: manager.directory, filePath: home.deviceKey)
                 record = installed
-                manager = try home.manager(provider: installed.provider(filePath: home.deviceKey))
+                manager = try home.manager(policy: policy, provider: installed.provider(filePath: home.deviceKey))
             }
             let passcode = noPasscode ? nil : try VaultCLI.passcode(file: passcodeFile, prompt: "New passcode: ", confirm: true)
             defer { passcode?.wipe() }
@@ -290,50 +316,87 @@ struct VaultStatusCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
+    @Flag(name: .customLong("json"), help: "Print the status as JSON (docs/CLI.md, \"JSON output\").")
+    var json = false
+
+    /// What `status` reports, as text or (`--json`) as JSON.
+    struct Report: Encodable {
+        var version = JSONOutput.schemaVersion
+        var directory: String
+        var directoryExists: Bool
+        /// setUp, notSetUp or erased.
+        var state: String
+        var passcode: Bool?
+        var questions: [String]?
+        var answerThreshold: Int?
+        var keyID: String?
+        var eraseAfter: Int?
+        var deviceKey: String
+        var failedAttempts: Int
+        var nextAttemptSeconds: Int
+    }
+
     func run() throws {
         try CLI.run {
-            guard home.directoryExists else {
-                // Read-only: a mistyped --home must not create a directory.
-                let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
-                try VaultCLI.say("""
-                    directory: \(home.directory) (does not exist)
-                    state: not set up
-                    device key: \(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")
-                    """)
-                return
-            }
-            let manager = try home.manager()
-            var lines = ["directory: \(manager.directory)"]
-            if try manager.isSetUp {
-                lines.append("state: set up")
-                lines.append("passcode: \(try manager.hasPasscode ? "yes" : "no")")
-                let questions = try manager.questions
+            let report = try Self.report(home)
+            if json { try JSONOutput.write(report); return }
+            var lines = ["directory: \(report.directory)\(report.directoryExists ? "" : " (does not exist)")"]
+            lines.append("state: \(["setUp": "set up", "notSetUp": "not set up"][report.state] ?? report.state)")
+            if report.state == "setUp" {
+                lines.append("passcode: \(report.passcode == true ? "yes" : "no")")
+                let questions = report.questions ?? []
                 if questions.isEmpty {
                     lines.append("security questions: none")
                 } else {
-                    lines.append("security questions: \(questions.count), any \(try manager.answerThreshold ?? questions.count) unlock")
+                    lines.append("security questions: \(questions.count), any \(report.answerThreshold ?? questions.count) unlock")
                     for (index, question) in questions.enumerated() { lines.append("  \(index + 1). \(question)") }
                 }
-                lines.append("key id: \(VaultCLI.keyID(manager))")
-                let eraseAfter = try manager.storedEraseAfter
-                lines.append("erase after: \(eraseAfter.map { "\($0) failed attempts in a row" } ?? "never (unless --erase-after is given)")")
-            } else {
-                lines.append("state: \(manager.isErased ? "erased" : "not set up")")
+                lines.append("key id: \(report.keyID ?? "")")
+                lines.append("erase after: \(report.eraseAfter.map { "\($0) failed attempts in a row" } ?? "never (unless --erase-after is given)")")
             }
-            if let legacy = try? DeviceKeyRecord.loadLegacy(directory: manager.directory),
-               (try? DeviceKeyRecord.load(directory: manager.directory, filePath: home.deviceKey)) == nil {
-                lines.append("device key: not used: \(manager.directory)/\(DeviceKeyRecord.fileName) names \(legacy.summary) but lies in the data directory; if it is yours, move it with `vault migrate-device-key --adopt`")
-            } else if let record = try DeviceKeyRecord.load(directory: manager.directory, filePath: home.deviceKey) {
-                lines.append("device key: \(record.summary)")
-            } else {
-                let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
-                lines.append("device key: \(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")")
+            lines.append("device key: \(report.deviceKey)")
+            if report.directoryExists {
+                lines.append("failed attempts: \(report.failedAttempts)")
+                if report.nextAttemptSeconds > 0 { lines.append("next attempt in: \(report.nextAttemptSeconds) s") }
             }
-            lines.append("failed attempts: \(try manager.failedAttempts)")
-            let delay = try manager.nextAttemptDelay
-            if delay > .zero { lines.append("next attempt in: \(Int(delay.components.seconds)) s") }
             try VaultCLI.say(lines.joined(separator: "\n"))
         }
+    }
+
+    static func report(_ home: HomeOptions) throws -> Report {
+        guard home.directoryExists else {
+            // Read-only: a mistyped --home must not create a directory.
+            let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
+            return Report(directory: home.directory, directoryExists: false, state: "notSetUp",
+                          deviceKey: "\(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")",
+                          failedAttempts: 0, nextAttemptSeconds: 0)
+        }
+        let manager = try home.manager()
+        var report = Report(directory: manager.directory, directoryExists: true, state: "notSetUp", deviceKey: "",
+                            failedAttempts: try manager.failedAttempts, nextAttemptSeconds: 0)
+        if try manager.isSetUp {
+            report.state = "setUp"
+            report.passcode = try manager.hasPasscode
+            let questions = try manager.questions
+            report.questions = questions
+            if !questions.isEmpty { report.answerThreshold = try manager.answerThreshold ?? questions.count }
+            report.keyID = VaultCLI.keyID(manager)
+            report.eraseAfter = try manager.storedEraseAfter
+        } else if manager.isErased {
+            report.state = "erased"
+        }
+        if let legacy = try? DeviceKeyRecord.loadLegacy(directory: manager.directory),
+           (try? DeviceKeyRecord.load(directory: manager.directory, filePath: home.deviceKey)) == nil {
+            report.deviceKey = "not used: \(manager.directory)/\(DeviceKeyRecord.fileName) names \(legacy.summary) but lies in the data directory; if it is yours, move it with `vault migrate-device-key --adopt`"
+        } else if let record = try DeviceKeyRecord.load(directory: manager.directory, filePath: home.deviceKey) {
+            report.deviceKey = record.summary
+        } else {
+            let devicePath = FileDeviceKeyProvider(path: home.deviceKey).path
+            report.deviceKey = "\(devicePath)\(access(devicePath, F_OK) == 0 ? "" : " (not created yet)")"
+        }
+        let delay = try manager.nextAttemptDelay
+        if delay > .zero { report.nextAttemptSeconds = Int(delay.components.seconds) }
+        return report
     }
 }
 
@@ -356,6 +419,8 @@ struct VaultUnlockCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
+    @OptionGroup var erase: EraseAfterOptions
+
     @Option(name: .customLong("passcode-file"), help: "Read the passcode from this file (`-` for stdin).")
     var passcodeFile: String?
 
@@ -368,7 +433,7 @@ struct VaultUnlockCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            let manager = try home.manager()
+            let manager = try home.manager(eraseAfter: erase.eraseAfter)
             // The passcode itself is checked: a running agent does not stand in for it.
             try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
             manager.lock()
@@ -393,6 +458,8 @@ struct VaultChangePasscodeCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
+    @OptionGroup var policy: VaultPolicyOptions
+
     @Option(name: .customLong("passcode-file"), help: "The current passcode (`-` for stdin).")
     var passcodeFile: String?
 
@@ -408,7 +475,7 @@ struct VaultChangePasscodeCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            let manager = try home.manager()
+            let manager = try home.manager(policy: policy)
             try VaultCLI.requireSetUp(manager)
             if let answersFile {
                 let answers = try VaultCLI.readAnswers(answersFile)
@@ -443,6 +510,8 @@ struct VaultChangeQuestionsCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
+    @OptionGroup var policy: VaultPolicyOptions
+
     @Option(name: .customLong("passcode-file"), help: "The passcode (`-` for stdin).")
     var passcodeFile: String?
 
@@ -465,7 +534,7 @@ struct VaultChangeQuestionsCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            let manager = try home.manager()
+            let manager = try home.manager(policy: policy)
             try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
             let answers = try VaultCLI.readAnswers(newAnswersFile)
             defer { answers.forEach { $0.wipe() } }
@@ -493,6 +562,8 @@ struct VaultRotateKeyCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
+    @OptionGroup var policy: VaultPolicyOptions
+
     @Option(name: .customLong("passcode-file"), help: "The passcode (`-` for stdin).")
     var passcodeFile: String?
 
@@ -501,7 +572,7 @@ struct VaultRotateKeyCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            let manager = try home.manager()
+            let manager = try home.manager(policy: policy)
             try VaultCLI.requireSetUp(manager)
             let answers = try answersFile.map { try VaultCLI.readAnswers($0) }
             defer { answers?.forEach { $0.wipe() } }
@@ -559,30 +630,32 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
             let manager = try home.manager()
             try credentials.unlock(manager, needsApplicationKey: true)
             defer { manager.lock() }
-            var report = Keychain.ResealReport(resealed: 0, unreadable: [])
-            if access(manager.directory + "/keychain.sqlite", F_OK) == 0 {
-                let keychain = try Keychain(manager: manager)
-                report = try resealOnly ? keychain.resealUnderCurrentClassKeys() : keychain.rotateClassKeys()
-                try keychain.close()
-            } else if !resealOnly {
-                try manager.rotateClassKeys()
-            }
-            try VaultCLI.say("\(resealOnly ? "class keys unchanged" : "class keys rotated"); keychain items re-sealed: \(report.resealed)")
-            if access(manager.directory + "/protected-files.keys", F_OK) == 0 {
-                let identities = try ProtectedFiles(manager: manager).resealUnderCurrentClassKeys()
-                try VaultCLI.say("protected-file class identities re-sealed: \(identities)")
-            }
-            if !protectedDirectories.isEmpty {
-                let rotation = try ProtectedFiles(manager: manager).rotateKeyPairs(rewrapping: protectedDirectories, resume: resealOnly)
-                let rewrap = rotation.rewrap
-                try VaultCLI.say("protected-file key pairs rotated: \(rotation.rotated); files re-wrapped \(rewrap.rewrapped.count), current \(rewrap.current), skipped \(rewrap.skipped), damaged \(rewrap.damaged.count), failed \(rewrap.failed.count); retired key pairs \(rotation.retiredKept > 0 ? "kept: \(rotation.retiredKept)" : "destroyed: \(rotation.retiredDestroyed)")")
-                for failure in rewrap.damaged + rewrap.failed { CLI.warn("securefoundation: \(failure.path): \(failure.error)") }
-                if !rewrap.damaged.isEmpty || !rewrap.failed.isEmpty {
-                    throw CLIFailure("\(rewrap.damaged.count + rewrap.failed.count) protected file(s) were not re-wrapped (listed above); fix them and run again with --reseal-only --protected-dir")
+            try ProgressLine.run("vault rotate-class-keys") { _ in
+                var report = Keychain.ResealReport(resealed: 0, unreadable: [])
+                if access(manager.directory + "/keychain.sqlite", F_OK) == 0 {
+                    let keychain = try Keychain(manager: manager)
+                    report = try resealOnly ? keychain.resealUnderCurrentClassKeys() : keychain.rotateClassKeys()
+                    try keychain.close()
+                } else if !resealOnly {
+                    try manager.rotateClassKeys()
                 }
-            }
-            if !report.unreadable.isEmpty {
-                throw KeychainError.corrupted("\(report.unreadable.count) keychain item(s) could not be opened and were left as they are (item ids \(report.unreadable.joined(separator: ", "))): delete them (delete-generic-password, or dump-keychain to see which) or restore the keychain from a backup")
+                try VaultCLI.say("\(resealOnly ? "class keys unchanged" : "class keys rotated"); keychain items re-sealed: \(report.resealed)")
+                if access(manager.directory + "/protected-files.keys", F_OK) == 0 {
+                    let identities = try ProtectedFiles(manager: manager).resealUnderCurrentClassKeys()
+                    try VaultCLI.say("protected-file class identities re-sealed: \(identities)")
+                }
+                if !protectedDirectories.isEmpty {
+                    let rotation = try ProtectedFiles(manager: manager).rotateKeyPairs(rewrapping: protectedDirectories, resume: resealOnly)
+                    let rewrap = rotation.rewrap
+                    try VaultCLI.say("protected-file key pairs rotated: \(rotation.rotated); files re-wrapped \(rewrap.rewrapped.count), current \(rewrap.current), skipped \(rewrap.skipped), damaged \(rewrap.damaged.count), failed \(rewrap.failed.count); retired key pairs \(rotation.retiredKept > 0 ? "kept: \(rotation.retiredKept)" : "destroyed: \(rotation.retiredDestroyed)")")
+                    for failure in rewrap.damaged + rewrap.failed { CLI.warn("securefoundation: \(failure.path): \(failure.error)") }
+                    if !rewrap.damaged.isEmpty || !rewrap.failed.isEmpty {
+                        throw CLIFailure("\(rewrap.damaged.count + rewrap.failed.count) protected file(s) were not re-wrapped (listed above); fix them and run again with --reseal-only --protected-dir")
+                    }
+                }
+                if !report.unreadable.isEmpty {
+                    throw KeychainError.corrupted("\(report.unreadable.count) keychain item(s) could not be opened and were left as they are (item ids \(report.unreadable.joined(separator: ", "))): delete them (delete-generic-password, or dump-keychain to see which) or restore the keychain from a backup")
+                }
             }
         }
     }
