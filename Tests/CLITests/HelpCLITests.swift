@@ -133,3 +133,18 @@ struct CompletionCLITests {
         }
     }
 }
+
+/// `--version` comes from the build (docs/CLI.md, "Version"): `SECUREFOUNDATION_VERSION` in the
+/// build's environment, else 0.0.0-dev.
+@Suite("version")
+struct VersionCLITests {
+    @Test func versionIsTheBuildsVersion() throws {
+        let result = try CLIRunner.run(["--version"])
+        #expect(result.status == 0)
+        let given = ProcessInfo.processInfo.environment["SECUREFOUNDATION_VERSION"] ?? ""
+        let valid = !given.isEmpty && given.count <= 64
+            && given.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "._+-".contains($0)) }
+        #expect(result.text == (valid ? given : "0.0.0-dev") + "\n")
+        #expect(result.text.range(of: #"^[0-9]+\.[0-9]+\.[0-9]+[0-9A-Za-z.+_-]*\n$"#, options: .regularExpression) != nil)
+    }
+}
