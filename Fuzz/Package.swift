@@ -27,7 +27,8 @@ let package = Package(
             name: "FuzzHarness",
             dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration", "PinnedTLS"].map { .product(name: $0, package: "SecureFoundation") }
                 + [.product(name: "X509", package: "swift-certificates"), .product(name: "Crypto", package: "swift-crypto")],
-            swiftSettings: strict
+            // A client of SecureFoundation: its `package` declarations are out of reach here.
+            swiftSettings: strict + [.define("FUZZ_CLIENT")]
         ),
     ] + targets.map { .executableTarget(name: $0, dependencies: ["FuzzHarness"], swiftSettings: strict) }
 )

@@ -3,13 +3,13 @@ import Cipher
 
 /// Descriptor plumbing shared by the age streams, pipelines and front ends: opening inputs,
 /// recognising the file being read, reading and writing with retries.
-public enum AgeIO {
+package enum AgeIO {
     /// Opens an input for reading: the file at `path`, or standard input (descriptor 0, which
     /// the caller must not close) for nil or `-`.
     /// - Parameter path: A path, `-` or nil.
     /// - Returns: A readable descriptor (close-on-exec).
     /// - Throws: ``AgeError/io(_:)`` naming the path and the reason.
-    public static func openInput(_ path: String?) throws -> Int32 {
+    package static func openInput(_ path: String?) throws -> Int32 {
         guard let path, path != "-" else { return 0 }
         return try openForReading(path)
     }
@@ -21,7 +21,7 @@ public enum AgeIO {
     /// - Parameters:
     ///   - fd: The descriptor being read.
     ///   - path: The output path.
-    public static func isSameFile(_ fd: Int32, _ path: String) -> Bool {
+    package static func isSameFile(_ fd: Int32, _ path: String) -> Bool {
         guard let a = try? FileCalls.status(fd), a.isRegularFile else { return false }
         let b: FileStatus?
         if case .descriptor(let output)? = try? SecureFile.outputTarget(of: path) {

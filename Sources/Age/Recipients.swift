@@ -77,7 +77,7 @@ public struct X25519Recipient: AgeRecipient, CustomStringConvertible, Hashable {
     }
 
     public static func == (a: Self, b: Self) -> Bool { a.publicKey.rawRepresentation == b.publicKey.rawRepresentation }
-    public func hash(into hasher: inout Swift.Hasher) { hasher.combine(publicKey.rawRepresentation) }
+    public func hash(into hasher: inout Hasher) { hasher.combine(publicKey.rawRepresentation) }
 
     /// Wraps the file key in an `X25519` stanza with a fresh ephemeral share.
     public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {

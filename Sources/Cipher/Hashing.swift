@@ -70,11 +70,6 @@ public struct IncrementalDigest: Sendable {
     }
 }
 
-/// The earlier name of ``IncrementalDigest``, which shadowed `Swift.Hasher` in every module
-/// importing Cipher.
-@available(*, deprecated, renamed: "IncrementalDigest")
-public typealias Hasher = IncrementalDigest
-
 /// SHA-2 digests of bytes, streams, files and Codable values.
 public enum Hashing {
     /// The buffer size for streamed hashing; memory stays constant whatever the input size.

@@ -17,47 +17,47 @@ import Foundation
 /// Version 2 moves the digest after the bytes, so that the sender hashes the bytes as it sends
 /// them instead of reading the whole file once more beforehand. Reply version 2 adds status 4
 /// (the sender's device is revoked); it is written only for that status, version 1 for the others.
-public enum ShareWire {
+package enum ShareWire {
     /// The offer's magic.
-    public static let offerMagic: [UInt8] = Array("SFSH".utf8)
+    package static let offerMagic: [UInt8] = Array("SFSH".utf8)
     /// The reply's magic.
-    public static let replyMagic: [UInt8] = Array("SFSR".utf8)
+    package static let replyMagic: [UInt8] = Array("SFSR".utf8)
     /// The offer version written (the digest after the bytes).
-    public static let offerVersion: UInt8 = 2
+    package static let offerVersion: UInt8 = 2
     /// The offer versions read.
-    public static let readableOfferVersions: ClosedRange<UInt8> = 1...2
+    package static let readableOfferVersions: ClosedRange<UInt8> = 1...2
     /// The reply version written for statuses 0 to 3 (a receiver of any version reads them).
-    public static let version: UInt8 = 1
+    package static let version: UInt8 = 1
     /// The reply version that adds status 4, ``Reply/Status/revoked``; written for that status only.
-    public static let revokedReplyVersion: UInt8 = 2
+    package static let revokedReplyVersion: UInt8 = 2
     /// The reply versions read.
-    public static let readableReplyVersions: ClosedRange<UInt8> = 1...2
+    package static let readableReplyVersions: ClosedRange<UInt8> = 1...2
     /// The longest file name, in UTF-8 bytes.
-    public static let maxNameLength = 255
+    package static let maxNameLength = 255
     /// The longest reply text.
-    public static let maxReplyText = 1024
+    package static let maxReplyText = 1024
     /// The length of a digest (SHA-256).
-    public static let digestLength = 32
+    package static let digestLength = 32
     /// The offer's fixed part after the name (version 1; version 2 has no digest there).
     static let fixedTail = 8 + 32
 
     /// A file announced by the sender.
-    public struct Offer: Sendable, Equatable {
-        public var name: String
-        public var size: UInt64
+    package struct Offer: Sendable, Equatable {
+        package var name: String
+        package var size: UInt64
         /// The SHA-256 of the bytes, in the offer (version 1); nil when it follows the bytes
         /// (version 2).
-        public var digest: [UInt8]?
+        package var digest: [UInt8]?
 
         /// An offer of version 2: the digest follows the bytes.
-        public init(name: String, size: UInt64) throws(ShareError) {
+        package init(name: String, size: UInt64) throws(ShareError) {
             self.name = try ShareWire.checkName(name)
             self.size = size
             self.digest = nil
         }
 
         /// An offer of version 1, with the digest ahead of the bytes (read from older senders).
-        public init(name: String, size: UInt64, digest: [UInt8]) throws(ShareError) {
+        package init(name: String, size: UInt64, digest: [UInt8]) throws(ShareError) {
             let name = try ShareWire.checkName(name)
             guard digest.count == 32 else { throw .protocolViolation("a digest has 32 bytes") }
             self.name = name
@@ -66,10 +66,10 @@ public enum ShareWire {
         }
 
         /// The version this offer is written in.
-        public var version: UInt8 { digest == nil ? ShareWire.offerVersion : 1 }
+        package var version: UInt8 { digest == nil ? ShareWire.offerVersion : 1 }
 
         /// The bytes of the header.
-        public var encoded: [UInt8] {
+        package var encoded: [UInt8] {
             let name = Array(self.name.utf8)
             var out = ShareWire.offerMagic
             out.append(version)
@@ -83,7 +83,7 @@ public enum ShareWire {
     }
 
     /// What parsing a buffered prefix found.
-    public enum Parse<Value: Sendable & Equatable>: Sendable, Equatable {
+    package enum Parse<Value: Sendable & Equatable>: Sendable, Equatable {
         /// Not enough bytes yet.
         case needMore
         /// The value and how many bytes it took.
@@ -93,7 +93,7 @@ public enum ShareWire {
     /// Parses an offer header from the start of `bytes`.
     /// - Throws: ``ShareError/protocolViolation(_:)``, ``ShareError/invalidFileName(_:)``,
     ///   ``ShareError/tooLarge(size:limit:)`` when the size exceeds `maxSize`.
-    public static func parseOffer(_ bytes: some Collection<UInt8>, maxSize: UInt64) throws(ShareError) -> Parse<Offer> {
+    package static func parseOffer(_ bytes: some Collection<UInt8>, maxSize: UInt64) throws(ShareError) -> Parse<Offer> {
         let bytes = Array(bytes.prefix(5 + 2 + maxNameLength + fixedTail))
         if bytes.count >= 4 && Array(bytes[0..<4]) != offerMagic {
             throw .protocolViolation("not a sharing offer (wrong magic)")
@@ -121,9 +121,9 @@ public enum ShareWire {
     }
 
     /// The receiver's answer.
-    public struct Reply: Sendable, Equatable {
+    package struct Reply: Sendable, Equatable {
         /// What happened.
-        public enum Status: UInt8, Sendable {
+        package enum Status: UInt8, Sendable {
             /// Stored; the text is the name it is stored under.
             case stored = 0
             /// The bytes did not match the digest.
@@ -139,24 +139,24 @@ public enum ShareWire {
             /// The first reply version that has this status.
             var version: UInt8 { self == .revoked ? ShareWire.revokedReplyVersion : ShareWire.version }
         }
-        public var status: Status
-        public var text: String
+        package var status: Status
+        package var text: String
 
-        public init(status: Status, text: String) {
+        package init(status: Status, text: String) {
             self.status = status
             var bytes = Array(text.utf8.prefix(ShareWire.maxReplyText))
             while String(validating: bytes, as: UTF8.self) == nil, !bytes.isEmpty { bytes.removeLast() }
             self.text = String(decoding: bytes, as: UTF8.self)
         }
 
-        public var encoded: [UInt8] {
+        package var encoded: [UInt8] {
             let text = Array(self.text.utf8)
             return ShareWire.replyMagic + [status.version, status.rawValue, UInt8(text.count >> 8), UInt8(text.count & 0xff)] + text
         }
     }
 
     /// Parses a reply from the start of `bytes`.
-    public static func parseReply(_ bytes: some Collection<UInt8>) throws(ShareError) -> Parse<Reply> {
+    package static func parseReply(_ bytes: some Collection<UInt8>) throws(ShareError) -> Parse<Reply> {
         let bytes = Array(bytes.prefix(8 + maxReplyText))
         if bytes.count >= 4 && Array(bytes[0..<4]) != replyMagic { throw .protocolViolation("not a sharing reply (wrong magic)") }
         if bytes.count >= 5 && !readableReplyVersions.contains(bytes[4]) {
@@ -185,7 +185,7 @@ public enum ShareWire {
     ///
     /// - Returns: the NFC form of `name`.
     @discardableResult
-    public static func checkName(_ name: String) throws(ShareError) -> String {
+    package static func checkName(_ name: String) throws(ShareError) -> String {
         let normalized = name.precomposedStringWithCanonicalMapping
         let count = normalized.utf8.count
         guard (1...maxNameLength).contains(count) else {

@@ -4,8 +4,10 @@ import X509
 
 /// Certificates and keys read from PEM files (`--cert`, `--key`, `--ca`, a policy's anchor
 /// files). The PEM text is read by ``IdentityImport`` (one reader for the whole module); this
-/// adds the file: only a regular file is read, and only up to a bound.
-public enum PEMFiles {
+/// adds the file: only a regular file is read, and only up to a bound. Package plumbing: clients
+/// read files through ``TrustAnchors/only(certificateFile:)`` and
+/// ``TLSIdentity/init(certificateFile:keyFile:)``.
+package enum PEMFiles {
     /// Largest certificate file read (a bundle such as the system's, about 200 KiB, fits).
     static let maximumLength = IdentityImport.maxInputLength
     /// Largest key file read.
@@ -17,7 +19,7 @@ public enum PEMFiles {
     ///   ``PinnedTLSError/fileTooLarge(path:limit:)``, ``PinnedTLSError/io(path:detail:)``, or
     ///   ``PinnedTLSError/invalidIdentity(_:)`` when the file holds no certificate or one does
     ///   not parse.
-    public static func certificates(atPath path: String) throws(PinnedTLSError) -> [Certificate] {
+    package static func certificates(atPath path: String) throws(PinnedTLSError) -> [Certificate] {
         let bytes = try RegularFile.contents(path, maxLength: maximumLength)
         return try certificates(pemBytes: bytes, name: path)
     }
@@ -25,7 +27,7 @@ public enum PEMFiles {
     /// Every certificate in PEM text.
     ///
     /// - Throws: ``PinnedTLSError/invalidIdentity(_:)`` naming `name`.
-    public static func certificates(pem: String, name: String = "input") throws(PinnedTLSError) -> [Certificate] {
+    package static func certificates(pem: String, name: String = "input") throws(PinnedTLSError) -> [Certificate] {
         try certificates(pemBytes: Array(pem.utf8), name: name)
     }
 
@@ -43,7 +45,7 @@ public enum PEMFiles {
     ///
     /// - Throws: as ``certificates(atPath:)``; ``PinnedTLSError/invalidIdentity(_:)`` when it
     ///   holds no usable key.
-    public static func privateKey(atPath path: String) throws(PinnedTLSError) -> Certificate.PrivateKey {
+    package static func privateKey(atPath path: String) throws(PinnedTLSError) -> Certificate.PrivateKey {
         let fd = try RegularFile.openForReading(path)
         defer { close(fd) }
         let secret: SecretBytes
@@ -65,7 +67,7 @@ public enum PEMFiles {
     ///
     /// - Throws: ``PinnedTLSError/invalidIdentity(_:)``, also when no certificate is the key's;
     ///   the file errors of ``certificates(atPath:)``.
-    public static func identity(certificatePath: String, keyPath: String) throws(PinnedTLSError) -> TLSIdentity {
+    package static func identity(certificatePath: String, keyPath: String) throws(PinnedTLSError) -> TLSIdentity {
         let chain = try certificates(atPath: certificatePath)
         let key = try privateKey(atPath: keyPath)
         do {
@@ -73,5 +75,34 @@ public enum PEMFiles {
         } catch {
             throw .invalidIdentity("\(keyPath) and \(certificatePath): \(error)")
         }
+    }
+}
+
+extension TrustAnchors {
+    /// Only the certificates of a PEM file (one CA, or a bundle); the system store is off.
+    ///
+    /// Only a regular file is read, up to 1 MiB.
+    ///
+    /// - Throws: ``PinnedTLSError/notARegularFile(path:kind:)`` (a FIFO, a device...),
+    ///   ``PinnedTLSError/fileTooLarge(path:limit:)``, ``PinnedTLSError/io(path:detail:)``, or
+    ///   ``PinnedTLSError/invalidIdentity(_:)`` when the file holds no certificate or one does
+    ///   not parse.
+    public static func only(certificateFile path: String) throws(PinnedTLSError) -> TrustAnchors {
+        .only(try PEMFiles.certificates(atPath: path))
+    }
+}
+
+extension TLSIdentity {
+    /// An identity from a PEM certificate file (the key's certificate and its intermediates)
+    /// and a PEM key file (PKCS#8 `PRIVATE KEY`, SEC1 `EC PRIVATE KEY` or `RSA PRIVATE KEY`;
+    /// P-256, P-384 or RSA of 2048 bits or more). The certificate whose key is the private
+    /// key's becomes the leaf; the key file's bytes are held in wiped memory while parsing.
+    /// Only regular files are read.
+    ///
+    /// - Throws: ``PinnedTLSError/invalidIdentity(_:)``, also when no certificate is the key's;
+    ///   ``PinnedTLSError/notARegularFile(path:kind:)``, ``PinnedTLSError/fileTooLarge(path:limit:)``
+    ///   or ``PinnedTLSError/io(path:detail:)`` for either file.
+    public init(certificateFile: String, keyFile: String) throws(PinnedTLSError) {
+        self = try PEMFiles.identity(certificatePath: certificateFile, keyPath: keyFile)
     }
 }

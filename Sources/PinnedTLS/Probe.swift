@@ -6,14 +6,14 @@ import X509
 
 /// Reads the chain a server presents, trusting nothing: the handshake is abandoned as soon as
 /// the certificates arrive. For `tls pin HOST:PORT` and the live check of `tls lint`.
-public enum ChainProbe {
+package enum ChainProbe {
     /// The certificates `host:port` presents, leaf first, in the order it sends them.
     ///
     /// - Parameters:
     ///   - serverName: the name sent as SNI; `host` by default.
     ///   - timeout: bounds the connection and the handshake.
     /// - Throws: ``PinnedTLSError`` when nothing arrives.
-    public static func presentedChain(
+    package static func presentedChain(
         host: String, port: Int, serverName: String? = nil, timeout: TimeAmount = .seconds(10),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws(PinnedTLSError) -> [Certificate] {

@@ -89,8 +89,13 @@ extension FuzzHarness {
 
     /// PEM text: certificates through both readers (`PEMFiles` for anchor files, `IdentityImport`
     /// for imports), and the private key through both (the key file reader goes through a file).
+    /// `PEMFiles` is package plumbing: the fuzz package (a client of SecureFoundation, built with
+    /// `FUZZ_CLIENT`) reaches its file readers through the public `TrustAnchors.only(certificateFile:)`
+    /// and `TLSIdentity(certificateFile:keyFile:)` instead.
     @Sendable public static func tlsPEM(_ data: [UInt8]) {
+        #if !FUZZ_CLIENT
         _ = try? PEMFiles.certificates(pem: String(decoding: data, as: UTF8.self), name: "fuzz")
+        #endif
         _ = try? IdentityImport.certificates(pem: data)
         let key = SecretBytes(copying: data)
         defer { key.wipe() }
@@ -98,7 +103,14 @@ extension FuzzHarness {
         _ = try? IdentityImport.identity(keyPEM: key, chainPEM: data)
         let path = tlsBaseDirectory + "/key-\(UUID().uuidString).pem"
         defer { unlink(path) }
-        if (try? writeScratchFile(data, to: path)) != nil { _ = try? PEMFiles.privateKey(atPath: path) }
+        if (try? writeScratchFile(data, to: path)) != nil {
+            #if FUZZ_CLIENT
+            _ = try? TrustAnchors.only(certificateFile: path)
+            _ = try? TLSIdentity(certificateFile: path, keyFile: path)
+            #else
+            _ = try? PEMFiles.privateKey(atPath: path)
+            #endif
+        }
     }
 
     /// A pin (`sha256/<base64>`) and a host pattern, from the same text. A pin that parses
