@@ -37,7 +37,9 @@ extension CryptoManager {
     public var stateIdentity: VaultStateIdentity {
         // The record and journal are named by the vault's id, beside the device-key file (the
         // default place when the provider reads no file).
-        let vaultID = (try? VaultState.load(directory: directory))??.vaultID
+        // The id in memory while unlocked (no read of the state four times a second); a changed
+        // state shows in its own identity.
+        let vaultID = memory.withLock({ $0.unlocked?.vaultID }) ?? (try? VaultState.load(directory: directory))??.vaultID
         let filePath = deviceKeyFilePath
         let record = vaultID.map { DeviceKeyRecord.trustedPath(vaultID: $0, filePath: filePath) }
         let journal = vaultID.map { DeviceKeyRotation.journalPath(vaultID: $0, filePath: filePath) }

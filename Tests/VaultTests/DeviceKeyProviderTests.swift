@@ -129,6 +129,10 @@ struct DeviceKeyProviderTests {
         try SecureFile.writeAtomically(Array(v1.utf8), to: fixture.home + "/device-key.provider")
         let legacy = try #require(try DeviceKeyRecord.loadLegacy(directory: fixture.home))
         #expect(legacy.version == 2 && legacy.backingName == DeviceKeyRecord.defaultCredentialName)
+        // Adopted only where the vault has no record beside the device key yet.
+        let vaultID = try #require(try DeviceKeyRecord.vaultID(ofHome: fixture.home))
+        #expect(throws: VaultError.self) { _ = try DeviceKeyRecord.adoptLegacy(directory: fixture.home, filePath: fixture.keyFile) }
+        unlink(DeviceKeyRecord.trustedPath(vaultID: vaultID, filePath: fixture.keyFile))
         _ = try DeviceKeyRecord.adoptLegacy(directory: fixture.home, filePath: fixture.keyFile)
         let upgraded = try #require(try DeviceKeyRecord.load(directory: fixture.home, filePath: fixture.keyFile))
         #expect(upgraded.version == 3 && upgraded.backingName == DeviceKeyRecord.defaultCredentialName)

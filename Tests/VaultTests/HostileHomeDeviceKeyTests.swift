@@ -28,7 +28,7 @@ struct HostileHomeDeviceKeyTests {
         let fixture = try VaultFixture()
         defer { fixture.cleanup() }
         _ = try Self.vault(fixture)
-        let real = try FileDeviceKeyProvider(path: fixture.keyFile).deviceKey()
+        let realKey = try FileDeviceKeyProvider(path: fixture.keyFile).deviceKey()
         let attackerKey = try SecretBytes.random(count: 32)
         let attackerFile = fixture.home + "/attacker.key"
         try attackerKey.withUnsafeBytes { try SecureFile.writeAtomically(Array($0), to: attackerFile) }
@@ -49,9 +49,21 @@ struct HostileHomeDeviceKeyTests {
             try manager.unlock(passcode: SecretBytes(utf8: "1234"))
             #expect(throws: VaultError.self) { _ = try manager.classKey(for: .alwaysThisDeviceOnly) }
         }
+        // Once the vault has a record beside the device key, adopting a planted one is refused
+        // and changes nothing.
+        let trusted = DeviceKeyRecord(kind: .file, path: fixture.keyFile, check: DeviceKeyRecord.checkValue(of: realKey))
+        try trusted.save(directory: fixture.home, filePath: fixture.keyFile)
+        try SecureFile.writeAtomically(try Self.json([
+            "format": "securefoundation-device-key-provider", "version": 2, "kind": "file", "path": attackerFile,
+            "check": DeviceKeyRecord.checkValue(of: attackerKey).base64EncodedString(),
+        ]), to: fixture.home + "/" + DeviceKeyRecord.fileName)
+        #expect(throws: VaultError.self) { _ = try DeviceKeyRecord.adoptLegacy(directory: fixture.home, filePath: fixture.keyFile) }
+        #expect(try DeviceKeyRecord.load(directory: fixture.home, filePath: fixture.keyFile)?.path == fixture.keyFile)
+        #expect(try DeviceKeyRotation.provider(directory: fixture.home, filePath: fixture.keyFile).deviceKey() == realKey)
         // Removing the planted file restores the real key; the real key file never changed.
         unlink(fixture.home + "/" + DeviceKeyRecord.fileName)
-        #expect(try DeviceKeyRotation.provider(directory: fixture.home, filePath: fixture.keyFile).deviceKey() == real)
+        #expect(try DeviceKeyRotation.provider(directory: fixture.home, filePath: fixture.keyFile).deviceKey() == realKey)
+        #expect(try FileDeviceKeyProvider(path: fixture.keyFile).deviceKey() == realKey)
     }
 
     /// The attack: a rotation journal in the home, phase `switching`, whose moves put a file of
