@@ -49,6 +49,40 @@ public enum FileShredder {
     /// - Returns: All reports, depth-first.
     /// - Throws: ``ShredError``.
     public static func shred(_ path: String, options: ShredOptions, onReport: (ShredReport) -> Void) throws -> [ShredReport] {
+        try shred(path, options: options, onReport: onReport, onProgress: { _ in })
+    }
+
+    /// Shreds a file or directory tree, calling `onReport` as each entry is done and
+    /// `onProgress` with the bytes written so far, across every pass and file of this call
+    /// (after each chunk of ``ShredOptions/bufferSize`` bytes), for a progress display.
+    ///
+    /// - Parameters:
+    ///   - path: The file or directory. A symlink is refused, never followed.
+    ///   - options: Passes, removal, verification and what is accepted.
+    ///   - onReport: Called with each report as soon as the entry is done.
+    ///   - onProgress: Called with the total bytes written so far.
+    /// - Returns: All reports, depth-first.
+    /// - Throws: ``ShredError``.
+    public static func shred(_ path: String, options: ShredOptions, onReport: (ShredReport) -> Void,
+                             onProgress: (Int64) -> Void) throws -> [ShredReport] {
+        try withoutActuallyEscaping(onProgress) { progress in
+            try shred(path, options: options, onReport: onReport, progress: ProgressCounter(progress))
+        }
+    }
+
+    /// The bytes written so far by one call, reported after each chunk.
+    final class ProgressCounter {
+        private let report: (Int64) -> Void
+        private var written: Int64 = 0
+        init(_ report: @escaping (Int64) -> Void) { self.report = report }
+        func add(_ count: Int) {
+            written += Int64(count)
+            report(written)
+        }
+    }
+
+    private static func shred(_ path: String, options: ShredOptions, onReport: (ShredReport) -> Void,
+                              progress: ProgressCounter) throws -> [ShredReport] {
         try options.validate()
         let (directory, parent, name, info) = try openParent(of: path)
         defer { close(parent) }
@@ -58,13 +92,14 @@ public enum FileShredder {
         case .directory:
             guard options.recursive else { throw ShredError.isDirectory(path) }
             return try withoutActuallyEscaping(onReport) { callback in
-                var walk = Walk(options: options, onReport: callback)
+                var walk = Walk(options: options, onReport: callback, progress: progress)
                 walk.directory(parent: parent, parentPath: directory, name: name, path: path)
                 if !walk.failures.isEmpty { throw ShredError.incomplete(failures: walk.failures, reports: walk.reports) }
                 return walk.reports
             }
         case .regular:
-            let report = try shredFile(parent: parent, parentPath: directory, name: name, path: path, expected: info, options: options)
+            let report = try shredFile(parent: parent, parentPath: directory, name: name, path: path, expected: info,
+                                       options: options, progress: progress)
             onReport(report)
             return [report]
         default:
@@ -105,7 +140,7 @@ public enum FileShredder {
     // MARK: - Files
 
     static func shredFile(parent: Int32, parentPath: String, name: String, path: String, expected: FileStatus,
-                          options: ShredOptions) throws -> ShredReport {
+                          options: ShredOptions, progress: ProgressCounter? = nil) throws -> ShredReport {
         let fd: Int32
         do {
             fd = try FileCalls.open(in: parent, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
@@ -120,7 +155,7 @@ public enum FileShredder {
         guard info.isRegularFile else { throw ShredError.notRegularFile(path) }
         guard info.isSameFile(as: expected) else { throw ShredError.fileChanged(path) }
         try checkLinks(info, path: path, options: options)
-        var report = try overwriteOpenFile(fd, info: info, path: path, options: options)
+        var report = try overwriteOpenFile(fd, info: info, path: path, options: options, progress: progress)
         if options.remove {
             try remove(fd: fd, info: info, parent: parent, parentPath: parentPath, name: name, path: path, report: &report)
         }
@@ -134,7 +169,8 @@ public enum FileShredder {
     }
 
     /// The overwrite passes, placement check and verification of an open file.
-    static func overwriteOpenFile(_ fd: Int32, info: FileStatus, path: String, options: ShredOptions) throws -> ShredReport {
+    static func overwriteOpenFile(_ fd: Int32, info: FileStatus, path: String, options: ShredOptions,
+                                  progress: ProgressCounter? = nil) throws -> ShredReport {
         var report = ShredReport(path: path)
         let size = UInt64(max(0, info.size))
         report.size = size
@@ -169,6 +205,7 @@ public enum FileShredder {
                     if kind == .random, let stream { try stream.fill(offset: offset, into: slice) }
                     try FileIO.writeAll(fd, UnsafeRawBufferPointer(slice), at: offset, path: path)
                     offset += UInt64(count)
+                    progress?.add(count)
                 }
             }
             try FileIO.dataSync(fd, path: path)
@@ -299,6 +336,7 @@ public enum FileShredder {
     struct Walk {
         let options: ShredOptions
         let onReport: (ShredReport) -> Void
+        let progress: ProgressCounter
         var reports: [ShredReport] = []
         var failures: [String] = []
 
@@ -333,7 +371,7 @@ public enum FileShredder {
                 case .regular:
                     do {
                         let report = try FileShredder.shredFile(parent: fd, parentPath: path, name: entry, path: child,
-                                                                expected: info, options: options)
+                                                                expected: info, options: options, progress: progress)
                         reports.append(report)
                         onReport(report)
                     } catch {

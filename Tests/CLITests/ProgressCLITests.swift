@@ -87,6 +87,8 @@ struct ProgressCLITests {
         let shredded = try setup.onTerminal(["shred", "-u", setup.input], stdout: setup.scratch.path + "/shred.out")
         #expect(shredded.status == 0, "\(shredded.transcript)")
         #expect(shredded.transcript.contains(Self.clearLine + "shred \(setup.input)… "))
+        // The amount is known for a regular file: its size times the passes (one here).
+        #expect(shredded.transcript.contains("/3.0 MiB"), "\(shredded.transcript.debugDescription)")
         #expect(!FileManager.default.fileExists(atPath: setup.input))
     }
 }

@@ -31,6 +31,22 @@ func exists(_ path: String) -> Bool {
 
 @Suite("FileShredder")
 struct FileShredderTests {
+    @Test("progress counts every byte written, across passes and the files of a tree, and only grows")
+    func progressCountsEveryByte() throws {
+        let dir = try TempDir()
+        try FileManager.default.createDirectory(atPath: dir.path + "/tree/sub", withIntermediateDirectories: true)
+        _ = try dir.file("tree/a", pattern(5000))
+        _ = try dir.file("tree/sub/b", pattern(70_000))
+        var seen: [Int64] = []
+        let options = ShredOptions(passes: 2, zeroPass: true, recursive: true)
+        let reports = try FileShredder.shred(dir.path + "/tree", options: options, onReport: { _ in },
+                                             onProgress: { seen.append($0) })
+        let written = reports.reduce(Int64(0)) { $0 + Int64($1.bytesWritten) }
+        #expect(written > 0)
+        #expect(seen.last == written)
+        #expect(zip(seen, seen.dropFirst()).allSatisfy { $0 < $1 })
+    }
+
     @Test("content is overwritten: the old inode, read through a second descriptor, holds none of the original")
     func contentOverwritten() throws {
         let dir = try TempDir()

@@ -64,8 +64,13 @@ struct ShredCommand: ParsableCommand {
         var failed = false
         for file in files {
             do {
-                _ = try ProgressLine.run("shred \(file)") { _ in
-                    try FileShredder.shred(file, options: options, onReport: { emit($0) })
+                // A regular file's total is its size times the passes (holes are skipped, so it
+                // can end below 100%); a directory's is not known in advance.
+                var status = stat()
+                let total = lstat(file, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG
+                    ? Int64(status.st_size) * Int64(options.totalPasses) : nil
+                _ = try ProgressLine.run("shred \(file)", total: total) { report in
+                    try FileShredder.shred(file, options: options, onReport: { emit($0) }, onProgress: report)
                 }
             } catch ShredError.incomplete(let failures, _) {
                 for failure in failures { CLI.warn("shred: \(failure)") }
