@@ -66,9 +66,8 @@ struct ShredCommand: ParsableCommand {
             do {
                 // A regular file's total is its size times the passes (holes are skipped, so it
                 // can end below 100%); a directory's is not known in advance.
-                var status = stat()
-                let total = lstat(file, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG
-                    ? Int64(status.st_size) * Int64(options.totalPasses) : nil
+                let total = (try? FileCalls.linkStatus(file)).flatMap { $0.isRegularFile ? $0.size : nil }
+                    .map { $0 * Int64(options.totalPasses) }
                 _ = try ProgressLine.run("shred \(file)", total: total) { report in
                     try FileShredder.shred(file, options: options, onReport: { emit($0) }, onProgress: report)
                 }
