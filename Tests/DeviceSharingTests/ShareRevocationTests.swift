@@ -1,6 +1,7 @@
 import Cipher
 import Foundation
 import Keychain
+import NIOCore
 import PinnedTLS
 import Testing
 import TestSupport
@@ -194,5 +195,37 @@ struct ShareRevocationTests {
             #expect(log.refusals.allSatisfy { $0 == .revoked(device: "bravo") })
         }
         #expect(a.everyInboxFile().isEmpty)
+    }
+
+    /// A receiver that reads everything and never replies (an overloaded one, say): the sender
+    /// gives up after its timeout and says so, instead of reporting that the receiver closed
+    /// the connection without a reply, which read like a refusal lost on the way.
+    @Test func aSenderThatGetsNoReplyInTimeSaysItGaveUp() async throws {
+        let (a, b) = try makeGroup()
+        let path = try b.write("x.txt", Array("secret".utf8))
+        let membership = try a.group.membership()
+        let server = try await PinnedTLSServer.bind(identity: membership.identity,
+                                                    clientAuthentication: ClientAuthentication(anchors: .only([membership.root])),
+                                                    handshakeTimeout: .seconds(30))
+        let task = Task(executorPreference: TestExecutor.shared) {
+            try await server.run { connection in
+                // Reads until the sender hangs up (bounded by the sender's timeout), never replies.
+                try? await connection.channel.executeThenClose { inbound, _ in
+                    for try await _ in inbound {}
+                }
+            }
+        }
+        let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
+        let error = await shareError { _ = try await sender.send(path, to: "127.0.0.1", port: server.port, timeout: .seconds(2)) }
+        guard case .connectionFailed(let detail) = error else {
+            Issue.record("expected a connection failure, got \(String(describing: error))")
+            task.cancel()
+            await server.close()
+            return
+        }
+        #expect(detail.hasPrefix("no reply from the receiver within 2 s after the file was sent"), "\(detail)")
+        task.cancel()
+        await server.close()
+        _ = await task.result
     }
 }
