@@ -43,8 +43,8 @@ enum ShareCLI {
     Exit status: 0 success, 36 vault locked (give --passcode-file), 44 not found or not a member, \
     64 usage, 50 the peer was refused (not of this group, revoked, another device), 51 the \
     receiver did not store the file (digest mismatch, refused name or size), 52 invalid or \
-    expired enrolment, 7 no connection, 74 a file cannot be read or written, 1 any other \
-    error (docs/CLI.md).
+    expired enrolment, 7 no connection, 74 a file cannot be read or written, 2 the revocation \
+    list cannot be trusted (the data directory was changed), 1 any other error (docs/CLI.md).
     """
 
     /// Reports `error` on stderr and returns the exit code of the one table (docs/CLI.md).
