@@ -123,8 +123,15 @@ public struct ShareEnrolment: Sendable {
         let key = Certificate.PrivateKey(P256.Signing.PrivateKey())
         do {
             try ShareGroup.map {
-                try group.store.storeCertificates([root], label: ShareGroup.rootLabel, replace: true)
                 try group.store.storePrivateKey(key, label: Self.pendingLabel, replace: true)
+                try group.store.flush()
+            }
+            // The record first, then the root stored alwaysThisDeviceOnly (which commits the
+            // group to the record).
+            try group.startRecord(issuer: false)
+            try ShareGroup.map {
+                try group.store.storeCertificates([root], label: ShareGroup.rootLabel, accessibility: .alwaysThisDeviceOnly,
+                                                  replace: true)
                 try group.store.flush()
             }
             return (name, root, secret, try der(key.publicKey))

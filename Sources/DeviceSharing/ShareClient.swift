@@ -194,6 +194,10 @@ public struct ShareClient: Sendable {
                                     throw ShareError.connectionFailed("the receiver took none of the file's bytes for \(idleSeconds) s; nothing was stored (is it still running? try again)")
                                 }
                                 if let writeFailure { throw ShareError.connectionFailed(writeFailure) }
+                                if watch.timedOut {
+                                    // This side gave up: not a refusal, and the file may yet be stored.
+                                    throw ShareError.connectionFailed("no reply from the receiver within \(idleSeconds) s after the file was sent; it may be overloaded or still storing the file (look in its inbox before sending again, or raise --timeout)")
+                                }
                                 throw ShareError.connectionFailed("the receiver closed the connection without a reply (it may have refused this device)")
                             }
                             switch reply.status {
@@ -210,17 +214,28 @@ public struct ShareClient: Sendable {
                             sent = true
                             watchdog.cancel()
                             // The reply is awaited for `timeout` at most.
-                            timer = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+                            timer = channel.eventLoop.scheduleTask(in: timeout) {
+                                watch.replyTimedOut()
+                                channel.close(promise: nil)
+                            }
                         case .failedHere(let error):
                             // This side failed (the file changed or could not be read): that is the outcome.
                             channel.close(promise: nil)
                             group.cancelAll()
                             throw error
                         case .writeFailed(let detail):
-                            // The connection broke while the bytes went out: a reply already
-                            // received says why; the reader ends once the channel is closed.
+                            // The connection broke while the bytes went out, typically because the
+                            // receiver refused early and hung up: its reply may still be on its
+                            // way, so the channel is not closed here. The reader gets the reply,
+                            // or the end of the connection (the transport closes a channel whose
+                            // write failed once it has read what was left), within `timeout` at most.
                             writeFailure = detail
-                            channel.close(promise: nil)
+                            if timer == nil {
+                                timer = channel.eventLoop.scheduleTask(in: timeout) {
+                                    watch.replyTimedOut()
+                                    channel.close(promise: nil)
+                                }
+                            }
                         }
                     }
                     throw ShareError.connectionFailed("the transfer ended without a reply")
@@ -242,6 +257,7 @@ public struct ShareClient: Sendable {
             /// The count the watchdog saw last.
             var seen: UInt64 = 0
             var stalled = false
+            var replyTimedOut = false
         }
         private let counts = NIOLockedValueBox(Counts())
 
@@ -262,6 +278,12 @@ public struct ShareClient: Sendable {
 
         /// Whether the watchdog closed the connection.
         var stalled: Bool { counts.withLockedValue { $0.stalled } }
+
+        /// The wait for the reply ran out and this side closed the connection.
+        func replyTimedOut() { counts.withLockedValue { $0.replyTimedOut = true } }
+
+        /// Whether this side closed the connection because no reply came in time.
+        var timedOut: Bool { counts.withLockedValue { $0.replyTimedOut } }
     }
 
     /// What one side of a transfer (sending, or reading the reply) came to.

@@ -39,6 +39,10 @@ public enum ShareError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidEnrolment(String)
     /// Nothing of that name.
     case notFound(String)
+    /// The group's record of revoked devices is missing or does not match what it commits to:
+    /// the data directory was changed behind this program's back, and which devices are revoked
+    /// is unknown. Nothing is served or sent until it is repaired.
+    case revocationsTampered(String)
 
     public var description: String {
         switch self {
@@ -74,6 +78,8 @@ public enum ShareError: Error, Sendable, Equatable, CustomStringConvertible {
             return "unusable enrolment: \(detail); ask for a new invitation"
         case .notFound(let detail):
             return "not found: \(detail)"
+        case .revocationsTampered(let detail):
+            return "the revocation list cannot be trusted: \(detail); the data directory was changed: restore it from a backup, or make this machine's group again (`share init --new-group --replace`, or join again) and revoke the devices again"
         }
     }
 }

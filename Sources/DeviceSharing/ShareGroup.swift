@@ -1,4 +1,5 @@
 import Cipher
+import Crypto
 import Foundation
 import Keychain
 import PinnedTLS
@@ -37,19 +38,55 @@ public struct ShareDeviceRecord: Codable, Sendable, Equatable {
     }
 }
 
+/// The revocation list as the group's record holds it.
+public struct ShareRevocations: Sendable, Equatable {
+    /// The revoked devices, oldest first.
+    public var devices: [ShareDeviceRecord]
+    /// How many times the list was written since the record was made (each `share revoke`
+    /// adds one): what an anchor outside the data directory would hold.
+    public var generation: UInt64
+}
+
+/// The group's record (docs/FORMATS.md, "Share group record"): keychain item
+/// `securefoundation.share` / `group`, class `alwaysThisDeviceOnly`, canonical JSON.
+struct ShareGroupRecord: Codable, Sendable, Equatable {
+    static let currentVersion = 1
+    var version: Int = ShareGroupRecord.currentVersion
+    /// The revocation list's generation.
+    var generation: UInt64
+    /// How many devices are revoked, and the SHA-256 of the list (``ShareGroup/digest(_:generation:)``):
+    /// checked against the list each time it is read.
+    var count: Int
+    var digest: String
+    /// The revoked devices.
+    var revoked: [ShareDeviceRecord]
+    /// Whether this machine holds the group root (its enrolled devices are the group's members).
+    var issuer: Bool
+
+    init(generation: UInt64, revoked: [ShareDeviceRecord], issuer: Bool) {
+        self.generation = generation
+        self.revoked = revoked
+        self.issuer = issuer
+        count = revoked.count
+        digest = ShareGroup.digest(revoked, generation: generation)
+    }
+}
+
 /// The group's items in the keychain: the root, this device's identity, the devices it
 /// enrolled and the revoked ones.
 ///
 /// | item | label / account | class |
 /// |---|---|---|
-/// | group root (key and certificate) | identity `share.ca` | whenUnlocked; certificate `always` |
+/// | group root (key and certificate) | identity `share.ca` | whenUnlocked; certificate `alwaysThisDeviceOnly` (`always` before the record) |
 /// | this device | identity `share.device` | whenUnlocked; certificate `always` |
+/// | the group's record: revoked devices, generation, count, digest, issuer | generic `securefoundation.share` / `group` | alwaysThisDeviceOnly |
 /// | enrolled devices | generic `securefoundation.share` / `members` | always |
-/// | revoked devices | generic `securefoundation.share` / `revoked` | always |
+/// | revoked devices, for older versions (never trusted) | generic `securefoundation.share` / `revoked` | always |
 ///
-/// The lists are keychain items, so a writer of the data directory cannot add, remove or
-/// swap entries (each row is MAC'd under a key derived from the device key), and a server
-/// reads them while the vault is locked.
+/// The items are keychain rows, so a writer of the data directory cannot add or swap entries
+/// (each row is MAC'd under a key derived from the device key), and a server reads them while
+/// the vault is locked. Rows can be deleted: the root certificate stored
+/// `alwaysThisDeviceOnly` commits the group to its record, so a missing record is refused.
 public struct ShareGroup: Sendable {
     /// The label of the group root.
     public static let rootLabel = "share.ca"
@@ -90,6 +127,8 @@ public struct ShareGroup: Sendable {
             try store.storeIdentity(device, label: Self.deviceLabel, replace: replace)
             try store.flush()
         }
+        try startRecord(issuer: true)
+        try commitRoot()
         try record(device: name, certificate: device.leaf)
         return ShareMembership(identity: device, root: authority.certificate)
     }
@@ -145,11 +184,50 @@ public struct ShareGroup: Sendable {
     /// The devices this machine enrolled (or created), by name and pin.
     public func members() throws(ShareError) -> [ShareDeviceRecord] { try list("members") }
 
-    /// The revoked devices.
-    public func revoked() throws(ShareError) -> [ShareDeviceRecord] { try list("revoked") }
+    /// The revoked devices, as the group's record holds them (see ``revocations()``).
+    public func revoked() throws(ShareError) -> [ShareDeviceRecord] { try revocations().devices }
 
     /// The pins of the revoked devices, as the server and client check them.
     public func revokedPins() throws(ShareError) -> Set<String> { Set(try revoked().map(\.pin)) }
+
+    /// The revocation list and its generation, from the group's record.
+    ///
+    /// The record is the keychain item `securefoundation.share` / `group` (class
+    /// `alwaysThisDeviceOnly`: readable while the vault is locked, sealed with the device key
+    /// and row-MAC'd like every item, so a writer of the data directory can neither forge it nor
+    /// change it). A group whose root certificate is stored `alwaysThisDeviceOnly` (every group
+    /// made, joined or upgraded by this version) must have it: a missing record is refused with
+    /// ``ShareError/revocationsTampered(_:)``, never read as an empty list. A group of an older
+    /// version (root stored `always`, no record) is upgraded here, once: its `revoked` item, or
+    /// nothing when that item is missing, becomes the record (see docs/SECURITY.md).
+    /// - Throws: ``ShareError/revocationsTampered(_:)``, ``ShareError/notAMember(_:)``, ``ShareError/storage(_:)``.
+    public func revocations() throws(ShareError) -> ShareRevocations {
+        let record = try groupRecord()
+        return ShareRevocations(devices: record.revoked, generation: record.generation)
+    }
+
+    /// Upgrades a group of an older version now (see ``revocations()``), and finishes a record
+    /// whose root certificate was not stored `alwaysThisDeviceOnly` yet. Run when the group is
+    /// opened; needs no passcode.
+    public func upgradeIfNeeded() throws(ShareError) {
+        _ = try groupRecord()
+        if try !rootIsCommitted() { try commitRoot() }
+    }
+
+    /// Whether this machine's list of enrolled devices is authoritative for the group: it holds
+    /// the group root, which issues every member's certificate, so a certificate of the group
+    /// whose pin is not in ``members()`` was not issued by an enrolment here.
+    public func enrolsDevices() throws(ShareError) -> Bool { try groupRecord().issuer }
+
+    /// Whether a peer's `sha256/` pin may talk to this machine as a member: on the machine that
+    /// holds the group root, only a device enrolled here (``members()``), so a certificate the
+    /// root signed outside an enrolment is refused; on a machine that joined, which never sees
+    /// the other devices' certificates, every certificate of the root (revoke those by pin).
+    /// A members list that cannot be read refuses (fail closed).
+    public func isEnrolled(pin: String) throws(ShareError) -> Bool {
+        guard try enrolsDevices() else { return true }
+        return try members().contains { $0.pin == pin }
+    }
 
     /// Records an enrolled device.
     public func record(device: String, certificate: Certificate) throws(ShareError) {
@@ -160,9 +238,11 @@ public struct ShareGroup: Sendable {
     }
 
     /// Revokes a device: by its name (as recorded when it was enrolled here) or by its `sha256/` pin.
-    /// Its certificate is refused by this machine's server and client from then on.
+    /// Its certificate is refused by this machine's server and client from then on. The
+    /// revocation list's generation goes up by one.
     /// - Returns: The records revoked.
-    /// - Throws: ``ShareError/notFound(_:)`` when no enrolled device has that name.
+    /// - Throws: ``ShareError/notFound(_:)`` when no enrolled device has that name,
+    ///   ``ShareError/revocationsTampered(_:)`` when the current list cannot be trusted.
     @discardableResult
     public func revoke(device: String) throws(ShareError) -> [ShareDeviceRecord] {
         var targets: [ShareDeviceRecord]
@@ -177,11 +257,158 @@ public struct ShareGroup: Sendable {
         }
         let now = Int64(Date().timeIntervalSince1970)
         for index in targets.indices { targets[index].time = now }
-        var revoked = try revoked()
-        let known = Set(revoked.map(\.pin))
-        revoked += targets.filter { !known.contains($0.pin) }
-        try save(revoked, "revoked")
+        var record = try groupRecord()
+        let known = Set(record.revoked.map(\.pin))
+        record.revoked += targets.filter { !known.contains($0.pin) }
+        record.generation += 1
+        try write(record)
         return targets
+    }
+
+    // MARK: The group's record
+
+    /// The keychain account of the group's record.
+    public static let recordAccount = "group"
+
+    /// The record, upgraded from an older group's items when there is none yet.
+    func groupRecord() throws(ShareError) -> ShareGroupRecord {
+        let record: ShareGroupRecord
+        if let stored = try readRecord() {
+            record = stored
+        } else {
+            record = try upgrade()
+        }
+        try Self.checkAnchor(revocationGeneration: record.generation)
+        return record
+    }
+
+    /// Where the revocation list's generation will be checked against an anchor kept outside
+    /// the data directory (beside the device key): the one place that decides whether a
+    /// record's generation is current. No anchor exists yet, so every generation is accepted
+    /// here; a record rolled back together with the rest of the keychain is not detected
+    /// (docs/SECURITY.md, "Open"). Advancing the anchor belongs in ``write(_:)``.
+    static func checkAnchor(revocationGeneration: UInt64) throws(ShareError) {}
+
+    /// The stored record, or nil when there is none and the group is of an older version
+    /// (its root certificate stored `always`).
+    /// - Throws: ``ShareError/revocationsTampered(_:)`` when the group commits to a record that is missing.
+    private func readRecord() throws(ShareError) -> ShareGroupRecord? {
+        do {
+            let record = try store.keychain.value(ShareGroupRecord.self, forService: Self.service, account: Self.recordAccount,
+                                                  requiring: .alwaysThisDeviceOnly)
+            guard record.version == ShareGroupRecord.currentVersion else {
+                throw ShareError.storage("the group's record has version \(record.version); this version reads \(ShareGroupRecord.currentVersion): update securefoundation")
+            }
+            guard record.revoked.count == record.count, Self.digest(record.revoked, generation: record.generation) == record.digest else {
+                throw ShareError.revocationsTampered("the group's record does not match its own revocation list")
+            }
+            return record
+        } catch let error as ShareError {
+            throw error
+        } catch KeychainError.itemNotFound {
+            // Absence is not emptiness: only a group that never had a record may have none.
+            guard try rootIsCommitted() else { return nil }
+            throw .revocationsTampered("the group's record (keychain item \(Self.service) / \(Self.recordAccount)) is missing, so the revoked devices are unknown")
+        } catch KeychainError.accessibilityTooWeak {
+            throw .revocationsTampered("the group's record is not stored alwaysThisDeviceOnly")
+        } catch {
+            throw .storage("the group's record cannot be read: \(error)")
+        }
+    }
+
+    /// Whether the group's root certificate is stored the way this version stores it
+    /// (`alwaysThisDeviceOnly`): such a group has a record.
+    private func rootIsCommitted() throws(ShareError) -> Bool {
+        do {
+            _ = try store.certificates(label: Self.rootLabel, requiring: .alwaysThisDeviceOnly)
+            return true
+        } catch .accessibilityTooWeak {
+            return false
+        } catch .notFound {
+            throw .notAMember("no group root \"\(Self.rootLabel)\" in the keychain")
+        } catch {
+            throw .storage("\(error)")
+        }
+    }
+
+    /// Makes the record of a group of an older version: its `revoked` item (trusted as it is,
+    /// this once; missing reads as empty), whether this machine holds the root (its identity is
+    /// stored), then the root certificate stored `alwaysThisDeviceOnly`, which commits the
+    /// group to its record from then on.
+    private func upgrade() throws(ShareError) -> ShareGroupRecord {
+        let legacy = try list("revoked")
+        let issuer: Bool
+        do {
+            issuer = try store.list().items.contains { $0.label == Self.rootLabel && $0.kind == .identity }
+        } catch {
+            throw .storage("the keychain cannot be listed: \(error)")
+        }
+        let record = ShareGroupRecord(generation: legacy.isEmpty ? 0 : 1, revoked: legacy, issuer: issuer)
+        try write(record)
+        try commitRoot()
+        return record
+    }
+
+    /// Stores the root certificate `alwaysThisDeviceOnly` (after the record exists).
+    func commitRoot() throws(ShareError) {
+        let root = try rootCertificate()
+        try Self.map {
+            try store.storeCertificates([root], label: Self.rootLabel, accessibility: .alwaysThisDeviceOnly, replace: true)
+            try store.flush()
+        }
+    }
+
+    /// Writes the record (a new group, a join, a revocation), and the `revoked` item older
+    /// versions read (never trusted by this one).
+    func write(_ record: ShareGroupRecord) throws(ShareError) {
+        var record = record
+        record.version = ShareGroupRecord.currentVersion
+        record.count = record.revoked.count
+        record.digest = Self.digest(record.revoked, generation: record.generation)
+        do {
+            try store.keychain.set(record, forService: Self.service, account: Self.recordAccount,
+                                   accessibility: .alwaysThisDeviceOnly)
+            try store.keychain.set(record.revoked, forService: Self.service, account: "revoked", accessibility: .always)
+            try store.keychain.flush()
+        } catch {
+            throw .storage("the group's record cannot be written: \(error)")
+        }
+    }
+
+    /// Starts the record of a group made or joined here, keeping the revocations already
+    /// recorded on this machine (a device revoked stays revoked when the machine joins again).
+    func startRecord(issuer: Bool) throws(ShareError) {
+        var previous: ShareGroupRecord?
+        do {
+            previous = try store.keychain.value(ShareGroupRecord.self, forService: Self.service, account: Self.recordAccount)
+        } catch {
+            previous = nil
+        }
+        let revoked: [ShareDeviceRecord]
+        if let previous { revoked = previous.revoked } else { revoked = try list("revoked") }
+        try write(ShareGroupRecord(generation: (previous?.generation ?? 0) + 1, revoked: revoked, issuer: issuer))
+    }
+
+    /// The SHA-256 the record keeps of its revocation list: over a context, the generation
+    /// (u64 BE), the count (u32 BE), then each entry's name, pin (each u32 BE length, UTF-8) and
+    /// time (i64 BE), in order. Hex.
+    static func digest(_ devices: [ShareDeviceRecord], generation: UInt64) -> String {
+        var hasher = SHA256()
+        func u64(_ value: UInt64) { hasher.update(data: (0..<8).map { UInt8(truncatingIfNeeded: value >> UInt64(56 - 8 * $0)) }) }
+        func bytes(_ text: String) {
+            let raw = Array(text.utf8)
+            hasher.update(data: (0..<4).map { UInt8(truncatingIfNeeded: UInt32(raw.count) >> UInt32(24 - 8 * $0)) })
+            hasher.update(data: raw)
+        }
+        bytes("securefoundation share revocations v1")
+        u64(generation)
+        hasher.update(data: (0..<4).map { UInt8(truncatingIfNeeded: UInt32(devices.count) >> UInt32(24 - 8 * $0)) })
+        for device in devices {
+            bytes(device.device)
+            bytes(device.pin)
+            u64(UInt64(bitPattern: device.time))
+        }
+        return Encoding.hex(Array(hasher.finalize()))
     }
 
     private func list(_ account: String) throws(ShareError) -> [ShareDeviceRecord] {

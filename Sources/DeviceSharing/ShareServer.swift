@@ -12,8 +12,9 @@ import X509
 /// locked, and reading needs an unlock).
 ///
 /// A client must present a certificate issued by the group's root (the only anchor: never the
-/// system roots) whose key is not revoked; the revocation list is read again for every
-/// connection, so a device revoked while the server runs is refused from its next connection.
+/// system roots) whose key is not revoked and, where this machine enrols the group's devices,
+/// was enrolled here; both lists are read again for every connection, so a device revoked while
+/// the server runs is refused from its next connection.
 public final class ShareServer: Sendable {
     /// What happened to a connection.
     public enum Event: Sendable {
@@ -21,6 +22,18 @@ public final class ShareServer: Sendable {
         case received(name: String, size: UInt64, from: String)
         /// A connection was refused or a transfer failed (nothing was stored).
         case refused(peer: String, ShareError)
+    }
+
+    /// How far a file being received got (see ``run(onEvent:onProgress:)``).
+    public struct Progress: Sendable, Equatable {
+        /// The name the sender offered.
+        public var name: String
+        /// The sending device.
+        public var device: String
+        /// The bytes received so far.
+        public var received: UInt64
+        /// The file's size.
+        public var size: UInt64
     }
 
     /// Default and largest file size accepted: 64 GiB.
@@ -43,6 +56,7 @@ public final class ShareServer: Sendable {
     private let files: ProtectedFiles
     private let protection: FileProtectionClass
     private let isRevoked: @Sendable (String) -> Bool
+    private let isEnrolled: @Sendable (String) -> Bool
     private let maxSize: UInt64
     private let idleLimit: TimeAmount
 
@@ -62,12 +76,14 @@ public final class ShareServer: Sendable {
     }
 
     private init(listener: Listener, inbox: String, files: ProtectedFiles, protection: FileProtectionClass,
-                 isRevoked: @escaping @Sendable (String) -> Bool, maxSize: UInt64, idleLimit: TimeAmount) {
+                 isRevoked: @escaping @Sendable (String) -> Bool, isEnrolled: @escaping @Sendable (String) -> Bool,
+                 maxSize: UInt64, idleLimit: TimeAmount) {
         self.listener = listener
         self.inbox = inbox
         self.files = files
         self.protection = protection
         self.isRevoked = isRevoked
+        self.isEnrolled = isEnrolled
         self.maxSize = maxSize
         self.idleLimit = idleLimit
     }
@@ -78,13 +94,18 @@ public final class ShareServer: Sendable {
     ///   - inbox: the directory received files go to (created 0700).
     ///   - files: the vault's protected files.
     ///   - protection: the class of received files (default `completeUnlessOpen`).
-    ///   - isRevoked: whether a `sha256/` pin is revoked (asked for each client).
+    ///   - isRevoked: whether a `sha256/` pin is revoked (asked for each client; answer true when
+    ///     the list cannot be read).
+    ///   - isEnrolled: whether a `sha256/` pin belongs to a device enrolled in the group
+    ///     (``ShareGroup/isEnrolled(pin:)``; asked for each client that is not revoked; answer
+    ///     false when the list cannot be read). A client it refuses gets reply status 2 (refused).
     ///   - maxSize: the largest file accepted.
     ///   - idleTimeout: a client that sends nothing for this long is disconnected.
     /// - Throws: ``ShareError/connectionFailed(_:)`` when it cannot listen, ``ShareError/io(path:detail:)``.
     public static func bind(
         host: String = "127.0.0.1", port: Int = 0, membership: ShareMembership, inbox: String, files: ProtectedFiles,
         protection: FileProtectionClass = .completeUnlessOpen, isRevoked: @escaping @Sendable (String) -> Bool,
+        isEnrolled: @escaping @Sendable (String) -> Bool,
         maxSize: UInt64 = defaultMaxSize, idleTimeout: TimeAmount = ShareServer.idleTimeout
     ) async throws(ShareError) -> ShareServer {
         try prepare(inbox: inbox)
@@ -98,7 +119,7 @@ public final class ShareServer: Sendable {
             throw .connectionFailed("cannot listen on \(host):\(port): \(error)")
         }
         return ShareServer(listener: .mutualTLS(server), inbox: inbox, files: files, protection: protection,
-                           isRevoked: isRevoked, maxSize: maxSize, idleLimit: idleTimeout)
+                           isRevoked: isRevoked, isEnrolled: isEnrolled, maxSize: maxSize, idleLimit: idleTimeout)
     }
 
     private static func prepare(inbox: String) throws(ShareError) {
@@ -117,7 +138,7 @@ public final class ShareServer: Sendable {
     /// identity (anyone who connects may store a file). For this package's benchmark only, to
     /// measure what TLS itself costs: not part of the public API nor of the command line. The
     /// wire format, the receiving task, the protected-file writer, the digest check and the
-    /// commit are those of ``bind(host:port:membership:inbox:files:protection:isRevoked:maxSize:idleTimeout:)``.
+    /// commit are those of ``bind(host:port:membership:inbox:files:protection:isRevoked:isEnrolled:maxSize:idleTimeout:)``.
     package static func bindWithoutTLS(
         host: String = "127.0.0.1", port: Int = 0, inbox: String, files: ProtectedFiles,
         protection: FileProtectionClass = .completeUnlessOpen, maxSize: UInt64 = defaultMaxSize,
@@ -139,7 +160,7 @@ public final class ShareServer: Sendable {
             throw .connectionFailed("cannot listen on \(host):\(port): \(error)")
         }
         return ShareServer(listener: .plainTCP(listener), inbox: inbox, files: files, protection: protection,
-                           isRevoked: { _ in false }, maxSize: maxSize, idleLimit: idleTimeout)
+                           isRevoked: { _ in false }, isEnrolled: { _ in true }, maxSize: maxSize, idleLimit: idleTimeout)
     }
 
     /// Larger reads than NIO's default (at most 64 KiB): fewer system calls, and the TLS layer
@@ -150,7 +171,12 @@ public final class ShareServer: Sendable {
     }
 
     /// Serves until ``close()``.
-    public func run(onEvent: @escaping @Sendable (Event) -> Void = { _ in }) async throws {
+    /// - Parameters:
+    ///   - onEvent: told what happened to each connection.
+    ///   - onProgress: told, for each file being received, the bytes received so far: once the
+    ///     offer is read, then after each piece (as often as the connection delivers them).
+    public func run(onEvent: @escaping @Sendable (Event) -> Void = { _ in },
+                    onProgress: (@Sendable (Progress) -> Void)? = nil) async throws {
         guard case .mutualTLS(let server) = listener else {
             return try await runWithoutTLS(onEvent: onEvent)
         }
@@ -161,7 +187,7 @@ public final class ShareServer: Sendable {
                 onEvent(.refused(peer: "client", .connectionFailed("\(error)")))
             }
         }) { connection in
-            await self.serve(connection, onEvent: onEvent)
+            await self.serve(connection, onProgress: onProgress, onEvent: onEvent)
         }
     }
 
@@ -173,7 +199,7 @@ public final class ShareServer: Sendable {
         }
     }
 
-    /// Accepts plain TCP connections until ``close()`` and receives on each one as ``run(onEvent:)``
+    /// Accepts plain TCP connections until ``close()`` and receives on each one as ``run(onEvent:onProgress:)``
     /// does after the handshake and the identity checks.
     private func runWithoutTLS(onEvent: @escaping @Sendable (Event) -> Void) async throws {
         guard case .plainTCP(let listener) = listener else { return }
@@ -182,7 +208,8 @@ public final class ShareServer: Sendable {
                 for try await channel in inbound {
                     group.addTask {
                         let peer = channel.channel.remoteAddress?.description ?? "client"
-                        await self.receive(on: channel, peer: peer, device: "(plain TCP, no identity)", onEvent: onEvent)
+                        await self.receive(on: channel, peer: peer, device: "(plain TCP, no identity)", onProgress: nil,
+                                           onEvent: onEvent)
                         try? await channel.executeThenClose { _, _ in }
                     }
                 }
@@ -190,7 +217,8 @@ public final class ShareServer: Sendable {
         }
     }
 
-    private func serve(_ connection: PinnedTLSServer.Connection, onEvent: @Sendable (Event) -> Void) async {
+    private func serve(_ connection: PinnedTLSServer.Connection, onProgress: (@Sendable (Progress) -> Void)?,
+                       onEvent: @Sendable (Event) -> Void) async {
         let peer = connection.remoteAddress
         guard let leaf = connection.peerChain?.first else {
             onEvent(.refused(peer: peer, .peerRefused("the peer presented no certificate")))
@@ -203,17 +231,16 @@ public final class ShareServer: Sendable {
             return
         }
         if isRevoked(pin) {
-            // Told so at once (reply status 4), without using anything it sends. What it had
-            // already sent is read and dropped until it hangs up, so that closing does not reset
-            // the connection and with it the reply on its way; bounded in bytes and time.
-            let reply = ShareWire.Reply(status: .revoked, text: device)
-            let raw = connection.channel.channel
-            try? await connection.channel.executeThenClose { inbound, outbound in
-                try await outbound.write(ByteBuffer(bytes: reply.encoded))
-                var iterator = inbound.makeAsyncIterator()
-                await Self.drain(&iterator, channel: raw)
-            }
+            await refuse(connection, ShareWire.Reply(status: .revoked, text: device))
             onEvent(.refused(peer: "\(device) (\(peer))", .revoked(device: device)))
+            return
+        }
+        if !isEnrolled(pin) {
+            // A certificate of the group's root that no enrolment here issued (or a members list
+            // that cannot be read): refused, fail closed.
+            let reason = "the device \(device) (\(pin)) is not enrolled in the receiver's group: enrol it with `share invite` and `share join` on the machine that holds the group root"
+            await refuse(connection, ShareWire.Reply(status: .refused, text: reason))
+            onEvent(.refused(peer: "\(device) (\(peer))", .peerRefused(reason)))
             return
         }
         try? await connection.channel.channel.setOption(ChannelOptions.recvAllocator, value: Self.receiveAllocator).get()
@@ -223,13 +250,31 @@ public final class ShareServer: Sendable {
             let tls = try pipeline.context(handlerType: NIOSSLServerHandler.self)
             try pipeline.addHandler(PlaintextHandOff(), position: .after(tls.handler))
         }.get()
-        await receive(on: connection.channel, peer: peer, device: device, onEvent: onEvent)
+        await receive(on: connection.channel, peer: peer, device: device, onProgress: onProgress, onEvent: onEvent)
+    }
+
+    /// Refuses a sender before using anything it sent: writes the reply (flushed), then closes
+    /// this side's output and reads and drops what the sender still sends until it hangs up
+    /// (``drain(_:channel:)``), so that closing does not reset the connection and with it the
+    /// reply on its way; bounded in bytes and time.
+    private func refuse(_ connection: PinnedTLSServer.Connection, _ reply: ShareWire.Reply) async {
+        let raw = connection.channel.channel
+        try? await connection.channel.executeThenClose { inbound, outbound in
+            var iterator = inbound.makeAsyncIterator()
+            do {
+                try await outbound.write(ByteBuffer(bytes: reply.encoded))
+            } catch {
+                // The sender is gone already: nothing to tell it.
+                return
+            }
+            await Self.drain(&iterator, channel: raw)
+        }
     }
 
     /// Reads the offer, the bytes and their digest from an accepted (and, over TLS, checked)
     /// connection, stores the file and replies.
     private func receive(on channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, peer: String, device: String,
-                         onEvent: @Sendable (Event) -> Void) async {
+                         onProgress: (@Sendable (Progress) -> Void)?, onEvent: @Sendable (Event) -> Void) async {
         do {
             try await channel.executeThenClose { inbound, outbound in
                 var iterator = inbound.makeAsyncIterator()
@@ -257,9 +302,14 @@ public final class ShareServer: Sendable {
                 }
                 guard let offer else { return }
                 let incoming = try IncomingFile(offer: offer, inbox: inbox, files: files, protection: protection)
+                func report() {
+                    onProgress?(Progress(name: offer.name, device: device, received: min(incoming.received, offer.size),
+                                         size: offer.size))
+                }
                 do {
                     try buffer[consumed...].withUnsafeBytes { try incoming.append($0) }
                     buffer = []
+                    report()
                     while !incoming.isComplete {
                         guard let chunk = try await idle.next(&iterator) else {
                             throw ShareError.protocolViolation(incoming.received < offer.size
@@ -267,6 +317,7 @@ public final class ShareServer: Sendable {
                                 : "the connection ended before the digest that follows the bytes")
                         }
                         try chunk.withUnsafeReadableBytes { try incoming.append($0) }
+                        if onProgress != nil { report() }
                     }
                     let stored = try incoming.finish()
                     try await outbound.write(ByteBuffer(bytes: ShareWire.Reply(status: .stored, text: stored).encoded))

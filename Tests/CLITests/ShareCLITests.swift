@@ -115,4 +115,40 @@ struct ShareCLITests {
         let traversal = try a.run(["share", "open", "../home/keychain.sqlite"])
         #expect(traversal.status == 64)
     }
+
+    /// Deleting the `revoked` row (a writer of the data directory can delete rows, not write
+    /// them) used to read as an empty list: the revoked sender's `share send` exited 0. The
+    /// group's record holds the list: the sender is still refused (50), and with the record
+    /// deleted too the list is refused as tampered (2), never read as empty.
+    @Test("deleting the revocation rows does not serve a revoked device again")
+    func deletedRevocationRows() throws {
+        let (a, b) = try Self.group()
+        let photo = try b.file("photo.jpg", Array("photo".utf8))
+        #expect(try a.run(["share", "revoke", "bravo"], unlocked: false).status == 0)
+        let deleted = try a.run(["keychain", "delete-generic-password", "-s", "securefoundation.share", "-a", "revoked"],
+                                unlocked: false)
+        #expect(deleted.status == 0, "\(deleted.stderr)")
+        let listed = try a.run(["share", "list", "--devices"], unlocked: false)
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.text.contains("bravo\tsha256/") && listed.text.contains("\trevoked\n"), "\(listed.text)")
+
+        let (server, port) = try a.serve(["--max-transfers", "2"])
+        defer { server.kill(SIGTERM) }
+        let refused = try b.run(["share", "send", photo, "--to", "127.0.0.1:\(port)"])
+        #expect(refused.status == 50, "\(refused.stderr)")
+        #expect(refused.stderr.contains("the device bravo is revoked in this group"), "\(refused.stderr)")
+
+        let record = try a.run(["keychain", "delete-generic-password", "-s", "securefoundation.share", "-a", "group"],
+                               unlocked: false)
+        #expect(record.status == 0, "\(record.stderr)")
+        let tampered = try a.run(["share", "list", "--devices"], unlocked: false)
+        #expect(tampered.status == 2, "\(tampered.stderr)")
+        #expect(tampered.stderr.contains("the revocation list cannot be trusted"), "\(tampered.stderr)")
+        let revokeAgain = try a.run(["share", "revoke", "bravo"], unlocked: false)
+        #expect(revokeAgain.status == 2, "\(revokeAgain.stderr)")
+        let stillRefused = try b.run(["share", "send", photo, "--to", "127.0.0.1:\(port)"])
+        #expect(stillRefused.status == 50, "\(stillRefused.stderr)")
+        #expect(try server.wait(timeout: .seconds(120)).status == 0)
+        #expect(a.inboxNames().isEmpty)
+    }
 }

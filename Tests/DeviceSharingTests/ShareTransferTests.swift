@@ -137,7 +137,7 @@ struct ShareTransferTests {
         let path = try b.write("big.bin", content(3 << 20))
         let limit: UInt64 = 1 << 20
         let server = try await ShareServer.bind(membership: a.group.membership(), inbox: a.inbox, files: a.files,
-                                                isRevoked: a.isRevoked(), maxSize: limit)
+                                                isRevoked: a.isRevoked(), isEnrolled: a.isEnrolled(), maxSize: limit)
         try await serving(server) { port, log in
             let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
             let expected = ShareError.rejected(ShareError.tooLarge(size: 3 << 20, limit: limit).description)

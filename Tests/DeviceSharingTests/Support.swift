@@ -60,6 +60,11 @@ final class TestDevice: @unchecked Sendable {
         let group = self.group
         return { pin in (try? group.revokedPins().contains(pin)) ?? true }
     }
+
+    func isEnrolled() -> @Sendable (String) -> Bool {
+        let group = self.group
+        return { pin in (try? group.isEnrolled(pin: pin)) ?? false }
+    }
 }
 
 /// Two members of one group: `a` made it, `b` joined with an invitation.
@@ -102,7 +107,8 @@ func withServer(
     _ body: @Sendable (Int, EventLog) async throws -> Void
 ) async throws {
     let server = try await ShareServer.bind(membership: membership ?? device.group.membership(), inbox: device.inbox,
-                                            files: device.files, isRevoked: device.isRevoked(), idleTimeout: idleTimeout)
+                                            files: device.files, isRevoked: device.isRevoked(), isEnrolled: device.isEnrolled(),
+                                            idleTimeout: idleTimeout)
     try await serving(server, body)
 }
 

@@ -43,8 +43,8 @@ enum ShareCLI {
     Exit status: 0 success, 36 vault locked (give --passcode-file), 44 not found or not a member, \
     64 usage, 50 the peer was refused (not of this group, revoked, another device), 51 the \
     receiver did not store the file (digest mismatch, refused name or size), 52 invalid or \
-    expired enrolment, 7 no connection, 74 a file cannot be read or written, 1 any other \
-    error (docs/CLI.md).
+    expired enrolment, 7 no connection, 74 a file cannot be read or written, 2 the revocation \
+    list cannot be trusted (the data directory was changed), 1 any other error (docs/CLI.md).
     """
 
     /// Reports `error` on stderr and returns the exit code of the one table (docs/CLI.md).
@@ -84,7 +84,12 @@ struct ShareOptions: ParsableArguments {
         let manager = try home.manager()
         try VaultCLI.unlock(manager, passcodeFile: passcodeFile, withoutFile: .stayLocked)
         let keychain = try Keychain(manager: manager)
-        return (manager, ShareGroup(store: IdentityStore(keychain: keychain)))
+        let group = ShareGroup(store: IdentityStore(keychain: keychain))
+        // A group of an older version gets its record now (docs/SECURITY.md, "Share group
+        // items"). A failure (not a member, a tampered record) is reported by the command
+        // that reads the group; `share init --replace` still starts a new one.
+        try? group.upgradeIfNeeded()
+        return (manager, group)
     }
 
     func inbox(_ given: String?) -> String {
@@ -317,8 +322,10 @@ struct ShareServeCommand: AsyncParsableCommand {
         Loads this device's identity (needs --passcode-file), then locks the vault again (unless \
         --stay-unlocked): files keep arriving as protected files of class completeUnlessOpen, \
         readable only after an unlock. Prints `listening on HOST:PORT` once ready, one line per \
-        file received, and refusals on stderr. A device revoked with `share revoke` is refused \
-        from its next connection.
+        file received, and refusals on stderr; on a terminal, standard error shows each file's \
+        progress while it arrives. A device revoked with `share revoke` is refused \
+        from its next connection; on the machine that holds the group root, so is a device not \
+        enrolled there.
         """
     )
 
@@ -350,12 +357,21 @@ struct ShareServeCommand: AsyncParsableCommand {
             let server = try await ShareServer.bind(host: host, port: port, membership: membership,
                                                     inbox: options.inbox(inbox), files: files,
                                                     isRevoked: { pin in (try? group.revokedPins().contains(pin)) ?? true },
+                                                    isEnrolled: { pin in (try? group.isEnrolled(pin: pin)) ?? false },
                                                     maxSize: maxSize)
             print("listening on \(host):\(server.port) as \(membership.deviceName)")
             ShareCLI.flushStdout()
             let count = ShareCounter()
             let limit = maxTransfers
-            try await server.run { event in
+            let line = ProgressLine.enabled ? ReceiveProgressLine() : nil
+            let onProgress: (@Sendable (ShareServer.Progress) -> Void)?
+            if let line {
+                onProgress = { line.report(name: $0.name, device: $0.device, received: $0.received, size: $0.size) }
+            } else {
+                onProgress = nil
+            }
+            try await server.run(onEvent: { event in
+                line?.clear()
                 switch event {
                 case let .received(name, size, device):
                     print("received \(name) (\(size) bytes) from \(device)")
@@ -366,7 +382,7 @@ struct ShareServeCommand: AsyncParsableCommand {
                 if let limit, count.increment() >= limit {
                     Task { await server.close() }
                 }
-            }
+            }, onProgress: onProgress)
         } catch {
             throw ShareCLI.fail(error)
         }

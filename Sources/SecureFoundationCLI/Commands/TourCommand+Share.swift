@@ -35,7 +35,8 @@ extension Tour {
         let outcome = try Tour.blocking { () async throws -> (ShareClient.Sent, String) in
             let server = try await ShareServer.bind(
                 host: "127.0.0.1", port: 0, membership: receiverMembership, inbox: inbox, files: files,
-                isRevoked: { pin in (try? desktopGroup.revokedPins().contains(pin)) ?? true })
+                isRevoked: { pin in (try? desktopGroup.revokedPins().contains(pin)) ?? true },
+                isEnrolled: { pin in (try? desktopGroup.isEnrolled(pin: pin)) ?? false })
             let serving = Task.detached { try await server.run() }
             defer { serving.cancel() }
             do {
