@@ -110,6 +110,11 @@ public struct KDFPolicy: Sendable, Hashable {
     /// - Parameter parameters: The KDF parameters for new data.
     public init(parameters: KDFParameters) { self.parameters = parameters }
 
+    /// scrypt N = 2^15, r = 8, p = 1: the floor this library accepts (``KDFParameters/scryptMinimumLogN``),
+    /// half the time and memory of ``interactive`` (32 MiB). For small devices where 64 MiB is
+    /// too much; the project's own test suite uses it, since every guess an attacker makes
+    /// costs what a test's unlock costs.
+    public static let minimum = KDFPolicy(parameters: .scrypt(logN: KDFParameters.scryptMinimumLogN, r: 8, p: 1))
     /// scrypt N = 2^16, r = 8, p = 1: about 0.16–0.25 s and 64 MiB on a 2-core Linux machine. For unlock prompts.
     public static let interactive = KDFPolicy(parameters: .scrypt(logN: 16, r: 8, p: 1))
     /// scrypt N = 2^18, r = 8, p = 1: about 0.7–1.3 s and 256 MiB. For data at rest behind a passphrase.

@@ -79,6 +79,32 @@ struct VaultCLITests {
         #expect(tooFew.stderr.contains("1 answers given; 2 of the 3 questions must be answered"))
     }
 
+    @Test func theKDFWorkComesFromKdfThenTheEnvironmentThenInteractive() throws {
+        let ws = try Workspace()
+        let pin = try ws.file("pin", "1234-abcd\n")
+        func logN(_ home: String) throws -> Int? {
+            let data = try Data(contentsOf: URL(fileURLWithPath: home + "/vault.state"))
+            let json = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+            let kdf = (json?["passcode"] as? [String: Any])?["kdf"] as? [String: Any]
+            return (kdf?["scrypt"] as? [String: Any])?["logN"] as? Int
+        }
+        func initialise(_ home: String, _ extra: [String], _ environment: [String: String]) throws -> ChildProcess.Result {
+            try ChildProcess.run(try BuiltProducts.commandLine, ["vault", "init", "--passcode-file", pin, "--home", ws.root + "/" + home,
+                                                                "--device-key", ws.root + "/" + home + ".key"] + extra,
+                                 environment: environment, timeout: .seconds(300))
+        }
+        #expect(try initialise("a", [], ["SECUREFOUNDATION_KDF": ""]).status == 0)
+        #expect(try logN(ws.root + "/a") == 16)
+        #expect(try initialise("b", [], ["SECUREFOUNDATION_KDF": "minimum"]).status == 0)
+        #expect(try logN(ws.root + "/b") == 15)
+        #expect(try initialise("c", ["--kdf", "interactive"], ["SECUREFOUNDATION_KDF": "minimum"]).status == 0)
+        #expect(try logN(ws.root + "/c") == 16)
+        let wrong = try initialise("d", [], ["SECUREFOUNDATION_KDF": "fast"])
+        #expect(wrong.status == 64)
+        #expect(wrong.errorText.contains("$SECUREFOUNDATION_KDF must be interactive, sensitive, minimum"), "\(wrong.errorText)")
+        #expect(!FileManager.default.fileExists(atPath: ws.root + "/d/vault.state"))
+    }
+
     @Test func delaysAndErasureHaveTheirExitCodes() throws {
         let ws = try Workspace()
         let pin = try ws.file("pin", "1234")

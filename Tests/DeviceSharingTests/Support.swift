@@ -30,7 +30,7 @@ final class TestDevice: @unchecked Sendable {
         home = directory.path("home")
         inbox = directory.path("inbox")
         manager = try CryptoManager(directory: home, deviceKeyProvider: StaticDeviceKeyProvider(key: try SecretBytes.random(count: 32)),
-                                    policy: .interactive, attemptPolicy: .unlimited)
+                                    policy: .minimum, attemptPolicy: .unlimited)
         try manager.setUp(passcode: passcode)
         if !manager.isUnlocked { try manager.unlock(passcode: passcode) }
         keychain = try Keychain(manager: manager)

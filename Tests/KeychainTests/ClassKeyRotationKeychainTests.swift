@@ -206,7 +206,7 @@ final class RotatingKeySource: ClassKeyRotatingSource, @unchecked Sendable {
         let dir = try TemporaryDirectory()
         let vault = dir.sub("vault")
         let device = FileDeviceKeyProvider(path: dir.sub("device.key"))
-        let manager = try CryptoManager(directory: vault, deviceKeyProvider: device, attemptPolicy: .unlimited)
+        let manager = try CryptoManager(directory: vault, deviceKeyProvider: device, policy: .minimum, attemptPolicy: .unlimited)
         try manager.setUp(passcode: SecretBytes(utf8: "1234"))
         try manager.unlock(passcode: SecretBytes(utf8: "1234"))
         let keychain = try Keychain(manager: manager)
@@ -230,7 +230,7 @@ final class RotatingKeySource: ClassKeyRotatingSource, @unchecked Sendable {
             _ = FileManager.default.createFile(atPath: stale + "/" + name, contents: data, attributes: [.posixPermissions: 0o600])
         }
         try FileManager.default.copyItem(atPath: vault + "/keychain.sqlite", toPath: stale + "/keychain.sqlite")
-        let oldManager = try CryptoManager(directory: stale, deviceKeyProvider: device, attemptPolicy: .unlimited)
+        let oldManager = try CryptoManager(directory: stale, deviceKeyProvider: device, policy: .minimum, attemptPolicy: .unlimited)
         try oldManager.unlock(passcode: SecretBytes(utf8: "1234"))
         let old = try Keychain(manager: oldManager)
         for account in ["wu", "afu", "always"] {
@@ -239,7 +239,7 @@ final class RotatingKeySource: ClassKeyRotatingSource, @unchecked Sendable {
         }
 
         // The real vault still opens everything.
-        let current = try CryptoManager(directory: vault, deviceKeyProvider: device, attemptPolicy: .unlimited)
+        let current = try CryptoManager(directory: vault, deviceKeyProvider: device, policy: .minimum, attemptPolicy: .unlimited)
         try current.unlock(passcode: SecretBytes(utf8: "1234"))
         let reopened = try Keychain(manager: current)
         #expect(text(try reopened.passwordData(forService: "s", account: "afu")) == "afu")

@@ -21,7 +21,7 @@ import Vault
 
         func manager(_ provider: (any DeviceKeyProvider)? = nil, home: String? = nil) throws -> CryptoManager {
             try CryptoManager(directory: home ?? self.home, deviceKeyProvider: provider ?? FileDeviceKeyProvider(path: keyPath),
-                              attemptPolicy: .unlimited)
+                              policy: .minimum, attemptPolicy: .unlimited)
         }
 
         /// A vault with `count` items spread over the six classes, in the home's keychain.

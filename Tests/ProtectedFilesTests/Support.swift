@@ -25,7 +25,7 @@ final class ProtectFixture: @unchecked Sendable {
 
     func manager(deviceKey: SecretBytes? = nil, home: String? = nil) throws -> CryptoManager {
         try CryptoManager(directory: home ?? self.home, deviceKeyProvider: StaticDeviceKeyProvider(key: deviceKey ?? self.deviceKey),
-                          policy: .interactive, attemptPolicy: .unlimited)
+                          policy: .minimum, attemptPolicy: .unlimited)
     }
 
     /// A set-up, unlocked vault.

@@ -60,7 +60,7 @@ guard let home = argument("--home"), let deviceKey = argument("--device-key"),
 
 do {
     let manager = try CryptoManager(directory: home, deviceKeyProvider: FileDeviceKeyProvider(path: deviceKey),
-                                    policy: .interactive, attemptPolicy: .unlimited)
+                                    policy: .minimum, attemptPolicy: .unlimited)
     reply("pid \(getpid())")
     while let command = readLine() {
         do {

@@ -95,9 +95,9 @@ struct DeviceKeyProviderTests {
         let renamed = SystemdCredentialDeviceKeyProvider(name: "other-name", encryptedCredential: credential)
         #expect(throws: VaultError.self) { try renamed.deviceKey() }
         // A vault whose thisDeviceOnly keys depend on it.
-        let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: provider, policy: .interactive, attemptPolicy: .unlimited)
+        let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: provider, policy: .minimum, attemptPolicy: .unlimited)
         let always = try manager.classKey(for: .alwaysThisDeviceOnly)
-        let same = try CryptoManager(directory: fixture.home, deviceKeyProvider: StaticDeviceKeyProvider(key: key), policy: .interactive, attemptPolicy: .unlimited)
+        let same = try CryptoManager(directory: fixture.home, deviceKeyProvider: StaticDeviceKeyProvider(key: key), policy: .minimum, attemptPolicy: .unlimited)
         #expect(hexOf(always) == hexOf(try same.classKey(for: .alwaysThisDeviceOnly)))
         // A credential file that was tampered with is refused.
         var bytes = try SecureFile.read(credential)

@@ -11,7 +11,7 @@ struct DeviceKeyRotationProviderTests {
     /// A vault whose device key comes from `record`, set up with a passcode.
     static func vault(_ fixture: VaultFixture, record: DeviceKeyRecord) throws -> CryptoManager {
         try FileManager.default.createDirectory(atPath: fixture.home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: record.provider(filePath: fixture.keyFile), policy: .interactive, attemptPolicy: .unlimited)
+        let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: record.provider(filePath: fixture.keyFile), policy: .minimum, attemptPolicy: .unlimited)
         try manager.setUp(passcode: SecretBytes(utf8: "1234"))
         try record.save(directory: fixture.home, filePath: fixture.keyFile)
         return manager
@@ -28,7 +28,7 @@ struct DeviceKeyRotationProviderTests {
             #expect(FileManager.default.contents(atPath: path) != oldFiles[index], "\(path) was not replaced")
             #expect(access(path + ".retired", F_OK) != 0)
         }
-        let fresh = try CryptoManager(directory: fixture.home, deviceKeyProvider: record.provider(filePath: fixture.keyFile), policy: .interactive, attemptPolicy: .unlimited)
+        let fresh = try CryptoManager(directory: fixture.home, deviceKeyProvider: record.provider(filePath: fixture.keyFile), policy: .minimum, attemptPolicy: .unlimited)
         let after = try fresh.classKey(for: .alwaysThisDeviceOnly)
         #expect(hexOf(after) != hexOf(before))
         // The always key itself (not bound to the device) did not change.

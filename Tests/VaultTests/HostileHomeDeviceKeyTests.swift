@@ -11,7 +11,7 @@ struct HostileHomeDeviceKeyTests {
     static func vault(_ fixture: VaultFixture) throws -> CryptoManager {
         let manager = try CryptoManager(directory: fixture.home,
                                         deviceKeyProvider: try DeviceKeyRotation.provider(directory: fixture.home, filePath: fixture.keyFile),
-                                        policy: .interactive, attemptPolicy: .unlimited)
+                                        policy: .minimum, attemptPolicy: .unlimited)
         try manager.setUp(passcode: SecretBytes(utf8: "1234"))
         _ = try manager.classKey(for: .alwaysThisDeviceOnly)
         return manager
@@ -45,7 +45,7 @@ struct HostileHomeDeviceKeyTests {
                 #expect(why.contains("--adopt") && why.contains("data directory"), "\(why)")
             }
             // The vault itself still opens (only what needs the device key waits).
-            let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: provider, policy: .interactive, attemptPolicy: .unlimited)
+            let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: provider, policy: .minimum, attemptPolicy: .unlimited)
             try manager.unlock(passcode: SecretBytes(utf8: "1234"))
             #expect(throws: VaultError.self) { _ = try manager.classKey(for: .alwaysThisDeviceOnly) }
         }

@@ -135,7 +135,7 @@ struct KeyTests {
         }
         let fixture = try VaultFixture()
         defer { fixture.cleanup() }
-        let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: Broken(), attemptPolicy: .unlimited)
+        let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: Broken(), policy: .minimum, attemptPolicy: .unlimited)
         #expect(throws: VaultError.classKeyUnavailable(.alwaysThisDeviceOnly, .deviceKeyMissing)) {
             try manager.classKey(for: .alwaysThisDeviceOnly)
         }

@@ -274,7 +274,7 @@ struct MemoryScanTests {
 
         // The file key and payload key, recovered here with the class identity.
         let manager = try CryptoManager(directory: fixture.home, deviceKeyProvider: FileDeviceKeyProvider(path: fixture.root + "/device.key"),
-                                        policy: .interactive, attemptPolicy: .unlimited)
+                                        policy: .minimum, attemptPolicy: .unlimited)
         try manager.unlock(passcode: SecretBytes(utf8: passcode))
         let table = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: fixture.home + "/protected-files.keys"))) as? [String: Any]
         let entry = try #require((table?["entries"] as? [[String: Any]])?.first { $0["name"] as? String == "complete" })

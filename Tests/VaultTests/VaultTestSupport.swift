@@ -23,7 +23,7 @@ final class VaultFixture: @unchecked Sendable {
     func manager(attemptPolicy: AttemptPolicy = .unlimited, deviceKey: SecretBytes? = nil, kdfCeiling: KDFCeiling = .standard) throws -> CryptoManager {
         let clock = self.clock
         return try CryptoManager(directory: home, deviceKeyProvider: StaticDeviceKeyProvider(key: deviceKey ?? self.deviceKey),
-                                 policy: .interactive, attemptPolicy: attemptPolicy, kdfCeiling: kdfCeiling, clock: { clock.now })
+                                 policy: .minimum, attemptPolicy: attemptPolicy, kdfCeiling: kdfCeiling, clock: { clock.now })
     }
 
     func cleanup() {

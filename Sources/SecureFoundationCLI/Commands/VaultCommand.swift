@@ -51,21 +51,27 @@ struct VaultPolicyOptions: ParsableArguments {
     @OptionGroup var erase: EraseAfterOptions
 
     @Option(name: .customLong("kdf"), help: ArgumentHelp(
-        "KDF work for the new wrappings: interactive (scrypt 2^16, default), sensitive (scrypt 2^18), fips-interactive, fips-sensitive (PBKDF2).",
+        "KDF work for the new wrappings: interactive (scrypt 2^16, default), sensitive (scrypt 2^18), minimum (scrypt 2^15, the floor), fips-interactive, fips-sensitive (PBKDF2). $SECUREFOUNDATION_KDF changes the default.",
         valueName: "work"))
-    var kdf: String = "interactive"
+    var kdf: String?
+
+    /// The work named by `--kdf`, else by `$SECUREFOUNDATION_KDF`, else `interactive`.
+    var kdfName: String { kdf ?? ProcessInfo.processInfo.environment["SECUREFOUNDATION_KDF"].flatMap { $0.isEmpty ? nil : $0 } ?? "interactive" }
 
     var eraseAfter: Int? { erase.eraseAfter }
 
     func validate() throws { _ = try policy() }
 
     func policy() throws -> KDFPolicy {
-        switch kdf {
+        switch kdfName {
         case "interactive": return .interactive
         case "sensitive": return .sensitive
+        case "minimum": return .minimum
         case "fips-interactive": return .fipsInteractive
         case "fips-sensitive": return .fipsSensitive
-        default: throw ValidationError("--kdf must be interactive, sensitive, fips-interactive or fips-sensitive")
+        default:
+            let source = kdf == nil ? "$SECUREFOUNDATION_KDF" : "--kdf"
+            throw ValidationError("\(source) must be interactive, sensitive, minimum, fips-interactive or fips-sensitive")
         }
     }
 }
