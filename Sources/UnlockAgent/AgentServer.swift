@@ -323,7 +323,7 @@ public final class AgentServer: @unchecked Sendable {
             let candidates = state.connections.filter { $0.value.waiting && !$0.value.evicted }
             let silent = candidates.filter { $0.value.isSilent }
             // One client holds at most `perClient` silent connections: beyond, its own oldest goes.
-            let silentOfPeer = pid == 0 ? [] : silent.filter { $0.value.pid == pid }
+            let silentOfPeer = pid == 0 ? [:] : silent.filter { $0.value.pid == pid }
             if silentOfPeer.count >= perClient, let oldest = silentOfPeer.min(by: { $0.value.accepted < $1.value.accepted }) {
                 evict(oldest.key)
             }
