@@ -77,14 +77,16 @@ struct AgentAvailabilityTests {
         for _ in 0..<(slots + 72) {
             silent.append(try UnixSocket.connect(to: fixture.socket, timeout: 10))
         }
+        // A new client, queued behind every silent connection: once it is answered, the agent
+        // has accepted them all (and given their slots away).
+        let client = AgentClient(socketPath: fixture.socket, timeout: 10)
+        #expect(try client.status().state == .locked)
+        #expect(client.lastFailure == nil)
+
         try frame.dropFirst(3).withUnsafeBytes { try UnixSocket.writeAll(real, $0) }
         UnixSocket.setTimeouts(real, seconds: 10)
         let answer = try AgentProtocol.readFrame(real)
         defer { answer.wipe() }
-        #expect(answer.withUnsafeBytes { $0.first } == 0, "the real request was not served")
-
-        let client = AgentClient(socketPath: fixture.socket, timeout: 10)
-        #expect(try client.status().state == .locked)
-        #expect(client.lastFailure == nil)
+        #expect(answer.withUnsafeBytes { $0.first } == 0, "the real request under way lost its slot")
     }
 }
