@@ -38,13 +38,17 @@ extension Keychain {
 
     /// Reads an iMAS `IMSKeychain` file without importing it (see
     /// ``importLegacyKeychain(at:accessibility:overwrite:)`` for the format and the checks).
-    /// - Throws: ``KeychainError/legacyFormat(_:)``; file errors.
+    /// - Throws: ``KeychainError/legacyFormat(_:)``; `SecureFile.Failure` for a missing file;
+    ///   other file errors as ``KeychainError``.
     public static func readLegacyKeychain(at path: String) throws -> LegacyKeychainContents {
         let bytes: [UInt8]
         do {
             bytes = try SecureFile.read(path, maxLength: LegacyPlistGuard.maximumSize)
         } catch SecureFile.Failure.system(_, _, EFBIG) {
             throw KeychainError.legacyFormat("\(path) is larger than \(LegacyPlistGuard.maximumSize) bytes: not a legacy keychain")
+        } catch let SecureFile.Failure.system(operation, failed, code) where code == ENOENT || code == ENOTDIR || code == EISDIR {
+            // A missing file is a file error (exit 74 on the command line), not a database error.
+            throw SecureFile.Failure.system(operation: operation, path: failed, errno: code)
         } catch {
             throw KeychainError.fromFile(error, path: path)
         }

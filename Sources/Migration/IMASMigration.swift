@@ -12,12 +12,23 @@ import ProtectedFiles
 ///
 /// The run is all or nothing up to the first write: every legacy input is read, decrypted and
 /// checked first, and any failure stops the run with nothing written (``MigrationError/failed(_:)``
-/// lists them all). Then the vault is created (atomically), the items are written and flushed, the
-/// output files are written atomically (temporary file, fsync, rename), and only after all that,
-/// when asked, the legacy originals are shredded. A run that stops half way through its writes
-/// can be run again: an existing vault is unlocked with the same passcode or answers and kept,
-/// and items and outputs written before are skipped (or replaced with `overwrite`).
+/// lists them all). Every legacy secret the credentials given can open is migrated; one they
+/// cannot open (the GenItem under a wrapping the original left stale) stops the run too, unless
+/// it is left out explicitly (``Plan/leaveOutGenItem``). Then the vault is created (atomically),
+/// the items are written and flushed, the output files are written atomically (temporary file,
+/// fsync, rename), and only after all that, when asked, the legacy originals are shredded, each
+/// on its own: one that cannot be shredded is listed in ``Report/notShredded`` with the reason
+/// and the others are still shredded (the legacy keychain last).
+///
+/// A run can be repeated: an existing vault is unlocked with the same passcode (or answers) and
+/// kept; items that exist are skipped, outputs that exist and hold what their legacy input
+/// decrypts to are skipped (other content is a failure unless `overwrite`), and with everything
+/// migrated and the legacy keychain shredded by an earlier run, a repeated run only checks the
+/// outputs and shreds the legacy inputs still there.
 public enum IMASMigration {
+    /// The name the reports give the GenItem secret.
+    public static let genItemName = "\(LegacyCryptoManager.service)/gen-item"
+
     /// What to migrate.
     public struct Plan: Sendable {
         /// The legacy keychain file (`Library/...`, or the older `Library/.imskeychain`), which
@@ -26,9 +37,17 @@ public enum IMASMigration {
         /// The old passcode; also the new vault's passcode.
         public var passcode: SecretBytes?
         /// The old answers, in question order; the new vault gets the old questions with them.
+        /// They also open the GenItem secret when they are the answers it was made with.
         public var answers: [SecretBytes]?
         /// A passcode for the new vault when the old one is not given (unlocking with answers).
         public var newPasscode: SecretBytes?
+        /// The passcode in force when the GenItem was made (or last reset), when it is not
+        /// ``passcode``: the original's passcode change re-wrapped the application key but never
+        /// the GenItem key (`gen-itemk`). Used for the GenItem only.
+        public var genItemPasscode: SecretBytes?
+        /// Leave the GenItem secret out: it is not migrated (and, with ``shredOriginals``, it is
+        /// destroyed with the legacy keychain).
+        public var leaveOutGenItem = false
         /// Services whose entries the application stored with `setSecurePassword…` (encrypted
         /// under the legacy application key); they become `.whenUnlocked` items holding the
         /// plaintext. Other entries are imported as they are, as `.always` items.
@@ -50,24 +69,48 @@ public enum IMASMigration {
         public init(legacyKeychain: String) { self.legacyKeychain = legacyKeychain }
     }
 
+    /// A legacy original that was not shredded, and why.
+    public struct ShredFailure: Sendable, Equatable, CustomStringConvertible {
+        public var path: String
+        public var reason: String
+        public var description: String { "\(path): \(reason)" }
+    }
+
     /// What a run did.
     public struct Report: Sendable {
         /// Whether the vault was created by this run (false: an existing vault was unlocked).
         public var createdVault = false
+        /// The legacy keychain was gone (shredded by an earlier run that migrated it): this run
+        /// only checked the outputs and shredded what was left.
+        public var legacyKeychainGone = false
         /// Legacy entries imported as they were (`.always`).
         public var imported: [String] = []
         /// Legacy secure entries decrypted and stored as `.whenUnlocked` items.
         public var resealed: [String] = []
         /// Items that existed already and were left alone (without `overwrite`).
         public var skipped: [String] = []
+        /// Legacy secrets left out on request (the GenItem with ``Plan/leaveOutGenItem``).
+        public var leftOut: [String] = []
         /// Output files written (sealed data and protected files).
         public var written: [String] = []
+        /// Output files that existed already with the content of their legacy input (an
+        /// earlier run wrote them), left alone.
+        public var skippedFiles: [String] = []
         /// The shredding of each legacy original, when asked.
         public var shredded: [ShredReport] = []
+        /// Legacy originals that could not be shredded (the migration itself is done); a run
+        /// of the same plan once the reasons are fixed shreds them.
+        public var notShredded: [ShredFailure] = []
     }
 
     /// The account names the new keychain gives an entry.
     static func name(_ service: String, _ account: String) -> String { "\(service)/\(account)" }
+
+    /// Whether `error` says the file does not exist.
+    static func isMissing(_ error: any Error) -> Bool {
+        if case let SecureFile.Failure.system(_, _, code) = error { return code == ENOENT || code == ENOTDIR }
+        return false
+    }
 
     /// Runs the migration into the vault of `manager` (created when it is not set up).
     /// - Throws: ``MigrationError`` (``MigrationError/failed(_:)`` lists every unreadable
@@ -77,9 +120,17 @@ public enum IMASMigration {
         guard plan.passcode != nil || plan.answers != nil else {
             throw MigrationError.invalidArgument("give the old passcode or the old answers")
         }
+        guard !(plan.leaveOutGenItem && plan.genItemPasscode != nil) else {
+            throw MigrationError.invalidArgument("the GenItem is either left out or opened with its passcode, not both")
+        }
         var plan = plan
         // 1. Read and check everything.
-        let contents = try Keychain.readLegacyKeychain(at: plan.legacyKeychain)
+        let contents: Keychain.LegacyKeychainContents
+        do {
+            contents = try Keychain.readLegacyKeychain(at: plan.legacyKeychain)
+        } catch where isMissing(error) && (try? manager.isSetUp) == true {
+            return try finishEarlierRun(plan, manager: manager)
+        }
         var managerAccounts: [String: [UInt8]] = [:]
         for entry in contents.entries where entry.service == LegacyCryptoManager.service { managerAccounts[entry.account] = entry.value }
         let legacy = try LegacyCryptoManager(accounts: managerAccounts)
@@ -107,14 +158,15 @@ public enum IMASMigration {
             throw MigrationError.invalidArgument("\(answers.count) answers were given for \(legacy.questions.count) legacy questions")
         }
 
-        var failures = contents.failed.map { "\(name($0.service, $0.account)): \($0.reason)" }
+        var report = Report()
+        var failures = contents.failed.map { MigrationError.Failure(name($0.service, $0.account), $0.reason, kind: .damaged) }
         var plain: [(ItemKey, SecretBytes)] = []
         var secure: [(ItemKey, SecretBytes)] = []
-        var outputs: [(source: String, output: String, plaintext: SecretBytes, protected: Bool)] = []
+        var outputs: [Output] = []
         defer {
             plain.forEach { $0.1.wipe() }
             secure.forEach { $0.1.wipe() }
-            outputs.forEach { $0.plaintext.wipe() }
+            outputs.forEach { $0.plaintext?.wipe() }
         }
         for entry in contents.entries where entry.service != LegacyCryptoManager.service {
             let key = ItemKey.generic(service: entry.service, account: entry.account)
@@ -122,53 +174,70 @@ public enum IMASMigration {
                 do {
                     secure.append((key, try LegacyCipher.open(entry.value, key: appKey)))
                 } catch {
-                    failures.append("\(name(entry.service, entry.account)): \(error)")
+                    failures.append(.init(name(entry.service, entry.account), error: error))
                 }
             } else {
                 plain.append((key, SecretBytes(copying: entry.value)))
             }
         }
-        if let passcode = plan.passcode, legacy.genItem != nil {
-            do {
-                if let secret = try legacy.genItemSecret(passcode: passcode) {
+        if legacy.genItem != nil {
+            if plan.leaveOutGenItem {
+                report.leftOut.append(genItemName)
+            } else {
+                switch openGenItem(legacy, plan) {
+                case .success(let secret):
                     secure.append((ItemKey.generic(service: LegacyCryptoManager.service, account: "gen-item"), secret))
+                case .failure(let error):
+                    failures.append(.init(genItemName, error: error))
                 }
-            } catch {
-                failures.append("\(name(LegacyCryptoManager.service, "gen-item")): \(error)")
             }
         }
         for (paths, suffix, protected) in [(plan.dataFiles, ".sealed", false), (plan.protectedFiles, ".protected", true)] {
             for path in paths {
-                let output = path + suffix
+                var output = Output(source: path, output: path + suffix, protected: protected)
+                output.exists = (try? FileCalls.linkStatus(output.output)) != nil
                 do {
-                    if !plan.overwrite, FileManager.default.fileExists(atPath: output) {
-                        throw MigrationError.invalidArgument("\(output) exists (give overwrite to replace it)")
-                    }
                     let blob = try SecureFile.read(path, maxLength: LegacyCipher.maximumLength)
-                    outputs.append((path, output, try LegacyCipher.open(blob, key: appKey), protected))
+                    output.plaintext = try LegacyCipher.open(blob, key: appKey)
+                    output.sourcePresent = true
+                } catch where isMissing(error) && output.exists && !plan.overwrite {
+                    // Migrated and shredded by an earlier run: the output is checked below.
+                    output.sourceMissing = true
                 } catch {
-                    failures.append("\(path): \(error)")
+                    failures.append(.init(path, error: error))
                 }
+                outputs.append(output)
+            }
+        }
+
+        // 2. An existing vault (an earlier run) is unlocked before anything is written, so that
+        // outputs already there can be checked against what their inputs decrypt to.
+        let setUp = try manager.isSetUp
+        if setUp { try unlock(manager, plan) }
+        let files = ProtectedFiles(manager: manager)
+        for index in outputs.indices where outputs[index].exists && !plan.overwrite {
+            let output = outputs[index]
+            if !setUp {
+                failures.append(.init(output.output, "exists, and no vault exists that an earlier run could have written it with; move it away, or replace it with overwrite", kind: .other))
+            } else if holds(output, manager: manager, files: files) {
+                outputs[index].skip = true
+            } else if output.plaintext != nil {
+                failures.append(.init(output.output, "exists with other content than \(output.source) decrypts to; move it away, or replace it with overwrite", kind: .other))
+            } else if output.sourceMissing {
+                failures.append(.init(output.output, "exists, but does not open under this vault, and \(output.source) is gone", kind: .other))
             }
         }
         guard failures.isEmpty else { throw MigrationError.failed(failures) }
 
-        // 2. The vault: created with the old passcode (or the new one) and the old questions.
-        var report = Report()
-        if try manager.isSetUp {
-            if let passcode = plan.passcode ?? plan.newPasscode {
-                try manager.unlock(passcode: passcode)
-            } else {
-                try manager.unlock(answers: plan.answers ?? [])
-            }
-        } else {
+        // 3. The vault: created with the old passcode (or the new one) and the old questions.
+        if !setUp {
             let answers = plan.answers ?? []
             try manager.setUp(passcode: plan.passcode ?? plan.newPasscode,
                               questions: answers.isEmpty ? [] : legacy.questions, answers: answers)
             report.createdVault = true
         }
 
-        // 3. Items, flushed before any output file is written.
+        // 4. Items, flushed before any output file is written.
         let keychain = try Keychain(manager: manager)
         /// Writes the items; returns the names written and the names skipped.
         func put(_ items: [(ItemKey, SecretBytes)], _ accessibility: Accessibility) throws -> (written: [String], skipped: [String]) {
@@ -195,10 +264,14 @@ public enum IMASMigration {
         report.skipped = plainResult.skipped + secureResult.skipped
         try keychain.flush()
 
-        // 4. Output files, each atomically.
-        let files = ProtectedFiles(manager: manager)
+        // 5. Output files, each atomically.
         for output in outputs {
-            try output.plaintext.withUnsafeBytes { bytes in
+            if output.skip {
+                report.skippedFiles.append(output.output)
+                continue
+            }
+            guard let plaintext = output.plaintext else { continue }
+            try plaintext.withUnsafeBytes { bytes in
                 if output.protected {
                     try files.write(bytes, to: output.output, protection: plan.protection)
                 } else {
@@ -208,12 +281,120 @@ public enum IMASMigration {
             report.written.append(output.output)
         }
 
-        // 5. The legacy originals, once everything is durable.
+        // 6. The legacy originals, once everything is durable: each on its own, the keychain last.
         if plan.shredOriginals {
-            for path in [plan.legacyKeychain] + outputs.map(\.source) {
-                report.shredded += try FileShredder.shred(path)
+            shred(outputs.filter(\.sourcePresent).map(\.source) + [plan.legacyKeychain], into: &report)
+        }
+        return report
+    }
+
+    /// A legacy data file or file and its output.
+    struct Output {
+        let source: String
+        let output: String
+        let protected: Bool
+        var plaintext: SecretBytes?
+        var sourcePresent = false
+        var sourceMissing = false
+        var exists = false
+        var skip = false
+
+        init(source: String, output: String, protected: Bool) {
+            self.source = source
+            self.output = output
+            self.protected = protected
+        }
+    }
+
+    /// Opens the GenItem with every credential given: the answers (its key is the answers key),
+    /// then the GenItem passcode and the passcode (which unwrap that key from `gen-itemk`).
+    static func openGenItem(_ legacy: LegacyCryptoManager, _ plan: Plan) -> Result<SecretBytes, any Error> {
+        var reasons: [String] = []
+        var damaged: (any Error)?
+        if let answers = plan.answers {
+            do {
+                if let secret = try legacy.genItemSecret(answers: answers) { return .success(secret) }
+            } catch MigrationError.genItemNotOpened(let detail) {
+                reasons.append(detail)
+            } catch {
+                damaged = error
             }
         }
+        for (label, passcode) in [("the GenItem passcode", plan.genItemPasscode), ("the passcode", plan.passcode)] {
+            guard let passcode else { continue }
+            do {
+                if let secret = try legacy.genItemSecret(passcode: passcode) { return .success(secret) }
+            } catch MigrationError.genItemNotOpened(let detail) {
+                reasons.append(detail.replacingOccurrences(of: "this passcode", with: label))
+            } catch {
+                damaged = error
+            }
+        }
+        if let damaged { return .failure(damaged) }
+        if plan.passcode != nil, plan.answers == nil, plan.genItemPasscode == nil, !reasons.isEmpty {
+            reasons[0] = reasons[0].replacingOccurrences(of: "the passcode does not", with: "the passcode unwraps the application key but does not")
+        }
+        return .failure(MigrationError.genItemNotOpened(reasons.joined(separator: "; ")))
+    }
+
+    /// Unlocks the vault of an earlier run with the credentials given.
+    static func unlock(_ manager: CryptoManager, _ plan: Plan) throws {
+        if let passcode = plan.passcode ?? plan.newPasscode {
+            try manager.unlock(passcode: passcode)
+        } else {
+            try manager.unlock(answers: plan.answers ?? [])
+        }
+    }
+
+    /// Whether the existing `output` opens under the vault (with the content its input
+    /// decrypts to, when the input is there).
+    static func holds(_ output: Output, manager: CryptoManager, files: ProtectedFiles) -> Bool {
+        guard var content = try? (output.protected
+            ? files.read(at: output.output)
+            : manager.decrypt(try SecureFile.read(output.output, maxLength: LegacyCipher.maximumLength + (1 << 20)))) else { return false }
+        defer { for index in content.indices { content[index] = 0 } }
+        guard let plaintext = output.plaintext else { return output.sourceMissing }
+        return plaintext.count == content.count && plaintext.withUnsafeBytes { expected in content.withUnsafeBytes { ConstantTime.equals(expected, $0) } }
+    }
+
+    /// Shreds each path on its own; a failure is recorded and the others are still shredded.
+    static func shred(_ paths: [String], into report: inout Report) {
+        for path in paths {
+            do {
+                report.shredded += try FileShredder.shred(path)
+            } catch ShredError.hardLinked(let path, let count) {
+                report.notShredded.append(ShredFailure(path: path, reason:
+                    "it has \(count) hard links and its data stays reachable by the other names: remove them (find / -samefile \(path)) and run the migration again"))
+            } catch {
+                report.notShredded.append(ShredFailure(path: path, reason: "\(error)"))
+            }
+        }
+    }
+
+    /// A run after one that migrated everything and shredded the legacy keychain: the vault is
+    /// unlocked, every output is checked (it must open under the vault), and the legacy inputs
+    /// still there are shredded.
+    static func finishEarlierRun(_ plan: Plan, manager: CryptoManager) throws -> Report {
+        try unlock(manager, plan)
+        var report = Report()
+        report.legacyKeychainGone = true
+        let files = ProtectedFiles(manager: manager)
+        var failures: [MigrationError.Failure] = []
+        var sources: [String] = []
+        for (paths, suffix, protected) in [(plan.dataFiles, ".sealed", false), (plan.protectedFiles, ".protected", true)] {
+            for path in paths {
+                var output = Output(source: path, output: path + suffix, protected: protected)
+                output.sourceMissing = true
+                if holds(output, manager: manager, files: files) {
+                    report.skippedFiles.append(output.output)
+                    if (try? FileCalls.linkStatus(path)) != nil { sources.append(path) }
+                } else {
+                    failures.append(.init(path, "\(plan.legacyKeychain) is gone and \(output.output) does not open under this vault: the legacy keychain is needed to migrate it", kind: .io))
+                }
+            }
+        }
+        guard failures.isEmpty else { throw MigrationError.failed(failures) }
+        if plan.shredOriginals { shred(sources, into: &report) }
         return report
     }
 }

@@ -15,12 +15,58 @@ public enum MigrationError: Error, Equatable, Sendable, CustomStringConvertible 
     case wrongPasscode
     /// The old answers do not unwrap the legacy application key.
     case wrongAnswers
+    /// The GenItem secret (accounts `gen-item` and `gen-itemk`) does not open with the
+    /// credentials given; the detail says which wrapping failed. The application key is not
+    /// concerned: the original re-wrapped neither when the passcode or the answers changed.
+    case genItemNotOpened(String)
     /// The legacy keychain lacks an entry the migration needs.
     case missingLegacyState(String)
     /// Something the caller gave is unusable.
     case invalidArgument(String)
     /// Items or files the migration could not read; nothing was written.
-    case failed([String])
+    case failed([Failure])
+
+    /// One legacy secret or file that the migration could not read, and why.
+    public struct Failure: Sendable, Equatable, CustomStringConvertible {
+        /// What failed, for exit statuses and hints.
+        public enum Kind: Sendable, Equatable {
+            /// Damaged or tampered legacy data (a blob that does not decrypt under the right key,
+            /// a length the format cannot have).
+            case damaged
+            /// The secrets given do not open it (the GenItem under a wrapping left stale).
+            case notOpened
+            /// A file that cannot be read (missing, refused).
+            case io
+            /// Anything else (an existing output of other content, an entry of the wrong type).
+            case other
+        }
+
+        /// The item (`service/account`) or the file.
+        public var subject: String
+        /// Why, and what to do.
+        public var reason: String
+        public var kind: Kind
+
+        public init(_ subject: String, _ reason: String, kind: Kind) {
+            self.subject = subject
+            self.reason = reason
+            self.kind = kind
+        }
+
+        /// A failure for `error`, of the kind its type says.
+        init(_ subject: String, error: any Error) {
+            let kind: Kind
+            switch error {
+            case MigrationError.legacyDataRejected, MigrationError.legacyFormat: kind = .damaged
+            case MigrationError.genItemNotOpened: kind = .notOpened
+            case is SecureFile.Failure: kind = .io
+            default: kind = .other
+            }
+            self.init(subject, "\(error)", kind: kind)
+        }
+
+        public var description: String { "\(subject): \(reason)" }
+    }
 
     public var description: String {
         switch self {
@@ -30,10 +76,12 @@ public enum MigrationError: Error, Equatable, Sendable, CustomStringConvertible 
         case .wrongPasscode: return "the old passcode does not unlock the legacy crypto manager; give the passcode the application used"
         case .wrongAnswers:
             return "the old answers do not unlock the legacy crypto manager; give them exactly as entered in the application, one per line in question order"
+        case .genItemNotOpened(let detail):
+            return "the GenItem secret does not open: \(detail). Include it with the answers or the passcode it was made with (the GenItem passcode), or leave it out explicitly"
         case .missingLegacyState(let detail): return "the legacy keychain has no \(detail)"
         case .invalidArgument(let detail): return detail
-        case .failed(let reasons):
-            return "nothing was migrated; fix or leave out these and run again:\n  " + reasons.joined(separator: "\n  ")
+        case .failed(let failures):
+            return "nothing was migrated; fix or leave out these and run again:\n  " + failures.map(\.description).joined(separator: "\n  ")
         }
     }
 }

@@ -92,16 +92,41 @@ public struct LegacyCryptoManager: Sendable {
         return try unwrap(wrapped, kek, MigrationError.wrongAnswers)
     }
 
-    /// The GenItem secret (`IMSCryptoManagerGenItemGet`), unwrapped with the old passcode.
+    /// The GenItem secret (`IMSCryptoManagerGenItemGet`), unwrapped with a passcode: the key of
+    /// `gen-item` is wrapped under the passcode in force when the GenItem was made or last reset
+    /// (`gen-itemk`); the original's passcode change never re-wrapped it.
     /// - Returns: nil when the legacy keychain has no GenItem.
-    /// - Throws: ``MigrationError/wrongPasscode``, ``MigrationError/legacyDataRejected``.
+    /// - Throws: ``MigrationError/genItemNotOpened(_:)`` when the passcode does not unwrap
+    ///   `gen-itemk` (or there is none); ``MigrationError/legacyDataRejected`` when it does and
+    ///   `gen-item` does not decrypt (damaged).
     public func genItemSecret(passcode: SecretBytes) throws -> SecretBytes? {
-        guard let genItem, let genItemKey else { return nil }
+        guard let genItem else { return nil }
+        guard let genItemKey else {
+            throw MigrationError.genItemNotOpened("there is no GenItem key (account gen-itemk) for a passcode to unwrap")
+        }
         let kek = try passcodeKey(passcode)
         defer { kek.wipe() }
-        let itemKey = try unwrap(genItemKey, kek, MigrationError.wrongPasscode)
+        let itemKey = try unwrap(genItemKey, kek, MigrationError.genItemNotOpened(
+            "this passcode does not unwrap the GenItem key (account gen-itemk), which stays under the passcode in force when the GenItem was made: the original's passcode change never re-wrapped it"))
         defer { itemKey.wipe() }
         return try LegacyCipher.open(genItem, key: itemKey)
+    }
+
+    /// The GenItem secret opened with the answers, as `IMSCryptoManagerGenItemReset` does: its
+    /// key is the answers key of the answers in force when it was made (the original's change
+    /// of answers never re-encrypted it).
+    /// - Returns: nil when the legacy keychain has no GenItem.
+    /// - Throws: ``MigrationError/genItemNotOpened(_:)`` when the answers do not open it.
+    public func genItemSecret(answers: [SecretBytes]) throws -> SecretBytes? {
+        guard let genItem else { return nil }
+        let key = try answersKey(answers)
+        defer { key.wipe() }
+        do {
+            return try LegacyCipher.open(genItem, key: key)
+        } catch MigrationError.legacyDataRejected {
+            throw MigrationError.genItemNotOpened(
+                "these answers do not decrypt it (account gen-item): it stays under the answers in force when it was made, as the original's change of answers never re-encrypted it")
+        }
     }
 
     /// A wrapped key is a 64-byte blob holding exactly 32 bytes; anything else is `failure`

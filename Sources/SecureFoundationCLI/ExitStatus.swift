@@ -212,7 +212,14 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
 
     private static func status(of error: MigrationError) -> ExitStatus {
         switch error {
-        case .wrongPasscode, .wrongAnswers: return .wrongSecret
+        case .wrongPasscode, .wrongAnswers, .genItemNotOpened: return .wrongSecret
+        case .legacyDataRejected, .legacyFormat: return .damaged
+        case .failed(let failures):
+            // Damaged data first: it cannot be fixed by another secret or file.
+            if failures.contains(where: { $0.kind == .damaged }) { return .damaged }
+            if failures.allSatisfy({ $0.kind == .notOpened }) { return .wrongSecret }
+            if failures.allSatisfy({ $0.kind == .io }) { return .io }
+            return .failure
         default: return .failure
         }
     }
@@ -234,11 +241,41 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
     }
 }
 
+/// The unlock agent the command's vault asked for keys (``HomeOptions/manager(useAgent:policy:eraseAfter:provider:)``):
+/// a class reported locked because the agent did not answer is reported as what happened.
+enum AgentInUse {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var clients: [AgentClient] = []
+
+    static func register(_ client: AgentClient) { lock.withLock { clients.append(client) } }
+
+    /// Why the agent could not give keys, if it could not be reached.
+    static var failure: AgentError? { lock.withLock { clients.lazy.compactMap(\.lastFailure).first } }
+
+    /// A locked error caused by an agent that did not answer, as that failure: 28 for a stopped
+    /// or hung agent, 7 for the socket of one that died.
+    static func explain(_ error: any Error) -> (message: String, status: ExitStatus)? {
+        guard ExitStatus.of(error) == ExitStatus.locked.rawValue, let failure else { return nil }
+        switch failure {
+        case .timedOut:
+            return ("\(failure); so the vault's class keys are unavailable (or give --passcode-file)", .timedOut)
+        case .notRunning(let socket):
+            return ("no unlock agent answers at \(socket): its socket is left by an agent that stopped without removing it (killed or crashed); start it again with `securefoundation agent start` and unlock it, or give --passcode-file", .noConnection)
+        default:
+            return ("\(failure); so the vault's class keys are unavailable (or give --passcode-file)", ExitStatus(rawValue: ExitStatus.of(failure)) ?? .failure)
+        }
+    }
+}
+
 extension CLI {
     /// Reports `error` on stderr (`securefoundation: error: …`, naming the option that helps where
     /// there is one; an `ExitCode` was reported already) and returns the exit code of the table for it.
     static func fail(_ error: any Error) -> ExitCode {
         if let error = error as? ExitCode { return error }
+        if let (message, status) = AgentInUse.explain(error) {
+            warn("securefoundation: error: \(message)")
+            return ExitCode(status.rawValue)
+        }
         warn("securefoundation: error: \(ExitStatus.message(for: error))")
         return ExitCode(ExitStatus.of(error))
     }

@@ -20,12 +20,55 @@ import Darwin
 /// ```
 ///
 /// The client checks the agent's uid (`SO_PEERCRED`) before sending anything: a socket served
-/// by another user is refused. Thread safety: a value type; every call opens its own connection.
+/// by another user is refused. Every request, from the connection to the last byte of the
+/// answer, takes at most ``timeout`` seconds (one deadline), so a stopped (`SIGSTOP`) or hung
+/// agent costs a caller that long and no more; after such a timeout the client and its copies
+/// fail at once for the next ``timeout`` seconds instead of waiting again.
+///
+/// As a key source, a failure cannot be thrown through `UnlockedClassKeySource` (the manager then
+/// reports the class locked); ``lastFailure`` tells why: an agent that does not answer in time,
+/// or the socket of an agent that died.
+///
+/// Thread safety: a value type; every call opens its own connection; copies share
+/// ``lastFailure``.
 public struct AgentClient: UnlockedClassKeySource, Sendable {
     /// The agent's socket.
     public let socketPath: String
-    /// Seconds to wait for an answer (an unlock waits for the KDF: allow for it).
+    /// Seconds a request may take in all, connection included (an unlock waits for the KDF:
+    /// allow for it).
     public let timeout: Double
+
+    /// What the copies of one client share: the last failure to reach the agent.
+    private final class Record: @unchecked Sendable {
+        private let lock = NSLock()
+        private var failure: AgentError?
+        private var timedOutAt: Double?
+
+        var lastFailure: AgentError? { lock.withLock { failure } }
+
+        func set(_ error: AgentError?) {
+            lock.withLock {
+                failure = error
+                if case .timedOut? = error { timedOutAt = UnixSocket.monotonicNow() } else { timedOutAt = nil }
+            }
+        }
+
+        /// The timeout recorded less than `window` seconds ago, if any.
+        func recentTimeout(within window: Double) -> AgentError? {
+            lock.withLock {
+                guard let timedOutAt, UnixSocket.monotonicNow() - timedOutAt < window else { return nil }
+                return failure
+            }
+        }
+    }
+
+    private let record = Record()
+
+    /// Why the last request could not reach the agent: ``AgentError/timedOut(_:)`` (the agent is
+    /// stopped or hung), ``AgentError/notRunning(socket:)`` for a socket left by an agent that
+    /// died (no socket at all is no failure: no agent is used), another ``AgentError``; nil
+    /// when the agent answered (also with a refusal such as "locked").
+    public var lastFailure: AgentError? { record.lastFailure }
 
     /// - Parameters:
     ///   - socketPath: The socket.
@@ -137,10 +180,12 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
         }
     }
 
-    /// `UnlockedClassKeySource`: the agent's keys, or nil when no agent runs, it is locked, or
-    /// it serves another vault.
+    /// `UnlockedClassKeySource`: the agent's keys, or nil when no agent runs, it is locked, it
+    /// serves another vault, or it does not answer within ``timeout`` (``lastFailure`` says
+    /// which of the last two).
     public func unlockedClassKeys(_ protectionClass: ProtectionClass, vaultID: Data) -> [SecretBytes]? {
         guard protectionClass != .always else { return nil }
+        // The reason of a nil is in `lastFailure` (recorded by every request).
         return try? classKeys(for: Accessibility(protectionClass), vaultID: vaultID)
     }
 
@@ -199,12 +244,42 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
         return try request(body)
     }
 
-    /// Sends one request and returns the answer's payload (a status-0 frame without its status byte).
+    /// Sends one request and returns the answer's payload (a status-0 frame without its status
+    /// byte), all within ``timeout`` seconds; records in ``lastFailure`` whether the agent was reached.
     private func request(_ body: SecretBytes) throws -> SecretBytes {
+        if let recent = record.recentTimeout(within: timeout) { throw recent }
+        do {
+            let answer = try exchange(body)
+            record.set(nil)
+            return answer
+        } catch AgentError.notRunning(let socket) where (try? FileCalls.linkStatus(socketPath)) == nil {
+            record.set(nil)
+            throw AgentError.notRunning(socket: socket)
+        } catch let error as AgentError {
+            switch error {
+            case .notRunning, .timedOut, .io, .refused:
+                record.set(error)
+            default:
+                record.set(nil)
+            }
+            throw error
+        } catch {
+            record.set(nil)
+            throw error
+        }
+    }
+
+    private func exchange(_ body: SecretBytes) throws -> SecretBytes {
+        let deadline = UnixSocket.monotonicNow() + timeout
         let fd = try connect()
         defer { close(fd) }
         try AgentProtocol.writeFrame(fd, body)
-        let frame = try AgentProtocol.readFrame(fd)
+        let frame: SecretBytes
+        do {
+            frame = try AgentProtocol.readFrame(fd, deadline: deadline)
+        } catch AgentError.timedOut {
+            throw AgentError.timedOut("no answer from the agent at \(socketPath) within \(Self.seconds(timeout)) s: it is stopped or hung (check it with `securefoundation agent status`; restart it, or set SECUREFOUNDATION_AGENT=off to use --passcode-file alone)")
+        }
         defer { frame.wipe() }
         let status: UInt8 = frame.withUnsafeBytes { $0.first ?? 255 }
         switch status {
@@ -219,6 +294,10 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
         default:
             throw AgentError.protocolViolation("an answer with status \(status)")
         }
+    }
+
+    private static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
     }
 
     private func decodeStatus(_ payload: SecretBytes) throws -> AgentStatus {

@@ -25,8 +25,12 @@ import Darwin
 /// - Requests are bounded (64 KiB); a request's whole frame must arrive within
 ///   ``Configuration/requestTimeout`` of the connection (one deadline on the monotonic clock,
 ///   however the bytes are spread out); at most ``Configuration/maximumConnections`` are
-///   served at once, and when all are taken a new connection takes the slot of the one that has
-///   waited longest for its request, so clients that trickle bytes cannot keep others out.
+///   served at once, and when all are taken a new connection takes the slot of a connection
+///   still waiting for its request: first one that has sent nothing yet, the longest waiting,
+///   then any, the longest waiting; so clients that hold connections silent or trickle bytes
+///   cannot keep a real request out. One client (a process, by its `SO_PEERCRED` pid) holds at
+///   most ``Configuration/maximumSilentPerClient`` connections that have sent nothing: beyond
+///   that, its own oldest silent one gives its slot.
 /// - The keys are those of the vault on disk when it was unlocked: before each request (and
 ///   four times a second) the agent compares the identity of the vault's files
 ///   (`CryptoManager.stateIdentity`: `vault.state`, the device-key record and journal) with
@@ -52,15 +56,20 @@ public final class AgentServer: @unchecked Sendable {
         public var maximumConnections: Int
         /// Lock-state subscribers at once.
         public var maximumSubscribers: Int
+        /// Connections of one client process (by pid) that have sent nothing yet, at once. A
+        /// newer one takes the slot of that client's oldest silent connection.
+        public var maximumSilentPerClient: Int
 
         public init(idleTTL: Int = 600, maxTTL: Int = 7200, allowedUIDs: Set<UInt32> = [UInt32(geteuid())],
-                    requestTimeout: Double = 5, maximumConnections: Int = 128, maximumSubscribers: Int = 64) {
+                    requestTimeout: Double = 5, maximumConnections: Int = 128, maximumSubscribers: Int = 64,
+                    maximumSilentPerClient: Int = 16) {
             self.idleTTL = idleTTL
             self.maxTTL = maxTTL
             self.allowedUIDs = allowedUIDs
             self.requestTimeout = requestTimeout
             self.maximumConnections = maximumConnections
             self.maximumSubscribers = maximumSubscribers
+            self.maximumSilentPerClient = max(1, maximumSilentPerClient)
         }
     }
 
@@ -95,10 +104,17 @@ public final class AgentServer: @unchecked Sendable {
         let fd: Int32
         /// When it was accepted (``UnixSocket/monotonicNow()``).
         let accepted: Double
+        /// The peer's pid (0 when unknown): the client whose silent connections are bounded.
+        let pid: Int32
         /// Still waiting for its request (or draining a refusal): its slot may go to a newcomer.
         var waiting = true
+        /// Some of its request has arrived: it gives its slot only after every silent one.
+        var sentSomething = false
         /// Its slot went to a newcomer; its reading side was shut down.
         var evicted = false
+
+        /// Nothing of its request has arrived (none read, none waiting to be read).
+        var isSilent: Bool { !sentSomething && UnixSocket.pendingBytes(fd) == 0 }
     }
 
     private let shared = NSLock()
@@ -291,23 +307,40 @@ public final class AgentServer: @unchecked Sendable {
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         let now = UnixSocket.monotonicNow()
         let limit = configuration.maximumConnections
+        var uid: UInt32 = 0
+        var pid: Int32 = 0
+        if sf_peer_credentials(fd, &uid, &pid) != 0 { pid = 0 }
+        let perClient = configuration.maximumSilentPerClient
         let admitted = locked { state -> UInt64? in
+            /// Takes the slot of `id` (its thread wakes, answers "busy" and closes). Under the
+            /// lock: the owning thread closes the descriptor only after removing its entry, so
+            /// the descriptor is still that connection's.
+            func evict(_ id: UInt64) {
+                guard let connection = state.connections[id] else { return }
+                state.connections[id]?.evicted = true
+                UnixSocket.shutdownReading(connection.fd)
+            }
+            let candidates = state.connections.filter { $0.value.waiting && !$0.value.evicted }
+            let silent = candidates.filter { $0.value.isSilent }
+            // One client holds at most `perClient` silent connections: beyond, its own oldest goes.
+            let silentOfPeer = pid == 0 ? [:] : silent.filter { $0.value.pid == pid }
+            if silentOfPeer.count >= perClient, let oldest = silentOfPeer.min(by: { $0.value.accepted < $1.value.accepted }) {
+                evict(oldest.key)
+            }
             let live = state.connections.values.reduce(0) { $0 + ($1.evicted ? 0 : 1) }
             if live >= limit {
-                // Every slot is taken: the connection that has waited longest for its request
-                // gives its slot up (its thread wakes, answers "busy" and closes). Connections
-                // handling a request are never cut.
-                guard let oldest = state.connections.filter({ $0.value.waiting && !$0.value.evicted })
-                    .min(by: { $0.value.accepted < $1.value.accepted }) else { return nil }
-                state.connections[oldest.key]?.evicted = true
-                // Under the lock: the owning thread closes the descriptor only after removing
-                // its entry, so this descriptor is still that connection's.
-                UnixSocket.shutdownReading(oldest.value.fd)
+                // Every slot is taken: a connection still waiting for its request gives its slot
+                // up, first the silent one waiting longest, else the one waiting longest.
+                // Connections handling a request are never cut.
+                let pool = candidates.filter { state.connections[$0.key]?.evicted == false }
+                let silentPool = pool.filter { $0.value.isSilent }
+                guard let oldest = (silentPool.isEmpty ? pool : silentPool).min(by: { $0.value.accepted < $1.value.accepted }) else { return nil }
+                evict(oldest.key)
             }
             // Threads of cut connections still finishing count too.
             guard state.connections.count < 2 * limit else { return nil }
             state.nextConnection += 1
-            state.connections[state.nextConnection] = Connection(fd: fd, accepted: now)
+            state.connections[state.nextConnection] = Connection(fd: fd, accepted: now, pid: pid)
             return state.nextConnection
         }
         guard let id = admitted else {
@@ -361,6 +394,9 @@ public final class AgentServer: @unchecked Sendable {
         }
         let request: SecretBytes
         do {
+            // The first byte marks the connection as one with a request under way: silent
+            // connections give their slots before it.
+            if try UnixSocket.waitReadable(fd, until: deadline) { locked { $0.connections[id]?.sentSomething = true } }
             request = try AgentProtocol.readFrame(fd, deadline: deadline)
         } catch {
             if wasEvicted(id) {

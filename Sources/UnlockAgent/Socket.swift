@@ -182,6 +182,19 @@ enum UnixSocket {
         }
     }
 
+    /// The bytes waiting to be read on `fd` (0 when unknown).
+    static func pendingBytes(_ fd: Int32) -> Int {
+        var count: Int32 = 0
+        let result = withUnsafeMutablePointer(to: &count) { pointer in
+            #if canImport(Glibc)
+            ioctl(fd, UInt(FIONREAD), pointer)
+            #else
+            ioctl(fd, FIONREAD, pointer)
+            #endif
+        }
+        return result == 0 ? Int(count) : 0
+    }
+
     /// Shuts down the reading side of `fd`: a thread waiting to read it wakes and reads end of file.
     static func shutdownReading(_ fd: Int32) {
         #if canImport(Glibc)

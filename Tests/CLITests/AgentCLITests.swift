@@ -86,6 +86,41 @@ import Testing
         #expect(try setup.run(["agent", "status", "--socket", setup.socket]).status == 7)
     }
 
+    /// An agent stopped with SIGSTOP is a timeout (28), a killed one is no agent (7), each with
+    /// its own message; neither is reported as a locked vault (36).
+    @Test func aStoppedOrKilledAgentIsNotReportedAsLocked() throws {
+        let setup = try Setup()
+        defer { setup.cleanup() }
+        #expect(try setup.run(["vault", "init", "--passcode-file", setup.passcodeFile] + setup.home).status == 0)
+        let add = try setup.run(["keychain", "add-generic-password", "-s", "mail", "-a", "alice", "-w", "-", "--accessibility", "whenUnlocked",
+                                 "--passcode-file", setup.passcodeFile] + setup.home, stdin: Array("hunter2".utf8))
+        #expect(add.status == 0, "\(add.stderr)")
+        #expect(try setup.run(["agent", "start", "--socket", setup.socket] + setup.home).status == 0)
+        #expect(try setup.run(["agent", "unlock", "--socket", setup.socket, "--passcode-file", setup.passcodeFile]).status == 0)
+        let pid = try #require(try setup.agentPID())
+        let find = ["keychain", "find-generic-password", "-s", "mail", "-a", "alice", "-w"] + setup.home
+
+        #expect(kill(pid, SIGSTOP) == 0)
+        let stopped = try setup.run(find)
+        #expect(kill(pid, SIGCONT) == 0)
+        #expect(stopped.status == 28, "\(stopped.stderr)")
+        #expect(stopped.stderr.contains("the unlock agent did not answer in time"))
+        #expect(stopped.stderr.contains("it is stopped or hung"))
+        #expect(!stopped.stderr.contains("locked"))
+        let resumed = try setup.run(find)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+
+        #expect(kill(pid, SIGKILL) == 0)
+        var gone = false
+        for _ in 0..<100 where !gone {
+            gone = kill(pid, 0) != 0 || (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.contains(") Z ") == true
+            if !gone { usleep(50_000) }
+        }
+        let killed = try setup.run(find)
+        #expect(killed.status == 7, "\(killed.stderr)")
+        #expect(killed.stderr.contains("its socket is left by an agent that stopped without removing it"))
+    }
+
     @Test func killedAgentLeavesAStaleSocketThatTheNextStartReplaces() throws {
         let setup = try Setup()
         defer { setup.cleanup() }

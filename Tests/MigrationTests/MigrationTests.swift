@@ -6,6 +6,14 @@ import Keychain
 import ProtectedFiles
 @testable import Migration
 import TestSupport
+extension CryptoManager {
+    /// Seals `bytes` under the vault key (unlocking with the fixtures' passcode), then locks.
+    func encryptForTest(_ bytes: [UInt8]) throws -> [UInt8] {
+        try unlock(passcode: SecretBytes(utf8: "1234"))
+        defer { lock() }
+        return try encrypt(bytes)
+    }
+}
 
 /// The shared temporary directory (TestSupport), with the fixtures copied in.
 extension TemporaryDirectory {
@@ -227,7 +235,8 @@ func plain(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
         guard case .failed(let reasons)? = migrationError({ _ = try IMASMigration.run(plan, manager: s.manager) }) else {
             Issue.record("a damaged value was accepted"); return
         }
-        #expect(reasons == ["api/token: \(MigrationError.legacyDataRejected)"])
+        #expect(reasons.map(\.description) == ["api/token: \(MigrationError.legacyDataRejected)"])
+        #expect(reasons.map(\.kind) == [.damaged])
         #expect(try !s.manager.isSetUp)
         #expect(!FileManager.default.fileExists(atPath: s.note + ".sealed"))
         #expect(!FileManager.default.fileExists(atPath: s.report + ".protected"))
@@ -271,11 +280,148 @@ func plain(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
         plan.dataFiles = [s.note]
         plan.protectedFiles = []
         let report = try IMASMigration.run(plan, manager: s.manager)
-        #expect(report.resealed.sorted() == ["api/refresh", "api/token"])       // GenItem needs the old passcode
+        // The answers key alone opens the GenItem (as the original's GenItemReset does).
+        #expect(report.resealed.sorted() == ["api/refresh", "api/token", IMASMigration.genItemName])
         s.manager.lock()
         try s.manager.unlock(passcode: SecretBytes(utf8: "new-passcode"))
         let sealed = Array(try Data(contentsOf: URL(fileURLWithPath: s.note + ".sealed")))
         #expect(try s.manager.decrypt(sealed).count == 44)
+        #expect(try Keychain(manager: s.manager).securePassword(forService: LegacyCryptoManager.service, account: "gen-item") == "qwertyuiopasdfghjklx")
+    }
+
+    /// After a change of answers the GenItem stays under the old answers key: the new answers
+    /// alone cannot open it, and the run stops before any write and before any shredding,
+    /// naming it and the ways to include it; the passcode it was made with includes it, and
+    /// leaving it out is an explicit choice.
+    @Test func aGenItemTheCredentialsCannotOpenStopsTheRun() throws {
+        let s = try setup(keychain: "imas-keychain-answers-changed.bplist")
+        var plan = plan(s)
+        plan.passcode = nil
+        plan.answers = [SecretBytes(utf8: "Max"), SecretBytes(utf8: "Paris")]
+        plan.newPasscode = SecretBytes(utf8: "new-passcode")
+        plan.shredOriginals = true
+        guard case .failed(let failures)? = migrationError({ _ = try IMASMigration.run(plan, manager: s.manager) }) else {
+            Issue.record("a GenItem that does not open was passed over"); return
+        }
+        #expect(failures.map(\.subject) == [IMASMigration.genItemName])
+        #expect(failures.map(\.kind) == [.notOpened])
+        #expect(failures.first?.reason.contains("these answers do not decrypt it") == true)
+        #expect(failures.first?.reason.contains("Include it with the answers or the passcode it was made with") == true)
+        #expect(try !s.manager.isSetUp)
+        for original in [s.keychainFile, s.note, s.report] { #expect(FileManager.default.fileExists(atPath: original)) }
+
+        plan.genItemPasscode = SecretBytes(utf8: "1234")
+        plan.shredOriginals = false
+        let report = try IMASMigration.run(plan, manager: s.manager)
+        #expect(report.resealed.contains(IMASMigration.genItemName))
+        #expect(try Keychain(manager: s.manager).securePassword(forService: LegacyCryptoManager.service, account: "gen-item") == "qwertyuiopasdfghjklx")
+
+        let other = try setup(keychain: "imas-keychain-answers-changed.bplist")
+        var leave = self.plan(other)
+        leave.passcode = nil
+        leave.answers = plan.answers
+        leave.newPasscode = plan.newPasscode
+        leave.leaveOutGenItem = true
+        let left = try IMASMigration.run(leave, manager: other.manager)
+        #expect(left.leftOut == [IMASMigration.genItemName])
+        #expect(!left.resealed.contains(IMASMigration.genItemName))
+    }
+
+    /// The original's passcode change re-wrapped the application key but not the GenItem key:
+    /// the current passcode unlocks everything else, and the error names the GenItem wrapping,
+    /// not the passcode. The old passcode or the answers recover it.
+    @Test func aStaleGenItemWrappingIsNamedNotThePasscode() throws {
+        let s = try setup(keychain: "imas-keychain-passcode-changed.bplist")
+        var plan = plan(s)
+        plan.passcode = SecretBytes(utf8: "5678")
+        plan.answers = nil
+        guard case .failed(let failures)? = migrationError({ _ = try IMASMigration.run(plan, manager: s.manager) }) else {
+            Issue.record("a stale GenItem wrapping was passed over"); return
+        }
+        #expect(failures.map(\.subject) == [IMASMigration.genItemName])
+        let reason = failures.first?.reason ?? ""
+        #expect(reason.contains("the passcode unwraps the application key but does not unwrap the GenItem key (account gen-itemk)"), "\(reason)")
+        #expect(!reason.contains("does not unlock the legacy crypto manager"))
+        #expect(try !s.manager.isSetUp)
+
+        plan.genItemPasscode = SecretBytes(utf8: "1234")
+        #expect(try IMASMigration.run(plan, manager: s.manager).resealed.contains(IMASMigration.genItemName))
+        #expect(try Keychain(manager: s.manager).securePassword(forService: LegacyCryptoManager.service, account: "gen-item") == "qwertyuiopasdfghjklx")
+
+        let other = try setup(keychain: "imas-keychain-passcode-changed.bplist")
+        var withAnswers = self.plan(other)
+        withAnswers.passcode = SecretBytes(utf8: "5678")
+        #expect(try IMASMigration.run(withAnswers, manager: other.manager).resealed.contains(IMASMigration.genItemName))
+    }
+
+    /// A legacy input that cannot be shredded (a second hard link) after a migration that
+    /// succeeded: listed with its reason, the others still shredded, and a second run of the
+    /// same plan (the legacy keychain gone) checks the outputs and finishes the shredding.
+    @Test func aShredFailureIsListedAndARerunFinishesTheShredding() throws {
+        let s = try setup()
+        var plan = plan(s)
+        plan.shredOriginals = true
+        let link = s.dir.sub("note-link")
+        try FileManager.default.linkItem(atPath: s.note, toPath: link)
+        let report = try IMASMigration.run(plan, manager: s.manager)
+        #expect(report.written == [s.note + ".sealed", s.report + ".protected"])
+        #expect(report.notShredded.map(\.path) == [s.note])
+        #expect(report.notShredded.first?.reason.contains("hard links") == true)
+        #expect(report.notShredded.first?.reason.contains("--force") == false)
+        #expect(report.shredded.map(\.path) == [s.report, s.keychainFile])
+        #expect(FileManager.default.fileExists(atPath: s.note))
+
+        try FileManager.default.removeItem(atPath: link)
+        s.manager.lock()
+        let again = try IMASMigration.run(plan, manager: s.manager)
+        #expect(again.legacyKeychainGone)
+        #expect(again.skippedFiles == [s.note + ".sealed", s.report + ".protected"])
+        #expect(again.shredded.map(\.path) == [s.note])
+        #expect(again.notShredded.isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: s.note))
+        // A third run has nothing left to do.
+        s.manager.lock()
+        #expect(try IMASMigration.run(plan, manager: s.manager).shredded.isEmpty)
+    }
+
+    /// A rerun over outputs written before skips them when they hold what their inputs
+    /// decrypt to, refuses one of other content (nothing written), and replaces with overwrite.
+    @Test func aRerunSkipsOutputsThatExist() throws {
+        let s = try setup()
+        let plan = plan(s)
+        _ = try IMASMigration.run(plan, manager: s.manager)
+        s.manager.lock()
+        let again = try IMASMigration.run(plan, manager: s.manager)
+        #expect(!again.createdVault)
+        #expect(again.written.isEmpty)
+        #expect(again.skippedFiles == [s.note + ".sealed", s.report + ".protected"])
+
+        s.manager.lock()
+        let sealed = s.note + ".sealed"
+        try Data(try s.manager.encryptForTest(Array("other".utf8))).write(to: URL(fileURLWithPath: sealed))
+        s.manager.lock()
+        guard case .failed(let failures)? = migrationError({ _ = try IMASMigration.run(plan, manager: s.manager) }) else {
+            Issue.record("an output of other content was kept"); return
+        }
+        #expect(failures.map(\.subject) == [sealed])
+        var replace = plan
+        replace.overwrite = true
+        s.manager.lock()
+        #expect(try IMASMigration.run(replace, manager: s.manager).written.contains(sealed))
+        #expect(try s.manager.decrypt(Array(try Data(contentsOf: URL(fileURLWithPath: sealed)))).count == 44)
+    }
+
+    /// A tampered legacy data file is damaged data (a `damaged` failure), not a wrong secret.
+    @Test func aTamperedBlobIsDamaged() throws {
+        let s = try setup()
+        var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: s.note)))
+        bytes[bytes.count - 1] ^= 0x01
+        try Data(bytes).write(to: URL(fileURLWithPath: s.note))
+        guard case .failed(let failures)? = migrationError({ _ = try IMASMigration.run(plan(s), manager: s.manager) }) else {
+            Issue.record("a tampered blob was accepted"); return
+        }
+        #expect(failures.map(\.kind) == [.damaged])
+        #expect(failures.map(\.subject) == [s.note])
     }
 
     /// The keychain import reports an entry of the wrong type with its reason and imports the rest.

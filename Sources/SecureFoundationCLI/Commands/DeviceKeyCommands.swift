@@ -223,8 +223,19 @@ struct VaultRotateDeviceKeyCommand: ParsableCommand {
 
 /// Fault injection for the crash tests: `SECUREFOUNDATION_TEST_KILL_AT=STEP[:N]` makes the
 /// process kill itself (SIGKILL, as `kill -9`) at the Nth (default first) step of that name.
+/// Debug builds only (`swift build`, `swift test`): a release build (`-c release`, which does
+/// not define DEBUG) has no hook and ignores the variable.
 enum FaultInjection {
     static func stepHook() -> (@Sendable (String) throws -> Void)? {
+        #if DEBUG
+        return debugStepHook()
+        #else
+        return nil
+        #endif
+    }
+
+    #if DEBUG
+    private static func debugStepHook() -> (@Sendable (String) throws -> Void)? {
         guard let spec = ProcessInfo.processInfo.environment["SECUREFOUNDATION_TEST_KILL_AT"], !spec.isEmpty else { return nil }
         let parts = spec.split(separator: ":", maxSplits: 1).map(String.init)
         let name = parts[0]
@@ -235,6 +246,7 @@ enum FaultInjection {
             kill(getpid(), SIGKILL)
         }
     }
+    #endif
 
     final class Counter: @unchecked Sendable {
         private let lock = NSLock()

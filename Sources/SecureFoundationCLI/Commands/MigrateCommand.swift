@@ -33,7 +33,10 @@ struct MigrateIMASKeychainCommand: ParsableCommand {
           imported 3, skipped 1, failed 0
 
         Exit status (docs/CLI.md): 0 every entry imported or skipped, 2 some entries could not \
-        be read (the others were imported), 1 the file is not a legacy keychain or another error.
+        be read (the others were imported), 74 the file is missing or unreadable, 1 the file is \
+        not a legacy keychain or another error. In an installation of March 2013 or later, \
+        Library/.imskeychain is the original's decoy (the same fake entries on every install): \
+        import Library/... instead.
 
         Example:
           securefoundation migrate imas-keychain ./Library/... --home ~/.app
@@ -73,13 +76,21 @@ struct MigrateIMASDataCommand: ParsableCommand {
         order, exactly as typed in the application), and then, in this order:
           1. reads and decrypts every input; any failure stops here with nothing written;
           2. creates the vault in --home with the same passcode and the old questions and answers (an existing vault, from an earlier run, is unlocked and kept);
-          3. imports the keychain entries: those of --secure-service services decrypted into whenUnlocked items, the others as they are into always items (the crypto manager's own entries are consumed; a GenItem secret becomes the whenUnlocked item org.mitre.imas.crypto-manager/gen-item);
+          3. imports the keychain entries: those of --secure-service services decrypted into whenUnlocked items, the others as they are into always items (the crypto manager's own entries are consumed; a GenItem secret, opened with the answers or the passcode, becomes the whenUnlocked item org.mitre.imas.crypto-manager/gen-item);
           4. writes each --data FILE as FILE.sealed (sealed data under the vault key, opened by CryptoManager.decrypt) and each --file FILE as FILE.protected (a protected file of class --protection), atomically;
-          5. with --shred, shreds the legacy keychain file and every legacy input.
-        A padding error and a checksum error in the old format give the same error.
+          5. with --shred, shreds every legacy input and then the legacy keychain file, each on its own.
+        A padding error and a checksum error in the old format give the same error. A GenItem \
+        that the credentials given cannot open (the original never re-wrapped it when the \
+        passcode or answers changed) stops the run in step 1: include it with --answers-file \
+        or --gen-item-passcode-file (the passcode it was made with), or leave it out with \
+        --leave-out-gen-item. Running the command again is safe: the vault is unlocked and \
+        kept, existing items and outputs holding what their inputs decrypt to are skipped, and \
+        after a run whose shredding stopped short it shreds what is left.
 
-        Exit status (docs/CLI.md): 0 done, 3 wrong old passcode or answers, 1 any other error \
-        (nothing was written when the inputs could not all be read).
+        Exit status (docs/CLI.md): 0 done, 2 damaged legacy data, 3 wrong old passcode or \
+        answers (or a GenItem they do not open), 74 an input missing or unreadable, 1 any \
+        other error (nothing was written when the inputs could not all be read), 1 also when \
+        the migration is done but some legacy files were not shredded (each listed).
 
         Example:
           securefoundation migrate imas-data --home ~/.app --keychain ./Library/... \\
@@ -102,6 +113,12 @@ struct MigrateIMASDataCommand: ParsableCommand {
     @Option(name: .customLong("new-passcode-file"), help: "A passcode for the vault when unlocking with the answers only.")
     var newPasscodeFile: String?
 
+    @Option(name: .customLong("gen-item-passcode-file"), help: "The passcode the GenItem was made with, when the passcode changed since (the original never re-wrapped the GenItem key).")
+    var genItemPasscodeFile: String?
+
+    @Flag(name: .customLong("leave-out-gen-item"), help: "Do not migrate the GenItem secret (with --shred it is destroyed with the legacy keychain).")
+    var leaveOutGenItem = false
+
     @Option(name: .customLong("secure-service"), help: "A service whose entries were stored with setSecurePassword (repeat for several).")
     var secureServices: [String] = []
 
@@ -117,13 +134,16 @@ struct MigrateIMASDataCommand: ParsableCommand {
     @Flag(name: .customLong("overwrite"), help: "Replace existing items and output files.")
     var overwrite = false
 
-    @Flag(name: .customLong("shred"), help: "Shred the legacy keychain file and the legacy inputs once everything is written.")
+    @Flag(name: .customLong("shred"), help: "Shred the legacy inputs and the legacy keychain file once everything is written.")
     var shred = false
 
     func validate() throws {
         guard passcodeFile != nil || answersFile != nil else { throw ValidationError("give --passcode-file or --answers-file") }
         guard !(passcodeFile != nil && newPasscodeFile != nil) else {
             throw ValidationError("--new-passcode-file is for unlocking with the answers only; the vault keeps the old passcode")
+        }
+        guard !(leaveOutGenItem && genItemPasscodeFile != nil) else {
+            throw ValidationError("--leave-out-gen-item and --gen-item-passcode-file exclude each other")
         }
         guard FileProtectionClass(name: protection) != nil else {
             throw ValidationError("unknown protection class \(protection); use complete, completeUnlessOpen, completeUntilFirstUserAuthentication or none, optionally with ThisDeviceOnly")
@@ -137,29 +157,62 @@ struct MigrateIMASDataCommand: ParsableCommand {
             plan.passcode = try passcodeFile.map { try CLI.passphrase(file: $0) }
             plan.answers = try answersFile.map { try VaultCLI.readAnswers($0) }
             plan.newPasscode = try newPasscodeFile.map { try CLI.passphrase(file: $0) }
+            plan.genItemPasscode = try genItemPasscodeFile.map { try CLI.passphrase(file: $0) }
             defer {
                 plan.passcode?.wipe()
                 plan.answers?.forEach { $0.wipe() }
                 plan.newPasscode?.wipe()
+                plan.genItemPasscode?.wipe()
             }
+            plan.leaveOutGenItem = leaveOutGenItem
             plan.secureServices = Set(secureServices)
             plan.dataFiles = data
             plan.protectedFiles = files
             plan.protection = FileProtectionClass(name: protection) ?? .complete
             plan.overwrite = overwrite
             plan.shredOriginals = shred
-            let report = try ProgressLine.run("migrate imas-data") { _ in try IMASMigration.run(plan, manager: manager) }
+            let report: IMASMigration.Report
+            do {
+                report = try ProgressLine.run("migrate imas-data") { _ in try IMASMigration.run(plan, manager: manager) }
+            } catch let MigrationError.failed(failures) {
+                throw CLIFailure(Self.describe(failures), exitCode: ExitStatus.of(MigrationError.failed(failures)))
+            }
             manager.lock()
+            // The migration first, then the shredding: a shredding that stops short does not
+            // hide that everything was migrated.
             var lines = [report.createdVault ? "created vault in \(manager.directory)" : "unlocked the existing vault in \(manager.directory)"]
+            if report.legacyKeychainGone {
+                lines.append("legacy keychain \(keychain) is gone: migrated and shredded by an earlier run")
+            }
             lines += report.imported.map { "imported: \($0)" }
             lines += report.resealed.map { "re-sealed: \($0)" }
             lines += report.skipped.map { "skipped: \($0) (exists; --overwrite replaces it)" }
+            lines += report.leftOut.map { "left out: \($0) (--leave-out-gen-item)" }
             lines += report.written.map { "wrote: \($0)" }
+            lines += report.skippedFiles.map { "skipped: \($0) (exists with the migrated content; --overwrite rewrites it)" }
+            lines.append("migrated: imported \(report.imported.count), re-sealed \(report.resealed.count), skipped \(report.skipped.count + report.skippedFiles.count), files \(report.written.count), failed 0")
             for shredded in report.shredded {
                 lines.append("shredded: \(shredded.path)" + (shredded.warnings.isEmpty ? "" : " (\(shredded.warnings.map { "\($0)" }.joined(separator: "; ")))"))
             }
-            lines.append("imported \(report.imported.count), re-sealed \(report.resealed.count), skipped \(report.skipped.count), files \(report.written.count), failed 0")
+            lines += report.notShredded.map { "not shredded: \($0)" }
+            if shred {
+                lines.append("shredded \(report.shredded.count), not shredded \(report.notShredded.count)")
+            }
             try CLI.writeStdout(Array((lines.joined(separator: "\n") + "\n").utf8))
+            if !report.notShredded.isEmpty {
+                throw CLIFailure("the migration is done, but \(report.notShredded.count) legacy file(s) were not shredded (listed above); fix the reasons and run the same command again to shred them")
+            }
         }
+    }
+
+    /// The failures of a run that wrote nothing, with the options that help.
+    static func describe(_ failures: [MigrationError.Failure]) -> String {
+        var text = "nothing was migrated; fix or leave out these and run again:\n  "
+            + failures.map { $0.description.replacingOccurrences(of: "replace it with overwrite", with: "replace it with --overwrite") }
+                .joined(separator: "\n  ")
+        if failures.contains(where: { $0.subject == IMASMigration.genItemName && $0.kind == .notOpened }) {
+            text += "\nthe GenItem: include it with --answers-file (the answers it was made with) or --gen-item-passcode-file (the passcode it was made with), or leave it out with --leave-out-gen-item"
+        }
+        return text
     }
 }

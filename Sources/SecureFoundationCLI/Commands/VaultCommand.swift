@@ -38,6 +38,7 @@ struct HomeOptions: ParsableArguments {
         var attempts = AttemptPolicy.iOS
         if let eraseAfter = given?.eraseAfter ?? eraseAfter { attempts = attempts.erasing(after: eraseAfter) }
         let agent = useAgent && ProcessInfo.processInfo.environment["SECUREFOUNDATION_AGENT"] != "off" ? AgentClient(home: home, timeout: 10) : nil
+        if let agent { AgentInUse.register(agent) }
         return try CryptoManager(directory: home, deviceKeyProvider: try provider ?? deviceKeyProvider(),
                                  policy: try given?.policy() ?? .interactive, attemptPolicy: attempts, kdfCeiling: legacyKDFCeiling ? .legacy : .standard,
                                  unlockedKeySource: agent)

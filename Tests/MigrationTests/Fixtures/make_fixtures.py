@@ -127,6 +127,21 @@ def main():
     damaged["api"]["token"] = bytes(token)
     with open(os.path.join(HERE, "imas-keychain-damaged.bplist"), "wb") as f:
         plistlib.dump(damaged, f, fmt=plistlib.FMT_BINARY, sort_keys=True)
+    # After a passcode change (IMSCryptoManagerUpdatePasscode, "1234" to "5678"): the application
+    # key is re-wrapped under the new passcode, the GenItem key (gen-itemk) is not.
+    kp2 = kek(b"5678", salt)
+    changed = {k: dict(d) for k, d in store.items()}
+    changed["org.mitre.imas.crypto-manager"]["shared-key.passcode"] = seal(kp2, det("iv-p2", 16), sk)
+    with open(os.path.join(HERE, "imas-keychain-passcode-changed.bplist"), "wb") as f:
+        plistlib.dump(changed, f, fmt=plistlib.FMT_BINARY, sort_keys=True)
+    # After a change of answers (IMSCryptoManagerUpdateSecurityQuestionsAndAnswers, to "Max",
+    # "Paris"): the application key is re-wrapped under the new answers, gen-item stays under
+    # the old answers key (and gen-itemk still wraps that key under the passcode "1234").
+    ka2 = kek(b"MaxParis", salt)
+    changed = {k: dict(d) for k, d in store.items()}
+    changed["org.mitre.imas.crypto-manager"]["shared-key.security-answers"] = seal(ka2, det("iv-a2", 16), sk)
+    with open(os.path.join(HERE, "imas-keychain-answers-changed.bplist"), "wb") as f:
+        plistlib.dump(changed, f, fmt=plistlib.FMT_BINARY, sort_keys=True)
     # Data from IMSCryptoManagerEncryptData and a file from IMSCryptoUtilsEncryptFileToPath.
     with open(os.path.join(HERE, "note.imas"), "wb") as f:
         f.write(seal(sk, det("iv-note", 16), b"Meeting notes: the legacy data comes across."))
