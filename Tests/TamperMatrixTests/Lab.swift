@@ -13,13 +13,13 @@ struct Outcome {
 
 /// One data directory with its device key, passcode and environment: the victim's, a peer's or
 /// the attacker's. Every command runs the built `securefoundation` with a deadline.
-final class Machine {
+final class Machine: @unchecked Sendable {
     let root: String
     let name: String
     var home: String { root + "/home" }
     var config: String { root + "/config" }
     var deviceKey: String { config + "/device.key" }
-    var pin: String
+    let pin: String
     let environment: [String: String]
 
     init(root: String, name: String, passcode: String, runtime: String) throws {

@@ -36,6 +36,9 @@ enum Command: String, CaseIterable {
     case writeWhileLocked
     /// `share list --devices`, locked: bravo a member, charlie revoked.
     case devices
+    /// `protect read TARGET`, locked, when the target is a protected file (documents, the
+    /// received file): its `none` classes read, the others stay locked.
+    case readTarget
     /// `vault unlock --passcode-file` (the current passcode).
     case unlock
     /// `keychain find-generic-password -a whenUnlockedThisDeviceOnly -w --passcode-file`.
@@ -47,22 +50,42 @@ enum Command: String, CaseIterable {
     /// `vault rotate-device-key --resume` in the home as it was when the rotation was killed.
     case resume
 
-    static let light: [Command] = [.alwaysItem, .noneFile, .lockedFile, .writeWhileLocked, .devices]
+    static let light: [Command] = [.alwaysItem, .noneFile, .lockedFile, .writeWhileLocked, .devices, .readTarget]
     static let heavy: [Command] = [.unlock, .readItem, .readFile, .share, .resume]
 }
 
 /// One (target, mutation): what each command did.
-struct CaseResult {
+struct CaseResult: Sendable {
     let target: String
     let mutation: Mutation
     var statuses: [Command: Int32] = [:]
     var notes: [String] = []
+    /// What went wrong: a broken invariant, a status other than the expected one.
+    var checks: [String] = []
+    var commands = 0
+    /// The first line of standard error of the commands that did not give their baseline.
+    var messages: [Command: String] = [:]
 }
 
-/// Applies the mutations and runs the commands in the victim's home.
-struct Matrix {
+/// Applies the mutations and runs the commands in a copy of the victim's home: one per worker,
+/// each at its own paths (`ROOT/wN/home`, `ROOT/wN/config`), so cases run side by side.
+struct Matrix: Sendable {
     let scenario: Scenario
-    var victim: Machine { scenario.victim }
+    let victim: Machine
+    var passcode1File: String { victim.pin }
+    var passcode2File: String { victim.root + "/secrets/pin2" }
+
+    /// Worker `number`: its passcode files, a sentinel `~/.ssh/authorized_keys` and a directory
+    /// outside its home.
+    init(scenario: Scenario, worker number: Int) throws {
+        self.scenario = scenario
+        victim = try Machine(root: scenario.root + "/w\(number)", name: "alpha", passcode: Scenario.passcode1, runtime: scenario.runtime)
+        try Lab.write(passcode2File, Array(Scenario.passcode2.utf8))
+        try FileManager.default.createDirectory(atPath: victim.root + "/.ssh", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try Lab.write(sentinelFile, Array("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIsentinel user@host\n".utf8))
+        try FileManager.default.createDirectory(atPath: sentinelDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try Lab.write(sentinelDirectory + "/keep.txt", Array("outside the home".utf8))
+    }
     var sentinelFile: String { victim.root + "/.ssh/authorized_keys" }
     var sentinelDirectory: String { victim.root + "/outside" }
     var output: String { victim.root + "/out" }
@@ -79,6 +102,15 @@ struct Matrix {
         Lab.remove(victim.config)
         try Lab.copy(scenario.snapshot(snapshot) + "/home", to: victim.home)
         try Lab.copy(scenario.snapshot(snapshot) + "/config", to: victim.config)
+        // The provider record and the journal name the key file by its path: this worker's.
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: victim.config + "/vaults")) ?? [] {
+            let file = victim.config + "/vaults/" + name
+            var text = String(decoding: Lab.read(file) ?? [], as: UTF8.self)
+            let original = scenario.victim.config + "/", escaped = original.replacingOccurrences(of: "/", with: "\\/")
+            text = text.replacingOccurrences(of: original, with: victim.config + "/")
+                .replacingOccurrences(of: escaped, with: (victim.config + "/").replacingOccurrences(of: "/", with: "\\/"))
+            try Lab.write(file, Array(text.utf8))
+        }
         Lab.remove(output)
         try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     }
@@ -192,9 +224,11 @@ struct Matrix {
             return "every row's accessibility changed"
         default:
             if target.hasPrefix("documents/") || target.hasPrefix("share-inbox/") {
-                // A `none` file: anyone holding the none recipient writes one.
-                try Lab.copy(victim.home + "/documents/none", to: path)
-                return "the none-class file put in its place"
+                // A `none` file: anyone holding the none recipient writes one (for `none` itself,
+                // the other none class's file).
+                let source = target == "documents/none" ? "/documents/noneThisDeviceOnly" : "/documents/none"
+                try Lab.copy(victim.home + source, to: path)
+                return "the file \(source.dropFirst()) put in its place"
             }
             try Lab.write(path, Array("crafted".utf8))
             return "7 bytes of the attacker's choice"
@@ -203,8 +237,39 @@ struct Matrix {
 
     // MARK: - Commands
 
-    /// Runs `command` in the (mutated) home; nil when it does not apply.
-    func run(_ command: Command, checks: inout [String]) throws -> Outcome? {
+    /// A status the test gives a command that exited 0 but printed something else than the
+    /// untampered home's value (another item, another file's contents).
+    static let otherValue: Int32 = 101
+    /// `share list --devices` exited 0 but charlie is not listed as revoked.
+    static let notRevoked: Int32 = 100
+
+    /// Runs `command` in the (mutated) home and grades what it printed; nil when it does not apply.
+    func run(_ command: Command, target: String = "", checks: inout [String]) throws -> Outcome? {
+        guard let outcome = try execute(command, target: target, checks: &checks) else { return nil }
+        guard outcome.status == 0 else { return outcome }
+        let expected: String? = switch command {
+        case .alwaysItem: Scenario.itemSecret("always") + "\n"
+        case .noneFile: Scenario.fileSecret("none")
+        case .readItem: Scenario.itemSecret("whenUnlockedThisDeviceOnly") + "\n"
+        case .readFile: Scenario.fileSecret("completeThisDeviceOnly")
+        case .readTarget: Scenario.fileSecret((target as NSString).lastPathComponent)
+        default: nil
+        }
+        if let expected, outcome.text != expected {
+            return Outcome(status: Self.otherValue, stdout: outcome.stdout, stderr: outcome.stderr)
+        }
+        if command == .devices, !outcome.text.split(separator: "\n").contains(where: { $0.hasPrefix("charlie\t") && $0.hasSuffix("\trevoked") }) {
+            return Outcome(status: Self.notRevoked, stdout: outcome.stdout, stderr: outcome.stderr)
+        }
+        return outcome
+    }
+
+    /// Whether `target` is one of the protected files of the scenario.
+    static func isProtectedFile(_ target: String) -> Bool {
+        (target.hasPrefix("documents/") || target.hasPrefix("share-inbox/")) && !target.hasSuffix("/")
+    }
+
+    private func execute(_ command: Command, target: String, checks: inout [String]) throws -> Outcome? {
         let documents = victim.home + "/documents/"
         switch command {
         case .alwaysItem:
@@ -226,19 +291,22 @@ struct Matrix {
             return outcome
         case .devices:
             return try victim.run(["share", "list", "--devices"])
+        case .readTarget:
+            guard Self.isProtectedFile(target) else { return nil }
+            return try victim.run(["protect", "read", path(target)])
         case .unlock:
-            return try victim.run(["vault", "unlock", "--passcode-file", scenario.passcode2File])
+            return try victim.run(["vault", "unlock", "--passcode-file", passcode2File])
         case .readItem:
             return try victim.run(["keychain", "find-generic-password", "-s", "svc", "-a", "whenUnlockedThisDeviceOnly", "-w",
-                                   "--passcode-file", scenario.passcode2File])
+                                   "--passcode-file", passcode2File])
         case .readFile:
-            return try victim.run(["protect", "read", documents + "completeThisDeviceOnly", "--passcode-file", scenario.passcode2File])
+            return try victim.run(["protect", "read", documents + "completeThisDeviceOnly", "--passcode-file", passcode2File])
         case .share:
-            let received = try scenario.receive()
+            let received = try scenario.receive(at: victim, passcodeFile: passcode2File)
             return Outcome(status: received.serve == nil ? 255 : (received.send == 0 ? received.serve! : received.send),
                            stdout: [], stderr: received.output)
         case .resume:
-            return try victim.run(["vault", "rotate-device-key", "--resume", "--passcode-file", scenario.passcode1File])
+            return try victim.run(["vault", "rotate-device-key", "--resume", "--passcode-file", passcode1File])
         }
     }
 }

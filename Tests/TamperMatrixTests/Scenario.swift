@@ -17,7 +17,7 @@ import TestSupport
 /// Snapshots: `m0` (before the device-key rotation), `mid` (the rotation interrupted, with its
 /// journal), `m1` (after it), `final` (after the passcode change and the rotations): the older
 /// copies are `m1` for `final` and `m0` for `mid`.
-final class Scenario {
+final class Scenario: @unchecked Sendable {
     static let classes = ["complete", "completeUnlessOpen", "completeUntilFirstUserAuthentication", "none"].flatMap { [$0, $0 + "ThisDeviceOnly"] }
     static let items = ["whenUnlocked", "afterFirstUnlock", "always"].flatMap { [$0, $0 + "ThisDeviceOnly"] }
     static let passcode1 = "tamper-passcode-one-5c1e"
@@ -27,7 +27,7 @@ final class Scenario {
     static let shared = "tamper-secret-shared-file-4e2a"
 
     static func itemSecret(_ accessibility: String) -> String { "tamper-secret-item-\(accessibility)-end" }
-    static func fileSecret(_ name: String) -> String { "tamper-secret-file-\(name)-end" }
+    static func fileSecret(_ name: String) -> String { name == "photo.bin" ? shared : "tamper-secret-file-\(name)-end" }
 
     /// What must never appear in the output of a command that was given no secret: the passcodes,
     /// the answers, the secrets of every class that needs the vault unlocked.
@@ -154,7 +154,7 @@ final class Scenario {
         try victim.must(["protect", "rotate-keys", documents, "--passcode-file", passcode2File])
         try victim.must(["share", "revoke", "charlie"])
         try Lab.write(sharedFile, Array(Self.shared.utf8))
-        let received = try receive()
+        let received = try receive(at: victim, passcodeFile: passcode2File)
         #expect(received.send == 0 && received.serve == 0, "the first share failed: \(received)")
         try save("final", config: true)
 
@@ -166,8 +166,8 @@ final class Scenario {
 
     /// The victim serves (with the passcode), bravo sends `sharedFile`: the exit statuses of
     /// both (serve nil: it stopped before listening) and the serve's output.
-    func receive() throws -> (serve: Int32?, send: Int32, output: String) {
-        guard let started = try victim.serve(passcodeFile: passcode2File) else { return (nil, -1, "") }
+    func receive(at victim: Machine, passcodeFile: String) throws -> (serve: Int32?, send: Int32, output: String) {
+        guard let started = try victim.serve(passcodeFile: passcodeFile) else { return (nil, -1, "") }
         let (server, port) = started
         let sent = try bravo.run(["share", "send", sharedFile, "--to", "127.0.0.1:\(port)", "--device", "alpha",
                                   "--timeout", "60", "--passcode-file", bravo.pin])
