@@ -167,7 +167,8 @@ struct TamperMatrixTests {
         for secret in locked ? Scenario.lockedSecrets : [] where all.contains(secret) {
             checks.append("\(command) (locked) disclosed \(secret)")
         }
-        if outcome.status != 0 {
+        // 100 and 101 are exits 0 graded by the test (`Matrix.notRevoked`, `Matrix.otherValue`).
+        if ![0, Matrix.otherValue, Matrix.notRevoked].contains(outcome.status) {
             for secret in Scenario.allSecrets where all.contains(secret) { checks.append("\(command) refused and disclosed \(secret)") }
         }
         if outcome.status != 0, let words = Expectations.keywords[key]?[command], !outcome.stderr.contains(words) {
