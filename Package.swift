@@ -147,6 +147,9 @@ let package = Package(
         .testTarget(name: "FuzzRegressionTests", dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration", "PinnedTLS",
                                                            .product(name: "X509", package: "swift-certificates")] + crypto,
                     exclude: ["Cases"], swiftSettings: strict),
+        // The tamper matrix of docs/SECURITY.md: a home with every feature, each file tampered
+        // with in each way of the trust table, through the built `securefoundation`.
+        .testTarget(name: "TamperMatrixTests", dependencies: ["SecureFoundationCLI", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain", "TestSupport"], swiftSettings: strict),
             // Device-to-device sharing over mutual TLS (pulls SwiftNIO through PinnedTLS, so it stays
         // out of the umbrella).
