@@ -120,7 +120,7 @@ struct KeyRotationTests {
         #expect(try files.read(at: fixture.path("v1")) == Array("v1".utf8))
         #expect(try files.rotateKeyPairs() == 8)
         table = try JSONDecoder().decode(ClassKeyTableFile.self, from: Data(try bytes(tablePath)))
-        #expect(table.format == 2 && table.retired.count == 8)
+        #expect(table.format == 3 && table.retired.count == 8)
         #expect(try files.read(at: fixture.path("v1")) == Array("v1".utf8), "a retired pair opens a file not yet re-wrapped")
         #expect(String(decoding: try bytes(tablePath), as: UTF8.self).contains("\"retired\""))
 

@@ -134,7 +134,7 @@ struct ProtectedFilesTests {
         var info = stat()
         #expect(lstat(tablePath, &info) == 0 && info.st_mode & 0o777 == 0o600)
         let table = try JSONDecoder().decode(ClassKeyTableFile.self, from: Data(try bytes(tablePath)))
-        #expect(table.format == 2 && table.retired.isEmpty)
+        #expect(table.format == 3 && table.generation != nil && table.retired.isEmpty)
         #expect(Set(table.entries.map(\.name)) == Set(FileProtectionClass.allValues.map(\.name)))
         #expect(table.entries.allSatisfy { $0.recipient.hasPrefix("age1") && !$0.mac.isEmpty })
     }
