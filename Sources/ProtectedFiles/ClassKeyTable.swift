@@ -22,9 +22,17 @@ struct ClassKeyEntry: Codable, Equatable {
         Array("SecureFoundation protected-file \(retired ? "retired identity" : "identity") v1\n\(name)\n\(recipient)".utf8)
     }
 
-    /// The bytes the device MAC covers.
+    /// The bytes the device MAC covers in tables of format 1 and 2.
     var macInput: [UInt8] {
         Array("SecureFoundation protected-file key table entry v1\n\(name)\n\(recipient)\n\(sealedIdentity)".utf8)
+    }
+
+    /// The bytes the device MAC covers in a table of `format` (3: also the vault's id and the
+    /// table's generation, so an entry MAC vouches for neither another vault's table nor an
+    /// older table of this one).
+    func macInput(format: Int, vaultID: Data, generation: UInt64) -> [UInt8] {
+        guard format >= 3 else { return macInput }
+        return Array("SecureFoundation protected-file key table entry v3\n\(Encoding.hex(vaultID))\n\(generation)\n\(name)\n\(recipient)\n\(sealedIdentity)".utf8)
     }
 }
 
@@ -32,15 +40,27 @@ struct ClassKeyEntry: Codable, Equatable {
 ///
 /// Format 2 adds `retired`: the key pairs a rotation replaced, kept (sealed under the current
 /// class keys, with the retired context) only until every file is re-wrapped to the new pairs.
-/// Format 1 (no `retired`) is read as format 2 without retired pairs and written as format 2.
+/// Format 1 (no `retired`) is read as format 2 without retired pairs.
+///
+/// Format 3 adds `generation`, incremented by every write; each entry's MAC covers the vault's
+/// id and the generation, and the rollback anchor beside the device key holds the highest
+/// generation written, so an older table (or one copied from another vault's home) is refused.
+/// Formats 1 and 2 are read and written as format 3 by the next write.
 struct ClassKeyTableFile: Codable {
-    static let currentFormat = 2
-    static let readableFormats = 1...2
+    static let currentFormat = 3
+    static let readableFormats = 1...3
     /// The most retired pairs kept (a rotation beyond that asks for a re-wrap first).
     static let maximumRetired = 64
     var format: Int
     var entries: [ClassKeyEntry]
     var retired: [ClassKeyEntry]
+    /// Format 3: the table's generation (at least 1).
+    var generation: UInt64?
+    /// Recipients whose entries were proven genuine since the table was read (their identity
+    /// opened with the class key, or they were made now): the next write MACs them. Not stored.
+    var vouched: Set<String> = []
+
+    enum CodingKeys: String, CodingKey { case format, entries, retired, generation }
 
     init(entries: [ClassKeyEntry] = [], retired: [ClassKeyEntry] = []) {
         format = Self.currentFormat
@@ -53,7 +73,11 @@ struct ClassKeyTableFile: Codable {
         format = try container.decode(Int.self, forKey: .format)
         entries = try container.decode([ClassKeyEntry].self, forKey: .entries)
         retired = try container.decodeIfPresent([ClassKeyEntry].self, forKey: .retired) ?? []
+        generation = try container.decodeIfPresent(UInt64.self, forKey: .generation)
     }
+
+    /// Marks `entry` as proven genuine (its MAC is written by the next save).
+    mutating func vouch(_ entry: ClassKeyEntry) { vouched.insert(entry.recipient) }
 }
 
 /// Reads and changes the key table under a lock file, so that two processes creating the same
@@ -71,10 +95,18 @@ struct ClassKeyTable: Sendable {
     /// The current entries.
     func load() throws -> [ClassKeyEntry] { try loadFile().entries }
 
-    /// The whole table (an empty one when the file does not exist).
+    /// The whole table (an empty one when the file does not exist and no table was written
+    /// before, as the rollback anchor tells).
     func loadFile() throws -> ClassKeyTableFile {
         do { _ = try FileCalls.linkStatus(path) } catch {
-            if error.code == ENOENT { return ClassKeyTableFile() }
+            if error.code == ENOENT {
+                if try anchoredGeneration() > 0 {
+                    throw ProtectedFileError.keyTable("\(path) is missing, but this vault wrote one already (the rollback anchor beside the device key says so): it was deleted or rolled back; restore it from the newest backup of the data directory")
+                }
+                var empty = ClassKeyTableFile()
+                empty.generation = nil
+                return empty
+            }
             throw ProtectedFileError.io("cannot read \(path): \(String(cString: strerror(error.code)))")
         }
         do { try SecureFile.checkPrivate(path, isDirectory: false) } catch let failure as SecureFile.Failure {
@@ -93,6 +125,14 @@ struct ClassKeyTable: Sendable {
         guard file.format >= 2 || file.retired.isEmpty else {
             throw ProtectedFileError.keyTable("\(path) has format 1 with retired key pairs, which format 1 does not have: the file was altered")
         }
+        if file.format >= 3 {
+            guard let generation = file.generation, generation >= 1, generation <= 1 << 53 else {
+                throw ProtectedFileError.keyTable("\(path) has format 3 without a generation: the file was altered")
+            }
+        } else if file.generation != nil {
+            throw ProtectedFileError.keyTable("\(path) has format \(file.format) with a generation, which format \(file.format) does not have: the file was altered")
+        }
+        try checkAnchor(found: file.generation ?? 0)
         var seen = Set<String>()
         for entry in file.entries {
             guard FileProtectionClass(name: entry.name) != nil, seen.insert(entry.name).inserted else {
@@ -108,13 +148,36 @@ struct ClassKeyTable: Sendable {
         return file
     }
 
-    /// Writes the table (format 2) atomically. The file it replaces is kept by a hard link
+    /// Writes the table (format 3, the next generation) atomically, then advances the rollback
+    /// anchor. The MAC of each current entry is written for the new generation when the entry is
+    /// vouched for (``ClassKeyTableFile/vouch(_:)``) or its MAC verified as read; other entries
+    /// keep theirs (which then no longer verifies). `macKey`: the device sub-key to MAC with
+    /// (nil: this manager's). The file it replaces is kept by a hard link
     /// (`.superseded-…`, which the vault destroys as a leftover should this be interrupted)
     /// during the rename and then crypto-erased, so identities that were removed (retired key
     /// pairs) do not linger in a freed inode.
-    func save(_ file: ClassKeyTableFile) throws {
+    func save(_ file: ClassKeyTableFile, macKey: SecretBytes? = nil) throws {
         var file = file
+        let generation = max(file.generation ?? 0, try anchoredGeneration()) + 1
+        let vaultID = try vaultID()
+        let ownKey = try? manager.deviceSubkey(purpose: Self.macPurpose)
+        defer { ownKey?.wipe() }
+        for index in file.entries.indices {
+            let entry = file.entries[index]
+            let trusted = file.vouched.contains(entry.recipient)
+                || (ownKey.map { macMatches(entry, format: file.format, vaultID: vaultID, generation: file.generation ?? 0, key: $0) } ?? false)
+            guard let key = macKey ?? ownKey else {
+                // No device key now: no MAC can be checked or written; the entry is trusted
+                // again once its identity opens with the class key (a stale MAC would be
+                // refused as altered once the key is back).
+                file.entries[index].mac = ""
+                continue
+            }
+            guard trusted else { continue }
+            file.entries[index].mac = Self.mac(entry, format: ClassKeyTableFile.currentFormat, vaultID: vaultID, generation: generation, key: key)
+        }
         file.format = ClassKeyTableFile.currentFormat
+        file.generation = generation
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         let data: Data
@@ -138,6 +201,44 @@ struct ClassKeyTable: Sendable {
             // shredder refused the file, unlinks it), which the next vault open destroys; the
             // new table is in place either way.
             if let superseded { try? destroySuperseded(superseded) }
+        }
+        // Written first, anchored second: a failure here leaves the anchor behind, which the
+        // next read advances (a newer table is accepted).
+        if let anchor = try? manager.rollbackAnchor { _ = try? anchor.advance(RollbackAnchor.protectedFilesKeys, to: generation) }
+    }
+
+    // MARK: Rollback anchor
+
+    /// The table generation the rollback anchor holds (0 without an anchor).
+    func anchoredGeneration() throws -> UInt64 {
+        do {
+            guard let anchor = try manager.rollbackAnchor else { return 0 }
+            return try anchor.current(RollbackAnchor.protectedFilesKeys)
+        } catch let error as VaultError {
+            throw ProtectedFileError.keyTable("the rollback anchor cannot be read: \(error)")
+        }
+    }
+
+    /// Refuses a table older than the anchor. The anchor is not advanced here: the generation
+    /// is authenticated only by the entry MACs (``trustedRecipient(_:)`` advances it).
+    func checkAnchor(found: UInt64) throws {
+        do {
+            guard let anchor = try manager.rollbackAnchor else { return }
+            try anchor.check(RollbackAnchor.protectedFilesKeys, found: found, file: path, advancing: false)
+        } catch VaultError.rolledBack(let file, let found, let expected) {
+            throw ProtectedFileError.keyTable("\(file) was rolled back: it is generation \(found), but this vault wrote generation \(expected) already (the rollback anchor beside the device key says so), so an older copy was put back, undoing a key-pair or class-key rotation; restore the newest backup of the data directory")
+        } catch let error as VaultError {
+            throw ProtectedFileError.keyTable("the rollback anchor cannot be read: \(error)")
+        }
+    }
+
+    /// The vault's id (bound into every format-3 MAC).
+    func vaultID() throws -> Data {
+        do {
+            guard let id = try manager.vaultID else { throw ProtectedFileError.locked(.complete, .notSetUp) }
+            return id
+        } catch let error as VaultError {
+            throw ProtectedFileError.keyTable("the vault state cannot be read: \(error)")
         }
     }
 
@@ -205,16 +306,24 @@ struct ClassKeyTable: Sendable {
 
     // MARK: Device MAC
 
-    /// The MAC of `entry` under the device sub-key; nil when the device key cannot be read.
-    func deviceMAC(_ entry: ClassKeyEntry) -> [UInt8]? {
-        guard let key = try? manager.deviceSubkey(purpose: Self.macPurpose) else { return nil }
-        defer { key.wipe() }
-        return Array(HMAC<SHA256>.authenticationCode(for: entry.macInput, using: key.symmetricKey))
+    /// The MAC (base64) of `entry` in a table of `format` and `generation` under `key`.
+    static func mac(_ entry: ClassKeyEntry, format: Int, vaultID: Data, generation: UInt64, key: SecretBytes) -> String {
+        Data(HMAC<SHA256>.authenticationCode(for: entry.macInput(format: format, vaultID: vaultID, generation: generation),
+                                             using: key.symmetricKey)).base64EncodedString()
     }
 
-    func macMatches(_ entry: ClassKeyEntry) -> Bool {
-        guard let expected = deviceMAC(entry), let stored = Data(base64Encoded: entry.mac) else { return false }
-        return ConstantTime.equals(expected, Array(stored))
+    func macMatches(_ entry: ClassKeyEntry, format: Int, vaultID: Data, generation: UInt64, key: SecretBytes) -> Bool {
+        guard let stored = Data(base64Encoded: entry.mac), !stored.isEmpty,
+              let expected = Data(base64Encoded: Self.mac(entry, format: format, vaultID: vaultID, generation: generation, key: key)) else { return false }
+        return ConstantTime.equals(Array(expected), Array(stored))
+    }
+
+    /// Whether the MAC of `entry` in `file` verifies under this manager's device sub-key; nil
+    /// when the device key cannot be read (or there is no vault).
+    func macMatches(_ entry: ClassKeyEntry, in file: ClassKeyTableFile) -> Bool? {
+        guard let vaultID = try? vaultID(), let key = try? manager.deviceSubkey(purpose: Self.macPurpose) else { return nil }
+        defer { key.wipe() }
+        return macMatches(entry, format: file.format, vaultID: vaultID, generation: file.generation ?? 0, key: key)
     }
 
     // MARK: Class keys
@@ -277,9 +386,8 @@ struct ClassKeyTable: Sendable {
         } catch {
             throw ProtectedFileError.io("sealing the \(cls.name) identity failed: \(error)")
         }
-        var entry = ClassKeyEntry(name: cls.name, recipient: recipient, sealedIdentity: Data(sealed).base64EncodedString(), mac: "")
-        if !retired { entry.mac = deviceMAC(entry).map { Data($0).base64EncodedString() } ?? "" }
-        return entry
+        // The MAC is written by `save`, for the table's new generation (the caller vouches).
+        return ClassKeyEntry(name: cls.name, recipient: recipient, sealedIdentity: Data(sealed).base64EncodedString(), mac: "")
     }
 
     func entry(_ cls: FileProtectionClass) throws -> ClassKeyEntry? {
@@ -297,28 +405,51 @@ struct ClassKeyTable: Sendable {
             if let existing = file.entries.first(where: { $0.name == cls.name }) { return existing }
             let created = try makeEntry(cls, identity: X25519Identity.generate())
             file.entries.append(created)
+            file.vouch(created)
             for other in FileProtectionClass.allValues where !file.entries.contains(where: { $0.name == other.name }) {
-                if let entry = try? makeEntry(other, identity: X25519Identity.generate()) { file.entries.append(entry) }
+                if let entry = try? makeEntry(other, identity: X25519Identity.generate()) {
+                    file.entries.append(entry)
+                    file.vouch(entry)
+                }
             }
             try save(file)
-            return created
+            return try load().first { $0.name == cls.name } ?? created
         }
     }
 
     /// The recipient of `cls`, trusted: its device MAC matches, or (on another device, or when
     /// the MAC is missing) its identity opens with the class key and matches, after which the MAC
     /// is written again.
+    ///
+    /// In a format-3 table read with the device key at hand, a MAC that is present and does not
+    /// verify (for this vault's id and the table's generation) is refused: the entry was altered,
+    /// or the table is another vault's or an older one with its generation raised.
     func trustedRecipient(_ cls: FileProtectionClass) throws -> X25519Recipient {
-        let entry = try entryCreatingIfNeeded(cls)
+        _ = try entryCreatingIfNeeded(cls)
+        let file = try loadFile()
+        guard let entry = file.entries.first(where: { $0.name == cls.name }) else {
+            throw ProtectedFileError.keyTable("the \(cls.name) entry disappeared from \(path) while it was being used; try again")
+        }
         guard let recipient = try? X25519Recipient(entry.recipient) else {
             throw ProtectedFileError.keyTable("the \(cls.name) recipient is not an age1… recipient")
         }
-        if macMatches(entry) { return recipient }
+        let matches = macMatches(entry, in: file)
+        if matches == true {
+            // The generation is authenticated: a table newer than the anchor (its writer killed
+            // before advancing it) advances it now.
+            if let generation = file.generation, let anchor = try? manager.rollbackAnchor {
+                _ = try? anchor.advance(RollbackAnchor.protectedFilesKeys, to: generation)
+            }
+            return recipient
+        }
+        if matches == false, file.format >= 3, !entry.mac.isEmpty {
+            throw ProtectedFileError.keyTable("the \(cls.name) entry of \(path) does not verify for this vault and this generation of the table: it was altered, copied from another home, or is an older table put back; restore the newest backup of the data directory")
+        }
         _ = try openIdentity(entry, cls)
         try withLock {
             var file = try loadFile()
-            guard let index = file.entries.firstIndex(of: entry) else { return }
-            file.entries[index].mac = deviceMAC(entry).map { Data($0).base64EncodedString() } ?? ""
+            guard let current = file.entries.first(where: { $0 == entry }) else { return }
+            file.vouch(current)
             try save(file)
         }
         return recipient
@@ -334,9 +465,10 @@ struct ClassKeyTable: Sendable {
             var count = 0
             for index in file.entries.indices {
                 guard let cls = FileProtectionClass(name: file.entries[index].name) else { continue }
-                if try isSealedUnderCurrentKey(file.entries[index], cls) && macMatches(file.entries[index]) { continue }
+                if try isSealedUnderCurrentKey(file.entries[index], cls) && macMatches(file.entries[index], in: file) == true { continue }
                 let identity = try openIdentity(file.entries[index], cls)
                 file.entries[index] = try makeEntry(cls, identity: identity)
+                file.vouch(file.entries[index])
                 count += 1
             }
             for index in file.retired.indices {
@@ -376,11 +508,14 @@ struct ClassKeyTable: Sendable {
                 throw ProtectedFileError.invalidArgument("\(file.retired.count) retired key pairs are waiting for their files to be re-wrapped; finish that first (rotate-keys --resume with every directory of protected files)")
             }
             var next = ClassKeyTableFile()
+            next.generation = file.generation
             for entry in file.entries {
                 guard let cls = FileProtectionClass(name: entry.name) else { continue }
                 let old = try openIdentity(entry, cls)
                 next.retired.append(try makeEntry(cls, identity: old, retired: true))
-                next.entries.append(try makeEntry(cls, identity: X25519Identity.generate()))
+                let fresh = try makeEntry(cls, identity: X25519Identity.generate())
+                next.entries.append(fresh)
+                next.vouch(fresh)
             }
             for entry in file.retired {
                 guard let cls = FileProtectionClass(name: entry.name) else { continue }

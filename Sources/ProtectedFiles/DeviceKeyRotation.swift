@@ -25,11 +25,12 @@ public struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
         guard exists else { return DeviceKeyRekeyResult(description: table.path, rekeyed: 0) }
         let newMACKey = new.deviceSubkey(purpose: ClassKeyTable.macPurpose)
         defer { newMACKey.wipe() }
-        func mac(_ entry: ClassKeyEntry, _ key: SecretBytes) -> String {
-            Data(HMAC<SHA256>.authenticationCode(for: entry.macInput, using: key.symmetricKey)).base64EncodedString()
-        }
+        let vaultID = try table.vaultID()
         return try table.withLock {
             var file = try table.loadFile()
+            func mac(_ entry: ClassKeyEntry, _ key: SecretBytes) -> String {
+                ClassKeyTable.mac(entry, format: file.format, vaultID: vaultID, generation: file.generation ?? 0, key: key)
+            }
             var rekeyed = 0, alreadyNew = 0
             var unreadable: [String] = []
             for index in file.entries.indices {
@@ -37,6 +38,7 @@ public struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
                 guard let cls = FileProtectionClass(name: entry.name) else { unreadable.append(entry.name); continue }
                 if let stored = Data(base64Encoded: entry.mac), ConstantTime.equals(Array(stored), Array(Data(base64Encoded: mac(entry, newMACKey)) ?? Data())) {
                     alreadyNew += 1
+                    file.vouch(entry)
                     continue
                 }
                 var next = entry
@@ -51,8 +53,9 @@ public struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
                     // the identity proves the entry genuine.
                     guard (try? open(entry, cls, old)) != nil else { unreadable.append(entry.name); continue }
                 }
-                next.mac = mac(next, newMACKey)
+                // `save` writes the MAC under the new key for the table's next generation.
                 file.entries[index] = next
+                file.vouch(next)
                 rekeyed += 1
             }
             for index in file.retired.indices {
@@ -65,7 +68,7 @@ public struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
                 rekeyed += 1
             }
             if rekeyed > 0 {
-                try table.save(file)
+                try table.save(file, macKey: newMACKey)
                 try step("protected-files committed")
             }
             return DeviceKeyRekeyResult(description: table.path, rekeyed: rekeyed, alreadyNew: alreadyNew, unreadable: unreadable)

@@ -122,7 +122,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .erased, .notSetUp: return .noVault
         case .locked, .classKeyUnavailable: return .locked
         case .alreadySetUp: return .exists
-        case .corrupted: return .damaged
+        case .corrupted, .rolledBack: return .damaged
         case .io, .insecurePermissions: return .io
         default: return .failure
         }

@@ -128,3 +128,32 @@ struct AttemptRecord: Codable, Equatable {
         return .milliseconds(Int64((remaining * 1000).rounded(.up)))
     }
 }
+
+extension CryptoManager {
+    /// The rollback anchor that also keeps the failed-attempt count (nil: none, or no vault).
+    func attemptAnchor(_ state: VaultState?) -> RollbackAnchor? {
+        guard let state = state ?? ((try? VaultState.load(directory: directory)) ?? nil) else { return nil }
+        return anchor(for: state)
+    }
+
+    /// The failed-attempt record: `attempts` in the data directory, raised to the count kept in
+    /// the rollback anchor beside the device key (whoever can write the data directory can delete
+    /// or zero `attempts`, not the anchor). A damaged `attempts` is returned as it is (read as the
+    /// longest delay, never as a reason to erase). Call with the file lock held.
+    func loadAttempts(_ anchor: RollbackAnchor?) throws -> AttemptRecord {
+        var record = try AttemptRecord.load(directory: directory)
+        guard record.damaged != true, let anchor, let kept = try anchor.attempts() else { return record }
+        if kept.failures > record.failures {
+            record.failures = kept.failures
+            record.uncounted = kept.uncounted
+        }
+        record.lastFailure = max(record.lastFailure, kept.lastFailure)
+        return record
+    }
+
+    /// Stores the record in the data directory, then in the anchor. Call with the file lock held.
+    func storeAttempts(_ record: AttemptRecord, anchor: RollbackAnchor?, durable: Bool = true) throws {
+        try record.store(directory: directory, durable: durable)
+        try anchor?.storeAttempts(record)
+    }
+}

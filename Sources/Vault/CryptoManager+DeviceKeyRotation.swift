@@ -91,6 +91,23 @@ extension CryptoManager {
         return DeviceBoundKeys(device: deviceKey.copy(), current: current, retired: retired)
     }
 
+    /// Records `check` as the check value of the vault's device key in `vault.state` (a rewrite:
+    /// a new generation), after a device-key rotation put a new key in place. Needs the vault
+    /// unlocked in this process (an unlock agent's keys do not re-seal the state).
+    /// - Throws: ``VaultError/locked``, the errors of a rewrite.
+    func recordDeviceCheck(_ check: Data) throws {
+        let unlocked = try requireUnlocked()
+        let state = try requireState()
+        try checkSameVault(state, unlocked)
+        forgetDeviceKey()
+        guard state.deviceCheck != check else { return }
+        try vaultCall {
+            var next = state
+            next.deviceCheck = check
+            try rewrite(next, keys: unlocked, expecting: state, during: "the device key was being rotated")
+        }
+    }
+
     /// Drops the device key this manager read from its provider (kept in memory since its first
     /// use), so the next use reads it again. After a device-key rotation a manager made before
     /// it still has the old provider record: make a new manager.

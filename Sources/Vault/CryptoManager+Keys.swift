@@ -227,6 +227,13 @@ extension CryptoManager {
         return KeyDerivation.hkdf(device, info: purpose)
     }
 
+    /// The check value of the device key when it can be read now, else nil.
+    func readableDeviceCheck() -> Data? {
+        guard let key = try? cachedDeviceKey() else { return nil }
+        defer { key.wipe() }
+        return DeviceKeyRecord.checkValue(of: key)
+    }
+
     /// A copy of the device key, read once from the provider and then kept in locked memory.
     func cachedDeviceKey() throws -> SecretBytes {
         if let key = memory.withLock({ $0.deviceKey }) { return key.copy() }
@@ -239,6 +246,11 @@ extension CryptoManager {
         guard key.count == 32 else {
             key.wipe()
             throw VaultError.deviceKey("the device key is \(key.count) bytes, not 32")
+        }
+        // A version-3 state names its device key: another one is never used.
+        if let expected = (try? VaultState.load(directory: directory))??.deviceCheck, DeviceKeyRecord.checkValue(of: key) != expected {
+            key.wipe()
+            throw VaultError.deviceKey(Self.otherDeviceKeyText)
         }
         memory.withLock { memory in
             if memory.deviceKey == nil { memory.deviceKey = key.copy() }

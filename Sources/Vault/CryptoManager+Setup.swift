@@ -153,7 +153,8 @@ extension CryptoManager {
             let appKey = try SecretBytes.random(count: 32)
             let secrets = VaultSecrets(classMaster: try SecretBytes.random(count: 32), retired: [])
             var state = VaultState(vaultID: Data(try SecureRandom.bytes(16)), keyID: Data(try SecureRandom.bytes(8)),
-                                   passcode: nil, questions: nil, eraseAfter: attemptPolicy.eraseAfter, secrets: Data())
+                                   passcode: nil, questions: nil, eraseAfter: attemptPolicy.eraseAfter, generation: 1,
+                                   deviceCheck: readableDeviceCheck(), secrets: Data())
             do {
                 if let passcode {
                     state.passcode = try wrapPasscode(passcode, appKey: appKey, state: state)
@@ -182,6 +183,9 @@ extension CryptoManager {
                     }
                     unlink(erasedMarkerPath)
                 }
+                // Written first, anchored second: a failure here leaves the anchor behind, which
+                // the next unlock advances.
+                _ = try? anchor(for: state)?.advance(RollbackAnchor.vaultState, to: 1)
                 // The vault exists now; nothing after this point reports a failure.
                 let unlocked = (try? UnlockedKeys(state: state, appKey: appKey, secrets: secrets, stateIdentity: identity)) ?? prepared
                 try? install(unlocked)

@@ -120,6 +120,7 @@ extension CryptoManager {
             let secrets = try openSecrets(of: state, appKey: appKey)
             let unlocked: UnlockedKeys
             do {
+                try verifyBinding(of: state)
                 unlocked = try UnlockedKeys(state: state, appKey: appKey, secrets: secrets, stateIdentity: identity)
             } catch {
                 secrets.wipe()
@@ -137,6 +138,42 @@ extension CryptoManager {
         }
     }
 
+    /// The checks of an authenticated state (its secret section opened) against what lives
+    /// outside the data directory: the device key must be the one the state names (version 3),
+    /// and the state's generation must not be below the rollback anchor's, which is advanced to
+    /// it. A device key that cannot be read now is not checked here (nothing gets it then; the
+    /// first read compares it, ``cachedDeviceKey()``).
+    /// - Throws: ``VaultError/deviceKey(_:)`` for another device key,
+    ///   ``VaultError/rolledBack(file:found:expected:)``, anchor errors.
+    func verifyBinding(of state: VaultState) throws {
+        if let expected = state.deviceCheck {
+            if let key = memory.withLock({ $0.deviceKey?.copy() }) ?? readDeviceKey(expecting: expected) {
+                defer { key.wipe() }
+                guard key.count == 32, DeviceKeyRecord.checkValue(of: key) == expected else {
+                    throw VaultError.deviceKey(Self.otherDeviceKeyText)
+                }
+                memory.withLock { memory in
+                    if memory.deviceKey == nil { memory.deviceKey = key.copy() }
+                }
+            }
+        }
+        try anchor(for: state)?.check(RollbackAnchor.vaultState, found: state.generation ?? 0, file: statePath)
+    }
+
+    /// The device key from the provider, or nil when it gives none now. A provider checked
+    /// against a record (or a fallback key file checked against the state) is read underneath,
+    /// so that the state's own check decides and names the problem.
+    func readDeviceKey(expecting expected: Data) -> SecretBytes? {
+        var provider: any DeviceKeyProvider = deviceKeyProvider
+        if let checked = provider as? CheckedDeviceKeyProvider { provider = checked.inner }
+        if let cache = provider as? KeyringDeviceKeyProvider {
+            return try? cache.deviceKey(accepting: { $0.count == 32 && DeviceKeyRecord.checkValue(of: $0) == expected })
+        }
+        return try? provider.deviceKey()
+    }
+
+    static let otherDeviceKeyText = "the device key is not the one this vault was made with (its check value differs from the one vault.state records): the key file or provider was replaced, or the data directory was restored from another machine; put back this vault's device key (or its provider record beside it)"
+
     // MARK: Attempts
 
     /// Runs one guarded attempt: refuses it while a delay runs (or erases when the failure limit
@@ -152,12 +189,13 @@ extension CryptoManager {
         // Settings over the manager's KDF ceiling are refused before an attempt is counted.
         for parameters in [state?.passcode?.kdf, state?.questions?.kdf].compactMap({ $0 }) { try checkKDFCeiling(parameters) }
         let limit = effectiveEraseAfter(state)
+        let anchor = attemptAnchor(state)
         try vaultCall {
             try withFileLock {
-                var record = try AttemptRecord.load(directory: directory)
+                var record = try loadAttempts(anchor)
                 if record.damaged == true {
                     record = AttemptRecord.damagedRecord(policy: attemptPolicy, now: clock())
-                    try record.store(directory: directory)
+                    try storeAttempts(record, anchor: anchor)
                     let wait = record.wait(at: clock(), policy: attemptPolicy)
                     if wait > .zero { throw VaultError.attemptRecordDamaged(retryAfter: wait) }
                 }
@@ -170,13 +208,13 @@ extension CryptoManager {
                 let now = clock().timeIntervalSince1970
                 if record.lastFailure > now {
                     record.lastFailure = now
-                    try record.store(directory: directory)
+                    try storeAttempts(record, anchor: anchor)
                 }
                 let wait = record.wait(at: clock(), policy: attemptPolicy)
                 if wait > .zero { throw VaultError.tooManyAttempts(retryAfter: wait) }
                 record.failures += 1
                 record.lastFailure = clock().timeIntervalSince1970
-                try record.store(directory: directory)
+                try storeAttempts(record, anchor: anchor)
             }
         }
         testHooks.step?("attempt counted")
@@ -187,12 +225,12 @@ extension CryptoManager {
             throw VaultError.wrap(error)
         }
         if let key {
-            try vaultCall { try withFileLock { try AttemptRecord().store(directory: directory, durable: false) } }
+            try vaultCall { try withFileLock { try storeAttempts(AttemptRecord(), anchor: anchor, durable: false) } }
             return key
         }
         let failures: Int = try vaultCall {
             try withFileLock {
-                let record = try AttemptRecord.load(directory: directory)
+                let record = try loadAttempts(anchor)
                 if let limit, record.damaged != true, record.countedFailures >= limit {
                     try eraseLocked(keepMarker: true)
                     throw VaultError.erased

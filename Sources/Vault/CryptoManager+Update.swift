@@ -297,15 +297,25 @@ extension CryptoManager {
         next.version = VaultState.currentVersion
         next.eraseAfter = expected.eraseAfter ?? (expected.version < 2 ? attemptPolicy.eraseAfter : nil)
         if next.questions != nil, next.questions?.normalization == nil { next.questions?.normalization = VaultState.currentNormalization }
+        // Version 3: one generation more than the state replaced, and the device key's check
+        // value (kept; recorded when the replaced state had none and the key can be read).
+        next.generation = (expected.generation ?? 0) + 1
+        if next.deviceCheck == nil { next.deviceCheck = readableDeviceCheck() }
+        let anchor = anchor(for: expected)
         do {
             try sealSecrets(secrets, appKey: appKey, into: &next)
             let identity: FileIdentity? = try withFileLock {
                 guard try VaultState.load(directory: directory) == expected else {
                     throw VaultError.corrupted("the vault changed while \(operation); try again")
                 }
+                // A state older than the anchor is not the base of a change.
+                try anchor?.check(RollbackAnchor.vaultState, found: expected.generation ?? 0, file: statePath)
                 try beforeCommit()
                 return try commit(next)
             }
+            // Written first, anchored second: a failure here leaves the anchor behind, which the
+            // next unlock advances (a newer state is accepted).
+            _ = try? anchor?.advance(RollbackAnchor.vaultState, to: next.generation ?? 0)
             try install(UnlockedKeys(state: next, appKey: appKey, secrets: secrets, stateIdentity: identity))
         } catch {
             appKey.wipe()
@@ -335,6 +345,7 @@ extension CryptoManager {
         do {
             let secrets = try openSecrets(of: state, appKey: appKey)
             do {
+                try verifyBinding(of: state)
                 return try UnlockedKeys(state: state, appKey: appKey, secrets: secrets, stateIdentity: nil)
             } catch {
                 secrets.wipe()
@@ -350,5 +361,9 @@ extension CryptoManager {
         guard state.vaultID == unlocked.vaultID, Array(state.keyID) == unlocked.keyID else {
             throw VaultError.corrupted("the vault on disk is not the one unlocked in memory (it was replaced or its key rotated elsewhere); lock and unlock again")
         }
+        // The state a change builds on must authenticate under the key held: its generation
+        // (checked against the rollback anchor) and wrappings are then the ones this key sealed,
+        // not an older state's with a raised generation.
+        try openSecrets(of: state, appKey: unlocked.appKey).wipe()
     }
 }

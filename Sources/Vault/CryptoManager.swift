@@ -152,14 +152,14 @@ public final class CryptoManager: Sendable {
 
     /// Consecutive failed unlock attempts recorded so far.
     public var failedAttempts: Int {
-        get throws { try vaultCall { try withFileLock { try AttemptRecord.load(directory: directory).failures } } }
+        get throws { try vaultCall { try withFileLock { try loadAttempts(attemptAnchor(nil)).failures } } }
     }
 
     /// How long until the next unlock attempt is accepted (zero when it is accepted now).
     public var nextAttemptDelay: Duration {
         get throws {
             try vaultCall {
-                try withFileLock { try AttemptRecord.load(directory: directory).wait(at: clock(), policy: attemptPolicy) }
+                try withFileLock { try loadAttempts(attemptAnchor(nil)).wait(at: clock(), policy: attemptPolicy) }
             }
         }
     }

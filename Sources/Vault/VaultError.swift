@@ -34,6 +34,10 @@ public enum VaultError: Error, Sendable, Equatable, CustomStringConvertible {
     case insecurePermissions(path: String, reason: String, fix: String)
     /// The state is damaged or was modified.
     case corrupted(String)
+    /// `file` is older than the rollback anchor beside the device key says it must be: its
+    /// generation is `found`, the anchor's `expected`. A copy from before a change (a passcode
+    /// change, a key rotation…) was put back in the data directory.
+    case rolledBack(file: String, found: UInt64, expected: UInt64)
     /// An argument is not acceptable (empty passcode, threshold out of range, …).
     case invalidArgument(String)
     /// The device key cannot be read or created.
@@ -75,6 +79,8 @@ public enum VaultError: Error, Sendable, Equatable, CustomStringConvertible {
             return "refusing \(path): \(reason). Fix it with: \(fix)"
         case let .corrupted(why):
             return "the vault state is damaged or was modified: \(why)"
+        case let .rolledBack(file, found, expected):
+            return "\(file) was rolled back: it is generation \(found), but the rollback anchor beside the device key says this vault wrote generation \(expected) already, so an older copy was put back in the data directory (undoing a later passcode change, key rotation or revocation). Restore the newest backup of the data directory; if you put this copy back on purpose and accept losing the later changes, delete the anchor (vaults/VAULTID.anchor beside the device key) and try again"
         case let .invalidArgument(why):
             return "invalid argument: \(why)"
         case let .deviceKey(why):

@@ -8,8 +8,10 @@ struct VaultState: Codable, Equatable {
     static let fileName = "vault.state"
     static let formatName = "securefoundation-vault"
     /// Version 2 adds the stored erase policy, the answer-normalization version and secret
-    /// layout 2 (retired class masters). Version 1 is read and upgraded on the next write or unlock.
-    static let currentVersion = 2
+    /// layout 2 (retired class masters). Version 3 adds the generation (checked against the
+    /// rollback anchor) and the device key's check value, both authenticated by the secret
+    /// section. Versions 1 and 2 are read and upgraded on the next write or unlock.
+    static let currentVersion = 3
     /// The answer normalization this code implements (``AnswerNormalization``).
     static let currentNormalization = 1
     /// nonce (12) ‖ application key (32) ‖ tag (16).
@@ -51,6 +53,12 @@ struct VaultState: Codable, Equatable {
     /// Erase after this many consecutive failed attempts (version 2; nil: never). Bound into the
     /// secret section's associated data.
     var eraseAfter: Int?
+    /// Incremented by every rewrite of the state (version 3; 1 at setup). The rollback anchor
+    /// beside the device key holds the highest generation seen; an older one is refused.
+    var generation: UInt64?
+    /// The check value (``DeviceKeyRecord/checkValue(of:)``) of the device key the vault uses
+    /// (version 3; nil when no device key could be read when it was written).
+    var deviceCheck: Data?
     /// The secret section (class master, retired keys), AES-256-GCM under the state key with the
     /// digest of every other field as associated data.
     var secrets: Data
@@ -117,6 +125,15 @@ struct VaultState: Codable, Equatable {
                 input.byte(0)
             }
         }
+        if version >= 3 {
+            input.uint64(generation ?? 0)
+            if let deviceCheck {
+                input.byte(1)
+                input.field(deviceCheck)
+            } else {
+                input.byte(0)
+            }
+        }
         return Array((VaultState.label + " secrets").utf8) + [0] + Array(SHA256.hash(data: input.bytes))
     }
 
@@ -171,6 +188,16 @@ struct VaultState: Codable, Equatable {
                 throw VaultError.corrupted("\(path): an erase-after count of \(eraseAfter) is out of range")
             }
         }
+        if version >= 3 {
+            guard let generation, generation >= 1, generation <= RollbackAnchor.maximumValue else {
+                throw VaultError.corrupted("\(path): a version-3 state needs a generation")
+            }
+            if let deviceCheck, deviceCheck.count != 16 {
+                throw VaultError.corrupted("\(path): the device key's check value is \(deviceCheck.count) bytes, not 16")
+            }
+        } else if generation != nil || deviceCheck != nil {
+            throw VaultError.corrupted("\(path): a version-\(version) state has no generation or device check")
+        }
         if let passcode {
             try passcode.kdf.validateForVault(path: path)
             guard passcode.salt.count >= 16 else { throw VaultError.corrupted("\(path): passcode salt too short") }
@@ -201,7 +228,7 @@ struct VaultState: Codable, Equatable {
                 }
             }
             switch (version, questions.normalization) {
-            case (1, nil), (2, VaultState.currentNormalization?): break
+            case (1, nil), (2..., VaultState.currentNormalization?): break
             case (1, _?), (_, nil):
                 throw VaultError.corrupted("\(path): the answer-normalization version is missing or misplaced")
             case let (_, other?):

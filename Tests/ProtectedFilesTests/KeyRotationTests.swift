@@ -120,7 +120,7 @@ struct KeyRotationTests {
         #expect(try files.read(at: fixture.path("v1")) == Array("v1".utf8))
         #expect(try files.rotateKeyPairs() == 8)
         table = try JSONDecoder().decode(ClassKeyTableFile.self, from: Data(try bytes(tablePath)))
-        #expect(table.format == 2 && table.retired.count == 8)
+        #expect(table.format == 3 && table.retired.count == 8)
         #expect(try files.read(at: fixture.path("v1")) == Array("v1".utf8), "a retired pair opens a file not yet re-wrapped")
         #expect(String(decoding: try bytes(tablePath), as: UTF8.self).contains("\"retired\""))
 
@@ -145,9 +145,9 @@ struct KeyRotationTests {
         #expect(throws: ProtectedFileError.keyTable("\(tablePath) has format 1 with retired key pairs, which format 1 does not have: the file was altered")) {
             try files.read(at: fixture.path("v1"))
         }
-        future["format"] = 3
+        future["format"] = 4
         try writeBytes(Array(try JSONSerialization.data(withJSONObject: future)), tablePath)
-        #expect(throws: ProtectedFileError.keyTable("\(tablePath) has format 3; this library reads formats 1 to 2: use a newer version of the library")) {
+        #expect(throws: ProtectedFileError.keyTable("\(tablePath) has format 4; this library reads formats 1 to 3: use a newer version of the library")) {
             try files.read(at: fixture.path("v1"))
         }
         try writeBytes(Array(try JSONEncoder().encode(table)), tablePath)

@@ -53,8 +53,11 @@ struct EraseLeftoverTests {
         defer { try? FileManager.default.removeItem(atPath: home) }
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         _ = FileManager.default.createFile(atPath: home + "/vault.state", contents: bytes, attributes: [.posixPermissions: 0o600])
-        let manager = try CryptoManager(directory: home, deviceKeyProvider: StaticDeviceKeyProvider(key: try SecretBytes.random(count: 32)),
-                                        attemptPolicy: .unlimited)
+        // No device key: the probe asks whether the file's keys open, not whose device it is.
+        struct NoDeviceKey: DeviceKeyProvider {
+            func deviceKey() throws -> SecretBytes { throw VaultError.deviceKey("none in the probe") }
+        }
+        let manager = try CryptoManager(directory: home, deviceKeyProvider: NoDeviceKey(), attemptPolicy: .unlimited)
         for passcode in passcodes {
             if (try? manager.unlock(passcode: secret(passcode))) != nil { return true }
         }

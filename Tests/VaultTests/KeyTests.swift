@@ -112,9 +112,14 @@ struct KeyTests {
         defer { fixture.cleanup() }
         let here = try fixture.manager()
         try here.setUp(passcode: secret("pin"))
-        // The same data directory with another device key (copied to another machine).
-        let elsewhere = try fixture.manager(deviceKey: try SecretBytes.random(count: 32))
-        try elsewhere.unlock(passcode: secret("pin"))
+        // The same data directory with another device key (copied to another machine): the
+        // state names its device key, so the unlock is refused.
+        let otherDevice = try SecretBytes.random(count: 32)
+        #expect(throws: VaultError.deviceKey(CryptoManager.otherDeviceKeyText)) {
+            try fixture.manager(deviceKey: otherDevice).unlock(passcode: secret("pin"))
+        }
+        // The class keys another device key would give.
+        let elsewhere = try here.deviceBoundKeys(deviceKey: otherDevice)
         for accessibility in Accessibility.allValues {
             let a = try here.classKey(for: accessibility)
             let b = try elsewhere.classKey(for: accessibility)
@@ -125,7 +130,7 @@ struct KeyTests {
         let otherKey = try SealingKey(key: try elsewhere.classKey(for: .alwaysThisDeviceOnly), id: [1])
         #expect(throws: CipherError.tampered) { try Sealed.open(sealed, with: otherKey) }
         #expect(try Sealed.open(sealed, with: key) == Array("device secret".utf8))
-        #expect(try here.deviceSubkey(purpose: "keychain blind index v1") != (try elsewhere.deviceSubkey(purpose: "keychain blind index v1")))
+        #expect(try here.deviceSubkey(purpose: "keychain blind index v1") != elsewhere.deviceSubkey(purpose: "keychain blind index v1"))
         #expect(try here.deviceSubkey(purpose: "a") != (try here.deviceSubkey(purpose: "b")))
     }
 

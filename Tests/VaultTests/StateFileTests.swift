@@ -41,7 +41,7 @@ struct StateFileTests {
             expectCorrupted(label)
         }
         let mutations: [(String, (inout [String: Any]) -> Void)] = [
-            ("version 3", { $0["version"] = 3 }),
+            ("version 4", { $0["version"] = 4 }),
             ("other format", { $0["format"] = "something-else" }),
             ("short vault id", { $0["vaultID"] = "AAAA" }),
             ("no unlock method", { $0.removeValue(forKey: "passcode"); $0.removeValue(forKey: "questions") }),

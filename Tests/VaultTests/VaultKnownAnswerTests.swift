@@ -42,7 +42,7 @@ struct VaultKnownAnswerTests {
         #expect(try manager.classKey(for: .whenUnlocked) == key(Self.whenUnlockedV1))
         #expect(try manager.classKey(for: .afterFirstUnlock) == key(Self.afterFirstUnlockV1))
         let upgraded = try #require(try VaultState.load(directory: fixture.home))
-        #expect(upgraded.version == 2 && upgraded.questions?.normalization == 1 && upgraded.eraseAfter == nil)
+        #expect(upgraded.version == 3 && upgraded.generation == 1 && upgraded.questions?.normalization == 1 && upgraded.eraseAfter == nil)
         #expect(Array(upgraded.keyID) == Array(try #require(Data(base64Encoded: "AXOsliwtt6E="))))
         manager.lock()
         try manager.unlock(answers: ["", "LYON", "  mrs   dupont "])
@@ -63,9 +63,18 @@ struct VaultKnownAnswerTests {
         #expect(try manager.decrypt(Array(try #require(Data(base64Encoded: Self.sealedV2))), context: Array("ctx".utf8)) == Array("v2 payload".utf8))
         #expect(try manager.classKey(for: .whenUnlocked) == key(Self.whenUnlockedV2))
         #expect(try manager.retiredClassKeys(for: .whenUnlocked) == [key(Self.retiredWhenUnlockedV2)])
-        #expect(try VaultState.load(directory: fixture.home)?.eraseAfter == 7)
-        #expect(try SecureFile.read(fixture.statePath) == Array(Self.stateV2.utf8), "a current state is not rewritten by unlock")
-        FirstUnlockCache.remove(vaultID: try #require(try VaultState.load(directory: fixture.home)?.vaultID))
+        // Upgraded to version 3 by the unlock: same keys and wrappings, a generation and the
+        // device key's check value, authenticated by the secret section.
+        let upgraded = try #require(try VaultState.load(directory: fixture.home))
+        #expect(upgraded.eraseAfter == 7 && upgraded.version == 3 && upgraded.generation == 1)
+        #expect(upgraded.deviceCheck == DeviceKeyRecord.checkValue(of: fixture.deviceKey))
+        #expect(Array(upgraded.keyID) == Array(try #require(Data(base64Encoded: "xPXq89byIwc="))))
+        let v3 = try SecureFile.read(fixture.statePath)
+        manager.lock()
+        try manager.unlock(answers: ["rex", "", "Mrs Dupont"])
+        #expect(try manager.classKey(for: .whenUnlocked) == key(Self.whenUnlockedV2))
+        #expect(try SecureFile.read(fixture.statePath) == v3, "a current state is not rewritten by unlock")
+        FirstUnlockCache.remove(vaultID: upgraded.vaultID)
     }
 
     @Test func aStateFromANewerNormalizationIsRefusedWithAMessage() throws {

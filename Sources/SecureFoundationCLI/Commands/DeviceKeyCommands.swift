@@ -169,8 +169,8 @@ struct VaultRotateDeviceKeyCommand: ParsableCommand {
         nothing in the home. Values derived from the device key outside the home (`secrets \
         device-share`) change: the command lists what to redo.
 
-        Needs the class keys: the passcode (or answers), or a running agent holding the vault \
-        unlocked. Stop other processes using the home first. A journal kept beside the device key \
+        Needs the passcode (or answers): the new key's check value is recorded in vault.state, \
+        which a running unlock agent cannot re-seal. Stop other processes using the home first. A journal kept beside the device key \
         makes it resumable: after an interruption every part is under the old or the new key, \
         commands needing the device key say so, and --resume finishes.
 
@@ -197,7 +197,9 @@ struct VaultRotateDeviceKeyCommand: ParsableCommand {
         try CLI.run {
             let manager = try home.manager()
             try VaultCLI.requireSetUp(manager)
-            try credentials.unlock(manager)
+            // The application key is needed (the new key is recorded in vault.state): an unlock
+            // agent does not stand in for the passcode here.
+            try credentials.unlock(manager, needsApplicationKey: true)
             defer { manager.lock() }
             var options = DeviceKeyRotation.Options(credentialWithKey: withKey)
             options.step = FaultInjection.stepHook()

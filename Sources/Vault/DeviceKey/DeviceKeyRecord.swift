@@ -257,7 +257,8 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     /// The provider this record names; `filePath` is the key file of the file provider (and of a
     /// keyring backed by it) when the record does not name one.
     public func provider(filePath: String? = nil) -> any DeviceKeyProvider {
-        CheckedDeviceKeyProvider(inner: uncheckedProvider(filePath: filePath), record: self)
+        CheckedDeviceKeyProvider(inner: uncheckedProvider(filePath: filePath), record: self,
+                                 recordDirectory: Self.trustedDirectory(filePath: filePath))
     }
 
     func uncheckedProvider(filePath: String?) -> any DeviceKeyProvider {
@@ -289,6 +290,9 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
 struct CheckedDeviceKeyProvider: DeviceKeyProvider {
     let inner: any DeviceKeyProvider
     let record: DeviceKeyRecord
+    /// The trusted directory the record was read from (where the vault's rollback anchor lives),
+    /// or nil.
+    var recordDirectory: String? = nil
 
     func deviceKey() throws -> SecretBytes {
         let check = record.check

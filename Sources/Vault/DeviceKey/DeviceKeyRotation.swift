@@ -170,15 +170,24 @@ public enum DeviceKeyRotation {
     /// data directory is never used (``DeviceKeyRecord/load(directory:filePath:)``).
     public static func provider(directory: String, filePath: String?) throws -> any DeviceKeyProvider {
         if try pending(directory: directory, filePath: filePath) != nil {
-            return UnavailableDeviceKeyProvider(reason: "a device-key rotation of \(directory) was interrupted: the keychain and the protected-file key table may be under the new key already; finish it with `securefoundation vault rotate-device-key --resume` (with the passcode)")
+            return UnavailableDeviceKeyProvider(reason: "a device-key rotation of \(directory) was interrupted: the keychain and the protected-file key table may be under the new key already; finish it with `securefoundation vault rotate-device-key --resume` (with the passcode)",
+                                                recordDirectory: DeviceKeyRecord.trustedDirectory(filePath: filePath))
         }
         do {
             if let record = try DeviceKeyRecord.load(directory: directory, filePath: filePath) { return record.provider(filePath: filePath) }
         } catch VaultError.deviceKey(let reason) {
             // Only a record in the data directory: the vault opens, nothing gets a device key.
-            return UnavailableDeviceKeyProvider(reason: reason)
+            return UnavailableDeviceKeyProvider(reason: reason, recordDirectory: DeviceKeyRecord.trustedDirectory(filePath: filePath))
         }
-        return FileDeviceKeyProvider(path: filePath)
+        let file = FileDeviceKeyProvider(path: filePath)
+        // No record: the key file. A version-3 state names the device key it was made with, so a
+        // key file that was replaced (or created afresh because it was missing) is refused here
+        // rather than deriving keys that open nothing.
+        if let check = try? VaultState.load(directory: directory)?.deviceCheck {
+            return CheckedDeviceKeyProvider(inner: file, record: DeviceKeyRecord(kind: .file, path: file.path, check: check),
+                                            recordDirectory: DeviceKeyRecord.trustedDirectory(filePath: filePath))
+        }
+        return file
     }
 
     /// Replaces the device key with a new random one under the same provider and re-keys
@@ -194,6 +203,7 @@ public enum DeviceKeyRotation {
     public static func rotate(manager: CryptoManager, filePath: String?, dependents: [any DeviceKeyDependent],
                               options: Options = Options()) throws -> Report {
         let directory = manager.directory
+        try requireUnlockedHere(manager)
         return try FileLock.withExclusiveLock(path: directory + "/" + lockName) {
             if try pending(directory: directory, filePath: filePath) != nil {
                 throw VaultError.deviceKey("a device-key rotation of \(directory) is unfinished; finish it with `securefoundation vault rotate-device-key --resume` before starting another")
@@ -231,6 +241,7 @@ public enum DeviceKeyRotation {
     public static func resume(manager: CryptoManager, filePath: String?, dependents: [any DeviceKeyDependent],
                               options: Options = Options()) throws -> Report {
         let directory = manager.directory
+        try requireUnlockedHere(manager)
         return try FileLock.withExclusiveLock(path: directory + "/" + lockName) {
             guard let journal = try pending(directory: directory, filePath: filePath) else {
                 let planted = access(directory + "/" + journalName, F_OK) == 0
@@ -242,6 +253,14 @@ public enum DeviceKeyRotation {
                 throw VaultError.corrupted("\(directory)/\(journalName) belongs to another vault; remove it only if no rotation of this vault was started")
             }
             return try finish(journal, manager: manager, dependents: dependents, options: options)
+        }
+    }
+
+    /// A rotation rewrites `vault.state` (it records the new key's check value), which needs the
+    /// application key: the vault unlocked in this process, not only by an unlock agent.
+    static func requireUnlockedHere(_ manager: CryptoManager) throws {
+        guard manager.isUnlocked else {
+            throw VaultError.deviceKey("rotating the device key records the new key in vault.state, which needs the vault unlocked with the passcode or the answers in this process (a running unlock agent does not serve the application key): give --passcode-file or --answers-file")
         }
     }
 
@@ -287,6 +306,9 @@ public enum DeviceKeyRotation {
             try options.step?("moved")
         }
         if journal.hadRecord { try journal.final.save(directory: directory, filePath: journal.filePath) }
+        // The state names the new key from now on (a resumed rotation finds it done).
+        try manager.recordDeviceCheck(journal.newCheck)
+        try options.step?("state recorded")
         if journal.final.kind == .keyring, let name = journal.final.name {
             KeyringDeviceKeyProvider(description: name, timeout: journal.final.timeout ?? 600, backing: StaticDeviceKeyProvider(key: SecretBytes(count: 0) { _ in })).evict()
         }
@@ -401,6 +423,8 @@ public enum DeviceKeyRotation {
 /// only a record in the data directory names a provider): it gives no key, and says why.
 struct UnavailableDeviceKeyProvider: DeviceKeyProvider {
     let reason: String
+    /// The trusted directory beside the device key (where the rollback anchor lives), or nil.
+    var recordDirectory: String? = nil
     func deviceKey() throws -> SecretBytes {
         throw VaultError.deviceKey(reason)
     }
