@@ -278,16 +278,34 @@ public struct ShareGroup: Sendable {
         } else {
             record = try upgrade()
         }
-        try Self.checkAnchor(revocationGeneration: record.generation)
+        try checkAnchor(revocationGeneration: record.generation)
         return record
     }
 
-    /// Where the revocation list's generation will be checked against an anchor kept outside
-    /// the data directory (beside the device key): the one place that decides whether a
-    /// record's generation is current. No anchor exists yet, so every generation is accepted
-    /// here; a record rolled back together with the rest of the keychain is not detected
-    /// (docs/SECURITY.md, "Open"). Advancing the anchor belongs in ``write(_:)``.
-    static func checkAnchor(revocationGeneration: UInt64) throws(ShareError) {}
+    /// The vault's rollback anchor (``RollbackAnchor``, beside the device key, outside the data
+    /// directory) when the keychain's keys come from a vault that has one; nil otherwise (a
+    /// keychain on another key source, a device key given in memory).
+    func anchor() throws(ShareError) -> RollbackAnchor? {
+        guard let manager = store.keychain.keySource as? CryptoManager else { return nil }
+        do { return try manager.rollbackAnchor } catch {
+            throw .storage("the vault's rollback anchor cannot be read: \(error)")
+        }
+    }
+
+    /// Checks the record's generation against the anchor's `share.revocations` counter: a
+    /// record older than the newest one written here (the keychain, or the record and root rows,
+    /// put back from a backup) is refused, never read as the current list.
+    func checkAnchor(revocationGeneration: UInt64) throws(ShareError) {
+        guard let anchor = try anchor() else { return }
+        do {
+            try anchor.check(RollbackAnchor.shareRevocations, found: revocationGeneration,
+                             file: "the share group's record (keychain.sqlite)")
+        } catch VaultError.rolledBack(_, let found, let expected) {
+            throw .revocationsTampered("the share group's revocation list is generation \(found), older than generation \(expected) recorded beside the device key: the keychain was rolled back to an older copy, which brings back devices revoked since. Restore the newest backup of the data directory, or re-create the group and revoke again")
+        } catch {
+            throw .storage("the vault's rollback anchor cannot be read: \(error)")
+        }
+    }
 
     /// The stored record, or nil when there is none and the group is of an older version
     /// (its root certificate stored `always`).
@@ -372,6 +390,12 @@ public struct ShareGroup: Sendable {
             try store.keychain.flush()
         } catch {
             throw .storage("the group's record cannot be written: \(error)")
+        }
+        // The anchor moves only once the record is durable: a kill in between leaves it behind,
+        // and the newer record is accepted (and the anchor advanced) at the next read.
+        guard let anchor = try anchor() else { return }
+        do { _ = try anchor.advance(RollbackAnchor.shareRevocations, to: record.generation) } catch {
+            throw .storage("the group's record was written but the rollback anchor cannot be advanced: \(error)")
         }
     }
 

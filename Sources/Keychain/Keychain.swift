@@ -56,7 +56,7 @@ public final class Keychain: Sendable {
     /// The number of items wiped as stale on open by reinstall detection (0 when none or off).
     public let wipedStaleItems: Int
 
-    let keySource: any KeychainKeySource
+    package let keySource: any KeychainKeySource
     let itemStore: ItemStore
     let sealer: ItemSealer
 

@@ -66,6 +66,54 @@ struct ShareRevocationTests {
     }
 
     /// Each revocation advances the generation; the record checks its own count and digest.
+    /// Putting the whole keychain back to a copy made before a revocation brings back a record
+    /// that is consistent in itself (list, count, digest) but older: the vault's rollback anchor,
+    /// beside the device key, holds the newest generation and refuses it.
+    @Test func aKeychainPutBackFromBeforeARevocationIsRefused() throws {
+        let directory = try TemporaryDirectory(prefix: "share-anchor")
+        let home = directory.path("home"), keyFile = directory.path("config") + "/device.key"
+        let passcode = SecretBytes(utf8: "correct horse battery staple")
+        let manager = try CryptoManager(directory: home, deviceKeyProvider: FileDeviceKeyProvider(path: keyFile),
+                                        policy: .minimum, attemptPolicy: .unlimited)
+        try manager.setUp(passcode: passcode)
+        if !manager.isUnlocked { try manager.unlock(passcode: passcode) }
+        let pin = "sha256/" + Data((0..<32).map { UInt8($0) }).base64EncodedString()
+        let files = ["keychain.sqlite", "keychain.sqlite-wal", "keychain.sqlite-shm"]
+        do {
+            let keychain = try Keychain(manager: manager)
+            try ShareGroup(store: IdentityStore(keychain: keychain)).create(deviceName: "alpha")
+            try keychain.close()
+        }
+        for file in files where FileManager.default.fileExists(atPath: home + "/" + file) {
+            try FileManager.default.copyItem(atPath: home + "/" + file, toPath: directory.path("backup-" + file))
+        }
+        do {
+            let keychain = try Keychain(manager: manager)
+            let group = ShareGroup(store: IdentityStore(keychain: keychain))
+            let before = try group.revocations().generation
+            try group.revoke(device: pin)
+            #expect(try group.revocations().generation == before + 1)
+            #expect(try group.revokedPins() == [pin])
+            try keychain.close()
+        }
+        for file in files {
+            try? FileManager.default.removeItem(atPath: home + "/" + file)
+            if FileManager.default.fileExists(atPath: directory.path("backup-" + file)) {
+                try FileManager.default.copyItem(atPath: directory.path("backup-" + file), toPath: home + "/" + file)
+            }
+        }
+        let keychain = try Keychain(manager: manager)
+        defer { try? keychain.close() }
+        let group = ShareGroup(store: IdentityStore(keychain: keychain))
+        do {
+            _ = try group.revokedPins()
+            Issue.record("the list of before the revocation was read")
+        } catch {
+            guard case .revocationsTampered(let detail) = error else { throw error }
+            #expect(detail.contains("rolled back"), "\(detail)")
+        }
+    }
+
     @Test func theGenerationAdvancesAndTheRecordChecksItsList() throws {
         let (a, b) = try makeGroup()
         let start = try a.group.revocations()

@@ -230,7 +230,18 @@ final class RotatingKeySource: ClassKeyRotatingSource, @unchecked Sendable {
             _ = FileManager.default.createFile(atPath: stale + "/" + name, contents: data, attributes: [.posixPermissions: 0o600])
         }
         try FileManager.default.copyItem(atPath: vault + "/keychain.sqlite", toPath: stale + "/keychain.sqlite")
-        let oldManager = try CryptoManager(directory: stale, deviceKeyProvider: device, policy: .minimum, attemptPolicy: .unlimited)
+        // Beside the device key, the rollback anchor refuses the older state at unlock.
+        let anchored = try CryptoManager(directory: stale, deviceKeyProvider: device, policy: .minimum, attemptPolicy: .unlimited)
+        do {
+            try anchored.unlock(passcode: SecretBytes(utf8: "1234"))
+            Issue.record("the state of before the rotation was unlocked beside the anchor")
+        } catch VaultError.rolledBack {
+        }
+        // Without the anchor (the copy and the device key taken to another machine), the
+        // re-sealed items still open with none of the old keys.
+        let key = try SecretBytes(copying: SecureFile.read(dir.sub("device.key")))
+        let oldManager = try CryptoManager(directory: stale, deviceKeyProvider: StaticDeviceKeyProvider(key: key), policy: .minimum,
+                                           attemptPolicy: .unlimited)
         try oldManager.unlock(passcode: SecretBytes(utf8: "1234"))
         let old = try Keychain(manager: oldManager)
         for account in ["wu", "afu", "always"] {

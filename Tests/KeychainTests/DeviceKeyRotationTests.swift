@@ -83,12 +83,16 @@ import Vault
 
         // The attacker: the old device key, the home from before (its always.key, its vault
         // state and the passcode), and the rotated home.
-        let attacker = try fixture.manager(StaticDeviceKeyProvider(key: old), home: fixture.home)
+        // The rotated vault.state names the new key: the old one does not even unlock it.
+        let refused = try fixture.manager(StaticDeviceKeyProvider(key: old), home: fixture.home)
+        #expect(throws: VaultError.self) { try refused.unlock(passcode: SecretBytes(utf8: "1234")) }
+        // With the state of before (same passcode, same class keys), the old key's keys.
+        let attacker = try fixture.manager(StaticDeviceKeyProvider(key: old), home: before)
         try attacker.unlock(passcode: SecretBytes(utf8: "1234"))
-        guard case .keyUnavailable? = keychainError({ _ = try Keychain(manager: attacker) }) else {
+        let oldKeys = try attacker.deviceBoundKeys(deviceKey: old)
+        guard case .keyUnavailable? = keychainError({ _ = try Keychain(directory: fixture.home, keySource: oldKeys) }) else {
             Issue.record("the rotated keychain must refuse the old device key's blind-index key"); return
         }
-        let oldKeys = try attacker.deviceBoundKeys(deviceKey: old)
         defer { oldKeys.wipe() }
         let oldIndex = try oldKeys.blindIndexKey()
         let oldMAC = HMAC<SHA256>(key: oldIndex.symmetricKey)
@@ -163,14 +167,15 @@ import Vault
         let staged = try SecretBytes(copying: SecureFile.read(stagedPath))
         let stillOld = name == "keychain batch"
         let key = stillOld ? old : staged
-        let probe = try fixture.manager(StaticDeviceKeyProvider(key: key), home: fixture.home)
-        try probe.unlock(passcode: SecretBytes(utf8: "1234"))
-        let keychain = try Keychain(manager: probe)
+        // vault.state names one key until the switch: the keychain is probed with each key's
+        // device-bound keys directly.
+        let probeKeys = try manager.deviceBoundKeys(deviceKey: key)
+        let keychain = try Keychain(directory: fixture.home, keySource: probeKeys)
         #expect(try Self.value(keychain, 11) == "secret 11")
         #expect(try keychain.summaries().count == count)
         try keychain.close()
-        let other = try fixture.manager(StaticDeviceKeyProvider(key: stillOld ? staged : old), home: fixture.home)
-        guard case .keyUnavailable? = keychainError({ _ = try Keychain(manager: other) }) else {
+        let otherKeys = try manager.deviceBoundKeys(deviceKey: stillOld ? staged : old)
+        guard case .keyUnavailable? = keychainError({ _ = try Keychain(directory: fixture.home, keySource: otherKeys) }) else {
             Issue.record("the keychain must be under one key only"); return
         }
 
