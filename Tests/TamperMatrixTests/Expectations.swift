@@ -160,6 +160,7 @@ enum Expectations {
         "HOME/keychain.sqlite F": [.alwaysItem: 2, .devices: 2],
         "HOME/protected-files.keys D": [.lockedFile: 1, .noneFile: 1, .writeWhileLocked: 1],
         "HOME/protected-files.keys T": [.lockedFile: 1, .noneFile: 1, .writeWhileLocked: 1],
+        "HOME/protected-files.keys R": [.lockedFile: 1, .noneFile: 1, .readFile: 1, .writeWhileLocked: 1],
         "HOME/protected-files.keys RB": [.lockedFile: 1, .noneFile: 1, .readFile: 1, .writeWhileLocked: 1],
         "HOME/protected-files.keys C": [.lockedFile: 1, .noneFile: 1, .writeWhileLocked: 1],
         "HOME/protected-files.keys S": [.lockedFile: 74, .noneFile: 74, .writeWhileLocked: 74],
@@ -185,7 +186,9 @@ enum Expectations {
     /// status `overrides` names or its baseline.
     /// vault.state R too: a flipped digit of `generation` is read by locked commands (which do
     /// not authenticate the state) as before, and refused at unlock.
-    static let baselineOrOverride: Set<String> = ["HOME/keychain.sqlite R", "HOME/vault.state R"]
+    /// protected-files.keys R too: a flipped byte in an entry's MAC is refused (format 3), one
+    /// in a field that no MAC covers is not.
+    static let baselineOrOverride: Set<String> = ["HOME/keychain.sqlite R", "HOME/vault.state R", "HOME/protected-files.keys R"]
 
     /// Known residuals: cases the trust table accepts (or lists as Open), asserted as they behave
     /// today. A fix moves its cases from here to a refusal in `overrides`.

@@ -59,7 +59,9 @@ final class AgentFixture: @unchecked Sendable {
     func stop() {
         guard let server else { return }
         server.stop()
-        _ = finished.wait(timeout: .now() + 10)
+        // run() returns once the loop sees the stop (it polls every 250 ms) and has released
+        // the socket's lock; on a busy machine that can take seconds.
+        _ = finished.wait(timeout: .now() + 60)
         self.server = nil
     }
 
