@@ -48,20 +48,30 @@ public final class PinnedTLSServer: Sendable {
 
     /// Children accepted and not yet taken by a serving task, closed when the server stops.
     private final class Unserved: Sendable {
-        private let children = LockedBox<[ObjectIdentifier: Child]>([:])
+        /// The children not yet taken by a serving task, and whether the server has stopped.
+        private let state = LockedBox<(children: [ObjectIdentifier: Child], stopped: Bool)>(([:], false))
 
+        /// Records an accepted child; once the server has stopped, abandons it at once. A
+        /// connection accepted just before the listener closed has its child made afterwards,
+        /// on its own event loop: without this it was never closed, and its client waited for
+        /// ever.
         func add(_ child: Child) {
-            children.withLockedValue { $0[ObjectIdentifier(child)] = child }
+            let stopped = state.withLockedValue { state in
+                if !state.stopped { state.children[ObjectIdentifier(child)] = child }
+                return state.stopped
+            }
+            if stopped { child.abandon() }
         }
 
         func remove(_ child: Child) {
-            _ = children.withLockedValue { $0.removeValue(forKey: ObjectIdentifier(child)) }
+            _ = state.withLockedValue { $0.children.removeValue(forKey: ObjectIdentifier(child)) }
         }
 
+        /// Abandons every child not taken by a serving task, and every child recorded later.
         func abandonAll() {
-            let all = children.withLockedValue { children in
-                defer { children.removeAll() }
-                return Array(children.values)
+            let all = state.withLockedValue { state in
+                defer { state.children.removeAll(); state.stopped = true }
+                return Array(state.children.values)
             }
             for child in all { child.abandon() }
         }
