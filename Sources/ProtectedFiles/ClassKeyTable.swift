@@ -403,7 +403,12 @@ struct ClassKeyTable: Sendable {
         return try withLock {
             var file = try loadFile()
             if let existing = file.entries.first(where: { $0.name == cls.name }) { return existing }
-            let created = try makeEntry(cls, identity: X25519Identity.generate())
+            let created: ClassKeyEntry
+            do { created = try makeEntry(cls, identity: X25519Identity.generate()) } catch ProtectedFileError.locked(let locked, .locked) where locked.protection == .completeUnlessOpen {
+                // Writing completeUnlessOpen while locked needs only the public half, but the
+                // pair is made (and its private half sealed) under the class key.
+                throw ProtectedFileError.noKeyPairYet(locked)
+            }
             file.entries.append(created)
             file.vouch(created)
             for other in FileProtectionClass.allValues where !file.entries.contains(where: { $0.name == other.name }) {

@@ -6,6 +6,10 @@ public enum ProtectedFileError: Error, Sendable, Equatable, CustomStringConverti
     /// The class's key cannot be used now (the vault is locked, or has not been unlocked since
     /// the process started, or is not set up).
     case locked(FileProtectionClass, ClassKeyUnavailableReason)
+    /// A completeUnlessOpen file cannot be written while locked because the class's key pair
+    /// has not been made yet: it is made while the vault is unlocked (`vault init`, any
+    /// unlocked command, ``ProtectedFiles/prepareClasses()``).
+    case noKeyPairYet(FileProtectionClass)
     /// The file is not a protected file (not a binary age file, or of no class this vault has).
     case notProtectedFile(path: String, reason: String)
     /// A thisDeviceOnly class whose key depends on another device's key (a copied data
@@ -29,6 +33,8 @@ public enum ProtectedFileError: Error, Sendable, Equatable, CustomStringConverti
         switch self {
         case let .locked(cls, reason):
             return "the \(cls.name) protected-file class is unavailable: \(reason)"
+        case let .noKeyPairYet(cls):
+            return "the \(cls.name) key pair of this vault has not been made yet (it is made while the vault is unlocked): unlock once (`vault init` does; any command given --passcode-file or --answers-file, such as `securefoundation protect status DIR --passcode-file pin.txt`; in code `ProtectedFiles.prepareClasses()`), then \(cls.name) files can be written while locked"
         case let .notProtectedFile(path, reason):
             return "\(path) is not a protected file: \(reason)"
         case let .wrongDevice(cls, path):

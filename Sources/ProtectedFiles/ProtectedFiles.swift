@@ -74,7 +74,7 @@ public final class ProtectedFiles: Sendable {
                 ready.append(cls)
             } catch let error as ProtectedFileError {
                 switch error {
-                case .locked, .wrongDevice: continue
+                case .locked, .noKeyPairYet, .wrongDevice: continue
                 default: throw error
                 }
             }
@@ -265,16 +265,65 @@ public final class ProtectedFiles: Sendable {
     /// and the new class writable now.
     /// - Throws: ``ProtectedFileError``.
     public func setProtection(_ protection: FileProtectionClass, ofItemAt path: String) throws {
-        let opened = try open(path)
+        _ = try changeProtection(to: protection, ofItemAt: path, onlyFrom: nil)
+    }
+
+    /// What ``changeProtection(to:ofItemAt:onlyFrom:)`` found and did.
+    enum ChangeOutcome: Equatable {
+        case changed
+        /// The file already was of the class (perhaps changed by another run meanwhile).
+        case alreadyInClass
+        /// The file is of another class than `onlyFrom` (left alone).
+        case otherClass(FileProtectionClass)
+    }
+
+    /// Changes the class of the file at `path` to `protection` while holding the file's lock
+    /// (see ``openLocked(_:)``), so two runs changing the same file take turns: the second
+    /// finds the file the first wrote and reports it as already in the class.
+    func changeProtection(to protection: FileProtectionClass, ofItemAt path: String, onlyFrom: FileProtectionClass?) throws -> ChangeOutcome {
+        let opened = try openLocked(path)
         defer { close(opened.fd) }
-        if opened.cls == protection && opened.hasClassStanza { return }
+        if opened.cls == protection && opened.hasClassStanza { return .alreadyInClass }
+        if let onlyFrom, opened.cls != onlyFrom { return .otherClass(opened.cls) }
         let identities = try identities(opened.cls, path: path)
         let recipient = try writableRecipient(protection)
         try replaceHeader(opened, path: path, identities: identities, recipient: recipient)
+        return .changed
     }
 
-    /// Replaces the file at `path` (open as `opened`) with a copy whose file key is unwrapped
-    /// with `identities` and wrapped to `recipient`: header rewritten, nonce and payload copied.
+    /// Opens `path` as ``open(_:)`` does and takes an exclusive `flock` on the file, which every
+    /// header rewrite of this library holds until its replacement is renamed into place. Once
+    /// the lock is held, `path` must still name the file opened, unchanged (another run may
+    /// have replaced it while this one waited); otherwise the file now at `path` is opened and
+    /// locked instead, up to 16 times.
+    /// - Throws: ``ProtectedFileError/modifiedDuringChange(path:)`` when the file keeps changing.
+    func openLocked(_ path: String) throws -> OpenedFile {
+        for _ in 0..<16 {
+            let opened = try open(path)
+            var locked = false
+            for _ in 0..<100 {
+                do throws(SystemCallError) {
+                    try FileCalls.lockExclusive(opened.fd)
+                    locked = true
+                    break
+                } catch where error.code == EINTR {
+                    continue
+                } catch {
+                    break
+                }
+            }
+            if locked, let now = try? FileCalls.linkStatus(path), FileStamp(now) == opened.stamp {
+                return opened
+            }
+            close(opened.fd)
+            if !locked { throw ProtectedFileError.io("cannot lock \(path) for the change") }
+        }
+        throw ProtectedFileError.modifiedDuringChange(path: path)
+    }
+
+    /// Replaces the file at `path` (open as `opened`, locked by ``openLocked(_:)``) with a copy
+    /// whose file key is unwrapped with `identities` and wrapped to `recipient`: header
+    /// rewritten, nonce and payload copied.
     /// The copy is synced, then the file at `path` is checked to still be the one opened (device,
     /// inode, size, modification and change times), and only then renamed into place, so a file
     /// replaced or written meanwhile is never overwritten with the old contents.
@@ -307,7 +356,10 @@ public final class ProtectedFiles: Sendable {
         }
         /// Files changed to the new class.
         public var changed: [String] = []
-        /// Regular files left as they were (of another class, or not protected files).
+        /// Protected files already of the new class (including those another run changed
+        /// while this one went through the tree).
+        public var alreadyInClass: Int = 0
+        /// Regular files left as they were (of a third class, or not protected files).
         public var skipped: Int = 0
         /// Files that could not be changed, or whose class could not be read (a damaged header).
         public var failures: [Failure] = []
@@ -343,12 +395,15 @@ public final class ProtectedFiles: Sendable {
                 continue
             }
             guard cls == from else {
-                report.skipped += 1
+                if cls == to { report.alreadyInClass += 1 } else { report.skipped += 1 }
                 continue
             }
             do {
-                try setProtection(to, ofItemAt: path)
-                report.changed.append(path)
+                switch try changeProtection(to: to, ofItemAt: path, onlyFrom: from) {
+                case .changed: report.changed.append(path)
+                case .alreadyInClass: report.alreadyInClass += 1
+                case .otherClass: report.skipped += 1
+                }
             } catch let error as ProtectedFileError {
                 report.failures.append(.init(path: path, error: error))
             } catch {
@@ -427,8 +482,12 @@ public final class ProtectedFiles: Sendable {
         for directory in directories {
             try forEachRegularFile(in: directory) { path in
                 let opened: OpenedFile
-                do { opened = try open(path) } catch ProtectedFileError.notProtectedFile {
+                do { opened = try openLocked(path) } catch ProtectedFileError.notProtectedFile {
                     report.skipped += 1
+                    return
+                } catch ProtectedFileError.modifiedDuringChange(let changed) {
+                    // Kept changing while this run waited for it: not damaged, try again later.
+                    report.failed.append(.init(path: path, error: .modifiedDuringChange(path: changed)))
                     return
                 } catch let error as ProtectedFileError {
                     report.damaged.append(.init(path: path, error: error))

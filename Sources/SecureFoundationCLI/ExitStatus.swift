@@ -159,7 +159,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
 
     private static func status(of error: ProtectedFileError) -> ExitStatus {
         switch error {
-        case .locked: return .locked
+        case .locked, .noKeyPairYet: return .locked
         case .tampered, .notProtectedFile: return .damaged
         case .io, .permission: return .io
         default: return .failure

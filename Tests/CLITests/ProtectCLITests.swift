@@ -61,6 +61,18 @@ struct ProtectCLITests {
         }
     }
 
+    /// The first locked write of a completeUnlessOpen file right after `vault init` works: the
+    /// key pairs are made at init.
+    @Test func firstLockedWriteAfterInit() throws {
+        let ws = try Workspace()
+        for name in ["completeUnlessOpen", "completeUnlessOpenThisDeviceOnly"] {
+            let written = try ws.protect(["write", "--class", name, "-o", ws.dir + "/" + name], stdin: Array("early".utf8))
+            #expect(written.status == 0, "\(written.stderr)")
+            #expect(try ws.protect(["read", ws.dir + "/" + name], unlocked: true).stdout == Array("early".utf8))
+        }
+        #expect(FileManager.default.fileExists(atPath: ws.home + "/protected-files.keys"))
+    }
+
     /// Written while locked as completeUnlessOpen, upgraded after an unlock, then unreadable locked.
     @Test func lockedWriteUpgradeThenUnreadableLocked() throws {
         let ws = try Workspace()
@@ -74,7 +86,7 @@ struct ProtectCLITests {
         #expect(try ws.protect(["read", inbox + "/1"]).status == 36)
         let upgraded = try ws.protect(["upgrade", "--from", "completeUnlessOpen", "--to", "complete", inbox], unlocked: true)
         #expect(upgraded.status == 0)
-        #expect(upgraded.text == "changed 1, skipped 0, failed 0\n")
+        #expect(upgraded.text == "changed 1, already in the class 0, skipped 0, failed 0\n")
         #expect(try ws.protect(["status", inbox]).text == "\(inbox)/1: complete, locked (the vault is locked; unlock it with the passcode or the security answers)\n")
         #expect(try ws.protect(["status", inbox], unlocked: true).text == "\(inbox)/1: complete, readable\n")
         #expect(try ws.protect(["read", inbox + "/1"]).status == 36)

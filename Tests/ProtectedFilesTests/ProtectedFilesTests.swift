@@ -46,6 +46,28 @@ struct ProtectedFilesTests {
         }
     }
 
+    /// A vault whose key pairs were never made (set up, locked, no class used): a locked
+    /// completeUnlessOpen write says that the pair is missing and how to make it, not that the
+    /// vault is locked; after `prepareClasses()` while unlocked the same write works locked.
+    @Test func lockedWriteBeforeAnyKeyPairSaysWhatToDo() throws {
+        let fixture = try ProtectFixture()
+        defer { fixture.cleanup() }
+        let manager = try fixture.setUp()
+        let files = ProtectedFiles(manager: manager)
+        manager.lock()
+        let path = fixture.path("early")
+        for cls in FileProtectionClass.allValues where cls.protection == .completeUnlessOpen {
+            let error = #expect(throws: ProtectedFileError.noKeyPairYet(cls)) { try files.write(Array("x".utf8), to: path, protection: cls) }
+            #expect(error.map { "\($0)" }?.contains("prepareClasses()") == true)
+        }
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(throws: ProtectedFileError.locked(.complete, .locked)) { try files.write(Array("x".utf8), to: path, protection: .complete) }
+        try manager.unlock(passcode: fixture.passcode)
+        #expect(try files.prepareClasses().count == 8)
+        manager.lock()
+        try files.write(Array("x".utf8), to: path, protection: .completeUnlessOpen)
+    }
+
     /// Written while locked as completeUnlessOpen, upgraded to complete after the unlock, then
     /// unreadable after the next lock.
     @Test func writtenLockedUpgradedThenUnreadableLocked() throws {

@@ -106,3 +106,91 @@ struct ReaderAndRaceTests {
         #expect(names.allSatisfy { !$0.hasSuffix(".tmp") }, "\(names)")
     }
 }
+
+/// Two runs changing the same tree at the same time: each file is changed by exactly one and
+/// found already changed by the other; nothing fails and the counts add up.
+@Suite("Concurrent class changes")
+struct ConcurrentChangeTests {
+    /// Runs `body` on two threads at once (each with its own `ProtectedFiles` on one vault) and
+    /// returns both results. Every rename waits a millisecond, so the runs overlap on files.
+    private func twice<R: Sendable>(_ manager: CryptoManager, _ body: @escaping @Sendable (ProtectedFiles) throws -> R) throws -> [R] {
+        let results = LockedBox<[Int: Result<R, any Error>]>([:])
+        let group = DispatchGroup()
+        for index in 0..<2 {
+            let files = ProtectedFiles(manager: manager)
+            files.testHooks.beforeReplace = { _ in usleep(1_000) }
+            group.enter()
+            Thread.detachNewThread {
+                let result = Result { try body(files) }
+                results.withLock { $0[index] = result }
+                group.leave()
+            }
+        }
+        #expect(group.wait(timeout: .now() + 300) == .success)
+        return try results.withLock { all in try (0..<2).map { try #require(all[$0]).get() } }
+    }
+
+    @Test func twoUpgradesOfOneTreeBothSucceedAndCountEachFileOnce() throws {
+        let fixture = try ProtectFixture()
+        defer { fixture.cleanup() }
+        let manager = try fixture.setUp()
+        let files = ProtectedFiles(manager: manager)
+        let tree = fixture.path("tree")
+        try FileManager.default.createDirectory(atPath: tree + "/sub", withIntermediateDirectories: true)
+        let count = 60
+        for i in 0..<count {
+            try files.write(Array("file \(i)".utf8), to: tree + (i % 2 == 0 ? "/sub/" : "/") + "f\(i)", protection: .completeUnlessOpen)
+        }
+        let reports = try twice(manager) { try $0.upgradeItems(inDirectory: tree, from: .completeUnlessOpen, to: .complete) }
+        for report in reports {
+            #expect(report.failures.isEmpty, "\(report.failures)")
+            #expect(report.skipped == 0)
+            #expect(report.changed.count + report.alreadyInClass == count)
+        }
+        #expect(Set(reports[0].changed).isDisjoint(with: reports[1].changed))
+        #expect(reports[0].changed.count + reports[1].changed.count == count)
+        for i in 0..<count {
+            let path = tree + (i % 2 == 0 ? "/sub/" : "/") + "f\(i)"
+            #expect(try files.protection(ofItemAt: path) == .complete)
+            #expect(try files.read(at: path) == Array("file \(i)".utf8))
+        }
+        // A third run finds everything done.
+        let again = try files.upgradeItems(inDirectory: tree, from: .completeUnlessOpen, to: .complete)
+        #expect(again.changed.isEmpty && again.alreadyInClass == count && again.failures.isEmpty)
+    }
+
+    @Test func twoReWrapsOfOneTreeBothSucceedAndCountEachFileOnce() throws {
+        let fixture = try ProtectFixture()
+        defer { fixture.cleanup() }
+        let manager = try fixture.setUp()
+        let files = ProtectedFiles(manager: manager)
+        let tree = fixture.path("tree")
+        try FileManager.default.createDirectory(atPath: tree, withIntermediateDirectories: true)
+        let count = 40
+        for i in 0..<count {
+            try files.write(Array("file \(i)".utf8), to: tree + "/f\(i)", protection: i % 2 == 0 ? .complete : .none)
+        }
+        try files.rotateKeyPairs()
+        let reports = try twice(manager) { try $0.rewrapItems(inDirectories: [tree]) }
+        for report in reports {
+            #expect(report.failed.isEmpty && report.damaged.isEmpty, "\(report.failed) \(report.damaged)")
+            #expect(report.rewrapped.count + report.current == count)
+        }
+        #expect(Set(reports[0].rewrapped).isDisjoint(with: reports[1].rewrapped))
+        #expect(reports[0].rewrapped.count + reports[1].rewrapped.count == count)
+        #expect(try files.destroyRetiredKeyPairs() > 0)
+        for i in 0..<count { #expect(try files.read(at: tree + "/f\(i)") == Array("file \(i)".utf8)) }
+    }
+}
+
+/// A value behind a lock, for results gathered from threads.
+final class LockedBox<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}

@@ -251,8 +251,10 @@ struct ProtectUpgradeCommand: ParsableCommand {
         commandName: "upgrade",
         abstract: "Change every protected file of one class under a directory to another class (header only, atomic).",
         discussion: """
-        Prints `changed N, skipped M, failed K` and one line per failure; exit status 1 when \
-        any file failed.
+        Prints `changed N, already in the class A, skipped M, failed K` and one line per \
+        failure; exit status 1 when any file failed. Runs over the same tree at the same time \
+        take turns on each file (a lock held while its header is rewritten): a file another \
+        run changed counts as already in the class, so every file is counted once.
 
         Example:
           securefoundation protect upgrade --from completeUnlessOpen --to complete inbox --passcode-file pin.txt
@@ -279,7 +281,7 @@ struct ProtectUpgradeCommand: ParsableCommand {
             let report = try ProgressLine.run("protect upgrade \(directory)") { _ in
                 try files.upgradeItems(inDirectory: directory, from: old, to: new)
             }
-            try VaultCLI.say("changed \(report.changed.count), skipped \(report.skipped), failed \(report.failures.count)")
+            try VaultCLI.say("changed \(report.changed.count), already in the class \(report.alreadyInClass), skipped \(report.skipped), failed \(report.failures.count)")
             for failure in report.failures { CLI.warn("securefoundation: \(failure.path): \(failure.error)") }
             failed = !report.failures.isEmpty
         }

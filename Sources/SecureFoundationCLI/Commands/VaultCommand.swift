@@ -304,6 +304,9 @@ struct VaultInitCommand: ParsableCommand {
             if let passcode { try manager.storeTemporaryPasscode(passcode) }
             if !questions.isEmpty { try manager.storeTemporarySecurityQuestions(questions, answers: answers, threshold: threshold) }
             try manager.finalize()
+            // Every class's key pair, while the class keys are at hand: a completeUnlessOpen file
+            // can then be written before the first unlock.
+            _ = try ProtectedFiles(manager: manager).prepareClasses()
             manager.lock()
             try record?.save(directory: manager.directory, filePath: home.deviceKey)
             try VaultCLI.say("created vault in \(manager.directory) (key id \(VaultCLI.keyID(manager)))")
