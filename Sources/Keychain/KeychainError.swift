@@ -25,6 +25,10 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
     case notUTF8(String)
     /// The key source failed for a reason other than an unavailable class key.
     case keyUnavailable(String)
+    /// The vault (the key source) failed, with its own typed error: a damaged, truncated or
+    /// rolled-back key file (`always.key`, `vault.state`), a full disk while it wrote one, an
+    /// erased vault. The vault's message says what to do.
+    case vault(VaultError)
     /// The database failed (busy beyond the timeout, I/O error...).
     case database(String)
     /// The file system holding the keychain is full: `path` (the database, its write-ahead log
@@ -67,6 +71,7 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
         case .invalidArgument(let detail): return "invalid argument: \(detail)"
         case .notUTF8(let item): return "the value of \(item) is not valid UTF-8 text; read it as data"
         case .keyUnavailable(let detail): return "key unavailable: \(detail)"
+        case .vault(let error): return "\(error)"
         case .database(let detail): return "keychain database error: \(detail)"
         case let .diskFull(path, detail):
             return "the disk is full: \(path) could not grow (\(detail)); free some space on that file system and try again (writes not yet committed stay queued)"
@@ -91,6 +96,8 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
             return .interactionNotAllowed(accessibility, reason)
         case let VaultError.insecurePermissions(path, reason, fix):
             return .insecurePermissions(path: path, detail: "\(reason); fix it with: \(fix)")
+        case let error as VaultError:
+            return .vault(error)
         default:
             return .keyUnavailable(String(describing: error))
         }

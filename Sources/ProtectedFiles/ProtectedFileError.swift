@@ -24,6 +24,10 @@ public enum ProtectedFileError: Error, Sendable, Equatable, CustomStringConverti
     /// The file was replaced or written while its header was being rewritten (a class change
     /// or re-wrap); it was left as the other writer made it.
     case modifiedDuringChange(path: String)
+    /// The vault failed with its own typed error: a damaged, truncated or rolled-back key file
+    /// (`always.key`, `vault.state`), a full disk while it wrote one, an erased vault. The
+    /// vault's message says what to do.
+    case vault(VaultError)
     /// An argument is not acceptable.
     case invalidArgument(String)
     /// A read, write or file operation failed.
@@ -47,6 +51,8 @@ public enum ProtectedFileError: Error, Sendable, Equatable, CustomStringConverti
             return "permission problem with \(path): \(reason)"
         case let .modifiedDuringChange(path):
             return "\(path) was replaced or modified while its header was being rewritten; it was left as it is now: run the change again"
+        case let .vault(error):
+            return "\(error)"
         case let .invalidArgument(why):
             return "invalid argument: \(why)"
         case let .io(why):

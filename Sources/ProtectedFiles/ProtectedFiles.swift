@@ -672,7 +672,7 @@ public final class ProtectedFiles: Sendable {
             case .classKeyUnavailable(_, let reason): throw ProtectedFileError.locked(cls, reason)
             case .notSetUp: throw ProtectedFileError.locked(cls, .notSetUp)
             case let .insecurePermissions(path, reason, fix): throw ProtectedFileError.permission(path: path, reason: "\(reason); fix it with: \(fix)")
-            default: throw ProtectedFileError.io("\(error)")
+            default: throw ProtectedFileError.vault(error)
             }
         }
     }

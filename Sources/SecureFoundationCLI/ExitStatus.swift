@@ -135,6 +135,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .interactionNotAllowed: return .locked
         case .corrupted, .damagedItems: return .damaged
         case .diskFull, .permissionDenied, .insecurePermissions: return .io
+        case .vault(let error): return status(of: error)
         default: return .failure
         }
     }
@@ -160,8 +161,9 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
     private static func status(of error: ProtectedFileError) -> ExitStatus {
         switch error {
         case .locked, .noKeyPairYet: return .locked
-        case .tampered, .notProtectedFile: return .damaged
+        case .tampered, .notProtectedFile, .keyTable: return .damaged
         case .io, .permission: return .io
+        case .vault(let error): return status(of: error)
         default: return .failure
         }
     }
@@ -278,6 +280,15 @@ extension CLI {
         }
         warn("securefoundation: error: \(ExitStatus.message(for: error))")
         return ExitCode(ExitStatus.of(error))
+    }
+
+    /// Runs `body`; an error for which `note` gives a next step is thrown again as that error's
+    /// message followed by the step, with the error's own exit status.
+    static func withNextStep<Result>(_ note: (any Error) -> String?, _ body: () throws -> Result) throws -> Result {
+        do { return try body() } catch {
+            guard !(error is ExitCode), let step = note(error) else { throw error }
+            throw CLIFailure("\(ExitStatus.message(for: error)); \(step)", exitCode: ExitStatus.of(error))
+        }
     }
 
     /// Runs a command's body: a failure is reported on stderr without the usage text (also a

@@ -9,15 +9,17 @@ import Testing
     final class Workspace {
         private let directory: TemporaryDirectory
         var root: String { directory.path }
-        var home: String { root + "/home" }
+        let home: String
         var pin: String { root + "/pin" }
         var deviceKey: String { root + "/config/device.key" }
         var files: String { root + "/files" }
         static let items = ["whenUnlocked", "alwaysThisDeviceOnly", "always", "whenUnlockedThisDeviceOnly", "afterFirstUnlockThisDeviceOnly"]
         static let classes = ["complete", "completeThisDeviceOnly", "noneThisDeviceOnly", "completeUnlessOpenThisDeviceOnly"]
 
-        init() throws {
+        /// - Parameter home: The data directory (default: `home` in the workspace).
+        init(home: String? = nil) throws {
             directory = try TemporaryDirectory(prefix: "sf-rotate-dk")
+            self.home = home ?? directory.path + "/home"
             try directory.directory("files")
             try Data("2468".utf8).write(to: URL(fileURLWithPath: pin))
             chmod(pin, 0o600)
@@ -145,6 +147,59 @@ import Testing
         #expect(!ws.journalExists)
         #expect(access(ws.deviceKey + ".rotating", F_OK) != 0 && access(ws.deviceKey + ".retired", F_OK) != 0)
         #expect(ws.keyBytes() != old)
+        try ws.expectAllReadable()
+    }
+
+    /// `kill -9` after the new key was staged and read back, before the journal was written
+    /// (`device.key.rotating` with no journal): the next command crypto-erases the staged key,
+    /// nothing is unfinished, the old key stays, and a new rotation goes through.
+    @Test func killedBeforeTheJournalLeavesNoStagedKey() throws {
+        let ws = try Workspace()
+        let old = try #require(ws.keyBytes())
+        let killed = try ws.run(["vault", "rotate-device-key", "--passcode-file", ws.pin], environment: ["SECUREFOUNDATION_TEST_KILL_AT": "stored:1"])
+        #expect(killed.status == SIGKILL, "\(killed.status) \(killed.stderr)")
+        #expect(!ws.journalExists)
+        #expect(access(ws.deviceKey + ".rotating", F_OK) == 0)
+        // The next command that reads the device key: the staged key is gone, everything opens.
+        try ws.expectAllReadable()
+        #expect(access(ws.deviceKey + ".rotating", F_OK) != 0)
+        #expect(ws.keyBytes() == old)
+        // A staged key left again is cleared by the next rotation itself, which goes through.
+        let again = try ws.run(["vault", "rotate-device-key", "--passcode-file", ws.pin], environment: ["SECUREFOUNDATION_TEST_KILL_AT": "stored:1"])
+        #expect(again.status == SIGKILL)
+        let rotated = try ws.run(["vault", "rotate-device-key", "--passcode-file", ws.pin])
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        #expect(access(ws.deviceKey + ".rotating", F_OK) != 0 && !ws.journalExists)
+        #expect(ws.keyBytes() != old)
+        try ws.expectAllReadable()
+    }
+
+    /// A full disk under the data directory during both rotations: exit status 74, a message
+    /// naming the command that finishes, every item and file readable after it ran.
+    @Test func aFullDiskStopsRotationsWithTheNextCommand() throws {
+        guard let disk = try SmallFileSystem(kilobytes: 2048) else {
+            print("skipping the full-disk rotation test: mounting a tmpfs is not permitted here (needs root)")
+            return
+        }
+        let ws = try Workspace(home: disk.path + "/home")
+        disk.fill()
+        let classKeys = try ws.run(["vault", "rotate-class-keys", "--passcode-file", ws.pin])
+        #expect(classKeys.status == 74, "\(classKeys.status) \(classKeys.stderr)")
+        #expect(classKeys.stderr.contains("free some space, then run `securefoundation vault rotate-class-keys` again"), "\(classKeys.stderr)")
+        disk.unfill()
+        let finished = try ws.run(["vault", "rotate-class-keys", "--passcode-file", ws.pin])
+        #expect(finished.status == 0, "\(finished.stderr)")
+        try ws.expectAllReadable()
+
+        disk.fill()
+        let deviceKey = try ws.run(["vault", "rotate-device-key", "--passcode-file", ws.pin])
+        #expect(deviceKey.status == 74, "\(deviceKey.status) \(deviceKey.stderr)")
+        #expect(deviceKey.stderr.contains("rotate-device-key --resume") || deviceKey.stderr.contains("nothing was changed"), "\(deviceKey.stderr)")
+        disk.unfill()
+        let next = deviceKey.stderr.contains("--resume") ? ["--resume"] : []
+        let resumed = try ws.run(["vault", "rotate-device-key"] + next + ["--passcode-file", ws.pin])
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(!ws.journalExists && access(ws.deviceKey + ".rotating", F_OK) != 0)
         try ws.expectAllReadable()
     }
 }

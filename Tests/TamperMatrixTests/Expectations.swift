@@ -88,17 +88,17 @@ enum Expectations {
         "HOME/ D": [.alwaysItem: 44, .devices: 44, .lockedFile: 5, .noneFile: 5, .unlock: 5, .writeWhileLocked: 5],
         "HOME/ T": [.alwaysItem: 44, .devices: 44, .lockedFile: 5, .noneFile: 5, .writeWhileLocked: 5],
         "HOME/ R": [.alwaysItem: 74, .devices: 74, .lockedFile: 74, .noneFile: 74, .writeWhileLocked: 74],
-        "HOME/ RB": [.devices: 2, .lockedFile: 1, .noneFile: 1, .unlock: 3, .writeWhileLocked: 1],
+        "HOME/ RB": [.devices: 2, .lockedFile: 2, .noneFile: 2, .unlock: 3, .writeWhileLocked: 2],
         "HOME/ C": [.alwaysItem: 1, .devices: 1, .noneFile: 101, .unlock: 3, .writeWhileLocked: 36],
         "HOME/ S": [.alwaysItem: 74, .devices: 74, .lockedFile: 74, .noneFile: 74, .writeWhileLocked: 74],
         "HOME/ F": [.alwaysItem: 44, .devices: 44, .lockedFile: 5, .noneFile: 5, .writeWhileLocked: 5],
-        "HOME/always.key D": [.alwaysItem: 2, .devices: 1, .noneFile: 1],
-        "HOME/always.key T": [.alwaysItem: 1, .devices: 1, .noneFile: 74],
-        "HOME/always.key R": [.alwaysItem: 2, .devices: 1, .noneFile: 1],
-        "HOME/always.key RB": [.alwaysItem: 2, .devices: 1, .noneFile: 1],
-        "HOME/always.key C": [.alwaysItem: 2, .devices: 1, .noneFile: 1],
+        "HOME/always.key D": [.alwaysItem: 2, .devices: 1, .noneFile: 2],
+        "HOME/always.key T": [.alwaysItem: 2, .devices: 1, .noneFile: 2],
+        "HOME/always.key R": [.alwaysItem: 2, .devices: 1, .noneFile: 2],
+        "HOME/always.key RB": [.alwaysItem: 2, .devices: 1, .noneFile: 2],
+        "HOME/always.key C": [.alwaysItem: 2, .devices: 1, .noneFile: 2],
         "HOME/always.key S": [.alwaysItem: 74, .devices: 1, .noneFile: 74],
-        "HOME/always.key F": [.alwaysItem: 2, .devices: 1, .noneFile: 1],
+        "HOME/always.key F": [.alwaysItem: 2, .devices: 1, .noneFile: 2],
         "HOME/attempts R": [.unlock: 4],
         "HOME/attempts S": [.readFile: 74, .unlock: 74],
         "HOME/documents/ D": [.lockedFile: 74, .noneFile: 74],
@@ -158,13 +158,13 @@ enum Expectations {
         "HOME/keychain.sqlite C": [.alwaysItem: 1, .devices: 1],
         "HOME/keychain.sqlite S": [.alwaysItem: 74, .devices: 74],
         "HOME/keychain.sqlite F": [.alwaysItem: 2, .devices: 2],
-        "HOME/protected-files.keys D": [.lockedFile: 1, .noneFile: 1, .writeWhileLocked: 1],
-        "HOME/protected-files.keys T": [.lockedFile: 1, .noneFile: 1, .writeWhileLocked: 1],
-        "HOME/protected-files.keys R": [.lockedFile: 1, .noneFile: 1, .readFile: 1, .writeWhileLocked: 1],
-        "HOME/protected-files.keys RB": [.lockedFile: 1, .noneFile: 1, .readFile: 1, .writeWhileLocked: 1],
-        "HOME/protected-files.keys C": [.lockedFile: 1, .noneFile: 1, .writeWhileLocked: 1],
+        "HOME/protected-files.keys D": [.lockedFile: 2, .noneFile: 2, .writeWhileLocked: 2],
+        "HOME/protected-files.keys T": [.lockedFile: 2, .noneFile: 2, .writeWhileLocked: 2],
+        "HOME/protected-files.keys R": [.lockedFile: 2, .noneFile: 2, .readFile: 2, .writeWhileLocked: 2],
+        "HOME/protected-files.keys RB": [.lockedFile: 2, .noneFile: 2, .readFile: 2, .writeWhileLocked: 2],
+        "HOME/protected-files.keys C": [.lockedFile: 2, .noneFile: 2, .writeWhileLocked: 2],
         "HOME/protected-files.keys S": [.lockedFile: 74, .noneFile: 74, .writeWhileLocked: 74],
-        "HOME/protected-files.keys F": [.noneFile: 1, .writeWhileLocked: 1],
+        "HOME/protected-files.keys F": [.noneFile: 2, .writeWhileLocked: 2],
         "HOME/share-inbox/photo.bin D": [.readTarget: 74],
         "HOME/share-inbox/photo.bin T": [.readTarget: 2],
         "HOME/share-inbox/photo.bin R": [.readTarget: 2],
@@ -208,11 +208,11 @@ enum Expectations {
     /// Behaviour that contradicts the trust table or docs/CLI.md, found by the matrix; asserted
     /// as it is until fixed.
     static let defects: [String: String] = [
-        // defect: a truncated always.key is VaultError.corrupted (the table), but the keychain
-        // exits 1 ("key unavailable") and protect read 74 instead of 2 (damaged data, docs/CLI.md).
-        "HOME/always.key T": "a truncated always.key exits 1 (keychain) and 74 (protect read), not 2",
+        // Fixed since: a truncated always.key (VaultError.corrupted) exited 1 in the keychain
+        // ("key unavailable") and 74 in protect read; both now carry the vault's error (2).
         // Fixed since: a home without the keychain (keychain.sqlite D; HOME D, T, F) listed no
         // device with exit 0; it is now notAMember (44), as the table says.
+        :
     ]
 
     static var mentioned: Set<String> {

@@ -204,10 +204,21 @@ struct VaultRotateDeviceKeyCommand: ParsableCommand {
             var options = DeviceKeyRotation.Options(credentialWithKey: withKey)
             options.step = FaultInjection.stepHook()
             let dependents = DeviceKeyRotation.dependents(of: manager)
-            let report = try ProgressLine.run("vault rotate-device-key") { _ in
-                try resume
-                    ? DeviceKeyRotation.resume(manager: manager, filePath: home.deviceKey, dependents: dependents, options: options)
-                    : DeviceKeyRotation.rotate(manager: manager, filePath: home.deviceKey, dependents: dependents, options: options)
+            let report = try CLI.withNextStep({ error in
+                // A failure after the journal was written leaves the rotation unfinished: only
+                // `--resume` goes on (a plain retry is refused). Before it, nothing changed.
+                if (try? DeviceKeyRotation.pending(directory: manager.directory, filePath: home.deviceKey)) != nil {
+                    return "the device-key rotation is unfinished (every item and file opens with the old or the new key); once the cause is fixed\(ExitStatus.of(error) == ExitStatus.io.rawValue ? " (free some space)" : ""), finish it with `securefoundation vault rotate-device-key --resume` and the passcode"
+                }
+                return ExitStatus.of(error) == ExitStatus.io.rawValue && !resume
+                    ? "nothing was changed (the new key was not kept); free some space and run `securefoundation vault rotate-device-key` again"
+                    : nil
+            }) {
+                try ProgressLine.run("vault rotate-device-key") { _ in
+                    try resume
+                        ? DeviceKeyRotation.resume(manager: manager, filePath: home.deviceKey, dependents: dependents, options: options)
+                        : DeviceKeyRotation.rotate(manager: manager, filePath: home.deviceKey, dependents: dependents, options: options)
+                }
             }
             let summary = (try? DeviceKeyRecord.load(directory: manager.directory, filePath: home.deviceKey))?.summary ?? "file"
             try VaultCLI.say("device key \(resume ? "rotation finished" : "rotated") (\(summary)); new check value \(Encoding.hex(Array(report.newCheck)))")

@@ -617,7 +617,8 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
         interruption at any moment leaves every item readable; run the command again, or with \
         --reseal-only, to finish re-sealing without another rotation.
 
-        Exit status: 0 success, 1 error, 3 wrong passcode or answers, 4 wait, 5 no vault, 64 usage \
+        Exit status: 0 success, 1 error, 3 wrong passcode or answers, 4 wait, 5 no vault, 64 usage, \
+        74 a file cannot be written (a full disk: the message names the command that finishes) \
         (docs/CLI.md).
 
         Example:
@@ -640,6 +641,12 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
             let manager = try home.manager()
             try credentials.unlock(manager, needsApplicationKey: true)
             defer { manager.lock() }
+            try CLI.withNextStep({ error in
+                // The replaced keys stay until nothing needs them: a second run finishes.
+                ExitStatus.of(error) == ExitStatus.io.rawValue
+                    ? "every item still opens (replaced keys are kept until nothing needs them); free some space, then run `securefoundation vault rotate-class-keys\(resealOnly ? " --reseal-only" : "")\(protectedDirectories.isEmpty ? "" : " --protected-dir DIR…")` again with the passcode"
+                    : nil
+            }) {
             try ProgressLine.run("vault rotate-class-keys") { _ in
                 var report = Keychain.ResealReport(resealed: 0, unreadable: [])
                 if access(manager.directory + "/keychain.sqlite", F_OK) == 0 {
@@ -666,6 +673,7 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
                 if !report.unreadable.isEmpty {
                     throw KeychainError.corrupted("\(report.unreadable.count) keychain item(s) could not be opened and were left as they are (item ids \(report.unreadable.joined(separator: ", "))): delete them (delete-generic-password, or dump-keychain to see which) or restore the keychain from a backup")
                 }
+            }
             }
         }
     }

@@ -173,6 +173,7 @@ public enum DeviceKeyRotation {
             return UnavailableDeviceKeyProvider(reason: "a device-key rotation of \(directory) was interrupted: the keychain and the protected-file key table may be under the new key already; finish it with `securefoundation vault rotate-device-key --resume` (with the passcode)",
                                                 recordDirectory: DeviceKeyRecord.trustedDirectory(filePath: filePath))
         }
+        destroyStrayStagedKey(directory: directory, filePath: filePath)
         do {
             if let record = try DeviceKeyRecord.load(directory: directory, filePath: filePath) { return record.provider(filePath: filePath) }
         } catch VaultError.deviceKey(let reason) {
@@ -188,6 +189,33 @@ public enum DeviceKeyRotation {
                                             recordDirectory: DeviceKeyRecord.trustedDirectory(filePath: filePath))
         }
         return file
+    }
+
+    /// The staged new key of a rotation that never wrote its journal (killed, or out of disk
+    /// space, between storing the new key and the journal): nothing was re-keyed under it, so it
+    /// is crypto-erased, as the vault's own leftovers are. Skipped while a rotation holds the
+    /// rotation lock, and when no journal-less staged file exists (the usual case: two
+    /// `access` calls). Errors are ignored: the next command tries again.
+    /// - Returns: The files destroyed.
+    @discardableResult
+    public static func destroyStrayStagedKey(directory: String, filePath: String?) -> [String] {
+        guard let files = try? strayStagedFiles(directory: directory, filePath: filePath), !files.isEmpty else { return [] }
+        let destroyed = try? FileLock.withExclusiveLockIfFree(path: directory + "/" + lockName) { () throws -> [String] in
+            // Under the lock: a rotation that wrote its journal meanwhile keeps its files.
+            guard try pending(directory: directory, filePath: filePath) == nil else { return [] }
+            let files = try strayStagedFiles(directory: directory, filePath: filePath)
+            try Erasure.destroy(files)
+            return files
+        }
+        return destroyed ?? []
+    }
+
+    /// The staged files of the home's provider that exist now (to be called with no journal).
+    static func strayStagedFiles(directory: String, filePath: String?) throws -> [String] {
+        let record = try DeviceKeyRecord.load(directory: directory, filePath: filePath)
+            ?? DeviceKeyRecord(kind: .file, path: nil, check: Data(count: 16))
+        let resolvedFile = VaultPaths.absolute(filePath ?? FileDeviceKeyProvider.defaultPath())
+        return try stagedFiles(for: record, filePath: resolvedFile).moves.map(\.from).filter { access($0, F_OK) == 0 }
     }
 
     /// Replaces the device key with a new random one under the same provider and re-keys
@@ -223,15 +251,31 @@ public enum DeviceKeyRotation {
             let current = record ?? DeviceKeyRecord(kind: .file, path: nil, check: DeviceKeyRecord.checkValue(of: old))
             var final = current
             final.check = newCheck
-            let (staged, moves) = try stage(new, for: final, filePath: resolvedFile, options: options)
-            let readBack = try VaultError.call { try stagedProvider(staged).deviceKey() }
-            defer { readBack.wipe() }
-            guard readBack == new else { throw VaultError.deviceKey("the new device key read back from \(staged.summary) differs from the one stored") }
-            let journal = Journal(phase: .rekeying, vaultID: vaultID, oldCheck: DeviceKeyRecord.checkValue(of: old), newCheck: newCheck,
-                                  hadRecord: record != nil, final: final, staged: staged, filePath: resolvedFile, moves: moves)
-            try journal.check(path: "the new journal")
-            try save(journal)
+            // A staged key left by a rotation that never wrote its journal goes first.
+            try Erasure.destroy(try strayStagedFiles(directory: directory, filePath: resolvedFile))
+            let (staged, moves): (DeviceKeyRecord, [Move])
+            do {
+                (staged, moves) = try stage(new, for: final, filePath: resolvedFile, options: options)
+                let readBack = try VaultError.call { try stagedProvider(staged).deviceKey() }
+                defer { readBack.wipe() }
+                guard readBack == new else { throw VaultError.deviceKey("the new device key read back from \(staged.summary) differs from the one stored") }
+                try options.step?("stored")
+                let journal = Journal(phase: .rekeying, vaultID: vaultID, oldCheck: DeviceKeyRecord.checkValue(of: old), newCheck: newCheck,
+                                      hadRecord: record != nil, final: final, staged: staged, filePath: resolvedFile, moves: moves)
+                try journal.check(path: "the new journal")
+                try save(journal)
+            } catch {
+                // No journal: nothing was re-keyed under the new key, which is destroyed again
+                // (a half-written journal is removed by `save`'s atomic replace).
+                if (try? pending(directory: directory, filePath: resolvedFile)) == nil {
+                    _ = try? Erasure.destroy(try stagedFiles(for: final, filePath: resolvedFile).moves.map(\.from))
+                }
+                throw error
+            }
             try options.step?("staged")
+            guard let journal = try pending(directory: directory, filePath: resolvedFile) else {
+                throw VaultError.corrupted("the device-key rotation journal just written cannot be read back")
+            }
             return try finish(journal, manager: manager, dependents: dependents, options: options)
         }
     }
