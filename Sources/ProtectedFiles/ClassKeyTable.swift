@@ -272,6 +272,14 @@ struct ClassKeyTable: Sendable {
         rmdir(erasing)
     }
 
+    /// Crypto-erases the table and removes its lock file (after the vault's erase).
+    func erase() throws {
+        try withLock {
+            if (try? FileCalls.linkStatus(path)) != nil { try destroySuperseded(path) }
+            unlink(lockPath)
+        }
+    }
+
     /// Runs `body` holding the table's lock file (flock, exclusive).
     func withLock<Result>(_ body: () throws -> Result) throws -> Result {
         try withLock(file: lockPath, body)

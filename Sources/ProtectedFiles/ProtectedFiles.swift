@@ -82,6 +82,17 @@ public final class ProtectedFiles: Sendable {
         return ready
     }
 
+    /// Crypto-erases the key table (`protected-files.keys`: the class key pairs) and removes its
+    /// lock file. For use with the vault's erase (``CryptoManager/erase()``), which destroys the
+    /// class keys the table's identities are sealed under: this removes the table itself, so no
+    /// copy of it stays in the data directory. Every protected file of this vault is unreadable
+    /// afterwards (as it is once the vault is erased), except with an identity exported earlier.
+    /// - Throws: ``ProtectedFileError/io(_:)`` when the table could not be destroyed (it was
+    ///   unlinked).
+    public func eraseKeyTable() throws {
+        try table.erase()
+    }
+
     /// The class recipient (`age1…`): files encrypted to it by any age tool read as this class.
     /// Creates the key pair when missing (which needs the class key).
     /// - Throws: ``ProtectedFileError``.
@@ -112,7 +123,7 @@ public final class ProtectedFiles: Sendable {
     @discardableResult
     public func rotateClassKeys() throws -> Int {
         do { try manager.rotateClassKeys() } catch let error as VaultError {
-            throw ProtectedFileError.io("rotating the class keys failed: \(error)")
+            throw ProtectedFileError.vault(error)
         }
         return try resealUnderCurrentClassKeys()
     }

@@ -264,9 +264,9 @@ struct VaultCLITests {
 
         let rotated = try ws.vault(["rotate-class-keys", "--passcode-file", pin])
         #expect(rotated.status == 0, "\(rotated.stderr)")
-        #expect(rotated.stdout == "class keys rotated; keychain items re-sealed: 3\n")
+        #expect(rotated.stdout == "class keys rotated; keychain items re-sealed: 3\nprotected-file class identities re-sealed: 8\n")
         let again = try ws.vault(["rotate-class-keys", "--reseal-only", "--passcode-file", pin])
-        #expect(again.stdout == "class keys unchanged; keychain items re-sealed: 0\n")
+        #expect(again.stdout == "class keys unchanged; keychain items re-sealed: 0\nprotected-file class identities re-sealed: 0\n")
         for account in ["wu", "afu", "al"] {
             let find = try ws.run(["keychain", "find-generic-password", "-s", "svc", "-a", account, "-w", "--passcode-file", pin])
             #expect(find.status == 0 && find.stdout == "v-\(account)\n", "\(find.stderr)")

@@ -686,7 +686,8 @@ struct VaultEraseCommand: ParsableCommand {
         discussion: """
         The state file (all wrapped keys), every leftover copy of it in the data directory \
         (temporary files of interrupted writes, superseded state files, files of an interrupted \
-        erase), the attempt record and the always-class key are overwritten and removed. If it \
+        erase), the attempt record, the always-class key and the protected-file key table are \
+        overwritten and removed. If it \
         is interrupted, run it again. Copies outside the data directory (backups, snapshots) and \
         old blocks kept by SSDs or journals are out of its reach. The device key, kept outside \
         the data directory, is left alone; a copy cached in the kernel keyring (keyring \
@@ -714,6 +715,8 @@ struct VaultEraseCommand: ParsableCommand {
             }
             let manager = try home.manager()
             try manager.erase()
+            // The protected-file key pairs, sealed under the keys just destroyed, go too.
+            try ProtectedFiles(manager: manager).eraseKeyTable()
             try VaultCLI.say("erased the vault in \(manager.directory)")
         }
     }
