@@ -235,6 +235,8 @@ public enum IMASMigration {
             try manager.setUp(passcode: plan.passcode ?? plan.newPasscode,
                               questions: answers.isEmpty ? [] : legacy.questions, answers: answers)
             report.createdVault = true
+            // As `vault init`: every class's key pair, so completeUnlessOpen writes work locked.
+            try files.prepareClasses()
         }
 
         // 4. Items, flushed before any output file is written.
