@@ -70,7 +70,7 @@ let package = Package(
         .target(name: "Vault", dependencies: ["Cipher", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "Keychain",
-            dependencies: ["Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift")] + crypto,
+            dependencies: ["Cipher", "Vault", "CPlatform", .product(name: "GRDB", package: "GRDB.swift")] + crypto,
             swiftSettings: strict
         ),
         .target(name: "ProtectedFiles", dependencies: ["Cipher", "Age", "Vault", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
@@ -79,10 +79,11 @@ let package = Package(
         .target(
             name: "PinnedTLS",
             dependencies: [
-                "Cipher", "Vault", "Keychain",
+                "Cipher", "Vault", "Keychain", "CPlatform",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -107,17 +108,27 @@ let package = Package(
                 "PinnedTLS",
                 "Migration",
                 "DeviceSharing",
+                "CPlatform",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
                 "EmbeddedSecretsGenerator",
-            ],
+            ] + crypto,
             swiftSettings: strict
         ),
-        .executableTarget(name: "SecureFoundationBench", dependencies: ["SecureFoundation", "PinnedTLS", .product(name: "GRDB", package: "GRDB.swift"), "DeviceSharing"], swiftSettings: strict),
+        .executableTarget(name: "SecureFoundationBench", dependencies: [
+            "SecureFoundation", "Vault", "PinnedTLS", "DeviceSharing",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "X509", package: "swift-certificates"),
+        ], swiftSettings: strict),
         // Test helper: writes keychain items from a separate process (multi-process and kill -9 tests).
         .executableTarget(name: "KeychainWorker", dependencies: ["Keychain", "Cipher"], path: "Tests/KeychainWorker", swiftSettings: strict),
         .testTarget(name: "CipherTests", dependencies: ["Cipher", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "ShredderTests", dependencies: ["Shredder", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "AgeTests", dependencies: ["Age", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "AgeTests", dependencies: ["Age", "Cipher", "TestSupport"] + crypto, swiftSettings: strict),
         // Test helper, not a product: the vault's memory-scan test runs it (reads secrets from
         // files, prints its key on request). Named as the binary the test looks for.
         .executableTarget(name: "securefoundation-memcheck-child", dependencies: ["Vault", "Cipher", "Keychain", "ProtectedFiles"],
@@ -128,11 +139,15 @@ let package = Package(
                     exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "ProtectedFilesTests", dependencies: ["ProtectedFiles", "Age", "Vault", "Cipher", "TestSupport"], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
-        .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher", "TestSupport",
+                                                  .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
         // What tests share: an executor of their own threads for the network tests, temporary
         // directories, and the built executables (BuiltProducts).
         .target(name: "TestSupport", dependencies: ["PinnedTLS"], path: "Tests/TestSupport", swiftSettings: strict),
-        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher", "TestSupport",
+                                                       .product(name: "NIOCore", package: "swift-nio"),
+                                                       .product(name: "X509", package: "swift-certificates"),
+                                                       .product(name: "SwiftASN1", package: "swift-asn1")] + crypto, swiftSettings: strict),
         // Embedded secrets: the run-time reader (Cipher only), the generator the plugin and the CLI share.
         .target(name: "EmbeddedSecrets", dependencies: ["Cipher"] + crypto, swiftSettings: strict),
         .target(name: "EmbeddedSecretsGenerator", dependencies: ["EmbeddedSecrets", "Cipher"], swiftSettings: strict),
@@ -168,7 +183,9 @@ let package = Package(
         ),
         .testTarget(name: "DeviceSharingTests", dependencies: ["DeviceSharing", "TestSupport", "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher",
                                                              .product(name: "NIOCore", package: "swift-nio"),
-                                                             .product(name: "NIOPosix", package: "swift-nio")],
+                                                             .product(name: "NIOPosix", package: "swift-nio"),
+                                                             .product(name: "X509", package: "swift-certificates"),
+                                                             .product(name: "SwiftASN1", package: "swift-asn1")] + crypto,
                     swiftSettings: strict),
     ]
 )
