@@ -133,7 +133,7 @@ let package = Package(
         // files, prints its key on request). Named as the binary the test looks for.
         .executableTarget(name: "securefoundation-memcheck-child", dependencies: ["Vault", "Cipher", "Keychain", "ProtectedFiles"],
                           path: "Tests/VaultMemcheckChild", swiftSettings: strict),
-        .testTarget(name: "VaultTests", dependencies: ["Vault", "securefoundation-memcheck-child", "Age", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "VaultTests", dependencies: ["Vault", "Cipher", "securefoundation-memcheck-child", "Age", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto"),
                                                        "TestSupport"],
                     exclude: ["Fixtures"], swiftSettings: strict),

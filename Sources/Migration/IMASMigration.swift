@@ -235,7 +235,9 @@ public enum IMASMigration {
             try manager.setUp(passcode: plan.passcode ?? plan.newPasscode,
                               questions: answers.isEmpty ? [] : legacy.questions, answers: answers)
             report.createdVault = true
-            // As `vault init`: every class's key pair, so completeUnlessOpen writes work locked.
+            // As `vault init`: every class's key pair, so completeUnlessOpen writes work locked
+            // (a table left by an erased vault of this directory goes first).
+            try files.eraseKeyTable()
             try files.prepareClasses()
         }
 

@@ -215,7 +215,7 @@ struct ClassKeyTable: Sendable {
             guard let anchor = try manager.rollbackAnchor else { return 0 }
             return try anchor.current(RollbackAnchor.protectedFilesKeys)
         } catch let error as VaultError {
-            throw ProtectedFileError.keyTable("the rollback anchor cannot be read: \(error)")
+            throw ProtectedFileError.vault(error)
         }
     }
 
@@ -228,7 +228,7 @@ struct ClassKeyTable: Sendable {
         } catch VaultError.rolledBack(let file, let found, let expected) {
             throw ProtectedFileError.keyTable("\(file) was rolled back: it is generation \(found), but this vault wrote generation \(expected) already (the rollback anchor beside the device key says so), so an older copy was put back, undoing a key-pair or class-key rotation; restore the newest backup of the data directory")
         } catch let error as VaultError {
-            throw ProtectedFileError.keyTable("the rollback anchor cannot be read: \(error)")
+            throw ProtectedFileError.vault(error)
         }
     }
 
@@ -238,7 +238,7 @@ struct ClassKeyTable: Sendable {
             guard let id = try manager.vaultID else { throw ProtectedFileError.locked(.complete, .notSetUp) }
             return id
         } catch let error as VaultError {
-            throw ProtectedFileError.keyTable("the vault state cannot be read: \(error)")
+            throw ProtectedFileError.vault(error)
         }
     }
 

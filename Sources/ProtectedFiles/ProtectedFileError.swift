@@ -38,7 +38,7 @@ public enum ProtectedFileError: Error, Sendable, Equatable, CustomStringConverti
         case let .locked(cls, reason):
             return "the \(cls.name) protected-file class is unavailable: \(reason)"
         case let .noKeyPairYet(cls):
-            return "the \(cls.name) key pair of this vault has not been made yet (it is made while the vault is unlocked): unlock once (`vault init` does; any command given --passcode-file or --answers-file, such as `securefoundation protect status DIR --passcode-file pin.txt`; in code `ProtectedFiles.prepareClasses()`), then \(cls.name) files can be written while locked"
+            return "the \(cls.name) key pair of this vault has not been made yet (it is made while the vault is unlocked): unlock once (`vault init` does; so does any `protect` command given --passcode-file or --answers-file, such as `securefoundation protect status DIR --passcode-file pin.txt`; in code `ProtectedFiles.prepareClasses()`), then \(cls.name) files can be written while locked"
         case let .notProtectedFile(path, reason):
             return "\(path) is not a protected file: \(reason)"
         case let .wrongDevice(cls, path):

@@ -122,9 +122,7 @@ public final class ProtectedFiles: Sendable {
     /// - Returns: The number of identities re-sealed.
     @discardableResult
     public func rotateClassKeys() throws -> Int {
-        do { try manager.rotateClassKeys() } catch let error as VaultError {
-            throw ProtectedFileError.vault(error)
-        }
+        try Self.vaultCall(.complete, path: table.path) { try manager.rotateClassKeys() }
         return try resealUnderCurrentClassKeys()
     }
 
@@ -311,25 +309,41 @@ public final class ProtectedFiles: Sendable {
     func openLocked(_ path: String) throws -> OpenedFile {
         for _ in 0..<16 {
             let opened = try open(path)
-            var locked = false
-            for _ in 0..<100 {
-                do throws(SystemCallError) {
-                    try FileCalls.lockExclusive(opened.fd)
-                    locked = true
-                    break
-                } catch where error.code == EINTR {
-                    continue
-                } catch {
-                    break
-                }
+            switch Self.lockForChange(opened.fd) {
+            case .locked, .unsupported:
+                // Unsupported (a file system without flock): the stamp check before the rename
+                // still keeps a replaced file from being overwritten.
+                if let now = try? FileCalls.linkStatus(path), FileStamp(now) == opened.stamp { return opened }
+                close(opened.fd)
+            case .busy:
+                close(opened.fd)
+                throw ProtectedFileError.io("\(path) is locked by another process for longer than \(Int(Self.lockWait)) s (a class change or re-wrap of it, or another holder of a lock on it); nothing was changed: run the command again once it is released")
             }
-            if locked, let now = try? FileCalls.linkStatus(path), FileStamp(now) == opened.stamp {
-                return opened
-            }
-            close(opened.fd)
-            if !locked { throw ProtectedFileError.io("cannot lock \(path) for the change") }
         }
         throw ProtectedFileError.modifiedDuringChange(path: path)
+    }
+
+    /// How long ``openLocked(_:)`` waits for a file's lock.
+    static let lockWait: Double = 30
+
+    enum LockOutcome { case locked, busy, unsupported }
+
+    /// Takes the exclusive lock of `fd`, polling for up to ``lockWait`` seconds (every 10 ms),
+    /// so a holder that never lets go costs a bounded wait and a message, not a hang.
+    static func lockForChange(_ fd: Int32) -> LockOutcome {
+        let deadline = Date().addingTimeInterval(lockWait)
+        while true {
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 { return .locked }
+            switch errno {
+            case EINTR: continue
+            case EWOULDBLOCK:
+                guard Date() < deadline else { return .busy }
+                usleep(10_000)
+            default:
+                // ENOLCK, EOPNOTSUPP, ENOSYS and the like: no locking here.
+                return .unsupported
+            }
+        }
     }
 
     /// Replaces the file at `path` (open as `opened`, locked by ``openLocked(_:)``) with a copy

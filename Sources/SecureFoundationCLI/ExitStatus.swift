@@ -282,6 +282,21 @@ extension CLI {
         return ExitCode(ExitStatus.of(error))
     }
 
+    /// `text` as one shell word: as it is when it holds only safe characters, else in single quotes.
+    static func shellQuoted(_ text: String) -> String {
+        let safe = !text.isEmpty && text.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "/._-+=:,@%".unicodeScalars.contains($0)) }
+        return safe ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+    }
+
+    /// Whether `error` is a full disk or quota (a keychain's `diskFull`, or an I/O error whose
+    /// message carries ENOSPC's or EDQUOT's text).
+    static func isDiskFull(_ error: any Error) -> Bool {
+        if case KeychainError.diskFull = error { return true }
+        if case KeychainError.vault(let inner) = error { return isDiskFull(inner) }
+        let text = "\(error)"
+        return text.contains(String(cString: strerror(ENOSPC))) || text.contains(String(cString: strerror(EDQUOT)))
+    }
+
     /// Runs `body`; an error for which `note` gives a next step is thrown again as that error's
     /// message followed by the step, with the error's own exit status.
     static func withNextStep<Result>(_ note: (any Error) -> String?, _ body: () throws -> Result) throws -> Result {

@@ -174,8 +174,10 @@ struct VaultRotateDeviceKeyCommand: ParsableCommand {
         makes it resumable: after an interruption every part is under the old or the new key, \
         commands needing the device key say so, and --resume finishes.
 
-        Exit status: 0 success, 1 error (or items left unreadable), 3 wrong passcode or answers, \
-        4 wait, 5 erased, 64 usage.
+        Exit status: 0 success, 1 error (or items left unreadable), 2 damaged data (a keychain \
+        or key table under neither key), 3 wrong passcode or answers, 4 wait, 5 erased, \
+        64 usage, 74 a file cannot be written (a full disk: the message names the command that \
+        finishes, `--resume` once the rotation's journal exists).
 
         Examples:
           securefoundation vault rotate-device-key --passcode-file pin.txt
@@ -207,10 +209,11 @@ struct VaultRotateDeviceKeyCommand: ParsableCommand {
             let report = try CLI.withNextStep({ error in
                 // A failure after the journal was written leaves the rotation unfinished: only
                 // `--resume` goes on (a plain retry is refused). Before it, nothing changed.
+                let full = CLI.isDiskFull(error)
                 if (try? DeviceKeyRotation.pending(directory: manager.directory, filePath: home.deviceKey)) != nil {
-                    return "the device-key rotation is unfinished (every item and file opens with the old or the new key); once the cause is fixed\(ExitStatus.of(error) == ExitStatus.io.rawValue ? " (free some space)" : ""), finish it with `securefoundation vault rotate-device-key --resume` and the passcode"
+                    return "the device-key rotation is unfinished (every item and file opens with the old or the new key); \(full ? "free some space" : "once the cause is fixed"), then finish it with `securefoundation vault rotate-device-key --resume` and the passcode"
                 }
-                return ExitStatus.of(error) == ExitStatus.io.rawValue && !resume
+                return full && !resume
                     ? "nothing was changed (the new key was not kept); free some space and run `securefoundation vault rotate-device-key` again"
                     : nil
             }) {

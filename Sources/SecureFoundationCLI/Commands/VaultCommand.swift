@@ -304,11 +304,19 @@ struct VaultInitCommand: ParsableCommand {
             if let passcode { try manager.storeTemporaryPasscode(passcode) }
             if !questions.isEmpty { try manager.storeTemporarySecurityQuestions(questions, answers: answers, threshold: threshold) }
             try manager.finalize()
-            // Every class's key pair, while the class keys are at hand: a completeUnlessOpen file
-            // can then be written before the first unlock.
-            _ = try ProtectedFiles(manager: manager).prepareClasses()
-            manager.lock()
             try record?.save(directory: manager.directory, filePath: home.deviceKey)
+            // Every class's key pair, while the class keys are at hand: a completeUnlessOpen file
+            // can then be written before the first unlock. A table left by an erased vault of
+            // this directory goes first. A failure here leaves a working vault (the pairs are
+            // made at the next unlocked command).
+            do {
+                let files = ProtectedFiles(manager: manager)
+                try files.eraseKeyTable()
+                _ = try files.prepareClasses()
+            } catch {
+                CLI.warn("securefoundation: warning: the protected-file key pairs were not made (\(error)); the first unlocked `protect` command makes them")
+            }
+            manager.lock()
             try VaultCLI.say("created vault in \(manager.directory) (key id \(VaultCLI.keyID(manager)))")
         }
     }
@@ -641,11 +649,20 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
             let manager = try home.manager()
             try credentials.unlock(manager, needsApplicationKey: true)
             defer { manager.lock() }
+            // The number of replaced class-key generations: more after a failure means the
+            // rotation itself happened, and only the re-seal is left (--reseal-only).
+            func generations() -> Int {
+                guard let keys = try? manager.retiredClassKeys(for: .whenUnlocked) else { return 0 }
+                defer { keys.forEach { $0.wipe() } }
+                return keys.count
+            }
+            let before = generations()
             try CLI.withNextStep({ error in
                 // The replaced keys stay until nothing needs them: a second run finishes.
-                ExitStatus.of(error) == ExitStatus.io.rawValue
-                    ? "every item still opens (replaced keys are kept until nothing needs them); free some space, then run `securefoundation vault rotate-class-keys\(resealOnly ? " --reseal-only" : "")\(protectedDirectories.isEmpty ? "" : " --protected-dir DIR…")` again with the passcode"
-                    : nil
+                guard CLI.isDiskFull(error) else { return nil }
+                let finish = resealOnly || generations() > before
+                let directories = protectedDirectories.map { " --protected-dir " + CLI.shellQuoted($0) }.joined()
+                return "every item still opens (replaced keys are kept until nothing needs them); free some space, then run `securefoundation vault rotate-class-keys\(finish ? " --reseal-only" : "")\(directories)` with the passcode"
             }) {
             try ProgressLine.run("vault rotate-class-keys") { _ in
                 var report = Keychain.ResealReport(resealed: 0, unreadable: [])

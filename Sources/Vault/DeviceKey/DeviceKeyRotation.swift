@@ -193,29 +193,55 @@ public enum DeviceKeyRotation {
 
     /// The staged new key of a rotation that never wrote its journal (killed, or out of disk
     /// space, between storing the new key and the journal): nothing was re-keyed under it, so it
-    /// is crypto-erased, as the vault's own leftovers are. Skipped while a rotation holds the
-    /// rotation lock, and when no journal-less staged file exists (the usual case: two
-    /// `access` calls). Errors are ignored: the next command tries again.
+    /// is crypto-erased, as the vault's own leftovers are.
+    ///
+    /// Staged files can be shared by several homes (every home without a record uses the
+    /// default key file), so the decision is taken in the trusted directory, never from the data
+    /// directory: a file is destroyed only when the staging lock there is free (a rotation of any
+    /// home holds it from staging until its journal is written) and no journal there, of any
+    /// vault, names it; and only for a home whose vault id can be read. Errors are ignored: the
+    /// next command tries again. When nothing is staged (the usual case) it costs a few `access`
+    /// calls.
     /// - Returns: The files destroyed.
     @discardableResult
     public static func destroyStrayStagedKey(directory: String, filePath: String?) -> [String] {
-        guard let files = try? strayStagedFiles(directory: directory, filePath: filePath), !files.isEmpty else { return [] }
-        let destroyed = try? FileLock.withExclusiveLockIfFree(path: directory + "/" + lockName) { () throws -> [String] in
-            // Under the lock: a rotation that wrote its journal meanwhile keeps its files.
-            guard try pending(directory: directory, filePath: filePath) == nil else { return [] }
-            let files = try strayStagedFiles(directory: directory, filePath: filePath)
-            try Erasure.destroy(files)
-            return files
+        guard (try? DeviceKeyRecord.vaultID(ofHome: directory)) != nil,
+              let files = try? strayStagedFiles(directory: directory, filePath: filePath), !files.isEmpty else { return [] }
+        let trusted = DeviceKeyRecord.trustedDirectory(filePath: filePath)
+        let destroyed = try? FileLock.withExclusiveLockIfFree(path: trusted + "/" + stagingLockName) { () throws -> [String] in
+            let named = try stagedFilesNamedByJournals(in: trusted)
+            let stray = try strayStagedFiles(directory: directory, filePath: filePath).filter { !named.contains($0) }
+            try Erasure.destroy(stray)
+            return stray
         }
         return destroyed ?? []
     }
 
-    /// The staged files of the home's provider that exist now (to be called with no journal).
+    /// The name of the lock file in the trusted directory that a rotation holds from staging
+    /// its new key until its journal is written.
+    static let stagingLockName = "device-key.staging.lock"
+
+    /// The staged files of the home's provider that exist now.
     static func strayStagedFiles(directory: String, filePath: String?) throws -> [String] {
         let record = try DeviceKeyRecord.load(directory: directory, filePath: filePath)
             ?? DeviceKeyRecord(kind: .file, path: nil, check: Data(count: 16))
         let resolvedFile = VaultPaths.absolute(filePath ?? FileDeviceKeyProvider.defaultPath())
         return try stagedFiles(for: record, filePath: resolvedFile).moves.map(\.from).filter { access($0, F_OK) == 0 }
+    }
+
+    /// Every staged file a journal in `trusted` names (any vault's). A journal that cannot be
+    /// read or parsed makes it throw: then nothing is destroyed.
+    static func stagedFilesNamedByJournals(in trusted: String) throws -> Set<String> {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: trusted) else { return [] }
+        var named: Set<String> = []
+        for name in names where name.hasSuffix(journalSuffix) {
+            let path = trusted + "/" + name
+            let journal = try DeviceKeyRecord.readPrivateJSON(Journal.self, at: path, what: "a device-key rotation journal") { journal, path in
+                try journal.check(path: path)
+            }
+            for move in journal?.moves ?? [] { named.insert(move.from) }
+        }
+        return named
     }
 
     /// Replaces the device key with a new random one under the same provider and re-keys
@@ -251,8 +277,14 @@ public enum DeviceKeyRotation {
             let current = record ?? DeviceKeyRecord(kind: .file, path: nil, check: DeviceKeyRecord.checkValue(of: old))
             var final = current
             final.check = newCheck
+            // From staging to the journal, the staging lock in the trusted directory is held: no
+            // other command takes the staged key for a stray one meanwhile.
+            let trusted = DeviceKeyRecord.trustedDirectory(filePath: resolvedFile)
+            try VaultError.call { try SecureFile.ensurePrivateDirectory(trusted) }
+            try VaultError.call { try FileLock.withExclusiveLock(path: trusted + "/" + stagingLockName) {
             // A staged key left by a rotation that never wrote its journal goes first.
-            try Erasure.destroy(try strayStagedFiles(directory: directory, filePath: resolvedFile))
+            let named = try stagedFilesNamedByJournals(in: trusted)
+            try Erasure.destroy(try strayStagedFiles(directory: directory, filePath: resolvedFile).filter { !named.contains($0) })
             let (staged, moves): (DeviceKeyRecord, [Move])
             do {
                 (staged, moves) = try stage(new, for: final, filePath: resolvedFile, options: options)
@@ -272,6 +304,7 @@ public enum DeviceKeyRotation {
                 }
                 throw error
             }
+            } }
             try options.step?("staged")
             guard let journal = try pending(directory: directory, filePath: resolvedFile) else {
                 throw VaultError.corrupted("the device-key rotation journal just written cannot be read back")
