@@ -52,7 +52,7 @@ extension Tour {
             defer { serving.cancel() }
             do {
                 let client = try ShareClient(membership: senderMembership, isRevoked: { _ in false })
-                var how = "by address (127.0.0.1): DNS-SD is not available here (\(discovery ?? "")); start avahi-daemon to see discovery"
+                var how = "reached by address (127.0.0.1), without discovery: \(discovery ?? ""), then checked by mutual TLS"
                 var found: DiscoveredPeer?
                 var advertisement: ShareAdvertisement?
                 if discovery == nil {
@@ -63,9 +63,9 @@ extension Tour {
                             break
                         }
                         how = found.map { "found by DNS-SD as \($0.instance) (\($0.address):\($0.port), TXT v=1 g=…), then checked by mutual TLS" }
-                            ?? "by address (127.0.0.1): the advertised service was not found within 10 s"
+                            ?? "reached by address (127.0.0.1): the advertised service was not found by DNS-SD within 10 s"
                     } catch {
-                        how = "by address (127.0.0.1): advertising failed (\(error))"
+                        how = "reached by address (127.0.0.1): advertising by DNS-SD failed (\(error))"
                     }
                 }
                 defer { advertisement?.stop() }
@@ -90,7 +90,7 @@ extension Tour {
             }
         }
         let (sent, refusal, how) = outcome
-        proves("the receiver was reached \(how)")
+        proves("the receiver was \(how)")
         try expect(sent.storedName == "photo.jpg" && sent.size == UInt64(bytes.count) && sent.device == "desktop",
                    "the file was not stored as sent: \(sent)")
         let stored = inbox + "/photo.jpg"
