@@ -168,10 +168,14 @@ let package = Package(
         .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain", "TestSupport"], swiftSettings: strict),
             // Device-to-device sharing over mutual TLS (pulls SwiftNIO through PinnedTLS, so it stays
         // out of the umbrella).
+        // DNS-SD for discovering the group's devices (internal to DeviceSharing).
+        // Linux: libavahi-compat-libdnssd-dev (its header directory under /usr/include, and
+        // libdns_sd, linked by DeviceSharing); Apple platforms: the SDK and libSystem.
+        .systemLibrary(name: "CDNSSD", providers: [.apt(["libavahi-compat-libdnssd-dev"])]),
         .target(
             name: "DeviceSharing",
             dependencies: [
-                "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher",
+                "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher", "CDNSSD",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -179,7 +183,8 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ] + crypto,
-            swiftSettings: strict
+            swiftSettings: strict,
+            linkerSettings: [.linkedLibrary("dns_sd", .when(platforms: [.linux]))]
         ),
         .testTarget(name: "DeviceSharingTests", dependencies: ["DeviceSharing", "TestSupport", "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher",
                                                              .product(name: "NIOCore", package: "swift-nio"),

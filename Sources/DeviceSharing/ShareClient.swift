@@ -114,6 +114,42 @@ public struct ShareClient: Sendable {
                                   progress: progress)
     }
 
+    /// Sends the file at `path` to a peer found by ``ShareDiscovery/browse(for:)``, at its first
+    /// address. The discovery proves nothing: the receiver is checked exactly as by
+    /// ``send(_:to:port:as:device:timeout:progress:)`` (the group's root, the member name, not
+    /// revoked, and `device` if given); a service of another group is refused by the handshake.
+    @discardableResult
+    public func send(_ path: String, to peer: DiscoveredPeer, as name: String? = nil, device: String? = nil,
+                     timeout: Duration = .seconds(30),
+                     progress: @escaping @Sendable (UInt64, UInt64) -> Void = { _, _ in }) async throws(ShareError) -> Sent {
+        try await send(path, to: peer.address, port: peer.port, as: name, device: device, timeout: timeout, progress: progress)
+    }
+
+    /// Who a discovered peer is: connects, checks its certificate as ``send(_:to:as:device:timeout:progress:)``
+    /// does (the group's root and member name; the revocation list is not applied, so a revoked
+    /// device is reported as such) and hangs up without sending anything.
+    /// - Returns: the device's name, its `sha256/` pin, and whether that pin is revoked here.
+    /// - Throws: ``ShareError/peerRefused(_:)`` (not of this group), ``ShareError/connectionFailed(_:)``.
+    public func identify(_ peer: DiscoveredPeer, timeout: Duration = .seconds(10)) async throws(ShareError)
+        -> (device: String, pin: String, revoked: Bool) {
+        guard let client else { throw .peerRefused("no identity") }
+        let components = timeout.components
+        let amount = TimeAmount.nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
+        let connection: PinnedTLSConnection
+        do {
+            connection = try await client.connect(host: peer.address, port: peer.port, serverName: ShareGroup.memberName, timeout: amount)
+        } catch let error as TLSTrustError {
+            throw .peerRefused(error.reason.description)
+        } catch {
+            throw .connectionFailed("\(error)")
+        }
+        try? await connection.channel.channel.close()
+        try? await connection.channel.executeThenClose { _, _ in }
+        guard let leaf = connection.peerChain.first else { throw .peerRefused("no certificate") }
+        let pin = try ShareGroup.pin(leaf)
+        return (ShareGroup.deviceNames(of: leaf).first ?? "?", pin, isRevoked(pin))
+    }
+
     /// Connects over plain TCP (the benchmark's transport only).
     private static func connectWithoutTLS(host: String, port: Int, timeout: TimeAmount) async throws(ShareError)
         -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {

@@ -70,6 +70,41 @@ enum ShareCLI {
     }
 
     static func flushStdout() { fflush(nil) }
+
+    /// Whether `--to` names a device (a DNS label) rather than HOST:PORT.
+    static func isDeviceName(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 63 && !text.contains(":")
+            && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+            && !text.allSatisfy { $0.isNumber }
+    }
+
+    /// Browses for at most `timeout` seconds and tries each service of this group's tag, in the
+    /// order found, until one proves (by its certificate) to be `device` and stores the file.
+    /// Services of another tag are skipped; a refusal (another group, another device, revoked,
+    /// no connection) moves on to the next one and is said on stderr.
+    static func sendToDiscovered(_ path: String, device: String, client: ShareClient, membership: ShareMembership,
+                                 timeout: Int, progress: @escaping @Sendable (UInt64, UInt64) -> Void) async throws
+        -> (ShareClient.Sent, DiscoveredPeer) {
+        let tag = try ShareDiscovery.groupTag(of: membership.root)
+        var last: ShareError?
+        var tried = 0
+        for try await peer in ShareDiscovery.browse(for: .seconds(timeout)) {
+            guard peer.group == tag, peer.version == ShareDiscovery.protocolVersion else { continue }
+            if let advertised = peer.advertisedDevice, advertised.lowercased() != device.lowercased() { continue }
+            tried += 1
+            do {
+                let sent = try await client.send(path, to: peer, device: device, timeout: .seconds(timeout), progress: progress)
+                return (sent, peer)
+            } catch {
+                CLI.warn("securefoundation: \(peer): \(error); trying the next service")
+                last = error
+            }
+        }
+        if let last { throw last }
+        throw ShareError.notFound("no service of this group found by DNS-SD within \(timeout) s for the device \(device)"
+                                  + (tried == 0 ? "" : " (\(tried) tried)")
+                                  + ": is `share serve --advertise` running there, and avahi-daemon here? or give --to HOST:PORT")
+    }
 }
 
 /// The data directory, the passcode and the inbox.
@@ -323,7 +358,9 @@ struct ShareServeCommand: AsyncParsableCommand {
         --stay-unlocked): files keep arriving as protected files of class completeUnlessOpen, \
         readable only after an unlock. Prints `listening on HOST:PORT` once ready, one line per \
         file received, and refusals on stderr; on a terminal, standard error shows each file's \
-        progress while it arrives. A device revoked with `share revoke` is refused \
+        progress while it arrives. With --advertise, the service is announced by DNS-SD \
+        (_securefoundation._tcp in local.; TXT v=1 and the group's tag only, the device name \
+        only with --advertise-name). A device revoked with `share revoke` is refused \
         from its next connection; on the machine that holds the group root, so is a device not \
         enrolled there.
         """
@@ -344,6 +381,12 @@ struct ShareServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("stay-unlocked"), help: "Keep the vault unlocked while serving.")
     var stayUnlocked = false
 
+    @Flag(name: .customLong("advertise"), help: "Announce the service by DNS-SD (_securefoundation._tcp on local.; needs avahi-daemon on Linux).")
+    var advertise = false
+
+    @Flag(name: .customLong("advertise-name"), help: "With --advertise: show this device's name in the announcement (hidden by default).")
+    var advertiseName = false
+
     @OptionGroup var options: ShareOptions
 
     func run() async throws {
@@ -361,6 +404,16 @@ struct ShareServeCommand: AsyncParsableCommand {
                                                     maxSize: maxSize)
             print("listening on \(host):\(server.port) as \(membership.deviceName)")
             ShareCLI.flushStdout()
+            var advertisement: ShareAdvertisement?
+            if advertise || advertiseName {
+                if host == "127.0.0.1" || host == "::1" || host == "localhost" {
+                    CLI.warn("securefoundation: advertising a service that listens on \(host) only: other machines cannot reach it; use --listen 0.0.0.0:PORT")
+                }
+                advertisement = try await ShareDiscovery.advertise(port: server.port, membership: membership, showDeviceName: advertiseName)
+                print("advertising \(advertisement?.name ?? "?") as \(ShareDiscovery.serviceType) in \(ShareDiscovery.domain) (\(advertisement?.txt.joined(separator: " ") ?? ""))")
+                ShareCLI.flushStdout()
+            }
+            defer { advertisement?.stop() }
             let count = ShareCounter()
             let limit = maxTransfers
             let line = ProgressLine.enabled ? ReceiveProgressLine() : nil
@@ -407,14 +460,17 @@ struct ShareSendCommand: AsyncParsableCommand {
         discussion: """
         The receiver must present a certificate of this group (and, with --device, of that \
         device) that is not revoked. Needs --passcode-file (this device's key is whenUnlocked). \
-        Shows progress on a terminal; prints one line per file stored.
+        Shows progress on a terminal; prints one line per file stored. With --to DEVICE (no \
+        port), the receiver is found by DNS-SD (`share serve --advertise`; avahi-daemon on \
+        Linux): each service of this group's tag is tried in turn until one proves by its \
+        certificate to be DEVICE; discovery itself is not trusted.
         """
     )
 
     @Argument(help: "The files to send.")
     var files: [String]
 
-    @Option(name: .customLong("to"), help: "The receiver, HOST:PORT.")
+    @Option(name: .customLong("to"), help: "The receiver: HOST:PORT, or a device name to find by DNS-SD (`share serve --advertise`).")
     var to: String
 
     @Option(name: .customLong("device"), help: "The receiving device's name, if it must be that one.")
@@ -429,19 +485,32 @@ struct ShareSendCommand: AsyncParsableCommand {
         do {
             guard !files.isEmpty else { throw ValidationError("give at least one file") }
             guard (1...3600).contains(timeout) else { throw ValidationError("--timeout must be 1...3600") }
-            let (host, port) = try ShareCLI.address(to, option: "--to")
+            let discovered = ShareCLI.isDeviceName(to)
+            let address = discovered ? nil : try ShareCLI.address(to, option: "--to")
+            if discovered, let device, device.lowercased() != to.lowercased() {
+                throw ValidationError("--to names the device \(to), --device \(device): give one")
+            }
             let (_, group) = try options.open()
             let membership = try group.membership()
             let client = try ShareClient(membership: membership,
                                          isRevoked: { pin in (try? group.revokedPins().contains(pin)) ?? true })
             let terminal = isatty(2) == 1
+            var found: DiscoveredPeer?
             for path in files {
                 let name = (path as NSString).lastPathComponent
-                let sent = try await client.send(path, to: host, port: port, device: device, timeout: .seconds(timeout)) {
-                    done, total in
+                let progress: @Sendable (UInt64, UInt64) -> Void = { done, total in
                     guard terminal else { return }
                     let percent = total == 0 ? 100 : Int(done * 100 / total)
                     FileHandle.standardError.write(Data("\r\(name): \(percent)% of \(total) bytes".utf8))
+                }
+                let sent: ShareClient.Sent
+                if let address {
+                    sent = try await client.send(path, to: address.0, port: address.1, device: device, timeout: .seconds(timeout), progress: progress)
+                } else if let peer = found {
+                    sent = try await client.send(path, to: peer, device: to, timeout: .seconds(timeout), progress: progress)
+                } else {
+                    (sent, found) = try await ShareCLI.sendToDiscovered(path, device: to, client: client, membership: membership,
+                                                                         timeout: timeout, progress: progress)
                 }
                 if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
                 print("sent \(path) to \(sent.device) as \(sent.storedName) (\(sent.size) bytes)")
@@ -455,7 +524,33 @@ struct ShareSendCommand: AsyncParsableCommand {
 
 // MARK: list, open, revoke
 
-struct ShareListCommand: ParsableCommand {
+/// `share list --nearby`: what DNS-SD finds, each service checked by a handshake.
+enum ShareNearby {
+    static func list(client: ShareClient, membership: ShareMembership, seconds: Int) async throws -> [ShareListCommand.NearbyJSON.Service] {
+        let tag = try ShareDiscovery.groupTag(of: membership.root)
+        var services: [ShareListCommand.NearbyJSON.Service] = []
+        for try await peer in ShareDiscovery.browse(for: .seconds(seconds)) {
+            var service = ShareListCommand.NearbyJSON.Service(instance: peer.instance, address: peer.address, port: peer.port,
+                                                              state: "unknown", device: nil, pin: nil, detail: nil)
+            if peer.group != tag {
+                service.detail = "another group's tag"
+            } else {
+                do {
+                    let who = try await client.identify(peer, timeout: .seconds(10))
+                    service.device = who.device
+                    service.pin = who.pin
+                    service.state = who.revoked ? "revoked" : "member"
+                } catch {
+                    service.detail = "\(error)"
+                }
+            }
+            services.append(service)
+        }
+        return services.sorted { ($0.instance, $0.port) < ($1.instance, $1.port) }
+    }
+}
+
+struct ShareListCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
         abstract: "List the files received, and the group's devices.",
@@ -474,7 +569,22 @@ struct ShareListCommand: ParsableCommand {
     @Flag(name: .customLong("json"), help: "Print the list as JSON (docs/CLI.md, \"JSON output\").")
     var json = false
 
+    @Flag(name: .customLong("nearby"), help: "List the sharing services found by DNS-SD instead, with their state (member, revoked, unknown).")
+    var nearby = false
+
+    @Option(name: .customLong("seconds"), help: "With --nearby: how long to browse (1...60).")
+    var seconds = 3
+
     @OptionGroup var options: ShareOptions
+
+    struct NearbyJSON: Encodable {
+        struct Service: Encodable {
+            var instance: String; var address: String; var port: Int; var state: String
+            var device: String?; var pin: String?; var detail: String?
+        }
+        var version = JSONOutput.schemaVersion
+        var services: [Service]
+    }
 
     struct FilesJSON: Encodable {
         struct File: Encodable { var name: String; var size: Int }
@@ -489,9 +599,22 @@ struct ShareListCommand: ParsableCommand {
         var devices: [Device]
     }
 
-    func run() throws {
+    func run() async throws {
         do {
             let (manager, group) = try options.open()
+            if nearby {
+                guard (1...60).contains(seconds) else { throw ValidationError("--seconds must be 1...60") }
+                let membership = try group.membership()
+                let client = try ShareClient(membership: membership,
+                                             isRevoked: { pin in (try? group.revokedPins().contains(pin)) ?? true })
+                let list = try await ShareNearby.list(client: client, membership: membership, seconds: seconds)
+                if json { try JSONOutput.write(NearbyJSON(services: list)); return }
+                for service in list {
+                    print([service.instance, "\(service.address):\(service.port)", service.state, service.device ?? "-",
+                           service.detail ?? ""].joined(separator: "\t"))
+                }
+                return
+            }
             if devices {
                 let revoked = try group.revokedPins()
                 let list = try group.members().map {

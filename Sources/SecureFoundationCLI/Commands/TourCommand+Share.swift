@@ -5,7 +5,8 @@ import SecureFoundation
 
 extension Tour {
     /// The sharing step: two members (a vault each, in homes of their own under the tour's
-    /// files), one file sent over loopback with mutual TLS, received while the receiver's vault
+    /// files), one file sent with mutual TLS (to the receiver found by DNS-SD when a daemon
+    /// answers, else over loopback; the tour says which), received while the receiver's vault
     /// is locked, readable only after its unlock; a machine of another group is refused.
     mutating func sharingStep() throws {
         say("Share a file between two machines over mutual TLS; it is received while locked, read after unlock")
@@ -32,16 +33,48 @@ extension Tour {
         try stranger.group.create(deviceName: "laptop")
         let strangerMembership = try stranger.group.membership()
         let desktopGroup = desktop.group, files = desktop.files
-        let outcome = try Tour.blocking { () async throws -> (ShareClient.Sent, String) in
+        // Discovery when a DNS-SD daemon answers (avahi-daemon on Linux): the receiver listens on
+        // every interface and advertises itself; the sender finds it by its device name.
+        let discovery = try Tour.blocking { () async -> String? in
+            do {
+                for try await _ in ShareDiscovery.browse(for: .milliseconds(200)) {}
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
+        let outcome = try Tour.blocking { () async throws -> (ShareClient.Sent, String, String) in
             let server = try await ShareServer.bind(
-                host: "127.0.0.1", port: 0, membership: receiverMembership, inbox: inbox, files: files,
+                host: discovery == nil ? "0.0.0.0" : "127.0.0.1", port: 0, membership: receiverMembership, inbox: inbox, files: files,
                 isRevoked: { pin in (try? desktopGroup.revokedPins().contains(pin)) ?? true },
                 isEnrolled: { pin in (try? desktopGroup.isEnrolled(pin: pin)) ?? false })
             let serving = Task.detached { try await server.run() }
             defer { serving.cancel() }
             do {
                 let client = try ShareClient(membership: senderMembership, isRevoked: { _ in false })
-                let sent = try await client.send(photo, to: "127.0.0.1", port: server.port, device: "desktop", timeout: .seconds(60))
+                var how = "reached by address (127.0.0.1), without discovery: \(discovery ?? ""), then checked by mutual TLS"
+                var found: DiscoveredPeer?
+                var advertisement: ShareAdvertisement?
+                if discovery == nil {
+                    do {
+                        advertisement = try await ShareDiscovery.advertise(port: server.port, membership: receiverMembership, showDeviceName: false)
+                        for try await peer in ShareDiscovery.browse(for: .seconds(10)) where peer.instance == advertisement?.name {
+                            found = peer
+                            break
+                        }
+                        how = found.map { "found by DNS-SD as \($0.instance) (\($0.address):\($0.port), TXT v=1 g=…), then checked by mutual TLS" }
+                            ?? "reached by address (127.0.0.1): the advertised service was not found by DNS-SD within 10 s"
+                    } catch {
+                        how = "reached by address (127.0.0.1): advertising by DNS-SD failed (\(error))"
+                    }
+                }
+                defer { advertisement?.stop() }
+                let sent: ShareClient.Sent
+                if let found {
+                    sent = try await client.send(photo, to: found, device: "desktop", timeout: .seconds(60))
+                } else {
+                    sent = try await client.send(photo, to: "127.0.0.1", port: server.port, device: "desktop", timeout: .seconds(60))
+                }
                 var refusal = "no refusal"
                 do {
                     _ = try await ShareClient(membership: strangerMembership, isRevoked: { _ in false })
@@ -50,20 +83,21 @@ extension Tour {
                     refusal = "\(error)"
                 }
                 await server.close()
-                return (sent, refusal)
+                return (sent, refusal, how)
             } catch {
                 await server.close()
                 throw error
             }
         }
-        let (sent, refusal) = outcome
+        let (sent, refusal, how) = outcome
+        proves("the receiver was \(how)")
         try expect(sent.storedName == "photo.jpg" && sent.size == UInt64(bytes.count) && sent.device == "desktop",
                    "the file was not stored as sent: \(sent)")
         let stored = inbox + "/photo.jpg"
         try expect(try desktop.files.protection(ofItemAt: stored) == .completeUnlessOpen, "the received file is not completeUnlessOpen")
         let onDisk = try SecureFile.read(stored, maxLength: 1 << 24)
         try expect(!contains(onDisk, Array("holiday picture".utf8)), "the inbox holds the file in clear")
-        proves("sent over loopback (\(bytes.count) bytes, SHA-256 checked); stored while locked as a completeUnlessOpen protected file, no plaintext on disk")
+        proves("sent (\(bytes.count) bytes, SHA-256 checked); stored while locked as a completeUnlessOpen protected file, no plaintext on disk")
         try expect(refusal.contains("certificate was refused"), "a machine of another group was not refused: \(refusal)")
         let names = try FileManager.default.contentsOfDirectory(atPath: inbox).filter { !$0.hasPrefix(".") }
         try expect(names == ["photo.jpg"], "the inbox holds \(names)")
