@@ -175,11 +175,20 @@ extension FuzzHarness {
     /// Returns the request the client sent.
     @discardableResult
     static func agentClientReads(call: UInt8, answer: [UInt8]) -> [UInt8] {
+        // One call at a time (the tests run targets in parallel): each fake answer goes to its own call.
+        fakeAgentLock.withLock { fakeAgentCall(call: call, answer: answer) }
+    }
+
+    static let fakeAgentLock = NSLock()
+
+    private static func fakeAgentCall(call: UInt8, answer: [UInt8]) -> [UInt8] {
         guard let agent = fakeAgentSocket else { return [] }
         let done = DispatchSemaphore(value: 0)
         let request = LockedRequest()
         let server = Thread {
             defer { done.signal() }
+            var ready = pollfd(fd: agent.fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&ready, 1, 2000) == 1 else { return }
             let fd = accept(agent.fd, nil, nil)
             guard fd >= 0 else { return }
             defer { close(fd) }
@@ -234,9 +243,10 @@ extension FuzzHarness {
               let manager = try? CryptoManager(directory: home, deviceKeyProvider: StaticDeviceKeyProvider(key: SecretBytes(copying: [UInt8](repeating: 0x55, count: 32))),
                                                attemptPolicy: .unlimited)
         else { return nil }
-        let server = AgentServer(manager: manager, socketPath: scratchRoot + "/agent/agent.sock",
-                                 configuration: AgentServer.Configuration(requestTimeout: 1))
-        guard (try? server.bind()) != nil else { return nil }
+        guard let server = try? AgentServer(manager: manager, socketPath: scratchRoot + "/agent/agent.sock",
+                                            configuration: AgentServer.Configuration(requestTimeout: 1)),
+              (try? server.bind()) != nil
+        else { return nil }
         Thread { try? server.run() }.start()
         return server
     }()

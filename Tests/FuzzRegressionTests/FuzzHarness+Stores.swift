@@ -153,6 +153,13 @@ extension FuzzHarness {
     /// it, its retired pairs counted, and the completeUnlessOpen recipient asked for (which
     /// trusts the table's entry by its device MAC, and writes a table where none is usable).
     @Sendable public static func protectedKeys(_ data: [UInt8]) {
+        // One input at a time (the tests run targets in parallel): the vault's directories are shared.
+        protectedLock.withLock { protectedKeysInput(data) }
+    }
+
+    static let protectedLock = NSLock()
+
+    private static func protectedKeysInput(_ data: [UInt8]) {
         guard let vault = protectedVault else { return }
         let home = vault.manager.directory, config = scratchRoot + "/keys-config"
         restore(home, vault.home)
