@@ -160,6 +160,7 @@ let package = Package(
         // Replays the saved fuzzing cases (Tests/FuzzRegressionTests/Cases) through the fuzz
         // targets' entry points; the fuzzing itself is Fuzz/ and scripts/fuzz.
         .testTarget(name: "FuzzRegressionTests", dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration", "PinnedTLS",
+                                                           "DeviceSharing", "UnlockAgent", "EmbeddedSecrets", "ProtectedFiles",
                                                            .product(name: "X509", package: "swift-certificates")] + crypto,
                     exclude: ["Cases"], swiftSettings: strict),
         // The tamper matrix of docs/SECURITY.md: a home with every feature, each file tampered

@@ -12,6 +12,7 @@ let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 let targets = [
     "FuzzAge", "FuzzArmor", "FuzzAgePayload", "FuzzSealed", "FuzzLegacyPlist", "FuzzLegacyCipher", "FuzzVaultState", "FuzzKeychainDB",
     "FuzzTlsPolicy", "FuzzTlsPEM", "FuzzTlsPin", "FuzzTlsPKCS12", "FuzzTlsCSR", "FuzzTlsRecord",
+    "FuzzShareWire", "FuzzEnrolment", "FuzzAgentFrame", "FuzzEmbeddedSecrets", "FuzzProtectedKeys", "FuzzDeviceKey",
 ]
 
 let package = Package(
@@ -25,7 +26,7 @@ let package = Package(
     targets: [
         .target(
             name: "FuzzHarness",
-            dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration", "PinnedTLS"].map { .product(name: $0, package: "SecureFoundation") }
+            dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration", "PinnedTLS", "DeviceSharing", "UnlockAgent", "EmbeddedSecrets", "ProtectedFiles"].map { .product(name: $0, package: "SecureFoundation") }
                 + [.product(name: "X509", package: "swift-certificates"), .product(name: "Crypto", package: "swift-crypto")],
             // A client of SecureFoundation: its `package` declarations are out of reach here.
             swiftSettings: strict + [.define("FUZZ_CLIENT")]

@@ -1,6 +1,6 @@
 // The entry points the fuzz targets (Fuzz/, one libFuzzer executable per parser) call with each
 // input, and that `FuzzRegressionTests` replays over the saved cases. Fuzz/Sources/FuzzHarness
-// links this file and FuzzHarness+TLS.swift, so both see the same code. An entry point may
+// links this file and the other FuzzHarness+*.swift files, so both see the same code. An entry point may
 // throw any typed error for hostile input; it must not crash, hang or allocate without bound,
 // and the invariants it checks with `precondition` (a round trip, one error for every damaged
 // legacy blob) are part of what is fuzzed.
@@ -24,6 +24,8 @@ public enum FuzzHarness {
         "vaultState": vaultState,
         "keychainDB": keychainDB,
     ].merging(tlsTargets) { first, _ in first }
+        .merging(peerTargets) { first, _ in first }
+        .merging(storeTargets) { first, _ in first }
 
     /// Starting inputs a target cannot get from files in the repository (written by the fuzz
     /// executables when FUZZ_WRITE_SEEDS names a directory; see scripts/fuzz).
@@ -53,6 +55,18 @@ public enum FuzzHarness {
             return vaultStateSeeds()
         case "keychainDB":
             return [[], [0, 0, 0x00], [0, 100, 0xFF, 0, 28, 0x01]]
+        case "shareWire":
+            return shareWireSeeds()
+        case "enrolment":
+            return enrolmentSeeds()
+        case "agentFrame":
+            return agentFrameSeeds()
+        case "embeddedSecrets":
+            return embeddedSecretsSeeds()
+        case "protectedKeys":
+            return protectedKeysSeeds()
+        case "deviceKey":
+            return deviceKeySeeds()
         default:
             return tlsSeeds(for: target)
         }

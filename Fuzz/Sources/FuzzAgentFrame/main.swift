@@ -1,0 +1,21 @@
+import Foundation
+import FuzzHarness
+
+/// libFuzzer entry: one input to the agentFrame target.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
+    FuzzHarness.agentFrame(start.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? [])
+    return 0
+}
+
+/// With FUZZ_WRITE_SEEDS=DIR, writes the target's generated seeds into DIR and exits; else
+/// makes what the target builds once per process before the first input.
+@_cdecl("LLVMFuzzerInitialize")
+public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> CInt {
+    if let dir = ProcessInfo.processInfo.environment["FUZZ_WRITE_SEEDS"] {
+        FuzzHarness.writeSeeds(for: "agentFrame", to: dir)
+        exit(0)
+    }
+    FuzzHarness.prepare(for: "agentFrame")
+    return 0
+}

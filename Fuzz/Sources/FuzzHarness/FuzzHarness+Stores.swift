@@ -1,0 +1,1 @@
+../../../Tests/FuzzRegressionTests/FuzzHarness+Stores.swift
