@@ -173,13 +173,15 @@ public enum DeviceKeyRotation {
             return UnavailableDeviceKeyProvider(reason: "a device-key rotation of \(directory) was interrupted: the keychain and the protected-file key table may be under the new key already; finish it with `securefoundation vault rotate-device-key --resume` (with the passcode)",
                                                 recordDirectory: DeviceKeyRecord.trustedDirectory(filePath: filePath))
         }
-        destroyStrayStagedKey(directory: directory, filePath: filePath)
+        let record: DeviceKeyRecord?
         do {
-            if let record = try DeviceKeyRecord.load(directory: directory, filePath: filePath) { return record.provider(filePath: filePath) }
+            record = try DeviceKeyRecord.load(directory: directory, filePath: filePath)
         } catch VaultError.deviceKey(let reason) {
             // Only a record in the data directory: the vault opens, nothing gets a device key.
             return UnavailableDeviceKeyProvider(reason: reason, recordDirectory: DeviceKeyRecord.trustedDirectory(filePath: filePath))
         }
+        destroyStrayStagedKey(directory: directory, filePath: filePath, record: record)
+        if let record { return record.provider(filePath: filePath) }
         let file = FileDeviceKeyProvider(path: filePath)
         // No record: the key file. A version-3 state names the device key it was made with, so a
         // key file that was replaced (or created afresh because it was missing) is refused here
@@ -205,12 +207,21 @@ public enum DeviceKeyRotation {
     /// - Returns: The files destroyed.
     @discardableResult
     public static func destroyStrayStagedKey(directory: String, filePath: String?) -> [String] {
-        guard (try? DeviceKeyRecord.vaultID(ofHome: directory)) != nil,
-              let files = try? strayStagedFiles(directory: directory, filePath: filePath), !files.isEmpty else { return [] }
+        let record: DeviceKeyRecord?
+        do { record = try DeviceKeyRecord.load(directory: directory, filePath: filePath) } catch { return [] }
+        return destroyStrayStagedKey(directory: directory, filePath: filePath, record: record)
+    }
+
+    /// As ``destroyStrayStagedKey(directory:filePath:)``, with the home's record already read
+    /// (nil: the key file): the usual case, nothing staged, costs only `access` calls.
+    @discardableResult
+    static func destroyStrayStagedKey(directory: String, filePath: String?, record: DeviceKeyRecord?) -> [String] {
+        guard let files = try? stagedFilesPresent(record: record, filePath: filePath), !files.isEmpty,
+              (try? DeviceKeyRecord.vaultID(ofHome: directory)) != nil else { return [] }
         let trusted = DeviceKeyRecord.trustedDirectory(filePath: filePath)
         let destroyed = try? FileLock.withExclusiveLockIfFree(path: trusted + "/" + stagingLockName) { () throws -> [String] in
             let named = try stagedFilesNamedByJournals(in: trusted)
-            let stray = try strayStagedFiles(directory: directory, filePath: filePath).filter { !named.contains($0) }
+            let stray = try stagedFilesPresent(record: record, filePath: filePath).filter { !named.contains($0) }
             try Erasure.destroy(stray)
             return stray
         }
@@ -221,10 +232,9 @@ public enum DeviceKeyRotation {
     /// its new key until its journal is written.
     static let stagingLockName = "device-key.staging.lock"
 
-    /// The staged files of the home's provider that exist now.
-    static func strayStagedFiles(directory: String, filePath: String?) throws -> [String] {
-        let record = try DeviceKeyRecord.load(directory: directory, filePath: filePath)
-            ?? DeviceKeyRecord(kind: .file, path: nil, check: Data(count: 16))
+    /// The staged files of the provider `record` names (nil: the key file) that exist now.
+    static func stagedFilesPresent(record: DeviceKeyRecord?, filePath: String?) throws -> [String] {
+        let record = record ?? DeviceKeyRecord(kind: .file, path: nil, check: Data(count: 16))
         let resolvedFile = VaultPaths.absolute(filePath ?? FileDeviceKeyProvider.defaultPath())
         return try stagedFiles(for: record, filePath: resolvedFile).moves.map(\.from).filter { access($0, F_OK) == 0 }
     }
@@ -284,7 +294,7 @@ public enum DeviceKeyRotation {
             try VaultError.call { try FileLock.withExclusiveLock(path: trusted + "/" + stagingLockName) {
             // A staged key left by a rotation that never wrote its journal goes first.
             let named = try stagedFilesNamedByJournals(in: trusted)
-            try Erasure.destroy(try strayStagedFiles(directory: directory, filePath: resolvedFile).filter { !named.contains($0) })
+            try Erasure.destroy(try stagedFilesPresent(record: record, filePath: resolvedFile).filter { !named.contains($0) })
             let (staged, moves): (DeviceKeyRecord, [Move])
             do {
                 (staged, moves) = try stage(new, for: final, filePath: resolvedFile, options: options)
