@@ -34,6 +34,7 @@ let package = Package(
         .library(name: "Vault", targets: ["Vault"]),
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "ProtectedFiles", targets: ["ProtectedFiles"]),
+        .library(name: "ProtectedDatabase", targets: ["ProtectedDatabase"]),
         .library(name: "PinnedTLS", targets: ["PinnedTLS"]),
         .library(name: "Migration", targets: ["Migration"]),
         .library(name: "UnlockAgent", targets: ["UnlockAgent"]),
@@ -74,6 +75,16 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "ProtectedFiles", dependencies: ["Cipher", "Age", "Vault", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
+        // The page codec of protected databases: an SQLite VFS on the system SQLite (the one GRDB
+        // links), with swift-crypto's BoringSSL behind a header that names no BoringSSL type.
+        .target(name: "CSQLiteCodec", dependencies: [.product(name: "CryptoExtras", package: "swift-crypto")],
+                linkerSettings: [.linkedLibrary("sqlite3")]),
+        // SQLite databases under a data-protection class, through GRDB, in SQLCipher 4's format.
+        .target(
+            name: "ProtectedDatabase",
+            dependencies: ["Cipher", "Vault", "ProtectedFiles", "CSQLiteCodec", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict
+        ),
         // TLS with the application's own anchors, pins and client certificates. Pulls SwiftNIO,
         // so it stays out of the umbrella.
         .target(
@@ -94,7 +105,7 @@ let package = Package(
         .target(name: "UnlockAgent", dependencies: ["Cipher", "Vault", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "SecureFoundation",
-            dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles", "UnlockAgent"],
+            dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles", "ProtectedDatabase", "UnlockAgent"],
             swiftSettings: strict
         ),
         // Reading what iMAS Secure Foundation wrote (its CBC format, 1,000-round PBKDF2), for
@@ -137,6 +148,8 @@ let package = Package(
         .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto"),
                                                        "TestSupport"],
                     exclude: ["Fixtures"], swiftSettings: strict),
+        .testTarget(name: "ProtectedDatabaseTests", dependencies: ["ProtectedDatabase", "ProtectedFiles", "Vault", "Cipher", "TestSupport",
+                                                               .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
         .testTarget(name: "ProtectedFilesTests", dependencies: ["ProtectedFiles", "Age", "Vault", "Cipher", "TestSupport"], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
         .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher", "TestSupport",

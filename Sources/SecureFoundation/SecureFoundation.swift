@@ -9,4 +9,5 @@
 @_exported import Vault
 @_exported import Keychain
 @_exported import ProtectedFiles
+@_exported import ProtectedDatabase
 @_exported import UnlockAgent

@@ -1,0 +1,266 @@
+import Foundation
+import GRDB
+import Cipher
+import Vault
+import ProtectedFiles
+import CSQLiteCodec
+
+extension ProtectedDatabase {
+    /// What ``status(at:files:)`` reports (no key needed).
+    public struct Status: Sendable, Equatable {
+        /// The class of the key record.
+        public var protection: FileProtectionClass
+        /// The size of the main file in 4096-byte pages.
+        public var pageCount: Int
+        /// The size of the WAL in bytes (0 when there is none).
+        public var walSize: Int64
+        /// The salt at the head of the file (hex), SQLCipher's database identifier.
+        public var salt: String
+    }
+
+    /// What ``upgrade(at:from:to:files:)`` did.
+    public enum UpgradeOutcome: Sendable, Equatable {
+        case changed
+        /// The database already was of the target class (nothing was written).
+        case alreadyInClass
+    }
+
+    // MARK: Key record
+
+    /// Reads the key record of the database at `path` and the key that opens the file in
+    /// place (the one whose salt the file starts with), checking page 1 under it.
+    static func readKey(at path: String, files: ProtectedFiles, expecting: FileProtectionClass?) throws -> (KeyRecord.Key, FileProtectionClass) {
+        let keyPath = keyPath(for: path)
+        var status = stat()
+        guard lstat(path, &status) == 0 else { throw ProtectedDatabaseError.notFound(path: path) }
+        guard (status.st_mode & S_IFMT) == S_IFREG else {
+            throw ProtectedDatabaseError.notProtectedDatabase(path: path, reason: "not a regular file")
+        }
+        guard lstat(keyPath, &status) == 0 else { throw ProtectedDatabaseError.notFound(path: path) }
+        let cls = try mapFiles(path: path) { try files.protection(ofItemAt: keyPath) }
+        if let expecting, expecting != cls {
+            throw ProtectedDatabaseError.classMismatch(path: path, expected: expecting, found: cls)
+        }
+        let record = try readRecord(at: keyPath, path: path, cls: cls, files: files)
+        let (salt, size) = try fileSalt(path)
+        guard size >= Int64(SF_DB_PAGE_SIZE) else {
+            throw ProtectedDatabaseError.notProtectedDatabase(path: path, reason: "the file is shorter than one page (\(size) bytes)")
+        }
+        guard size % Int64(SF_DB_PAGE_SIZE) == 0 else {
+            throw ProtectedDatabaseError.tampered(path: path, reason: "its size (\(size) bytes) is not a whole number of pages")
+        }
+        guard let key = record.keys.first(where: { $0.salt == salt }) else { throw ProtectedDatabaseError.keyMismatch(path: path) }
+        let check = key.key.withUnsafeBytes { raw in
+            sf_db_codec_check_first_page(path, raw.bindMemory(to: UInt8.self).baseAddress, raw.count, nil)
+        }
+        switch check {
+        case 1: break
+        case 0: throw ProtectedDatabaseError.tampered(path: path, reason: "its first page does not authenticate under the database key")
+        default: throw ProtectedDatabaseError.io("\(path): the first page cannot be read")
+        }
+        if record.keys.count > 1 {
+            // A rekey stopped after writing both keys: keep the one that opens the file in place.
+            try? writeRecord(KeyRecord(keys: [key]), to: keyPath, protection: cls, files: files)
+            unlink(rekeyPath(for: path))
+        }
+        return (key, cls)
+    }
+
+    static func readRecord(at keyPath: String, path: String, cls: FileProtectionClass, files: ProtectedFiles) throws -> KeyRecord {
+        var bytes = try mapFiles(path: path, cls: cls) { try files.read(at: keyPath) }
+        defer { bytes.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        let secret = SecretBytes(copying: bytes)
+        guard let record = KeyRecord.decode(secret) else {
+            throw ProtectedDatabaseError.tampered(path: keyPath, reason: "it is a protected file but not a database key record")
+        }
+        return record
+    }
+
+    /// Writes the key record atomically: a protected file written at a staging name, synced,
+    /// renamed over `keyPath`, and the directory synced.
+    static func writeRecord(_ record: KeyRecord, to keyPath: String, protection: FileProtectionClass, files: ProtectedFiles) throws {
+        let bytes = record.encoded()
+        let staging = keyPath + ".new-" + Encoding.hex(try SecretBytes.random(count: 8).withUnsafeBytes { Array($0) })
+        let databasePath = keyPath.hasSuffix("-key") ? String(keyPath.dropLast(4)) : keyPath
+        try mapFiles(path: databasePath, cls: protection) {
+            let writer = try files.makeWriter(creating: staging, protection: protection)
+            do {
+                try bytes.withUnsafeBytes { try writer.write($0) }
+                try writer.finish()
+            } catch {
+                writer.abort()
+                throw error
+            }
+        }
+        guard rename(staging, keyPath) == 0 else {
+            let why = String(cString: strerror(errno))
+            unlink(staging)
+            throw ProtectedDatabaseError.io("cannot move the key record into place at \(keyPath): \(why)")
+        }
+        _ = SecureFile.syncParent(of: keyPath)
+    }
+
+    /// The salt (first 16 bytes) and size of a database file.
+    static func fileSalt(_ path: String) throws -> ([UInt8], Int64) {
+        let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { throw ProtectedDatabaseError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
+        defer { Foundation.close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { throw ProtectedDatabaseError.io("cannot stat \(path)") }
+        var salt = [UInt8](repeating: 0, count: KeyRecord.saltSize)
+        let got = pread(fd, &salt, salt.count, 0)
+        return (got == salt.count ? salt : [], Int64(status.st_size))
+    }
+
+    static func mapFiles<T>(path: String, cls: FileProtectionClass? = nil, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as ProtectedFileError {
+            switch error {
+            case let .locked(found, _): throw ProtectedDatabaseError.locked(path: path, cls ?? found)
+            case let .tampered(file, reason): throw ProtectedDatabaseError.tampered(path: file, reason: reason)
+            case .io(let why) where why.contains("No space left") || why.contains("ENOSPC"):
+                throw ProtectedDatabaseError.diskFull(path: path)
+            default: throw ProtectedDatabaseError.protectedFile(error)
+            }
+        }
+    }
+
+    // MARK: Operations without opening
+
+    /// The class, size and salt of the database at `path` (reads no key).
+    public static func status(at path: String, files: ProtectedFiles) throws -> Status {
+        var info = stat()
+        guard lstat(path, &info) == 0, lstat(keyPath(for: path), &info) == 0 else { throw ProtectedDatabaseError.notFound(path: path) }
+        let cls = try mapFiles(path: path) { try files.protection(ofItemAt: keyPath(for: path)) }
+        let (salt, size) = try fileSalt(path)
+        var wal = stat()
+        let walSize = lstat(path + "-wal", &wal) == 0 ? Int64(wal.st_size) : 0
+        return Status(protection: cls, pageCount: Int(size / Int64(SF_DB_PAGE_SIZE)), walSize: walSize, salt: Encoding.hex(salt))
+    }
+
+    /// Changes the class of the database at `path` from `from` to `to` by re-wrapping its key
+    /// record (the pages are not touched): atomic, the record is of the old class or the new
+    /// one, never neither. Needs `from` readable and `to` writable now.
+    /// - Throws: ``ProtectedDatabaseError/classMismatch(path:expected:found:)`` when the
+    ///   database is of neither class.
+    @discardableResult
+    public static func upgrade(at path: String, from: FileProtectionClass, to: FileProtectionClass, files: ProtectedFiles) throws -> UpgradeOutcome {
+        let keyPath = keyPath(for: path)
+        var info = stat()
+        guard lstat(path, &info) == 0, lstat(keyPath, &info) == 0 else { throw ProtectedDatabaseError.notFound(path: path) }
+        let cls = try mapFiles(path: path) { try files.protection(ofItemAt: keyPath) }
+        if cls == to { return .alreadyInClass }
+        guard cls == from else { throw ProtectedDatabaseError.classMismatch(path: path, expected: from, found: cls) }
+        // The record must open this database before it is carried to the new class.
+        _ = try readKey(at: path, files: files, expecting: from)
+        try mapFiles(path: path, cls: from) { try files.setProtection(to, ofItemAt: keyPath) }
+        return .changed
+    }
+
+    /// Takes in a database written by SQLCipher 4 with a raw key (`PRAGMA key = "x'…'"`, default
+    /// SQLCipher 4 settings): writes its key record of class `protection` and switches it to
+    /// WAL mode. The file must not be open elsewhere.
+    /// - Throws: ``ProtectedDatabaseError/tampered(path:reason:)`` when page 1 does not
+    ///   authenticate under `key` (another key, or other SQLCipher settings).
+    public static func adopt(at path: String, key: SecretBytes, protection: FileProtectionClass, files: ProtectedFiles) throws {
+        let fullPath = try codecPath(path)
+        guard key.count == KeyRecord.keySize else { throw ProtectedDatabaseError.invalidArgument("a raw key is 32 bytes") }
+        let keyPath = keyPath(for: path)
+        if FileManager.default.fileExists(atPath: keyPath) || isLink(keyPath) { throw ProtectedDatabaseError.exists(path: keyPath) }
+        if FileManager.default.fileExists(atPath: path + "-journal") {
+            throw ProtectedDatabaseError.invalidArgument("\(path) has a rollback journal (\(path)-journal): open it once with SQLCipher so it rolls back, then adopt it")
+        }
+        let (salt, size) = try fileSalt(path)
+        guard size >= Int64(SF_DB_PAGE_SIZE), size % Int64(SF_DB_PAGE_SIZE) == 0 else {
+            throw ProtectedDatabaseError.notProtectedDatabase(path: path, reason: "its size (\(size) bytes) is not a whole number of 4096-byte pages")
+        }
+        let check = key.withUnsafeBytes { raw in sf_db_codec_check_first_page(path, raw.bindMemory(to: UInt8.self).baseAddress, raw.count, nil) }
+        guard check == 1 else {
+            throw ProtectedDatabaseError.tampered(path: path, reason: "its first page does not authenticate under this key (SQLCipher 4 defaults and a raw key are needed)")
+        }
+        let entry = KeyRecord.Key(salt: salt, key: SecretBytes(copying: key.withUnsafeBytes { Array($0) }))
+        try writeRecord(KeyRecord(keys: [entry]), to: keyPath, protection: protection, files: files)
+        do {
+            try attach(fullPath, entry)
+            defer { _ = sf_db_codec_detach(fullPath) }
+            try makeDatabase(at: path, fullPath: fullPath)
+        } catch {
+            unlink(keyPath)
+            throw error
+        }
+    }
+
+    /// The raw key of the database at `path` (32 bytes, in locked memory), for an independent
+    /// reader such as SQLCipher (`PRAGMA key = "x'…'"`). Whoever holds it reads the database
+    /// without the vault.
+    public static func exportKey(at path: String, files: ProtectedFiles) throws -> SecretBytes {
+        try readKey(at: path, files: files, expecting: nil).0.key
+    }
+
+    /// Re-encrypts every page under a new key and salt (for a database key that leaked), crash
+    /// safely: the key record first holds both keys, the database is written anew beside the
+    /// old one (`PATH-rekey`) and renamed over it, then the record keeps the new key only. A
+    /// kill at any point leaves a database that opens. No other connection may have the
+    /// database open (in this process or another).
+    /// - Throws: ``ProtectedDatabaseError``.
+    public static func rekey(at path: String, files: ProtectedFiles) throws {
+        let fullPath = try codecPath(path)
+        if sf_db_codec_is_live(fullPath) != 0 {
+            throw ProtectedDatabaseError.invalidArgument("\(path) is open in this process; close it before a rekey")
+        }
+        let keyPath = keyPath(for: path)
+        let (old, cls) = try readKey(at: path, files: files, expecting: nil)
+        let new = try KeyRecord.fresh()
+        let staging = rekeyPath(for: path)
+        unlink(staging)
+        let stagingFull = try codecPath(staging)
+        try writeRecord(KeyRecord(keys: [old, new]), to: keyPath, protection: cls, files: files)
+        try testHooks.afterBothKeys?()
+        try attach(fullPath, old)
+        var attachedStaging = false
+        do {
+            defer { _ = sf_db_codec_detach(fullPath) }
+            try attach(stagingFull, new)
+            attachedStaging = true
+            var config = Configuration()
+            config.prepareDatabase { db in try prepare(db, fullPath: fullPath, guardStatements: false) }
+            config.journalMode = .wal
+            try mapSQLite(path: path) {
+                let queue = try DatabaseQueue(path: path, configuration: config)
+                try queue.writeWithoutTransaction { db in
+                    try db.checkpoint(.truncate)
+                    try db.execute(sql: "VACUUM INTO ?", arguments: [staging])
+                }
+                try queue.close()
+            }
+            let fd = Foundation.open(staging, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard fd >= 0, fsync(fd) == 0 else {
+                if fd >= 0 { Foundation.close(fd) }
+                throw ProtectedDatabaseError.io("cannot sync \(staging)")
+            }
+            Foundation.close(fd)
+            try testHooks.beforeRename?()
+            for stale in [path + "-wal", path + "-shm"] { unlink(stale) }
+            guard rename(staging, path) == 0 else {
+                throw ProtectedDatabaseError.io("cannot move \(staging) over \(path): \(String(cString: strerror(errno)))")
+            }
+            _ = SecureFile.syncParent(of: path)
+        } catch {
+            if attachedStaging { _ = sf_db_codec_detach(stagingFull) }
+            unlink(staging)
+            throw error
+        }
+        _ = sf_db_codec_detach(stagingFull)
+        try testHooks.afterRename?()
+        try writeRecord(KeyRecord(keys: [new]), to: keyPath, protection: cls, files: files)
+    }
+
+    /// Points where tests stop a rekey (as a kill would).
+    final class TestHooks: @unchecked Sendable {
+        var afterBothKeys: (() throws -> Void)?
+        var beforeRename: (() throws -> Void)?
+        var afterRename: (() throws -> Void)?
+    }
+    static let testHooks = TestHooks()
+}
