@@ -226,14 +226,21 @@ extension ProtectedDatabase {
             var config = Configuration()
             config.prepareDatabase { db in try prepare(db, fullPath: fullPath, guardStatements: false) }
             config.journalMode = .wal
+            try makeDatabase(at: staging, fullPath: stagingFull)
             try mapSQLite(path: path) {
                 let queue = try DatabaseQueue(path: path, configuration: config)
-                try queue.writeWithoutTransaction { db in
-                    try db.checkpoint(.truncate)
-                    try db.execute(sql: "VACUUM INTO ?", arguments: [staging])
-                }
+                _ = try queue.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+                var stagingConfig = Configuration()
+                stagingConfig.prepareDatabase { db in try prepare(db, fullPath: stagingFull, guardStatements: false) }
+                stagingConfig.journalMode = .wal
+                let copy = try DatabaseQueue(path: staging, configuration: stagingConfig)
+                // Every page read through the old key and written under the new one.
+                try queue.backup(to: copy)
+                _ = try copy.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+                try copy.close()
                 try queue.close()
             }
+            for stale in [staging + "-wal", staging + "-shm"] { unlink(stale) }
             let fd = Foundation.open(staging, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
             guard fd >= 0, fsync(fd) == 0 else {
                 if fd >= 0 { Foundation.close(fd) }

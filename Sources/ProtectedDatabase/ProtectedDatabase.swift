@@ -278,6 +278,9 @@ public final class ProtectedDatabase: @unchecked Sendable {
 
     static func rekeyPath(for path: String) -> String { path + "-rekey" }
 
+    /// Pages that failed authentication in this process (diagnostics, tests).
+    static var tamperedPageCount: UInt64 { sf_db_codec_tamper_count() }
+
     static func mapSQLite<T>(path: String, revoked: () -> Bool = { false }, _ body: () throws -> T) throws -> T {
         do {
             return try body()
