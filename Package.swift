@@ -124,6 +124,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "X509", package: "swift-certificates"),
                 "EmbeddedSecretsGenerator",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ] + crypto,
             swiftSettings: strict
         ),

@@ -170,6 +170,11 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// the main file, so the file carries its salt and SQLCipher opens it; for a database
     /// SQLCipher wrote, switches it to WAL mode.
     static func makeDatabase(at path: String, fullPath: String) throws {
+        // SQLite would create the file 0644 (and its WAL and shared memory like it): 0600.
+        let fd = Foundation.open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw ProtectedDatabaseError.io("cannot create \(path): \(String(cString: strerror(errno)))") }
+        fchmod(fd, 0o600)
+        Foundation.close(fd)
         var config = Configuration()
         config.prepareDatabase { db in
             try prepare(db, fullPath: fullPath, guardStatements: false)

@@ -101,6 +101,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case let error as AgeError: return status(of: error)
         case let error as CipherError: return status(of: error)
         case let error as ProtectedFileError: return status(of: error)
+        case let error as ProtectedDatabaseError: return status(of: error)
         case let error as IdentityError: return status(of: error)
         case let error as ShareError: return status(of: error)
         case let error as AgentError: return status(of: error)
@@ -164,6 +165,19 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .tampered, .notProtectedFile, .keyTable: return .damaged
         case .io, .permission: return .io
         case .vault(let error): return status(of: error)
+        default: return .failure
+        }
+    }
+
+    private static func status(of error: ProtectedDatabaseError) -> ExitStatus {
+        switch error {
+        case .locked: return .locked
+        case .tampered, .keyMismatch, .notProtectedDatabase: return .damaged
+        case .notFound: return .notFound
+        case .exists: return .exists
+        case .diskFull, .io: return .io
+        case .invalidArgument: return .usage
+        case .protectedFile(let error): return status(of: error)
         default: return .failure
         }
     }
@@ -235,7 +249,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case KeychainError.interactionNotAllowed(_, .notSetUp):
             return "\(CLI.describe(error)): create the vault with `securefoundation vault init`, or store the item with --accessibility always (device key only)"
         case KeychainError.interactionNotAllowed, VaultError.classKeyUnavailable, VaultError.locked,
-             ProtectedFileError.locked, IdentityError.locked, ShareError.locked:
+             ProtectedFileError.locked, IdentityError.locked, ShareError.locked, ProtectedDatabaseError.locked:
             return "\(CLI.describe(error)) (give the vault passcode with --passcode-file, or unlock a running agent with `securefoundation agent unlock`)"
         default:
             return CLI.describe(error)

@@ -33,6 +33,7 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             KeychainCommand.self,
             // Protected files
             ProtectCommand.self,
+            DatabaseCommand.self,
             SecretsCommand.self,
             MigrateCommand.self,
             // TLS: pins, policy, mutual TLS, identities and the certificate authority

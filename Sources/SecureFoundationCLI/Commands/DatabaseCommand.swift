@@ -1,0 +1,376 @@
+import ArgumentParser
+import Foundation
+import GRDB
+import SecureFoundation
+
+/// `securefoundation db …`: SQLite databases under a data-protection class.
+struct DatabaseCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "db",
+        abstract: "SQLite databases under a data-protection class, in SQLCipher 4's format (docs/PROTECTED-DATABASE.md).",
+        discussion: """
+        A protected database is an SQLite file encrypted and authenticated page by page \
+        (SQLCipher 4: AES-256-CBC, HMAC-SHA512, 4096-byte pages) under a random key kept in \
+        its key record PATH-key, a protected file of the database's class. The classes mean \
+        what they mean for protected files: complete opens only while unlocked (and an open \
+        database refuses every read at the lock), completeUnlessOpen can be created while \
+        locked, completeUntilFirstUserAuthentication and none open locked.
+
+        Each command runs locked unless given --passcode-file, --answers-file or --unlock.
+
+        Exit status (docs/CLI.md): 0 success, 1 error, 2 damaged or tampered database or key \
+        record, 3 wrong passcode, 36 the class is locked, 44 no database, 45 exists already, 64 \
+        usage error, 74 a file cannot be read or written (disk full).
+
+        Examples:
+          securefoundation db create app.db --class complete --passcode-file pin.txt
+          securefoundation db sql app.db "CREATE TABLE notes(body TEXT)" --passcode-file pin.txt
+          securefoundation db sql app.db "SELECT count(*) FROM notes" --passcode-file pin.txt
+          securefoundation db upgrade app.db --from complete --to completeUnlessOpen --passcode-file pin.txt
+          securefoundation db status app.db
+        """,
+        subcommands: [
+            DatabaseCreateCommand.self, DatabaseOpenCommand.self, DatabaseStatusCommand.self, DatabaseSQLCommand.self,
+            DatabaseUpgradeCommand.self, DatabaseRekeyCommand.self, DatabaseExportKeyCommand.self, DatabaseAdoptCommand.self,
+        ]
+    )
+}
+
+struct DatabaseCreateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "create",
+        abstract: "Create an empty protected database and its key record.",
+        discussion: """
+        A completeUnlessOpen database can be created while the vault is locked; the other \
+        classes need their class key.
+
+        Example:
+          securefoundation db create app.db --class completeUntilFirstUserAuthentication --passcode-file pin.txt
+        """
+    )
+
+    @Argument(help: "The database file to create (PATH-key is created beside it).")
+    var path: String
+
+    @Option(name: .customLong("class"), help: "The protection class.")
+    var className: String
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func run() throws {
+        try CLI.run {
+            let cls = try ProtectCLI.parseClass(className)
+            let files = try vault.files()
+            let db = try ProtectedDatabase.create(at: path, protection: cls, files: files)
+            try db.close()
+            try VaultCLI.say("created \(path) (\(cls.name)); key record \(ProtectedDatabase.keyPath(for: path))")
+        }
+    }
+}
+
+struct DatabaseOpenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "open",
+        abstract: "Open a database and check it: every page authenticates and SQLite's integrity check passes.",
+        discussion: """
+        Prints `ok: CLASS, N pages, N tables`. With --expect, a database of another class is \
+        refused (exit 1), as an application that states its class refuses it.
+
+        Example:
+          securefoundation db open app.db --expect complete --passcode-file pin.txt
+        """
+    )
+
+    @Argument(help: "The database file.")
+    var path: String
+
+    @Option(name: .customLong("expect"), help: "Refuse the database unless it is of this class.")
+    var expect: String?
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func run() throws {
+        try CLI.run {
+            let expected = try expect.map(ProtectCLI.parseClass)
+            let files = try vault.files()
+            let db = try ProtectedDatabase.open(at: path, files: files, expecting: expected, kind: .queue)
+            defer { try? db.close() }
+            let (check, pages, tables) = try db.read { db in
+                (try String.fetchAll(db, sql: "PRAGMA integrity_check"),
+                 try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
+                 try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema WHERE type = 'table'") ?? 0)
+            }
+            guard check == ["ok"] else {
+                throw ProtectedDatabaseError.tampered(path: path, reason: "SQLite's integrity check: " + check.prefix(5).joined(separator: "; "))
+            }
+            try db.close()
+            try VaultCLI.say("ok: \(db.protection.name), \(pages) pages, \(tables) tables")
+        }
+    }
+}
+
+struct DatabaseStatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "The class, size and salt of a database (no key needed).",
+        discussion: """
+        Prints `class CLASS`, `pages N`, `wal N bytes` and `salt HEX` (SQLCipher's database \
+        identifier, the file's first 16 bytes).
+
+        Example:
+          securefoundation db status app.db
+        """
+    )
+
+    @Argument(help: "The database file.")
+    var path: String
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func run() throws {
+        try CLI.run {
+            let files = try vault.files()
+            let status = try ProtectedDatabase.status(at: path, files: files)
+            try VaultCLI.say("class \(status.protection.name)\npages \(status.pageCount)\nwal \(status.walSize) bytes\nsalt \(status.salt)")
+        }
+    }
+}
+
+struct DatabaseSQLCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sql",
+        abstract: "Run one SQL statement on a database (for inspection and scripts).",
+        discussion: """
+        Rows go to standard output, one a line, columns separated by tabs (NULL as an empty \
+        field, blobs as X'hex'); a statement that returns no rows prints `changes N`. The \
+        statement runs in a transaction of its own.
+
+        Example:
+          securefoundation db sql app.db "SELECT id, body FROM notes ORDER BY id" --passcode-file pin.txt
+        """
+    )
+
+    @Argument(help: "The database file.")
+    var path: String
+
+    @Argument(help: "One SQL statement.")
+    var statement: String
+
+    @Option(name: .customLong("expect"), help: "Refuse the database unless it is of this class.")
+    var expect: String?
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func run() throws {
+        try CLI.run {
+            let expected = try expect.map(ProtectCLI.parseClass)
+            let files = try vault.files()
+            let db = try ProtectedDatabase.open(at: path, files: files, expecting: expected, kind: .queue)
+            defer { try? db.close() }
+            let output: String = try db.write { db in
+                let prepared: Statement
+                do {
+                    prepared = try db.makeStatement(sql: statement)
+                } catch let error as DatabaseError {
+                    throw ValidationError("the statement is not valid SQL: \(error.message ?? "\(error)")")
+                }
+                if prepared.columnCount == 0 {
+                    try prepared.execute()
+                    return "changes \(db.changesCount)\n"
+                }
+                var text = ""
+                let rows = try Row.fetchCursor(prepared)
+                while let row = try rows.next() {
+                    text += row.databaseValues.map(Self.field).joined(separator: "\t") + "\n"
+                }
+                return text
+            }
+            try db.close()
+            try CLI.writeStdout(Array(output.utf8))
+        }
+    }
+
+    static func field(_ value: DatabaseValue) -> String {
+        switch value.storage {
+        case .null: return ""
+        case .int64(let int): return String(int)
+        case .double(let double): return String(double)
+        case .string(let string): return string
+        case .blob(let data): return "X'" + Encoding.hex(Array(data)) + "'"
+        }
+    }
+}
+
+struct DatabaseUpgradeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "upgrade",
+        abstract: "Change a database's class (its key record is re-wrapped; the pages are not touched).",
+        discussion: """
+        Atomic: the key record is of the old class or the new one, never neither. Prints \
+        `changed` or `already CLASS`. A database of neither class is refused (exit 1).
+
+        Example:
+          securefoundation db upgrade app.db --from completeUnlessOpen --to complete --passcode-file pin.txt
+        """
+    )
+
+    @Argument(help: "The database file.")
+    var path: String
+
+    @Option(name: .customLong("from"), help: "The class it has now.")
+    var from: String
+
+    @Option(name: .customLong("to"), help: "The class it gets.")
+    var to: String
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func run() throws {
+        try CLI.run {
+            let old = try ProtectCLI.parseClass(from)
+            let new = try ProtectCLI.parseClass(to)
+            let files = try vault.files()
+            switch try ProtectedDatabase.upgrade(at: path, from: old, to: new, files: files) {
+            case .changed: try VaultCLI.say("changed \(path): \(old.name) -> \(new.name)")
+            case .alreadyInClass: try VaultCLI.say("already \(new.name): \(path)")
+            }
+        }
+    }
+}
+
+struct DatabaseRekeyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rekey",
+        abstract: "Re-encrypt every page under a new key and salt (for a key that leaked), crash-safely.",
+        discussion: """
+        The key record first holds the old and the new key, the database is copied page by \
+        page under the new key beside the old one (PATH-rekey) and renamed over it, then the \
+        record keeps the new key only: a kill at any point leaves a database that opens. Stop \
+        every program that has the database open first. Keys exported earlier no longer open it.
+
+        Example:
+          securefoundation db rekey app.db --passcode-file pin.txt
+        """
+    )
+
+    @Argument(help: "The database file.")
+    var path: String
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func run() throws {
+        try CLI.run {
+            let files = try vault.files()
+            try ProtectedDatabase.rekey(at: path, files: files)
+            let status = try ProtectedDatabase.status(at: path, files: files)
+            try VaultCLI.say("rekeyed \(path): new salt \(status.salt)")
+        }
+    }
+}
+
+struct DatabaseExportKeyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export-key",
+        abstract: "Print a database's raw key (64 hex digits), for SQLCipher and recovery.",
+        discussion: """
+        Whoever holds the key reads and writes the database without the vault, on any \
+        device: keep it as you would the passcode. SQLCipher 4 opens the database with \
+        `PRAGMA key = "x'HEX'";` (close every connection of the project first, so the main \
+        file holds every page).
+
+        Example:
+          securefoundation db export-key app.db -o app.key --passcode-file pin.txt
+        """
+    )
+
+    @Argument(help: "The database file.")
+    var path: String
+
+    @Option(name: .shortAndLong, help: "Write the key to this file (0600) instead of standard output.")
+    var output: String?
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func run() throws {
+        try CLI.run {
+            let files = try vault.files()
+            let key = try ProtectedDatabase.exportKey(at: path, files: files)
+            defer { key.wipe() }
+            CLI.warn("securefoundation: warning: this key opens \(path) without the vault; keep it secret (SQLCipher: PRAGMA key = \"x'…'\")")
+            let hex = SecretBytes(count: key.count * 2 + 1) { out in
+                key.withUnsafeBytes { raw in
+                    let digits = Array("0123456789abcdef".utf8)
+                    for (index, byte) in raw.enumerated() {
+                        out[2 * index] = digits[Int(byte >> 4)]
+                        out[2 * index + 1] = digits[Int(byte & 0x0F)]
+                    }
+                }
+                out[key.count * 2] = 0x0A
+            }
+            defer { hex.wipe() }
+            try hex.withUnsafeBytes { bytes in
+                if let output, output != "-" {
+                    try CLI.writeOutput(to: output) { fd in try SecureFile.writeAll(fd, bytes, path: output) }
+                } else {
+                    try CLI.writeStdout(bytes)
+                }
+            }
+        }
+    }
+}
+
+struct DatabaseAdoptCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "adopt",
+        abstract: "Take in a database written by SQLCipher 4 with a raw key: write its key record of a class.",
+        discussion: """
+        The key file holds the 64 hex digits of SQLCipher's raw key (`PRAGMA key = "x'HEX'"`, \
+        SQLCipher 4's default settings). The database is switched to WAL mode; close it in \
+        SQLCipher first.
+
+        Example:
+          securefoundation db adopt legacy.db --key-file legacy.key --class complete --passcode-file pin.txt
+        """
+    )
+
+    @Argument(help: "The SQLCipher database file.")
+    var path: String
+
+    @Option(name: .customLong("key-file"), help: "A file holding the raw key in hex.")
+    var keyFile: String
+
+    @Option(name: .customLong("class"), help: "The protection class of its key record.")
+    var className: String
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    func run() throws {
+        try CLI.run {
+            let cls = try ProtectCLI.parseClass(className)
+            let text = try SecretBytes(contentsOfFile: keyFile, maxLength: 256)
+            defer { text.wipe() }
+            let key: SecretBytes = try text.withUnsafeBytes { raw in
+                var digits = Array(raw.filter { !($0 == 0x0A || $0 == 0x0D || $0 == 0x20) })
+                defer { digits.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+                if digits.count == 67, digits.prefix(2) == [0x78, 0x27], digits.last == 0x27 { digits = Array(digits[2..<66]) }   // x'…'
+                guard digits.count == 64 else { throw ValidationError("\(keyFile) must hold 64 hex digits (SQLCipher's raw key)") }
+                func nibble(_ c: UInt8) throws -> UInt8 {
+                    switch c {
+                    case 0x30...0x39: return c - 0x30
+                    case 0x61...0x66: return c - 0x61 + 10
+                    case 0x41...0x46: return c - 0x41 + 10
+                    default: throw ValidationError("\(keyFile) must hold 64 hex digits (SQLCipher's raw key)")
+                    }
+                }
+                var bytes = [UInt8](repeating: 0, count: 32)
+                defer { bytes.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+                for index in 0..<32 { bytes[index] = try nibble(digits[2 * index]) << 4 | nibble(digits[2 * index + 1]) }
+                return SecretBytes(copying: bytes)
+            }
+            defer { key.wipe() }
+            let files = try vault.files()
+            try ProtectedDatabase.adopt(at: path, key: key, protection: cls, files: files)
+            try VaultCLI.say("adopted \(path) (\(cls.name)); key record \(ProtectedDatabase.keyPath(for: path))")
+        }
+    }
+}
