@@ -15,6 +15,7 @@ enum Bench {
         ("vault", VaultBench.run),
         ("keychain", KeychainBench.run),
         ("protect", ProtectBench.run),
+        ("db", DatabaseBench.run),
         ("tls", TLSBench.run),
         ("share", ShareBench.run),
     ]
