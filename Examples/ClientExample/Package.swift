@@ -12,7 +12,7 @@ import PackageDescription
 // the directory; a URL dependency needs no `name:` (its identity comes from the URL,
 // `…/SecureFoundation.git` → SecureFoundation).
 let secureFoundation: (String) -> Target.Dependency = { .product(name: $0, package: "SecureFoundation") }
-let libraries = ["SecureFoundation", "Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles",
+let libraries = ["SecureFoundation", "Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles", "ProtectedDatabase",
                  "PinnedTLS", "Migration", "UnlockAgent", "EmbeddedSecrets", "DeviceSharing"]
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 

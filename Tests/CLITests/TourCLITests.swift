@@ -6,7 +6,7 @@ import Testing
         let scratch = try ScratchDirectory()
         let result = try CLIRunner.run(["tour", "--home", scratch.path])
         #expect(result.status == 0, "\(result.stderr)\n\(result.text)")
-        #expect(result.text.contains("All 11 steps did what they claim"))
+        #expect(result.text.contains("All 12 steps did what they claim"))
         for claim in ["refused with the typed reason", "2 of 3 suffice", "old data still opens", "nothing opens any more",
                       "locked: a completeUnlessOpen file was written", "upgraded to complete",
                       "locked again: the complete file is unreadable: the complete protected-file class is unavailable",

@@ -227,6 +227,7 @@ struct Tour {
         proves("key id \(Encoding.hex(oldKeyID)) → \(Encoding.hex(newKeyID)); old data still opens; nothing re-encrypted; keychain intact")
 
         try protectedFilesStep(manager: manager, passcode: passcode)
+        try protectedDatabaseStep(manager: manager, passcode: passcode)
         try sharingStep()
         try agentStep(passcode: passcode)
 

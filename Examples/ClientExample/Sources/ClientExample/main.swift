@@ -9,6 +9,7 @@ import Age
 import Vault
 import Keychain
 import ProtectedFiles
+import ProtectedDatabase
 import PinnedTLS
 import Migration
 import UnlockAgent
@@ -50,6 +51,7 @@ func projectNames() throws {
     _ = CryptoManager.self                                           // Vault
     _ = Keychain.self                                                // Keychain
     _ = FileProtection.complete                                      // ProtectedFiles
+    _ = ProtectedDatabase.Kind.pool                                  // ProtectedDatabase
     _ = TrustAnchors.systemRoots                                     // PinnedTLS
     _ = IMASMigration.self                                           // Migration
     _ = AgentClient.self                                             // UnlockAgent
