@@ -26,9 +26,19 @@ enum DatabaseBench {
     }
 
     static func run() throws {
+        // 8 MiB holds the whole table (SQLCipher's Python build uses 8000 KiB by default); with
+        // 2 MiB (SQLite's default) most reads miss the page cache, and a miss is where an
+        // encrypted page costs (HMAC-SHA512 and AES of 4 KiB).
+        for cacheKiB in [8000, 2000] {
+            print("-- page cache \(cacheKiB) KiB for all four --")
+            try run(cacheKiB: cacheKiB)
+        }
+    }
+
+    static func run(cacheKiB: Int) throws {
         var base = FileManager.default.temporaryDirectory.path
         if let chosen = ProcessInfo.processInfo.environment["DB_BENCH_DIR"], !chosen.isEmpty { base = chosen }
-        let dir = base + "/sf-db-bench-\(getpid())"
+        let dir = base + "/sf-db-bench-\(getpid())-\(cacheKiB)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3).joined(separator: " ") ?? "n/a"
@@ -38,7 +48,10 @@ enum DatabaseBench {
         // Plain SQLite through GRDB.
         var config = Configuration()
         config.journalMode = .wal
-        config.prepareDatabase { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 0") }
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            try db.execute(sql: "PRAGMA cache_size = -\(cacheKiB)")
+        }
         let plain = try DatabaseQueue(path: dir + "/plain.db", configuration: config)
         let plainFigures = try workload(plain)
         try plain.close()
@@ -51,7 +64,10 @@ enum DatabaseBench {
         let files = ProtectedFiles(manager: manager)
         try files.prepareClasses()
         var protectedConfig = Configuration()
-        protectedConfig.prepareDatabase { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 0") }
+        protectedConfig.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            try db.execute(sql: "PRAGMA cache_size = -\(cacheKiB)")
+        }
         let protected = try ProtectedDatabase.create(at: dir + "/protected.db", protection: .completeUnlessOpen, files: files,
                                                      kind: .queue, configuration: protectedConfig)
         let protectedFigures = try workload(protected.writer)
@@ -80,7 +96,7 @@ enum DatabaseBench {
         let key = try SecretBytes.random(count: 32).withUnsafeBytes { Encoding.hex(Array($0)) }
         var measured: [String: Figures] = [:]
         for module in ["sqlite3", "sqlcipher3"] {
-            guard let result = BenchSupport.run(python, [scriptPath, module, dir + "/\(module).db", key, String(rows), String(singleTransactions), String(pointReads), String(scans)]),
+            guard let result = BenchSupport.run(python, [scriptPath, module, dir + "/\(module).db", key, String(rows), String(singleTransactions), String(pointReads), String(scans), String(cacheKiB)]),
                   result.status == 0 else {
                 print("SQLCipher: the Python workload failed for \(module)")
                 return
@@ -152,7 +168,7 @@ enum DatabaseBench {
 
     static let pythonWorkload = """
     import sys, time, random, importlib
-    module, path, key, rows, single, points, scans = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+    module, path, key, rows, single, points, scans, cache = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
     db = importlib.import_module(module)
     c = db.connect(path, isolation_level=None)
     if module == "sqlcipher3":
@@ -160,6 +176,7 @@ enum DatabaseBench {
     c.execute("PRAGMA journal_mode = WAL")
     c.execute("PRAGMA synchronous = NORMAL")
     c.execute("PRAGMA wal_autocheckpoint = 0")
+    c.execute("PRAGMA cache_size = -%d" % cache)
     c.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT NOT NULL, v TEXT NOT NULL)")
     payload = "v" * 100
     t = time.perf_counter()
