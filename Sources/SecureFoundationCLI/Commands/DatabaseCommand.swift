@@ -36,6 +36,20 @@ struct DatabaseCommand: ParsableCommand {
     )
 }
 
+/// How `db open` and `db sql` open a database: the vault flags and the class to expect.
+struct DatabaseOpenOptions: ParsableArguments {
+    @Option(name: .customLong("expect"), help: "Refuse the database unless it is of this class.")
+    var expect: String?
+
+    @OptionGroup var vault: ProtectVaultOptions
+
+    /// The database at `path` (one connection), of the expected class if one was named.
+    func open(_ path: String) throws -> ProtectedDatabase {
+        let expected = try expect.map(ProtectCLI.parseClass)
+        return try ProtectedDatabase.open(at: path, files: try vault.files(), expecting: expected, kind: .queue)
+    }
+}
+
 struct DatabaseCreateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "create",
@@ -84,16 +98,11 @@ struct DatabaseOpenCommand: ParsableCommand {
     @Argument(help: "The database file.")
     var path: String
 
-    @Option(name: .customLong("expect"), help: "Refuse the database unless it is of this class.")
-    var expect: String?
-
-    @OptionGroup var vault: ProtectVaultOptions
+    @OptionGroup var opening: DatabaseOpenOptions
 
     func run() throws {
         try CLI.run {
-            let expected = try expect.map(ProtectCLI.parseClass)
-            let files = try vault.files()
-            let db = try ProtectedDatabase.open(at: path, files: files, expecting: expected, kind: .queue)
+            let db = try opening.open(path)
             defer { try? db.close() }
             let (check, pages, tables) = try db.read { db in
                 (try String.fetchAll(db, sql: "PRAGMA integrity_check"),
@@ -156,16 +165,11 @@ struct DatabaseSQLCommand: ParsableCommand {
     @Argument(help: "One SQL statement.")
     var statement: String
 
-    @Option(name: .customLong("expect"), help: "Refuse the database unless it is of this class.")
-    var expect: String?
-
-    @OptionGroup var vault: ProtectVaultOptions
+    @OptionGroup var opening: DatabaseOpenOptions
 
     func run() throws {
         try CLI.run {
-            let expected = try expect.map(ProtectCLI.parseClass)
-            let files = try vault.files()
-            let db = try ProtectedDatabase.open(at: path, files: files, expecting: expected, kind: .queue)
+            let db = try opening.open(path)
             defer { try? db.close() }
             let output: String = try db.write { db in
                 let prepared: Statement
