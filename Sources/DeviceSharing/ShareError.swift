@@ -43,6 +43,9 @@ public enum ShareError: Error, Sendable, Equatable, CustomStringConvertible {
     /// the data directory was changed behind this program's back, and which devices are revoked
     /// is unknown. Nothing is served or sent until it is repaired.
     case revocationsTampered(String)
+    /// The state file of a watched folder (`share send --watch`) does not open under this
+    /// vault's key for that folder and receiver: it was changed, or is another one's.
+    case watchStateTampered(path: String, folder: String)
 
     public var description: String {
         switch self {
@@ -78,6 +81,8 @@ public enum ShareError: Error, Sendable, Equatable, CustomStringConvertible {
             return "unusable enrolment: \(detail); ask for a new invitation"
         case .notFound(let detail):
             return "not found: \(detail)"
+        case let .watchStateTampered(path, folder):
+            return "the watch state \(path) does not open under this vault's key for this folder and receiver (changed, or another one's): remove it to send every file of \(folder) again"
         case .revocationsTampered(let detail):
             return "the revocation list cannot be trusted: \(detail); the data directory was changed: restore it from a backup, or make this machine's group again (`share init --new-group --replace`, or join again) and revoke the devices again"
         }

@@ -201,7 +201,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .peerRefused, .revoked, .deviceMismatch: return .shareRefused
         case .digestMismatch, .rejected, .tooLarge: return .shareNotStored
         case .invalidEnrolment: return .shareEnrolment
-        case .revocationsTampered: return .damaged
+        case .revocationsTampered, .watchStateTampered: return .damaged
         case .connectionFailed: return .noConnection
         case .io: return .io
         default: return .failure

@@ -468,10 +468,21 @@ struct ShareSendCommand: AsyncParsableCommand {
     )
 
     @Argument(help: "The files to send.")
-    var files: [String]
+    var files: [String] = []
 
     @Option(name: .customLong("to"), help: "The receiver: HOST:PORT, or a device name to find by DNS-SD (`share serve --advertise`).")
     var to: String
+
+    @Option(name: .customLong("watch"), help: ArgumentHelp(
+        "Watch this folder: send each regular file once it is complete, and again when its content changes; runs until stopped.",
+        valueName: "dir"))
+    var watch: String?
+
+    @Option(name: .customLong("settle"), help: "With --watch: seconds a closed file's size and time must stay unchanged before it is sent.")
+    var settle: Double = 2
+
+    @Flag(name: .customLong("once"), help: "With --watch: stop once every file present was sent (or failed), nothing being written.")
+    var once = false
 
     @Option(name: .customLong("device"), help: "The receiving device's name, if it must be that one.")
     var device: String?
@@ -483,20 +494,27 @@ struct ShareSendCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            guard !files.isEmpty else { throw ValidationError("give at least one file") }
+            if watch != nil {
+                guard files.isEmpty else { throw ValidationError("give files or --watch DIR, not both") }
+                guard settle >= 0 && settle <= 3600 else { throw ValidationError("--settle must be 0...3600 seconds") }
+            } else {
+                guard !files.isEmpty else { throw ValidationError("give at least one file, or --watch DIR") }
+                guard !once else { throw ValidationError("--once goes with --watch") }
+            }
             guard (1...3600).contains(timeout) else { throw ValidationError("--timeout must be 1...3600") }
             let discovered = ShareCLI.isDeviceName(to)
             let address = discovered ? nil : try ShareCLI.address(to, option: "--to")
             if discovered, let device, device.lowercased() != to.lowercased() {
                 throw ValidationError("--to names the device \(to), --device \(device): give one")
             }
-            let (_, group) = try options.open()
+            let (manager, group) = try options.open()
             let membership = try group.membership()
             let client = try ShareClient(membership: membership,
                                          isRevoked: { pin in (try? group.revokedPins().contains(pin)) ?? true })
             let terminal = isatty(2) == 1
             var found: DiscoveredPeer?
-            for path in files {
+            let timeout = timeout, device = device, to = to
+            func sendOne(_ path: String) async throws -> ShareClient.Sent {
                 let name = (path as NSString).lastPathComponent
                 let progress: @Sendable (UInt64, UInt64) -> Void = { done, total in
                     guard terminal else { return }
@@ -513,6 +531,34 @@ struct ShareSendCommand: AsyncParsableCommand {
                                                                          timeout: timeout, progress: progress)
                 }
                 if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+                return sent
+            }
+            if let watch {
+                let stateFile = ShareFolderWatcher.defaultStateFile(home: options.home.directory, directory: watch, receiver: to)
+                let watcher = try ShareFolderWatcher(directory: watch, receiver: to, stateFile: stateFile, manager: manager,
+                                                     settle: .milliseconds(Int(settle * 1000)))
+                let once = once
+                var failures = 0
+                CLI.warn("securefoundation: watching \(watcher.directory) (\(watcher.seesCloses ? "closed files" : "settle time only")); state \(stateFile)")
+                try await watcher.run(send: sendOne, report: { event in
+                    switch event {
+                    case let .sent(path, sent):
+                        print("sent \(path) to \(sent.device) as \(sent.storedName) (\(sent.size) bytes)")
+                    case let .unchanged(path):
+                        print("unchanged \(path)")
+                    case let .failed(path, why):
+                        failures += 1
+                        print("failed \(path): \(why)")
+                    }
+                    ShareCLI.flushStdout()
+                }, stop: { watcher in
+                    once && watcher.isDone(countingFailures: true)
+                })
+                if failures > 0 { throw ExitCode(1) }
+                return
+            }
+            for path in files {
+                let sent = try await sendOne(path)
                 print("sent \(path) to \(sent.device) as \(sent.storedName) (\(sent.size) bytes)")
                 ShareCLI.flushStdout()
             }
