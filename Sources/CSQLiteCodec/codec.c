@@ -49,11 +49,13 @@ typedef struct sf_entry {
     AES_KEY enc;
     AES_KEY dec;
     HMAC_CTX mac;   // keyed template, copied for each page
+    uint64_t generation;   // one more at every key set, so a remembered page names its key
 } sf_entry;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static sf_entry *registry = NULL;
 static atomic_uint_fast64_t tamper_count = 0;
+static atomic_uint_fast64_t copied_count = 0;
 // How many revokes the process made (the statement guard does nothing while there was none).
 static atomic_int revocations = 0;
 
@@ -70,6 +72,20 @@ typedef struct sf_file {
 } sf_file;
 
 static sqlite3_vfs *real_vfs = NULL;
+
+/// The last page this thread read from a WAL and authenticated: its ciphertext, the buffer it
+/// was decrypted into, and which key and page. A checkpoint reads a page from the WAL into a
+/// buffer and writes that buffer to the same page of the main file; the ciphertext in the WAL
+/// is already the page's ciphertext there (same key, same page number), so the write stores it
+/// as it is, once the remembered ciphertext is checked to decrypt to the bytes being written
+/// (no plaintext is kept here).
+static _Thread_local struct {
+    const void *buffer;
+    const sf_entry *entry;
+    uint64_t generation;
+    uint32_t pgno;
+    uint8_t ciphertext[PAGE];
+} last_wal_read;
 static pthread_once_t register_once = PTHREAD_ONCE_INIT;
 static int register_result = SQLITE_ERROR;
 
@@ -122,6 +138,7 @@ static int set_key_locked(sf_entry *e, const uint8_t *key, const uint8_t *salt) 
     memcpy(e->raw_key, key, SF_DB_KEY_SIZE);
     memcpy(e->salt, salt, SF_DB_SALT_SIZE);
     e->has_key = 1;
+    e->generation += 1;
     return 1;
 }
 
@@ -194,6 +211,8 @@ int sf_db_codec_is_live(const char *full_path) {
 }
 
 uint64_t sf_db_codec_tamper_count(void) { return atomic_load(&tamper_count); }
+
+uint64_t sf_db_codec_copied_count(void) { return atomic_load(&copied_count); }
 
 static int is_transaction_end(const char *sql) {
     if (sql == NULL) { return 0; }
@@ -394,10 +413,37 @@ static int main_read(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset)
     return result;
 }
 
+/// Whether `in` (page `pgno`) is the page this thread just read from the WAL, unchanged: the
+/// remembered ciphertext decrypts to exactly its bytes. `scratch` is a page of work space.
+static int is_last_wal_read(const sf_file *f, uint32_t pgno, const uint8_t *in, uint8_t *scratch) {
+    if (last_wal_read.buffer != in || last_wal_read.entry != f->entry || last_wal_read.generation != f->entry->generation
+        || last_wal_read.pgno != pgno) {
+        return 0;
+    }
+    size_t offset = pgno == 1 ? SF_DB_SALT_SIZE : 0;
+    size_t size = PAGE - RESERVE - offset;
+    uint8_t iv[IV_SIZE];
+    memcpy(iv, last_wal_read.ciphertext + PAGE - RESERVE, IV_SIZE);
+    CCryptoBoringSSL_AES_cbc_encrypt(last_wal_read.ciphertext + offset, scratch + offset, size, &f->entry->dec, iv, AES_DECRYPT);
+    int same = memcmp(scratch + offset, in + offset, size) == 0 && is_zero(in + PAGE - RESERVE, RESERVE)
+        && (pgno != 1 || memcmp(in, sqlite_magic, SF_DB_SALT_SIZE) == 0);
+    CCryptoBoringSSL_OPENSSL_cleanse(scratch, PAGE);
+    return same;
+}
+
 static int main_write(sf_file *f, const uint8_t *in, int amount, sqlite3_int64 offset) {
     if (amount != PAGE || offset % PAGE != 0) { return SQLITE_IOERR_WRITE; }
     uint8_t *page = sqlite3_malloc(PAGE);
     if (page == NULL) { return SQLITE_IOERR_NOMEM; }
+    uint32_t pgno = (uint32_t)(offset / PAGE) + 1;
+    if (is_last_wal_read(f, pgno, in, page)) {
+        // A checkpoint copying a page from the WAL: its ciphertext, as it was authenticated.
+        last_wal_read.buffer = NULL;
+        atomic_fetch_add(&copied_count, 1);
+        int rc = f->real->pMethods->xWrite(f->real, last_wal_read.ciphertext, PAGE, offset);
+        sqlite3_free(page);
+        return rc;
+    }
     int rc = encrypt_page(f->entry, (uint32_t)(offset / PAGE) + 1, in, page)
         ? f->real->pMethods->xWrite(f->real, page, PAGE, offset) : SQLITE_IOERR_WRITE;
     sqlite3_free(page);
@@ -452,9 +498,19 @@ static int wal_read(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset) 
             else if (prc != SQLITE_OK) { rc = prc; break; }
             data = page;
         }
+        int remember = in_place && !whole_frame;
+        if (remember) { memcpy(last_wal_read.ciphertext, data, PAGE); }
+        last_wal_read.buffer = NULL;
         if (short_read && is_zero(data, PAGE)) {
             // Past the end of the WAL: zeros, as SQLite expects.
-        } else if (!decrypt_page(f->entry, pgno, data)) {
+        } else if (decrypt_page(f->entry, pgno, data)) {
+            if (remember) {
+                last_wal_read.buffer = data;
+                last_wal_read.entry = f->entry;
+                last_wal_read.generation = f->entry->generation;
+                last_wal_read.pgno = pgno;
+            }
+        } else {
             if (whole_frame) {
                 // Reading whole frames is how SQLite recovers the WAL: a frame that does not
                 // authenticate (torn by a crash, or forged) must end the recovery as a frame

@@ -286,6 +286,9 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// Pages that failed authentication in this process (diagnostics, tests).
     static var tamperedPageCount: UInt64 { sf_db_codec_tamper_count() }
 
+    /// Pages checkpoints copied from the WAL as ciphertext in this process (tests).
+    static var copiedPageCount: UInt64 { sf_db_codec_copied_count() }
+
     static func mapSQLite<T>(path: String, revoked: () -> Bool = { false }, _ body: () throws -> T) throws -> T {
         do {
             return try body()

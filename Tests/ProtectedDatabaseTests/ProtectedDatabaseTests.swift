@@ -78,6 +78,9 @@ struct ProtectedDatabaseTests {
             }
             try db.close()
         }
+        // The close checkpointed the WAL by copying its pages' ciphertext (checked to decrypt to
+        // what SQLite wrote) into the main file, which SQLCipher now reads.
+        #expect(ProtectedDatabase.copiedPageCount > 0)
         let key = try hexKey(path, files)
         let read = """
         import sys, sqlcipher3

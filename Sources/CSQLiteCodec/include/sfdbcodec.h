@@ -66,6 +66,10 @@ int sf_db_codec_prepare_connection(void *db, const char *full_path, int guard);
 /// diagnostics).
 uint64_t sf_db_codec_tamper_count(void);
 
+/// The number of pages a checkpoint copied from the WAL to the main file as ciphertext (no
+/// second encryption) since the process started (for tests and diagnostics).
+uint64_t sf_db_codec_copied_count(void);
+
 /// Reads the salt of a database file written in this format (its first 16 bytes) and checks
 /// that page 1 authenticates under `key`: 1 when it does, 0 when it does not, -1 when the file
 /// is shorter than a page or cannot be read.
