@@ -263,11 +263,11 @@ extension ProtectedDatabase {
         try writeRecord(KeyRecord(keys: [new]), to: keyPath, protection: cls, files: files)
     }
 
-    /// Points where tests stop a rekey (as a kill would).
-    final class TestHooks: @unchecked Sendable {
-        var afterBothKeys: (() throws -> Void)?
-        var beforeRename: (() throws -> Void)?
-        var afterRename: (() throws -> Void)?
+    /// Points where tests stop a rekey (by a throw, or the command line's kill -9 in debug builds).
+    package final class TestHooks: @unchecked Sendable {
+        package var afterBothKeys: (() throws -> Void)?
+        package var beforeRename: (() throws -> Void)?
+        package var afterRename: (() throws -> Void)?
     }
-    static let testHooks = TestHooks()
+    package static let testHooks = TestHooks()
 }

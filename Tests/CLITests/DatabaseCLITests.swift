@@ -69,6 +69,41 @@ struct DatabaseCLITests {
         #expect(damaged.stderr.contains("modified or damaged"))
     }
 
+    /// kill -9 in a transaction and at every step of a rekey: the database opens, whole.
+    @Test func killedInATransactionOrARekey() throws {
+        let ws = try Workspace()
+        #expect(try ws.db(["create", ws.db, "--class", "completeUnlessOpen"]).status == 0)
+        #expect(try ws.db(["sql", ws.db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)"], unlocked: true).status == 0)
+        let seeded = try ws.db(["sql", ws.db, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000) INSERT INTO t(v) SELECT 'seed ' || i FROM n"], unlocked: true)
+        #expect(seeded.text == "changes 1000\n", "\(seeded.stderr)")
+        // A transaction of two million rows, killed while it runs (or after it committed: then all of it).
+        let big = try ChildProcess.start(CLIRunner.executable, ["db", "sql", ws.db,
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000000) INSERT INTO t(v) SELECT hex(randomblob(40)) FROM n",
+            "--passcode-file", ws.pin, "--home", ws.home, "--device-key", ws.root + "/device.key"])
+        _ = big.waitForOutput(timeout: .seconds(3)) { _ in false }
+        big.kill(SIGKILL)
+        _ = try? big.wait(timeout: .seconds(30))
+        let count = try ws.db(["sql", ws.db, "SELECT count(*) FROM t"], unlocked: true)
+        #expect(count.text == "1000\n" || count.text == "2001000\n", "\(count.text) \(count.stderr)")
+        #expect(try ws.db(["open", ws.db], unlocked: true).status == 0)
+        let expected = count.text
+        // A rekey killed at each step, then run to the end.
+        for step in ["db-rekey-both-keys", "db-rekey-before-rename", "db-rekey-after-rename"] {
+            let killed = try CLIRunner.run(["db", "rekey", ws.db, "--passcode-file", ws.pin, "--home", ws.home, "--device-key", ws.root + "/device.key"],
+                                           environment: ["SECUREFOUNDATION_TEST_KILL_AT": step])
+            #expect(killed.status == 128 + SIGKILL || killed.status == -SIGKILL || killed.status == SIGKILL, "\(step): \(killed.status) \(killed.stderr)")
+            let after = try ws.db(["sql", ws.db, "SELECT count(*) FROM t"], unlocked: true)
+            #expect(after.text == expected, "\(step): \(after.text) \(after.stderr)")
+        }
+        #expect(try ws.db(["rekey", ws.db], unlocked: true).status == 0)
+        #expect(try ws.db(["sql", ws.db, "SELECT count(*) FROM t"], unlocked: true).text == expected)
+        #expect(!FileManager.default.fileExists(atPath: ws.db + "-rekey"))
+        // Rotating the protected-file key pairs re-wraps the key record with the other files of the folder.
+        let rotated = try ws.run(["protect", "rotate-keys", ws.root, "--passcode-file", ws.pin])
+        #expect(rotated.status == 0 && rotated.text.contains("failed 0"), "\(rotated.text) \(rotated.stderr)")
+        #expect(try ws.db(["sql", ws.db, "SELECT count(*) FROM t"], unlocked: true).text == expected)
+    }
+
     /// `export-key` gives SQLCipher what it needs, and `adopt` takes an SQLCipher database in.
     @Test func exportedKeyOpensInSQLCipherAndAdoptTakesItBack() throws {
         guard let python = CLIRunner.which("python3"), try ChildProcess.run(python, ["-c", "import sqlcipher3"]).status == 0 else {

@@ -265,6 +265,12 @@ struct DatabaseRekeyCommand: ParsableCommand {
     func run() throws {
         try CLI.run {
             let files = try vault.files()
+            if let hook = FaultInjection.stepHook() {
+                // Crash tests: SECUREFOUNDATION_TEST_KILL_AT=db-rekey-both-keys|db-rekey-before-rename|db-rekey-after-rename.
+                ProtectedDatabase.testHooks.afterBothKeys = { try hook("db-rekey-both-keys") }
+                ProtectedDatabase.testHooks.beforeRename = { try hook("db-rekey-before-rename") }
+                ProtectedDatabase.testHooks.afterRename = { try hook("db-rekey-after-rename") }
+            }
             try ProtectedDatabase.rekey(at: path, files: files)
             let status = try ProtectedDatabase.status(at: path, files: files)
             try VaultCLI.say("rekeyed \(path): new salt \(status.salt)")
