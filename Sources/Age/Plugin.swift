@@ -74,9 +74,10 @@ public enum AgePlugin {
             && !name.hasPrefix(".")
     }
 
-    /// The path of `age-plugin-NAME` on `$PATH`, or nil.
-    static func locate(_ name: String) -> String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+    /// The path of `age-plugin-NAME` in `searchPath` (directories separated by `:`; nil:
+    /// `$PATH`), or nil.
+    static func locate(_ name: String, searchPath: String? = nil) -> String? {
+        let path = searchPath ?? ProcessInfo.processInfo.environment["PATH"] ?? ""
         for directory in path.split(separator: ":") where !directory.isEmpty {
             let candidate = directory + "/age-plugin-" + name
             var info = stat()
@@ -94,7 +95,8 @@ public enum AgePlugin {
             guard let plugin = recipient as? AgePluginRecipient else { result.append(recipient); continue }
             if let index = groups[plugin.name], let existing = result[index] as? AgePluginRecipient {
                 result[index] = AgePluginRecipient(name: plugin.name, recipients: existing.recipients + plugin.recipients,
-                                                   identities: existing.identities + plugin.identities, ui: existing.ui)
+                                                   identities: existing.identities + plugin.identities, ui: existing.ui,
+                                                   searchPath: existing.searchPath)
             } else {
                 groups[plugin.name] = result.count
                 result.append(plugin)
@@ -110,7 +112,8 @@ public enum AgePlugin {
         for identity in identities {
             guard let plugin = identity as? AgePluginIdentity else { result.append(identity); continue }
             if let index = groups[plugin.name], let existing = result[index] as? AgePluginIdentity {
-                result[index] = AgePluginIdentity(name: plugin.name, identities: existing.identities + plugin.identities, ui: existing.ui)
+                result[index] = AgePluginIdentity(name: plugin.name, identities: existing.identities + plugin.identities, ui: existing.ui,
+                                                  searchPath: existing.searchPath)
             } else {
                 groups[plugin.name] = result.count
                 result.append(plugin)
@@ -130,21 +133,26 @@ public struct AgePluginRecipient: AgeRecipient, CustomStringConvertible {
     /// Identities to encrypt to (`AGE-PLUGIN-NAME-1…`), as the protocol allows.
     public let identities: [String]
     let ui: AgePluginUI
+    let searchPath: String?
 
     /// Parses an `age1NAME1…` recipient.
+    /// - Parameters:
+    ///   - ui: How the plugin talks to the user.
+    ///   - searchPath: Where to look for `age-plugin-NAME` (directories separated by `:`); nil: `$PATH`.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
-    public init(_ recipient: String, ui: AgePluginUI = .standardError) throws {
+    public init(_ recipient: String, ui: AgePluginUI = .standardError, searchPath: String? = nil) throws {
         guard let name = AgePlugin.name(ofRecipient: recipient) else {
             throw AgeError.invalidRecipient("\(recipient.prefix(24))… is not a plugin recipient (age1NAME1…)")
         }
-        self.init(name: name, recipients: [recipient.lowercased()], identities: [], ui: ui)
+        self.init(name: name, recipients: [recipient.lowercased()], identities: [], ui: ui, searchPath: searchPath)
     }
 
-    init(name: String, recipients: [String], identities: [String], ui: AgePluginUI) {
+    init(name: String, recipients: [String], identities: [String], ui: AgePluginUI, searchPath: String? = nil) {
         self.name = name
         self.recipients = recipients
         self.identities = identities
         self.ui = ui
+        self.searchPath = searchPath
     }
 
     public var description: String { recipients.joined(separator: "\n") }
@@ -153,7 +161,7 @@ public struct AgePluginRecipient: AgeRecipient, CustomStringConvertible {
     /// - Throws: ``AgeError/invalidRecipient(_:)`` with the plugin's error, or when the plugin
     ///   is missing, fails or breaks the protocol.
     public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
-        let session = try PluginSession(name: name, stateMachine: "recipient-v1", failure: AgeError.invalidRecipient)
+        let session = try PluginSession(name: name, stateMachine: "recipient-v1", searchPath: searchPath, failure: AgeError.invalidRecipient)
         defer { session.end() }
         for recipient in recipients { try session.send("add-recipient", [recipient]) }
         for identity in identities { try session.send("add-identity", [identity]) }
@@ -195,31 +203,38 @@ public struct AgePluginIdentity: AgeIdentity {
     /// The `AGE-PLUGIN-NAME-1…` identities.
     public let identities: [String]
     let ui: AgePluginUI
+    let searchPath: String?
 
     /// Parses an `AGE-PLUGIN-NAME-1…` identity.
+    /// - Parameters:
+    ///   - ui: How the plugin talks to the user.
+    ///   - searchPath: Where to look for `age-plugin-NAME` (directories separated by `:`); nil: `$PATH`.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
-    public init(_ identity: String, ui: AgePluginUI = .standardError) throws {
+    public init(_ identity: String, ui: AgePluginUI = .standardError, searchPath: String? = nil) throws {
         guard let name = AgePlugin.name(ofIdentity: identity) else {
             throw AgeError.invalidIdentity("not a plugin identity (AGE-PLUGIN-NAME-1…)")
         }
-        self.init(name: name, identities: [identity.uppercased()], ui: ui)
+        self.init(name: name, identities: [identity.uppercased()], ui: ui, searchPath: searchPath)
     }
 
-    init(name: String, identities: [String], ui: AgePluginUI) {
+    init(name: String, identities: [String], ui: AgePluginUI, searchPath: String? = nil) {
         self.name = name
         self.identities = identities
         self.ui = ui
+        self.searchPath = searchPath
     }
 
     /// The recipient for encrypting to these identities through the plugin (`-e -i` in age).
-    public var recipient: AgePluginRecipient { AgePluginRecipient(name: name, recipients: [], identities: identities, ui: ui) }
+    public var recipient: AgePluginRecipient {
+        AgePluginRecipient(name: name, recipients: [], identities: identities, ui: ui, searchPath: searchPath)
+    }
 
     /// Runs the plugin's `identity-v1` state machine on the header's stanzas.
     /// - Throws: ``AgeError/headerFailure(_:)`` when the plugin finds a stanza of its type
     ///   malformed, ``AgeError/invalidIdentity(_:)`` for its other errors, a missing plugin or
     ///   a protocol failure.
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
-        let session = try PluginSession(name: name, stateMachine: "identity-v1", failure: AgeError.invalidIdentity)
+        let session = try PluginSession(name: name, stateMachine: "identity-v1", searchPath: searchPath, failure: AgeError.invalidIdentity)
         defer { session.end() }
         for identity in identities { try session.send("add-identity", [identity]) }
         for stanza in stanzas { try session.send("recipient-stanza", ["0", stanza.type] + stanza.arguments, body: stanza.body) }
@@ -273,10 +288,10 @@ final class PluginSession {
     private var buffer = [UInt8]()
     private var closed = false
 
-    init(name: String, stateMachine: String, failure: @escaping (String) -> AgeError) throws {
+    init(name: String, stateMachine: String, searchPath: String?, failure: @escaping (String) -> AgeError) throws {
         self.name = name
         self.makeFailure = failure
-        guard let path = AgePlugin.locate(name) else {
+        guard let path = AgePlugin.locate(name, searchPath: searchPath) else {
             throw failure("age-plugin-\(name) is not on the PATH; install the plugin (or put it in a directory of $PATH)")
         }
         var stdinPipe: [Int32] = [0, 0], stdoutPipe: [Int32] = [0, 0]
