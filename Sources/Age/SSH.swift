@@ -269,6 +269,7 @@ public struct SSHRSARecipient: AgeRecipient, CustomStringConvertible, Hashable {
     }
 
     init(n: [UInt8], e: [UInt8], wire: [UInt8]) throws {
+        guard !e.isEmpty else { throw AgeError.invalidRecipient("the ssh-rsa key has a zero exponent") }
         guard n.count >= 256 else {
             throw AgeError.invalidRecipient("the ssh-rsa key has \(n.count * 8) bits or fewer; age needs at least 2048")
         }
@@ -311,6 +312,7 @@ public struct SSHRSAIdentity: AgeIdentity {
     public let recipient: SSHRSARecipient
 
     init(n: [UInt8], e: [UInt8], d: [UInt8], p: [UInt8], q: [UInt8]) throws {
+        guard !e.isEmpty, !d.isEmpty, !p.isEmpty, !q.isEmpty else { throw AgeError.invalidIdentity("the RSA private key has a zero parameter") }
         do {
             recipient = try SSHRSARecipient(n: n, e: e, wire: SSHWire.string(Array("ssh-rsa".utf8)) + SSHWire.mpint(e) + SSHWire.mpint(n))
         } catch { throw AgeError.invalidIdentity("the RSA key has fewer than 2048 bits, which age does not accept") }
@@ -326,17 +328,18 @@ public struct SSHRSAIdentity: AgeIdentity {
             guard stanza.arguments[0] == recipient.tag else { continue }
             let n = recipient.n, e = recipient.e
             var length = 0
-            let plain = SecretBytes(count: n.count) { _ in }
-            let result = d.withUnsafeBytes { d in p.withUnsafeBytes { p in q.withUnsafeBytes { q in
-                plain.withUnsafeBytes { out in
+            var result: Int32 = -1
+            // The plaintext goes straight into locked memory.
+            let plain = SecretBytes(count: n.count) { out in
+                result = d.withUnsafeBytes { d in p.withUnsafeBytes { p in q.withUnsafeBytes { q in
                     sf_ssh_rsa_oaep_decrypt(n, n.count, e, e.count,
                                             d.baseAddress!.assumingMemoryBound(to: UInt8.self), d.count,
                                             p.baseAddress!.assumingMemoryBound(to: UInt8.self), p.count,
                                             q.baseAddress!.assumingMemoryBound(to: UInt8.self), q.count,
                                             rsaLabel, rsaLabel.count, stanza.body, stanza.body.count,
-                                            UnsafeMutablePointer(mutating: out.baseAddress!.assumingMemoryBound(to: UInt8.self)), out.count, &length)
-                }
-            } } }
+                                            out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count, &length)
+                } } }
+            }
             defer { plain.wipe() }
             if result < 0 { throw AgeError.invalidIdentity("the RSA private key is not consistent (its check failed)") }
             if result == 0 { continue }
