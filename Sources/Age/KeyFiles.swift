@@ -147,12 +147,14 @@ public enum AgeKeys {
         return result
     }
 
-    /// The recipient of an identity, if it has one (`age1…`, `age1pq1…`, `ssh-ed25519 …`, `ssh-rsa …`).
+    /// The recipient of an identity, if it has one (`age1…`, `age1pq1…`, `ssh-ed25519 …`, `ssh-rsa …`;
+    /// also of a passphrase-protected SSH key, whose public key is in clear).
     public static func recipient(of identity: any AgeIdentity) -> String? {
         if let x = identity as? X25519Identity { return x.recipient.description }
         if let pq = identity as? MLKEM768X25519Identity { return pq.recipient.description }
         if let ssh = identity as? SSHEd25519Identity { return ssh.recipient.description }
         if let ssh = identity as? SSHRSAIdentity { return ssh.recipient.description }
+        if let ssh = identity as? EncryptedSSHIdentity { return ssh.publicKey }
         return nil
     }
 }

@@ -360,17 +360,22 @@ public struct SSHRSAIdentity: AgeIdentity {
 public struct EncryptedSSHIdentity: AgeIdentity {
     let type: String
     let tag: String
+    let wire: [UInt8]
     /// Where the key came from, for the message.
     public let name: String
 
     init?(publicKey: SSHPublicKey, name: String) {
         switch publicKey {
-        case .ed25519(_, let wire): type = "ssh-ed25519"; tag = SSHWire.tag(wire)
-        case .rsa(_, _, let wire): type = "ssh-rsa"; tag = SSHWire.tag(wire)
+        case .ed25519(_, let wire): type = "ssh-ed25519"; self.wire = wire
+        case .rsa(_, _, let wire): type = "ssh-rsa"; self.wire = wire
         case .other: return nil
         }
+        tag = SSHWire.tag(wire)
         self.name = name
     }
+
+    /// The public key (`ssh-ed25519 AAAA…`, `ssh-rsa AAAA…`), readable without the passphrase.
+    public var publicKey: String { type + " " + String(decoding: AgeBase64.encode(wire, padded: true), as: UTF8.self) }
 
     static func refusal(_ name: String) -> AgeError {
         .invalidIdentity("\(name) is a passphrase-protected SSH key, which this tool cannot decrypt (OpenSSH's bcrypt KDF is not available); "

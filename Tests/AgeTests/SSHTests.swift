@@ -116,6 +116,8 @@ struct SSHTests {
         let plain = try SSHKeygen.make(temporary.path, "plain", type: "ed25519")
         let lockedIdentity = try SSHKeygen.identity(locked)
         #expect(lockedIdentity is EncryptedSSHIdentity)
+        // Its public key is readable without the passphrase (keygen -y prints it).
+        #expect(try SSHKeygen.publicKey(locked).hasPrefix(try #require(AgeKeys.recipient(of: lockedIdentity)) + " test@locked"))
         let forLocked = try Age.encrypt([1], recipients: [try AgeKeys.recipient(try SSHKeygen.publicKey(locked))])
         #expect(throws: EncryptedSSHIdentity.refusal(locked)) {
             try Age.decrypt(forLocked, identities: [lockedIdentity])
@@ -195,6 +197,44 @@ struct SSHTests {
             ("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "k is not an OpenSSH private key (`-----BEGIN OPENSSH PRIVATE KEY-----`) or a PEM RSA private key"),
         ] {
             #expect(throws: AgeError.invalidIdentity(error)) { try AgeKeys.identities(fileContents: SecretBytes(utf8: text), name: "k") }
+        }
+    }
+
+    @Test("mutated SSH private keys, public keys and recipients files are refused or read, never a crash (bounded: 3,000 mutations)")
+    func mutations() throws {
+        let temporary = try TemporaryDirectory(prefix: "age-ssh")
+        defer { withExtendedLifetime(temporary) {} }
+        let ed = try SSHKeygen.make(temporary.path, "ed", type: "ed25519")
+        let rsa = try SSHKeygen.make(temporary.path, "rsa", type: "rsa", pem: true)
+        let seeds = [try SecureFile.read(ed), try SecureFile.read(rsa), try SecureFile.read(ed + ".pub")]
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<3000 {
+            var bytes = seeds[round % 3]
+            // Decode, flip, re-encode the base64 body for the private keys, so the binary parser is reached.
+            for _ in 0..<Int.random(in: 1...4, using: &generator) {
+                let index = Int.random(in: 0..<bytes.count, using: &generator)
+                switch Int.random(in: 0..<3, using: &generator) {
+                case 0: bytes[index] = UInt8.random(in: 0x2b...0x7a, using: &generator)
+                case 1: bytes.remove(at: index)
+                default: bytes.insert(UInt8.random(in: 0...255, using: &generator), at: index)
+                }
+            }
+            if round % 3 == 2 {
+                _ = try? AgeKeys.recipients(fileContents: String(decoding: bytes, as: UTF8.self), name: "f")
+            } else {
+                _ = try? AgeKeys.identities(fileContents: SecretBytes(copying: bytes), name: "k")
+            }
+        }
+        // Binary-level mutations of the OpenSSH structure itself.
+        let text = String(decoding: seeds[0], as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        let blob = try #require(Data(base64Encoded: text).map { [UInt8]($0) })
+        for round in 0..<1000 {
+            var mutated = blob
+            let index = Int.random(in: 0..<mutated.count, using: &generator)
+            mutated[index] ^= UInt8.random(in: 1...255, using: &generator)
+            if round % 4 == 0 { mutated = Array(mutated.prefix(Int.random(in: 0..<mutated.count, using: &generator))) }
+            let pem = "-----BEGIN OPENSSH PRIVATE KEY-----\n" + Data(mutated).base64EncodedString() + "\n-----END OPENSSH PRIVATE KEY-----\n"
+            _ = try? AgeKeys.identities(fileContents: SecretBytes(utf8: pem), name: "k")
         }
     }
 
