@@ -324,14 +324,24 @@ final class PluginSession {
 
     func failure(_ text: String) -> AgeError { makeFailure("age-plugin-\(name): \(text)") }
 
-    /// Closes the pipes and reaps the plugin.
+    /// Closes the pipes and reaps the plugin: a plugin exits once its input ends; one that
+    /// has not after 5 s (checked every 10 ms) is killed.
     func end() {
         guard !closed else { return }
         closed = true
         Glibc.close(input)
         Glibc.close(output)
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        var reaped = false
+        for _ in 0..<500 {
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid || (result < 0 && errno != EINTR) { reaped = true; break }
+            usleep(10_000)
+        }
+        if !reaped {
+            kill(pid, SIGKILL)
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        }
         Scrub.zero(buffer)
     }
 

@@ -138,6 +138,12 @@ struct PluginTests {
         #expect(throws: AgeError.headerFailure("age-plugin-sfpy: sfpy: malformed sfpy stanza")) {
             try identity.unwrap(stanzas: [AgeStanza(type: "sfpy", arguments: ["a", "b"], body: [])])
         }
+        // A plugin that does not exit once the protocol is over is killed (after 5 s), and the
+        // stanzas it sent are used.
+        let lingering = try PythonPlugin(names: ["sfpylinger"])
+        let lingerKey = try lingering.generate("sfpylinger")
+        let sealed = try Age.encrypt([3], recipients: [try AgePluginRecipient(lingerKey.recipient, searchPath: lingering.directory)])
+        #expect(try AgeFileHeader.read(fromBytes: sealed).map(\.type) == ["sfpy"])
         // Names that would reach outside the PATH are not plugin names.
         #expect(AgePlugin.name(ofIdentity: "AGE-PLUGIN-SFPY-1" + "QQQQ") == nil)
         #expect(!AgePlugin.isValidName("../evil") && !AgePlugin.isValidName(".hidden") && AgePlugin.isValidName("yubikey"))

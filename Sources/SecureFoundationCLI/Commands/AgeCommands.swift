@@ -45,7 +45,7 @@ enum AgeCLI {
     }
 
     /// Plugins talk to the user on the terminal: messages on stderr, PINs and values read
-    /// from /dev/tty without echo (refused without a terminal), confirmations as y/n.
+    /// from /dev/tty without echo (refused without a terminal), confirmations as 1 (yes) or 2 (no).
     static let pluginUI = AgePluginUI(
         message: { plugin, text in
             CLI.warn("[age-plugin-\(plugin)] \(text)")
@@ -264,16 +264,6 @@ struct EncryptRequest: Equatable, AgeRequest {
             throw CLI.fail(error)
         }
     }
-
-    /// `file` encrypted with `passphrase` (scrypt, age's work factor), armored.
-    static func encrypted(_ file: SecretBytes, passphrase: SecretBytes) throws -> SecretBytes {
-        // Ciphertext only: the plaintext goes from locked memory straight into the encryptor.
-        var out = [UInt8]()
-        let encryptor = try AgeEncryptor(recipients: [try ScryptRecipient(passphrase: passphrase)], armor: true) { out += $0 }
-        try file.withUnsafeBytes { try encryptor.update($0) }
-        try encryptor.finish()
-        return SecretBytes(copying: out)
-    }
 }
 
 struct DecryptCommand: ParsableCommand {
@@ -378,16 +368,6 @@ struct DecryptRequest: Equatable, AgeRequest {
         } catch {
             throw CLI.fail(error)
         }
-    }
-
-    /// `file` encrypted with `passphrase` (scrypt, age's work factor), armored.
-    static func encrypted(_ file: SecretBytes, passphrase: SecretBytes) throws -> SecretBytes {
-        // Ciphertext only: the plaintext goes from locked memory straight into the encryptor.
-        var out = [UInt8]()
-        let encryptor = try AgeEncryptor(recipients: [try ScryptRecipient(passphrase: passphrase)], armor: true) { out += $0 }
-        try file.withUnsafeBytes { try encryptor.update($0) }
-        try encryptor.finish()
-        return SecretBytes(copying: out)
     }
 }
 
