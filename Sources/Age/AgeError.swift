@@ -19,9 +19,12 @@ public enum AgeError: Error, Sendable, Equatable, CustomStringConvertible {
     case payloadFailure(String)
     /// The ASCII armor is not strict PEM with the label `AGE ENCRYPTED FILE`.
     case armorFailure(String)
-    /// A recipient string (`age1…`, `age1pq1…`) or recipients file line is not valid.
+    /// A recipient string (`age1…`, `age1pq1…`, an SSH public key, `age1NAME1…`) or
+    /// recipients file line is not valid, or a plugin failed to wrap the file key.
     case invalidRecipient(String)
-    /// An identity string (`AGE-SECRET-KEY-1…`) or identity file is not valid.
+    /// An identity string (`AGE-SECRET-KEY-1…`, `AGE-PLUGIN-…`) or identity file (SSH private
+    /// key, encrypted identity file) is not valid, a passphrase-protected SSH key was needed, or
+    /// a plugin failed to unwrap.
     case invalidIdentity(String)
     /// A parameter the caller passed is not acceptable (for example no recipients).
     case invalidArgument(String)

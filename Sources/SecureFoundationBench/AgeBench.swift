@@ -1,7 +1,7 @@
 import Foundation
 import SecureFoundation
 
-/// `securefoundation-bench age [--cores N[,N...]] [--workers N] [--startup-only] [--cli PATH]`:
+/// `securefoundation-bench age [--cores N[,N...]] [--workers N] [--startup-only] [--recipients-only] [--cli PATH]`:
 /// encrypt and decrypt a 1 GiB file with `securefoundation` and with `age`, each run as a child
 /// process; wall time, throughput and peak RSS (ru_maxrss of the child from wait4), and the
 /// ratios; then the start-up cost (a 1 KiB file).
@@ -11,12 +11,15 @@ import SecureFoundation
 /// example more workers than cores. `--startup-only` measures the start-up alone (no 1 GiB
 /// file). `--cli` names the `securefoundation` binary to measure (for example the statically
 /// linked one `scripts/build-release` builds); by default the one beside this benchmark.
+/// `--recipients-only` measures the per-file cost of recipient types alone (``AgeRecipientBench``),
+/// which the full section measures last.
 enum AgeBench {
     /// The options after the section name.
     struct Options {
         var cores: [Int] = []
         var workers: Int?
         var startupOnly = false
+        var recipientsOnly = false
         var cli: String?
 
         static func parse(_ arguments: [String]) -> Options {
@@ -33,6 +36,8 @@ enum AgeBench {
                     index += 1
                 } else if argument == "--startup-only" {
                     options.startupOnly = true
+                } else if argument == "--recipients-only" {
+                    options.recipientsOnly = true
                 } else if argument == "--cli" {
                     options.cli = value
                     index += 1
@@ -99,7 +104,7 @@ enum AgeBench {
 
     static func run() throws {
         let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
-        let size = options.startupOnly ? 0 : Int(ProcessInfo.processInfo.environment["AGE_BENCH_MIB"] ?? "1024") ?? 1024
+        let size = options.startupOnly || options.recipientsOnly ? 0 : Int(ProcessInfo.processInfo.environment["AGE_BENCH_MIB"] ?? "1024") ?? 1024
         let binaryDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
         let ours = options.cli ?? binaryDirectory.appendingPathComponent("securefoundation").path
         guard FileManager.default.isExecutableFile(atPath: ours) else {
@@ -133,6 +138,10 @@ enum AgeBench {
         }
         let mib = Double(size)
         let runs = max(1, Int(ProcessInfo.processInfo.environment["AGE_BENCH_RUNS"] ?? "7") ?? 7)
+        if options.recipientsOnly {
+            try AgeRecipientBench.run(ours: ours, age: age, dir: dir)
+            return
+        }
         if options.startupOnly {
             guard let age else {
                 print("  age is not installed (apt-get install age): no start-up to compare with")
@@ -186,6 +195,7 @@ enum AgeBench {
                 print("  \(streamMiB) MiB stream, encrypt | decrypt through pipes: \(m.status == 0 ? "round trip ok" : "FAILED (status \(m.status))"), \(BenchSupport.format(m.seconds)) s; peak RSS encrypt \(BenchSupport.format(Double(enc) / 1024, 1)) MiB, decrypt \(BenchSupport.format(Double(dec) / 1024, 1)) MiB")
             }
         }
+        try AgeRecipientBench.run(ours: ours, age: age, dir: dir)
     }
 
     /// The six file cases, ours then age's in alternation, `runs` times each; medians and ratios

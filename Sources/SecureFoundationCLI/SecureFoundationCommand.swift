@@ -27,6 +27,7 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             EncryptCommand.self,
             DecryptCommand.self,
             KeygenCommand.self,
+            InspectCommand.self,
             // Crypto manager
             VaultCommand.self,
             // Keychain

@@ -25,6 +25,7 @@ struct AgeFastPathTests {
         lines.append(["-r", recipient, "-r", "age1other", "-R", "a.txt", "--recipients-file", "b.txt", "-a", "-o", "-", "-"])
         lines.append(["plain", "--armor", "--recipient", recipient, "--output", "x.age"])
         lines.append(["-R", "-", "in"])
+        lines.append(["-e", "-r", recipient, "-a", "in"])
         return lines
     }
 
@@ -32,13 +33,14 @@ struct AgeFastPathTests {
         var lines = [[String]]()
         for option in AgeFastPath.decryptOptions {
             for name in option.names {
-                lines.append([name, name.contains("output") ? "out" : "key.txt", "file.age"])
+                lines.append(option.takesValue ? [name, name.contains("output") ? "out" : name == "-j" ? "yubikey" : "key.txt", "file.age"] : [name, "file.age"])
             }
         }
         lines.append(["-i", "a.txt", "--identity", "b.txt", "-i", "-", "-o", "-", "file.age"])
         lines.append([])
         lines.append(["-"])
         lines.append(["--passphrase-file", "-", "file.age"])
+        lines.append(["-d", "-j", "a", "-i", "k.txt", "-j", "b", "file.age"])
         return lines
     }
 
@@ -70,6 +72,8 @@ struct AgeFastPathTests {
             ["encrypt", "--passphrase-file", "-"], ["encrypt", "-R", "-"], ["encrypt", "-R", "-", "-R", "-", "plain"],
             ["decrypt", "--passphrase-file", "-"], ["decrypt", "-i", "-", "--passphrase-file", "-", "f.age"],
             ["decrypt", "-r", r, "f.age"], ["decrypt", "--version"], ["--version"], ["keygen"], [],
+            // age's mode flags belong to their own command; repeated, they go to the parser.
+            ["encrypt", "-d", "-r", r, "plain"], ["decrypt", "-e", "f.age"], ["decrypt", "-d", "-d", "f.age"], ["decrypt", "-dj", "x", "f.age"],
         ]
         for line in lines {
             #expect(AgeFastPath.request(for: line) == nil, "\(line)")

@@ -43,6 +43,66 @@ enum AgeCLI {
             try body(1)
         }
     }
+
+    /// Plugins talk to the user on the terminal: messages on stderr, PINs and values read
+    /// from /dev/tty without echo (refused without a terminal), confirmations as 1 (yes) or 2 (no).
+    static let pluginUI = AgePluginUI(
+        message: { plugin, text in
+            CLI.warn("[age-plugin-\(plugin)] \(text)")
+            return true
+        },
+        requestSecret: { plugin, prompt in
+            CLI.warn("[age-plugin-\(plugin)] \(prompt)")
+            return try? Terminal.readSecret(prompt: "[age-plugin-\(plugin)] Enter value: ")
+        },
+        requestPublic: { plugin, prompt in
+            CLI.warn("[age-plugin-\(plugin)] \(prompt)")
+            guard let value = try? Terminal.readSecret(prompt: "[age-plugin-\(plugin)] Enter value: ") else { return nil }
+            defer { value.wipe() }
+            return value.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        },
+        confirm: { plugin, prompt, yes, no in
+            CLI.warn("[age-plugin-\(plugin)] \(prompt)")
+            let choices = no.map { "[1] \(yes), [2] \($0)" } ?? "[1] \(yes)"
+            guard let answer = try? Terminal.readSecret(prompt: "[age-plugin-\(plugin)] \(choices): ") else { return nil }
+            defer { answer.wipe() }
+            switch answer.withUnsafeBytes({ Array($0) }) {
+            case [0x31]: return true
+            case [0x32] where no != nil: return false
+            default: return nil
+            }
+        })
+
+    /// Parses the identity files given to `-i` (`-` is standard input): age identities, SSH
+    /// private keys, plugin identities and passphrase-encrypted identity files, whose
+    /// passphrase comes from `passphraseFile` or the terminal when first needed.
+    static func identities(files: [String], passphrase given: SecretBytes?) throws -> [any AgeIdentity] {
+        var identities = [any AgeIdentity]()
+        for file in files {
+            // Whole (an encrypted identity file is binary: no newline dropped), at most 16 MiB as
+            // age reads. The buffer is locked memory of the size allowed, so a regular file gets
+            // one of its own size (locking 16 MiB costs about 10 ms), standard input 1 MiB.
+            let contents: SecretBytes
+            if file == "-" {
+                contents = try SecretBytes(readingFrom: 0, maxLength: 1 << 20, trimNewline: false, name: "standard input")
+            } else {
+                let fd = open(file, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else { throw CipherError.io("cannot open \(file): \(String(cString: strerror(errno)))") }
+                defer { close(fd) }
+                let size = (try? FileCalls.status(fd)).flatMap { $0.isRegularFile ? Int($0.size) : nil } ?? (1 << 20)
+                guard size <= 16 << 20 else { throw CipherError.io("\(file) is larger than 16 MiB, which no identity file is") }
+                contents = try SecretBytes(readingFrom: fd, maxLength: max(size, 1), trimNewline: false, name: file)
+            }
+            defer { contents.wipe() }
+            let name = file == "-" ? "standard input" : file
+            let passphrase: @Sendable () throws -> SecretBytes = {
+                if let given { return given.slice(0..<given.count) }
+                return try CLI.passphrase(file: nil, prompt: "Enter passphrase for identity file \(name.debugDescription): ")
+            }
+            identities += try AgeKeys.identities(fileContents: contents, name: name, passphrase: passphrase, ui: pluginUI)
+        }
+        return identities
+    }
 }
 
 struct EncryptCommand: ParsableCommand {
@@ -57,20 +117,27 @@ struct EncryptCommand: ParsableCommand {
         When OUTPUT is INPUT (or the file on stdin), the file is encrypted in place: the age \
         file replaces it atomically and the old plaintext blocks are overwritten (the shredder's \
         report goes to stderr). \
-        Recipients are age1… (X25519) and age1pq1… (post-quantum hybrid) public keys.
+        Recipients are age1… (X25519) and age1pq1… (post-quantum hybrid) public keys, SSH \
+        public keys (ssh-ed25519, ssh-rsa of 2048 bits or more; -R reads .pub and \
+        authorized_keys files, skipping other SSH key types with a warning), and plugin \
+        recipients age1NAME1…, handled by the program age-plugin-NAME on the PATH.
 
         Examples:
           securefoundation keygen -o key.txt
+          securefoundation encrypt -R ~/.ssh/id_ed25519.pub -o doc.pdf.age doc.pdf
           securefoundation encrypt -r age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p -o doc.pdf.age doc.pdf
           securefoundation encrypt -R team.txt -a < notes.txt > notes.txt.age
           securefoundation encrypt -p -o secrets.tar.age secrets.tar
         """
     )
 
-    @Option(name: [.customShort("r"), .customLong("recipient")], help: "Encrypt to this recipient (age1… or age1pq1…). Repeatable.")
+    @Flag(name: [.customShort("e"), .customLong("encrypt")], help: "Accepted for age's command line; encrypt is the mode anyway.")
+    var encryptMode = false
+
+    @Option(name: [.customShort("r"), .customLong("recipient")], help: "Encrypt to this recipient (age1…, age1pq1…, \"ssh-ed25519 AAAA…\", \"ssh-rsa AAAA…\", age1NAME1… of a plugin). Repeatable.")
     var recipients: [String] = []
 
-    @Option(name: [.customShort("R"), .customLong("recipients-file")], help: "Encrypt to the recipients listed in this file, one per line (`-` for stdin). Repeatable.")
+    @Option(name: [.customShort("R"), .customLong("recipients-file")], help: "Encrypt to the recipients listed in this file, one per line, such as an SSH .pub or authorized_keys file (`-` for stdin). Repeatable.")
     var recipientsFiles: [String] = []
 
     @Flag(name: [.customShort("p"), .customLong("passphrase")], help: "Encrypt with a passphrase read from the terminal (scrypt, N = 2^18).")
@@ -138,12 +205,14 @@ struct EncryptRequest: Equatable, AgeRequest {
     func run() throws {
         do {
             var list = [any AgeRecipient]()
-            for text in recipients { list.append(try AgeKeys.recipient(text)) }
+            for text in recipients { list.append(try AgeKeys.recipient(text, ui: AgeCLI.pluginUI)) }
             for file in recipientsFiles {
                 // `-R -` reads the recipients from standard input, as `-i -` reads identities.
                 let contents = String(decoding: try CLI.readInput(file, maxLength: 16 << 20), as: UTF8.self)
-                list += try AgeKeys.recipients(fileContents: contents, name: file)
+                list += try AgeKeys.recipients(fileContents: contents, name: file, ui: AgeCLI.pluginUI) { CLI.warn("securefoundation: warning: \($0)") }
             }
+            // One run of each plugin per file, for all its recipients.
+            list = AgePlugin.grouped(list)
             var secret: SecretBytes?
             defer { secret?.wipe() }
             if passphrase || passphraseFile != nil {
@@ -206,7 +275,12 @@ struct DecryptCommand: ParsableCommand {
         plaintext appears only once the whole file authenticated; on stdout (or a device or \
         FIFO given to -o), plaintext is written as it is verified and a failure stops it. A \
         symbolic link, directory or socket given to -o is refused. Without -i and --passphrase-file, \
-        a passphrase-encrypted file asks for the passphrase on the terminal.
+        a passphrase-encrypted file asks for the passphrase on the terminal. \
+        An identity file (-i) holds AGE-SECRET-KEY-1…, AGE-SECRET-KEY-PQ-1… or AGE-PLUGIN-… \
+        lines, or is an SSH private key (ssh-ed25519, ssh-rsa; OpenSSH format without \
+        passphrase), or an age file encrypted with a passphrase that holds such lines (asked \
+        on the terminal when first needed, or read from --passphrase-file). -j NAME uses the \
+        plugin age-plugin-NAME with its default identity.
 
         Exit status (docs/CLI.md): 0 success, 2 damaged or tampered (header, header MAC, \
         payload, armor), 3 no identity or passphrase matched, 74 a file cannot be read or \
@@ -215,11 +289,19 @@ struct DecryptCommand: ParsableCommand {
         Examples:
           securefoundation decrypt -i key.txt -o doc.pdf doc.pdf.age
           securefoundation decrypt --passphrase-file pass.txt < secrets.tar.age > secrets.tar
+          securefoundation decrypt -i ~/.ssh/id_ed25519 -o doc.pdf doc.pdf.age
+          securefoundation decrypt -j yubikey -o doc.pdf doc.pdf.age
         """
     )
 
-    @Option(name: [.customShort("i"), .customLong("identity")], help: "Use the identities in this file (AGE-SECRET-KEY-1… lines). Repeatable.")
+    @Flag(name: [.customShort("d"), .customLong("decrypt")], help: "Accepted for age's command line; decrypt is the mode anyway.")
+    var decryptMode = false
+
+    @Option(name: [.customShort("i"), .customLong("identity")], help: "Use the identities in this file (age keys, plugin identities, an SSH private key, or a passphrase-encrypted identity file). Repeatable.")
     var identityFiles: [String] = []
+
+    @Option(name: [.customShort("j")], help: ArgumentHelp("Use the plugin age-plugin-NAME with its default identity. Repeatable.", valueName: "plugin-name"))
+    var plugins: [String] = []
 
     @Option(name: .customLong("passphrase-file"), help: "Use the passphrase in this file (`-` for stdin).")
     var passphraseFile: String?
@@ -232,7 +314,7 @@ struct DecryptCommand: ParsableCommand {
 
     /// The request these options make (``DecryptRequest``, which does the work).
     var request: DecryptRequest {
-        DecryptRequest(identityFiles: identityFiles, passphraseFile: passphraseFile, output: output, input: input)
+        DecryptRequest(identityFiles: identityFiles, plugins: plugins, passphraseFile: passphraseFile, output: output, input: input)
     }
 
     func validate() throws { try request.validate() }
@@ -243,6 +325,7 @@ struct DecryptCommand: ParsableCommand {
 /// What `decrypt` is asked to do, as plain values (see ``EncryptRequest``).
 struct DecryptRequest: Equatable, AgeRequest {
     var identityFiles: [String] = []
+    var plugins: [String] = []
     var passphraseFile: String?
     var output: String?
     var input: String?
@@ -258,20 +341,17 @@ struct DecryptRequest: Equatable, AgeRequest {
 
     func run() throws {
         do {
-            var identities = [any AgeIdentity]()
-            for file in identityFiles {
-                let contents = file == "-" ? try SecretBytes(readingFrom: 0, maxLength: 1 << 20, name: "standard input")
-                                           : try SecretBytes(contentsOfFile: file, maxLength: 1 << 20)
-                defer { contents.wipe() }
-                identities += try AgeKeys.identities(fileContents: contents, name: file)
-            }
+            // --passphrase-file serves a passphrase-encrypted input and encrypted identity files.
             var secret: SecretBytes?
             defer { secret?.wipe() }
-            if let passphraseFile {
-                let value = try CLI.passphrase(file: passphraseFile)
-                secret = value
-                identities.append(ScryptIdentity(passphrase: value))
+            if let passphraseFile { secret = try CLI.passphrase(file: passphraseFile) }
+            var identities = try AgeCLI.identities(files: identityFiles, passphrase: secret)
+            for name in plugins {
+                identities.append(try AgePluginIdentity(try AgePlugin.defaultIdentity(name: name), ui: AgeCLI.pluginUI))
             }
+            // One run of each plugin per file, for all its identities.
+            identities = AgePlugin.grouped(identities)
+            if let secret { identities.append(ScryptIdentity(passphrase: secret)) }
             if identities.isEmpty {
                 identities.append(LazyPassphraseIdentity { try Terminal.readSecret(prompt: "Enter passphrase: ") })
             }
@@ -301,13 +381,17 @@ struct KeygenCommand: ParsableCommand {
           # public key: age1…
           AGE-SECRET-KEY-1…
         With -o the file is created with mode 0600 (an existing file is not overwritten) and the \
-        public key is also printed on stderr. --pq makes a post-quantum hybrid identity \
-        (AGE-SECRET-KEY-PQ-1…, recipient age1pq1…). With -y, prints the recipient of each \
-        identity in FILE (or stdin).
+        public key is also printed on stderr. --pq (or -pq, as age-keygen spells it) makes a \
+        post-quantum hybrid identity (AGE-SECRET-KEY-PQ-1…, recipient age1pq1…). With \
+        --passphrase (or --passphrase-file) the identity file is written as an armored age file \
+        encrypted with that passphrase (as `age-keygen | age -p -a` would), which -i of \
+        decrypt reads; the public key is printed on stderr. With -y, prints the recipient of \
+        each identity in FILE (or stdin): age keys, SSH private keys, encrypted identity files.
 
         Examples:
           securefoundation keygen -o key.txt
-          securefoundation keygen --pq > pq-key.txt
+          securefoundation keygen -pq > pq-key.txt
+          securefoundation keygen --passphrase -o key.age
           securefoundation keygen -y key.txt
         """
     )
@@ -315,8 +399,14 @@ struct KeygenCommand: ParsableCommand {
     @Option(name: [.customShort("o"), .customLong("output")], help: "Write the identity to this file (mode 0600) instead of stdout.")
     var output: String?
 
-    @Flag(name: .customLong("pq"), help: "Generate a post-quantum hybrid (ML-KEM-768 + X25519) identity.")
+    @Flag(name: [.customLong("pq"), .customLong("pq", withSingleDash: true)], help: "Generate a post-quantum hybrid (ML-KEM-768 + X25519) identity.")
     var pq = false
+
+    @Flag(name: .customLong("passphrase"), help: "Encrypt the identity file with a passphrase read from the terminal (twice).")
+    var passphrase = false
+
+    @Option(name: .customLong("passphrase-file"), help: "Encrypt the identity file with the passphrase in this file (with -y: the passphrase of an encrypted identity file).")
+    var passphraseFile: String?
 
     @Flag(name: .customShort("y"), help: "Print the recipient (public key) of the identities in INPUT or stdin.")
     var convert = false
@@ -327,17 +417,25 @@ struct KeygenCommand: ParsableCommand {
     func validate() throws {
         if input != nil && !convert { throw ValidationError("an input file is only read with -y") }
         if convert && pq { throw ValidationError("-y and --pq cannot be combined") }
+        if convert && passphrase { throw ValidationError("-y and --passphrase cannot be combined; -y asks for the passphrase of an encrypted identity file when it needs it") }
+        if passphrase && passphraseFile != nil { throw ValidationError("give --passphrase or --passphrase-file, not both") }
+        if passphraseFile == "-" && convert && (input == nil || input == "-") {
+            throw ValidationError("stdin cannot hold both the passphrase and the identity file")
+        }
     }
 
     func run() throws {
         do {
             if convert {
-                let contents = (input == nil || input == "-") ? try SecretBytes(readingFrom: 0, maxLength: 1 << 20, name: "standard input")
-                                                              : try SecretBytes(contentsOfFile: input!, maxLength: 1 << 20)
-                defer { contents.wipe() }
+                var secret: SecretBytes?
+                defer { secret?.wipe() }
+                if let passphraseFile { secret = try CLI.passphrase(file: passphraseFile) }
                 var text = ""
-                for identity in try AgeKeys.identities(fileContents: contents, name: input ?? "standard input") {
-                    if let recipient = AgeKeys.recipient(of: identity) { text += recipient + "\n" }
+                for identity in try AgeCLI.identities(files: [input ?? "-"], passphrase: secret) {
+                    let inner = try (identity as? AgeEncryptedIdentityFile)?.identities() ?? [identity]
+                    for identity in inner {
+                        if let recipient = AgeKeys.recipient(of: identity) { text += recipient + "\n" }
+                    }
                 }
                 try AgeCLI.withOutput(output) { fd in
                     try Array(text.utf8).withUnsafeBytes { try SecureFile.writeAll(fd, $0) }
@@ -370,15 +468,36 @@ struct KeygenCommand: ParsableCommand {
                 if try SecureFile.outputTarget(of: output) == .replace && (try? FileCalls.linkStatus(output)) != nil {
                     throw AgeError.invalidArgument("\(output) exists; refusing to overwrite an identity file")
                 }
-                try CLI.writeOutput(to: output) { fd in try file.withUnsafeBytes { try SecureFile.writeAll(fd, $0) } }
+            }
+            var written = file
+            if passphrase || passphraseFile != nil {
+                // An armored age file of the identity file, encrypted with the passphrase.
+                let secret = try CLI.passphrase(file: passphraseFile, prompt: "Passphrase for the new identity file: ", confirm: true)
+                defer { secret.wipe() }
+                written = try Self.encrypted(file, passphrase: secret)
+            }
+            defer { written.wipe() }
+            if let output, output != "-" {
+                try CLI.writeOutput(to: output) { fd in try written.withUnsafeBytes { try SecureFile.writeAll(fd, $0) } }
                 CLI.warn("Public key: \(recipient)")
             } else {
-                try file.withUnsafeBytes { try CLI.writeStdout($0) }
+                try written.withUnsafeBytes { try CLI.writeStdout($0) }
+                if passphrase || passphraseFile != nil { CLI.warn("Public key: \(recipient)") }
             }
         } catch let error as ValidationError {
             throw error
         } catch {
             throw CLI.fail(error)
         }
+    }
+
+    /// `file` encrypted with `passphrase` (scrypt, age's work factor), armored.
+    static func encrypted(_ file: SecretBytes, passphrase: SecretBytes) throws -> SecretBytes {
+        // Ciphertext only: the plaintext goes from locked memory straight into the encryptor.
+        var out = [UInt8]()
+        let encryptor = try AgeEncryptor(recipients: [try ScryptRecipient(passphrase: passphrase)], armor: true) { out += $0 }
+        try file.withUnsafeBytes { try encryptor.update($0) }
+        try encryptor.finish()
+        return SecretBytes(copying: out)
     }
 }

@@ -43,6 +43,8 @@ enum AgeFastPath {
     }
 
     static let encryptOptions: [Option<EncryptRequest>] = [
+        // age's mode flag: accepted, changes nothing.
+        Option(["-e", "--encrypt"], value: false) { _, _ in },
         Option(["-r", "--recipient"], repeatable: true) { $0.recipients.append($1) },
         Option(["-R", "--recipients-file"], repeatable: true) { $0.recipientsFiles.append($1) },
         Option(["-p", "--passphrase"], value: false) { request, _ in request.passphrase = true },
@@ -52,7 +54,9 @@ enum AgeFastPath {
     ]
 
     static let decryptOptions: [Option<DecryptRequest>] = [
+        Option(["-d", "--decrypt"], value: false) { _, _ in },
         Option(["-i", "--identity"], repeatable: true) { $0.identityFiles.append($1) },
+        Option(["-j"], repeatable: true) { $0.plugins.append($1) },
         Option(["--passphrase-file"]) { $0.passphraseFile = $1 },
         Option(["-o", "--output"]) { $0.output = $1 },
     ]

@@ -1,0 +1,436 @@
+import Foundation
+import Cipher
+import CPlatform
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The client side of the age plugin protocol (C2SP age-plugin.md): recipients `age1NAME1…` and
+// identities `AGE-PLUGIN-NAME-1…` are handled by the program `age-plugin-NAME` on the PATH,
+// driven over its standard input and output through the `recipient-v1` and `identity-v1` state
+// machines.
+
+/// How a plugin talks to the user: its messages, and its requests for a PIN, a value or a
+/// confirmation. Every function may refuse (nil, false), which the plugin is told as `fail`.
+public struct AgePluginUI: Sendable {
+    /// Shows a message from the plugin; false when it cannot be shown.
+    public var message: @Sendable (_ plugin: String, _ text: String) -> Bool
+    /// Asks for a secret (a PIN); nil when it cannot be asked.
+    public var requestSecret: @Sendable (_ plugin: String, _ prompt: String) -> SecretBytes?
+    /// Asks for a public value; nil when it cannot be asked.
+    public var requestPublic: @Sendable (_ plugin: String, _ prompt: String) -> String?
+    /// Asks to choose between `yes` and `no` (nil: only `yes` is offered); true for yes,
+    /// false for no, nil when it cannot be asked.
+    public var confirm: @Sendable (_ plugin: String, _ prompt: String, _ yes: String, _ no: String?) -> Bool?
+
+    public init(message: @escaping @Sendable (String, String) -> Bool,
+                requestSecret: @escaping @Sendable (String, String) -> SecretBytes?,
+                requestPublic: @escaping @Sendable (String, String) -> String?,
+                confirm: @escaping @Sendable (String, String, String, String?) -> Bool?) {
+        self.message = message
+        self.requestSecret = requestSecret
+        self.requestPublic = requestPublic
+        self.confirm = confirm
+    }
+
+    /// Messages go to standard error as `[age-plugin-NAME] text`; requests are refused.
+    public static let standardError = AgePluginUI(
+        message: { plugin, text in
+            FileHandle.standardError.write(Data("[age-plugin-\(plugin)] \(text)\n".utf8))
+            return true
+        },
+        requestSecret: { _, _ in nil },
+        requestPublic: { _, _ in nil },
+        confirm: { _, _, _, _ in nil })
+}
+
+/// Names and encodings of plugin recipients and identities.
+public enum AgePlugin {
+    /// The plugin name of an `age1NAME1…` recipient, or nil for a native or malformed one.
+    public static func name(ofRecipient recipient: String) -> String? {
+        guard let (hrp, _) = Bech32.decode(recipient), hrp.hasPrefix("age1"), hrp.count > 4, hrp != "age1pq" else { return nil }
+        let name = String(hrp.dropFirst(4))
+        return isValidName(name) ? name : nil
+    }
+
+    /// The plugin name of an `AGE-PLUGIN-NAME-1…` identity, or nil.
+    public static func name(ofIdentity identity: String) -> String? {
+        guard let (hrp, _) = Bech32.decode(identity), hrp.hasPrefix("age-plugin-"), hrp.hasSuffix("-"), hrp.count > 12 else { return nil }
+        let name = String(hrp.dropFirst(11).dropLast())
+        return isValidName(name) ? name : nil
+    }
+
+    /// The identity `age -j NAME` means: `AGE-PLUGIN-NAME-1` with no data, which asks the
+    /// plugin for its default key.
+    public static func defaultIdentity(name: String) throws -> String {
+        guard isValidName(name) else { throw AgeError.invalidArgument("\(name.prefix(40).debugDescription) is not a plugin name (letters, digits, `.`, `_`, `+`, `-`)") }
+        return String(decoding: Bech32.encode(hrp: "age-plugin-\(name.lowercased())-", data: [], uppercase: true), as: UTF8.self)
+    }
+
+    /// Names are the suffix of a program name: lowercase letters, digits and `._+-`, so no
+    /// name reaches outside the PATH's directories.
+    static func isValidName(_ name: String) -> Bool {
+        !name.isEmpty && name.count <= 64 && name.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2e || $0 == 0x5f || $0 == 0x2b || $0 == 0x2d }
+            && !name.hasPrefix(".")
+    }
+
+    /// The path of `age-plugin-NAME` in `searchPath` (directories separated by `:`; nil:
+    /// `$PATH`), or nil.
+    static func locate(_ name: String, searchPath: String? = nil) -> String? {
+        let path = searchPath ?? ProcessInfo.processInfo.environment["PATH"] ?? ""
+        for directory in path.split(separator: ":") where !directory.isEmpty {
+            let candidate = directory + "/age-plugin-" + name
+            var info = stat()
+            if access(candidate, X_OK) == 0, stat(candidate, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { return candidate }
+        }
+        return nil
+    }
+
+    /// Groups the plugin recipients of `recipients` by plugin, one ``AgePluginRecipient`` each,
+    /// so each plugin runs once per file; other recipients are kept as they are, in order.
+    public static func grouped(_ recipients: [any AgeRecipient]) -> [any AgeRecipient] {
+        var result = [any AgeRecipient]()
+        var groups = [String: Int]()
+        for recipient in recipients {
+            guard let plugin = recipient as? AgePluginRecipient else { result.append(recipient); continue }
+            if let index = groups[plugin.name], let existing = result[index] as? AgePluginRecipient {
+                result[index] = AgePluginRecipient(name: plugin.name, recipients: existing.recipients + plugin.recipients,
+                                                   identities: existing.identities + plugin.identities, ui: existing.ui,
+                                                   searchPath: existing.searchPath)
+            } else {
+                groups[plugin.name] = result.count
+                result.append(plugin)
+            }
+        }
+        return result
+    }
+
+    /// Groups the plugin identities of `identities` by plugin, as ``grouped(_:)-(_)`` does for recipients.
+    public static func grouped(_ identities: [any AgeIdentity]) -> [any AgeIdentity] {
+        var result = [any AgeIdentity]()
+        var groups = [String: Int]()
+        for identity in identities {
+            guard let plugin = identity as? AgePluginIdentity else { result.append(identity); continue }
+            if let index = groups[plugin.name], let existing = result[index] as? AgePluginIdentity {
+                result[index] = AgePluginIdentity(name: plugin.name, identities: existing.identities + plugin.identities, ui: existing.ui,
+                                                  searchPath: existing.searchPath)
+            } else {
+                groups[plugin.name] = result.count
+                result.append(plugin)
+            }
+        }
+        return result
+    }
+}
+
+/// Recipients handled by a plugin (`age1NAME1…`, or identities `AGE-PLUGIN-NAME-1…` encrypted
+/// to): wrapping runs `age-plugin-NAME --age-plugin=recipient-v1`.
+public struct AgePluginRecipient: AgeRecipient, CustomStringConvertible {
+    /// The plugin name.
+    public let name: String
+    /// The `age1NAME1…` recipients.
+    public let recipients: [String]
+    /// Identities to encrypt to (`AGE-PLUGIN-NAME-1…`), as the protocol allows.
+    public let identities: [String]
+    let ui: AgePluginUI
+    let searchPath: String?
+
+    /// Parses an `age1NAME1…` recipient.
+    /// - Parameters:
+    ///   - ui: How the plugin talks to the user.
+    ///   - searchPath: Where to look for `age-plugin-NAME` (directories separated by `:`); nil: `$PATH`.
+    /// - Throws: ``AgeError/invalidRecipient(_:)``.
+    public init(_ recipient: String, ui: AgePluginUI = .standardError, searchPath: String? = nil) throws {
+        guard let name = AgePlugin.name(ofRecipient: recipient) else {
+            throw AgeError.invalidRecipient("\(recipient.prefix(24))… is not a plugin recipient (age1NAME1…)")
+        }
+        self.init(name: name, recipients: [recipient.lowercased()], identities: [], ui: ui, searchPath: searchPath)
+    }
+
+    init(name: String, recipients: [String], identities: [String], ui: AgePluginUI, searchPath: String? = nil) {
+        self.name = name
+        self.recipients = recipients
+        self.identities = identities
+        self.ui = ui
+        self.searchPath = searchPath
+    }
+
+    public var description: String { recipients.joined(separator: "\n") }
+
+    /// Runs the plugin's `recipient-v1` state machine for this file key.
+    /// - Throws: ``AgeError/invalidRecipient(_:)`` with the plugin's error, or when the plugin
+    ///   is missing, fails or breaks the protocol.
+    public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
+        let session = try PluginSession(name: name, stateMachine: "recipient-v1", searchPath: searchPath, failure: AgeError.invalidRecipient)
+        defer { session.end() }
+        for recipient in recipients { try session.send("add-recipient", [recipient]) }
+        for identity in identities { try session.send("add-identity", [identity]) }
+        try fileKey.withUnsafeBytes { try session.send("wrap-file-key", [], body: Array($0)) }
+        try session.send("done", [])
+        var stanzas = [AgeStanza]()
+        var errors = [String]()
+        for _ in 0..<PluginSession.maxCommands {
+            let command = try session.receive()
+            switch command.type {
+            case "recipient-stanza":
+                guard command.arguments.count >= 2, command.arguments[0] == "0" else {
+                    throw session.failure("sent a recipient-stanza for a file it was not given")
+                }
+                stanzas.append(AgeStanza(type: command.arguments[1], arguments: Array(command.arguments.dropFirst(2)), body: command.body))
+                try session.send("ok", [])
+            case "error":
+                errors.append(String(decoding: command.body, as: UTF8.self))
+                try session.send("ok", [])
+            case "done":
+                guard errors.isEmpty else { throw session.failure(errors.joined(separator: "; ")) }
+                guard !stanzas.isEmpty else { throw session.failure("returned no stanza") }
+                guard stanzas.count <= recipients.count + identities.count else { throw session.failure("returned more stanzas than recipients") }
+                if stanzas.contains(where: { $0.type == "scrypt" }) { throw session.failure("returned an scrypt stanza") }
+                return stanzas
+            default:
+                try session.interact(command, ui: ui)
+            }
+        }
+        throw session.failure("sent more than \(PluginSession.maxCommands) commands")
+    }
+}
+
+/// Identities handled by a plugin (`AGE-PLUGIN-NAME-1…`): unwrapping runs
+/// `age-plugin-NAME --age-plugin=identity-v1` with every stanza of the header.
+public struct AgePluginIdentity: AgeIdentity {
+    /// The plugin name.
+    public let name: String
+    /// The `AGE-PLUGIN-NAME-1…` identities.
+    public let identities: [String]
+    let ui: AgePluginUI
+    let searchPath: String?
+
+    /// Parses an `AGE-PLUGIN-NAME-1…` identity.
+    /// - Parameters:
+    ///   - ui: How the plugin talks to the user.
+    ///   - searchPath: Where to look for `age-plugin-NAME` (directories separated by `:`); nil: `$PATH`.
+    /// - Throws: ``AgeError/invalidIdentity(_:)``.
+    public init(_ identity: String, ui: AgePluginUI = .standardError, searchPath: String? = nil) throws {
+        guard let name = AgePlugin.name(ofIdentity: identity) else {
+            throw AgeError.invalidIdentity("not a plugin identity (AGE-PLUGIN-NAME-1…)")
+        }
+        self.init(name: name, identities: [identity.uppercased()], ui: ui, searchPath: searchPath)
+    }
+
+    init(name: String, identities: [String], ui: AgePluginUI, searchPath: String? = nil) {
+        self.name = name
+        self.identities = identities
+        self.ui = ui
+        self.searchPath = searchPath
+    }
+
+    /// The recipient for encrypting to these identities through the plugin (`-e -i` in age).
+    public var recipient: AgePluginRecipient {
+        AgePluginRecipient(name: name, recipients: [], identities: identities, ui: ui, searchPath: searchPath)
+    }
+
+    /// Runs the plugin's `identity-v1` state machine on the header's stanzas.
+    /// - Throws: ``AgeError/headerFailure(_:)`` when the plugin finds a stanza of its type
+    ///   malformed, ``AgeError/invalidIdentity(_:)`` for its other errors, a missing plugin or
+    ///   a protocol failure.
+    public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
+        let session = try PluginSession(name: name, stateMachine: "identity-v1", searchPath: searchPath, failure: AgeError.invalidIdentity)
+        defer { session.end() }
+        for identity in identities { try session.send("add-identity", [identity]) }
+        for stanza in stanzas { try session.send("recipient-stanza", ["0", stanza.type] + stanza.arguments, body: stanza.body) }
+        try session.send("done", [])
+        var fileKey: SecretBytes?
+        var stanzaErrors = [String]()
+        var errors = [String]()
+        for _ in 0..<PluginSession.maxCommands {
+            let command = try session.receive()
+            switch command.type {
+            case "file-key":
+                guard command.arguments == ["0"] else { throw session.failure("sent a file key for a file it was not given") }
+                guard fileKey == nil else { throw session.failure("sent two file keys for one file") }
+                guard command.body.count == 16 else { throw session.failure("sent a \(command.body.count)-byte file key, not 16") }
+                fileKey = SecretBytes(copying: command.body)
+                Scrub.zero(command.body)
+                try session.send("ok", [])
+            case "error":
+                let text = String(decoding: command.body, as: UTF8.self)
+                if command.arguments.first == "stanza" { stanzaErrors.append(text) } else { errors.append(text) }
+                try session.send("ok", [])
+            case "done":
+                if !stanzaErrors.isEmpty {
+                    fileKey?.wipe()
+                    throw AgeError.headerFailure("age-plugin-\(name): \(stanzaErrors.joined(separator: "; "))")
+                }
+                if fileKey == nil && !errors.isEmpty { throw session.failure(errors.joined(separator: "; ")) }
+                return fileKey
+            default:
+                try session.interact(command, ui: ui)
+            }
+        }
+        fileKey?.wipe()
+        throw session.failure("sent more than \(PluginSession.maxCommands) commands")
+    }
+}
+
+/// One run of a plugin program: stanzas written to its standard input and read from its
+/// standard output; its standard error is the caller's.
+final class PluginSession {
+    /// Bounds on what a plugin may send: commands per session, bytes per line and per body.
+    static let maxCommands = 10_000
+    static let maxLine = 64 << 10
+    static let maxBody = 1 << 20
+
+    let name: String
+    let pid: pid_t
+    let input: Int32
+    let output: Int32
+    let makeFailure: (String) -> AgeError
+    private var buffer = [UInt8]()
+    private var closed = false
+
+    init(name: String, stateMachine: String, searchPath: String?, failure: @escaping (String) -> AgeError) throws {
+        self.name = name
+        self.makeFailure = failure
+        guard let path = AgePlugin.locate(name, searchPath: searchPath) else {
+            throw failure("age-plugin-\(name) is not on the PATH; install the plugin (or put it in a directory of $PATH)")
+        }
+        var stdinPipe: [Int32] = [0, 0], stdoutPipe: [Int32] = [0, 0]
+        guard sf_pipe_cloexec(&stdinPipe) == 0 else { throw AgeError.io("pipe: \(String(cString: strerror(errno)))") }
+        guard sf_pipe_cloexec(&stdoutPipe) == 0 else {
+            close(stdinPipe[0]); close(stdinPipe[1])
+            throw AgeError.io("pipe: \(String(cString: strerror(errno)))")
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
+        let arguments = [path, "--age-plugin=\(stateMachine)"]
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var child: pid_t = 0
+        let spawned = posix_spawn(&child, path, &actions, nil, &argv, environ)
+        close(stdinPipe[0]); close(stdoutPipe[1])
+        guard spawned == 0 else {
+            close(stdinPipe[1]); close(stdoutPipe[0])
+            throw failure("cannot run \(path): \(String(cString: strerror(spawned)))")
+        }
+        // A plugin that exits early must not end this process by SIGPIPE.
+        signal(SIGPIPE, SIG_IGN)
+        pid = child
+        input = stdinPipe[1]
+        output = stdoutPipe[0]
+    }
+
+    func failure(_ text: String) -> AgeError { makeFailure("age-plugin-\(name): \(text)") }
+
+    /// Closes the pipes and reaps the plugin: a plugin exits once its input ends; one that
+    /// has not after 5 s (checked every 10 ms) is killed.
+    func end() {
+        guard !closed else { return }
+        closed = true
+        Glibc.close(input)
+        Glibc.close(output)
+        var status: Int32 = 0
+        var reaped = false
+        for _ in 0..<500 {
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid || (result < 0 && errno != EINTR) { reaped = true; break }
+            usleep(10_000)
+        }
+        if !reaped {
+            kill(pid, SIGKILL)
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        }
+        Scrub.zero(buffer)
+    }
+
+    deinit { end() }
+
+    func send(_ command: String, _ arguments: [String], body: [UInt8] = []) throws {
+        var bytes = AgeStanza(type: command, arguments: arguments, body: body).encoded()
+        defer { Scrub.zero(bytes); bytes = [] }
+        try bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = write(input, raw.baseAddress! + offset, raw.count - offset)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { throw failure("stopped reading its input (it exited, or failed; see its messages above)") }
+                offset += n
+            }
+        }
+    }
+
+    private func readLine() throws -> [UInt8] {
+        for _ in 0..<(Self.maxLine / 512 + 2) {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                let line = Array(buffer[..<newline])
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            guard buffer.count <= Self.maxLine else { throw failure("sent a line longer than \(Self.maxLine) bytes") }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            var n = 0
+            repeat { n = read(output, &chunk, chunk.count) } while n < 0 && errno == EINTR
+            if n <= 0 { throw failure("exited before the end of the protocol (see its messages above)") }
+            buffer += chunk[0..<n]
+            Scrub.zero(chunk)
+        }
+        throw failure("sent a line longer than \(Self.maxLine) bytes")
+    }
+
+    /// Reads one stanza: `-> COMMAND ARGS…` and its base64 body, up to the short line.
+    func receive() throws -> AgeStanza {
+        let first = try readLine()
+        guard first.starts(with: Array("-> ".utf8)) else { throw failure("sent a line that is not a stanza") }
+        var arguments = [String]()
+        for argument in first.dropFirst(3).split(separator: 0x20, omittingEmptySubsequences: false) {
+            guard !argument.isEmpty, argument.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+                throw failure("sent a stanza with an empty or non-printable argument")
+            }
+            arguments.append(String(decoding: argument, as: UTF8.self))
+        }
+        guard let type = arguments.first else { throw failure("sent a stanza without a command") }
+        var body = [UInt8]()
+        for _ in 0...(Self.maxBody / 48 + 1) {
+            let line = try readLine()
+            guard line.count <= 64, let decoded = AgeBase64.decode(line) else { throw failure("sent a body line that is not canonical base64") }
+            body += decoded
+            Scrub.zero(line)
+            guard body.count <= Self.maxBody else { throw failure("sent a body larger than \(Self.maxBody) bytes") }
+            if line.count < 64 { return AgeStanza(type: type, arguments: Array(arguments.dropFirst()), body: body) }
+        }
+        throw failure("sent a body larger than \(Self.maxBody) bytes")
+    }
+
+    /// Answers the requests both state machines share (messages, PINs, confirmations) and
+    /// `unsupported` to anything else.
+    func interact(_ command: AgeStanza, ui: AgePluginUI) throws {
+        let text = String(decoding: command.body, as: UTF8.self)
+        switch command.type {
+        case "msg":
+            try send(ui.message(name, text) ? "ok" : "fail", [])
+        case "request-secret":
+            if let secret = ui.requestSecret(name, text) {
+                defer { secret.wipe() }
+                try secret.withUnsafeBytes { try send("ok", [], body: Array($0)) }
+            } else {
+                try send("fail", [])
+            }
+        case "request-public":
+            if let value = ui.requestPublic(name, text) { try send("ok", [], body: Array(value.utf8)) } else { try send("fail", []) }
+        case "confirm":
+            guard let yesArgument = command.arguments.first, let yes = AgeBase64.decode(Array(yesArgument.utf8)) else {
+                throw failure("sent a confirm request without its yes string")
+            }
+            let no = command.arguments.count > 1 ? AgeBase64.decode(Array(command.arguments[1].utf8)).map { String(decoding: $0, as: UTF8.self) } : nil
+            switch ui.confirm(name, text, String(decoding: yes, as: UTF8.self), no) {
+            case true?: try send("ok", ["yes"])
+            case false?: try send("ok", ["no"])
+            case nil: try send("fail", [])
+            }
+        default:
+            try send("unsupported", [])
+        }
+    }
+}
