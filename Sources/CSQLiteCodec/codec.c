@@ -42,6 +42,9 @@ typedef struct sf_entry {
     char *path;
     int users;
     atomic_int revoked;
+    // One more at every revoke: a file opened before it stays refused even when the key comes
+    // back for a new opening after the next unlock.
+    atomic_uint revoke_epoch;
     int has_key;
     pthread_rwlock_t key_lock;
     uint8_t raw_key[SF_DB_KEY_SIZE];
@@ -64,6 +67,7 @@ enum file_kind { KIND_MAIN = 1, KIND_WAL = 2, KIND_TEMP = 3 };
 typedef struct sf_file {
     sqlite3_file base;
     sf_entry *entry;         // NULL for temporary files
+    unsigned epoch;          // the entry's revoke epoch when the file was opened
     int kind;
     char *temp_name;         // temporary files: the name given to the wrapped VFS
     sqlite3_int64 last_header_offset;
@@ -195,19 +199,25 @@ int sf_db_codec_detach(const char *full_path) {
 }
 
 int sf_db_codec_revoke(const char *full_path) {
-    sf_entry *e = find_entry(full_path);
-    if (e == NULL) { return SF_DB_NOT_ATTACHED; }
-    atomic_store(&e->revoked, 1);
-    atomic_fetch_add(&revocations, 1);
+    pthread_mutex_lock(&registry_lock);
+    sf_entry *e = find_entry_locked(full_path);
+    if (e == NULL) { pthread_mutex_unlock(&registry_lock); return SF_DB_NOT_ATTACHED; }
     pthread_rwlock_wrlock(&e->key_lock);
+    atomic_store(&e->revoked, 1);
+    atomic_fetch_add(&e->revoke_epoch, 1);
+    atomic_fetch_add(&revocations, 1);
     wipe_key_locked(e);
     pthread_rwlock_unlock(&e->key_lock);
+    pthread_mutex_unlock(&registry_lock);
     return SF_DB_OK;
 }
 
 int sf_db_codec_is_live(const char *full_path) {
-    sf_entry *e = find_entry(full_path);
-    return e != NULL && e->users > 0 && !atomic_load(&e->revoked);
+    pthread_mutex_lock(&registry_lock);
+    sf_entry *e = find_entry_locked(full_path);
+    int live = e != NULL && e->users > 0 && !atomic_load(&e->revoked);
+    pthread_mutex_unlock(&registry_lock);
+    return live;
 }
 
 uint64_t sf_db_codec_tamper_count(void) { return atomic_load(&tamper_count); }
@@ -235,8 +245,12 @@ static int guard_callback(void *context) {
         || file->pMethods != &codec_methods) {
         return 1;
     }
-    sf_entry *e = ((sf_file *)file)->entry;
-    if (e == NULL || !atomic_load_explicit(&e->revoked, memory_order_relaxed)) { return 0; }
+    sf_file *f = (sf_file *)file;
+    sf_entry *e = f->entry;
+    if (e == NULL || (!atomic_load_explicit(&e->revoked, memory_order_relaxed)
+                      && atomic_load_explicit(&e->revoke_epoch, memory_order_relaxed) == f->epoch)) {
+        return 0;
+    }
     for (sqlite3_stmt *stmt = sqlite3_next_stmt(db, NULL); stmt != NULL; stmt = sqlite3_next_stmt(db, stmt)) {
         if (sqlite3_stmt_busy(stmt) && !is_transaction_end(sqlite3_sql(stmt))) { return 1; }
     }
@@ -352,7 +366,7 @@ int sf_db_codec_check_first_page(const char *path, const uint8_t *key, size_t ke
 
 static int begin_key_use(sf_file *f) {
     pthread_rwlock_rdlock(&f->entry->key_lock);
-    if (atomic_load(&f->entry->revoked) || !f->entry->has_key) {
+    if (atomic_load(&f->entry->revoked) || !f->entry->has_key || atomic_load(&f->entry->revoke_epoch) != f->epoch) {
         pthread_rwlock_unlock(&f->entry->key_lock);
         return 0;
     }
@@ -374,7 +388,9 @@ static int x_close(sqlite3_file *file) {
 static int read_main_page(sf_file *f, uint32_t pgno, uint8_t *page) {
     int rc = f->real->pMethods->xRead(f->real, page, PAGE, (sqlite3_int64)(pgno - 1) * PAGE);
     if (rc == SQLITE_IOERR_SHORT_READ) {
-        if (is_zero(page, PAGE)) { return SQLITE_IOERR_SHORT_READ; }
+        // SQLite reads past the end of the file only for the header of an empty database; a
+        // later page missing means the file was cut (SQLite would take it as zeros).
+        if (pgno == 1 && is_zero(page, PAGE)) { return SQLITE_IOERR_SHORT_READ; }
         atomic_fetch_add(&tamper_count, 1);
         memset(page, 0, PAGE);
         return SQLITE_IOERR_DATA;   // a page cut short
@@ -450,13 +466,9 @@ static int main_write(sf_file *f, const uint8_t *in, int amount, sqlite3_int64 o
     return rc;
 }
 
-/// The page number in the WAL frame header at `header_offset`, from the buffer when it holds
-/// the header, else from the file.
+/// The page number in the WAL frame header at `header_offset`, read from the file (another
+/// connection may have rewritten the WAL since this one wrote a header there).
 static int wal_frame_pgno(sf_file *f, sqlite3_int64 header_offset, uint32_t *pgno) {
-    if (f->last_header_offset == header_offset && f->last_header_pgno != 0) {
-        *pgno = f->last_header_pgno;
-        return SQLITE_OK;
-    }
     uint8_t header[4];
     int rc = f->real->pMethods->xRead(f->real, header, 4, header_offset);
     if (rc != SQLITE_OK) { return rc == SQLITE_IOERR_SHORT_READ ? SQLITE_IOERR_DATA : rc; }
@@ -545,7 +557,14 @@ static int wal_write(sf_file *f, const uint8_t *in, int amount, sqlite3_int64 of
     }
     if (within == WAL_FRAME_HEADER && amount == PAGE) {
         uint32_t pgno;
-        int rc = wal_frame_pgno(f, offset - WAL_FRAME_HEADER, &pgno);
+        int rc = SQLITE_OK;
+        if (f->last_header_offset == offset - WAL_FRAME_HEADER && f->last_header_pgno != 0) {
+            // The header this connection wrote just before (the usual order of a frame).
+            pgno = f->last_header_pgno;
+        } else {
+            rc = wal_frame_pgno(f, offset - WAL_FRAME_HEADER, &pgno);
+        }
+        f->last_header_pgno = 0;
         if (rc != SQLITE_OK) { return rc; }
         uint8_t *page = sqlite3_malloc(PAGE);
         if (page == NULL) { return SQLITE_IOERR_NOMEM; }
@@ -584,7 +603,9 @@ static int x_write(sqlite3_file *file, const void *buffer, int amount, sqlite3_i
     return rc;
 }
 
-static int revoked(sf_file *f) { return f->entry != NULL && atomic_load(&f->entry->revoked); }
+static int revoked(sf_file *f) {
+    return f->entry != NULL && (atomic_load(&f->entry->revoked) || atomic_load(&f->entry->revoke_epoch) != f->epoch);
+}
 
 static int x_truncate(sqlite3_file *file, sqlite3_int64 size) {
     sf_file *f = (sf_file *)file;
@@ -678,13 +699,17 @@ static const sqlite3_io_methods codec_methods = {
 
 // MARK: VFS
 
+static int has_memory_temp_directory = 0;
+static pthread_once_t memory_temp_once = PTHREAD_ONCE_INIT;
+
+static void find_memory_temp_directory(void) {
+    struct stat st;
+    has_memory_temp_directory = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && access("/dev/shm", W_OK | X_OK) == 0;
+}
+
 static int memory_temp_directory(void) {
-    static int known = -1;
-    if (known < 0) {
-        struct stat st;
-        known = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && access("/dev/shm", W_OK | X_OK) == 0;
-    }
-    return known;
+    pthread_once(&memory_temp_once, find_memory_temp_directory);
+    return has_memory_temp_directory;
 }
 
 static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file, int flags, int *out_flags) {
@@ -716,14 +741,17 @@ static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file, i
     memset(f, 0, sizeof(sf_file));
     f->real = (sqlite3_file *)(((char *)file) + ((sizeof(sf_file) + 15) & ~(size_t)15));
     f->entry = entry;
+    f->epoch = entry != NULL ? atomic_load(&entry->revoke_epoch) : 0;
     f->kind = entry != NULL ? kind : KIND_TEMP;
     const char *real_name = name;
     int real_flags = flags;
     if (temporary) {
         uint8_t random[16];
-        CCryptoBoringSSL_RAND_bytes(random, sizeof random);
-        f->temp_name = sqlite3_mprintf("/dev/shm/securefoundation-sqlite-%016llx%016llx",
-                                       *(unsigned long long *)random, *(unsigned long long *)(random + 8));
+        if (CCryptoBoringSSL_RAND_bytes(random, sizeof random) != 1) { return SQLITE_IOERR; }
+        unsigned long long high, low;
+        memcpy(&high, random, sizeof high);
+        memcpy(&low, random + 8, sizeof low);
+        f->temp_name = sqlite3_mprintf("/dev/shm/securefoundation-sqlite-%016llx%016llx", high, low);
         if (f->temp_name == NULL) { return SQLITE_NOMEM; }
         real_name = f->temp_name;
         real_flags |= SQLITE_OPEN_DELETEONCLOSE | SQLITE_OPEN_EXCLUSIVE | SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE;

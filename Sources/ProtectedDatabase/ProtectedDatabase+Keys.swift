@@ -58,11 +58,9 @@ extension ProtectedDatabase {
         case 0: throw ProtectedDatabaseError.tampered(path: path, reason: "its first page does not authenticate under the database key")
         default: throw ProtectedDatabaseError.io("\(path): the first page cannot be read")
         }
-        if record.keys.count > 1 {
-            // A rekey stopped after writing both keys: keep the one that opens the file in place.
-            try? writeRecord(KeyRecord(keys: [key]), to: keyPath, protection: cls, files: files)
-            unlink(rekeyPath(for: path))
-        }
+        // Two keys: a rekey stopped part-way. Either opens the file in place; the next rekey
+        // (which needs the database to itself) keeps the right one before it starts, so no
+        // reader ever rewrites the record behind a running rekey.
         return (key, cls)
     }
 
@@ -171,6 +169,12 @@ extension ProtectedDatabase {
         if FileManager.default.fileExists(atPath: path + "-journal") {
             throw ProtectedDatabaseError.invalidArgument("\(path) has a rollback journal (\(path)-journal): open it once with SQLCipher so it rolls back, then adopt it")
         }
+        var wal = stat()
+        if lstat(path + "-wal", &wal) == 0, wal.st_size > 32 {
+            // SQLCipher's WAL checksums cover ciphertext, this codec's plaintext: its frames
+            // would be dropped by the recovery. They must reach the main file first.
+            throw ProtectedDatabaseError.invalidArgument("\(path) has a write-ahead log with transactions (\(path)-wal): run `PRAGMA wal_checkpoint(TRUNCATE)` in SQLCipher, close it, then adopt it")
+        }
         let (salt, size) = try fileSalt(path)
         guard size >= Int64(SF_DB_PAGE_SIZE), size % Int64(SF_DB_PAGE_SIZE) == 0 else {
             throw ProtectedDatabaseError.notProtectedDatabase(path: path, reason: "its size (\(size) bytes) is not a whole number of 4096-byte pages")
@@ -179,12 +183,12 @@ extension ProtectedDatabase {
         guard check == 1 else {
             throw ProtectedDatabaseError.tampered(path: path, reason: "its first page does not authenticate under this key (SQLCipher 4 defaults and a raw key are needed)")
         }
-        let entry = KeyRecord.Key(salt: salt, key: SecretBytes(copying: key.withUnsafeBytes { Array($0) }))
+        let entry = KeyRecord.Key(salt: salt, key: key.slice(0..<key.count))
         try writeRecord(KeyRecord(keys: [entry]), to: keyPath, protection: protection, files: files)
         do {
             try attach(fullPath, entry)
             defer { _ = sf_db_codec_detach(fullPath) }
-            try makeDatabase(at: path, fullPath: fullPath)
+            try makeDatabase(at: path, fullPath: fullPath, creating: false)
         } catch {
             unlink(keyPath)
             throw error
@@ -195,14 +199,23 @@ extension ProtectedDatabase {
     /// reader such as SQLCipher (`PRAGMA key = "x'…'"`). Whoever holds it reads the database
     /// without the vault.
     public static func exportKey(at path: String, files: ProtectedFiles) throws -> SecretBytes {
-        try readKey(at: path, files: files, expecting: nil).0.key
+        let key = try readKey(at: path, files: files, expecting: nil).0.key
+        var wal = stat()
+        if lstat(path + "-wal", &wal) == 0, wal.st_size > 32 {
+            // Transactions still in the WAL (after a kill): into the main file first, the one
+            // part SQLCipher reads (it would drop this WAL, whose checksums are not its own).
+            let db = try open(at: path, files: files, kind: .queue)
+            try db.close()
+        }
+        return key
     }
 
     /// Re-encrypts every page under a new key and salt (for a database key that leaked), crash
     /// safely: the key record first holds both keys, the database is written anew beside the
     /// old one (`PATH-rekey`) and renamed over it, then the record keeps the new key only. A
-    /// kill at any point leaves a database that opens. No other connection may have the
-    /// database open (in this process or another).
+    /// kill at any point leaves a database that opens (the record may then hold both keys until
+    /// the next rekey, which keeps the key of the file in place before it starts). No other
+    /// connection may have the database open (in this process or another).
     /// - Throws: ``ProtectedDatabaseError``.
     public static func rekey(at path: String, files: ProtectedFiles) throws {
         let fullPath = try codecPath(path)
@@ -211,9 +224,12 @@ extension ProtectedDatabase {
         }
         let keyPath = keyPath(for: path)
         let (old, cls) = try readKey(at: path, files: files, expecting: nil)
-        let new = try KeyRecord.fresh()
         let staging = rekeyPath(for: path)
         unlink(staging)
+        for stale in [staging + "-wal", staging + "-shm"] { unlink(stale) }
+        // A rekey stopped part-way left both keys: keep the one of the file in place first.
+        try writeRecord(KeyRecord(keys: [old]), to: keyPath, protection: cls, files: files)
+        let new = try KeyRecord.fresh()
         let stagingFull = try codecPath(staging)
         try writeRecord(KeyRecord(keys: [old, new]), to: keyPath, protection: cls, files: files)
         try testHooks.afterBothKeys?()

@@ -48,7 +48,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// The path SQLite uses (symbolic links resolved): the codec's registry key.
     let fullPath: String
     private let manager: CryptoManager
-    private let lifecycle = Lifecycle()
+    private let lifecycle: Lifecycle
     private var observer: Task<Void, Never>?
 
     final class Lifecycle: @unchecked Sendable {
@@ -64,7 +64,9 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// The key record of the database at `path`.
     public static func keyPath(for path: String) -> String { path + "-key" }
 
-    private init(path: String, fullPath: String, protection: FileProtectionClass, writer: any DatabaseWriter, manager: CryptoManager) {
+    private init(path: String, fullPath: String, protection: FileProtectionClass, writer: any DatabaseWriter, manager: CryptoManager,
+                 lifecycle: Lifecycle) {
+        self.lifecycle = lifecycle
         self.path = path
         self.fullPath = fullPath
         self.protection = protection
@@ -140,7 +142,13 @@ public final class ProtectedDatabase: @unchecked Sendable {
         do {
             var config = configuration
             let guardStatements = protection.protection == .complete
-            config.prepareDatabase { db in try prepare(db, fullPath: fullPath, guardStatements: guardStatements) }
+            let lifecycle = Lifecycle()
+            config.prepareDatabase { db in
+                // A connection a pool opens after this instance was revoked or closed: refused
+                // (the key may be back for another instance after the next unlock).
+                if lifecycle.revoked || lifecycle.closed { throw ProtectedDatabaseError.locked(path: path, protection) }
+                try prepare(db, fullPath: fullPath, guardStatements: guardStatements)
+            }
             let writer: any DatabaseWriter
             switch kind {
             case .queue:
@@ -149,7 +157,8 @@ public final class ProtectedDatabase: @unchecked Sendable {
             case .pool:
                 writer = try mapSQLite(path: path) { try DatabasePool(path: path, configuration: config) }
             }
-            return ProtectedDatabase(path: path, fullPath: fullPath, protection: protection, writer: writer, manager: manager)
+            return ProtectedDatabase(path: path, fullPath: fullPath, protection: protection, writer: writer, manager: manager,
+                                     lifecycle: lifecycle)
         } catch {
             _ = sf_db_codec_detach(fullPath)
             throw error
@@ -169,12 +178,17 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// Writes page 1 of a new database (4096-byte pages, 80 reserved bytes, WAL mode) into
     /// the main file, so the file carries its salt and SQLCipher opens it; for a database
     /// SQLCipher wrote, switches it to WAL mode.
-    static func makeDatabase(at path: String, fullPath: String) throws {
-        // SQLite would create the file 0644 (and its WAL and shared memory like it): 0600.
-        let fd = Foundation.open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { throw ProtectedDatabaseError.io("cannot create \(path): \(String(cString: strerror(errno)))") }
-        fchmod(fd, 0o600)
-        Foundation.close(fd)
+    static func makeDatabase(at path: String, fullPath: String, creating: Bool = true) throws {
+        if creating {
+            // SQLite would create the file 0644 (and its WAL and shared memory like it): 0600,
+            // and never a file that appeared since the caller looked.
+            let fd = Foundation.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            guard fd >= 0 else {
+                if errno == EEXIST { throw ProtectedDatabaseError.exists(path: path) }
+                throw ProtectedDatabaseError.io("cannot create \(path): \(String(cString: strerror(errno)))")
+            }
+            Foundation.close(fd)
+        }
         var config = Configuration()
         config.prepareDatabase { db in
             try prepare(db, fullPath: fullPath, guardStatements: false)

@@ -66,9 +66,11 @@ struct DatabaseAttackTests {
         flipped[4096 * 2 + 100] ^= 1
         try writeFileBytes(flipped, a)
         Self.expectTampered(a, files, "a flipped bit")
-        // Cut in the middle of a page.
+        // Cut in the middle of a page, and cut by a whole page (SQLite would read zeros).
         try writeFileBytes(Array(original.prefix(original.count - 1000)), a)
         Self.expectTampered(a, files, "a truncated file")
+        try writeFileBytes(Array(original.prefix(original.count - 4096)), a)
+        Self.expectTampered(a, files, "a file without its last page")
         try writeFileBytes(original, a)
         #expect(try Self.count(a, files) == 200)
         #expect(ProtectedDatabase.tamperedPageCount > 0)
@@ -149,12 +151,11 @@ struct DatabaseAttackTests {
         // Altered under an open connection: the page read fails.
         var altered = wal
         altered[32 + 24 + 50] ^= 0x80
-        try db.writer.writeWithoutTransaction { _ in }
         let fd = open(path + "-wal", O_WRONLY)
         #expect(fd >= 0)
         _ = altered.withUnsafeBytes { pwrite(fd, $0.baseAddress! + 32 + 24 + 50, 1, 32 + 24 + 50) }
         close(fd)
-        try (db.writer as? DatabasePool)?.releaseMemory()
+        (db.writer as? DatabasePool)?.releaseMemory()
         let error = #expect(throws: ProtectedDatabaseError.self) { try db.read { try String.fetchAll($0, sql: "SELECT v FROM t") } }
         if case .tampered = error {} else { Issue.record("\(String(describing: error))") }
         try? db.close()

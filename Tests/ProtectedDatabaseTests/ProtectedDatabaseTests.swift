@@ -218,5 +218,13 @@ struct ProtectedDatabaseTests {
         }
         #expect(rowsAfterLock == 0)
         #expect(failure != nil)
+        // After the next unlock a new opening works; the connections of the revoked instance
+        // (never closed) stay refused.
+        try manager.unlock(passcode: fixture.passcode)
+        let reopened = try ProtectedDatabase.open(at: fixture.path("cached"), files: files, expecting: .complete)
+        #expect(try reopened.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM t") } == 100)
+        #expect(throws: (any Error).self) { try db.writer.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM t") } }
+        #expect(throws: ProtectedDatabaseError.locked(path: db.path, .complete)) { try db.read { try Int.fetchOne($0, sql: "SELECT 1") } }
+        try reopened.close()
     }
 }

@@ -249,8 +249,9 @@ struct DatabaseRekeyCommand: ParsableCommand {
         discussion: """
         The key record first holds the old and the new key, the database is copied page by \
         page under the new key beside the old one (PATH-rekey) and renamed over it, then the \
-        record keeps the new key only: a kill at any point leaves a database that opens. Stop \
-        every program that has the database open first. Keys exported earlier no longer open it.
+        record keeps the new key only: a kill at any point leaves a database that opens (run \
+        `db rekey` again to finish). Stop every program that has the database open first. Keys \
+        exported earlier no longer open it.
 
         Example:
           securefoundation db rekey app.db --passcode-file pin.txt
