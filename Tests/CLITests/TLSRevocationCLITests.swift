@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `securefoundation tls revoke` and `tls crl`: exit codes, and what openssl makes of the list.
@@ -91,5 +92,62 @@ struct TLSRevocationCLITests {
         let old = try Self.openssl(home, ["verify", "-crl_check", "-CAfile", ca, "-CRLfile", home.path + "/empty.pem",
                                           try #require(leaves["device-1"])])
         #expect(old.status == 0)
+    }
+
+    @Test("tls serve and tls fetch with a policy's revocationList: refused after tls revoke and tls crl, without a restart")
+    func servedAndFetchedUnderTheList() throws {
+        let home = try Home()
+        try home.initVault()
+        let passcode = home.passcode
+        let common = ["--home", home.path + "/home", "--device-key", home.path + "/device.key"]
+        let environment = ["XDG_CONFIG_HOME": home.path + "/config", "SECUREFOUNDATION_AGENT": "off"]
+        #expect(try home.run(["tls", "ca", "init"], unlocked: true).status == 0)
+        #expect(try home.run(["tls", "issue", "localhost", "--server"], unlocked: true).status == 0)
+        #expect(try home.run(["tls", "issue", "device-1", "--client"], unlocked: true).status == 0)
+        #expect(try home.run(["tls", "issue", "device-2", "--client"], unlocked: true).status == 0)
+        #expect(try home.run(["tls", "export", "ca", "-o", "ca.pem"]).status == 0)
+        #expect(try home.run(["tls", "crl", "-o", "crl.pem"], unlocked: true).status == 0)
+        let clients = try home.scratch.file("clients.json", Array("""
+            {"version": 1, "defaultAnchors": {"files": ["ca.pem"], "revocationList": "crl.pem"}, "hosts": []}
+            """.utf8))
+        let hosts = try home.scratch.file("hosts.json", Array("""
+            {"version": 1, "hosts": [{"pattern": "localhost", "anchors": {"files": ["ca.pem"], "revocationList": "crl.pem"}}]}
+            """.utf8))
+        let started = try CLIRunner.startServer(
+            ["tls", "serve", "--identity", "localhost", "--policy", clients, "--port", "0", "--max-connections", "2",
+             "--passcode-file", passcode] + common, environment: environment)
+        let server = started.process
+        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+        func fetch(_ identity: String, _ trust: [String]) throws -> CLIRunner.Result {
+            try CLIRunner.run(["tls", "fetch", "https://localhost:\(started.port)/", "--identity", identity,
+                               "--connect-to", "127.0.0.1", "--timeout", "20", "--passcode-file", passcode] + trust + common,
+                              environment: environment)
+        }
+        let before = try fetch("device-1", ["--policy", hosts])
+        #expect(before.status == 0, "\(before.stderr)")
+        #expect(before.text.contains("client: CN=device-1"))
+
+        // The server, still running, reads the new list at the next handshake.
+        #expect(try home.run(["tls", "revoke", "device-1"], unlocked: true).status == 0)
+        #expect(try home.run(["tls", "crl", "-o", "crl.pem"], unlocked: true).status == 0)
+        let after = try fetch("device-1", ["--ca", home.path + "/ca.pem"])
+        #expect(after.status == 1, "\(after.stderr)")
+        #expect(!after.text.contains("client: CN=device-1"))
+
+        // The client refuses a revoked server: exit 60, the reason named.
+        #expect(try home.run(["tls", "revoke", "localhost"], unlocked: true).status == 0)
+        #expect(try home.run(["tls", "crl", "-o", "crl.pem"], unlocked: true).status == 0)
+        let refused = try fetch("device-2", ["--policy", hosts])
+        #expect(refused.status == 60, "\(refused.stderr)")
+        #expect(refused.stderr.contains("revoked"))
+
+        let valid = try fetch("device-2", ["--ca", home.path + "/ca.pem"])
+        #expect(valid.status == 0, "\(valid.stderr)")
+        #expect(valid.text.contains("client: CN=device-2"))
+        #expect(try server.wait(timeout: .seconds(120)).status == 0)
+        // The server named the reason it refused device-1.
+        let serverErrors = String(decoding: server.stderr, as: UTF8.self)
+        #expect(serverErrors.contains("refused: a certificate of the chain is revoked by its CA's revocation list"), "\(serverErrors)")
+        #expect(serverErrors.contains("CN=device-1"))
     }
 }
