@@ -11,7 +11,7 @@ let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 /// The fuzz targets: executable name and harness entry point (see scripts/fuzz).
 let targets = [
     "FuzzAge", "FuzzArmor", "FuzzAgePayload", "FuzzSealed", "FuzzLegacyPlist", "FuzzLegacyCipher", "FuzzVaultState", "FuzzKeychainDB",
-    "FuzzTlsPolicy", "FuzzTlsPEM", "FuzzTlsPin", "FuzzTlsPKCS12", "FuzzTlsCSR", "FuzzTlsRecord",
+    "FuzzTlsPolicy", "FuzzTlsPEM", "FuzzTlsPin", "FuzzTlsPKCS12", "FuzzTlsCSR", "FuzzTlsRecord", "FuzzTlsCRL",
     "FuzzShareWire", "FuzzEnrolment", "FuzzAgentFrame", "FuzzEmbeddedSecrets", "FuzzProtectedKeys", "FuzzDeviceKey",
 ]
 

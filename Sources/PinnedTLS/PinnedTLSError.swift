@@ -68,6 +68,12 @@ public struct TLSTrustError: Error, Sendable, Equatable, CustomStringConvertible
         case noPolicyForHost
         /// The policy's anchors could not be loaded (a keychain label without a source...).
         case anchorsUnavailable(String)
+        /// A certificate of the validated chain is on the revocation list of the application's
+        /// own CA.
+        case revoked
+        /// The revocation list the anchors name cannot be used (missing, malformed, not signed
+        /// by the anchors, past its nextUpdate): every peer under these anchors is refused.
+        case revocationListUnusable(String)
 
         /// A short phrase.
         public var description: String {
@@ -82,6 +88,8 @@ public struct TLSTrustError: Error, Sendable, Equatable, CustomStringConvertible
             case .noPinMatched: return "no key of the validated chain matches the host's pins"
             case .noPolicyForHost: return "no policy entry covers this host"
             case .anchorsUnavailable(let detail): return "the anchors could not be loaded (\(detail))"
+            case .revoked: return "a certificate of the chain is revoked by its CA's revocation list"
+            case .revocationListUnusable(let detail): return "the revocation list cannot be used (\(detail))"
             }
         }
 
@@ -98,6 +106,8 @@ public struct TLSTrustError: Error, Sendable, Equatable, CustomStringConvertible
             case .noPinMatched: return "no-pin-matched"
             case .noPolicyForHost: return "no-policy-for-host"
             case .anchorsUnavailable: return "anchors-unavailable"
+            case .revoked: return "revoked"
+            case .revocationListUnusable: return "revocation-list-unusable"
             }
         }
     }
@@ -160,6 +170,10 @@ public struct TLSTrustError: Error, Sendable, Equatable, CustomStringConvertible
             lines.append("connect with the name the certificate is issued for, or issue a certificate for this name")
         case .expired, .notYetValid:
             lines.append("renew the certificate, or check the clock")
+        case .revoked:
+            lines.append("the CA revoked this certificate: issue a new one with `securefoundation tls issue` (on the CA machine)")
+        case .revocationListUnusable:
+            lines.append("every peer under these anchors is refused until a valid list is in place: export one with `securefoundation tls crl` on the CA machine")
         default:
             break
         }

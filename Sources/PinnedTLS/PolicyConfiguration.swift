@@ -9,7 +9,8 @@ import X509
 ///   "defaultAnchors": { "system": true },
 ///   "hosts": [
 ///     { "pattern": "api.example.com",
-///       "anchors": { "system": false, "files": ["ca.pem"], "keychain": ["corp-ca"] },
+///       "anchors": { "system": false, "files": ["ca.pem"], "keychain": ["corp-ca"],
+///                    "revocationList": "crl.pem" },
 ///       "pins": ["sha256/…", "sha256/…"],
 ///       "expires": "2027-06-30",
 ///       "mode": "enforce" }
@@ -214,7 +215,7 @@ private struct Parser {
 
     mutating func anchors(_ value: JSONValue?, _ path: String, default fallback: TrustAnchors) -> TrustAnchors {
         guard let value else { return fallback }
-        guard let object = object(value, path, allowed: ["system", "files", "keychain"]) else { return fallback }
+        guard let object = object(value, path, allowed: ["system", "files", "keychain", "revocationList"]) else { return fallback }
         var certificates: [Certificate] = []
         for (index, file) in strings(object["files"], path + ".files").enumerated() {
             do {
@@ -226,11 +227,26 @@ private struct Parser {
         let anchors = TrustAnchors(
             system: bool(object["system"], path + ".system", default: false),
             certificates: certificates,
-            keychainLabels: strings(object["keychain"], path + ".keychain"))
+            keychainLabels: strings(object["keychain"], path + ".keychain"),
+            revocationList: revocationList(object["revocationList"], path + ".revocationList"))
         if anchors.isEmpty {
             issue(path, "no anchors: set \"system\": true, or list \"files\" or \"keychain\" labels")
         }
+        if anchors.revocationList != nil, anchors.certificates.isEmpty, anchors.keychainLabels.isEmpty {
+            issue(path + ".revocationList", "a revocation list needs the CA it belongs to among the \"files\" or \"keychain\" anchors")
+        }
         return anchors
+    }
+
+    /// The file a `revocationList` names (relative to the configuration's directory); it is
+    /// read at handshakes, not here.
+    mutating func revocationList(_ value: JSONValue?, _ path: String) -> String? {
+        guard let value else { return nil }
+        guard case .string(let file) = value, !file.isEmpty else {
+            issue(path, "expected a file name (the CA's revocation list, from `securefoundation tls crl`), found \(value.kind)")
+            return nil
+        }
+        return resolve(file)
     }
 
     mutating func date(_ value: JSONValue?, _ path: String) -> Date? {

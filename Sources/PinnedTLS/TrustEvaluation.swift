@@ -158,10 +158,21 @@ extension TrustPolicy {
         } catch {
             throw TLSTrustError(host: host, reason: error, chain: presented)
         }
+        let revocationList: RevocationList?
+        do {
+            revocationList = try anchors.revocationList(resolved: resolved, now: now)
+        } catch {
+            throw TLSTrustError(host: host, reason: error, chain: presented)
+        }
         let chain: [Certificate]
         switch await ChainValidation.validate(presented: presented, anchors: resolved, serverName: host, now: now,
                                               cache: cache) {
         case .success(let validated):
+            if let revocationList {
+                do { try RevocationCheck.check(validated, against: revocationList) } catch {
+                    throw TLSTrustError(host: host, reason: error, chain: presented)
+                }
+            }
             chain = validated
         case .failure(let reason):
             if let entry, entry.pins != nil, let reporter {
@@ -212,7 +223,7 @@ extension TrustPolicy {
     /// handler (the application's code, which may write a file).
     func evaluationMayBlock(host: String) -> Bool {
         guard let anchors = entry(for: host)?.anchors ?? defaultAnchors else { return false }
-        return reporter != nil || anchors.system || !anchors.keychainLabels.isEmpty
+        return reporter != nil || anchors.system || !anchors.keychainLabels.isEmpty || anchors.revocationList != nil
     }
 
     /// The outcome ``evaluate(host:port:presented:cache:)`` would return, without suspending, when
@@ -225,7 +236,7 @@ extension TrustPolicy {
         guard let host = HostPattern.canonicalHost(host) else { return nil }
         let entry = entry(for: host)
         guard let anchors = entry?.anchors ?? defaultAnchors, anchors.keychainLabels.isEmpty,
-              let resolved = try? anchors.resolve(source: nil)
+              anchors.revocationList == nil, let resolved = try? anchors.resolve(source: nil)
         else { return nil }
         let now = clock()
         guard let cached = cache.cache.entry(cache.key(serverName: host, anchors: resolved), now: now) else {
@@ -276,10 +287,22 @@ extension ClientAuthentication {
         } catch {
             throw TLSTrustError(host: peer, reason: error, chain: presented)
         }
+        let revocationList: RevocationList?
+        do {
+            revocationList = try anchors.revocationList(resolved: resolved, now: now)
+        } catch {
+            throw TLSTrustError(host: peer, reason: error, chain: presented)
+        }
         let chain: [Certificate]
         switch await ChainValidation.validate(presented: presented, anchors: resolved, serverName: nil, now: now,
                                               cache: cache) {
-        case .success(let validated): chain = validated
+        case .success(let validated):
+            if let revocationList {
+                do { try RevocationCheck.check(validated, against: revocationList) } catch {
+                    throw TLSTrustError(host: peer, reason: error, chain: presented)
+                }
+            }
+            chain = validated
         case .failure(let reason): throw TLSTrustError(host: peer, reason: reason, chain: presented)
         }
         return try decide(peer: peer, presented: presented, chain: chain, now: now)
@@ -302,12 +325,14 @@ extension ClientAuthentication {
     }
 
     /// As ``TrustPolicy/evaluationMayBlock(host:)``: keychain anchors or the system store.
-    var evaluationMayBlock: Bool { anchors.system || !anchors.keychainLabels.isEmpty }
+    var evaluationMayBlock: Bool { anchors.system || !anchors.keychainLabels.isEmpty || anchors.revocationList != nil }
 
     /// As ``TrustPolicy/cachedAcceptance(host:cache:)``: a plain acceptance decided from `cache`
     /// without suspending, or `nil` for the full evaluation.
     func cachedAcceptance(cache: CacheLookup) -> TrustEvaluation? {
-        guard anchors.keychainLabels.isEmpty, let resolved = try? anchors.resolve(source: nil) else { return nil }
+        guard anchors.keychainLabels.isEmpty, anchors.revocationList == nil,
+              let resolved = try? anchors.resolve(source: nil)
+        else { return nil }
         let now = clock()
         guard let cached = cache.cache.entry(cache.key(serverName: nil, anchors: resolved), now: now) else {
             return nil

@@ -76,11 +76,27 @@ public struct TrustAnchors: Sendable, Equatable {
     public var certificates: [Certificate]
     /// Labels resolved through the policy's ``AnchorSource`` at each handshake.
     public var keychainLabels: [String]
+    /// Marks these anchors as the application's own CA and names its revocation list file (PEM
+    /// or DER, as `securefoundation tls crl` writes it). The file is read at the first
+    /// handshake and read again whenever it changes; a certificate of a peer's chain that the
+    /// list names is refused with ``TLSTrustError/Reason/revoked``. A list that is missing,
+    /// malformed, not signed by one of ``certificates`` (or the keychain anchors), or past its
+    /// nextUpdate refuses every handshake these anchors cover with
+    /// ``TLSTrustError/Reason/revocationListUnusable(_:)``. `nil`: no revocation check.
+    public var revocationList: String?
 
-    public init(system: Bool = false, certificates: [Certificate] = [], keychainLabels: [String] = []) {
+    public init(system: Bool = false, certificates: [Certificate] = [], keychainLabels: [String] = [],
+                revocationList: String? = nil) {
         self.system = system
         self.certificates = certificates
         self.keychainLabels = keychainLabels
+        self.revocationList = revocationList
+    }
+
+    /// The application's own CA: only `certificates`, checked against the revocation list at
+    /// `revocationList`.
+    public static func ownCA(_ certificates: [Certificate], revocationList: String) -> TrustAnchors {
+        TrustAnchors(system: false, certificates: certificates, revocationList: revocationList)
     }
 
     /// The system's root store only.
@@ -110,6 +126,13 @@ public struct TrustAnchors: Sendable, Equatable {
             throw .anchorsUnavailable("no anchors: the system store is off and no certificate was given")
         }
         return ResolvedAnchors(system: system, certificates: certificates)
+    }
+
+    /// The revocation list of these anchors, if they name one, checked against the resolved
+    /// anchor certificates and `now`.
+    func revocationList(resolved: ResolvedAnchors, now: Date) throws(TLSTrustError.Reason) -> RevocationList? {
+        guard let path = revocationList else { return nil }
+        return try RevocationCheck.list(path: path, anchors: resolved.certificates, now: now)
     }
 }
 

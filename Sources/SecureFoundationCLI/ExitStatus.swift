@@ -188,7 +188,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .duplicate: return .exists
         case .locked: return .locked
         case .wrongPassword: return .wrongSecret
-        case .corruptedRecord: return .damaged
+        case .corruptedRecord, .invalidRevocationList: return .damaged
         default: return .failure
         }
     }

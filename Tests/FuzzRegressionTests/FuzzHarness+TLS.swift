@@ -18,6 +18,7 @@ extension FuzzHarness {
         "tlsPKCS12": tlsPKCS12,
         "tlsCSR": tlsCSR,
         "tlsRecord": tlsRecord,
+        "tlsCRL": tlsCRL,
     ]
 
     /// A fixed authority made once per process: its certificate is the anchor file the policy
@@ -191,8 +192,29 @@ extension FuzzHarness {
         return seeds
     }
 
+    /// A certificate revocation list (PEM or DER): a list that parses is checked against the
+    /// fixed authority, looked up, and must parse back from its own DER and PEM to the same list.
+    @Sendable public static func tlsCRL(_ data: [UInt8]) {
+        guard let list = try? RevocationList(pemOrDER: data) else { return }
+        if let tlsAuthority { _ = list.isIssued(by: tlsAuthority.certificate) }
+        for entry in list.entries.prefix(4) { precondition(list.contains(entry.serialNumber)) }
+        precondition((try? RevocationList(derEncoded: list.derEncoded)) == list, "a parsed list does not parse back")
+        precondition((try? RevocationList(pemOrDER: Array(list.pemEncoded.utf8))) == list, "its PEM does not parse back")
+    }
+
     static func tlsSeeds(for target: String) -> [[UInt8]] {
         switch target {
+        case "tlsCRL":
+            guard let tlsAuthority, let leaf = try? tlsAuthority.issue(names: ["fuzz.example"]).leaf else { return [] }
+            let now = Date(timeIntervalSince1970: 1_800_000_000)
+            let entry = RevocationList.Entry(serialNumber: leaf.serialNumber, revocationDate: now)
+            var seeds: [[UInt8]] = []
+            if let empty = try? tlsAuthority.signRevocationList(entries: [], number: 1, now: now) { seeds.append(empty.derEncoded) }
+            if let one = try? tlsAuthority.signRevocationList(entries: [entry], number: 2, now: now) {
+                seeds.append(one.derEncoded)
+                seeds.append(Array(one.pemEncoded.utf8))
+            }
+            return seeds
         case "tlsPolicy":
             let pin1 = "sha256/" + Data(repeating: 1, count: 32).base64EncodedString()
             let pin2 = "sha256/" + Data(repeating: 2, count: 32).base64EncodedString()

@@ -33,7 +33,7 @@ import Testing
     }
 
     /// The generated seeds run too (they are the starting corpus of the targets without files).
-    @Test(arguments: ["agePayload", "sealed", "legacyPlist", "legacyCipher", "keychainDB", "tlsPolicy", "tlsPEM", "tlsPin", "tlsPKCS12", "tlsCSR", "tlsRecord",
+    @Test(arguments: ["agePayload", "sealed", "legacyPlist", "legacyCipher", "keychainDB", "tlsPolicy", "tlsPEM", "tlsPin", "tlsPKCS12", "tlsCSR", "tlsRecord", "tlsCRL",
                             "shareWire", "enrolment", "agentFrame", "embeddedSecrets", "protectedKeys", "deviceKey"])
     func seedsRun(target: String) throws {
         let run = try #require(FuzzHarness.targets[target])

@@ -42,6 +42,10 @@ public enum IdentityError: Error, Sendable, Equatable, CustomStringConvertible {
     case signingFailed(String)
     /// The keychain failed otherwise (database, permissions, disk full, damaged row).
     case keychain(String)
+    /// A certificate revocation list does not parse, is too large, or cannot take more entries.
+    case invalidRevocationList(String)
+    /// The certificate to revoke was not issued by this authority (or is the authority itself).
+    case notIssuedByAuthority(String)
 
     public var description: String {
         switch self {
@@ -79,6 +83,10 @@ public enum IdentityError: Error, Sendable, Equatable, CustomStringConvertible {
             return "could not build or sign the certificate: \(detail)"
         case .keychain(let detail):
             return "keychain error: \(detail)"
+        case .invalidRevocationList(let detail):
+            return "invalid certificate revocation list: \(detail); export a fresh one with `securefoundation tls crl`"
+        case .notIssuedByAuthority(let detail):
+            return "cannot revoke: \(detail); name a certificate this authority issued (by its label or pin), or give --ca"
         }
     }
 
