@@ -80,8 +80,7 @@ public enum AgePlugin {
         let path = searchPath ?? ProcessInfo.processInfo.environment["PATH"] ?? ""
         for directory in path.split(separator: ":") where !directory.isEmpty {
             let candidate = directory + "/age-plugin-" + name
-            var info = stat()
-            if access(candidate, X_OK) == 0, stat(candidate, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { return candidate }
+            if access(candidate, X_OK) == 0, (try? FileCalls.status(atPath: candidate))?.kind == .regular { return candidate }
         }
         return nil
     }

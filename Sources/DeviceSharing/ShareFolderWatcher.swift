@@ -68,8 +68,7 @@ public final class ShareFolderWatcher {
         self.retryAfter = retryAfter
         self.manager = manager
         context = Array("securefoundation share-watch v1\n\(absolute)\n\(receiver)".utf8)
-        var info = stat()
-        guard lstat(absolute, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+        guard (try? FileCalls.linkStatus(absolute))?.kind == .directory else {
             throw .io(path: directory, detail: "not a directory")
         }
         state = State()
@@ -155,14 +154,8 @@ public final class ShareFolderWatcher {
 
     /// Size and modification time (ns) of a regular file that is not a symbolic link.
     static func status(_ path: String) -> (size: UInt64, modified: Int64)? {
-        var info = stat()
-        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
-        #if os(Linux)
-        let modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
-        #else
-        let modified = Int64(info.st_mtimespec.tv_sec) * 1_000_000_000 + Int64(info.st_mtimespec.tv_nsec)
-        #endif
-        return (UInt64(info.st_size), modified)
+        guard let info = try? FileCalls.linkStatus(path), info.kind == .regular else { return nil }
+        return (UInt64(max(0, info.size)), info.modified.seconds * 1_000_000_000 + info.modified.nanoseconds)
     }
 
     /// The files that are complete now and not recorded as sent with this size and time.

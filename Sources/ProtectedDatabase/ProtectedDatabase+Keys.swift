@@ -31,12 +31,11 @@ extension ProtectedDatabase {
     /// place (the one whose salt the file starts with), checking page 1 under it.
     static func readKey(at path: String, files: ProtectedFiles, expecting: FileProtectionClass?) throws -> (KeyRecord.Key, FileProtectionClass) {
         let keyPath = keyPath(for: path)
-        var status = stat()
-        guard lstat(path, &status) == 0 else { throw ProtectedDatabaseError.notFound(path: path) }
-        guard (status.st_mode & S_IFMT) == S_IFREG else {
+        guard let status = linkStatus(path) else { throw ProtectedDatabaseError.notFound(path: path) }
+        guard status.kind == .regular else {
             throw ProtectedDatabaseError.notProtectedDatabase(path: path, reason: "not a regular file")
         }
-        guard lstat(keyPath, &status) == 0 else { throw ProtectedDatabaseError.notFound(path: path) }
+        guard linkStatus(keyPath) != nil else { throw ProtectedDatabaseError.notFound(path: path) }
         let cls = try mapFiles(path: path) { try files.protection(ofItemAt: keyPath) }
         if let expecting, expecting != cls {
             throw ProtectedDatabaseError.classMismatch(path: path, expected: expecting, found: cls)
@@ -103,11 +102,10 @@ extension ProtectedDatabase {
         let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { throw ProtectedDatabaseError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { Foundation.close(fd) }
-        var status = stat()
-        guard fstat(fd, &status) == 0 else { throw ProtectedDatabaseError.io("cannot stat \(path)") }
+        guard let status = try? FileCalls.status(fd) else { throw ProtectedDatabaseError.io("cannot stat \(path)") }
         var salt = [UInt8](repeating: 0, count: KeyRecord.saltSize)
         let got = pread(fd, &salt, salt.count, 0)
-        return (got == salt.count ? salt : [], Int64(status.st_size))
+        return (got == salt.count ? salt : [], status.size)
     }
 
     static func mapFiles<T>(path: String, cls: FileProtectionClass? = nil, _ body: () throws -> T) throws -> T {
@@ -128,12 +126,10 @@ extension ProtectedDatabase {
 
     /// The class, size and salt of the database at `path` (reads no key).
     public static func status(at path: String, files: ProtectedFiles) throws -> Status {
-        var info = stat()
-        guard lstat(path, &info) == 0, lstat(keyPath(for: path), &info) == 0 else { throw ProtectedDatabaseError.notFound(path: path) }
+        guard linkStatus(path) != nil, linkStatus(keyPath(for: path)) != nil else { throw ProtectedDatabaseError.notFound(path: path) }
         let cls = try mapFiles(path: path) { try files.protection(ofItemAt: keyPath(for: path)) }
         let (salt, size) = try fileSalt(path)
-        var wal = stat()
-        let walSize = lstat(path + "-wal", &wal) == 0 ? Int64(wal.st_size) : 0
+        let walSize = linkStatus(path + "-wal")?.size ?? 0
         return Status(protection: cls, pageCount: Int(size / Int64(SF_DB_PAGE_SIZE)), walSize: walSize, salt: Encoding.hex(salt))
     }
 
@@ -145,8 +141,7 @@ extension ProtectedDatabase {
     @discardableResult
     public static func upgrade(at path: String, from: FileProtectionClass, to: FileProtectionClass, files: ProtectedFiles) throws -> UpgradeOutcome {
         let keyPath = keyPath(for: path)
-        var info = stat()
-        guard lstat(path, &info) == 0, lstat(keyPath, &info) == 0 else { throw ProtectedDatabaseError.notFound(path: path) }
+        guard linkStatus(path) != nil, linkStatus(keyPath) != nil else { throw ProtectedDatabaseError.notFound(path: path) }
         let cls = try mapFiles(path: path) { try files.protection(ofItemAt: keyPath) }
         if cls == to { return .alreadyInClass }
         guard cls == from else { throw ProtectedDatabaseError.classMismatch(path: path, expected: from, found: cls) }
@@ -169,8 +164,7 @@ extension ProtectedDatabase {
         if FileManager.default.fileExists(atPath: path + "-journal") {
             throw ProtectedDatabaseError.invalidArgument("\(path) has a rollback journal (\(path)-journal): open it once with SQLCipher so it rolls back, then adopt it")
         }
-        var wal = stat()
-        if lstat(path + "-wal", &wal) == 0, wal.st_size > 32 {
+        if let wal = linkStatus(path + "-wal"), wal.size > 32 {
             // SQLCipher's WAL checksums cover ciphertext, this codec's plaintext: its frames
             // would be dropped by the recovery. They must reach the main file first.
             throw ProtectedDatabaseError.invalidArgument("\(path) has a write-ahead log with transactions (\(path)-wal): run `PRAGMA wal_checkpoint(TRUNCATE)` in SQLCipher, close it, then adopt it")
@@ -200,8 +194,7 @@ extension ProtectedDatabase {
     /// without the vault.
     public static func exportKey(at path: String, files: ProtectedFiles) throws -> SecretBytes {
         let key = try readKey(at: path, files: files, expecting: nil).0.key
-        var wal = stat()
-        if lstat(path + "-wal", &wal) == 0, wal.st_size > 32 {
+        if let wal = linkStatus(path + "-wal"), wal.size > 32 {
             // Transactions still in the WAL (after a kill): into the main file first, the one
             // part SQLCipher reads (it would drop this WAL, whose checksums are not its own).
             let db = try open(at: path, files: files, kind: .queue)

@@ -204,8 +204,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
             _ = try queue.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
             try queue.close()
         }
-        var status = stat()
-        guard lstat(path, &status) == 0, status.st_size >= Int(SF_DB_PAGE_SIZE) else {
+        guard let status = linkStatus(path), status.size >= Int64(SF_DB_PAGE_SIZE) else {
             throw ProtectedDatabaseError.io("\(path): SQLite did not write the first page")
         }
         _ = SecureFile.syncParent(of: path)
@@ -291,11 +290,13 @@ public final class ProtectedDatabase: @unchecked Sendable {
     }
 
     static func isLink(_ path: String) -> Bool {
-        var status = stat()
-        return lstat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFLNK
+        linkStatus(path)?.kind == .symbolicLink
     }
 
     static func rekeyPath(for path: String) -> String { path + "-rekey" }
+
+    /// What `lstat` says about `path`, or nil when there is nothing there.
+    static func linkStatus(_ path: String) -> FileStatus? { try? FileCalls.linkStatus(path) }
 
     /// Pages that failed authentication in this process (diagnostics, tests).
     static var tamperedPageCount: UInt64 { sf_db_codec_tamper_count() }
