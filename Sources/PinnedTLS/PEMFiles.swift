@@ -90,6 +90,14 @@ extension TrustAnchors {
     public static func only(certificateFile path: String) throws(PinnedTLSError) -> TrustAnchors {
         .only(try PEMFiles.certificates(atPath: path))
     }
+
+    /// The application's own CA from a PEM file, with the revocation list file it signs
+    /// (``ownCA(_:revocationList:)``).
+    ///
+    /// - Throws: as ``only(certificateFile:)``; the list itself is read at the handshakes.
+    public static func ownCA(certificateFile path: String, revocationList: String) throws(PinnedTLSError) -> TrustAnchors {
+        .ownCA(try PEMFiles.certificates(atPath: path), revocationList: revocationList)
+    }
 }
 
 extension TLSIdentity {
