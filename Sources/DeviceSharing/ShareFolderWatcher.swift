@@ -209,11 +209,7 @@ public final class ShareFolderWatcher {
     }
 
     static func sha256(_ path: String) throws -> String {
-        let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
-        defer { try? handle.close() }
-        var hasher = SHA256()
-        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { hasher.update(data: chunk) }
-        return Encoding.hex(Array(hasher.finalize()))
+        Encoding.hex(try Hashing.digest(.sha256, ofFile: path))
     }
 
     private func save() throws(ShareError) {

@@ -29,7 +29,9 @@ extension ProtectedDatabase {
 
     /// Reads the key record of the database at `path` and the key that opens the file in
     /// place (the one whose salt the file starts with), checking page 1 under it.
-    static func readKey(at path: String, files: ProtectedFiles, expecting: FileProtectionClass?) throws -> (KeyRecord.Key, FileProtectionClass) {
+    /// `unfinishedRekey`: the record holds a second key (a rekey stopped part-way).
+    static func readKey(at path: String, files: ProtectedFiles, expecting: FileProtectionClass?)
+        throws -> (key: KeyRecord.Key, protection: FileProtectionClass, unfinishedRekey: Bool) {
         let keyPath = keyPath(for: path)
         guard let status = linkStatus(path) else { throw ProtectedDatabaseError.notFound(path: path) }
         guard status.kind == .regular else {
@@ -60,7 +62,7 @@ extension ProtectedDatabase {
         // Two keys: a rekey stopped part-way. Either opens the file in place; the next rekey
         // (which needs the database to itself) keeps the right one before it starts, so no
         // reader ever rewrites the record behind a running rekey.
-        return (key, cls)
+        return (key, cls, record.keys.count > 1)
     }
 
     static func readRecord(at keyPath: String, path: String, cls: FileProtectionClass, files: ProtectedFiles) throws -> KeyRecord {
@@ -146,7 +148,7 @@ extension ProtectedDatabase {
         if cls == to { return .alreadyInClass }
         guard cls == from else { throw ProtectedDatabaseError.classMismatch(path: path, expected: from, found: cls) }
         // The record must open this database before it is carried to the new class.
-        _ = try readKey(at: path, files: files, expecting: from)
+        _ = try readKey(at: path, files: files, expecting: from)   // the record opens this database
         try mapFiles(path: path, cls: from) { try files.setProtection(to, ofItemAt: keyPath) }
         return .changed
     }
@@ -193,7 +195,7 @@ extension ProtectedDatabase {
     /// reader such as SQLCipher (`PRAGMA key = "x'…'"`). Whoever holds it reads the database
     /// without the vault.
     public static func exportKey(at path: String, files: ProtectedFiles) throws -> SecretBytes {
-        let key = try readKey(at: path, files: files, expecting: nil).0.key
+        let key = try readKey(at: path, files: files, expecting: nil).key.key
         if let wal = linkStatus(path + "-wal"), wal.size > 32 {
             // Transactions still in the WAL (after a kill): into the main file first, the one
             // part SQLCipher reads (it would drop this WAL, whose checksums are not its own).
@@ -216,12 +218,14 @@ extension ProtectedDatabase {
             throw ProtectedDatabaseError.invalidArgument("\(path) is open in this process; close it before a rekey")
         }
         let keyPath = keyPath(for: path)
-        let (old, cls) = try readKey(at: path, files: files, expecting: nil)
+        let (old, cls, unfinished) = try readKey(at: path, files: files, expecting: nil)
         let staging = rekeyPath(for: path)
         unlink(staging)
         for stale in [staging + "-wal", staging + "-shm"] { unlink(stale) }
-        // A rekey stopped part-way left both keys: keep the one of the file in place first.
-        try writeRecord(KeyRecord(keys: [old]), to: keyPath, protection: cls, files: files)
+        if unfinished {
+            // A rekey stopped part-way left both keys: keep the one of the file in place first.
+            try writeRecord(KeyRecord(keys: [old]), to: keyPath, protection: cls, files: files)
+        }
         let new = try KeyRecord.fresh()
         let stagingFull = try codecPath(staging)
         try writeRecord(KeyRecord(keys: [old, new]), to: keyPath, protection: cls, files: files)

@@ -127,9 +127,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
     public static func open(at path: String, files: ProtectedFiles, expecting: FileProtectionClass? = nil,
                             kind: Kind = .pool, configuration: Configuration = Configuration()) throws -> ProtectedDatabase {
         let fullPath = try codecPath(path)
-        let (key, cls) = try readKey(at: path, files: files, expecting: expecting)
-        try attach(fullPath, key)
-        defer { _ = sf_db_codec_detach(fullPath) }
+        let (key, cls, _) = try readKey(at: path, files: files, expecting: expecting)
         return try openAttached(path: path, fullPath: fullPath, key: key, protection: cls,
                                 manager: files.manager, kind: kind, configuration: configuration)
     }

@@ -141,6 +141,11 @@ struct DatabaseCLITests {
         let third = ws.root + "/third.db"
         try FileManager.default.copyItem(atPath: ws.root + "/app.db", toPath: third)
         #expect(try ws.db(["adopt", third, "--key-file", wrong, "--class", "none"]).status == 2)
+        // Not a key file at all: refused as seal --key-file refuses it, nothing written.
+        let garbage = ws.root + "/garbage.key"
+        try String(repeating: "zz", count: 32).write(toFile: garbage, atomically: true, encoding: .utf8)
+        let refused = try ws.db(["adopt", third, "--key-file", garbage, "--class", "none"])
+        #expect(refused.status == 1 && refused.stderr.contains("neither 32 raw bytes nor 64 hex digits"), "\(refused.stderr)")
         #expect(!FileManager.default.fileExists(atPath: third + "-key"))
     }
 }

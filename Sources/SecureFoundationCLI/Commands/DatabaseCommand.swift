@@ -335,8 +335,9 @@ struct DatabaseAdoptCommand: ParsableCommand {
         commandName: "adopt",
         abstract: "Take in a database written by SQLCipher 4 with a raw key: write its key record of a class.",
         discussion: """
-        The key file holds the 64 hex digits of SQLCipher's raw key (`PRAGMA key = "x'HEX'"`, \
-        SQLCipher 4's default settings). The database is switched to WAL mode; close it in \
+        The key file holds SQLCipher's raw key (`PRAGMA key = "x'HEX'"`, SQLCipher 4's \
+        default settings) as a key file of the CLI: 64 hex digits with at most one newline (what \
+        `db export-key` writes), or 32 raw bytes. The database is switched to WAL mode; close it in \
         SQLCipher first.
 
         Example:
@@ -347,7 +348,7 @@ struct DatabaseAdoptCommand: ParsableCommand {
     @Argument(help: "The SQLCipher database file.")
     var path: String
 
-    @Option(name: .customLong("key-file"), help: "A file holding the raw key in hex.")
+    @Option(name: .customLong("key-file"), help: "SQLCipher's raw key: 64 hex digits (as `db export-key` writes) or 32 raw bytes.")
     var keyFile: String
 
     @Option(name: .customLong("class"), help: "The protection class of its key record.")
@@ -358,26 +359,7 @@ struct DatabaseAdoptCommand: ParsableCommand {
     func run() throws {
         try CLI.run {
             let cls = try ProtectCLI.parseClass(className)
-            let text = try SecretBytes(contentsOfFile: keyFile, maxLength: 256)
-            defer { text.wipe() }
-            let key: SecretBytes = try text.withUnsafeBytes { raw in
-                var digits = Array(raw.filter { !($0 == 0x0A || $0 == 0x0D || $0 == 0x20) })
-                defer { digits.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
-                if digits.count == 67, digits.prefix(2) == [0x78, 0x27], digits.last == 0x27 { digits = Array(digits[2..<66]) }   // x'…'
-                guard digits.count == 64 else { throw ValidationError("\(keyFile) must hold 64 hex digits (SQLCipher's raw key)") }
-                func nibble(_ c: UInt8) throws -> UInt8 {
-                    switch c {
-                    case 0x30...0x39: return c - 0x30
-                    case 0x61...0x66: return c - 0x61 + 10
-                    case 0x41...0x46: return c - 0x41 + 10
-                    default: throw ValidationError("\(keyFile) must hold 64 hex digits (SQLCipher's raw key)")
-                    }
-                }
-                var bytes = [UInt8](repeating: 0, count: 32)
-                defer { bytes.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
-                for index in 0..<32 { bytes[index] = try nibble(digits[2 * index]) << 4 | nibble(digits[2 * index + 1]) }
-                return SecretBytes(copying: bytes)
-            }
+            let key = try CLIKeyFile.read(keyFile)
             defer { key.wipe() }
             let files = try vault.files()
             try ProtectedDatabase.adopt(at: path, key: key, protection: cls, files: files)
