@@ -102,7 +102,7 @@ let package = Package(
             swiftSettings: strict
         ),
         // The unlock agent: holds an unlocked vault and serves class keys over a UNIX socket.
-        .target(name: "UnlockAgent", dependencies: ["Cipher", "Vault", "CPlatform"] + crypto, swiftSettings: strict),
+        .target(name: "UnlockAgent", dependencies: ["Cipher", "Vault", "Age", "ProtectedFiles", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "SecureFoundation",
             dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles", "ProtectedDatabase", "UnlockAgent"],
@@ -180,7 +180,7 @@ let package = Package(
         // The tamper matrix of docs/SECURITY.md: a home with every feature, each file tampered
         // with in each way of the trust table, through the built `securefoundation`.
         .testTarget(name: "TamperMatrixTests", dependencies: ["SecureFoundationCLI", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain", "Age", "ProtectedFiles", "TestSupport"], swiftSettings: strict),
             // Device-to-device sharing over mutual TLS (pulls SwiftNIO through PinnedTLS, so it stays
         // out of the umbrella).
         // DNS-SD for discovering the group's devices (internal to DeviceSharing).

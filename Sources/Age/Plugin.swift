@@ -63,8 +63,20 @@ public enum AgePlugin {
     /// The identity `age -j NAME` means: `AGE-PLUGIN-NAME-1` with no data, which asks the
     /// plugin for its default key.
     public static func defaultIdentity(name: String) throws -> String {
+        try identity(name: name, data: [])
+    }
+
+    /// The identity `AGE-PLUGIN-NAME-1…` carrying `data` (what a plugin's own identities encode).
+    /// - Throws: ``AgeError/invalidArgument(_:)`` for a name that is not a plugin name.
+    public static func identity(name: String, data: [UInt8]) throws -> String {
         guard isValidName(name) else { throw AgeError.invalidArgument("\(name.prefix(40).debugDescription) is not a plugin name (letters, digits, `.`, `_`, `+`, `-`)") }
-        return String(decoding: Bech32.encode(hrp: "age-plugin-\(name.lowercased())-", data: [], uppercase: true), as: UTF8.self)
+        return String(decoding: Bech32.encode(hrp: "age-plugin-\(name.lowercased())-", data: data, uppercase: true), as: UTF8.self)
+    }
+
+    /// The plugin name and data of an `AGE-PLUGIN-NAME-1…` identity, or nil when it is not one.
+    public static func decode(identity: String) -> (name: String, data: [UInt8])? {
+        guard let name = name(ofIdentity: identity), let (_, data) = Bech32.decode(identity) else { return nil }
+        return (name, data)
     }
 
     /// Names are the suffix of a program name: lowercase letters, digits and `._+-`, so no
@@ -274,17 +286,15 @@ public struct AgePluginIdentity: AgeIdentity {
 /// One run of a plugin program: stanzas written to its standard input and read from its
 /// standard output; its standard error is the caller's.
 final class PluginSession {
-    /// Bounds on what a plugin may send: commands per session, bytes per line and per body.
+    /// Bounds on what a plugin may send: commands per session (lines and bodies: ``StanzaChannel``).
     static let maxCommands = 10_000
-    static let maxLine = 64 << 10
-    static let maxBody = 1 << 20
 
     let name: String
     let pid: pid_t
     let input: Int32
     let output: Int32
     let makeFailure: (String) -> AgeError
-    private var buffer = [UInt8]()
+    private let channel: StanzaChannel
     private var closed = false
 
     init(name: String, stateMachine: String, searchPath: String?, failure: @escaping (String) -> AgeError) throws {
@@ -319,6 +329,11 @@ final class PluginSession {
         pid = child
         input = stdinPipe[1]
         output = stdoutPipe[0]
+        let label = "age-plugin-\(name)"
+        channel = StanzaChannel(input: stdoutPipe[0], output: stdinPipe[1],
+                                failure: { failure("\(label): \($0)") },
+                                peerStoppedReading: "stopped reading its input (it exited, or failed; see its messages above)",
+                                peerEnded: "exited before the end of the protocol (see its messages above)")
     }
 
     func failure(_ text: String) -> AgeError { makeFailure("age-plugin-\(name): \(text)") }
@@ -341,66 +356,17 @@ final class PluginSession {
             kill(pid, SIGKILL)
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         }
-        Scrub.zero(buffer)
+        channel.wipe()
     }
 
     deinit { end() }
 
     func send(_ command: String, _ arguments: [String], body: [UInt8] = []) throws {
-        var bytes = AgeStanza(type: command, arguments: arguments, body: body).encoded()
-        defer { Scrub.zero(bytes); bytes = [] }
-        try bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = write(input, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { throw failure("stopped reading its input (it exited, or failed; see its messages above)") }
-                offset += n
-            }
-        }
-    }
-
-    private func readLine() throws -> [UInt8] {
-        for _ in 0..<(Self.maxLine / 512 + 2) {
-            if let newline = buffer.firstIndex(of: 0x0A) {
-                let line = Array(buffer[..<newline])
-                buffer.removeSubrange(...newline)
-                return line
-            }
-            guard buffer.count <= Self.maxLine else { throw failure("sent a line longer than \(Self.maxLine) bytes") }
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            var n = 0
-            repeat { n = read(output, &chunk, chunk.count) } while n < 0 && errno == EINTR
-            if n <= 0 { throw failure("exited before the end of the protocol (see its messages above)") }
-            buffer += chunk[0..<n]
-            Scrub.zero(chunk)
-        }
-        throw failure("sent a line longer than \(Self.maxLine) bytes")
+        try channel.send(command, arguments, body: body)
     }
 
     /// Reads one stanza: `-> COMMAND ARGS…` and its base64 body, up to the short line.
-    func receive() throws -> AgeStanza {
-        let first = try readLine()
-        guard first.starts(with: Array("-> ".utf8)) else { throw failure("sent a line that is not a stanza") }
-        var arguments = [String]()
-        for argument in first.dropFirst(3).split(separator: 0x20, omittingEmptySubsequences: false) {
-            guard !argument.isEmpty, argument.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
-                throw failure("sent a stanza with an empty or non-printable argument")
-            }
-            arguments.append(String(decoding: argument, as: UTF8.self))
-        }
-        guard let type = arguments.first else { throw failure("sent a stanza without a command") }
-        var body = [UInt8]()
-        for _ in 0...(Self.maxBody / 48 + 1) {
-            let line = try readLine()
-            guard line.count <= 64, let decoded = AgeBase64.decode(line) else { throw failure("sent a body line that is not canonical base64") }
-            body += decoded
-            Scrub.zero(line)
-            guard body.count <= Self.maxBody else { throw failure("sent a body larger than \(Self.maxBody) bytes") }
-            if line.count < 64 { return AgeStanza(type: type, arguments: Array(arguments.dropFirst()), body: body) }
-        }
-        throw failure("sent a body larger than \(Self.maxBody) bytes")
-    }
+    func receive() throws -> AgeStanza { try channel.receive() }
 
     /// Answers the requests both state machines share (messages, PINs, confirmations) and
     /// `unsupported` to anything else.

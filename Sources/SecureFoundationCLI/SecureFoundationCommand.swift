@@ -1,5 +1,6 @@
 import ArgumentParser
 import CBuildInfo
+import Foundation
 import SecureFoundation
 
 @main
@@ -50,6 +51,11 @@ struct SecureFoundationCommand: AsyncParsableCommand {
     static var version: String { String(cString: securefoundation_build_version()) }
 
     static func main() async {
+        // Started as age-plugin-securefoundation (the link `agent install-plugin` makes), this
+        // program is the age plugin that opens protected files through the unlock agent.
+        if let name = CommandLine.arguments.first, name.split(separator: "/").last.map(String.init) == AgentAgePlugin.programName {
+            Foundation.exit(AgentAgePlugin.run(arguments: Array(CommandLine.arguments.dropFirst())))
+        }
         let arguments = KeychainCommand.droppingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst()))
         // A plain `encrypt` or `decrypt` starts without building the parser's command tree.
         if let request = AgeFastPath.request(for: arguments) { AgeFastPath.run(request) }

@@ -1,6 +1,8 @@
 import Foundation
 import Cipher
 import Vault
+import Age
+import ProtectedFiles
 import CPlatform
 #if canImport(Glibc)
 import Glibc
@@ -178,6 +180,27 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
                 SecretBytes(count: 32) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[1 + 32 * index..<33 + 32 * index])) }
             }
         }
+    }
+
+    /// Has the agent unwrap a protected file's key from the file's header stanzas with the
+    /// class identity, which stays in the agent (what `age-plugin-securefoundation` does).
+    /// - Parameters:
+    ///   - stanzas: The header's `X25519` stanzas and its class stanza (others are not sent).
+    ///   - onlyClass: Serve only files of this class (nil: any class).
+    /// - Returns: The 16-byte file key.
+    /// - Throws: `ProtectedFileError.locked` when the class is unavailable in the agent (locked,
+    ///   or not unlocked since it started), ``AgentError/remote(_:)`` for a file the agent's
+    ///   vault does not open (its message says why), ``AgentError`` for the connection.
+    public func unwrapFileKey(stanzas: [AgeStanza], onlyClass: FileProtectionClass?) throws -> SecretBytes {
+        let relevant = stanzas.filter { $0.type == "X25519" || $0.type == "sf-protection" }
+        let body = SecretBytes(copying: try AgentProtocol.unwrapRequest(onlyClass: onlyClass?.name, stanzas: relevant))
+        defer { body.wipe() }
+        let payload = try request(body)
+        guard payload.count == 16 else {
+            payload.wipe()
+            throw AgentError.protocolViolation("a file-key answer of \(payload.count) bytes")
+        }
+        return payload
     }
 
     /// `UnlockedClassKeySource`: the agent's keys, or nil when no agent runs, it is locked, it

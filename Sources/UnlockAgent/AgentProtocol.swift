@@ -1,6 +1,8 @@
 import Foundation
 import Cipher
 import Vault
+import Age
+import ProtectedFiles
 
 /// The agent's wire protocol over a UNIX stream socket.
 ///
@@ -29,6 +31,63 @@ enum AgentProtocol {
         case subscribe = 5
         /// → empty; the agent locks, answers and exits.
         case stop = 6
+        /// `class name (1-byte length; empty: any class) ‖ count (1) ‖ count × stanza` → `file key (16)`:
+        /// the agent unwraps a protected file's key with the class identity, which it keeps
+        /// (``unwrapRequest(onlyClass:stanzas:)``; for `age-plugin-securefoundation`).
+        case unwrapFileKey = 7
+    }
+
+    /// At most this many stanzas go in one unwrap request (the `X25519` and class stanzas of one header).
+    static let maximumUnwrapStanzas = 64
+
+    /// The payload of an ``Operation/unwrapFileKey`` request. Each stanza is
+    /// `type (1-byte length) ‖ argument count (1) ‖ arguments (1-byte length each) ‖ body (4-byte length)`.
+    /// - Throws: ``AgentError/protocolViolation(_:)`` for too many stanzas or an over-long field.
+    static func unwrapRequest(onlyClass: String?, stanzas: [AgeStanza]) throws -> [UInt8] {
+        guard stanzas.count <= maximumUnwrapStanzas else {
+            throw AgentError.protocolViolation("a header with \(stanzas.count) stanzas of a protection class; at most \(maximumUnwrapStanzas)")
+        }
+        var writer = ByteWriter([version, Operation.unwrapFileKey.rawValue])
+        do {
+            try writer.shortField(Array((onlyClass ?? "").utf8), "class name")
+            writer.byte(UInt8(stanzas.count))
+            for stanza in stanzas {
+                try writer.shortField(Array(stanza.type.utf8), "stanza type")
+                guard stanza.arguments.count <= 255 else { throw AgentError.protocolViolation("a stanza with \(stanza.arguments.count) arguments") }
+                writer.byte(UInt8(stanza.arguments.count))
+                for argument in stanza.arguments { try writer.shortField(Array(argument.utf8), "stanza argument") }
+                writer.field(stanza.body)
+            }
+        } catch let error as CipherError {
+            throw AgentError.protocolViolation("\(error)")
+        }
+        guard writer.bytes.count <= maximumFrame else { throw AgentError.protocolViolation("an unwrap request of \(writer.bytes.count) bytes") }
+        return writer.bytes
+    }
+
+    /// Reads an ``Operation/unwrapFileKey`` request (the whole frame, version and operation included).
+    /// - Throws: ``AgentError/protocolViolation(_:)`` for anything malformed or trailing.
+    static func parseUnwrapRequest(_ frame: [UInt8]) throws -> (onlyClass: String?, stanzas: [AgeStanza]) {
+        var reader = ByteReader(frame)
+        do {
+            _ = try reader.take(2)
+            let name = String(decoding: try reader.shortField("class name"), as: UTF8.self)
+            let count = Int(try reader.byte("stanza count"))
+            guard count <= maximumUnwrapStanzas else { throw AgentError.protocolViolation("an unwrap request with \(count) stanzas") }
+            var stanzas = [AgeStanza]()
+            for _ in 0..<count {
+                let type = String(decoding: try reader.shortField("stanza type"), as: UTF8.self)
+                let argumentCount = Int(try reader.byte("argument count"))
+                var arguments = [String]()
+                for _ in 0..<argumentCount { arguments.append(String(decoding: try reader.shortField("stanza argument"), as: UTF8.self)) }
+                let body = Array(try reader.field("stanza body", maximum: maximumFrame))
+                stanzas.append(AgeStanza(type: type, arguments: arguments, body: body))
+            }
+            guard reader.remaining == 0 else { throw AgentError.protocolViolation("trailing bytes after the stanzas") }
+            return (name.isEmpty ? nil : name, stanzas)
+        } catch let error as CipherError {
+            throw AgentError.protocolViolation("a malformed unwrap request: \(error)")
+        }
     }
 
     static func classCode(_ protectionClass: ProtectionClass) -> UInt8 {
@@ -134,6 +193,15 @@ struct WireError: Codable, Sendable {
         case VaultError.noSecurityQuestions: self.init(kind: "noSecurityQuestions", message: message)
         case let AgentError.remote(why): self.init(kind: "other", message: why)
         case let AgentError.protocolViolation(why): self.init(kind: "protocol", message: why)
+        case let ProtectedFileError.locked(cls, reason):
+            let name = Self.reasons.first(where: { $0.1 == reason })?.0 ?? "locked"
+            self.init(kind: "fileClassUnavailable", message: message, accessibility: cls.name, reason: name)
+        case let ProtectedFileError.notProtectedFile(_, why):
+            self.init(kind: "notProtectedFile", message: message, reason: why)
+        case let ProtectedFileError.tampered(_, why):
+            self.init(kind: "tampered", message: message, reason: why)
+        case let ProtectedFileError.invalidArgument(why):
+            self.init(kind: "invalidArgument", message: message, reason: why)
         case let VaultError.classKeyUnavailable(accessibility, reason):
             let name = Self.reasons.first(where: { $0.1 == reason })?.0 ?? "locked"
             self.init(kind: "classKeyUnavailable", message: message, accessibility: accessibility.name, reason: name)
@@ -160,6 +228,15 @@ struct WireError: Codable, Sendable {
                 return VaultError.classKeyUnavailable(value, reason)
             }
             return AgentError.remote(message)
+        case "fileClassUnavailable":
+            if let name = accessibility, let cls = FileProtectionClass(name: name),
+               let reason = Self.reasons.first(where: { $0.0 == self.reason })?.1 {
+                return ProtectedFileError.locked(cls, reason)
+            }
+            return AgentError.remote(message)
+        case "notProtectedFile": return ProtectedFileError.notProtectedFile(path: ProtectedFiles.stanzaSource, reason: reason ?? message)
+        case "tampered": return ProtectedFileError.tampered(path: ProtectedFiles.stanzaSource, reason: reason ?? message)
+        case "invalidArgument": return ProtectedFileError.invalidArgument(reason ?? message)
         case "refused": return AgentError.refused(message)
         case "protocol": return AgentError.protocolViolation(message)
         default: return AgentError.remote(message)

@@ -1,6 +1,8 @@
 import Foundation
 import Cipher
 import Vault
+import Age
+import ProtectedFiles
 import CPlatform
 #if canImport(Glibc)
 import Glibc
@@ -81,6 +83,9 @@ public final class AgentServer: @unchecked Sendable {
     public let configuration: Configuration
     /// Where events are logged (refused peers, expiries); nil for silence.
     public let log: (@Sendable (String) -> Void)?
+    /// The vault's protected files, whose class identities the agent uses to unwrap file keys
+    /// for `age-plugin-securefoundation` (``AgentProtocol/Operation/unwrapFileKey``).
+    private let files: ProtectedFiles
 
     private struct Shared {
         var listenFD: Int32 = -1
@@ -136,6 +141,7 @@ public final class AgentServer: @unchecked Sendable {
         self.socketPath = VaultPaths.absolute(socketPath)
         self.configuration = configuration
         self.log = log
+        files = ProtectedFiles(manager: manager)
         var fds: [Int32] = [0, 0]
         guard sf_pipe_cloexec(&fds) == 0 else { throw AgentError.system("pipe", "wake-up pipe") }
         for fd in fds {
@@ -439,6 +445,15 @@ public final class AgentServer: @unchecked Sendable {
             let response = try classKeys(request)
             defer { response.wipe() }
             try AgentProtocol.writeFrame(fd, response)
+        case .unwrapFileKey:
+            let key = try unwrapFileKey(request)
+            defer { key.wipe() }
+            let response = SecretBytes(count: 1 + key.count) { target in
+                target[0] = 0
+                key.withUnsafeBytes { (target.baseAddress! + 1).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            }
+            defer { response.wipe() }
+            try AgentProtocol.writeFrame(fd, response)
         case .subscribe:
             let admitted = locked { state -> Bool in
                 guard state.subscribers.count + state.pendingSubscribers.count < configuration.maximumSubscribers else { return false }
@@ -622,6 +637,32 @@ public final class AgentServer: @unchecked Sendable {
                 keys[index].withUnsafeBytes { (target.baseAddress! + 2 + 32 * index).copyMemory(from: $0.baseAddress!, byteCount: min(32, $0.count)) }
             }
         }
+    }
+
+    /// Unwraps a protected file's key with the class identity, which never leaves the agent.
+    /// The same rules as for class keys decide which classes are served: whenUnlocked ones
+    /// (complete, completeUnlessOpen) only while unlocked, afterFirstUnlock ones from the
+    /// agent's own first unlock, the none class always (its key is in the data directory anyway).
+    private func unwrapFileKey(_ request: SecretBytes) throws -> SecretBytes {
+        let (onlyClassName, stanzas) = try request.withUnsafeBytes { try AgentProtocol.parseUnwrapRequest(Array($0)) }
+        var onlyClass: FileProtectionClass?
+        if let onlyClassName {
+            guard let cls = FileProtectionClass(name: onlyClassName) else {
+                throw AgentError.protocolViolation("an unknown protection class \(onlyClassName.prefix(60).debugDescription)")
+            }
+            onlyClass = cls
+        }
+        let firstUnlockDone = locked { $0.firstUnlockDone }
+        let key = try files.unwrapFileKey(stanzas: stanzas, onlyClass: onlyClass) { cls in
+            switch cls.accessibility.protectionClass {
+            case .whenUnlocked where !manager.isUnlocked: throw ProtectedFileError.locked(cls, .locked)
+            case .afterFirstUnlock where !firstUnlockDone: throw ProtectedFileError.locked(cls, .noFirstUnlockYet)
+            default: break
+            }
+        }
+        locked { if $0.lastUse != nil { $0.lastUse = Self.now() } }
+        log?("unwrapped a file key for age-plugin-securefoundation")
+        return key
     }
 
     // MARK: Lock-state subscribers (run-loop thread only)

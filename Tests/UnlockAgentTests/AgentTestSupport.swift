@@ -70,6 +70,16 @@ final class AgentFixture: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: root)
     }
 
+    /// Sends one raw request frame and returns the answer frame's bytes.
+    func rawRequest(_ request: [UInt8]) throws -> [UInt8] {
+        let fd = try UnixSocket.connect(to: socket, timeout: 30)
+        defer { close(fd) }
+        try AgentProtocol.writeFrame(fd, request)
+        let answer = try AgentProtocol.readFrame(fd, deadline: UnixSocket.monotonicNow() + 30)
+        defer { answer.wipe() }
+        return answer.withUnsafeBytes { Array($0) }
+    }
+
     /// Polls `condition` every 50 ms for at most `seconds`.
     static func eventually(within seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
         let deadline = Date().addingTimeInterval(seconds)

@@ -29,9 +29,13 @@ struct AgentCommand: ParsableCommand {
           securefoundation keychain find-generic-password -s mail -a alice -w
           securefoundation agent lock
           securefoundation agent stop
+
+        The real `age` opens protected files through the agent with its plugin: run \
+        `securefoundation agent install-plugin` once, then `age -d -j securefoundation FILE` \
+        (see `agent plugin-identity`).
         """,
         subcommands: [AgentStartCommand.self, AgentUnlockCommand.self, AgentLockCommand.self, AgentStatusCommand.self,
-                      AgentStopCommand.self, AgentServeCommand.self]
+                      AgentStopCommand.self, AgentPluginIdentityCommand.self, AgentInstallPluginCommand.self, AgentServeCommand.self]
     )
 }
 

@@ -1,0 +1,75 @@
+import ArgumentParser
+import Foundation
+import SecureFoundation
+
+/// `securefoundation agent plugin-identity`: the `AGE-PLUGIN-SECUREFOUNDATION-1…` identity with
+/// which the real `age` opens protected files through this agent.
+struct AgentPluginIdentityCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "plugin-identity",
+        abstract: "Print the age plugin identity that opens this vault's protected files through the agent.",
+        discussion: """
+        `age -d -i IDENTITY_FILE FILE` (or `age -d -j securefoundation FILE` for the default data \
+        directory and any class) runs age-plugin-securefoundation, which asks the unlock agent \
+        to unwrap the file key; the class identity never leaves the agent, and its class rules \
+        hold (complete and completeUnlessOpen files open only while it is unlocked). The \
+        identity holds no secret: it names the data directory and, with --class, the only \
+        class it opens. Install the plugin first with `securefoundation agent install-plugin`.
+
+        Examples:
+          securefoundation agent plugin-identity --class complete > sf-complete.txt
+          age -d -i sf-complete.txt notes.age
+          age -d -j securefoundation notes.age
+        """)
+
+    @Option(name: .customLong("home"), help: ArgumentHelp("The vault's data directory (default: as the vault commands).", valueName: "dir"))
+    var home: String?
+
+    @Option(name: .customLong("class"), help: ArgumentHelp("Open only files of this class (default: any class).", valueName: "class"))
+    var protection: String?
+
+    func run() throws {
+        try CLI.run {
+            var cls: FileProtectionClass?
+            if let protection {
+                guard let value = FileProtectionClass(name: protection) else {
+                    throw ProtectedFileError.invalidArgument("unknown class \(protection.debugDescription); one of \(FileProtectionClass.allValues.map(\.name).joined(separator: ", "))")
+                }
+                cls = value
+            }
+            let resolvedHome = VaultPaths.absolute(home ?? VaultPaths.defaultDirectory())
+            let identity = try AgentAgePlugin.Identity(home: resolvedHome, protection: cls).encoded()
+            try VaultCLI.say("# securefoundation age plugin identity: data directory \(resolvedHome), class \(cls?.name ?? "any")\n\(identity)")
+        }
+    }
+}
+
+/// `securefoundation agent install-plugin`: puts `age-plugin-securefoundation` (a link to this
+/// program) where `age` finds it.
+struct AgentInstallPluginCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "install-plugin",
+        abstract: "Install age-plugin-securefoundation (a symbolic link to this program) beside it, or in --dir.",
+        discussion: """
+        `age` runs plugins found on $PATH; this program acts as age-plugin-securefoundation when \
+        started under that name. The link is made in this program's own directory unless --dir \
+        names another one (which must be on $PATH for age to find it). An existing link to this \
+        program is kept; anything else at that path is refused.
+
+        Examples:
+          securefoundation agent install-plugin
+          securefoundation agent install-plugin --dir ~/.local/bin
+        """)
+
+    @Option(name: .customLong("dir"), help: ArgumentHelp("Where to put the link (default: this program's directory).", valueName: "dir"))
+    var directory: String?
+
+    func run() throws {
+        try CLI.run {
+            let target = AgentCLI.executablePath()
+            let dir = VaultPaths.absolute(directory ?? (target as NSString).deletingLastPathComponent)
+            let link = try AgentAgePlugin.installLink(in: dir, target: target)
+            try VaultCLI.say("\(link) -> \(target)")
+        }
+    }
+}
