@@ -156,7 +156,6 @@ public enum AgentAgePlugin {
         for encoded in identities {
             guard let identity = try? Identity(parsing: encoded) else { continue }
             let client = AgentClient(home: identity.home, timeout: timeout)
-            let home = identity.home ?? VaultPaths.defaultDirectory()
             do {
                 return .fileKey(try client.unwrapFileKey(stanzas: stanzas, onlyClass: identity.protection))
             } catch ProtectedFileError.notProtectedFile {
@@ -167,9 +166,9 @@ public enum AgentAgePlugin {
             } catch let ProtectedFileError.locked(cls, reason) {
                 switch reason {
                 case .locked:
-                    failure = failure ?? "the vault at \(home) is locked in the unlock agent, so its \(cls.name) files stay closed; unlock it with `securefoundation agent unlock`"
+                    failure = failure ?? "the unlock agent at \(client.socketPath) is locked, so the vault's \(cls.name) files stay closed; unlock it with `securefoundation agent unlock`"
                 case .noFirstUnlockYet:
-                    failure = failure ?? "the unlock agent of \(home) has not been unlocked since it started, so its \(cls.name) files stay closed; unlock it once with `securefoundation agent unlock`"
+                    failure = failure ?? "the unlock agent at \(client.socketPath) has not been unlocked since it started, so the vault's \(cls.name) files stay closed; unlock it once with `securefoundation agent unlock`"
                 default:
                     failure = failure ?? "\(ProtectedFileError.locked(cls, reason))"
                 }

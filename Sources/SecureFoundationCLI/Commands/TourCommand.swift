@@ -291,10 +291,11 @@ struct Tour {
         return nil
     }
 
-    func runTool(_ path: String, _ arguments: [String]) throws -> (status: Int32, output: [UInt8], error: String) {
+    func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: [UInt8], error: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         let output = Pipe(), error = Pipe()
         process.standardOutput = output
         process.standardError = error
