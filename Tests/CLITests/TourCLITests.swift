@@ -19,6 +19,8 @@ import Testing
         }
         if CLIRunner.which("age") != nil {
             #expect(result.text.contains("-d` opens our file"))
+            #expect(result.text.contains("`age -d -j securefoundation inbox/order-42.json` (the real age, through age-plugin-securefoundation) read the complete file"))
+            #expect(result.text.contains("after `agent lock` the real age is refused too"))
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path).isEmpty)
     }

@@ -60,7 +60,7 @@ extension Tour {
             note("age is not installed: skipping `age -d -j securefoundation` (Debian: apt-get install age)")
             return nil
         }
-        let bin = root + "/bin"
+        let bin = root + "/config/bin"
         try SecureFile.ensurePrivateDirectory(bin)
         try AgentAgePlugin.installLink(in: bin, target: AgentCLI.executablePath())
         let order = filesDirectory + "/inbox/order-42.json"
