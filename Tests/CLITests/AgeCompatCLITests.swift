@@ -153,6 +153,48 @@ struct AgeCompatCLITests {
         }
     }
 
+    @Test("encrypt -e -i encrypts to the recipients of identity files (age keys, SSH keys); age decrypts with the same files; an identity without a recipient and stdin twice are refused",
+          .enabled(if: sshKeygen))
+    func encryptToIdentityFiles() throws {
+        let temporary = try TemporaryDirectory(prefix: "sf-age-ei")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
+        #expect(try Self.run(["keygen", "-o", dir + "/key.txt"]).status == 0)
+        #expect(try Self.run(["keygen", "-pq", "-o", dir + "/pq.txt"]).status == 0)
+        let ed = try Self.sshKey(dir, "ed", type: "ed25519")
+        let plain = AgeCLITests.bytes(70_000)
+        try SecureFile.writeAtomically(plain, to: dir + "/plain")
+        let sealed = try Self.run(["encrypt", "-e", "-i", dir + "/key.txt", "-i", ed, "-i", dir + "/pq.txt", "-o", dir + "/f.age", dir + "/plain"])
+        #expect(sealed.status == 0, "\(sealed.stderr)")
+        let inspected = try Self.run(["inspect", dir + "/f.age"])
+        #expect(inspected.text.contains("\"X25519\"") && inspected.text.contains("\"ssh-ed25519\"") && inspected.text.contains("\"mlkem768x25519\""), "\(inspected.text)")
+        for key in [dir + "/key.txt", ed, dir + "/pq.txt"] {
+            let opened = try Self.run(["decrypt", "-i", key, dir + "/f.age"])
+            #expect(opened.status == 0 && opened.stdout == plain, "\(key): \(opened.stderr)")
+        }
+        if Self.age {
+            for key in [dir + "/key.txt", ed] {
+                let result = try ChildProcess.run("/usr/bin/age", ["-d", "-i", key, dir + "/f.age"])
+                #expect(result.status == 0 && result.stdout == plain, "\(result.errorText)")
+            }
+            // And the other way: age -e -i, our decrypt.
+            let theirs = try ChildProcess.run("/usr/bin/age", ["-e", "-i", dir + "/key.txt", "-o", dir + "/g.age", dir + "/plain"])
+            #expect(theirs.status == 0, "\(theirs.errorText)")
+            let opened = try Self.run(["decrypt", "-i", dir + "/key.txt", dir + "/g.age"])
+            #expect(opened.status == 0 && opened.stdout == plain)
+        }
+        // Identities from stdin, the input named.
+        let key = try SecureFile.read(dir + "/key.txt")
+        #expect(try Self.run(["encrypt", "-i", "-", "-o", dir + "/h.age", dir + "/plain"], stdin: key).status == 0)
+        #expect(try Self.run(["decrypt", "-i", dir + "/key.txt", dir + "/h.age"]).stdout == plain)
+        // stdin cannot be both; -i with -p is a usage error; a file of no identity is refused.
+        #expect(try Self.run(["encrypt", "-i", "-", "-o", dir + "/x.age"], stdin: key).status == 64)
+        #expect(try Self.run(["encrypt", "-i", dir + "/key.txt", "--passphrase-file", dir + "/key.txt", "-o", dir + "/x.age", dir + "/plain"]).status == 64)
+        try SecureFile.writeAtomically(Array("not a key\n".utf8), to: dir + "/junk.txt")
+        let junk = try Self.run(["encrypt", "-i", dir + "/junk.txt", "-o", dir + "/x.age", dir + "/plain"])
+        #expect(junk.status != 0 && !FileManager.default.fileExists(atPath: dir + "/x.age"))
+    }
+
     /// python3 with the cryptography package, which the Python plugin needs.
     static let python: Bool = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
         && (try? ChildProcess.run("/usr/bin/python3", ["-c", "import cryptography.hazmat.primitives.ciphers.aead"]).status) == 0

@@ -66,7 +66,7 @@ struct AgeFastPathTests {
             ["encrypt", "--recipient=\(r)", "plain"], ["encrypt", "-pa", "plain"], ["encrypt", "-r", r, "--", "plain"],
             ["encrypt", "-r", r, "-o", "a", "-o", "b", "plain"], ["encrypt", "-r", r, "-a", "-a", "plain"],
             ["encrypt", "-r", r, "plain", "other"], ["encrypt", "-r", r, "--no-such-flag", "plain"], ["encrypt", "-r"],
-            ["encrypt", "-r", r, "-o", "-x", "plain"], ["encrypt", "-r", "", "plain"], ["encrypt", "-r", r, "-i", "key.txt", "plain"],
+            ["encrypt", "-r", r, "-o", "-x", "plain"], ["encrypt", "-r", "", "plain"], ["encrypt", "-r", r, "-i"], ["encrypt", "-i", "-", "-R", "-", "plain"], ["encrypt", "-i", "-"],
             // What validate() refuses: reported with the usage by the parser.
             ["encrypt", "-p", "-r", r, "plain"], ["encrypt", "-p", "--passphrase-file", "p.txt", "plain"],
             ["encrypt", "--passphrase-file", "-"], ["encrypt", "-R", "-"], ["encrypt", "-R", "-", "-R", "-", "plain"],

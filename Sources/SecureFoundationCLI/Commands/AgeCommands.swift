@@ -73,6 +73,16 @@ enum AgeCLI {
             }
         })
 
+    /// The recipient that encrypts to `identity` (`age -e -i`).
+    /// - Throws: ``AgeError/invalidIdentity(_:)`` for an identity that names no recipient.
+    static func recipient(of identity: any AgeIdentity) throws -> any AgeRecipient {
+        if let plugin = identity as? AgePluginIdentity { return plugin.recipient }
+        guard let text = AgeKeys.recipient(of: identity) else {
+            throw AgeError.invalidIdentity("an identity of type \(type(of: identity)) has no recipient to encrypt to")
+        }
+        return try AgeKeys.recipient(text, ui: pluginUI)
+    }
+
     /// Parses the identity files given to `-i` (`-` is standard input): age identities, SSH
     /// private keys, plugin identities and passphrase-encrypted identity files, whose
     /// passphrase comes from `passphraseFile` or the terminal when first needed.
@@ -140,6 +150,12 @@ struct EncryptCommand: ParsableCommand {
     @Option(name: [.customShort("R"), .customLong("recipients-file")], help: "Encrypt to the recipients listed in this file, one per line, such as an SSH .pub or authorized_keys file (`-` for stdin). Repeatable.")
     var recipientsFiles: [String] = []
 
+    @Option(name: [.customShort("i"), .customLong("identity")], help: "Encrypt to the recipients of the identities in this file (age keys, SSH private keys, plugin identities, a passphrase-encrypted identity file), as `age -e -i`. Repeatable.")
+    var identityFiles: [String] = []
+
+    @Option(name: [.customShort("j")], help: ArgumentHelp("Encrypt to the default identity of the plugin age-plugin-NAME, as `age -e -j`. Repeatable.", valueName: "plugin-name"))
+    var plugins: [String] = []
+
     @Flag(name: [.customShort("p"), .customLong("passphrase")], help: "Encrypt with a passphrase read from the terminal (scrypt, N = 2^18).")
     var passphrase = false
 
@@ -157,8 +173,8 @@ struct EncryptCommand: ParsableCommand {
 
     /// The request these options make (``EncryptRequest``, which does the work).
     var request: EncryptRequest {
-        EncryptRequest(recipients: recipients, recipientsFiles: recipientsFiles, passphrase: passphrase,
-                       passphraseFile: passphraseFile, armor: armor, output: output, input: input)
+        EncryptRequest(recipients: recipients, recipientsFiles: recipientsFiles, identityFiles: identityFiles, plugins: plugins,
+                       passphrase: passphrase, passphraseFile: passphraseFile, armor: armor, output: output, input: input)
     }
 
     func validate() throws { try request.validate() }
@@ -172,6 +188,8 @@ struct EncryptCommand: ParsableCommand {
 struct EncryptRequest: Equatable, AgeRequest {
     var recipients: [String] = []
     var recipientsFiles: [String] = []
+    var identityFiles: [String] = []
+    var plugins: [String] = []
     var passphrase = false
     var passphraseFile: String?
     var armor = false
@@ -180,11 +198,12 @@ struct EncryptRequest: Equatable, AgeRequest {
 
     func validate() throws {
         let usesPassphrase = passphrase || passphraseFile != nil
-        if usesPassphrase && !(recipients.isEmpty && recipientsFiles.isEmpty) {
-            throw ValidationError("-p/--passphrase-file cannot be combined with -r/-R: a passphrase file has exactly one recipient")
+        let hasRecipients = !(recipients.isEmpty && recipientsFiles.isEmpty && identityFiles.isEmpty && plugins.isEmpty)
+        if usesPassphrase && hasRecipients {
+            throw ValidationError("-p/--passphrase-file cannot be combined with -r/-R/-i/-j: a passphrase file has exactly one recipient")
         }
-        if !usesPassphrase && recipients.isEmpty && recipientsFiles.isEmpty {
-            throw ValidationError("give at least one -r RECIPIENT, -R FILE, -p or --passphrase-file")
+        if !usesPassphrase && !hasRecipients {
+            throw ValidationError("give at least one -r RECIPIENT, -R FILE, -i IDENTITY_FILE, -j PLUGIN, -p or --passphrase-file")
         }
         if passphrase && passphraseFile != nil {
             throw ValidationError("give -p or --passphrase-file, not both")
@@ -200,6 +219,12 @@ struct EncryptRequest: Equatable, AgeRequest {
                 throw ValidationError("stdin cannot hold both the recipients (-R -) and the input; name the input file")
             }
         }
+        if recipientsFiles.filter({ $0 == "-" }).count + identityFiles.filter({ $0 == "-" }).count > 1 {
+            throw ValidationError("stdin can hold one of -R - and -i -, once")
+        }
+        if identityFiles.contains("-") && (input == nil || input == "-") {
+            throw ValidationError("stdin cannot hold both the identities (-i -) and the input; name the input file")
+        }
     }
 
     func run() throws {
@@ -210,6 +235,16 @@ struct EncryptRequest: Equatable, AgeRequest {
                 // `-R -` reads the recipients from standard input, as `-i -` reads identities.
                 let contents = String(decoding: try CLI.readInput(file, maxLength: 16 << 20), as: UTF8.self)
                 list += try AgeKeys.recipients(fileContents: contents, name: file, ui: AgeCLI.pluginUI) { CLI.warn("securefoundation: warning: \($0)") }
+            }
+            // `-e -i`: the recipients of identities (an encrypted identity file asks its
+            // passphrase on the terminal); plugin identities encrypt through their plugin.
+            for identity in try AgeCLI.identities(files: identityFiles, passphrase: nil) {
+                for inner in try (identity as? AgeEncryptedIdentityFile)?.identities() ?? [identity] {
+                    list.append(try AgeCLI.recipient(of: inner))
+                }
+            }
+            for name in plugins {
+                list.append(try AgePluginIdentity(try AgePlugin.defaultIdentity(name: name), ui: AgeCLI.pluginUI).recipient)
             }
             // One run of each plugin per file, for all its recipients.
             list = AgePlugin.grouped(list)

@@ -47,6 +47,8 @@ enum AgeFastPath {
         Option(["-e", "--encrypt"], value: false) { _, _ in },
         Option(["-r", "--recipient"], repeatable: true) { $0.recipients.append($1) },
         Option(["-R", "--recipients-file"], repeatable: true) { $0.recipientsFiles.append($1) },
+        Option(["-i", "--identity"], repeatable: true) { $0.identityFiles.append($1) },
+        Option(["-j"], repeatable: true) { $0.plugins.append($1) },
         Option(["-p", "--passphrase"], value: false) { request, _ in request.passphrase = true },
         Option(["--passphrase-file"]) { $0.passphraseFile = $1 },
         Option(["-a", "--armor"], value: false) { request, _ in request.armor = true },
