@@ -142,14 +142,7 @@ public final class AgentServer: @unchecked Sendable {
         self.configuration = configuration
         self.log = log
         files = ProtectedFiles(manager: manager)
-        var fds: [Int32] = [0, 0]
-        guard sf_pipe_cloexec(&fds) == 0 else { throw AgentError.system("pipe", "wake-up pipe") }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        }
-        wakeRead = fds[0]
-        wakeWrite = fds[1]
+        (wakeRead, wakeWrite) = try AgentSystem.wakePipe()
     }
 
     deinit {
@@ -164,15 +157,7 @@ public final class AgentServer: @unchecked Sendable {
     }
 
     /// Seconds since boot, counting suspend (CLOCK_BOOTTIME), so a TTL runs while a laptop sleeps.
-    static func now() -> Double {
-        var time = timespec()
-        #if os(Linux)
-        clock_gettime(CLOCK_BOOTTIME, &time)
-        #else
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        #endif
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
-    }
+    static func now() -> Double { AgentSystem.bootTime() }
 
     // MARK: Binding
 
@@ -213,29 +198,12 @@ public final class AgentServer: @unchecked Sendable {
                 guard unlink(socketPath) == 0 || errno == ENOENT else { throw AgentError.system("unlink", socketPath) }
                 log?("replaced the stale socket \(socketPath)")
             }
-            var address = try UnixSocket.address(socketPath)
-            let fd = try UnixSocket.makeSocket()
-            let previous = umask(0o177)
-            let result = withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    #if os(Linux)
-                    Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                    #else
-                    Darwin.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                    #endif
-                }
-            }
-            let bindErrno = errno
-            umask(previous)
-            guard result == 0 else {
-                close(fd)
-                throw AgentError.system("bind", socketPath, bindErrno)
-            }
-            guard chmod(socketPath, 0o600) == 0, let info = try? FileCalls.linkStatus(socketPath), listen(fd, 128) == 0 else {
+            let fd = try AgentSystem.listen(at: socketPath)
+            guard let info = try? FileCalls.linkStatus(socketPath) else {
                 let code = errno
                 close(fd)
                 unlink(socketPath)
-                throw AgentError.system("listen", socketPath, code)
+                throw AgentError.system("lstat", socketPath, code)
             }
             locked {
                 $0.listenFD = fd
@@ -258,20 +226,15 @@ public final class AgentServer: @unchecked Sendable {
         while !locked({ $0.stopping }) {
             admitSubscribers()
             let subscribers = locked { $0.subscribers }
-            var fds = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-            fds += subscribers.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            let ready = poll(&fds, nfds_t(fds.count), 250)
-            if ready < 0 && errno != EINTR { throw AgentError.system("poll", socketPath) }
+            let (ready, failed) = AgentSystem.waitReadable([listenFD, wakeRead] + subscribers, milliseconds: 250)
+            if failed { throw AgentError.system("poll", socketPath) }
             expireIfDue()
             forgetIfVaultChanged()
-            if fds[1].revents != 0 {
-                var drain = [UInt8](repeating: 0, count: 64)
-                while read(wakeRead, &drain, drain.count) > 0 {}
-            }
+            if ready[1] { AgentSystem.drain(wakeRead) }
             // A subscriber sends nothing after its request: readable means closed (or misbehaving).
-            for entry in fds.dropFirst(2) where entry.revents != 0 { dropSubscriber(entry.fd) }
+            for (index, fd) in subscribers.enumerated() where ready[2 + index] { dropSubscriber(fd) }
             publishState()
-            if fds[0].revents & Int16(POLLIN) != 0 { acceptOne(listenFD) }
+            if ready[0] { acceptOne(listenFD) }
         }
         shutdown()
     }
@@ -282,10 +245,7 @@ public final class AgentServer: @unchecked Sendable {
         wake()
     }
 
-    private func wake() {
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
-    }
+    private func wake() { AgentSystem.poke(wakeWrite) }
 
     private func shutdown() {
         manager.lock()
@@ -308,9 +268,7 @@ public final class AgentServer: @unchecked Sendable {
     }
 
     private func acceptOne(_ listenFD: Int32) {
-        let fd = accept(listenFD, nil, nil)
-        guard fd >= 0 else { return }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        guard let fd = AgentSystem.accept(listenFD) else { return }
         let now = UnixSocket.monotonicNow()
         let limit = configuration.maximumConnections
         var uid: UInt32 = 0
