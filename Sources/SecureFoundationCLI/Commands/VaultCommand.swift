@@ -2,95 +2,6 @@ import ArgumentParser
 import Foundation
 import SecureFoundation
 
-/// Options shared by every command that touches the vault's state: where it lives and where the
-/// device key is. Reusable by later commands (`@OptionGroup var home: HomeOptions`).
-struct HomeOptions: ParsableArguments {
-    @Option(name: .customLong("home"), help: ArgumentHelp(
-        "The data directory (default: $SECUREFOUNDATION_HOME, else $XDG_DATA_HOME/securefoundation, else ~/.local/share/securefoundation).",
-        valueName: "dir"))
-    var home: String?
-
-    @Option(name: .customLong("device-key"), help: ArgumentHelp(
-        "The device-key file (default: $XDG_CONFIG_HOME/securefoundation/device.key, else ~/.config/securefoundation/device.key).",
-        valueName: "file"))
-    var deviceKey: String?
-
-    @Flag(name: .customLong("legacy-kdf-ceiling"), help: "Accept stored KDF settings up to the earlier, looser ceiling (scrypt up to 16 GiB, PBKDF2 up to 100,000,000 rounds), for a vault created with such custom settings by an earlier version.")
-    var legacyKDFCeiling = false
-
-    /// The data directory these options name, resolved as the crypto manager resolves it.
-    var directory: String { VaultPaths.absolute(home ?? VaultPaths.defaultDirectory()) }
-
-    /// Whether the data directory exists (read-only commands create nothing when it does not).
-    var directoryExists: Bool {
-        (try? FileCalls.linkStatus(directory)) != nil
-    }
-
-    /// The crypto manager for these options. With `useAgent` (and unless
-    /// `$SECUREFOUNDATION_AGENT` is `off`), a running unlock agent of this vault supplies the
-    /// whenUnlocked and afterFirstUnlock keys while the manager is locked. `policy` (the
-    /// commands that write wrappings) brings `--kdf` and `--erase-after`, `eraseAfter` the
-    /// count of `vault unlock`; without them new wrappings use the interactive KDF and the
-    /// stored erase-after count applies. `provider`: the device-key provider (nil: the home's,
-    /// ``deviceKeyProvider()``).
-    func manager(useAgent: Bool = true, policy given: VaultPolicyOptions? = nil, eraseAfter: Int? = nil,
-                 provider: (any DeviceKeyProvider)? = nil) throws -> CryptoManager {
-        var attempts = AttemptPolicy.iOS
-        if let eraseAfter = given?.eraseAfter ?? eraseAfter { attempts = attempts.erasing(after: eraseAfter) }
-        let agent = useAgent && ProcessInfo.processInfo.environment["SECUREFOUNDATION_AGENT"] != "off" ? AgentClient(home: home, timeout: 10) : nil
-        if let agent { AgentInUse.register(agent) }
-        return try CryptoManager(directory: home, deviceKeyProvider: try provider ?? deviceKeyProvider(),
-                                 policy: try given?.policy() ?? .interactive, attemptPolicy: attempts, kdfCeiling: legacyKDFCeiling ? .legacy : .standard,
-                                 unlockedKeySource: agent)
-    }
-}
-
-/// The vault's policy options, offered only where they act: `--erase-after` and `--kdf` on the
-/// commands that write new wrappings (`init`, `change-passcode`, `change-questions`,
-/// `rotate-key`), `--erase-after` alone on `unlock` (``EraseAfterOptions``).
-struct VaultPolicyOptions: ParsableArguments {
-    @OptionGroup var erase: EraseAfterOptions
-
-    @Option(name: .customLong("kdf"), help: ArgumentHelp(
-        "KDF work for the new wrappings: interactive (scrypt 2^16, default), sensitive (scrypt 2^18), minimum (scrypt 2^15, the floor), fips-interactive, fips-sensitive (PBKDF2). $SECUREFOUNDATION_KDF changes the default.",
-        valueName: "work"))
-    var kdf: String?
-
-    /// The work named by `--kdf`, else by `$SECUREFOUNDATION_KDF`, else `interactive`.
-    var kdfName: String { kdf ?? ProcessInfo.processInfo.environment["SECUREFOUNDATION_KDF"].flatMap { $0.isEmpty ? nil : $0 } ?? "interactive" }
-
-    var eraseAfter: Int? { erase.eraseAfter }
-
-    func validate() throws { _ = try policy() }
-
-    func policy() throws -> KDFPolicy {
-        switch kdfName {
-        case "interactive": return .interactive
-        case "sensitive": return .sensitive
-        case "minimum": return .minimum
-        case "fips-interactive": return .fipsInteractive
-        case "fips-sensitive": return .fipsSensitive
-        default:
-            let source = kdf == nil ? "$SECUREFOUNDATION_KDF" : "--kdf"
-            throw ValidationError("\(source) must be interactive, sensitive, minimum, fips-interactive or fips-sensitive")
-        }
-    }
-}
-
-/// `--erase-after N`: stored with the vault by `init` (and by the first change that upgrades a
-/// version-1 vault); given to a command that checks a secret, the stricter of it and the stored
-/// count applies.
-struct EraseAfterOptions: ParsableArguments {
-    @Option(name: .customLong("erase-after"), help: ArgumentHelp(
-        "Destroy the vault's keys after this many consecutive failed unlock attempts (default: never). Stored with the vault by init; on a later command the stricter of the stored and the given count applies.",
-        valueName: "count"))
-    var eraseAfter: Int?
-
-    func validate() throws {
-        if let eraseAfter, eraseAfter < 1 { throw ValidationError("--erase-after must be at least 1") }
-    }
-}
-
 /// `securefoundation vault …`: the crypto manager from the command line.
 struct VaultCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -123,114 +34,6 @@ struct VaultCommand: ParsableCommand {
             VaultMigrateDeviceKeyCommand.self, VaultRotateDeviceKeyCommand.self,
         ]
     )
-}
-
-/// How a command unlocks the vault: `--passcode-file` or `--answers-file` (else the terminal).
-struct VaultCredentialOptions: ParsableArguments {
-    @Option(name: .customLong("passcode-file"), help: "Unlock with the passcode in this file (`-` for stdin).")
-    var passcodeFile: String?
-
-    @Option(name: .customLong("answers-file"), help: "Unlock with the answers in this file instead, one per line.")
-    var answersFile: String?
-
-    func validate() throws {
-        if passcodeFile != nil && answersFile != nil { throw ValidationError("give --passcode-file or --answers-file, not both") }
-    }
-
-    /// Whether a file was given.
-    var given: Bool { passcodeFile != nil || answersFile != nil }
-
-    /// Unlocks `manager` with the given file, or the passcode from the terminal; without a
-    /// file, a running unlock agent holding this vault unlocked is used instead of asking
-    /// (unless `needsApplicationKey`: the agent serves class keys only).
-    func unlock(_ manager: CryptoManager, needsApplicationKey: Bool = false) throws {
-        try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile, agentMayServe: !needsApplicationKey)
-    }
-}
-
-/// Shared helpers of the vault commands.
-enum VaultCLI {
-    /// Throws unless the vault is set up (``VaultError/erased`` when it was erased).
-    static func requireSetUp(_ manager: CryptoManager) throws {
-        guard try manager.isSetUp else { throw manager.isErased ? VaultError.erased : VaultError.notSetUp }
-    }
-
-    /// What a command does when no secret file is given.
-    enum WithoutFile {
-        /// Ask for the passcode on the terminal.
-        case askTerminal
-        /// Stay locked (items of the always class, or keys a running agent serves, still open).
-        case stayLocked
-    }
-
-    /// The one way every command unlocks the vault. With no file given, a running unlock agent
-    /// that holds this vault unlocked stands in for the secret when `agentMayServe` (the agent
-    /// serves class keys, never the application key), else `withoutFile` decides. With a file,
-    /// the answers in `answersFile`, else the passcode in `passcodeFile` (`-` is standard input).
-    /// Every secret read is wiped before returning.
-    /// - Throws: ``VaultError/notSetUp`` or ``VaultError/erased`` when there is no vault, the
-    ///   vault's unlock errors (wrong passcode, wait, erased), or a failure to read the secret.
-    static func unlock(_ manager: CryptoManager, passcodeFile: String?, answersFile: String? = nil,
-                       withoutFile: WithoutFile = .askTerminal, agentMayServe: Bool = false,
-                       prompt: String = "Passcode: ") throws {
-        if passcodeFile == nil && answersFile == nil {
-            if withoutFile == .stayLocked { return }
-            if agentMayServe, agentHoldsUnlocked(manager) { return }
-        }
-        try requireSetUp(manager)
-        if let answersFile {
-            let answers = try readAnswers(answersFile)
-            defer { answers.forEach { $0.wipe() } }
-            try manager.unlock(answers: answers)
-        } else {
-            let passcode = try self.passcode(file: passcodeFile, prompt: prompt)
-            defer { passcode.wipe() }
-            try manager.unlock(passcode: passcode)
-        }
-    }
-
-    /// Whether an unlock agent serves `manager`'s vault unlocked (its whenUnlocked keys come
-    /// from the agent, so no passcode is needed for class keys).
-    static func agentHoldsUnlocked(_ manager: CryptoManager) -> Bool {
-        guard let agent = manager.unlockedKeySource as? AgentClient, let status = try? agent.status() else { return false }
-        return status.state == .unlocked && status.home == manager.directory
-    }
-
-    /// Reads answers from a file, one per line, straight into locked memory (never a String).
-    static func readAnswers(_ path: String) throws -> [SecretBytes] {
-        let all = try SecretBytes(contentsOfFile: path)
-        defer { all.wipe() }
-        var lines: [SecretBytes] = []
-        all.withUnsafeBytes { bytes in
-            var start = 0
-            for index in 0...bytes.count where index == bytes.count || bytes[index] == 0x0A {
-                var end = index
-                if end > start, bytes[end - 1] == 0x0D { end -= 1 }
-                let from = start
-                let count = end - from
-                lines.append(SecretBytes(count: count) { target in
-                    if count > 0 { target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[from..<from + count])) }
-                })
-                start = index + 1
-            }
-        }
-        return lines
-    }
-
-    /// A passcode from a file or the terminal.
-    static func passcode(file: String?, prompt: String, confirm: Bool = false) throws -> SecretBytes {
-        try CLI.passphrase(file: file, prompt: prompt, confirm: confirm, what: "passcode", option: "--passcode-file")
-    }
-
-    static func keyID(_ manager: CryptoManager) -> String {
-        ((try? manager.keyID) ?? nil).map { Encoding.hex($0) } ?? "-"
-    }
-
-    static func say(_ line: String) throws {
-        // A progress line on the same terminal is cleared first (it is drawn again below).
-        if isatty(1) == 1 { ProgressLine.clearForMessage() }
-        try CLI.writeStdout(Array((line + "\n").utf8))
-    }
 }
 
 struct VaultInitCommand: ParsableCommand {
@@ -439,21 +242,13 @@ struct VaultUnlockCommand: ParsableCommand {
 
     @OptionGroup var erase: EraseAfterOptions
 
-    @Option(name: .customLong("passcode-file"), help: "Read the passcode from this file (`-` for stdin).")
-    var passcodeFile: String?
-
-    @Option(name: .customLong("answers-file"), help: "Unlock with the answers instead, one per line (empty line = not answered).")
-    var answersFile: String?
-
-    func validate() throws {
-        guard passcodeFile == nil || answersFile == nil else { throw ValidationError("give --passcode-file or --answers-file, not both") }
-    }
+    @OptionGroup var credentials: VaultCredentialOptions
 
     func run() throws {
         try CLI.run {
             let manager = try home.manager(eraseAfter: erase.eraseAfter)
             // The passcode itself is checked: a running agent does not stand in for it.
-            try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
+            try VaultCLI.unlock(manager, passcodeFile: credentials.passcodeFile, answersFile: credentials.answersFile)
             manager.lock()
             try VaultCLI.say("unlocked (key id \(VaultCLI.keyID(manager)))")
         }
@@ -478,24 +273,16 @@ struct VaultChangePasscodeCommand: ParsableCommand {
 
     @OptionGroup var policy: VaultPolicyOptions
 
-    @Option(name: .customLong("passcode-file"), help: "The current passcode (`-` for stdin).")
-    var passcodeFile: String?
-
-    @Option(name: .customLong("answers-file"), help: "Prove with the answers instead of the current passcode.")
-    var answersFile: String?
+    @OptionGroup var credentials: VaultCredentialOptions
 
     @Option(name: .customLong("new-passcode-file"), help: "The new passcode (default: asked on the terminal twice).")
     var newPasscodeFile: String?
-
-    func validate() throws {
-        guard passcodeFile == nil || answersFile == nil else { throw ValidationError("give --passcode-file or --answers-file, not both") }
-    }
 
     func run() throws {
         try CLI.run {
             let manager = try home.manager(policy: policy)
             try VaultCLI.requireSetUp(manager)
-            if let answersFile {
+            if let answersFile = credentials.answersFile {
                 let answers = try VaultCLI.readAnswers(answersFile)
                 defer { answers.forEach { $0.wipe() } }
                 let new = try VaultCLI.passcode(file: newPasscodeFile, prompt: "New passcode: ", confirm: true)
@@ -503,7 +290,7 @@ struct VaultChangePasscodeCommand: ParsableCommand {
                 try manager.resetPasscode(answers: answers, new: new)
             } else {
                 guard try manager.hasPasscode else { throw ValidationError("this vault has no passcode yet; prove with --answers-file") }
-                let current = try VaultCLI.passcode(file: passcodeFile, prompt: "Current passcode: ")
+                let current = try VaultCLI.passcode(file: credentials.passcodeFile, prompt: "Current passcode: ")
                 defer { current.wipe() }
                 let new = try VaultCLI.passcode(file: newPasscodeFile, prompt: "New passcode: ", confirm: true)
                 defer { new.wipe() }
@@ -530,11 +317,7 @@ struct VaultChangeQuestionsCommand: ParsableCommand {
 
     @OptionGroup var policy: VaultPolicyOptions
 
-    @Option(name: .customLong("passcode-file"), help: "The passcode (`-` for stdin).")
-    var passcodeFile: String?
-
-    @Option(name: .customLong("answers-file"), help: "Unlock with the current answers instead of the passcode.")
-    var answersFile: String?
+    @OptionGroup var credentials: VaultCredentialOptions
 
     @Option(name: .customLong("question"), help: "A new security question (repeat for several).")
     var questions: [String] = []
@@ -547,13 +330,12 @@ struct VaultChangeQuestionsCommand: ParsableCommand {
 
     func validate() throws {
         guard !questions.isEmpty else { throw ValidationError("give at least one --question") }
-        guard passcodeFile == nil || answersFile == nil else { throw ValidationError("give --passcode-file or --answers-file, not both") }
     }
 
     func run() throws {
         try CLI.run {
             let manager = try home.manager(policy: policy)
-            try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile)
+            try VaultCLI.unlock(manager, passcodeFile: credentials.passcodeFile, answersFile: credentials.answersFile)
             let answers = try VaultCLI.readAnswers(newAnswersFile)
             defer { answers.forEach { $0.wipe() } }
             try manager.updateSecurityQuestions(questions, answers: answers, threshold: threshold)
