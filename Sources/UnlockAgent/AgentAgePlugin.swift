@@ -106,6 +106,8 @@ public enum AgentAgePlugin {
     /// output; `--age-plugin=recipient-v1` is refused (the plugin only decrypts).
     /// - Parameters:
     ///   - arguments: The program's arguments, without the program name.
+    ///   - input: Where `age` writes (the plugin's standard input).
+    ///   - output: Where `age` reads (the plugin's standard output).
     ///   - timeout: Seconds to wait for the agent.
     /// - Returns: The exit status (0 when the protocol ran to its end, 1 when it broke off, 64
     ///   for a usage error).
