@@ -91,7 +91,8 @@ public enum AgeKeys {
     ///   is decrypted with `passphrase` when a file is first decrypted with it
     ///   (``AgeEncryptedIdentityFile``).
     /// - Parameters:
-    ///   - passphrase: Gives the passphrase of an encrypted identity file (nil: such files are refused).
+    ///   - passphrase: Gives the passphrase of an encrypted identity file or a passphrase-protected
+    ///     SSH key, when a file is first decrypted with it (nil: such files are refused).
     ///   - ui: How plugins talk to the user.
     /// - Throws: ``AgeError/invalidIdentity(_:)`` naming the line.
     public static func identities(fileContents: SecretBytes, name: String = "identity file",
@@ -109,7 +110,7 @@ public enum AgeKeys {
             let contents = fileContents.withUnsafeBytes { Array($0) }
             return [AgeEncryptedIdentityFile(contents: contents, name: name, passphrase: passphrase, ui: ui)]
         }
-        if start == 2 { return [try SSHPrivateKeyFile.identity(fileContents, name: name)] }
+        if start == 2 { return [try SSHPrivateKeyFile.identity(fileContents, name: name, passphrase: passphrase)] }
         var lines = [Range<Int>]()
         fileContents.withUnsafeBytes { bytes in
             var start = 0

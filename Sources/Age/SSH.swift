@@ -353,18 +353,29 @@ public struct SSHRSAIdentity: AgeIdentity {
 // MARK: - Passphrase-protected keys
 
 /// A passphrase-protected OpenSSH private key. Its public key is readable, so it recognises
-/// the stanzas addressed to it; unwrapping one fails with ``AgeError/invalidIdentity(_:)``
-/// saying how to remove the passphrase from a copy: the key derivation of OpenSSH's
-/// encrypted keys (bcrypt_pbkdf, built on Blowfish) is not available from swift-crypto, and
-/// this project does not implement ciphers of its own.
+/// the stanzas addressed to it; the first time one is, the passphrase is asked for (the
+/// `passphrase` given when the file was read) and the key is decrypted by OpenSSH's
+/// `ssh-keygen` in memory (the key derivation of these keys, bcrypt_pbkdf, is built on
+/// Blowfish, which swift-crypto does not offer and this project does not implement; see
+/// `SSHKeyDecryption`). The decrypted identity is kept for later files. Without a passphrase source,
+/// or without `ssh-keygen`, unwrapping fails with ``AgeError/invalidIdentity(_:)`` saying what to do.
 public struct EncryptedSSHIdentity: AgeIdentity {
     let type: String
     let tag: String
     let wire: [UInt8]
     /// Where the key came from, for the message.
     public let name: String
+    let contents: SecretBytes?
+    let passphrase: (@Sendable () throws -> SecretBytes)?
+    let decrypted = DecryptedKey()
 
-    init?(publicKey: SSHPublicKey, name: String) {
+    /// The identity once decrypted (one decryption per key file read).
+    final class DecryptedKey: @unchecked Sendable {
+        let lock = NSLock()
+        var identity: (any AgeIdentity)?
+    }
+
+    init?(publicKey: SSHPublicKey, name: String, contents: SecretBytes? = nil, passphrase: (@Sendable () throws -> SecretBytes)? = nil) {
         switch publicKey {
         case .ed25519(_, let wire): type = "ssh-ed25519"; self.wire = wire
         case .rsa(_, _, let wire): type = "ssh-rsa"; self.wire = wire
@@ -372,20 +383,42 @@ public struct EncryptedSSHIdentity: AgeIdentity {
         }
         tag = SSHWire.tag(wire)
         self.name = name
+        self.contents = contents
+        self.passphrase = passphrase
     }
 
     /// The public key (`ssh-ed25519 AAAA…`, `ssh-rsa AAAA…`), readable without the passphrase.
     public var publicKey: String { type + " " + String(decoding: AgeBase64.encode(wire, padded: true), as: UTF8.self) }
 
     static func refusal(_ name: String) -> AgeError {
-        .invalidIdentity("\(name) is a passphrase-protected SSH key, which this tool cannot decrypt (OpenSSH's bcrypt KDF is not available); "
-                         + "decrypt a copy with `cp \(name) COPY && ssh-keygen -p -N \"\" -f COPY`, use COPY, and delete it afterwards")
+        .invalidIdentity("\(name) is a passphrase-protected SSH key and no passphrase can be asked here; "
+                         + "give it on a terminal, or decrypt a copy with `cp \(name) COPY && ssh-keygen -p -N \"\" -f COPY`, use COPY, and delete it afterwards")
     }
 
-    /// Nil unless a stanza is addressed to this key; then throws the refusal.
+    /// Nil unless a stanza is addressed to this key; then decrypts the key (once) and unwraps.
+    /// - Throws: ``AgeError/noMatchingIdentity(_:)`` for a wrong passphrase; ``AgeError/invalidIdentity(_:)``
+    ///   when the key cannot be decrypted here.
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
-        if stanzas.contains(where: { $0.type == type && $0.arguments.first == tag }) { throw Self.refusal(name) }
-        return nil
+        guard stanzas.contains(where: { $0.type == type && $0.arguments.first == tag }) else { return nil }
+        return try identity().unwrap(stanzas: stanzas)
+    }
+
+    /// The decrypted identity, checked against the public key in clear.
+    func identity() throws -> any AgeIdentity {
+        try decrypted.lock.withLock {
+            if let identity = decrypted.identity { return identity }
+            guard let contents, let passphrase else { throw Self.refusal(name) }
+            let secret = try passphrase()
+            defer { secret.wipe() }
+            let plain = try SSHKeyDecryption.decrypt(contents, passphrase: secret, name: name)
+            defer { plain.wipe() }
+            let identity = try SSHPrivateKeyFile.identity(plain, name: name)
+            guard !(identity is EncryptedSSHIdentity), AgeKeys.recipient(of: identity) == publicKey else {
+                throw AgeError.invalidIdentity("ssh-keygen returned another key than \(name)'s public key")
+            }
+            decrypted.identity = identity
+            return identity
+        }
     }
 }
 
@@ -421,11 +454,11 @@ enum SSHPrivateKeyFile {
 
     /// Parses an SSH private key file: OpenSSH's format (unencrypted, or encrypted and then
     /// recognised by its public key only) or the older PEM `RSA PRIVATE KEY`.
-    static func identity(_ contents: SecretBytes, name: String) throws -> any AgeIdentity {
+    static func identity(_ contents: SecretBytes, name: String, passphrase: (@Sendable () throws -> SecretBytes)? = nil) throws -> any AgeIdentity {
         try contents.withUnsafeBytes { bytes in
             if let (body, _) = pemBody(bytes, begin: opensshBegin, end: opensshEnd) {
                 defer { Scrub.zero(body) }
-                return try openssh(body, name: name)
+                return try openssh(body, name: name, contents: contents, passphrase: passphrase)
             }
             if let (body, headers) = pemBody(bytes, begin: rsaBegin, end: rsaEnd) {
                 defer { Scrub.zero(body) }
@@ -436,7 +469,8 @@ enum SSHPrivateKeyFile {
         }
     }
 
-    static func openssh(_ blob: [UInt8], name: String) throws -> any AgeIdentity {
+    static func openssh(_ blob: [UInt8], name: String, contents: SecretBytes? = nil,
+                        passphrase: (@Sendable () throws -> SecretBytes)? = nil) throws -> any AgeIdentity {
         let malformed = AgeError.invalidIdentity("\(name) is a malformed OpenSSH private key")
         let magic = Array("openssh-key-v1".utf8) + [0]
         guard blob.starts(with: magic) else { throw malformed }
@@ -452,7 +486,13 @@ enum SSHPrivateKeyFile {
             throw AgeError.invalidIdentity("\(name) is an SSH key of type \(type); age reads ssh-ed25519 and ssh-rsa keys")
         }
         if cipher != Array("none".utf8) || kdf != Array("none".utf8) {
-            guard let identity = EncryptedSSHIdentity(publicKey: publicKey, name: name) else { throw malformed }
+            guard cipher == Array("aes256-ctr".utf8) || cipher == Array("aes256-gcm@openssh.com".utf8) || cipher == Array("aes128-ctr".utf8)
+                    || cipher == Array("aes192-ctr".utf8) || cipher == Array("chacha20-poly1305@openssh.com".utf8),
+                  kdf == Array("bcrypt".utf8) else {
+                throw AgeError.invalidIdentity("\(name) is encrypted with \(String(decoding: cipher, as: UTF8.self)) / \(String(decoding: kdf, as: UTF8.self)), which OpenSSH does not write")
+            }
+            let copy = contents.map { $0.slice(0..<$0.count) }
+            guard let identity = EncryptedSSHIdentity(publicKey: publicKey, name: name, contents: copy, passphrase: passphrase) else { throw malformed }
             return identity
         }
         var inner = SSHReader(section)

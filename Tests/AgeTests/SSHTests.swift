@@ -21,10 +21,11 @@ enum SSHKeygen {
         return dir + "/" + name
     }
 
-    static func identity(_ path: String) throws -> any AgeIdentity {
+    static func identity(_ path: String, passphrase: String? = nil) throws -> any AgeIdentity {
         let contents = try SecretBytes(contentsOfFile: path)
         defer { contents.wipe() }
-        let identities = try AgeKeys.identities(fileContents: contents, name: path)
+        let source: (@Sendable () throws -> SecretBytes)? = passphrase.map { text in { @Sendable in SecretBytes(utf8: text) } }
+        let identities = try AgeKeys.identities(fileContents: contents, name: path, passphrase: source)
         return try #require(identities.first)
     }
 
@@ -108,7 +109,7 @@ struct SSHTests {
         }
     }
 
-    @Test("a passphrase-protected key is recognised by its public key and refused only for a stanza addressed to it")
+    @Test("a passphrase-protected key is recognised by its public key, decrypted by ssh-keygen in memory with the passphrase given, refused without one, and passed over for a stanza not addressed to it")
     func encryptedKey() throws {
         let temporary = try TemporaryDirectory(prefix: "age-ssh")
         defer { withExtendedLifetime(temporary) {} }
@@ -119,20 +120,46 @@ struct SSHTests {
         // Its public key is readable without the passphrase (keygen -y prints it).
         #expect(try SSHKeygen.publicKey(locked).hasPrefix(try #require(AgeKeys.recipient(of: lockedIdentity)) + " test@locked"))
         let forLocked = try Age.encrypt([1], recipients: [try AgeKeys.recipient(try SSHKeygen.publicKey(locked))])
+        // Without a passphrase source: refused, saying what to do.
         #expect(throws: EncryptedSSHIdentity.refusal(locked)) {
             try Age.decrypt(forLocked, identities: [lockedIdentity])
         }
         #expect("\(EncryptedSSHIdentity.refusal(locked))".contains("ssh-keygen -p -N \"\" -f COPY"))
-        // A file for another key: the locked key is passed over.
+        // With the passphrase: decrypted by ssh-keygen (in memory), and kept for the next file.
+        let unlocked = try SSHKeygen.identity(locked, passphrase: "pass phrase")
+        #expect(try Age.decrypt(forLocked, identities: [unlocked]) == [1])
+        let again = try Age.encrypt([3], recipients: [try AgeKeys.recipient(try SSHKeygen.publicKey(locked))])
+        #expect(try Age.decrypt(again, identities: [unlocked]) == [3])
+        // A wrong passphrase: no matching identity, saying so.
+        #expect(throws: AgeError.noMatchingIdentity("the passphrase of the SSH key \(locked) is wrong")) {
+            try Age.decrypt(forLocked, identities: [try SSHKeygen.identity(locked, passphrase: "wrong")])
+        }
+        // The passphrase is asked only for a stanza addressed to the key.
         let forPlain = try Age.encrypt([2], recipients: [try AgeKeys.recipient(try SSHKeygen.publicKey(plain))])
-        #expect(try Age.decrypt(forPlain, identities: [lockedIdentity, try SSHKeygen.identity(plain)]) == [2])
-        // Encrypted RSA keys too; and the passphrase removed from a copy, as the message says.
+        let asked = Counter()
+        let counting = try AgeKeys.identities(fileContents: SecretBytes(contentsOfFile: locked), name: locked,
+                                              passphrase: { asked.add(); return SecretBytes(utf8: "pass phrase") })
+        #expect(try Age.decrypt(forPlain, identities: counting + [try SSHKeygen.identity(plain)]) == [2])
+        #expect(asked.value == 0)
+        // Encrypted RSA keys too.
         let lockedRSA = try SSHKeygen.make(temporary.path, "lockedrsa", type: "rsa", passphrase: "pw")
         #expect(try SSHKeygen.identity(lockedRSA) is EncryptedSSHIdentity)
-        let copy = temporary.path + "/copy"
-        try FileManager.default.copyItem(atPath: locked, toPath: copy)
-        try #require(try ChildProcess.run(SSHKeygen.path!, ["-q", "-p", "-P", "pass phrase", "-N", "", "-f", copy]).status == 0)
-        #expect(try Age.decrypt(forLocked, identities: [try SSHKeygen.identity(copy)]) == [1])
+        let forRSA = try Age.encrypt([4], recipients: [try AgeKeys.recipient(try SSHKeygen.publicKey(lockedRSA))])
+        #expect(try Age.decrypt(forRSA, identities: [try SSHKeygen.identity(lockedRSA, passphrase: "pw")]) == [4])
+        // Without ssh-keygen on the PATH: refused with what to install.
+        let saved = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        setenv("PATH", temporary.path, 1)
+        defer { setenv("PATH", saved, 1) }
+        #expect(throws: AgeError.invalidIdentity("\(locked) is a passphrase-protected SSH key, and decrypting it needs OpenSSH's ssh-keygen on the PATH (Debian: apt-get install openssh-client)")) {
+            try Age.decrypt(forLocked, identities: [try SSHKeygen.identity(locked, passphrase: "pass phrase")])
+        }
+    }
+
+    final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var count = 0
+        func add() { lock.withLock { count += 1 } }
+        var value: Int { lock.withLock { count } }
     }
 
     @Test("authorized_keys files: comments and blank lines skipped, other SSH key types skipped with a warning, options refused as age refuses them")

@@ -1,0 +1,173 @@
+import Foundation
+import Cipher
+import CPlatform
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Decrypts a passphrase-protected OpenSSH private key with OpenSSH's own `ssh-keygen`: the
+/// key derivation of those keys (bcrypt_pbkdf) is built on Blowfish, which swift-crypto does not
+/// offer and this project does not implement.
+///
+/// Nothing touches a file system and the passphrase is never on a command line:
+/// - the key is copied into an anonymous memory file (`memfd_create`, mode 0600), which
+///   `ssh-keygen -p -N "" -f /proc/self/fd/4` rewrites in place without its passphrase;
+/// - the passphrase goes through a pipe (descriptor 3) to the askpass program `ssh-keygen`
+///   starts (`SSH_ASKPASS_REQUIRE=force`), a two-line shell script itself in a memory file
+///   (`/proc/self/fd/5`: `exec cat <&3`);
+/// - the decrypted key is read back into locked memory and the memory file is emptied.
+///
+/// Linux only (memory files and `/proc`); elsewhere, and without `ssh-keygen` on the `PATH`,
+/// the key is refused with what to do.
+enum SSHKeyDecryption {
+    /// Bounds: a key file, a passphrase, and what `ssh-keygen` may say on standard error.
+    static let maximumKey = 1 << 20
+    static let maximumPassphrase = 4096
+    /// `ssh-keygen` taking longer than this (bcrypt rounds are its cost: 16 by default, about
+    /// 0.1 s) is stopped.
+    static let timeout: Double = 60
+
+    /// The decrypted OpenSSH private key file (`cipher none`), in locked memory.
+    /// - Throws: ``AgeError/noMatchingIdentity(_:)`` for a wrong passphrase,
+    ///   ``AgeError/invalidIdentity(_:)`` when `ssh-keygen` is missing or fails.
+    static func decrypt(_ key: SecretBytes, passphrase: SecretBytes, name: String) throws -> SecretBytes {
+        guard key.count <= maximumKey, passphrase.count <= maximumPassphrase else {
+            throw AgeError.invalidIdentity("\(name) or its passphrase is too large")
+        }
+        guard let program = locate() else {
+            throw AgeError.invalidIdentity("\(name) is a passphrase-protected SSH key, and decrypting it needs OpenSSH's ssh-keygen on the PATH (Debian: apt-get install openssh-client)")
+        }
+        var opened = [Int32]()
+        defer { opened.forEach { close($0) } }
+        func keep(_ fd: Int32, _ what: String) throws -> Int32 {
+            guard fd >= 0 else { throw AgeError.io("\(what): \(String(cString: strerror(errno)))") }
+            // Above every descriptor the child is given, so that placing them cannot overwrite one.
+            let high = fcntl(fd, F_DUPFD_CLOEXEC, 100)
+            let code = errno
+            close(fd)
+            guard high >= 0 else { throw AgeError.io("\(what): \(String(cString: strerror(code)))") }
+            opened.append(high)
+            return high
+        }
+        let keyFD = try keep(sf_memory_file("securefoundation-ssh-key"), "a memory file for the SSH key")
+        defer { _ = ftruncate(keyFD, 0) }
+        guard fchmod(keyFD, 0o600) == 0 else { throw AgeError.io("fchmod: \(String(cString: strerror(errno)))") }
+        try key.withUnsafeBytes { try writeAll(keyFD, $0) }
+        let scriptFD = try keep(sf_memory_file("securefoundation-askpass"), "a memory file for the askpass script")
+        guard fchmod(scriptFD, 0o700) == 0 else { throw AgeError.io("fchmod: \(String(cString: strerror(errno)))") }
+        try Array("#!/bin/sh\nexec cat <&3\n".utf8).withUnsafeBytes { try writeAll(scriptFD, $0) }
+        var passPipe: [Int32] = [0, 0], errorPipe: [Int32] = [0, 0]
+        guard sf_pipe_cloexec(&passPipe) == 0 else { throw AgeError.io("pipe: \(String(cString: strerror(errno)))") }
+        let passRead = try keep(passPipe[0], "pipe")
+        let passWrite = try keep(passPipe[1], "pipe")
+        guard sf_pipe_cloexec(&errorPipe) == 0 else { throw AgeError.io("pipe: \(String(cString: strerror(errno)))") }
+        let errorRead = try keep(errorPipe[0], "pipe")
+        let errorWrite = try keep(errorPipe[1], "pipe")
+        // The passphrase and a newline fit in the pipe's buffer (64 KiB): written before the start.
+        try passphrase.withUnsafeBytes { try writeAll(passWrite, $0) }
+        try [UInt8(0x0A)].withUnsafeBytes { try writeAll(passWrite, $0) }
+        close(passWrite)
+        opened.removeAll { $0 == passWrite }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, errorWrite, 2)
+        posix_spawn_file_actions_adddup2(&actions, passRead, 3)
+        posix_spawn_file_actions_adddup2(&actions, keyFD, 4)
+        posix_spawn_file_actions_adddup2(&actions, scriptFD, 5)
+        let arguments = [program, "-p", "-N", "", "-f", "/proc/self/fd/4"]
+        let environment = ["PATH=" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
+                           "SSH_ASKPASS=/proc/self/fd/5", "SSH_ASKPASS_REQUIRE=force"]
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
+        var child: pid_t = 0
+        let spawned = posix_spawn(&child, program, &actions, nil, &argv, &envp)
+        close(errorWrite)
+        opened.removeAll { $0 == errorWrite }
+        guard spawned == 0 else { throw AgeError.invalidIdentity("cannot run \(program): \(String(cString: strerror(spawned)))") }
+        let message = readBounded(errorRead, limit: 4096)
+        let status = wait(for: child)
+        guard status == 0 else {
+            let text = String(decoding: message, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            if text.contains("incorrect passphrase") { throw AgeError.noMatchingIdentity("the passphrase of the SSH key \(name) is wrong") }
+            throw AgeError.invalidIdentity("ssh-keygen could not decrypt \(name): \(text.isEmpty ? "exit status \(status)" : text)")
+        }
+        guard let size = (try? FileCalls.status(keyFD)).map({ Int($0.size) }), size > 0, size <= maximumKey else {
+            throw AgeError.invalidIdentity("ssh-keygen left no key for \(name)")
+        }
+        return try SecretBytes(count: size) { buffer in
+            var done = 0
+            while done < buffer.count {
+                let n = pread(keyFD, buffer.baseAddress! + done, buffer.count - done, off_t(done))
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { throw AgeError.io("reading the decrypted key: \(String(cString: strerror(errno)))") }
+                done += n
+            }
+        }
+    }
+
+    /// `ssh-keygen` in a directory of `$PATH`, or nil.
+    static func locate() -> String? {
+        #if os(Linux)
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for directory in path.split(separator: ":") where directory.hasPrefix("/") {
+            let candidate = String(directory) + "/ssh-keygen"
+            if access(candidate, X_OK) == 0, (try? FileCalls.status(atPath: candidate))?.kind == .regular { return candidate }
+        }
+        #endif
+        return nil
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw AgeError.io("write: \(String(cString: strerror(errno)))") }
+            offset += n
+        }
+    }
+
+    /// Reads until the end of `fd` (the child's standard error), keeping at most `limit` bytes.
+    private static func readBounded(_ fd: Int32, limit: Int) -> [UInt8] {
+        var result = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 1024)
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&entry, 1, 250)
+            if ready < 0 && errno == EINTR { continue }
+            if ready == 0 { continue }
+            let n = read(fd, &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            if result.count < limit { result += chunk[0..<min(n, limit - result.count)] }
+        }
+        return result
+    }
+
+    /// Waits for `pid` (at most ``timeout`` seconds, then kills it); its exit status, or -1.
+    private static func wait(for pid: pid_t) -> Int32 {
+        var status: Int32 = 0
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid { break }
+            if result < 0 && errno != EINTR { return -1 }
+            if Date() > deadline {
+                kill(pid, SIGKILL)
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                return -1
+            }
+            usleep(10_000)
+        }
+        // WIFEXITED / WEXITSTATUS, which Swift does not import as macros.
+        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
+    }
+}
