@@ -458,7 +458,7 @@ enum SSHPrivateKeyFile {
         try contents.withUnsafeBytes { bytes in
             if let (body, _) = pemBody(bytes, begin: opensshBegin, end: opensshEnd) {
                 defer { Scrub.zero(body) }
-                return try openssh(body, name: name, contents: contents, passphrase: passphrase)
+                return try openssh(body, name: name, original: bytes, passphrase: passphrase)
             }
             if let (body, headers) = pemBody(bytes, begin: rsaBegin, end: rsaEnd) {
                 defer { Scrub.zero(body) }
@@ -469,7 +469,9 @@ enum SSHPrivateKeyFile {
         }
     }
 
-    static func openssh(_ blob: [UInt8], name: String, contents: SecretBytes? = nil,
+    /// Parses the body of an OpenSSH private key; `original` (the whole file, kept for
+    /// `ssh-keygen` when the key is passphrase-protected) and `passphrase` serve encrypted keys.
+    static func openssh(_ blob: [UInt8], name: String, original: UnsafeRawBufferPointer? = nil,
                         passphrase: (@Sendable () throws -> SecretBytes)? = nil) throws -> any AgeIdentity {
         let malformed = AgeError.invalidIdentity("\(name) is a malformed OpenSSH private key")
         let magic = Array("openssh-key-v1".utf8) + [0]
@@ -491,7 +493,7 @@ enum SSHPrivateKeyFile {
                   kdf == Array("bcrypt".utf8) else {
                 throw AgeError.invalidIdentity("\(name) is encrypted with \(String(decoding: cipher, as: UTF8.self)) / \(String(decoding: kdf, as: UTF8.self)), which OpenSSH does not write")
             }
-            let copy = contents.map { $0.slice(0..<$0.count) }
+            let copy = original.map { SecretBytes(copying: $0) }
             guard let identity = EncryptedSSHIdentity(publicKey: publicKey, name: name, contents: copy, passphrase: passphrase) else { throw malformed }
             return identity
         }

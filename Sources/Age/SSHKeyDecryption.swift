@@ -54,7 +54,13 @@ enum SSHKeyDecryption {
         let keyFD = try keep(sf_memory_file("securefoundation-ssh-key"), "a memory file for the SSH key")
         defer { _ = ftruncate(keyFD, 0) }
         guard fchmod(keyFD, 0o600) == 0 else { throw AgeError.io("fchmod: \(String(cString: strerror(errno)))") }
-        try key.withUnsafeBytes { try writeAll(keyFD, $0) }
+        let endsWithNewline = try key.withUnsafeBytes { bytes -> Bool in
+            try writeAll(keyFD, bytes)
+            return bytes.last == 0x0A
+        }
+        // OpenSSH finds its format by the end line and its newline (a key read with the last
+        // newline trimmed would go to the PEM parser and fail as "error in libcrypto").
+        if !endsWithNewline { try [UInt8(0x0A)].withUnsafeBytes { try writeAll(keyFD, $0) } }
         let scriptFD = try keep(sf_memory_file("securefoundation-askpass"), "a memory file for the askpass script")
         guard fchmod(scriptFD, 0o700) == 0 else { throw AgeError.io("fchmod: \(String(cString: strerror(errno)))") }
         try Array("#!/bin/sh\nexec cat <&3\n".utf8).withUnsafeBytes { try writeAll(scriptFD, $0) }
@@ -112,10 +118,10 @@ enum SSHKeyDecryption {
         }
     }
 
-    /// `ssh-keygen` in a directory of `$PATH`, or nil.
-    static func locate() -> String? {
+    /// `ssh-keygen` in a directory of `searchPath` (nil: `$PATH`), or nil.
+    static func locate(searchPath: String? = nil) -> String? {
         #if os(Linux)
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        let path = searchPath ?? ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
         for directory in path.split(separator: ":") where directory.hasPrefix("/") {
             let candidate = String(directory) + "/ssh-keygen"
             if access(candidate, X_OK) == 0, (try? FileCalls.status(atPath: candidate))?.kind == .regular { return candidate }
