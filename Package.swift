@@ -61,7 +61,10 @@ let package = Package(
         .target(name: "CPlatform"),
         // The build's version string (see `buildVersion` above).
         .target(name: "CBuildInfo", cSettings: buildVersion),
-        .target(name: "Cipher", dependencies: ["CPlatform"] + crypto, swiftSettings: strict),
+        // The AEADs of sealed data from swift-crypto's BoringSSL, with the key schedule in the
+        // key's locked memory, behind a header that names no BoringSSL type (as CAgePayload).
+        .target(name: "CSealAEAD", dependencies: [.product(name: "CryptoExtras", package: "swift-crypto")]),
+        .target(name: "Cipher", dependencies: ["CPlatform", "CSealAEAD"] + crypto, swiftSettings: strict),
         .target(name: "Shredder", dependencies: ["Cipher", "CPlatform"] + crypto, swiftSettings: strict),
         // ChaCha20-Poly1305 of swift-crypto's BoringSSL for the age payload, behind a header of the
         // project's own that names no BoringSSL type (so no Swift module loads swift-crypto's
