@@ -74,7 +74,9 @@ let package = Package(
         .target(name: "Vault", dependencies: ["Cipher", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "Keychain",
-            dependencies: ["Cipher", "Vault", "CPlatform", .product(name: "GRDB", package: "GRDB.swift")] + crypto,
+            dependencies: ["Cipher", "Vault", "CPlatform", .product(name: "GRDB", package: "GRDB.swift"),
+                           // DirectStatement binds through the SQLite C API that GRDB links.
+                           .product(name: "GRDBSQLite", package: "GRDB.swift")] + crypto,
             swiftSettings: strict
         ),
         .target(name: "ProtectedFiles", dependencies: ["Cipher", "Age", "Vault", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
