@@ -100,6 +100,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -165,6 +166,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["PinnedTLS"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher", "TestSupport",
                                                        .product(name: "NIOCore", package: "swift-nio"),
+                                                       .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                                                        .product(name: "X509", package: "swift-certificates"),
                                                        .product(name: "SwiftASN1", package: "swift-asn1")] + crypto, swiftSettings: strict),
         // Embedded secrets: the run-time reader (Cipher only), the generator the plugin and the CLI share.
@@ -208,6 +210,7 @@ let package = Package(
         ),
         .testTarget(name: "DeviceSharingTests", dependencies: ["DeviceSharing", "TestSupport", "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher",
                                                              .product(name: "NIOCore", package: "swift-nio"),
+                                                             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                                                              .product(name: "NIOPosix", package: "swift-nio"),
                                                              .product(name: "X509", package: "swift-certificates"),
                                                              .product(name: "SwiftASN1", package: "swift-asn1")] + crypto,
