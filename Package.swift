@@ -129,6 +129,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "X509", package: "swift-certificates"),
+                "EmbeddedSecrets",
                 "EmbeddedSecretsGenerator",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ] + crypto,
@@ -145,7 +146,7 @@ let package = Package(
         // Test helper: writes keychain items from a separate process (multi-process and kill -9 tests).
         .executableTarget(name: "KeychainWorker", dependencies: ["Keychain", "Cipher"], path: "Tests/KeychainWorker", swiftSettings: strict),
         .testTarget(name: "CipherTests", dependencies: ["Cipher", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "ShredderTests", dependencies: ["Shredder", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "ShredderTests", dependencies: ["Shredder", "Cipher", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "AgeTests", dependencies: ["Age", "Cipher", "TestSupport"] + crypto, swiftSettings: strict),
         // Test helper, not a product: the vault's memory-scan test runs it (reads secrets from
         // files, prints its key on request). Named as the binary the test looks for.
