@@ -124,7 +124,15 @@ public enum Sealed {
     /// - Returns: The whole plaintext.
     /// - Throws: as ``open(_:with:context:)-(_,Keyring,_)``.
     public static func open(_ sealed: [UInt8], with key: SealingKey, context: [UInt8] = []) throws -> [UInt8] {
-        try open(sealed, with: Keyring([key]), context: context)
+        // As a keyring of this one key, without making one (its duplicate check costs more than
+        // opening a small value).
+        let header = try parseHeader(sealed)
+        guard case .key(let id) = header.keySource else {
+            throw CipherError.wrongKey("the data was sealed with a passphrase, not a key")
+        }
+        let matches = key.id.withUnsafeBytes { ours in id.withUnsafeBytes { theirs in ConstantTime.equals(ours, theirs) } }
+        guard matches else { throw CipherError.wrongKey("no key in the keyring has key id \(Encoding.hex(id))") }
+        return try decrypt(sealed, header: header, key: key.key, context: context)
     }
 
     // MARK: Passphrases
