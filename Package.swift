@@ -61,7 +61,10 @@ let package = Package(
         .target(name: "CPlatform"),
         // The build's version string (see `buildVersion` above).
         .target(name: "CBuildInfo", cSettings: buildVersion),
-        .target(name: "Cipher", dependencies: ["CPlatform"] + crypto, swiftSettings: strict),
+        // The AEADs of sealed data from swift-crypto's BoringSSL, with the key schedule in the
+        // key's locked memory, behind a header that names no BoringSSL type (as CAgePayload).
+        .target(name: "CSealAEAD", dependencies: [.product(name: "CryptoExtras", package: "swift-crypto")]),
+        .target(name: "Cipher", dependencies: ["CPlatform", "CSealAEAD"] + crypto, swiftSettings: strict),
         .target(name: "Shredder", dependencies: ["Cipher", "CPlatform"] + crypto, swiftSettings: strict),
         // ChaCha20-Poly1305 of swift-crypto's BoringSSL for the age payload, behind a header of the
         // project's own that names no BoringSSL type (so no Swift module loads swift-crypto's
@@ -71,7 +74,9 @@ let package = Package(
         .target(name: "Vault", dependencies: ["Cipher", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "Keychain",
-            dependencies: ["Cipher", "Vault", "CPlatform", .product(name: "GRDB", package: "GRDB.swift")] + crypto,
+            dependencies: ["Cipher", "Vault", "CPlatform", .product(name: "GRDB", package: "GRDB.swift"),
+                           // DirectStatement binds through the SQLite C API that GRDB links.
+                           .product(name: "GRDBSQLite", package: "GRDB.swift")] + crypto,
             swiftSettings: strict
         ),
         .target(name: "ProtectedFiles", dependencies: ["Cipher", "Age", "Vault", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
@@ -95,6 +100,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -123,6 +129,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "X509", package: "swift-certificates"),
+                "EmbeddedSecrets",
                 "EmbeddedSecretsGenerator",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ] + crypto,
@@ -139,7 +146,7 @@ let package = Package(
         // Test helper: writes keychain items from a separate process (multi-process and kill -9 tests).
         .executableTarget(name: "KeychainWorker", dependencies: ["Keychain", "Cipher"], path: "Tests/KeychainWorker", swiftSettings: strict),
         .testTarget(name: "CipherTests", dependencies: ["Cipher", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "ShredderTests", dependencies: ["Shredder", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "ShredderTests", dependencies: ["Shredder", "Cipher", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "AgeTests", dependencies: ["Age", "Cipher", "TestSupport"] + crypto, swiftSettings: strict),
         // Test helper, not a product: the vault's memory-scan test runs it (reads secrets from
         // files, prints its key on request). Named as the binary the test looks for.
@@ -160,6 +167,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["PinnedTLS"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher", "TestSupport",
                                                        .product(name: "NIOCore", package: "swift-nio"),
+                                                       .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                                                        .product(name: "X509", package: "swift-certificates"),
                                                        .product(name: "SwiftASN1", package: "swift-asn1")] + crypto, swiftSettings: strict),
         // Embedded secrets: the run-time reader (Cipher only), the generator the plugin and the CLI share.
@@ -203,6 +211,7 @@ let package = Package(
         ),
         .testTarget(name: "DeviceSharingTests", dependencies: ["DeviceSharing", "TestSupport", "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher",
                                                              .product(name: "NIOCore", package: "swift-nio"),
+                                                             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                                                              .product(name: "NIOPosix", package: "swift-nio"),
                                                              .product(name: "X509", package: "swift-certificates"),
                                                              .product(name: "SwiftASN1", package: "swift-asn1")] + crypto,

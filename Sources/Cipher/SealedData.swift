@@ -1,5 +1,4 @@
 import Foundation
-import Crypto
 
 /// The AEAD algorithms of the sealed-data format.
 public enum SealAlgorithm: UInt8, Sendable, CaseIterable, Codable {
@@ -66,9 +65,20 @@ public enum Sealed {
     /// Seals with a given nonce; for known-answer tests only (a repeated nonce breaks AEAD).
     static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, with key: SealingKey, algorithm: SealAlgorithm,
                                               context: [UInt8], nonce: [UInt8]?) throws -> [UInt8] {
-        var header = ByteWriter(magic + [version, algorithm.rawValue, modeKey])
-        try header.shortField(key.id, "key id")
-        return try finish(header: header.bytes, plaintext: plaintext, key: key.key, algorithm: algorithm, context: context, nonce: nonce)
+        // magic ‖ version ‖ algorithm ‖ mode ‖ key id length ‖ key id, written straight into the
+        // envelope (SealingKey holds ids of 1...255 bytes).
+        let id = key.id
+        guard (1...255).contains(id.count) else { throw CipherError.invalidParameter("the key id is \(id.count) bytes; at most 255") }
+        let algorithmByte = algorithm.rawValue
+        return try finish(headerCount: 8 + id.count, plaintext: plaintext, key: key.key, algorithm: algorithm, context: context,
+                          nonce: nonce) { header in
+            header[0] = 0x53; header[1] = 0x46; header[2] = 0x53; header[3] = 0x44
+            header[4] = version
+            header[5] = algorithmByte
+            header[6] = modeKey
+            header[7] = UInt8(id.count)
+            id.withUnsafeBytes { header.baseAddress!.advanced(by: 8).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        }
     }
 
     /// Seals under the primary key of `keyring`.
@@ -114,7 +124,15 @@ public enum Sealed {
     /// - Returns: The whole plaintext.
     /// - Throws: as ``open(_:with:context:)-(_,Keyring,_)``.
     public static func open(_ sealed: [UInt8], with key: SealingKey, context: [UInt8] = []) throws -> [UInt8] {
-        try open(sealed, with: Keyring([key]), context: context)
+        // As a keyring of this one key, without making one (its duplicate check costs more than
+        // opening a small value).
+        let header = try parseHeader(sealed)
+        guard case .key(let id) = header.keySource else {
+            throw CipherError.wrongKey("the data was sealed with a passphrase, not a key")
+        }
+        let matches = key.id.withUnsafeBytes { ours in id.withUnsafeBytes { theirs in ConstantTime.equals(ours, theirs) } }
+        guard matches else { throw CipherError.wrongKey("no key in the keyring has key id \(Encoding.hex(id))") }
+        return try decrypt(sealed, header: header, key: key.key, context: context)
     }
 
     // MARK: Passphrases
@@ -147,7 +165,11 @@ public enum Sealed {
         var header = ByteWriter(magic + [version, algorithm.rawValue, modePassphrase])
         header.kdfParameters(policy.parameters)
         try header.shortField(salt, "salt")
-        return try finish(header: header.bytes, plaintext: plaintext, key: key, algorithm: algorithm, context: context, nonce: nonce)
+        let headerBytes = header.bytes
+        return try finish(headerCount: headerBytes.count, plaintext: plaintext, key: key, algorithm: algorithm, context: context,
+                          nonce: nonce) { target in
+            headerBytes.withUnsafeBytes { target.copyMemory(from: $0) }
+        }
     }
 
     /// Opens data sealed with a passphrase. Parameters outside the floor and `ceiling` are
@@ -285,54 +307,85 @@ public enum Sealed {
         return "-"
     }
 
-    private static func finish<Plaintext: DataProtocol>(header: [UInt8], plaintext: Plaintext, key: SecretBytes,
+    /// Seals `plaintext` into a new envelope: the header (`headerCount` bytes, written by
+    /// `writeHeader`), a fresh nonce (or the given one, for known-answer tests), the ciphertext and
+    /// the tag, all written straight into the one output array. The header and nonce, followed by
+    /// `context`, are the associated data.
+    private static func finish<Plaintext: DataProtocol>(headerCount: Int, plaintext: Plaintext, key: SecretBytes,
                                                         algorithm: SealAlgorithm, context: [UInt8],
-                                                        nonce fixedNonce: [UInt8]? = nil) throws -> [UInt8] {
-        let nonce = try fixedNonce ?? SecureRandom.bytes(nonceLength)
-        var aad = [UInt8]()
-        aad.reserveCapacity(header.count + nonce.count + context.count)
-        aad += header
-        aad += nonce
-        aad += context
-        let symmetric = key.symmetricKey
-        // The envelope after the header is the sealed box's combined form: nonce, ciphertext, tag.
-        let combined: Data
-        switch algorithm {
-        case .aes256GCM:
-            let box = try AES.GCM.seal(plaintext, using: symmetric, nonce: AES.GCM.Nonce(data: nonce), authenticating: aad)
-            guard let bytes = box.combined else { throw CipherError.invalidParameter("AES-GCM nonce is not \(nonceLength) bytes") }
-            combined = bytes
-        case .chaCha20Poly1305:
-            combined = try ChaChaPoly.seal(plaintext, using: symmetric, nonce: ChaChaPoly.Nonce(data: nonce), authenticating: aad).combined
+                                                        nonce fixedNonce: [UInt8]? = nil,
+                                                        writeHeader: (UnsafeMutableRawBufferPointer) -> Void) throws -> [UInt8] {
+        if let fixedNonce, fixedNonce.count != nonceLength {
+            throw CipherError.invalidParameter("a nonce is \(nonceLength) bytes, not \(fixedNonce.count)")
         }
-        var output = [UInt8]()
-        output.reserveCapacity(header.count + combined.count)
-        output += header
-        combined.withUnsafeBytes { output.append(contentsOf: $0.bindMemory(to: UInt8.self)) }
-        return output
+        guard let schedule = key.schedule(for: algorithm) else {
+            throw CipherError.invalidParameter("a sealing key is 32 bytes, not \(key.count) (was it wiped?)")
+        }
+        func sealContiguous(_ input: UnsafeRawBufferPointer) throws -> [UInt8] {
+            let prefix = headerCount + nonceLength
+            let total = prefix + input.count + tagLength
+            return try [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
+                let output = UnsafeMutableRawBufferPointer(buffer)
+                let base = output.baseAddress!
+                writeHeader(UnsafeMutableRawBufferPointer(rebasing: output[0..<headerCount]))
+                let nonce = UnsafeMutableRawBufferPointer(rebasing: output[headerCount..<prefix])
+                if let fixedNonce {
+                    fixedNonce.withUnsafeBytes { nonce.copyMemory(from: $0) }
+                } else {
+                    try SecureRandom.fill(nonce)
+                }
+                let sealed: Bool
+                if context.isEmpty {
+                    sealed = schedule.seal(input, into: base + prefix, tag: base + prefix + input.count, nonce: base + headerCount,
+                                           authenticating: UnsafeRawBufferPointer(rebasing: output[0..<prefix]))
+                } else {
+                    var ad = [UInt8](UnsafeRawBufferPointer(rebasing: output[0..<prefix]))
+                    ad += context
+                    sealed = ad.withUnsafeBytes {
+                        schedule.seal(input, into: base + prefix, tag: base + prefix + input.count, nonce: base + headerCount,
+                                      authenticating: $0)
+                    }
+                }
+                guard sealed else { throw CipherError.invalidParameter("the \(algorithm.name) seal failed") }
+                initialized = total
+            }
+        }
+        if let sealed = try plaintext.withContiguousStorageIfAvailable({ try sealContiguous(UnsafeRawBufferPointer($0)) }) {
+            return sealed
+        }
+        // Plaintext in several regions: one contiguous copy, zeroed afterwards.
+        var copy = [UInt8](plaintext)
+        defer { copy.withUnsafeMutableBytes { if let base = $0.baseAddress { MemoryProtection.zero(base, $0.count) } } }
+        return try copy.withUnsafeBytes { try sealContiguous($0) }
     }
 
+    /// Opens the envelope whose header was parsed, straight into the returned array.
     private static func decrypt(_ sealed: [UInt8], header: SealedHeader, key: SecretBytes, context: [UInt8]) throws -> [UInt8] {
-        // From the nonce (the header's last bytes) to the end: the sealed box's combined form.
-        let combined = sealed[(header.encoded.count - nonceLength)...]
-        var aad = [UInt8]()
-        aad.reserveCapacity(header.encoded.count + context.count)
-        aad += header.encoded
-        aad += context
-        let symmetric = key.symmetricKey
-        let plain: Data
-        do {
-            switch header.algorithm {
-            case .aes256GCM:
-                plain = try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: symmetric, authenticating: aad)
-            case .chaCha20Poly1305:
-                plain = try ChaChaPoly.open(ChaChaPoly.SealedBox(combined: combined), using: symmetric, authenticating: aad)
-            }
-        } catch {
-            throw CipherError.tampered
+        guard let schedule = key.schedule(for: header.algorithm) else {
+            throw CipherError.invalidParameter("a sealing key is 32 bytes, not \(key.count) (was it wiped?)")
         }
-        // swift-crypto returns the plaintext in a buffer it allocated and frees unzeroed: copy it
-        // out, then zero that buffer before it is released (see PlaintextScrub).
-        return PlaintextScrub.take(plain)
+        // The header ends with the nonce; then the ciphertext and the tag (parseHeader checked
+        // that a tag's worth of bytes follows).
+        let prefix = header.encoded.count
+        let ciphertextCount = sealed.count - prefix - tagLength
+        return try sealed.withUnsafeBytes { bytes in
+            let base = bytes.baseAddress!
+            let ciphertext = UnsafeRawBufferPointer(rebasing: bytes[prefix..<(prefix + ciphertextCount)])
+            func open(_ ad: UnsafeRawBufferPointer) throws -> [UInt8] {
+                try [UInt8](unsafeUninitializedCapacity: ciphertextCount) { buffer, initialized in
+                    // On failure BoringSSL zeroes the output before returning.
+                    guard schedule.open(ciphertext, tag: base + prefix + ciphertextCount,
+                                        into: buffer.baseAddress.map(UnsafeMutableRawPointer.init),
+                                        nonce: base + prefix - nonceLength, authenticating: ad) else {
+                        throw CipherError.tampered
+                    }
+                    initialized = ciphertextCount
+                }
+            }
+            if context.isEmpty { return try open(UnsafeRawBufferPointer(rebasing: bytes[0..<prefix])) }
+            var ad = header.encoded
+            ad += context
+            return try ad.withUnsafeBytes { try open($0) }
+        }
     }
 }

@@ -18,6 +18,9 @@ public final class SecretBytes: @unchecked Sendable {
     private let allocated: Int
     private var length: Int
     private let lock = NSLock()
+    // Key schedules made from these bytes (guarded by `lock`; dropped by `wipe()`).
+    private var aesGCMSchedule: AEADSchedule?
+    private var chaChaPolySchedule: AEADSchedule?
 
     /// Whether the pages are locked in memory (false where `RLIMIT_MEMLOCK` forbids it).
     public let isMemoryLocked: Bool
@@ -173,11 +176,37 @@ public final class SecretBytes: @unchecked Sendable {
         }
     }
 
-    /// Zeroes the bytes now; afterwards ``count`` is 0.
+    /// Zeroes the bytes now; afterwards ``count`` is 0. Key schedules made from them are dropped
+    /// too (zeroed at once, or when a seal or open still using one returns).
     public func wipe() {
-        lock.withLock {
+        let dropped = lock.withLock { () -> (AEADSchedule?, AEADSchedule?) in
             MemoryProtection.zero(pointer, allocated)
             length = 0
+            let dropped = (aesGCMSchedule, chaChaPolySchedule)
+            aesGCMSchedule = nil
+            chaChaPolySchedule = nil
+            return dropped
+        }
+        withExtendedLifetime(dropped) {} // released here, outside the lock
+    }
+
+    /// The key schedule of `algorithm` for these bytes as a 32-byte key, made on first use and kept
+    /// with them; nil when they are not 32 bytes (for example after ``wipe()``).
+    func schedule(for algorithm: SealAlgorithm) -> AEADSchedule? {
+        lock.withLock {
+            switch algorithm {
+            case .aes256GCM:
+                if let made = aesGCMSchedule { return made }
+            case .chaCha20Poly1305:
+                if let made = chaChaPolySchedule { return made }
+            }
+            guard length == 32, let made = AEADSchedule(algorithm: algorithm, key: UnsafeRawBufferPointer(start: pointer, count: length))
+            else { return nil }
+            switch algorithm {
+            case .aes256GCM: aesGCMSchedule = made
+            case .chaCha20Poly1305: chaChaPolySchedule = made
+            }
+            return made
         }
     }
 

@@ -41,9 +41,11 @@ final class IncomingFile {
         } catch {
             throw .io(path: staging, detail: "\(error)")
         }
-        var bytes = [UInt8](repeating: 0, count: 12)
-        for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255) }
-        stagingPath = staging + "/" + bytes.map { String(format: "%02x", $0) }.joined()
+        do {
+            stagingPath = staging + "/" + Encoding.hex(try SecureRandom.bytes(12))
+        } catch {
+            throw .storage("no random name for the staging file: \(error)")
+        }
         do {
             writer = try files.makeWriter(creating: stagingPath, protection: protection)
         } catch {
@@ -88,7 +90,7 @@ final class IncomingFile {
             throw .protocolViolation("\(received) of \(offer.size) bytes arrived")
         }
         let digest = Array(hasher.finalize())
-        guard constantTimeEqual(digest, offer.digest ?? trailer) else {
+        guard ConstantTime.equals(digest, offer.digest ?? trailer) else {
             abort()
             throw .digestMismatch
         }
@@ -151,13 +153,6 @@ final class IncomingFile {
         writer.abort()
     }
 
-    private func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count else { return false }
-        var difference: UInt8 = 0
-        for index in a.indices { difference |= a[index] ^ b[index] }
-        return difference == 0
-    }
-
     /// Removes staging files left by a process that stopped mid-transfer (they are encrypted,
     /// but useless).
     ///
@@ -178,18 +173,3 @@ final class IncomingFile {
         }
     }
 }
-
-/// A value behind a lock.
-final class ShareLock<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-}
-

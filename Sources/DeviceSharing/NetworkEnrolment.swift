@@ -1,6 +1,7 @@
 import Cipher
 import Crypto
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PinnedTLS
@@ -128,8 +129,8 @@ public final class ShareEnrolmentServer: Sendable {
     private let server: PinnedTLSServer
     private let enrolment: ShareEnrolment
     private let serverLeaf: [UInt8]
-    private let outcome = ShareLock<String?>(nil)
-    private let refusals = ShareLock<Int>(0)
+    private let outcome = NIOLockedValueBox<String?>(nil)
+    private let refusals = NIOLockedValueBox<Int>(0)
 
     /// The port it listens on.
     public var port: Int { server.port }
@@ -174,8 +175,8 @@ public final class ShareEnrolmentServer: Sendable {
         } catch {
             throw .connectionFailed("\(error)")
         }
-        if let device = outcome.withLock({ $0 }) { return device }
-        if refusals.withLock({ $0 }) >= maxRefusals {
+        if let device = outcome.withLockedValue({ $0 }) { return device }
+        if refusals.withLockedValue({ $0 }) >= maxRefusals {
             throw .invalidEnrolment("\(maxRefusals) requests were refused; no device was enrolled")
         }
         throw .invalidEnrolment("the invitation expired before a device joined")
@@ -215,12 +216,12 @@ public final class ShareEnrolmentServer: Sendable {
                     throw shareError
                 }
             }
-            outcome.withLock { $0 = device }
+            outcome.withLockedValue { $0 = device }
             onEvent(.enrolled(device: device, peer: peer))
             await server.close()
         } catch {
             onEvent(.refused(peer: peer, error as? ShareError ?? .connectionFailed("\(error)")))
-            if refusals.withLock({ $0 += 1; return $0 }) >= maxRefusals { await server.close() }
+            if refusals.withLockedValue({ $0 += 1; return $0 }) >= maxRefusals { await server.close() }
         }
     }
 }

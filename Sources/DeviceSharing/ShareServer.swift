@@ -1,5 +1,6 @@
 import Cipher
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -382,14 +383,14 @@ final class PlaintextHandOff: ChannelInboundHandler, RemovableChannelHandler {
 /// the channel's event loop; each chunk received only records the time (scheduling and
 /// cancelling a timer per chunk cost two event-loop hops each, thousands per second in bulk).
 final class IdleWatch: Sendable {
-    private let last = ShareLock<NIODeadline>(.now())
+    private let last = NIOLockedValueBox<NIODeadline>(.now())
     private let task: RepeatedTask
 
     init(channel: any Channel, timeout: TimeAmount) {
         let last = self.last
         let period = min(timeout, .seconds(1))
         task = channel.eventLoop.scheduleRepeatedTask(initialDelay: period, delay: period) { task in
-            if NIODeadline.now() - last.withLock({ $0 }) >= timeout {
+            if NIODeadline.now() - last.withLockedValue({ $0 }) >= timeout {
                 channel.close(promise: nil)
                 task.cancel()
             }
@@ -397,7 +398,7 @@ final class IdleWatch: Sendable {
     }
 
     /// The peer just sent something (or this side just finished working on it).
-    func touch() { last.withLock { $0 = .now() } }
+    func touch() { last.withLockedValue { $0 = .now() } }
 
     func cancel() { task.cancel() }
 

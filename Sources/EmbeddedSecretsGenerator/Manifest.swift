@@ -106,99 +106,20 @@ public struct SecretsManifest: Sendable, Equatable {
         return try parse(bytes)
     }
 
-    /// Parses and validates manifest JSON.
+    /// Parses and validates manifest JSON (decoded by `JSONDecoder` through ``SecretsManifest``'s
+    /// `Decodable` conformance).
     public static func parse(_ bytes: [UInt8]) throws -> SecretsManifest {
-        let object: Any
         do {
-            object = try JSONSerialization.jsonObject(with: Data(bytes))
+            return try JSONDecoder().decode(SecretsManifest.self, from: Data(bytes))
+        } catch let error as SecretsManifestError {
+            throw error
+        } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty {
+            // Not JSON at all (the decoder's own checks of the values are our typed errors).
+            let detail = (context.underlyingError as NSError?)?.localizedDescription ?? context.debugDescription
+            throw SecretsManifestError.invalidJSON(detail)
         } catch {
             throw SecretsManifestError.invalidJSON("\(error.localizedDescription)")
         }
-        guard let root = object as? [String: Any] else { throw SecretsManifestError.invalidField("the top level must be an object") }
-        let known: Set<String> = ["version", "typeName", "runtimeShare", "secrets", "$schema", "comment"]
-        if let unknown = root.keys.sorted().first(where: { !known.contains($0) }) {
-            throw SecretsManifestError.invalidField("unknown key \"\(unknown)\" (known: version, typeName, runtimeShare, secrets)")
-        }
-        var version: UInt32 = 1
-        if let raw = root["version"] {
-            guard let number = raw as? Int, number >= 0, number <= Int(UInt32.max) else {
-                throw SecretsManifestError.invalidField("\"version\" must be a whole number 0...\(UInt32.max)")
-            }
-            version = UInt32(number)
-        }
-        var typeName = "Secrets"
-        if let raw = root["typeName"] {
-            guard let name = raw as? String, isIdentifier(name), name.first?.isUppercase == true else {
-                throw SecretsManifestError.invalidField("\"typeName\" must be a Swift type name such as Secrets")
-            }
-            typeName = name
-        }
-        var runtimeShare: RuntimeShareSpec?
-        if let raw = root["runtimeShare"] {
-            guard let share = raw as? [String: Any], let source = share["source"] as? String,
-                  let name = share["name"] as? String, !name.isEmpty, !name.contains("/"), !name.contains("=") else {
-                throw SecretsManifestError.invalidField("\"runtimeShare\" must be {\"source\": \"environment\" | \"credential\" | \"provided\", \"name\": NAME}")
-            }
-            switch source {
-            case "environment": runtimeShare = RuntimeShareSpec(source: .environment(name), name: name)
-            case "credential": runtimeShare = RuntimeShareSpec(source: .credential(name), name: name)
-            case "provided": runtimeShare = RuntimeShareSpec(source: .provided, name: name)
-            default:
-                throw SecretsManifestError.invalidField("unknown run-time share source \"\(source)\"; use environment, credential or provided")
-            }
-        }
-        guard let list = root["secrets"] as? [Any] else { throw SecretsManifestError.invalidField("\"secrets\" must be a list") }
-        guard list.count <= SealedSecretsFormat.maximumCount else {
-            throw SecretsManifestError.invalidField("\(list.count) secrets; at most \(SealedSecretsFormat.maximumCount)")
-        }
-        var secrets = [SecretSpec]()
-        var seen = Set<String>()
-        for (index, item) in list.enumerated() {
-            guard let entry = item as? [String: Any] else { throw SecretsManifestError.invalidField("secret #\(index + 1) is not an object") }
-            guard let name = entry["name"] as? String else { throw SecretsManifestError.invalidField("secret #\(index + 1) has no \"name\"") }
-            let entryKeys: Set<String> = ["name", "type", "required", "variable", "environments", "comment"]
-            if let unknown = entry.keys.sorted().first(where: { !entryKeys.contains($0) }) {
-                throw SecretsManifestError.invalidField("the secret \"\(name)\" has the unknown key \"\(unknown)\"")
-            }
-            guard isIdentifier(name), !reserved.contains(name), !name.hasPrefix("_sfes"), name != typeName else {
-                throw SecretsManifestError.invalidName(name)
-            }
-            guard seen.insert(name).inserted else { throw SecretsManifestError.duplicateName(name) }
-            guard let typeText = entry["type"] as? String else {
-                throw SecretsManifestError.unknownType(secret: name, type: entry["type"].map { "\($0)" } ?? "(none)")
-            }
-            guard let type = EmbeddedSecretType(manifestName: typeText) else {
-                throw SecretsManifestError.unknownType(secret: name, type: typeText)
-            }
-            var required = true
-            if let raw = entry["required"] {
-                guard let flag = raw as? Bool else {
-                    throw SecretsManifestError.invalidField("\"required\" of the secret \"\(name)\" must be true or false")
-                }
-                required = flag
-            }
-            var variable = screamingSnake(name)
-            if let raw = entry["variable"] {
-                guard let text = raw as? String, isVariableName(text) else {
-                    throw SecretsManifestError.invalidField("\"variable\" of the secret \"\(name)\" must be an environment variable name")
-                }
-                variable = text
-            }
-            var environments = [String: String]()
-            if let raw = entry["environments"] {
-                guard let map = raw as? [String: Any] else {
-                    throw SecretsManifestError.invalidField("\"environments\" of the secret \"\(name)\" must map environment names to variable names")
-                }
-                for (environment, value) in map {
-                    guard let text = value as? String, isVariableName(text) else {
-                        throw SecretsManifestError.invalidField("\"environments.\(environment)\" of the secret \"\(name)\" must be an environment variable name")
-                    }
-                    environments[environment] = text
-                }
-            }
-            secrets.append(SecretSpec(name: name, type: type, required: required, variable: variable, environments: environments))
-        }
-        return SecretsManifest(version: version, typeName: typeName, runtimeShare: runtimeShare, secrets: secrets)
     }
 
     /// Names the generated type already uses, and Swift keywords an accessor cannot take.
@@ -235,5 +156,152 @@ public struct SecretsManifest: Sendable, Equatable {
             result += character.uppercased()
         }
         return result
+    }
+}
+
+/// Any key of a JSON object, so that unknown keys are named in the error.
+private struct ManifestKey: CodingKey {
+    let stringValue: String
+    var intValue: Int? { nil }
+    init(_ name: String) { stringValue = name }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+extension KeyedDecodingContainer where Key == ManifestKey {
+    /// The value at `key` as `T`, nil when the key is absent; `otherwise` when it is there but not
+    /// a `T` (null included). A ``SecretsManifestError`` that `T`'s own decoding throws passes through.
+    fileprivate func optional<T: Decodable>(_ type: T.Type, _ key: String,
+                                            else otherwise: @autoclosure () -> SecretsManifestError) throws -> T? {
+        let codingKey = ManifestKey(key)
+        guard contains(codingKey) else { return nil }
+        do {
+            return try decode(T.self, forKey: codingKey)
+        } catch let own as SecretsManifestError {
+            throw own
+        } catch {
+            throw otherwise()
+        }
+    }
+
+    /// The first key, in sorted order, that is not in `known`.
+    fileprivate func firstUnknownKey(_ known: Set<String>) -> String? {
+        allKeys.map(\.stringValue).sorted().first { !known.contains($0) }
+    }
+}
+
+extension SecretsManifest: Decodable {
+    /// Decodes and validates a manifest; every failure is a ``SecretsManifestError`` that names
+    /// the field (and the secret).
+    public init(from decoder: any Decoder) throws {
+        guard let root = try? decoder.container(keyedBy: ManifestKey.self) else {
+            throw SecretsManifestError.invalidField("the top level must be an object")
+        }
+        if let unknown = root.firstUnknownKey(["version", "typeName", "runtimeShare", "secrets", "$schema", "comment"]) {
+            throw SecretsManifestError.invalidField("unknown key \"\(unknown)\" (known: version, typeName, runtimeShare, secrets)")
+        }
+        let version = try root.optional(UInt32.self, "version",
+                                        else: .invalidField("\"version\" must be a whole number 0...\(UInt32.max)")) ?? 1
+        let typeNameError = SecretsManifestError.invalidField("\"typeName\" must be a Swift type name such as Secrets")
+        let typeName = try root.optional(String.self, "typeName", else: typeNameError) ?? "Secrets"
+        guard SecretsManifest.isIdentifier(typeName), typeName.first?.isUppercase == true else { throw typeNameError }
+        let runtimeShare = try root.optional(RuntimeShareEntry.self, "runtimeShare", else: RuntimeShareEntry.shapeError)?.spec
+        guard root.contains(ManifestKey("secrets")), var list = try? root.nestedUnkeyedContainer(forKey: ManifestKey("secrets")) else {
+            throw SecretsManifestError.invalidField("\"secrets\" must be a list")
+        }
+        if let count = list.count, count > SealedSecretsFormat.maximumCount {
+            throw SecretsManifestError.invalidField("\(count) secrets; at most \(SealedSecretsFormat.maximumCount)")
+        }
+        var secrets = [SecretSpec]()
+        var seen = Set<String>()
+        while !list.isAtEnd {
+            let index = list.currentIndex
+            guard let entry = try? list.nestedContainer(keyedBy: ManifestKey.self) else {
+                throw SecretsManifestError.invalidField("secret #\(index + 1) is not an object")
+            }
+            secrets.append(try SecretSpec(entry, index: index, typeName: typeName, seen: &seen))
+        }
+        self.init(version: version, typeName: typeName, runtimeShare: runtimeShare, secrets: secrets)
+    }
+}
+
+/// `"runtimeShare": {"source": ..., "name": ...}`.
+private struct RuntimeShareEntry: Decodable {
+    static let shapeError = SecretsManifestError.invalidField(
+        "\"runtimeShare\" must be {\"source\": \"environment\" | \"credential\" | \"provided\", \"name\": NAME}")
+    let spec: RuntimeShareSpec
+
+    init(from decoder: any Decoder) throws {
+        guard let share = try? decoder.container(keyedBy: ManifestKey.self),
+              let source = try? share.decode(String.self, forKey: ManifestKey("source")),
+              let name = try? share.decode(String.self, forKey: ManifestKey("name")),
+              !name.isEmpty, !name.contains("/"), !name.contains("=") else {
+            throw Self.shapeError
+        }
+        switch source {
+        case "environment": spec = RuntimeShareSpec(source: .environment(name), name: name)
+        case "credential": spec = RuntimeShareSpec(source: .credential(name), name: name)
+        case "provided": spec = RuntimeShareSpec(source: .provided, name: name)
+        default:
+            throw SecretsManifestError.invalidField("unknown run-time share source \"\(source)\"; use environment, credential or provided")
+        }
+    }
+}
+
+extension SecretSpec {
+    /// One entry of `"secrets"` (number `index` from 0), checked in this order: name, unknown
+    /// keys, name rules, a name already in `seen`, type, required, variable, environments.
+    fileprivate init(_ entry: KeyedDecodingContainer<ManifestKey>, index: Int, typeName: String, seen: inout Set<String>) throws {
+        guard let name = try? entry.decode(String.self, forKey: ManifestKey("name")) else {
+            throw SecretsManifestError.invalidField("secret #\(index + 1) has no \"name\"")
+        }
+        if let unknown = entry.firstUnknownKey(["name", "type", "required", "variable", "environments", "comment"]) {
+            throw SecretsManifestError.invalidField("the secret \"\(name)\" has the unknown key \"\(unknown)\"")
+        }
+        guard SecretsManifest.isIdentifier(name), !SecretsManifest.reserved.contains(name), !name.hasPrefix("_sfes"), name != typeName else {
+            throw SecretsManifestError.invalidName(name)
+        }
+        guard seen.insert(name).inserted else { throw SecretsManifestError.duplicateName(name) }
+        guard let typeText = try? entry.decode(String.self, forKey: ManifestKey("type")) else {
+            throw SecretsManifestError.unknownType(secret: name, type: ManifestScalar.describe(entry, "type"))
+        }
+        guard let type = EmbeddedSecretType(manifestName: typeText) else {
+            throw SecretsManifestError.unknownType(secret: name, type: typeText)
+        }
+        let required = try entry.optional(Bool.self, "required",
+                                          else: .invalidField("\"required\" of the secret \"\(name)\" must be true or false")) ?? true
+        let variable = try entry.optional(String.self, "variable", else: Self.variableError(name)) ?? SecretsManifest.screamingSnake(name)
+        guard SecretsManifest.isVariableName(variable) else { throw Self.variableError(name) }
+        var environments = [String: String]()
+        if entry.contains(ManifestKey("environments")) {
+            guard let map = try? entry.nestedContainer(keyedBy: ManifestKey.self, forKey: ManifestKey("environments")) else {
+                throw SecretsManifestError.invalidField("\"environments\" of the secret \"\(name)\" must map environment names to variable names")
+            }
+            for key in map.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
+                guard let text = try? map.decode(String.self, forKey: key), SecretsManifest.isVariableName(text) else {
+                    throw SecretsManifestError.invalidField(
+                        "\"environments.\(key.stringValue)\" of the secret \"\(name)\" must be an environment variable name")
+                }
+                environments[key.stringValue] = text
+            }
+        }
+        self.init(name: name, type: type, required: required, variable: variable, environments: environments)
+    }
+
+    private static func variableError(_ name: String) -> SecretsManifestError {
+        .invalidField("\"variable\" of the secret \"\(name)\" must be an environment variable name")
+    }
+}
+
+/// A JSON scalar as the error message shows it (the `"type"` of a secret that is not a string).
+private enum ManifestScalar {
+    static func describe(_ container: KeyedDecodingContainer<ManifestKey>, _ key: String) -> String {
+        let codingKey = ManifestKey(key)
+        guard container.contains(codingKey) else { return "(none)" }
+        if (try? container.decodeNil(forKey: codingKey)) == true { return "null" }
+        if let flag = try? container.decode(Bool.self, forKey: codingKey) { return flag ? "true" : "false" }
+        if let number = try? container.decode(Int.self, forKey: codingKey) { return "\(number)" }
+        if let number = try? container.decode(Double.self, forKey: codingKey) { return "\(number)" }
+        return "(not a string)"
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import X509
@@ -85,7 +86,7 @@ public struct PinnedHTTPSClient: Sendable {
             try pipeline.addHTTPClientHandlers()
         }
         let raw = channel.channel
-        let timedOut = LockedBox(false)
+        let timedOut = NIOLockedValueBox(false)
         let timer = raw.eventLoop.scheduleTask(in: timeout) {
             timedOut.withLockedValue { $0 = true }
             raw.close(promise: nil)

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
 import NIOTLS
@@ -50,7 +51,7 @@ enum NIOBridge {
     /// Certificates parsed from the same DER bytes before (a server presents the same chain to
     /// every client): parsing is the same work each time, so it is done once. The key is the
     /// whole DER encoding, so a different certificate never hits another's entry.
-    private static let parsedCache = LockedBox<[[UInt8]: Certificate]>([:])
+    private static let parsedCache = NIOLockedValueBox<[[UInt8]: Certificate]>([:])
 
     static func nioCertificate(_ certificate: Certificate) throws -> NIOSSLCertificate {
         var serializer = DER.Serializer()
@@ -59,7 +60,7 @@ enum NIOBridge {
     }
 
     /// Anchors converted for BoringSSL, kept so that each handshake does not convert them again.
-    private static let anchorCache = LockedBox<[Certificate: NIOSSLCertificate]>([:])
+    private static let anchorCache = NIOLockedValueBox<[Certificate: NIOSSLCertificate]>([:])
 
     static func cachedNIOCertificate(_ certificate: Certificate) throws -> NIOSSLCertificate {
         if let cached = anchorCache.withLockedValue({ $0[certificate] }) { return cached }
@@ -110,7 +111,7 @@ enum NIOBridge {
     /// the connection's event loop, as BoringSSL's own verification does, instead of hopping to
     /// the verification threads and back; otherwise on ``ThreadPoolExecutor/verification``.
     static func callback(
-        outcome: LockedBox<VerificationOutcome?>,
+        outcome: NIOLockedValueBox<VerificationOutcome?>,
         peer: @escaping @Sendable () -> String,
         cache: VerifiedChainCache?,
         evaluationMayBlock: Bool,
@@ -162,7 +163,7 @@ enum NIOBridge {
     /// converted once.
     private static func accept(
         _ evaluation: TrustEvaluation, chain: [Certificate], presented: [NIOSSLCertificate],
-        outcome: LockedBox<VerificationOutcome?>
+        outcome: NIOLockedValueBox<VerificationOutcome?>
     ) throws -> NIOSSLVerificationResultWithMetadata {
         let nioChain = try evaluation.validatedChain.map { certificate in
             if let index = chain.firstIndex(of: certificate) { return presented[index] }
@@ -243,7 +244,7 @@ final class HandshakeSignal<Value: Sendable>: Sendable {
         case finished(Result<Value, any Error>)
     }
 
-    private let state = LockedBox(State.pending(nil))
+    private let state = NIOLockedValueBox(State.pending(nil))
 
     /// Records the outcome and resumes the waiter, if any. Only the first call counts.
     func finish(_ result: Result<Value, any Error>) {
@@ -291,10 +292,10 @@ extension TimeAmount {
 /// serving task was cancelled, the caller that connected went away) is released here instead:
 /// its writer is finished and its channel closed.
 final class PendingAsyncChannel<Inbound: Sendable, Outbound: Sendable>: Sendable {
-    private let channel: LockedBox<NIOAsyncChannel<Inbound, Outbound>?>
+    private let channel: NIOLockedValueBox<NIOAsyncChannel<Inbound, Outbound>?>
 
     init(_ channel: NIOAsyncChannel<Inbound, Outbound>) {
-        self.channel = LockedBox(channel)
+        self.channel = NIOLockedValueBox(channel)
     }
 
     /// The channel, once; its taker must finish it (`executeThenClose`).

@@ -1,5 +1,6 @@
 import Cipher
 import Foundation
+import NIOConcurrencyHelpers
 import SwiftASN1
 import X509
 
@@ -78,7 +79,7 @@ public struct PinValidationReport: Sendable, Codable, Equatable {
 /// delivered within ``minimumInterval`` (TrustKit's rate limiting; default one day).
 public final class PinReporter: Sendable {
     private let handler: @Sendable (PinValidationReport) -> Void
-    private let state = LockedBox<[String: Date]>([:])
+    private let state = NIOLockedValueBox<[String: Date]>([:])
     /// Identical reports within this interval are dropped.
     public let minimumInterval: TimeInterval
     /// The application's identifier in reports.

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -97,13 +98,13 @@ public struct PinnedTLSClient: Sendable {
         }
         let policy = self.policy
         let context = self.context
-        let outcome = LockedBox<VerificationOutcome?>(nil)
+        let outcome = NIOLockedValueBox<VerificationOutcome?>(nil)
         let cache = verifiedChains
         let sni = ChainValidation.isIPAddress(name) ? nil : name
         let mayBlock = policy.evaluationMayBlock(host: name)
         // The handshake of each channel the bootstrap initializes (one per address tried).
-        let handshakes = LockedBox<[ObjectIdentifier: EventLoopFuture<Void>]>([:])
-        let timedOut = LockedBox(false)
+        let handshakes = NIOLockedValueBox<[ObjectIdentifier: EventLoopFuture<Void>]>([:])
+        let timedOut = NIOLockedValueBox(false)
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(timeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)

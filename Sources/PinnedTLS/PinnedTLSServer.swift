@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -25,10 +26,10 @@ public final class PinnedTLSServer: Sendable {
     private final class Child: Sendable {
         let channel: any Channel
         let handshake: HandshakeSignal<PendingAsyncChannel<ByteBuffer, ByteBuffer>>
-        let outcome: LockedBox<VerificationOutcome?>
+        let outcome: NIOLockedValueBox<VerificationOutcome?>
 
         init(channel: any Channel, handshake: HandshakeSignal<PendingAsyncChannel<ByteBuffer, ByteBuffer>>,
-             outcome: LockedBox<VerificationOutcome?>) {
+             outcome: NIOLockedValueBox<VerificationOutcome?>) {
             self.channel = channel
             self.handshake = handshake
             self.outcome = outcome
@@ -49,7 +50,7 @@ public final class PinnedTLSServer: Sendable {
     /// Children accepted and not yet taken by a serving task, closed when the server stops.
     private final class Unserved: Sendable {
         /// The children not yet taken by a serving task, and whether the server has stopped.
-        private let state = LockedBox<(children: [ObjectIdentifier: Child], stopped: Bool)>(([:], false))
+        private let state = NIOLockedValueBox<(children: [ObjectIdentifier: Child], stopped: Bool)>(([:], false))
 
         /// Records an accepted child; once the server has stopped, abandons it at once. A
         /// connection accepted just before the listener closed has its child made afterwards,
@@ -130,7 +131,7 @@ public final class PinnedTLSServer: Sendable {
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 .bind(host: host, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture { () throws -> Child in
-                        let outcome = LockedBox<VerificationOutcome?>(nil)
+                        let outcome = NIOLockedValueBox<VerificationOutcome?>(nil)
                         let signal = HandshakeSignal<PendingAsyncChannel<ByteBuffer, ByteBuffer>>()
                         let peer = channel.remoteAddress?.description ?? "client"
                         let handler: NIOSSLServerHandler

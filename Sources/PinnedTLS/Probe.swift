@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -17,7 +18,7 @@ package enum ChainProbe {
         host: String, port: Int, serverName: String? = nil, timeout: TimeAmount = .seconds(10),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws(PinnedTLSError) -> [Certificate] {
-        let captured = LockedBox<[NIOSSLCertificate]?>(nil)
+        let captured = NIOLockedValueBox<[NIOSSLCertificate]?>(nil)
         var configuration = TLSConfiguration.makeClientConfiguration()
         NIOBridge.restrictVersions(&configuration)
         configuration.certificateVerification = .noHostnameVerification

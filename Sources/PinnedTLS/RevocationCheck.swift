@@ -1,5 +1,6 @@
 import Cipher
 import Foundation
+import NIOConcurrencyHelpers
 import X509
 
 /// The revocation list files that policies name, read when a handshake needs them and read
@@ -25,7 +26,7 @@ enum RevocationCheck {
         var verifiedBy: Certificate?
     }
 
-    private static let cache = LockedBox<[String: Cached]>([:])
+    private static let cache = NIOLockedValueBox<[String: Cached]>([:])
 
     /// The list at `path`, checked against `anchors` and `now`.
     static func list(path: String, anchors: [Certificate], now: Date) throws(TLSTrustError.Reason) -> RevocationList {

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import NIOConcurrencyHelpers
 import SwiftASN1
 import X509
 
@@ -44,7 +45,7 @@ public struct SPKIPin: Hashable, Sendable, CustomStringConvertible {
         return pin
     }
 
-    private static let memo = LockedBox<[Certificate: SPKIPin]>([:])
+    private static let memo = NIOLockedValueBox<[Certificate: SPKIPin]>([:])
 
     /// Parses `sha256/<base64 of 32 bytes>`.
     ///

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import NIOConcurrencyHelpers
 import X509
 
 /// Chains that passed full validation (RFC 5280 and, for a server, its identity), so that a peer
@@ -67,7 +68,7 @@ final class VerifiedChainCache: Sendable {
 
     /// The most entries kept.
     let capacity: Int
-    private let state = LockedBox(State())
+    private let state = NIOLockedValueBox(State())
 
     init(capacity: Int) {
         self.capacity = max(0, capacity)

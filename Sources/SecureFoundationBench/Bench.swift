@@ -98,4 +98,51 @@ enum BenchSupport {
     }
 
     static func format(_ value: Double, _ digits: Int = 2) -> String { String(format: "%.\(digits)f", value) }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// A P-256 PKI made by `openssl` in `dir`: root.pem/root.key (a CA), server.pem/server.key
+    /// (localhost and 127.0.0.1, serverAuth) and client.pem/client.key (`clientName` as common
+    /// name and DNS name, clientAuth), valid for 30 days, with openssl.cnf beside them.
+    static func makePKI(openssl: String, dir: String, clientName: String) throws {
+        let config = """
+            [req]
+            distinguished_name = dn
+            prompt = no
+            [dn]
+            CN = placeholder
+            [v3_ca]
+            basicConstraints = critical, CA:TRUE
+            keyUsage = critical, keyCertSign, cRLSign
+            subjectKeyIdentifier = hash
+            [v3_server]
+            basicConstraints = critical, CA:FALSE
+            keyUsage = critical, digitalSignature
+            extendedKeyUsage = serverAuth
+            subjectAltName = DNS:localhost, IP:127.0.0.1
+            [v3_client]
+            basicConstraints = critical, CA:FALSE
+            keyUsage = critical, digitalSignature
+            extendedKeyUsage = clientAuth
+            subjectAltName = DNS:\(clientName)
+
+            """
+        try config.write(toFile: dir + "/openssl.cnf", atomically: true, encoding: .utf8)
+        let script = """
+            set -e
+            cd '\(dir)'
+            o='\(openssl)'
+            for k in root server client; do "$o" genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $k.key; done
+            "$o" req -x509 -new -key root.key -subj '/CN=Bench Root' -days 30 -config openssl.cnf -extensions v3_ca -out root.pem
+            "$o" req -new -key server.key -subj '/CN=localhost' -config openssl.cnf -out server.csr
+            "$o" x509 -req -in server.csr -CA root.pem -CAkey root.key -set_serial 2 -days 30 -extfile openssl.cnf -extensions v3_server -out server.pem
+            "$o" req -new -key client.key -subj '/CN=\(clientName)' -config openssl.cnf -out client.csr
+            "$o" x509 -req -in client.csr -CA root.pem -CAkey root.key -set_serial 3 -days 30 -extfile openssl.cnf -extensions v3_client -out client.pem
+            """
+        guard run("/bin/sh", ["-c", script])?.status == 0 else {
+            throw Failure(description: "openssl could not make the bench certificates")
+        }
+    }
 }

@@ -15,9 +15,11 @@ enum CipherBench {
         let openssl = BenchSupport.which("openssl")
         if openssl == nil { print("openssl not found: printing our figures only") }
         print("size      ours MB/s (seal)   ours MB/s (open)   openssl MB/s   seal/openssl")
-        for size in [1024, 65536, 1 << 20] {
+        for size in [64, 1024, 65536, 1 << 20] {
             let plaintext = try SecureRandom.bytes(size)
-            let iterations = max(64, (1 << 29) / size / 4) // about 128 MiB per measurement
+            // About 128 MiB per measurement, and at most 2,000,000 calls (small sizes measure the
+            // fixed cost per call).
+            let iterations = max(64, min(2_000_000, (1 << 29) / size / 4))
             var sealed: [UInt8] = []
             _ = try Sealed.seal(plaintext, with: key) // warm up
             let sealSeconds = try best(of: 3) {
@@ -34,7 +36,7 @@ enum CipherBench {
                 reference = BenchSupport.format(rate, 0)
                 ratio = BenchSupport.format(sealRate / rate * 100, 0) + " %"
             }
-            print(pad("\(size / 1024) KiB", 10) + pad(BenchSupport.format(sealRate, 0), 19)
+            print(pad(size < 1024 ? "\(size) B" : "\(size / 1024) KiB", 10) + pad(BenchSupport.format(sealRate, 0), 19)
                   + pad(BenchSupport.format(openRate, 0), 19) + pad(reference, 15) + ratio)
         }
         print("(AES-256-GCM, one core; ours includes the envelope header, a fresh nonce and copies)")

@@ -15,9 +15,7 @@ import SecureFoundation
 /// SECUREFOUNDATION_BIN. SHARE_BENCH_MIB (default 1024), SHARE_BENCH_RUNS (default 3, medians),
 /// SHARE_BENCH_DIR (default the temporary directory; needs twice the payload free).
 enum ShareBench {
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
-    }
+    typealias Failure = BenchSupport.Failure
 
     /// One timed transfer: seconds, and the peak RSS (KiB) of the receiver and sender when known.
     struct Sample {
@@ -50,7 +48,7 @@ enum ShareBench {
         let time = FileManager.default.isExecutableFile(atPath: "/usr/bin/time") ? "/usr/bin/time" : nil
         let openssl = BenchSupport.which("openssl")
         let socat = BenchSupport.which("socat")
-        if let openssl { try makePKI(openssl: openssl, dir: dir) }
+        if let openssl { try BenchSupport.makePKI(openssl: openssl, dir: dir, clientName: "bravo") }
 
         print("loopback, \(mib) MiB, \(ProcessInfo.processInfo.activeProcessorCount) cores, median of \(runs); load average \(loadAverage())")
         if time == nil { print("note: /usr/bin/time is not installed (apt-get install time): peak RSS read from /proc while running") }
@@ -368,41 +366,6 @@ enum ShareBench {
         return status == 0 && served == 0 ? Peer(seconds: seconds, cpu: cpuOfBoth(serverReport, clientReport)) : nil
     }
 
-    static func makePKI(openssl: String, dir: String) throws {
-        let config = """
-            [req]
-            distinguished_name = dn
-            prompt = no
-            [dn]
-            CN = placeholder
-            [v3_ca]
-            basicConstraints = critical, CA:TRUE
-            keyUsage = critical, keyCertSign
-            [v3_server]
-            basicConstraints = critical, CA:FALSE
-            extendedKeyUsage = serverAuth
-            subjectAltName = DNS:localhost, IP:127.0.0.1
-            [v3_client]
-            basicConstraints = critical, CA:FALSE
-            extendedKeyUsage = clientAuth
-
-            """
-        try config.write(toFile: dir + "/openssl.cnf", atomically: true, encoding: .utf8)
-        let script = """
-            set -e
-            cd '\(dir)'
-            o='\(openssl)'
-            for k in root server client; do "$o" genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $k.key; done
-            "$o" req -x509 -new -key root.key -subj '/CN=Bench Root' -days 2 -config openssl.cnf -extensions v3_ca -out root.pem
-            "$o" req -new -key server.key -subj '/CN=localhost' -config openssl.cnf -out server.csr
-            "$o" x509 -req -in server.csr -CA root.pem -CAkey root.key -set_serial 2 -days 2 -extfile openssl.cnf -extensions v3_server -out server.pem
-            "$o" req -new -key client.key -subj '/CN=bravo' -config openssl.cnf -out client.csr
-            "$o" x509 -req -in client.csr -CA root.pem -CAkey root.key -set_serial 3 -days 2 -extfile openssl.cnf -extensions v3_client -out client.pem
-            """
-        guard BenchSupport.run("/bin/sh", ["-c", script])?.status == 0 else {
-            throw Failure(description: "openssl could not make the bench certificates")
-        }
-    }
 
     // MARK: helpers
 

@@ -34,9 +34,7 @@ enum TLSBench {
         var error: (any Error)? { lock.lock(); defer { lock.unlock() }; return stored }
     }
 
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
-    }
+    typealias Failure = BenchSupport.Failure
 
     static func runAsync() async throws {
         guard let openssl = BenchSupport.which("openssl") else {
@@ -51,7 +49,7 @@ enum TLSBench {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        try makePKI(openssl: openssl, dir: dir)
+        try BenchSupport.makePKI(openssl: openssl, dir: dir, clientName: "device-1")
 
         let root = try PEMFiles.certificates(atPath: dir + "/root.pem")
         let serverIdentity = try PEMFiles.identity(certificatePath: dir + "/server.pem", keyPath: dir + "/server.key")
@@ -297,45 +295,6 @@ enum TLSBench {
         }
     }
 
-    static func makePKI(openssl: String, dir: String) throws {
-        let config = """
-            [req]
-            distinguished_name = dn
-            prompt = no
-            [dn]
-            CN = placeholder
-            [v3_ca]
-            basicConstraints = critical, CA:TRUE
-            keyUsage = critical, keyCertSign, cRLSign
-            subjectKeyIdentifier = hash
-            [v3_server]
-            basicConstraints = critical, CA:FALSE
-            keyUsage = critical, digitalSignature
-            extendedKeyUsage = serverAuth
-            subjectAltName = DNS:localhost, IP:127.0.0.1
-            [v3_client]
-            basicConstraints = critical, CA:FALSE
-            keyUsage = critical, digitalSignature
-            extendedKeyUsage = clientAuth
-            subjectAltName = DNS:device-1
-
-            """
-        try config.write(toFile: dir + "/openssl.cnf", atomically: true, encoding: .utf8)
-        let script = """
-            set -e
-            cd '\(dir)'
-            o='\(openssl)'
-            for k in root server client; do "$o" genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $k.key; done
-            "$o" req -x509 -new -key root.key -subj '/CN=Bench Root' -days 30 -config openssl.cnf -extensions v3_ca -out root.pem
-            "$o" req -new -key server.key -subj '/CN=localhost' -config openssl.cnf -out server.csr
-            "$o" x509 -req -in server.csr -CA root.pem -CAkey root.key -set_serial 2 -days 30 -extfile openssl.cnf -extensions v3_server -out server.pem
-            "$o" req -new -key client.key -subj '/CN=device-1' -config openssl.cnf -out client.csr
-            "$o" x509 -req -in client.csr -CA root.pem -CAkey root.key -set_serial 3 -days 30 -extfile openssl.cnf -extensions v3_client -out client.pem
-            """
-        guard BenchSupport.run("/bin/sh", ["-c", script])?.status == 0 else {
-            throw Failure(description: "openssl could not make the bench certificates")
-        }
-    }
 
     /// Seconds for `openssl s_client < payload` → `openssl s_server > /dev/null`.
     static func opensslPair(openssl: String, dir: String, payload: String) throws -> Double? {

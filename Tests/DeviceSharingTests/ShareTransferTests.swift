@@ -1,6 +1,7 @@
 import Cipher
 import Crypto
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import PinnedTLS
 import ProtectedFiles
@@ -163,18 +164,18 @@ struct ShareTransferTests {
         let server = try await PinnedTLSServer.bind(identity: membership.identity,
                                                     clientAuthentication: ClientAuthentication(anchors: .only([membership.root])),
                                                     handshakeTimeout: .seconds(30))
-        let senderReturned = ShareLock(false)
+        let senderReturned = NIOLockedValueBox(false)
         let task = Task(executorPreference: TestExecutor.shared) {
             try await server.run { connection in
                 try? await connection.channel.executeThenClose { _, outbound in
                     try await outbound.write(ByteBuffer(bytes: Array("HTTP/1.1 400 Bad Request\r\n\r\n".utf8)))
-                    for _ in 0..<150 where !senderReturned.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(100)) }
+                    for _ in 0..<150 where !senderReturned.withLockedValue({ $0 }) { try await Task.sleep(for: .milliseconds(100)) }
                 }
             }
         }
         let sender = try ShareClient(membership: b.group.membership(), isRevoked: b.isRevoked())
         let error = await shareError { _ = try await sender.send(path, to: "127.0.0.1", port: server.port) }
-        senderReturned.withLock { $0 = true }
+        senderReturned.withLockedValue { $0 = true }
         #expect(error == .protocolViolation("not a sharing reply (wrong magic)"), "\(String(describing: error))")
         task.cancel()
         await server.close()
@@ -484,18 +485,18 @@ struct ShareTransferTests {
             let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: ShareGroup.memberName, timeout: .seconds(30))
             // Half the file, then silence: the server hangs up (the inbound stream ends) instead
             // of holding the connection and the staging file open.
-            let watchdogFired = ShareLock(false)
+            let watchdogFired = NIOLockedValueBox(false)
             try await connection.channel.executeThenClose { inbound, outbound in
                 try await outbound.write(ByteBuffer(bytes: offer.encoded + bytes[0..<50_000]))
                 let channel = connection.channel.channel
                 let watchdog = channel.eventLoop.scheduleTask(in: .seconds(30)) {
-                    watchdogFired.withLock { $0 = true }
+                    watchdogFired.withLockedValue { $0 = true }
                     channel.close(promise: nil)
                 }
                 defer { watchdog.cancel() }
                 for try await _ in inbound {}
             }
-            #expect(!watchdogFired.withLock { $0 }, "the server did not disconnect the silent peer")
+            #expect(!watchdogFired.withLockedValue { $0 }, "the server did not disconnect the silent peer")
             _ = await log.wait(for: 1)
             if case .protocolViolation(let detail)? = log.refusals.first {
                 #expect(detail.contains("after 50000 of 100000 bytes"), "\(detail)")

@@ -3,6 +3,7 @@ import TestSupport
 import Testing
 import X509
 @testable import PinnedTLS
+import NIOConcurrencyHelpers
 
 /// Files a policy, a command or a configuration names are read only when they are regular
 /// files, and only up to a bound: a FIFO must not block, a device must not be read.
@@ -124,7 +125,7 @@ final class NamedFilesTests {
 /// FIFO), the FIFO is opened from both sides until it returns, and the test fails.
 private func bounded(fifo: String?, _ body: @escaping @Sendable () -> PinnedTLSError?) -> PinnedTLSError? {
     let done = DispatchSemaphore(value: 0)
-    let result = LockedBox<PinnedTLSError?>(nil)
+    let result = NIOLockedValueBox<PinnedTLSError?>(nil)
     Thread {
         result.withLockedValue { $0 = body() }
         done.signal()

@@ -4,10 +4,11 @@ import Testing
 import TestSupport
 import X509
 @testable import PinnedTLS
+import NIOConcurrencyHelpers
 
 /// What a test server saw.
 final class ServerLog: Sendable {
-    private let box = LockedBox<(served: [[Certificate]?], refused: [any Error])>(([], []))
+    private let box = NIOLockedValueBox<(served: [[Certificate]?], refused: [any Error])>(([], []))
     var served: [[Certificate]?] { box.withLockedValue { $0.served } }
     var refused: [any Error] { box.withLockedValue { $0.refused } }
     func serve(_ chain: [Certificate]?) { box.withLockedValue { $0.served.append(chain) } }

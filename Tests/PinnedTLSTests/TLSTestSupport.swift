@@ -2,6 +2,7 @@ import Foundation
 import TestSupport
 import X509
 @testable import PinnedTLS
+import NIOConcurrencyHelpers
 
 /// A program's outcome.
 struct ToolResult: Sendable {
@@ -242,7 +243,7 @@ func exchange(_ connection: PinnedTLSConnection, _ request: String, seconds: Dou
 
 /// Collects reports handed to a reporter.
 final class ReportCollector: Sendable {
-    private let box = LockedBox<[PinValidationReport]>([])
+    private let box = NIOLockedValueBox<[PinValidationReport]>([])
     var reports: [PinValidationReport] { box.withLockedValue { $0 } }
     func reporter() -> PinReporter {
         PinReporter { [box] report in box.withLockedValue { $0.append(report) } }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import X509
 @testable import PinnedTLS
+import NIOConcurrencyHelpers
 
 @Suite("Trust policy")
 struct TrustPolicyTests {
@@ -49,7 +50,7 @@ struct TrustPolicyTests {
 
     @Test("Identical reports are rate-limited; a different one passes")
     func reportRateLimit() {
-        let delivered = LockedBox(0)
+        let delivered = NIOLockedValueBox(0)
         let reporter = PinReporter(minimumInterval: 60) { _ in delivered.withLockedValue { $0 += 1 } }
         var report = PinValidationReport(
             appBundleID: "a", appVersion: "1", appPlatform: "LINUX", hostname: "h", port: 443, notedHostname: "h",

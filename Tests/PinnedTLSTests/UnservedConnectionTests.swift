@@ -3,6 +3,7 @@ import NIOCore
 import Testing
 import TestSupport
 @testable import PinnedTLS
+import NIOConcurrencyHelpers
 
 /// Connections whose handshake completes but which are never served, or served by a handler
 /// that fails at once: each must be closed, and none may stop the process (NIO stops it when an
@@ -40,7 +41,7 @@ struct UnservedConnectionTests {
         for connection in connections {
             let channel = connection.channel
             texts.append(try await withTimeout(30) {
-                let text = LockedBox("")
+                let text = NIOLockedValueBox("")
                 _ = try? await channel.executeThenClose { inbound, _ in
                     for try await var buffer in inbound {
                         let part = buffer.readString(length: buffer.readableBytes) ?? ""
@@ -75,7 +76,7 @@ struct UnservedConnectionTests {
         for round in 0..<4 {
             let server = try await PinnedTLSServer.bind(identity: try pki.identity("leaf"), handshakeTimeout: .seconds(30))
             let port = server.port
-            let served = LockedBox(0)
+            let served = NIOLockedValueBox(0)
             let running = Task(executorPreference: TestExecutor.shared) {
                 try await server.run { connection in
                     served.withLockedValue { $0 += 1 }
@@ -116,7 +117,7 @@ struct UnservedConnectionTests {
     func handlerThrowsImmediately() async throws {
         struct Refused: Error {}
         let server = try await PinnedTLSServer.bind(identity: try pki.identity("leaf"), handshakeTimeout: .seconds(30))
-        let calls = LockedBox(0)
+        let calls = NIOLockedValueBox(0)
         let running = Task(executorPreference: TestExecutor.shared) {
             try await server.run { _ in
                 calls.withLockedValue { $0 += 1 }
@@ -134,7 +135,7 @@ struct UnservedConnectionTests {
     @Test("A client whose task is cancelled during the handshake gets CancellationError; its connection is closed")
     func cancelledClient() async throws {
         let server = try await PinnedTLSServer.bind(identity: try pki.identity("leaf"), handshakeTimeout: .seconds(30))
-        let ended = LockedBox(0)
+        let ended = NIOLockedValueBox(0)
         let running = Task(executorPreference: TestExecutor.shared) {
             try await server.run { connection in
                 // Reads until the client's side closes.

@@ -6,11 +6,12 @@ import Testing
 import TestSupport
 import X509
 @testable import PinnedTLS
+import NIOConcurrencyHelpers
 
 /// A clock a test moves.
 final class TestClock: Sendable {
-    private let box: LockedBox<Date>
-    init(_ date: Date) { box = LockedBox(date) }
+    private let box: NIOLockedValueBox<Date>
+    init(_ date: Date) { box = NIOLockedValueBox(date) }
     var now: Date { box.withLockedValue { $0 } }
     func set(_ date: Date) { box.withLockedValue { $0 = date } }
     var function: @Sendable () -> Date {
@@ -199,7 +200,7 @@ struct VerifiedChainCacheTests {
     @Test("Keychain anchors are resolved at every handshake: an anchor replaced under its label is not trusted from the cache")
     func keychainAnchorReplaced() async throws {
         let cache = VerifiedChainCache(capacity: 16)
-        let stored = LockedBox([root])
+        let stored = NIOLockedValueBox([root])
         let source = ClosureAnchorSource { _ in stored.withLockedValue { $0 } }
         let policy = try policy(anchors: TrustAnchors(keychainLabels: ["corp"]), source: source)
         _ = try await policy.evaluate(host: "localhost", port: 443, presented: chain, cache: lookup(cache, chain))
@@ -239,7 +240,7 @@ struct VerifiedChainCacheTests {
         let server = try await PinnedTLSServer.bind(identity: try pki.identity("leaf"),
                                                     clientAuthentication: clientAuthentication,
                                                     handshakeTimeout: .seconds(30))
-        let seen = LockedBox<[[Certificate]?]>([])
+        let seen = NIOLockedValueBox<[[Certificate]?]>([])
         let running = Task(executorPreference: TestExecutor.shared) {
             try await server.run { connection in
                 seen.withLockedValue { $0.append(connection.peerChain) }

@@ -5,7 +5,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/// Fills buf with len bytes from the OS CSPRNG (getrandom on Linux, getentropy elsewhere).
+/// Fills buf with len bytes from the OS CSPRNG (on Linux the kernel's getrandom, through the
+/// vDSO where the kernel offers it and else the system call; getentropy elsewhere).
 /// Returns 0 on success or an errno value; never falls back to a weaker source.
 int sf_random_bytes(void *buf, size_t len);
 
