@@ -6,7 +6,10 @@ public enum AgeKeys {
     /// Parses one recipient: `age1…` (X25519), `age1pq1…` (ML-KEM-768 + X25519), an SSH
     /// public key (`ssh-ed25519 AAAA…`, `ssh-rsa AAAA…`, with or without comment) or a plugin
     /// recipient `age1NAME1…` (handled by `age-plugin-NAME`).
-    /// - Parameter ui: How plugins talk to the user.
+    /// - Parameters:
+    ///   - string: The recipient; spaces and tabs around it are ignored.
+    ///   - ui: How plugins talk to the user.
+    /// - Returns: The recipient of the matching kind.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
     public static func recipient(_ string: String, ui: AgePluginUI = .standardError) throws -> any AgeRecipient {
         // Foundation's `.whitespaces` (tab and the space separators), trimmed without it: the
@@ -60,7 +63,11 @@ public enum AgeKeys {
     /// An SSH public key of a type age cannot encrypt to (ecdsa, sk-…, RSA under 2048 bits) is
     /// skipped with a warning, as age does, so `~/.ssh/authorized_keys` files work.
     /// - Parameters:
+    ///   - fileContents: The text of the recipients file.
+    ///   - name: Names the file in errors and warnings.
+    ///   - ui: How plugins talk to the user.
     ///   - warning: Receives the warnings (nil: dropped).
+    /// - Returns: The recipients, in the file's order (at least one).
     /// - Throws: ``AgeError/invalidRecipient(_:)`` naming the line.
     public static func recipients(fileContents: String, name: String = "recipients file", ui: AgePluginUI = .standardError,
                                   warning: ((String) -> Void)? = nil) throws -> [any AgeRecipient] {
@@ -91,8 +98,11 @@ public enum AgeKeys {
     ///   is decrypted with `passphrase` when a file is first decrypted with it
     ///   (``AgeEncryptedIdentityFile``).
     /// - Parameters:
+    ///   - fileContents: The identity file's bytes.
+    ///   - name: Names the file in errors.
     ///   - passphrase: Gives the passphrase of an encrypted identity file (nil: such files are refused).
     ///   - ui: How plugins talk to the user.
+    /// - Returns: The identities the file holds.
     /// - Throws: ``AgeError/invalidIdentity(_:)`` naming the line.
     public static func identities(fileContents: SecretBytes, name: String = "identity file",
                                   passphrase: (@Sendable () throws -> SecretBytes)? = nil,
@@ -173,7 +183,9 @@ public final class AgeEncryptedIdentityFile: AgeIdentity, @unchecked Sendable {
 
     /// - Parameters:
     ///   - contents: The encrypted identity file (binary or armored).
+    ///   - name: Where the file came from, for messages.
     ///   - passphrase: Gives its passphrase; called once, on first use.
+    ///   - ui: How plugins talk to the user.
     public init(contents: [UInt8], name: String, passphrase: @escaping @Sendable () throws -> SecretBytes, ui: AgePluginUI = .standardError) {
         self.contents = contents
         self.name = name

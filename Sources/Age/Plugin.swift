@@ -148,6 +148,7 @@ public struct AgePluginRecipient: AgeRecipient, CustomStringConvertible {
 
     /// Parses an `age1NAME1…` recipient.
     /// - Parameters:
+    ///   - recipient: The `age1NAME1…` recipient string.
     ///   - ui: How the plugin talks to the user.
     ///   - searchPath: Where to look for `age-plugin-NAME` (directories separated by `:`); nil: `$PATH`.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
@@ -218,6 +219,7 @@ public struct AgePluginIdentity: AgeIdentity {
 
     /// Parses an `AGE-PLUGIN-NAME-1…` identity.
     /// - Parameters:
+    ///   - identity: The `AGE-PLUGIN-NAME-1…` identity string.
     ///   - ui: How the plugin talks to the user.
     ///   - searchPath: Where to look for `age-plugin-NAME` (directories separated by `:`); nil: `$PATH`.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
