@@ -10,7 +10,7 @@ import Cipher
 /// bound for the generation of a file in HOME: the writer of a file writes it first, then
 /// advances the counter (``advance(_:to:)``, which never lowers it); a reader accepts a file whose
 /// generation is at least the counter (and advances the counter to it: a writer killed between
-/// its write and the advance) and refuses an older one as rolled back (``check(_:found:file:)``).
+/// its write and the advance) and refuses an older one as rolled back (``check(_:found:file:advancing:)``).
 ///
 /// The counters are changed under an exclusive `flock` on `vaults/VAULTID.anchor.lock`, so two
 /// processes (or two copies of one home) never lower one another's counter.

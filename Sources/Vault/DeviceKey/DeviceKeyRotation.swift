@@ -12,7 +12,10 @@ public protocol DeviceKeyDependent: Sendable {
     /// What it is, for reports (a path).
     var description: String { get }
     /// Moves everything still under `old` to `new`; parts already under `new` are left alone.
-    /// - Parameter step: Called with a name at each commit (fault-injection tests stop there).
+    /// - Parameters:
+    ///   - old: The device-bound keys everything is under before the rotation.
+    ///   - new: The device-bound keys to move everything to.
+    ///   - step: Called with a name at each commit (fault-injection tests stop there).
     func rekey(from old: DeviceBoundKeys, to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRekeyResult
 }
 
@@ -152,7 +155,10 @@ public enum DeviceKeyRotation {
     }
 
     /// The journal of an unfinished rotation of the vault in `directory`, or nil.
-    /// - Parameter filePath: The device-key file (nil: the default); the journal is beside it.
+    /// - Parameters:
+    ///   - directory: The vault's home directory.
+    ///   - filePath: The device-key file (nil: the default); the journal is beside it.
+    /// - Returns: The journal, or nil when no rotation is unfinished.
     /// - Throws: ``VaultError/corrupted(_:)`` for a journal that does not parse or is inconsistent.
     public static func pending(directory: String, filePath: String? = nil) throws -> Journal? {
         guard let vaultID = try DeviceKeyRecord.vaultID(ofHome: directory) else { return nil }
@@ -261,6 +267,7 @@ public enum DeviceKeyRotation {
     ///   - manager: The vault, unlocked (its class keys are needed; its own device-key provider is not used).
     ///   - filePath: The key file when the home has no record, or its record names none (`--device-key`).
     ///   - dependents: Everything in the home that depends on the device key.
+    ///   - options: The new key's provider settings and the step hook.
     /// - Throws: ``VaultError/deviceKey(_:)`` (a rotation is already unfinished; the provider
     ///   cannot store a key), ``VaultError/classKeyUnavailable(_:_:)`` while locked, the
     ///   dependents' errors (then ``resume(manager:filePath:dependents:options:)`` finishes).
