@@ -229,9 +229,14 @@ public enum SealedSecretsFormat {
     /// then the secret itself.
     ///
     /// - Parameters:
+    ///   - blob: The sealed blob embedded in the binary.
+    ///   - name: The secret's name, as declared in the manifest.
+    ///   - type: The secret's declared type.
+    ///   - buildKey: The per-build key the blob was sealed under.
     ///   - runtimeShare: Called only when the blob needs a share; returns nil when there is none.
     /// - Returns: The value's bytes, or nil when the blob holds no secret of that name (an
     ///   optional secret that had no value at build time).
+    /// - Throws: ``EmbeddedSecretsError`` as listed above, and any error of `runtimeShare`.
     public static func open(_ blob: [UInt8], name: String, type: EmbeddedSecretType, buildKey: SecretBytes,
                             runtimeShare: () throws -> SecretBytes?) throws -> SecretBytes? {
         guard buildKey.count == keyLength else { throw EmbeddedSecretsError.tampered("the per-build key is \(buildKey.count) bytes, not 32") }
