@@ -62,6 +62,8 @@ public final class ProtectedDatabase: @unchecked Sendable {
     }
 
     /// The key record of the database at `path`.
+    /// - Parameter path: The database's path.
+    /// - Returns: The key record's path, `PATH-key`.
     public static func keyPath(for path: String) -> String { path + "-key" }
 
     private init(path: String, fullPath: String, protection: FileProtectionClass, writer: any DatabaseWriter, manager: CryptoManager,
@@ -96,6 +98,13 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// Creates a database of class `protection` at `path` (which must not exist) and its key
     /// record `PATH-key`, and opens it. A `FileProtection.completeUnlessOpen` database can
     /// be created while the vault is locked; the others need their class key.
+    /// - Parameters:
+    ///   - path: Where the database goes.
+    ///   - protection: The class of its key record.
+    ///   - files: The protected files of the vault, which keep the key record.
+    ///   - kind: One connection or a writer and concurrent readers.
+    ///   - configuration: GRDB's settings for the connections.
+    /// - Returns: The open database.
     /// - Throws: ``ProtectedDatabaseError``.
     public static func create(at path: String, protection: FileProtectionClass, files: ProtectedFiles,
                               kind: Kind = .pool, configuration: Configuration = Configuration()) throws -> ProtectedDatabase {
@@ -123,6 +132,13 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// refused (``ProtectedDatabaseError/classMismatch(path:expected:found:)``): an application
     /// that knows its database's class should say so, so that a key record of a weaker class
     /// put in its place is not accepted.
+    /// - Parameters:
+    ///   - path: The database's path.
+    ///   - files: The protected files of the vault, which keep the key record.
+    ///   - expecting: The class the database must be of (nil: any).
+    ///   - kind: One connection or a writer and concurrent readers.
+    ///   - configuration: GRDB's settings for the connections.
+    /// - Returns: The open database.
     /// - Throws: ``ProtectedDatabaseError``.
     public static func open(at path: String, files: ProtectedFiles, expecting: FileProtectionClass? = nil,
                             kind: Kind = .pool, configuration: Configuration = Configuration()) throws -> ProtectedDatabase {
@@ -211,6 +227,8 @@ public final class ProtectedDatabase: @unchecked Sendable {
     // MARK: Use
 
     /// Runs `body` in a read transaction.
+    /// - Parameter body: Reads through the connection it is given.
+    /// - Returns: What `body` returns.
     /// - Throws: ``ProtectedDatabaseError`` (and what `body` throws).
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
         try checkUsable()
@@ -218,6 +236,8 @@ public final class ProtectedDatabase: @unchecked Sendable {
     }
 
     /// Runs `body` in a write transaction (rolled back when it throws).
+    /// - Parameter body: Writes through the connection it is given.
+    /// - Returns: What `body` returns.
     /// - Throws: ``ProtectedDatabaseError`` (and what `body` throws).
     public func write<T>(_ body: (Database) throws -> T) throws -> T {
         try checkUsable()
