@@ -38,6 +38,8 @@ extension Keychain {
 
     /// Reads an iMAS `IMSKeychain` file without importing it (see
     /// ``importLegacyKeychain(at:accessibility:overwrite:)`` for the format and the checks).
+    /// - Parameter path: The `IMSKeychain` file.
+    /// - Returns: The entries read, and those that could not be read.
     /// - Throws: ``KeychainError/legacyFormat(_:)``; `SecureFile.Failure` for a missing file;
     ///   other file errors as ``KeychainError``.
     public static func readLegacyKeychain(at path: String) throws -> LegacyKeychainContents {
