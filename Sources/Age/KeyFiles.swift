@@ -194,6 +194,7 @@ public final class AgeEncryptedIdentityFile: AgeIdentity, @unchecked Sendable {
     }
 
     /// The identities inside (asks for the passphrase the first time).
+    /// - Returns: The identities the decrypted file holds.
     /// - Throws: ``AgeError/noMatchingIdentity(_:)`` for a wrong passphrase,
     ///   ``AgeError/invalidIdentity(_:)`` for what the file holds, the decryption's errors.
     public func identities() throws -> [any AgeIdentity] {
@@ -226,6 +227,9 @@ public final class AgeEncryptedIdentityFile: AgeIdentity, @unchecked Sendable {
     }
 
     /// Unwraps with the identities inside.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when no identity inside matches.
+    /// - Throws: As ``identities()``, and the identities' own unwrap errors.
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         for identity in try identities() {
             if let key = try identity.unwrap(stanzas: stanzas) { return key }
@@ -243,6 +247,9 @@ public struct LazyPassphraseIdentity: AgeIdentity {
     public init(provider: @escaping @Sendable () throws -> SecretBytes) { self.provider = provider }
 
     /// Unwraps an scrypt stanza with the passphrase from `provider`.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when the header has no scrypt stanza.
+    /// - Throws: What `provider` throws, and as ``ScryptIdentity/unwrap(stanzas:)``.
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         guard stanzas.contains(where: { $0.type == "scrypt" }) else { return nil }
         let passphrase = try provider()

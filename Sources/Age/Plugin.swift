@@ -170,6 +170,8 @@ public struct AgePluginRecipient: AgeRecipient, CustomStringConvertible {
     public var description: String { recipients.joined(separator: "\n") }
 
     /// Runs the plugin's `recipient-v1` state machine for this file key.
+    /// - Parameter fileKey: The 16-byte file key.
+    /// - Returns: The stanzas to put in the header.
     /// - Throws: ``AgeError/invalidRecipient(_:)`` with the plugin's error, or when the plugin
     ///   is missing, fails or breaks the protocol.
     public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
@@ -243,6 +245,8 @@ public struct AgePluginIdentity: AgeIdentity {
     }
 
     /// Runs the plugin's `identity-v1` state machine on the header's stanzas.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
     /// - Throws: ``AgeError/headerFailure(_:)`` when the plugin finds a stanza of its type
     ///   malformed, ``AgeError/invalidIdentity(_:)`` for its other errors, a missing plugin or
     ///   a protocol failure.

@@ -182,6 +182,9 @@ public struct SSHEd25519Recipient: AgeRecipient, CustomStringConvertible, Hashab
     public func hash(into hasher: inout Hasher) { hasher.combine(wire) }
 
     /// Wraps the file key in an `ssh-ed25519 TAG SHARE` stanza.
+    /// - Parameter fileKey: The 16-byte file key.
+    /// - Returns: The stanzas to put in the header.
+    /// - Throws: ``AgeError``, or a random-generator failure.
     public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
         let ephemeral = Curve25519.KeyAgreement.PrivateKey()
         let share = Array(ephemeral.publicKey.rawRepresentation)
@@ -225,6 +228,9 @@ public struct SSHEd25519Identity: AgeIdentity {
     }
 
     /// Unwraps an `ssh-ed25519` stanza whose tag is this key's.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
+    /// - Throws: ``AgeError`` (``AgeError/headerFailure(_:)`` for a malformed stanza of this type).
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         for stanza in stanzas where stanza.type == "ssh-ed25519" {
             guard stanza.arguments.count == 2 else { throw AgeError.headerFailure("an ssh-ed25519 stanza must have exactly three arguments") }
@@ -288,6 +294,9 @@ public struct SSHRSARecipient: AgeRecipient, CustomStringConvertible, Hashable {
     public func hash(into hasher: inout Hasher) { hasher.combine(wire) }
 
     /// Wraps the file key in an `ssh-rsa TAG` stanza.
+    /// - Parameter fileKey: The 16-byte file key.
+    /// - Returns: The stanzas to put in the header.
+    /// - Throws: ``AgeError``, or a random-generator failure.
     public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
         var out = [UInt8](repeating: 0, count: n.count + 1)
         var length = 0
@@ -322,6 +331,9 @@ public struct SSHRSAIdentity: AgeIdentity {
     }
 
     /// Unwraps an `ssh-rsa` stanza whose tag is this key's.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
+    /// - Throws: ``AgeError`` (``AgeError/headerFailure(_:)`` for a malformed stanza of this type).
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         for stanza in stanzas where stanza.type == "ssh-rsa" {
             guard stanza.arguments.count == 1 else { throw AgeError.headerFailure("an ssh-rsa stanza must have exactly two arguments") }
@@ -383,6 +395,9 @@ public struct EncryptedSSHIdentity: AgeIdentity {
     }
 
     /// Nil unless a stanza is addressed to this key; then throws the refusal.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
+    /// - Throws: ``AgeError`` (``AgeError/headerFailure(_:)`` for a malformed stanza of this type).
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         if stanzas.contains(where: { $0.type == type && $0.arguments.first == tag }) { throw Self.refusal(name) }
         return nil
