@@ -174,6 +174,12 @@ public enum DeviceKeyRotation {
     /// no key: it throws ``VaultError/deviceKey(_:)`` saying how to finish the rotation (the
     /// vault itself opens; only what needs the device key waits). A record or journal in the
     /// data directory is never used (``DeviceKeyRecord/load(directory:filePath:)``).
+    /// - Parameters:
+    ///   - directory: The vault's data directory.
+    ///   - filePath: The device-key file (nil: the default).
+    /// - Returns: The provider to get the device key from.
+    /// - Throws: ``VaultError/deviceKey(_:)`` while a rotation is unfinished, and as
+    ///   ``DeviceKeyRecord/load(directory:filePath:)``.
     public static func provider(directory: String, filePath: String?) throws -> any DeviceKeyProvider {
         if try pending(directory: directory, filePath: filePath) != nil {
             return UnavailableDeviceKeyProvider(reason: "a device-key rotation of \(directory) was interrupted: the keychain and the protected-file key table may be under the new key already; finish it with `securefoundation vault rotate-device-key --resume` (with the passcode)",
@@ -210,6 +216,9 @@ public enum DeviceKeyRotation {
     /// vault, names it; and only for a home whose vault id can be read. Errors are ignored: the
     /// next command tries again. When nothing is staged (the usual case) it costs a few `access`
     /// calls.
+    /// - Parameters:
+    ///   - directory: The vault's data directory.
+    ///   - filePath: The device-key file (nil: the default).
     /// - Returns: The files destroyed.
     @discardableResult
     public static func destroyStrayStagedKey(directory: String, filePath: String?) -> [String] {
@@ -331,6 +340,12 @@ public enum DeviceKeyRotation {
     }
 
     /// Finishes an interrupted rotation from its journal.
+    /// - Parameters:
+    ///   - manager: The vault, unlocked.
+    ///   - filePath: The key file when the home has no record, or its record names none (`--device-key`).
+    ///   - dependents: Everything in the home that depends on the device key.
+    ///   - options: The step hook (the journal names the new key's provider).
+    /// - Returns: What was re-keyed and what the operator must redo.
     /// - Throws: ``VaultError/deviceKey(_:)`` when there is none, or a key cannot be read; as ``rotate(manager:filePath:dependents:options:)``.
     public static func resume(manager: CryptoManager, filePath: String?, dependents: [any DeviceKeyDependent],
                               options: Options = Options()) throws -> Report {
