@@ -34,6 +34,8 @@ public enum AgeKeys {
 
     /// Parses an SSH public key as age reads it: `TYPE BASE64 [COMMENT]` (a `.pub` file or an
     /// authorized_keys line without options), ssh-ed25519 or ssh-rsa of 2048 bits or more.
+    /// - Parameter text: The public key line.
+    /// - Returns: An ``SSHEd25519Recipient`` or an ``SSHRSARecipient``.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
     public static func sshRecipient(_ text: String) throws -> any AgeRecipient {
         switch SSHPublicKey.parse(authorizedKey: text) {
@@ -159,6 +161,8 @@ public enum AgeKeys {
 
     /// The recipient of an identity, if it has one (`age1…`, `age1pq1…`, `ssh-ed25519 …`, `ssh-rsa …`;
     /// also of a passphrase-protected SSH key, whose public key is in clear).
+    /// - Parameter identity: The identity.
+    /// - Returns: The recipient's text, or nil for the other kinds (passphrase, plugin, identity file).
     public static func recipient(of identity: any AgeIdentity) -> String? {
         if let x = identity as? X25519Identity { return x.recipient.description }
         if let pq = identity as? MLKEM768X25519Identity { return pq.recipient.description }

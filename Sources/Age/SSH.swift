@@ -149,6 +149,7 @@ public struct SSHEd25519Recipient: AgeRecipient, CustomStringConvertible, Hashab
     public let tag: String
 
     /// Parses `ssh-ed25519 AAAA… [comment]` (an authorized_keys line or a `.pub` file).
+    /// - Parameter authorizedKey: The public key line.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
     public init(_ authorizedKey: String) throws {
         guard case .ed25519(let key, let wire)? = SSHPublicKey.parse(authorizedKey: authorizedKey) else {
@@ -158,6 +159,7 @@ public struct SSHEd25519Recipient: AgeRecipient, CustomStringConvertible, Hashab
     }
 
     /// A recipient for an Ed25519 public key.
+    /// - Parameter publicKey: The Ed25519 public key.
     /// - Throws: ``AgeError/invalidRecipient(_:)`` when the key is not a point of the curve.
     public init(publicKey: Curve25519.Signing.PublicKey) throws {
         let key = Array(publicKey.rawRepresentation)
@@ -204,6 +206,7 @@ public struct SSHEd25519Identity: AgeIdentity {
     public let recipient: SSHEd25519Recipient
 
     /// An identity for an Ed25519 signing key.
+    /// - Parameter privateKey: The Ed25519 private key.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
     public init(privateKey: Curve25519.Signing.PrivateKey) throws {
         let seed = Array(privateKey.rawRepresentation)
@@ -266,6 +269,7 @@ public struct SSHRSARecipient: AgeRecipient, CustomStringConvertible, Hashable {
     public let tag: String
 
     /// Parses `ssh-rsa AAAA… [comment]`.
+    /// - Parameter authorizedKey: The public key line.
     /// - Throws: ``AgeError/invalidRecipient(_:)`` (also for keys under 2048 bits, as age refuses them).
     public init(_ authorizedKey: String) throws {
         guard case .rsa(let n, let e, let wire)? = SSHPublicKey.parse(authorizedKey: authorizedKey) else {
