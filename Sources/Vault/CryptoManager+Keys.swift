@@ -346,6 +346,7 @@ extension CryptoManager {
     // MARK: Test support
 
     /// The application key in hex, for the memory-scan test only. Never use it in an application.
+    /// - Returns: The key in hex, or nil while locked.
     @_spi(Testing)
     public func _applicationKeyHexForTesting() -> String? {
         memory.withLock { memory in

@@ -277,6 +277,7 @@ public enum DeviceKeyRotation {
     ///   - filePath: The key file when the home has no record, or its record names none (`--device-key`).
     ///   - dependents: Everything in the home that depends on the device key.
     ///   - options: The new key's provider settings and the step hook.
+    /// - Returns: What was re-keyed and what the operator must redo.
     /// - Throws: ``VaultError/deviceKey(_:)`` (a rotation is already unfinished; the provider
     ///   cannot store a key), ``VaultError/classKeyUnavailable(_:_:)`` while locked, the
     ///   dependents' errors (then ``resume(manager:filePath:dependents:options:)`` finishes).
