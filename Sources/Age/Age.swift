@@ -116,6 +116,12 @@ public enum Age {
     // MARK: FileHandle
 
     /// Encrypts from one `FileHandle` to another (streaming, constant memory).
+    /// - Parameters:
+    ///   - input: Read to end of file.
+    ///   - output: Where the age file is written.
+    ///   - recipients: One or more recipients.
+    ///   - armor: Write ASCII armor instead of binary.
+    ///   - progress: Called as it goes with the input consumed so far.
     /// - Throws: ``AgeError``.
     public static func encrypt(from input: FileHandle, to output: FileHandle, recipients: [any AgeRecipient],
                                armor: Bool = false, progress: Progress? = nil) throws {
@@ -123,6 +129,12 @@ public enum Age {
     }
 
     /// Decrypts from one `FileHandle` to another (streaming, constant memory).
+    /// - Parameters:
+    ///   - input: The age file, read to end of file.
+    ///   - output: Where the verified plaintext is written.
+    ///   - identities: Keys and passphrases to try.
+    ///   - armor: Armor handling (detected by default).
+    ///   - progress: Called as it goes with the input consumed so far.
     /// - Throws: ``AgeError``.
     public static func decrypt(from input: FileHandle, to output: FileHandle, identities: [any AgeIdentity],
                                armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
@@ -132,6 +144,10 @@ public enum Age {
     // MARK: In memory
 
     /// Encrypts a buffer (for small data; use the streaming functions for files).
+    /// - Parameters:
+    ///   - plaintext: The bytes to encrypt.
+    ///   - recipients: One or more recipients.
+    ///   - armor: Write ASCII armor instead of binary.
     /// - Returns: The age file.
     /// - Throws: ``AgeError``.
     public static func encrypt<Bytes: DataProtocol>(_ plaintext: Bytes, recipients: [any AgeRecipient], armor: Bool = false) throws -> [UInt8] {
@@ -143,6 +159,10 @@ public enum Age {
     }
 
     /// Decrypts a buffer holding a whole age file; all or nothing.
+    /// - Parameters:
+    ///   - file: The whole age file.
+    ///   - identities: Keys and passphrases to try.
+    ///   - armor: Armor handling (detected by default).
     /// - Returns: The plaintext.
     /// - Throws: ``AgeError``.
     public static func decrypt<Bytes: DataProtocol>(_ file: Bytes, identities: [any AgeIdentity], armor: AgeArmorMode = .auto) throws -> [UInt8] {
@@ -162,6 +182,11 @@ public enum Age {
 
     /// Encrypts an async byte sequence (for example `FileHandle.bytes` or `URL.resourceBytes`),
     /// handing the encrypted bytes to `output` in pieces of up to a few MiB.
+    /// - Parameters:
+    ///   - input: The plaintext.
+    ///   - recipients: One or more recipients.
+    ///   - armor: Write ASCII armor instead of binary.
+    ///   - output: Receives the age file, in order.
     /// - Throws: ``AgeError`` or what the sequence or `output` throws.
     public static func encrypt<Input: AsyncSequence>(_ input: Input, recipients: [any AgeRecipient], armor: Bool = false,
                                                      output: ([UInt8]) async throws -> Void) async throws where Input.Element == UInt8 {
@@ -171,6 +196,11 @@ public enum Age {
     }
 
     /// Encrypts an async sequence of byte buffers (`Data`, `[UInt8]`).
+    /// - Parameters:
+    ///   - input: The plaintext.
+    ///   - recipients: One or more recipients.
+    ///   - armor: Write ASCII armor instead of binary.
+    ///   - output: Receives the age file, in order.
     /// - Throws: ``AgeError`` or what the sequence or `output` throws.
     public static func encrypt<Input: AsyncSequence>(_ input: Input, recipients: [any AgeRecipient], armor: Bool = false,
                                                      output: ([UInt8]) async throws -> Void) async throws where Input.Element: DataProtocol {
@@ -180,6 +210,11 @@ public enum Age {
     }
 
     /// Decrypts an async byte sequence, handing verified plaintext to `output`.
+    /// - Parameters:
+    ///   - input: The age file.
+    ///   - identities: Keys and passphrases to try.
+    ///   - armor: Armor handling (detected by default).
+    ///   - output: Receives the verified plaintext, in order.
     /// - Throws: ``AgeError`` or what the sequence or `output` throws.
     public static func decrypt<Input: AsyncSequence>(_ input: Input, identities: [any AgeIdentity], armor: AgeArmorMode = .auto,
                                                      output: ([UInt8]) async throws -> Void) async throws where Input.Element == UInt8 {
@@ -189,6 +224,11 @@ public enum Age {
     }
 
     /// Decrypts an async sequence of byte buffers, handing verified plaintext to `output`.
+    /// - Parameters:
+    ///   - input: The age file.
+    ///   - identities: Keys and passphrases to try.
+    ///   - armor: Armor handling (detected by default).
+    ///   - output: Receives the verified plaintext, in order.
     /// - Throws: ``AgeError`` or what the sequence or `output` throws.
     public static func decrypt<Input: AsyncSequence>(_ input: Input, identities: [any AgeIdentity], armor: AgeArmorMode = .auto,
                                                      output: ([UInt8]) async throws -> Void) async throws where Input.Element: DataProtocol {
@@ -267,6 +307,12 @@ public enum Age {
     /// `destination` is untouched. Devices, FIFOs, descriptors and refused kinds of path as in
     /// ``encryptFile(at:to:recipients:armor:progress:)``.
     ///
+    /// - Parameters:
+    ///   - input: A readable descriptor; read to end of file.
+    ///   - destination: The age file to make.
+    ///   - recipients: One or more recipients.
+    ///   - armor: Write ASCII armor instead of binary.
+    ///   - progress: Called as it goes with the input consumed so far.
     /// - Throws: ``AgeError``; ``AgeError/invalidArgument(_:)`` when `destination` is the file
     ///   `input` reads (use ``encryptFileInPlace(at:recipients:armor:shredOptions:progress:)``).
     public static func encrypt(from input: Int32, toFile destination: String, recipients: [any AgeRecipient],
@@ -319,6 +365,12 @@ public enum Age {
     /// only once the whole payload authenticated; on any failure nothing is left behind.
     /// `destination` may be `source` (the plaintext then replaces the age file).
     ///
+    /// - Parameters:
+    ///   - source: The age file.
+    ///   - destination: The plaintext file to make.
+    ///   - identities: Keys and passphrases to try.
+    ///   - armor: Armor handling (detected by default).
+    ///   - progress: Called as it goes with the input consumed so far.
     /// - Throws: ``AgeError``.
     public static func decryptFile(at source: String, to destination: String, identities: [any AgeIdentity],
                                    armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
@@ -335,6 +387,12 @@ public enum Age {
     /// standard output is, so a failure there stops the output part way; a symbolic link,
     /// directory, socket or block device is refused.
     ///
+    /// - Parameters:
+    ///   - input: A readable descriptor holding the age file; read to end of file.
+    ///   - destination: The plaintext file to make.
+    ///   - identities: Keys and passphrases to try.
+    ///   - armor: Armor handling (detected by default).
+    ///   - progress: Called as it goes with the input consumed so far.
     /// - Throws: ``AgeError``.
     public static func decrypt(from input: Int32, toFile destination: String, identities: [any AgeIdentity],
                                armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {

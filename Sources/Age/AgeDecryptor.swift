@@ -56,6 +56,7 @@ public final class AgeDecryptor {
     deinit { fileKey?.wipe() }
 
     /// Decrypts more of the encrypted file.
+    /// - Parameter bytes: The next bytes of the age file.
     /// - Throws: ``AgeError`` (header, MAC, no match, payload or armor failure), or what the sink throws.
     public func update(_ bytes: UnsafeRawBufferPointer) throws {
         if let failure { throw failure }
@@ -72,11 +73,14 @@ public final class AgeDecryptor {
     }
 
     /// Decrypts more of the encrypted file.
+    /// - Parameter bytes: The next bytes of the age file.
+    /// - Throws: As ``update(_:)-(UnsafeRawBufferPointer)``.
     public func update<Bytes: DataProtocol>(_ bytes: Bytes) throws {
         for region in bytes.regions { try region.withUnsafeBytes { try update($0) } }
     }
 
     /// Ends the input: checks the armor END line, the header, and that a final chunk was seen.
+    /// - Throws: ``AgeError`` (a truncated file, armor or payload failure), or what the sink throws.
     public func finish() throws {
         if let failure { throw failure }
         guard !finished else { return }

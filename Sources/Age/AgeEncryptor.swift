@@ -63,6 +63,7 @@ public final class AgeEncryptor {
     }
 
     /// Encrypts more plaintext.
+    /// - Parameter plaintext: The next plaintext bytes.
     /// - Throws: ``AgeError/invalidArgument(_:)`` after ``finish()``, or what the sink throws.
     public func update(_ plaintext: UnsafeRawBufferPointer) throws {
         guard !finished else { throw AgeError.invalidArgument("update after finish") }
@@ -71,6 +72,8 @@ public final class AgeEncryptor {
     }
 
     /// Encrypts more plaintext.
+    /// - Parameter plaintext: The next plaintext bytes.
+    /// - Throws: As ``update(_:)-(UnsafeRawBufferPointer)``.
     public func update<Bytes: DataProtocol>(_ plaintext: Bytes) throws {
         for region in plaintext.regions { try region.withUnsafeBytes { try update($0) } }
     }
@@ -83,7 +86,8 @@ public final class AgeEncryptor {
         return try stream.update(readingFrom: fd) { try emit($0) }
     }
 
-    /// Writes the final chunk (and the armor's END line).
+    /// Writes the final chunk (and the armor's END line). Calling it again does nothing.
+    /// - Throws: ``AgeError``, or what the sink throws.
     public func finish() throws {
         guard !finished else { return }
         finished = true

@@ -16,6 +16,8 @@ public struct AgeFileHeader: Sendable {
 
     /// Reads the header of the binary age file open on `fd`, from offset 0 (`pread`; the
     /// descriptor's offset is not moved).
+    /// - Parameter fd: A descriptor open on the binary age file.
+    /// - Returns: The parsed header.
     /// - Throws: ``AgeError/headerFailure(_:)`` for input that is not a binary age file,
     ///   ``AgeError/invalidArgument(_:)`` for an armored file, ``AgeError/io(_:)``.
     public static func read(fileDescriptor fd: Int32) throws -> AgeFileHeader {
@@ -45,6 +47,7 @@ public struct AgeFileHeader: Sendable {
     }
 
     /// Unwraps the file key with `identities` and checks the header MAC; the key is wiped at once.
+    /// - Parameter identities: Keys and passphrases to try.
     /// - Throws: ``AgeError/noMatchingIdentity(_:)``, ``AgeError/headerMACFailure``,
     ///   ``AgeError/headerFailure(_:)``.
     public func verify(identities: [any AgeIdentity]) throws {
@@ -59,6 +62,11 @@ extension Age {
     /// authenticated by the same file key, checked when it is read). Reads `input` with `pread`
     /// from offset 0; the file key lives only during the call and is wiped.
     ///
+    /// - Parameters:
+    ///   - input: A descriptor open on the binary age file.
+    ///   - output: Where the new file is written.
+    ///   - identities: Keys and passphrases that unwrap the file key.
+    ///   - recipients: The new file's recipients.
     /// - Throws: ``AgeError``: header failures, ``AgeError/noMatchingIdentity(_:)``,
     ///   ``AgeError/headerMACFailure``, ``AgeError/invalidArgument(_:)`` for an armored file or
     ///   no recipients, ``AgeError/io(_:)``.

@@ -24,6 +24,8 @@ public struct AgeFileInfo: Sendable, Equatable {
 
 extension Age {
     /// Reads the age file on `fd` to its end (streamed, constant memory) and describes it.
+    /// - Parameter fd: A readable descriptor holding the age file.
+    /// - Returns: The file's description.
     /// - Throws: ``AgeError/headerFailure(_:)`` when the header does not parse or the nonce is
     ///   missing, ``AgeError/armorFailure(_:)``, ``AgeError/io(_:)``.
     public static func inspect(from fd: Int32) throws -> AgeFileInfo {

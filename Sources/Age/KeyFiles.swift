@@ -6,7 +6,10 @@ public enum AgeKeys {
     /// Parses one recipient: `age1…` (X25519), `age1pq1…` (ML-KEM-768 + X25519), an SSH
     /// public key (`ssh-ed25519 AAAA…`, `ssh-rsa AAAA…`, with or without comment) or a plugin
     /// recipient `age1NAME1…` (handled by `age-plugin-NAME`).
-    /// - Parameter ui: How plugins talk to the user.
+    /// - Parameters:
+    ///   - string: The recipient; spaces and tabs around it are ignored.
+    ///   - ui: How plugins talk to the user.
+    /// - Returns: The recipient of the matching kind.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
     public static func recipient(_ string: String, ui: AgePluginUI = .standardError) throws -> any AgeRecipient {
         // Foundation's `.whitespaces` (tab and the space separators), trimmed without it: the
@@ -31,6 +34,8 @@ public enum AgeKeys {
 
     /// Parses an SSH public key as age reads it: `TYPE BASE64 [COMMENT]` (a `.pub` file or an
     /// authorized_keys line without options), ssh-ed25519 or ssh-rsa of 2048 bits or more.
+    /// - Parameter text: The public key line.
+    /// - Returns: An ``SSHEd25519Recipient`` or an ``SSHRSARecipient``.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
     public static func sshRecipient(_ text: String) throws -> any AgeRecipient {
         switch SSHPublicKey.parse(authorizedKey: text) {
@@ -60,7 +65,11 @@ public enum AgeKeys {
     /// An SSH public key of a type age cannot encrypt to (ecdsa, sk-…, RSA under 2048 bits) is
     /// skipped with a warning, as age does, so `~/.ssh/authorized_keys` files work.
     /// - Parameters:
+    ///   - fileContents: The text of the recipients file.
+    ///   - name: Names the file in errors and warnings.
+    ///   - ui: How plugins talk to the user.
     ///   - warning: Receives the warnings (nil: dropped).
+    /// - Returns: The recipients, in the file's order (at least one).
     /// - Throws: ``AgeError/invalidRecipient(_:)`` naming the line.
     public static func recipients(fileContents: String, name: String = "recipients file", ui: AgePluginUI = .standardError,
                                   warning: ((String) -> Void)? = nil) throws -> [any AgeRecipient] {
@@ -91,9 +100,12 @@ public enum AgeKeys {
     ///   is decrypted with `passphrase` when a file is first decrypted with it
     ///   (``AgeEncryptedIdentityFile``).
     /// - Parameters:
+    ///   - fileContents: The identity file's bytes.
+    ///   - name: Names the file in errors.
     ///   - passphrase: Gives the passphrase of an encrypted identity file or a passphrase-protected
     ///     SSH key, when a file is first decrypted with it (nil: such files are refused).
     ///   - ui: How plugins talk to the user.
+    /// - Returns: The identities the file holds.
     /// - Throws: ``AgeError/invalidIdentity(_:)`` naming the line.
     public static func identities(fileContents: SecretBytes, name: String = "identity file",
                                   passphrase: (@Sendable () throws -> SecretBytes)? = nil,
@@ -150,6 +162,8 @@ public enum AgeKeys {
 
     /// The recipient of an identity, if it has one (`age1…`, `age1pq1…`, `ssh-ed25519 …`, `ssh-rsa …`;
     /// also of a passphrase-protected SSH key, whose public key is in clear).
+    /// - Parameter identity: The identity.
+    /// - Returns: The recipient's text, or nil for the other kinds (passphrase, plugin, identity file).
     public static func recipient(of identity: any AgeIdentity) -> String? {
         if let x = identity as? X25519Identity { return x.recipient.description }
         if let pq = identity as? MLKEM768X25519Identity { return pq.recipient.description }
@@ -174,7 +188,9 @@ public final class AgeEncryptedIdentityFile: AgeIdentity, @unchecked Sendable {
 
     /// - Parameters:
     ///   - contents: The encrypted identity file (binary or armored).
+    ///   - name: Where the file came from, for messages.
     ///   - passphrase: Gives its passphrase; called once, on first use.
+    ///   - ui: How plugins talk to the user.
     public init(contents: [UInt8], name: String, passphrase: @escaping @Sendable () throws -> SecretBytes, ui: AgePluginUI = .standardError) {
         self.contents = contents
         self.name = name
@@ -183,6 +199,7 @@ public final class AgeEncryptedIdentityFile: AgeIdentity, @unchecked Sendable {
     }
 
     /// The identities inside (asks for the passphrase the first time).
+    /// - Returns: The identities the decrypted file holds.
     /// - Throws: ``AgeError/noMatchingIdentity(_:)`` for a wrong passphrase,
     ///   ``AgeError/invalidIdentity(_:)`` for what the file holds, the decryption's errors.
     public func identities() throws -> [any AgeIdentity] {
@@ -215,6 +232,9 @@ public final class AgeEncryptedIdentityFile: AgeIdentity, @unchecked Sendable {
     }
 
     /// Unwraps with the identities inside.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when no identity inside matches.
+    /// - Throws: As ``identities()``, and the identities' own unwrap errors.
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         for identity in try identities() {
             if let key = try identity.unwrap(stanzas: stanzas) { return key }
@@ -232,6 +252,9 @@ public struct LazyPassphraseIdentity: AgeIdentity {
     public init(provider: @escaping @Sendable () throws -> SecretBytes) { self.provider = provider }
 
     /// Unwraps an scrypt stanza with the passphrase from `provider`.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when the header has no scrypt stanza.
+    /// - Throws: What `provider` throws, and as ``ScryptIdentity/unwrap(stanzas:)``.
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         guard stanzas.contains(where: { $0.type == "scrypt" }) else { return nil }
         let passphrase = try provider()

@@ -18,9 +18,11 @@ public struct MLKEM768X25519Recipient: AgeRecipient, CustomStringConvertible {
     public let publicKey: XWingMLKEM768X25519.PublicKey
 
     /// Creates a recipient from a public key.
+    /// - Parameter publicKey: The X-Wing public key.
     public init(publicKey: XWingMLKEM768X25519.PublicKey) { self.publicKey = publicKey }
 
     /// Parses an `age1pq1…` recipient string.
+    /// - Parameter string: The recipient string.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
     public init(_ string: String) throws {
         guard let (hrp, data) = Bech32.decode(string), hrp == "age1pq" else {
@@ -38,6 +40,9 @@ public struct MLKEM768X25519Recipient: AgeRecipient, CustomStringConvertible {
     }
 
     /// Wraps the file key with HPKE SealBase in an `mlkem768x25519` stanza.
+    /// - Parameter fileKey: The 16-byte file key.
+    /// - Returns: The stanzas to put in the header.
+    /// - Throws: ``AgeError``, or a random-generator failure.
     public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
         var sender = try HPKE.Sender(recipientKey: publicKey, ciphersuite: HybridSuite.ciphersuite, info: HybridSuite.info)
         let body = try fileKey.withUnsafeBytes { try sender.seal($0) }
@@ -51,15 +56,18 @@ public struct MLKEM768X25519Identity: AgeIdentity {
     public let privateKey: XWingMLKEM768X25519.PrivateKey
 
     /// Creates an identity from a private key.
+    /// - Parameter privateKey: The X-Wing private key.
     public init(privateKey: XWingMLKEM768X25519.PrivateKey) { self.privateKey = privateKey }
 
     /// A new random identity.
+    /// - Returns: The identity.
     /// - Throws: If the key generator fails.
     public static func generate() throws -> MLKEM768X25519Identity {
         MLKEM768X25519Identity(privateKey: try .generate())
     }
 
     /// Parses `AGE-SECRET-KEY-PQ-1…` held in locked memory.
+    /// - Parameter encoded: The identity's text.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
     public init(encoded: SecretBytes) throws {
         guard var (hrp, data) = encoded.withUnsafeBytes({ Bech32.decode($0) }), hrp == "age-secret-key-pq-" else {
@@ -73,6 +81,8 @@ public struct MLKEM768X25519Identity: AgeIdentity {
     }
 
     /// Parses an `AGE-SECRET-KEY-PQ-1…` string.
+    /// - Parameter string: The identity string.
+    /// - Throws: ``AgeError/invalidIdentity(_:)``.
     public init(_ string: String) throws { try self.init(encoded: SecretBytes(utf8: string)) }
 
     /// The matching recipient.
@@ -91,6 +101,9 @@ public struct MLKEM768X25519Identity: AgeIdentity {
     private static let probe = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: [UInt8](repeating: 0x42, count: 32))
 
     /// Unwraps an `mlkem768x25519` stanza with HPKE OpenBase.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
+    /// - Throws: ``AgeError`` (``AgeError/headerFailure(_:)`` for a malformed stanza of this type).
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         for stanza in stanzas where stanza.type == "mlkem768x25519" {
             guard stanza.arguments.count == 1 else { throw AgeError.headerFailure("an mlkem768x25519 stanza must have exactly two arguments") }

@@ -47,6 +47,8 @@ public struct AgePluginUI: Sendable {
 /// Names and encodings of plugin recipients and identities.
 public enum AgePlugin {
     /// The plugin name of an `age1NAME1…` recipient, or nil for a native or malformed one.
+    /// - Parameter recipient: The recipient string.
+    /// - Returns: The plugin name, or nil.
     public static func name(ofRecipient recipient: String) -> String? {
         guard let (hrp, _) = Bech32.decode(recipient), hrp.hasPrefix("age1"), hrp.count > 4, hrp != "age1pq" else { return nil }
         let name = String(hrp.dropFirst(4))
@@ -54,6 +56,8 @@ public enum AgePlugin {
     }
 
     /// The plugin name of an `AGE-PLUGIN-NAME-1…` identity, or nil.
+    /// - Parameter identity: The identity string.
+    /// - Returns: The plugin name, or nil.
     public static func name(ofIdentity identity: String) -> String? {
         guard let (hrp, _) = Bech32.decode(identity), hrp.hasPrefix("age-plugin-"), hrp.hasSuffix("-"), hrp.count > 12 else { return nil }
         let name = String(hrp.dropFirst(11).dropLast())
@@ -62,11 +66,18 @@ public enum AgePlugin {
 
     /// The identity `age -j NAME` means: `AGE-PLUGIN-NAME-1` with no data, which asks the
     /// plugin for its default key.
+    /// - Parameter name: The plugin name.
+    /// - Returns: The identity string.
+    /// - Throws: ``AgeError/invalidArgument(_:)`` for a name that is not a plugin name.
     public static func defaultIdentity(name: String) throws -> String {
         try identity(name: name, data: [])
     }
 
     /// The identity `AGE-PLUGIN-NAME-1…` carrying `data` (what a plugin's own identities encode).
+    /// - Parameters:
+    ///   - name: The plugin name.
+    ///   - data: The identity's data.
+    /// - Returns: The identity string.
     /// - Throws: ``AgeError/invalidArgument(_:)`` for a name that is not a plugin name.
     public static func identity(name: String, data: [UInt8]) throws -> String {
         guard isValidName(name) else { throw AgeError.invalidArgument("\(name.prefix(40).debugDescription) is not a plugin name (letters, digits, `.`, `_`, `+`, `-`)") }
@@ -74,6 +85,8 @@ public enum AgePlugin {
     }
 
     /// The plugin name and data of an `AGE-PLUGIN-NAME-1…` identity, or nil when it is not one.
+    /// - Parameter identity: The identity string.
+    /// - Returns: The plugin name and the identity's data, or nil.
     public static func decode(identity: String) -> (name: String, data: [UInt8])? {
         guard let name = name(ofIdentity: identity), let (_, data) = Bech32.decode(identity) else { return nil }
         return (name, data)
@@ -99,6 +112,8 @@ public enum AgePlugin {
 
     /// Groups the plugin recipients of `recipients` by plugin, one ``AgePluginRecipient`` each,
     /// so each plugin runs once per file; other recipients are kept as they are, in order.
+    /// - Parameter recipients: The recipients.
+    /// - Returns: The recipients with plugin ones grouped.
     public static func grouped(_ recipients: [any AgeRecipient]) -> [any AgeRecipient] {
         var result = [any AgeRecipient]()
         var groups = [String: Int]()
@@ -117,6 +132,8 @@ public enum AgePlugin {
     }
 
     /// Groups the plugin identities of `identities` by plugin, as ``grouped(_:)-(_)`` does for recipients.
+    /// - Parameter identities: The identities.
+    /// - Returns: The identities with plugin ones grouped.
     public static func grouped(_ identities: [any AgeIdentity]) -> [any AgeIdentity] {
         var result = [any AgeIdentity]()
         var groups = [String: Int]()
@@ -148,6 +165,7 @@ public struct AgePluginRecipient: AgeRecipient, CustomStringConvertible {
 
     /// Parses an `age1NAME1…` recipient.
     /// - Parameters:
+    ///   - recipient: The `age1NAME1…` recipient string.
     ///   - ui: How the plugin talks to the user.
     ///   - searchPath: Where to look for `age-plugin-NAME` (directories separated by `:`); nil: `$PATH`.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
@@ -169,6 +187,8 @@ public struct AgePluginRecipient: AgeRecipient, CustomStringConvertible {
     public var description: String { recipients.joined(separator: "\n") }
 
     /// Runs the plugin's `recipient-v1` state machine for this file key.
+    /// - Parameter fileKey: The 16-byte file key.
+    /// - Returns: The stanzas to put in the header.
     /// - Throws: ``AgeError/invalidRecipient(_:)`` with the plugin's error, or when the plugin
     ///   is missing, fails or breaks the protocol.
     public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
@@ -218,6 +238,7 @@ public struct AgePluginIdentity: AgeIdentity {
 
     /// Parses an `AGE-PLUGIN-NAME-1…` identity.
     /// - Parameters:
+    ///   - identity: The `AGE-PLUGIN-NAME-1…` identity string.
     ///   - ui: How the plugin talks to the user.
     ///   - searchPath: Where to look for `age-plugin-NAME` (directories separated by `:`); nil: `$PATH`.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
@@ -241,6 +262,8 @@ public struct AgePluginIdentity: AgeIdentity {
     }
 
     /// Runs the plugin's `identity-v1` state machine on the header's stanzas.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
     /// - Throws: ``AgeError/headerFailure(_:)`` when the plugin finds a stanza of its type
     ///   malformed, ``AgeError/invalidIdentity(_:)`` for its other errors, a missing plugin or
     ///   a protocol failure.

@@ -19,6 +19,9 @@ public final class AgeRandomAccessReader: Sendable {
     private let cipher: PayloadCipher
 
     /// Opens the age file at `path`.
+    /// - Parameters:
+    ///   - path: The binary age file.
+    ///   - identities: Keys and passphrases to try.
     /// - Throws: ``AgeError``; ``AgeError/invalidArgument(_:)`` for an armored file (not seekable).
     public convenience init(path: String, identities: [any AgeIdentity]) throws {
         let fd = try AgeIO.openForReading(path)
@@ -29,6 +32,9 @@ public final class AgeRandomAccessReader: Sendable {
     }
 
     /// Uses an open, seekable descriptor (not closed by the reader).
+    /// - Parameters:
+    ///   - fileDescriptor: The descriptor open on the binary age file.
+    ///   - identities: Keys and passphrases to try.
     /// - Throws: ``AgeError``.
     public convenience init(fileDescriptor: Int32, identities: [any AgeIdentity]) throws {
         try self.init(fileDescriptor: fileDescriptor, identities: identities, ownsDescriptor: false)

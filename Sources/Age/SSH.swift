@@ -149,6 +149,7 @@ public struct SSHEd25519Recipient: AgeRecipient, CustomStringConvertible, Hashab
     public let tag: String
 
     /// Parses `ssh-ed25519 AAAA… [comment]` (an authorized_keys line or a `.pub` file).
+    /// - Parameter authorizedKey: The public key line.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
     public init(_ authorizedKey: String) throws {
         guard case .ed25519(let key, let wire)? = SSHPublicKey.parse(authorizedKey: authorizedKey) else {
@@ -158,6 +159,7 @@ public struct SSHEd25519Recipient: AgeRecipient, CustomStringConvertible, Hashab
     }
 
     /// A recipient for an Ed25519 public key.
+    /// - Parameter publicKey: The Ed25519 public key.
     /// - Throws: ``AgeError/invalidRecipient(_:)`` when the key is not a point of the curve.
     public init(publicKey: Curve25519.Signing.PublicKey) throws {
         let key = Array(publicKey.rawRepresentation)
@@ -182,6 +184,9 @@ public struct SSHEd25519Recipient: AgeRecipient, CustomStringConvertible, Hashab
     public func hash(into hasher: inout Hasher) { hasher.combine(wire) }
 
     /// Wraps the file key in an `ssh-ed25519 TAG SHARE` stanza.
+    /// - Parameter fileKey: The 16-byte file key.
+    /// - Returns: The stanzas to put in the header.
+    /// - Throws: ``AgeError``, or a random-generator failure.
     public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
         let ephemeral = Curve25519.KeyAgreement.PrivateKey()
         let share = Array(ephemeral.publicKey.rawRepresentation)
@@ -201,6 +206,7 @@ public struct SSHEd25519Identity: AgeIdentity {
     public let recipient: SSHEd25519Recipient
 
     /// An identity for an Ed25519 signing key.
+    /// - Parameter privateKey: The Ed25519 private key.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
     public init(privateKey: Curve25519.Signing.PrivateKey) throws {
         let seed = Array(privateKey.rawRepresentation)
@@ -225,6 +231,9 @@ public struct SSHEd25519Identity: AgeIdentity {
     }
 
     /// Unwraps an `ssh-ed25519` stanza whose tag is this key's.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
+    /// - Throws: ``AgeError`` (``AgeError/headerFailure(_:)`` for a malformed stanza of this type).
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         for stanza in stanzas where stanza.type == "ssh-ed25519" {
             guard stanza.arguments.count == 2 else { throw AgeError.headerFailure("an ssh-ed25519 stanza must have exactly three arguments") }
@@ -260,6 +269,7 @@ public struct SSHRSARecipient: AgeRecipient, CustomStringConvertible, Hashable {
     public let tag: String
 
     /// Parses `ssh-rsa AAAA… [comment]`.
+    /// - Parameter authorizedKey: The public key line.
     /// - Throws: ``AgeError/invalidRecipient(_:)`` (also for keys under 2048 bits, as age refuses them).
     public init(_ authorizedKey: String) throws {
         guard case .rsa(let n, let e, let wire)? = SSHPublicKey.parse(authorizedKey: authorizedKey) else {
@@ -288,6 +298,9 @@ public struct SSHRSARecipient: AgeRecipient, CustomStringConvertible, Hashable {
     public func hash(into hasher: inout Hasher) { hasher.combine(wire) }
 
     /// Wraps the file key in an `ssh-rsa TAG` stanza.
+    /// - Parameter fileKey: The 16-byte file key.
+    /// - Returns: The stanzas to put in the header.
+    /// - Throws: ``AgeError``, or a random-generator failure.
     public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
         var out = [UInt8](repeating: 0, count: n.count + 1)
         var length = 0
@@ -322,6 +335,9 @@ public struct SSHRSAIdentity: AgeIdentity {
     }
 
     /// Unwraps an `ssh-rsa` stanza whose tag is this key's.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
+    /// - Throws: ``AgeError`` (``AgeError/headerFailure(_:)`` for a malformed stanza of this type).
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         for stanza in stanzas where stanza.type == "ssh-rsa" {
             guard stanza.arguments.count == 1 else { throw AgeError.headerFailure("an ssh-rsa stanza must have exactly two arguments") }
@@ -396,8 +412,10 @@ public struct EncryptedSSHIdentity: AgeIdentity {
     }
 
     /// Nil unless a stanza is addressed to this key; then decrypts the key (once) and unwraps.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
     /// - Throws: ``AgeError/noMatchingIdentity(_:)`` for a wrong passphrase; ``AgeError/invalidIdentity(_:)``
-    ///   when the key cannot be decrypted here.
+    ///   when the key cannot be decrypted here; ``AgeError/headerFailure(_:)`` for a malformed stanza of this type.
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         guard stanzas.contains(where: { $0.type == type && $0.arguments.first == tag }) else { return nil }
         return try identity().unwrap(stanzas: stanzas)

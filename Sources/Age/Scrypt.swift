@@ -59,6 +59,9 @@ public struct ScryptRecipient: AgeRecipient {
     }
 
     /// Wraps the file key in an `scrypt` stanza with a fresh 16-byte salt.
+    /// - Parameter fileKey: The 16-byte file key.
+    /// - Returns: The stanzas to put in the header.
+    /// - Throws: ``AgeError``, or a random-generator failure.
     public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
         let salt = try SecureRandom.bytes(16)
         let key = try Self.wrapKey(passphrase: passphrase, salt: salt, logN: logN)
@@ -82,6 +85,9 @@ public struct ScryptIdentity: AgeIdentity {
     }
 
     /// Unwraps the `scrypt` stanza, which must be the only stanza.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
+    /// - Throws: ``AgeError`` (``AgeError/headerFailure(_:)`` for a malformed stanza of this type).
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         for stanza in stanzas where stanza.type == "scrypt" {
             guard stanzas.count == 1 else { throw AgeError.headerFailure("an scrypt stanza must be the only stanza") }

@@ -11,9 +11,11 @@ public struct X25519Recipient: AgeRecipient, CustomStringConvertible, Hashable {
     public let publicKey: Curve25519.KeyAgreement.PublicKey
 
     /// Creates a recipient from a public key.
+    /// - Parameter publicKey: The Curve25519 public key.
     public init(publicKey: Curve25519.KeyAgreement.PublicKey) { self.publicKey = publicKey }
 
     /// Parses an `age1…` recipient string.
+    /// - Parameter string: The recipient string.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
     public init(_ string: String) throws {
         guard let (hrp, data) = Bech32.decode(string), hrp == "age" else {
@@ -34,6 +36,9 @@ public struct X25519Recipient: AgeRecipient, CustomStringConvertible, Hashable {
     public func hash(into hasher: inout Hasher) { hasher.combine(publicKey.rawRepresentation) }
 
     /// Wraps the file key in an `X25519` stanza with a fresh ephemeral share.
+    /// - Parameter fileKey: The 16-byte file key.
+    /// - Returns: The stanzas to put in the header.
+    /// - Throws: ``AgeError``, or a random-generator failure.
     public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
         let ephemeral = Curve25519.KeyAgreement.PrivateKey()
         let share = Array(ephemeral.publicKey.rawRepresentation)
@@ -53,12 +58,15 @@ public struct X25519Identity: AgeIdentity, Sendable {
     public let privateKey: Curve25519.KeyAgreement.PrivateKey
 
     /// Creates an identity from a private key.
+    /// - Parameter privateKey: The Curve25519 private key.
     public init(privateKey: Curve25519.KeyAgreement.PrivateKey) { self.privateKey = privateKey }
 
     /// A new random identity.
+    /// - Returns: The identity.
     public static func generate() -> X25519Identity { X25519Identity(privateKey: .init()) }
 
     /// Parses `AGE-SECRET-KEY-1…` held in locked memory.
+    /// - Parameter encoded: The identity's text.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
     public init(encoded: SecretBytes) throws {
         guard var (hrp, data) = encoded.withUnsafeBytes({ Bech32.decode($0) }), hrp == "age-secret-key-" else {
@@ -72,6 +80,8 @@ public struct X25519Identity: AgeIdentity, Sendable {
     }
 
     /// Parses an `AGE-SECRET-KEY-1…` string.
+    /// - Parameter string: The identity string.
+    /// - Throws: ``AgeError/invalidIdentity(_:)``.
     public init(_ string: String) throws { try self.init(encoded: SecretBytes(utf8: string)) }
 
     /// The matching recipient.
@@ -87,6 +97,9 @@ public struct X25519Identity: AgeIdentity, Sendable {
     }
 
     /// Unwraps an `X25519` stanza addressed to this key.
+    /// - Parameter stanzas: All stanzas of the header.
+    /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
+    /// - Throws: ``AgeError`` (``AgeError/headerFailure(_:)`` for a malformed stanza of this type).
     public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         for stanza in stanzas where stanza.type == "X25519" {
             guard stanza.arguments.count == 1 else { throw AgeError.headerFailure("an X25519 stanza must have exactly two arguments") }

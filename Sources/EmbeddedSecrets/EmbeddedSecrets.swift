@@ -13,6 +13,10 @@ public enum RuntimeShareSource: Sendable, Equatable {
     case provided
 
     /// Reads the share, or nil when the source has none.
+    /// - Parameters:
+    ///   - namespace: The generated type's name, under which a ``provided`` share is kept.
+    ///   - environment: The environment to read (nil: the process's own).
+    /// - Returns: The share, or nil.
     /// - Throws: `CipherError` when a credential file exists but cannot be read.
     public func read(namespace: String, environment: [String: String]? = nil) throws -> SecretBytes? {
         switch self {
@@ -55,6 +59,9 @@ public enum RuntimeShare {
 
     /// Supplies the share for the generated type named `namespace` (the manifest's `typeName`,
     /// `Secrets` by default). The library keeps a copy in locked memory until ``clear(for:)``.
+    /// - Parameters:
+    ///   - share: The run-time share (copied; the caller keeps and wipes its own).
+    ///   - namespace: The generated type's name.
     public static func provide(_ share: SecretBytes, for namespace: String) {
         let copy = share.slice(0..<share.count)
         lock.withLock {
@@ -64,6 +71,7 @@ public enum RuntimeShare {
     }
 
     /// Wipes and forgets the share of `namespace`.
+    /// - Parameter namespace: The generated type's name.
     public static func clear(for namespace: String) {
         lock.withLock {
             shares[namespace]?.wipe()
@@ -121,6 +129,12 @@ public struct EmbeddedSecretsReader: Sendable {
     }
 
     /// The raw bytes of `name`, or nil if the optional secret had no value at build time.
+    /// - Parameters:
+    ///   - name: The secret's name in the manifest.
+    ///   - type: The secret's declared type.
+    /// - Returns: The value's bytes in locked memory, or nil.
+    /// - Throws: ``EmbeddedSecretsError/tampered(_:)``, ``EmbeddedSecretsError/runtimeShareMissing(_:)``,
+    ///   ``EmbeddedSecretsError/runtimeShareWrong(_:)``, as ``SealedSecretsFormat/open(_:name:type:buildKey:runtimeShare:)``.
     public func bytes(_ name: String, type: EmbeddedSecretType) throws -> SecretBytes? {
         let key = try buildKey()
         defer { key.wipe() }
@@ -141,11 +155,23 @@ public struct EmbeddedSecretsReader: Sendable {
     }
 
     /// A `Data` secret (or a String one as bytes) in locked memory; wipe it when done.
+    /// - Parameters:
+    ///   - name: The secret's name in the manifest.
+    ///   - type: The secret's declared type.
+    /// - Returns: The value's bytes.
+    /// - Throws: ``EmbeddedSecretsError/notFound(_:)`` when it had no value at build time, or as
+    ///   ``bytes(_:type:)``.
     public func secretBytes(_ name: String, type: EmbeddedSecretType = .data) throws -> SecretBytes {
         try required(name, type)
     }
 
     /// Calls `body` with the secret's bytes and wipes them afterwards.
+    /// - Parameters:
+    ///   - name: The secret's name in the manifest.
+    ///   - type: The secret's declared type.
+    ///   - body: Uses the bytes; they must not escape it.
+    /// - Returns: What `body` returns.
+    /// - Throws: As ``secretBytes(_:type:)``, and what `body` throws.
     public func withSecret<Result>(_ name: String, type: EmbeddedSecretType,
                                    _ body: (SecretBytes) throws -> Result) throws -> Result {
         let value = try required(name, type)
@@ -154,6 +180,10 @@ public struct EmbeddedSecretsReader: Sendable {
     }
 
     /// A `String` secret. Swift strings cannot be wiped: prefer ``withSecret(_:type:_:)``.
+    /// - Parameter name: The secret's name in the manifest.
+    /// - Returns: The value.
+    /// - Throws: ``EmbeddedSecretsError/invalidValue(_:)`` for bytes that are not UTF-8, or as
+    ///   ``secretBytes(_:type:)``.
     public func string(_ name: String) throws -> String {
         try Self.decodeString(required(name, .string), name: name)
     }
@@ -209,6 +239,8 @@ public struct EmbeddedSecretsReader: Sendable {
     }
 
     /// The bytes an Int is sealed as: 8 bytes, big-endian two's complement.
+    /// - Parameter value: The value.
+    /// - Returns: Its 8 bytes.
     public static func encodeInt(_ value: Int) -> [UInt8] {
         let bits = UInt64(bitPattern: Int64(value))
         return (0..<8).map { UInt8(truncatingIfNeeded: bits >> UInt64(56 - 8 * $0)) }

@@ -24,6 +24,7 @@ public enum EmbeddedSecretType: UInt8, Sendable, CaseIterable, CustomStringConve
     }
 
     /// The type named `name` in a manifest, or nil.
+    /// - Parameter name: The type's name in the manifest (`String`, `Int`, `Bool` or `Data`).
     public init?(manifestName name: String) {
         guard let match = Self.allCases.first(where: { $0.manifestName == name }) else { return nil }
         self = match
@@ -86,6 +87,12 @@ public enum SealedSecretsFormat {
     }
 
     /// Seals `entries` under `buildKey` (and `runtimeShare`, if given), with a new random salt and nonces.
+    /// - Parameters:
+    ///   - entries: The secrets, with their names and types.
+    ///   - manifestVersion: The manifest's version, recorded in the blob.
+    ///   - buildKey: The 32-byte per-build key.
+    ///   - runtimeShare: The share the program must be given at run time to open the blob (nil: none).
+    /// - Returns: The sealed blob.
     /// - Throws: ``EmbeddedSecretsError`` for a value out of range, `CipherError` if the system
     ///   random generator fails.
     public static func seal(_ entries: [Entry], manifestVersion: UInt32, buildKey: SecretBytes,
@@ -98,6 +105,16 @@ public enum SealedSecretsFormat {
 
     /// Seals with a given salt and nonces: for known-answer tests only. Reusing a nonce under
     /// the same key breaks ChaCha20-Poly1305; the other `seal` draws fresh ones.
+    /// - Parameters:
+    ///   - entries: The secrets, with their names and types.
+    ///   - manifestVersion: The manifest's version, recorded in the blob.
+    ///   - buildKey: The 32-byte per-build key.
+    ///   - runtimeShare: The share the program must be given at run time to open the blob (nil: none).
+    ///   - salt: The 16-byte salt.
+    ///   - nonces: One 12-byte nonce per entry.
+    /// - Returns: The sealed blob.
+    /// - Throws: ``EmbeddedSecretsError`` for a key or value out of range, `CipherError` for a
+    ///   salt or nonces of the wrong sizes.
     public static func seal(_ entries: [Entry], manifestVersion: UInt32, buildKey: SecretBytes,
                             runtimeShare: SecretBytes?, salt: [UInt8], nonces: [[UInt8]]) throws -> [UInt8] {
         guard buildKey.count == keyLength else { throw EmbeddedSecretsError.tampered("the per-build key is \(buildKey.count) bytes, not 32") }
@@ -165,12 +182,16 @@ public enum SealedSecretsFormat {
     }
 
     /// Whether `blob` declares that it needs a run-time share (nil if it is not a blob of this format).
+    /// - Parameter blob: The sealed blob.
+    /// - Returns: Whether a share is needed, or nil.
     public static func needsRuntimeShare(_ blob: [UInt8]) -> Bool? {
         guard let parsed = try? parse(blob) else { return nil }
         return parsed.needsRuntimeShare
     }
 
     /// The manifest version recorded in `blob` (nil if it is not a blob of this format).
+    /// - Parameter blob: The sealed blob.
+    /// - Returns: The version, or nil.
     public static func manifestVersion(_ blob: [UInt8]) -> UInt32? {
         (try? parse(blob))?.manifestVersion
     }
@@ -229,9 +250,14 @@ public enum SealedSecretsFormat {
     /// then the secret itself.
     ///
     /// - Parameters:
+    ///   - blob: The sealed blob embedded in the binary.
+    ///   - name: The secret's name, as declared in the manifest.
+    ///   - type: The secret's declared type.
+    ///   - buildKey: The per-build key the blob was sealed under.
     ///   - runtimeShare: Called only when the blob needs a share; returns nil when there is none.
     /// - Returns: The value's bytes, or nil when the blob holds no secret of that name (an
     ///   optional secret that had no value at build time).
+    /// - Throws: ``EmbeddedSecretsError`` as listed above, and any error of `runtimeShare`.
     public static func open(_ blob: [UInt8], name: String, type: EmbeddedSecretType, buildKey: SecretBytes,
                             runtimeShare: () throws -> SecretBytes?) throws -> SecretBytes? {
         guard buildKey.count == keyLength else { throw EmbeddedSecretsError.tampered("the per-build key is \(buildKey.count) bytes, not 32") }

@@ -124,6 +124,7 @@ extension Accessibility {
     /// protection class is the same or stronger (whenUnlocked > afterFirstUnlock > always), and
     /// it is bound to this device when `minimum` is.
     /// - Parameter minimum: The weakest accessibility accepted.
+    /// - Returns: Whether this accessibility is at least as protected.
     public func isAtLeast(_ minimum: Accessibility) -> Bool {
         strength >= minimum.strength && (thisDeviceOnly || !minimum.thisDeviceOnly)
     }

@@ -18,8 +18,8 @@ import Vault
 ///   ``flush()``.
 ///
 /// The class is a facade (passwords, queries, class-key rotation, legacy import) over two
-/// internal parts: an ``ItemStore`` keeps the file, the caches and the coalesced writer, and an
-/// ``ItemSealer`` makes item ids and seals and opens rows. Both are thread-safe and the facade
+/// internal parts: an `ItemStore` keeps the file, the caches and the coalesced writer, and an
+/// `ItemSealer` makes item ids and seals and opens rows. Both are thread-safe and the facade
 /// holds no mutable state of its own, so the class is `Sendable`.
 public final class Keychain: Sendable {
     /// Settings of a keychain.

@@ -41,6 +41,8 @@ public struct KeychainDeviceKeyDependent: DeviceKeyDependent {
     public init(path: String) { self.path = path }
 
     /// The keychains of a home: `HOME/keychain.sqlite` and `HOME/*/keychain.sqlite` (no symlinks).
+    /// - Parameter home: The vault's data directory.
+    /// - Returns: One dependent per keychain file found.
     public static func keychains(in home: String) -> [KeychainDeviceKeyDependent] {
         var found: [String] = []
         func isFile(_ path: String) -> Bool { (try? FileCalls.linkStatus(path))?.isRegularFile == true }

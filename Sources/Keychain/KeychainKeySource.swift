@@ -31,6 +31,9 @@ public protocol KeychainKeySource: Sendable {
 
 extension KeychainKeySource {
     /// No earlier generations.
+    /// - Parameter accessibility: The accessibility whose retired keys are wanted.
+    /// - Returns: An empty array.
+    /// - Throws: Never.
     public func retiredClassKeys(for accessibility: Accessibility) throws -> [SecretBytes] { [] }
 }
 
@@ -68,7 +71,10 @@ public final class StaticKeySource: KeychainKeySource, @unchecked Sendable {
         self.indexKey = KeyDerivation.hkdf(masterKey, info: "keychain blind index v1")
     }
 
+    /// - Parameter accessibility: The accessibility whose key is wanted.
     /// - Returns: The derived key of `accessibility`.
+    /// - Throws: Never in practice: every accessibility has a key
+    ///   (``KeychainError/invalidArgument(_:)`` otherwise).
     public func classKey(for accessibility: Accessibility) throws -> SecretBytes {
         guard let key = keys[accessibility] else {
             throw KeychainError.invalidArgument("no key for accessibility \(accessibility.name)")
@@ -77,6 +83,7 @@ public final class StaticKeySource: KeychainKeySource, @unchecked Sendable {
     }
 
     /// - Returns: The derived blind-index key.
+    /// - Throws: Never: the key is derived at initialization.
     public func blindIndexKey() throws -> SecretBytes { indexKey }
 }
 

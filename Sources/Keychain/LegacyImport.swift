@@ -38,6 +38,8 @@ extension Keychain {
 
     /// Reads an iMAS `IMSKeychain` file without importing it (see
     /// ``importLegacyKeychain(at:accessibility:overwrite:)`` for the format and the checks).
+    /// - Parameter path: The `IMSKeychain` file.
+    /// - Returns: The entries read, and those that could not be read.
     /// - Throws: ``KeychainError/legacyFormat(_:)``; `SecureFile.Failure` for a missing file;
     ///   other file errors as ``KeychainError``.
     public static func readLegacyKeychain(at path: String) throws -> LegacyKeychainContents {
@@ -58,7 +60,10 @@ extension Keychain {
     /// Parses the bytes of an iMAS `IMSKeychain` file: a binary or XML property list
     /// `{service: {account: data}}`, 0 bytes for an empty keychain. Hostile bytes are checked
     /// before the property-list parser sees them (at most 16 MiB and three levels of nesting).
-    /// - Parameter name: How error messages name the file.
+    /// - Parameters:
+    ///   - bytes: The file's contents.
+    ///   - name: How error messages name the file.
+    /// - Returns: The entries read, and those that could not be read.
     /// - Throws: ``KeychainError/legacyFormat(_:)`` when the bytes are not such a property list.
     public static func parseLegacyKeychain(_ bytes: [UInt8], name: String = "the legacy keychain") throws -> LegacyKeychainContents {
         var contents = LegacyKeychainContents(entries: [], failed: [])

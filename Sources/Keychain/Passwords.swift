@@ -52,6 +52,10 @@ extension Keychain {
     }
 
     /// The password data of a service and account.
+    /// - Parameters:
+    ///   - service: The service name.
+    ///   - account: The account name.
+    ///   - minimum: The weakest accessibility accepted (nil: any).
     /// - Returns: The bytes, in wiped-on-release memory.
     /// - Throws: as ``password(forService:account:requiring:)``.
     public func passwordData(forService service: String, account: String, requiring minimum: Accessibility? = nil) throws -> SecretBytes {
@@ -70,6 +74,10 @@ extension Keychain {
     }
 
     /// Stores a password (UTF-8) with accessibility `.whenUnlocked`.
+    /// - Parameters:
+    ///   - password: The password.
+    ///   - service: The service name.
+    ///   - account: The account name.
     /// - Throws: as ``setSecurePasswordData(_:forService:account:)``.
     public func setSecurePassword(_ password: String, forService service: String, account: String) throws {
         try setSecurePasswordData(SecretBytes(utf8: password), forService: service, account: account)
@@ -78,6 +86,9 @@ extension Keychain {
     /// The data of an item stored with ``setSecurePasswordData(_:forService:account:)``. The item
     /// must be of the whenUnlocked class (either variant): one stored under a weaker class is
     /// refused, so a row moved to the always class cannot stand in for it.
+    /// - Parameters:
+    ///   - service: The service name.
+    ///   - account: The account name.
     /// - Returns: The bytes.
     /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` while locked,
     ///   ``KeychainError/accessibilityTooWeak(item:stored:required:)``, and as ``password(forService:account:requiring:)``.
@@ -87,18 +98,26 @@ extension Keychain {
 
     /// The text of an item stored with ``setSecurePassword(_:forService:account:)`` (whenUnlocked
     /// required, as ``securePasswordData(forService:account:)``).
+    /// - Parameters:
+    ///   - service: The service name.
+    ///   - account: The account name.
+    /// - Returns: The password.
     /// - Throws: as ``password(forService:account:requiring:)``.
     public func securePassword(forService service: String, account: String) throws -> String {
         try password(forService: service, account: account, requiring: .whenUnlocked)
     }
 
     /// Deletes one account of a service (and only that account).
+    /// - Parameters:
+    ///   - service: The service name.
+    ///   - account: The account name.
     /// - Throws: ``KeychainError/itemNotFound(_:)`` when there is no such item.
     public func deletePassword(forService service: String, account: String) throws {
         try remove(.generic(service: service, account: account))
     }
 
     /// Deletes every account of a service (generic passwords). No class key is needed.
+    /// - Parameter service: The service name.
     /// - Returns: The number of items deleted.
     /// - Throws: Database errors.
     @discardableResult

@@ -93,6 +93,7 @@ extension Keychain {
     }
 
     /// Deletes every item that matches `query` (SecItemDelete); the limit is ignored.
+    /// - Parameter query: What to delete.
     /// - Returns: The number of items deleted.
     /// - Throws: ``KeychainError/itemNotFound(_:)`` when nothing matches, and as ``copyMatching(_:)``.
     @discardableResult

@@ -113,9 +113,13 @@ public enum IMASMigration {
     }
 
     /// Runs the migration into the vault of `manager` (created when it is not set up).
+    /// - Parameters:
+    ///   - plan: What to migrate, from where, and the credentials.
+    ///   - manager: The vault to migrate into.
+    /// - Returns: What was created, imported, left alone and shredded.
     /// - Throws: ``MigrationError`` (``MigrationError/failed(_:)`` lists every unreadable
-    ///   input, before anything is written), ``VaultError``, ``KeychainError``,
-    ///   ``ProtectedFileError``, file errors.
+    ///   input, before anything is written), `VaultError`, `KeychainError`,
+    ///   `ProtectedFileError`, file errors.
     public static func run(_ plan: Plan, manager: CryptoManager) throws -> Report {
         guard plan.passcode != nil || plan.answers != nil else {
             throw MigrationError.invalidArgument("give the old passcode or the old answers")

@@ -100,6 +100,11 @@ public enum LegacyCipher {
     public static let maximumLength = 256 << 20
 
     /// The legacy key derivation: PBKDF2-HMAC-SHA256(secret, salt, 1,000 rounds, 32 bytes).
+    /// - Parameters:
+    ///   - secret: The passcode, or the joined answers.
+    ///   - salt: The legacy salt (not empty).
+    /// - Returns: The 32-byte key.
+    /// - Throws: ``MigrationError/invalidArgument(_:)`` for an empty salt or a failed derivation.
     public static func deriveKey(_ secret: SecretBytes, salt: [UInt8]) throws -> SecretBytes {
         guard !salt.isEmpty else { throw MigrationError.invalidArgument("the legacy salt is empty") }
         do {
@@ -114,6 +119,10 @@ public enum LegacyCipher {
     }
 
     /// Decrypts a legacy blob.
+    /// - Parameters:
+    ///   - blob: The encrypted blob, as the legacy format stores it.
+    ///   - key: The 16-, 24- or 32-byte key.
+    /// - Returns: The plaintext.
     /// - Throws: ``MigrationError/legacyFormat(_:)`` for a length the format cannot have or a key
     ///   that is not 16, 24 or 32 bytes; ``MigrationError/legacyDataRejected`` for bad padding or
     ///   a bad checksum (the same error for both).

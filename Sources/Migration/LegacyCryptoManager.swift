@@ -21,6 +21,7 @@ public struct LegacyCryptoManager: Sendable {
     public let genItemKey: [UInt8]?
 
     /// Reads the crypto manager's entries, keyed by account.
+    /// - Parameter accounts: The legacy keychain entries of the crypto manager's service, by account.
     /// - Throws: ``MigrationError/missingLegacyState(_:)`` without a salt or any wrapped key;
     ///   ``MigrationError/legacyFormat(_:)`` for entries of impossible sizes or unreadable questions.
     public init(accounts: [String: [UInt8]]) throws {
@@ -70,6 +71,8 @@ public struct LegacyCryptoManager: Sendable {
     }
 
     /// Unwraps the legacy application key with the old passcode.
+    /// - Parameter passcode: The passcode set in the legacy application.
+    /// - Returns: The legacy application key.
     /// - Throws: ``MigrationError/wrongPasscode`` (also for a damaged wrapping: the two cannot be
     ///   told apart), ``MigrationError/missingLegacyState(_:)`` when no passcode was set.
     public func applicationKey(passcode: SecretBytes) throws -> SecretBytes {
@@ -82,6 +85,8 @@ public struct LegacyCryptoManager: Sendable {
     }
 
     /// Unwraps the legacy application key with the old answers, in question order.
+    /// - Parameter answers: The answers, one per question.
+    /// - Returns: The legacy application key.
     /// - Throws: ``MigrationError/wrongAnswers``, ``MigrationError/missingLegacyState(_:)``.
     public func applicationKey(answers: [SecretBytes]) throws -> SecretBytes {
         guard let wrapped = answersWrappedKey else {
@@ -95,6 +100,7 @@ public struct LegacyCryptoManager: Sendable {
     /// The GenItem secret (`IMSCryptoManagerGenItemGet`), unwrapped with a passcode: the key of
     /// `gen-item` is wrapped under the passcode in force when the GenItem was made or last reset
     /// (`gen-itemk`); the original's passcode change never re-wrapped it.
+    /// - Parameter passcode: The passcode in force when the GenItem was made or last reset.
     /// - Returns: nil when the legacy keychain has no GenItem.
     /// - Throws: ``MigrationError/genItemNotOpened(_:)`` when the passcode does not unwrap
     ///   `gen-itemk` (or there is none); ``MigrationError/legacyDataRejected`` when it does and
@@ -115,6 +121,7 @@ public struct LegacyCryptoManager: Sendable {
     /// The GenItem secret opened with the answers, as `IMSCryptoManagerGenItemReset` does: its
     /// key is the answers key of the answers in force when it was made (the original's change
     /// of answers never re-encrypted it).
+    /// - Parameter answers: The answers in force when the GenItem was made, in question order.
     /// - Returns: nil when the legacy keychain has no GenItem.
     /// - Throws: ``MigrationError/genItemNotOpened(_:)`` when the answers do not open it.
     public func genItemSecret(answers: [SecretBytes]) throws -> SecretBytes? {

@@ -127,6 +127,11 @@ extension ProtectedDatabase {
     // MARK: Operations without opening
 
     /// The class, size and salt of the database at `path` (reads no key).
+    /// - Parameters:
+    ///   - path: The database's path.
+    ///   - files: The protected files of the vault, which keep the key record.
+    /// - Returns: The database's status.
+    /// - Throws: ``ProtectedDatabaseError``.
     public static func status(at path: String, files: ProtectedFiles) throws -> Status {
         guard linkStatus(path) != nil, linkStatus(keyPath(for: path)) != nil else { throw ProtectedDatabaseError.notFound(path: path) }
         let cls = try mapFiles(path: path) { try files.protection(ofItemAt: keyPath(for: path)) }
@@ -138,6 +143,12 @@ extension ProtectedDatabase {
     /// Changes the class of the database at `path` from `from` to `to` by re-wrapping its key
     /// record (the pages are not touched): atomic, the record is of the old class or the new
     /// one, never neither. Needs `from` readable and `to` writable now.
+    /// - Parameters:
+    ///   - path: The database's path.
+    ///   - from: The class it must be of now.
+    ///   - to: Its new class.
+    ///   - files: The protected files of the vault, which keep the key record.
+    /// - Returns: Whether the class changed or already was `to`.
     /// - Throws: ``ProtectedDatabaseError/classMismatch(path:expected:found:)`` when the
     ///   database is of neither class.
     @discardableResult
@@ -156,6 +167,11 @@ extension ProtectedDatabase {
     /// Takes in a database written by SQLCipher 4 with a raw key (`PRAGMA key = "x'…'"`, default
     /// SQLCipher 4 settings): writes its key record of class `protection` and switches it to
     /// WAL mode. The file must not be open elsewhere.
+    /// - Parameters:
+    ///   - path: The SQLCipher 4 database.
+    ///   - key: Its 32-byte raw key.
+    ///   - protection: The class of the key record to write.
+    ///   - files: The protected files of the vault, which keep the key record.
     /// - Throws: ``ProtectedDatabaseError/tampered(path:reason:)`` when page 1 does not
     ///   authenticate under `key` (another key, or other SQLCipher settings).
     public static func adopt(at path: String, key: SecretBytes, protection: FileProtectionClass, files: ProtectedFiles) throws {
@@ -194,6 +210,11 @@ extension ProtectedDatabase {
     /// The raw key of the database at `path` (32 bytes, in locked memory), for an independent
     /// reader such as SQLCipher (`PRAGMA key = "x'…'"`). Whoever holds it reads the database
     /// without the vault.
+    /// - Parameters:
+    ///   - path: The database's path.
+    ///   - files: The protected files of the vault, which keep the key record.
+    /// - Returns: The raw key.
+    /// - Throws: ``ProtectedDatabaseError``.
     public static func exportKey(at path: String, files: ProtectedFiles) throws -> SecretBytes {
         let key = try readKey(at: path, files: files, expecting: nil).key.key
         if let wal = linkStatus(path + "-wal"), wal.size > 32 {
@@ -211,6 +232,9 @@ extension ProtectedDatabase {
     /// kill at any point leaves a database that opens (the record may then hold both keys until
     /// the next rekey, which keeps the key of the file in place before it starts). No other
     /// connection may have the database open (in this process or another).
+    /// - Parameters:
+    ///   - path: The database's path.
+    ///   - files: The protected files of the vault, which keep the key record.
     /// - Throws: ``ProtectedDatabaseError``.
     public static func rekey(at path: String, files: ProtectedFiles) throws {
         let fullPath = try codecPath(path)

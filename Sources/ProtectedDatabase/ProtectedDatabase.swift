@@ -11,15 +11,15 @@ import CSQLiteCodec
 /// The database's key (32 random bytes, SQLCipher's raw key) lives in its key record
 /// `PATH-key`, a protected file of the database's class; the classes mean what they mean for
 /// protected files:
-/// - ``FileProtection/complete``: opening needs the class key; when the vault locks, every
+/// - `FileProtection.complete`: opening needs the class key; when the vault locks, every
 ///   connection refuses further reads and writes (``ProtectedDatabaseError/locked(path:_:)``),
 ///   no row is served from SQLite's page cache afterwards, and the database is opened again
 ///   after the next unlock;
-/// - ``FileProtection/completeUnlessOpen``: a database open while unlocked stays usable after
+/// - `FileProtection.completeUnlessOpen`: a database open while unlocked stays usable after
 ///   the lock until closed; a new one can be created while locked;
-/// - ``FileProtection/completeUntilFirstUserAuthentication``: opens from the first unlock
+/// - `FileProtection.completeUntilFirstUserAuthentication`: opens from the first unlock
 ///   until the process stops;
-/// - ``FileProtection/none``: under the device key only.
+/// - `FileProtection.none`: under the device key only.
 ///
 /// ```swift
 /// let files = ProtectedFiles(manager: manager)
@@ -30,8 +30,8 @@ import CSQLiteCodec
 /// Protected databases run in WAL mode (rollback journals are refused), temporary tables and
 /// statement journals stay in memory, and pages are never memory-mapped.
 public final class ProtectedDatabase: @unchecked Sendable {
-    /// Which GRDB writer to open: one connection (``DatabaseQueue``) or a writer and
-    /// concurrent readers (``DatabasePool``). Both run in WAL mode.
+    /// Which GRDB writer to open: one connection (`DatabaseQueue`) or a writer and
+    /// concurrent readers (`DatabasePool`). Both run in WAL mode.
     public enum Kind: String, Sendable, CaseIterable {
         case queue
         case pool
@@ -41,7 +41,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
     public let path: String
     /// The class of its key record.
     public let protection: FileProtectionClass
-    /// The GRDB writer on the database (a ``DatabaseQueue`` or ``DatabasePool``). Every
+    /// The GRDB writer on the database (a `DatabaseQueue` or `DatabasePool`). Every
     /// connection goes through the codec; prefer ``read(_:)`` and ``write(_:)``, which also
     /// check the class's lock state and map errors to ``ProtectedDatabaseError``.
     public let writer: any DatabaseWriter
@@ -62,6 +62,8 @@ public final class ProtectedDatabase: @unchecked Sendable {
     }
 
     /// The key record of the database at `path`.
+    /// - Parameter path: The database's path.
+    /// - Returns: The key record's path, `PATH-key`.
     public static func keyPath(for path: String) -> String { path + "-key" }
 
     private init(path: String, fullPath: String, protection: FileProtectionClass, writer: any DatabaseWriter, manager: CryptoManager,
@@ -94,8 +96,15 @@ public final class ProtectedDatabase: @unchecked Sendable {
     // MARK: Opening
 
     /// Creates a database of class `protection` at `path` (which must not exist) and its key
-    /// record `PATH-key`, and opens it. A ``FileProtection/completeUnlessOpen`` database can
+    /// record `PATH-key`, and opens it. A `FileProtection.completeUnlessOpen` database can
     /// be created while the vault is locked; the others need their class key.
+    /// - Parameters:
+    ///   - path: Where the database goes.
+    ///   - protection: The class of its key record.
+    ///   - files: The protected files of the vault, which keep the key record.
+    ///   - kind: One connection or a writer and concurrent readers.
+    ///   - configuration: GRDB's settings for the connections.
+    /// - Returns: The open database.
     /// - Throws: ``ProtectedDatabaseError``.
     public static func create(at path: String, protection: FileProtectionClass, files: ProtectedFiles,
                               kind: Kind = .pool, configuration: Configuration = Configuration()) throws -> ProtectedDatabase {
@@ -123,6 +132,13 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// refused (``ProtectedDatabaseError/classMismatch(path:expected:found:)``): an application
     /// that knows its database's class should say so, so that a key record of a weaker class
     /// put in its place is not accepted.
+    /// - Parameters:
+    ///   - path: The database's path.
+    ///   - files: The protected files of the vault, which keep the key record.
+    ///   - expecting: The class the database must be of (nil: any).
+    ///   - kind: One connection or a writer and concurrent readers.
+    ///   - configuration: GRDB's settings for the connections.
+    /// - Returns: The open database.
     /// - Throws: ``ProtectedDatabaseError``.
     public static func open(at path: String, files: ProtectedFiles, expecting: FileProtectionClass? = nil,
                             kind: Kind = .pool, configuration: Configuration = Configuration()) throws -> ProtectedDatabase {
@@ -211,6 +227,8 @@ public final class ProtectedDatabase: @unchecked Sendable {
     // MARK: Use
 
     /// Runs `body` in a read transaction.
+    /// - Parameter body: Reads through the connection it is given.
+    /// - Returns: What `body` returns.
     /// - Throws: ``ProtectedDatabaseError`` (and what `body` throws).
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
         try checkUsable()
@@ -218,13 +236,15 @@ public final class ProtectedDatabase: @unchecked Sendable {
     }
 
     /// Runs `body` in a write transaction (rolled back when it throws).
+    /// - Parameter body: Writes through the connection it is given.
+    /// - Returns: What `body` returns.
     /// - Throws: ``ProtectedDatabaseError`` (and what `body` throws).
     public func write<T>(_ body: (Database) throws -> T) throws -> T {
         try checkUsable()
         return try Self.mapSQLite(path: path, revoked: { self.lifecycle.revoked }) { try writer.write(body) }
     }
 
-    /// Whether the connections were revoked (a ``FileProtection/complete`` database after a lock).
+    /// Whether the connections were revoked (a `FileProtection.complete` database after a lock).
     public var isRevoked: Bool { lifecycle.revoked }
 
     private func checkUsable() throws {
@@ -233,7 +253,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
         if lifecycle.revoked { throw ProtectedDatabaseError.locked(path: path, protection) }
     }
 
-    /// Revokes the database now, as a lock does to a ``FileProtection/complete`` one: the key
+    /// Revokes the database now, as a lock does to a `FileProtection.complete` one: the key
     /// is wiped, running statements are interrupted, and every connection refuses further
     /// reads and writes (``ProtectedDatabaseError/locked(path:_:)``); cached pages are released.
     public func revoke() {

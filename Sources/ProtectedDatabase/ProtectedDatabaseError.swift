@@ -5,7 +5,7 @@ import ProtectedFiles
 public enum ProtectedDatabaseError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The database's class key is not available now (the vault is locked, or has not been
     /// unlocked since the process started), or the vault locked while a
-    /// ``FileProtection/complete`` database was open: its connections refuse every read and
+    /// `FileProtection.complete` database was open: its connections refuse every read and
     /// write from then on; open it again after the next unlock.
     case locked(path: String, FileProtectionClass)
     /// A page, the WAL or the key record does not authenticate: the data directory was

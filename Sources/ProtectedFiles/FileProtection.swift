@@ -49,6 +49,9 @@ public struct FileProtectionClass: Sendable, Hashable, Codable, CustomStringConv
     public var thisDeviceOnly: Bool
 
     /// Creates a class.
+    /// - Parameters:
+    ///   - protection: When the class's files can be read.
+    ///   - thisDeviceOnly: Whether the class key also depends on the device key.
     public init(_ protection: FileProtection, thisDeviceOnly: Bool = false) {
         self.protection = protection
         self.thisDeviceOnly = thisDeviceOnly
@@ -75,6 +78,7 @@ public struct FileProtectionClass: Sendable, Hashable, Codable, CustomStringConv
     public var name: String { protection.rawValue + (thisDeviceOnly ? "ThisDeviceOnly" : "") }
 
     /// Parses a name produced by ``name``.
+    /// - Parameter name: The class's stable name; nil for any other string.
     public init?(name: String) {
         if name.hasSuffix("ThisDeviceOnly") {
             guard let protection = FileProtection(rawValue: String(name.dropLast("ThisDeviceOnly".count))) else { return nil }

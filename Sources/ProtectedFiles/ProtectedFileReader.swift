@@ -113,6 +113,10 @@ public final class ProtectedFileReader {
     var holdsFileKey: Bool { key.holdsKey }
 
     /// Reads `count` bytes at `offset` (fewer at the end of the file).
+    /// - Parameters:
+    ///   - offset: The plaintext offset to read at.
+    ///   - count: The number of bytes wanted.
+    /// - Returns: The authenticated plaintext bytes (empty at or past the end).
     /// - Throws: ``ProtectedFileError/locked(_:_:)`` for a complete file after the vault locked,
     ///   ``ProtectedFileError/tampered(path:reason:)``, ``ProtectedFileError/invalidArgument(_:)``
     ///   after close or for a negative range.
@@ -143,6 +147,9 @@ public final class ProtectedFileReader {
     }
 
     /// Reads up to `count` bytes from ``position`` and advances it; empty at the end.
+    /// - Parameter count: The number of bytes wanted.
+    /// - Returns: The bytes read.
+    /// - Throws: As ``read(offset:count:)``.
     public func read(upToCount count: Int) throws -> [UInt8] {
         let bytes = try read(offset: position, count: count)
         position += Int64(bytes.count)
@@ -150,6 +157,8 @@ public final class ProtectedFileReader {
     }
 
     /// Moves ``position``.
+    /// - Parameter offset: The new position (past the end is allowed: reads there are empty).
+    /// - Throws: ``ProtectedFileError/invalidArgument(_:)`` for a negative offset.
     public func seek(to offset: Int64) throws {
         guard offset >= 0 else { throw ProtectedFileError.invalidArgument("a negative offset") }
         position = offset

@@ -4,7 +4,7 @@ import Foundation
 
 /// A protected file written piece by piece, for bytes that arrive in parts (a network
 /// transfer): each piece is encrypted as it comes (the same age format as
-/// ``ProtectedFiles/write(from:to:protection:)``, in constant memory) into a new file, which
+/// ``ProtectedFiles/write(from:to:protection:progress:)``, in constant memory) into a new file, which
 /// holds a complete protected file once ``finish()`` returned (synced to disk). The caller then
 /// moves it into place (`rename` or `link`, and a sync of the directory): the writer creates
 /// the file at a staging path, never at its final name, so that no partial file is ever seen
@@ -34,6 +34,7 @@ public final class ProtectedFileWriter {
     }
 
     /// Encrypts and writes more plaintext.
+    /// - Parameter bytes: The next plaintext bytes.
     /// - Throws: ``ProtectedFileError/io(_:)`` (a failed write: disk full...), or
     ///   ``ProtectedFileError/invalidArgument(_:)`` after ``finish()`` or ``abort()``.
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
@@ -84,6 +85,10 @@ extension ProtectedFiles {
     /// Starts a protected file of class `protection` written piece by piece at `path`, which
     /// must not exist yet (created 0600, never following a link) in an existing directory.
     /// See ``ProtectedFileWriter``.
+    /// - Parameters:
+    ///   - path: Where the file is created (a staging path, not its final name).
+    ///   - protection: The file's class.
+    /// - Returns: The writer; call ``ProtectedFileWriter/finish()`` or ``ProtectedFileWriter/abort()``.
     /// - Throws: ``ProtectedFileError``: ``ProtectedFileError/locked(_:_:)`` when the class is
     ///   not writable now (every class but completeUnlessOpen needs its class key);
     ///   ``ProtectedFileError/io(_:)`` when the file cannot be created.

@@ -11,6 +11,8 @@ extension ProtectedFiles {
     /// The class of a protected file, from its class stanza (no key needed). A file without
     /// one (written by another age tool to a class recipient) is matched against the class
     /// identities available now.
+    /// - Parameter path: The protected file.
+    /// - Returns: The file's class.
     /// - Throws: ``ProtectedFileError/notProtectedFile(path:reason:)`` and others.
     public func protection(ofItemAt path: String) throws -> FileProtectionClass {
         let opened = try open(path)
@@ -19,6 +21,8 @@ extension ProtectedFiles {
     }
 
     /// Whether a file of class `cls` can be read now (nil) or why not.
+    /// - Parameter cls: The class.
+    /// - Returns: nil when the class is readable now, else the error a read would throw.
     public func readError(for cls: FileProtectionClass) -> ProtectedFileError? {
         do {
             let entry = try table.entry(cls)
@@ -38,6 +42,9 @@ extension ProtectedFiles {
     /// identity and wrapped to the new class's recipient; only the header is rewritten, the
     /// payload is copied, and the file is replaced atomically. Needs the current class readable
     /// and the new class writable now.
+    /// - Parameters:
+    ///   - protection: The new class.
+    ///   - path: The protected file.
     /// - Throws: ``ProtectedFileError``.
     public func setProtection(_ protection: FileProtectionClass, ofItemAt path: String) throws {
         _ = try changeProtection(to: protection, ofItemAt: path, onlyFrom: nil)
@@ -160,6 +167,11 @@ extension ProtectedFiles {
     /// (as `upgradeImagesInDir` in Apple's data-protection examples: files written as
     /// completeUnlessOpen while locked become complete once unlocked). Symbolic links are not
     /// followed; other files are left alone. A failure on one file does not stop the others.
+    /// - Parameters:
+    ///   - directory: The root of the tree.
+    ///   - from: The class of the files to change.
+    ///   - to: Their new class.
+    /// - Returns: What was changed, left alone, and what failed.
     /// - Throws: ``ProtectedFileError`` when the directory cannot be read.
     public func upgradeItems(inDirectory directory: String, from: FileProtectionClass, to: FileProtectionClass) throws -> UpgradeReport {
         guard (try? FileCalls.linkStatus(directory))?.kind == .directory else {

@@ -67,6 +67,8 @@ extension ProtectedFiles {
     /// the current pair of the file's class and only the header is rewritten (atomically, as a
     /// class change). Files already on the current pair are left alone, so an interrupted run
     /// is finished by running it again. A failure on one file does not stop the others.
+    /// - Parameter directories: The trees to go through.
+    /// - Returns: What was re-wrapped, left alone, and what failed.
     /// - Throws: ``ProtectedFileError`` when a directory cannot be read.
     public func rewrapItems(inDirectories directories: [String]) throws -> RewrapReport {
         var report = RewrapReport()
@@ -117,6 +119,7 @@ extension ProtectedFiles {
     /// held them is crypto-erased. Files still wrapped to them no longer open (except with an
     /// identity exported earlier).
     /// - Returns: The number destroyed.
+    /// - Throws: ``ProtectedFileError`` when the key table cannot be read, written or erased.
     @discardableResult
     public func destroyRetiredKeyPairs() throws -> Int {
         try table.destroyRetired()
@@ -131,6 +134,10 @@ extension ProtectedFiles {
     ///
     /// Afterwards an old copy of the data directory (`protected-files.keys` with the state and
     /// `always.key`) and the passcode of that time open none of the re-wrapped files.
+    /// - Parameters:
+    ///   - directories: Every tree holding protected files of this vault.
+    ///   - resume: Finish an interrupted rotation instead of making new pairs.
+    /// - Returns: The classes rotated, the re-wrap's report, and the retired pairs destroyed and kept.
     /// - Throws: ``ProtectedFileError``.
     public func rotateKeyPairs(rewrapping directories: [String], resume: Bool = false) throws -> KeyRotationReport {
         let rotated = resume ? 0 : try rotateKeyPairs()

@@ -41,6 +41,7 @@ public final class ProtectedFiles: Sendable {
 
     /// Binds to a vault (nothing is read until used; the thread that wipes the keys of open
     /// complete readers at a lock is started here, before any file key exists).
+    /// - Parameter manager: The vault whose class keys seal the class key pairs.
     public init(manager: CryptoManager) {
         self.manager = manager
         table = ClassKeyTable(manager: manager)
@@ -65,6 +66,7 @@ public final class ProtectedFiles: Sendable {
     /// ``FileProtection/completeUnlessOpen``, do this once while unlocked so that writing
     /// works while locked). Pairs that exist are kept.
     /// - Returns: The classes that have a key pair afterwards.
+    /// - Throws: ``ProtectedFileError`` when the key table cannot be read or written.
     @discardableResult
     public func prepareClasses() throws -> [FileProtectionClass] {
         var ready: [FileProtectionClass] = []
@@ -83,7 +85,7 @@ public final class ProtectedFiles: Sendable {
     }
 
     /// Crypto-erases the key table (`protected-files.keys`: the class key pairs) and removes its
-    /// lock file. For use with the vault's erase (``CryptoManager/erase()``), which destroys the
+    /// lock file. For use with the vault's erase (`CryptoManager.erase()`), which destroys the
     /// class keys the table's identities are sealed under: this removes the table itself, so no
     /// copy of it stays in the data directory. Every protected file of this vault is unreadable
     /// afterwards (as it is once the vault is erased), except with an identity exported earlier.
@@ -95,6 +97,8 @@ public final class ProtectedFiles: Sendable {
 
     /// The class recipient (`age1…`): files encrypted to it by any age tool read as this class.
     /// Creates the key pair when missing (which needs the class key).
+    /// - Parameter cls: The class.
+    /// - Returns: The class's X25519 recipient.
     /// - Throws: ``ProtectedFileError``.
     public func recipient(for cls: FileProtectionClass) throws -> X25519Recipient {
         try table.trustedRecipient(cls)
@@ -103,6 +107,8 @@ public final class ProtectedFiles: Sendable {
     /// The class identity (`AGE-SECRET-KEY-1…`, in locked memory), for interoperability and
     /// recovery: whoever holds it reads every file of the class without the vault. Needs the
     /// class key.
+    /// - Parameter cls: The class.
+    /// - Returns: The identity's text, `AGE-SECRET-KEY-1…`.
     /// - Throws: ``ProtectedFileError``.
     public func exportIdentity(for cls: FileProtectionClass) throws -> SecretBytes {
         try table.openIdentity(try table.entryCreatingIfNeeded(cls), cls).encoded
@@ -111,6 +117,8 @@ public final class ProtectedFiles: Sendable {
     /// Re-seals the class identities under the vault's current class keys (after
     /// `CryptoManager.rotateClassKeys()`); needs the vault unlocked.
     /// - Returns: The number of identities re-sealed.
+    /// - Throws: The vault's errors (`VaultError`; it must be unlocked), ``ProtectedFileError``
+    ///   for the key table.
     @discardableResult
     public func resealUnderCurrentClassKeys() throws -> Int {
         try table.resealUnderCurrentClassKeys()
@@ -120,6 +128,8 @@ public final class ProtectedFiles: Sendable {
     /// The key pairs themselves do not change; ``rotateKeyPairs(rewrapping:resume:)`` replaces
     /// them and re-wraps the files (docs/PROTECTED-FILES.md, "Rotation").
     /// - Returns: The number of identities re-sealed.
+    /// - Throws: The vault's errors (`VaultError`; it must be unlocked), ``ProtectedFileError``
+    ///   for the key table.
     @discardableResult
     public func rotateClassKeys() throws -> Int {
         try Self.vaultCall(.complete, path: table.path) { try manager.rotateClassKeys() }
@@ -132,6 +142,10 @@ public final class ProtectedFiles: Sendable {
     /// (temporary file, fsync, rename, fsync of the directory; mode 0600).
     /// - Throws: ``ProtectedFileError``: ``ProtectedFileError/locked(_:_:)`` when the class is
     ///   not writable now (every class but completeUnlessOpen needs its class key).
+    /// - Parameters:
+    ///   - bytes: The plaintext.
+    ///   - path: Where the file goes (replaced when it exists).
+    ///   - protection: The file's class.
     public func write<Bytes: DataProtocol>(_ bytes: Bytes, to path: String, protection: FileProtectionClass) throws {
         let recipient = try writableRecipient(protection)
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
@@ -145,6 +159,10 @@ public final class ProtectedFiles: Sendable {
     }
 
     /// Writes a Codable value (JSON) as a protected file.
+    /// - Parameters:
+    ///   - value: The value, encoded as JSON.
+    ///   - path: Where the file goes (replaced when it exists).
+    ///   - protection: The file's class.
     /// - Throws: ``ProtectedFileError``.
     public func write<Value: Encodable>(value: Value, to path: String, protection: FileProtectionClass) throws {
         var data: Data
@@ -157,7 +175,11 @@ public final class ProtectedFiles: Sendable {
 
     /// Writes everything readable from `input` (a file, pipe or socket) as a protected file,
     /// streaming in constant memory, atomically.
-    /// `progress`, when given, is called as it goes with the bytes of input consumed so far.
+    /// - Parameters:
+    ///   - input: The descriptor to read the plaintext from, up to its end.
+    ///   - path: Where the file goes (replaced when it exists).
+    ///   - protection: The file's class.
+    ///   - progress: When given, called as it goes with the bytes of input consumed so far.
     /// - Throws: ``ProtectedFileError``.
     public func write(from input: Int32, to path: String, protection: FileProtectionClass,
                       progress: ((Int64) -> Void)? = nil) throws {
@@ -171,6 +193,8 @@ public final class ProtectedFiles: Sendable {
     // MARK: Reading
 
     /// Reads a whole protected file.
+    /// - Parameter path: The protected file.
+    /// - Returns: Its plaintext.
     /// - Throws: ``ProtectedFileError``.
     public func read(at path: String) throws -> [UInt8] {
         let opened = try open(path)
@@ -184,9 +208,16 @@ public final class ProtectedFiles: Sendable {
     }
 
     /// Reads a whole protected file as `Data`.
+    /// - Parameter path: The protected file.
+    /// - Returns: Its plaintext.
+    /// - Throws: ``ProtectedFileError``.
     public func readData(at path: String) throws -> Data { Data(try read(at: path)) }
 
     /// Reads a Codable value written by ``write(value:to:protection:)``.
+    /// - Parameters:
+    ///   - type: The value's type.
+    ///   - path: The protected file.
+    /// - Returns: The decoded value.
     /// - Throws: ``ProtectedFileError``.
     public func read<Value: Decodable>(_ type: Value.Type, at path: String) throws -> Value {
         var bytes = try read(at: path)
@@ -198,7 +229,10 @@ public final class ProtectedFiles: Sendable {
 
     /// Decrypts a protected file to the descriptor `output`, streaming (constant memory); only
     /// authenticated plaintext is written.
-    /// `progress`, when given, is called as it goes with the bytes of input consumed so far.
+    /// - Parameters:
+    ///   - path: The protected file.
+    ///   - output: The descriptor the plaintext is written to.
+    ///   - progress: When given, called as it goes with the bytes of input consumed so far.
     /// - Throws: ``ProtectedFileError``.
     public func read(at path: String, to output: Int32, progress: ((Int64) -> Void)? = nil) throws {
         let opened = try open(path)
@@ -212,7 +246,10 @@ public final class ProtectedFiles: Sendable {
 
     /// Decrypts a protected file into the file `destination`, streaming, atomically (it
     /// appears only once the whole payload authenticated).
-    /// `progress`, when given, is called as it goes with the bytes of input consumed so far.
+    /// - Parameters:
+    ///   - path: The protected file.
+    ///   - destination: The plaintext file to make (replaced when it exists).
+    ///   - progress: When given, called as it goes with the bytes of input consumed so far.
     /// - Throws: ``ProtectedFileError``.
     public func read(at path: String, toFile destination: String, progress: ((Int64) -> Void)? = nil) throws {
         let opened = try open(path)
@@ -227,6 +264,8 @@ public final class ProtectedFiles: Sendable {
     /// Opens a protected file for streaming, random-access reads (constant memory). The file key
     /// lives in the reader until ``ProtectedFileReader/close()``; for ``FileProtection/complete``
     /// every read after the vault locks fails, for the other classes an open reader stays usable.
+    /// - Parameter path: The protected file.
+    /// - Returns: The reader, positioned at offset 0.
     /// - Throws: ``ProtectedFileError``.
     public func openForReading(at path: String) throws -> ProtectedFileReader {
         let opened = try open(path)

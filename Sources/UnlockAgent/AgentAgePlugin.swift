@@ -44,6 +44,7 @@ public enum AgentAgePlugin {
         }
 
         /// The `AGE-PLUGIN-SECUREFOUNDATION-1…` encoding (`home` made absolute).
+        /// - Returns: The identity line.
         /// - Throws: `ProtectedFileError.invalidArgument` for a class name or path too long.
         public func encoded() throws -> String {
             if home == nil && protection == nil { return try AgePlugin.identity(name: AgentAgePlugin.name, data: []) }
@@ -54,6 +55,7 @@ public enum AgentAgePlugin {
         }
 
         /// Parses an `AGE-PLUGIN-SECUREFOUNDATION-1…` identity.
+        /// - Parameter identity: The identity line.
         /// - Throws: `ProtectedFileError.invalidArgument` saying what is wrong.
         public init(parsing identity: String) throws {
             guard let (plugin, data) = AgePlugin.decode(identity: identity), plugin == AgentAgePlugin.name else {
@@ -85,6 +87,9 @@ public enum AgentAgePlugin {
 
     /// Makes `DIRECTORY/age-plugin-securefoundation` a symbolic link to `target` (the program
     /// that runs ``run(arguments:input:output:timeout:)`` when started under that name).
+    /// - Parameters:
+    ///   - directory: The directory to put the link in (typically one on `$PATH`).
+    ///   - target: The path the link points to.
     /// - Returns: The link's path.
     /// - Throws: ``AgentError/pathInUse(path:reason:)`` when something else is at that path,
     ///   ``AgentError/io(_:)`` when the link cannot be made.

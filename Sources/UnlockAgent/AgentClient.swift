@@ -82,6 +82,9 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
 
     /// The client of the agent serving the vault in `home` (nil: the default data directory);
     /// see ``AgentPaths/socket(home:environment:)``.
+    /// - Parameters:
+    ///   - home: The vault's data directory (nil: the default one).
+    ///   - timeout: Seconds to wait for each answer.
     public init(home: String?, timeout: Double = 60) {
         self.init(socketPath: AgentPaths.socket(home: home), timeout: timeout)
     }
@@ -89,6 +92,7 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     // MARK: Requests
 
     /// The agent's status.
+    /// - Returns: The lock state, the data directory served, the TTLs and what remains of them.
     /// - Throws: ``AgentError/notRunning(socket:)`` when no agent answers.
     public func status() throws -> AgentStatus {
         let payload = try request([AgentProtocol.Operation.status.rawValue])
@@ -101,6 +105,7 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
 
     /// Unlocks the agent's vault with the passcode (the agent runs the KDF; an attempt is
     /// counted as with `CryptoManager.unlock(passcode:)`).
+    /// - Parameter passcode: The vault's passcode (1 byte to the frame limit).
     /// - Returns: The status afterwards.
     /// - Throws: The vault's errors (`VaultError.wrongPasscode` and the rest), ``AgentError``.
     @discardableResult
@@ -121,6 +126,10 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     }
 
     /// Unlocks the agent's vault with the answers (one per question, empty for unanswered).
+    /// - Parameter answers: The answers, in the questions' order (each at most 4096 bytes).
+    /// - Returns: The status afterwards.
+    /// - Throws: `VaultError.invalidArgument` for a wrong number of answers or one too long, the
+    ///   vault's errors (`VaultError.wrongAnswers` and the rest), ``AgentError``.
     @discardableResult
     public func unlock(answers: [SecretBytes]) throws -> AgentStatus {
         guard (1...CryptoManager.maximumQuestions).contains(answers.count), answers.allSatisfy({ $0.count <= 4096 }) else {
@@ -151,11 +160,13 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
 
     /// Locks the agent's vault at once (whenUnlocked keys are wiped; afterFirstUnlock keys stay
     /// until the agent stops).
+    /// - Throws: ``AgentError/notRunning(socket:)`` when no agent answers, ``AgentError``.
     public func lock() throws {
         try request([AgentProtocol.Operation.lock.rawValue]).wipe()
     }
 
     /// Stops the agent and waits (at most 5 s) until its socket is gone.
+    /// - Throws: ``AgentError/notRunning(socket:)`` when no agent answers, ``AgentError``.
     public func stop() throws {
         try request([AgentProtocol.Operation.stop.rawValue]).wipe()
         for _ in 0..<100 {
@@ -165,6 +176,10 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     }
 
     /// The keys of `accessibility` of the vault `vaultID`: the current key, then retired ones.
+    /// - Parameters:
+    ///   - accessibility: The keychain accessibility whose class keys are asked for.
+    ///   - vaultID: The vault's 16-byte identifier (the agent refuses another vault's).
+    /// - Returns: The 32-byte class keys, current first.
     /// - Throws: `VaultError.classKeyUnavailable` (locked, no first unlock yet), ``AgentError``.
     public func classKeys(for accessibility: Accessibility, vaultID: Data) throws -> [SecretBytes] {
         guard vaultID.count == 16 else { throw VaultError.invalidArgument("a vault id of \(vaultID.count) bytes") }
@@ -206,6 +221,10 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     /// `UnlockedClassKeySource`: the agent's keys, or nil when no agent runs, it is locked, it
     /// serves another vault, or it does not answer within ``timeout`` (``lastFailure`` says
     /// which of the last two).
+    /// - Parameters:
+    ///   - protectionClass: The class whose keys are asked for (`.always` is never served).
+    ///   - vaultID: The vault's 16-byte identifier.
+    /// - Returns: The class keys, current first, or nil.
     public func unlockedClassKeys(_ protectionClass: ProtectionClass, vaultID: Data) -> [SecretBytes]? {
         guard protectionClass != .always else { return nil }
         // The reason of a nil is in `lastFailure` (recorded by every request).
@@ -214,6 +233,7 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
 
     /// The agent's lock state: the current state first, then every change (unlock, lock, a TTL
     /// running out, the agent stopping: the stream then ends).
+    /// - Returns: The stream of lock states.
     /// - Throws: ``AgentError/notRunning(socket:)`` when no agent answers.
     public func lockStateChanges() throws -> AsyncStream<LockState> {
         let fd = try connect()

@@ -12,6 +12,8 @@ import Vault
 /// `$SECUREFOUNDATION_AGENT_SOCKET` (or `--socket`) names the socket outright.
 public enum AgentPaths {
     /// The socket directory for this user.
+    /// - Parameter environment: The environment to read `$XDG_RUNTIME_DIR` from.
+    /// - Returns: The directory's absolute path (not created here).
     public static func directory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
             return VaultPaths.absolute(runtime) + "/securefoundation"
@@ -20,6 +22,11 @@ public enum AgentPaths {
     }
 
     /// The socket of the agent serving the vault in `home` (nil: the default data directory).
+    /// - Parameters:
+    ///   - home: The vault's data directory (nil: the default one).
+    ///   - environment: The environment to read `$SECUREFOUNDATION_AGENT_SOCKET`,
+    ///     `$XDG_RUNTIME_DIR` and the default data directory from.
+    /// - Returns: The socket's absolute path.
     public static func socket(home: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let explicit = environment["SECUREFOUNDATION_AGENT_SOCKET"], !explicit.isEmpty {
             return VaultPaths.absolute(explicit)
@@ -32,6 +39,9 @@ public enum AgentPaths {
 
     /// Creates `directory` (0700) if needed and checks it as ssh checks `~/.ssh`: a symlink,
     /// another owner, or access for group or others is refused.
+    /// - Parameter directory: The directory to create or check.
+    /// - Throws: ``AgentError/insecureDirectory(path:reason:fix:)`` saying what to fix,
+    ///   ``AgentError/io(_:)`` when it cannot be created or examined.
     public static func ensurePrivateDirectory(_ directory: String) throws {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw AgentError.system("mkdir", directory)

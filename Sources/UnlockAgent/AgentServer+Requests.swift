@@ -64,6 +64,7 @@ extension AgentServer {
     }
 
     /// The agent's status (no secret).
+    /// - Returns: The lock state, the data directory served, the TTLs and what remains of them.
     public func status() -> AgentStatus {
         let now = Self.now()
         let unlocked = manager.isUnlocked

@@ -132,6 +132,8 @@ public final class AgentServer: @unchecked Sendable {
     ///   - socketPath: Where to listen; its directory is created 0700 and checked.
     ///   - configuration: TTLs and limits.
     ///   - log: Receives one line per notable event.
+    /// - Throws: ``AgentError/protocolViolation(_:)`` for TTLs under one second,
+    ///   ``AgentError/io(_:)`` when its wake-up pipe cannot be made.
     public init(manager: CryptoManager, socketPath: String, configuration: Configuration = Configuration(),
                 log: (@Sendable (String) -> Void)? = nil) throws {
         guard configuration.idleTTL > 0, configuration.maxTTL > 0 else {
@@ -164,6 +166,9 @@ public final class AgentServer: @unchecked Sendable {
     /// Takes the socket: checks its directory, takes `SOCKET.lock` (else
     /// ``AgentError/alreadyRunning(socket:)``), removes a stale socket left by a killed agent,
     /// binds (0600) and listens.
+    /// - Throws: ``AgentError/alreadyRunning(socket:)``, ``AgentError/pathInUse(path:reason:)``
+    ///   when something else is at the socket's or the lock's path,
+    ///   ``AgentError/insecureDirectory(path:reason:fix:)``, ``AgentError/io(_:)``.
     public func bind() throws {
         let directory = (socketPath as NSString).deletingLastPathComponent
         try AgentPaths.ensurePrivateDirectory(directory)
@@ -220,6 +225,8 @@ public final class AgentServer: @unchecked Sendable {
 
     /// Serves until ``stop()`` or a stop request, then locks the vault, removes the socket and
     /// returns. Call ``bind()`` first.
+    /// - Throws: ``AgentError/notRunning(socket:)`` when not bound, ``AgentError/io(_:)`` when
+    ///   waiting for connections fails.
     public func run() throws {
         let listenFD = locked { $0.listenFD }
         guard listenFD >= 0 else { throw AgentError.notRunning(socket: socketPath) }

@@ -28,6 +28,8 @@ public enum AnswerNormalization {
     }
 
     /// The normalized UTF-8 bytes of `answer` (see the type's discussion about `String` copies).
+    /// - Parameter answer: The answer as typed.
+    /// - Returns: Its normalized bytes, in locked memory.
     public static func normalize(_ answer: String) -> SecretBytes {
         var folded = answer.precomposedStringWithCompatibilityMapping
             .folding(options: [.caseInsensitive], locale: nil)

@@ -31,11 +31,15 @@ public struct AttemptPolicy: Sendable, Hashable {
     public static let unlimited = AttemptPolicy(delays: [.zero])
 
     /// The same schedule, erasing after `failures` consecutive failures.
+    /// - Parameter failures: The number of consecutive failures that erases the vault.
+    /// - Returns: The new policy.
     public func erasing(after failures: Int) -> AttemptPolicy {
         AttemptPolicy(delays: delays, eraseAfter: failures)
     }
 
     /// The wait imposed after `failures` consecutive failures.
+    /// - Parameter failures: The number of consecutive failures so far.
+    /// - Returns: The wait before the next attempt (zero: none).
     public func delay(afterFailures failures: Int) -> Duration {
         guard failures > 0, !delays.isEmpty else { return .zero }
         return delays[min(failures, delays.count) - 1]

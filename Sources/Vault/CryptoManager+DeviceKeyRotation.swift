@@ -26,6 +26,8 @@ public final class DeviceBoundKeys: @unchecked Sendable {
     deinit { wipe() }
 
     /// The current key of `accessibility`. The object owns it: do not wipe it.
+    /// - Parameter accessibility: The accessibility whose key is wanted.
+    /// - Returns: The key.
     /// - Throws: ``VaultError/invalidArgument(_:)`` for an accessibility without a key (never for the six classes).
     public func classKey(for accessibility: Accessibility) throws -> SecretBytes {
         guard let key = current[accessibility] else { throw VaultError.invalidArgument("no \(accessibility.name) key") }
@@ -33,16 +35,23 @@ public final class DeviceBoundKeys: @unchecked Sendable {
     }
 
     /// A copy of the current key of `accessibility` (the caller wipes it).
+    /// - Parameter accessibility: The accessibility whose key is wanted.
+    /// - Returns: The copy.
+    /// - Throws: As ``classKey(for:)``.
     public func classKeyCopy(for accessibility: Accessibility) throws -> SecretBytes {
         try classKey(for: accessibility).copy()
     }
 
     /// Copies of the retired keys of `accessibility`, newest first (the caller wipes them).
+    /// - Parameter accessibility: The accessibility whose retired keys are wanted.
+    /// - Returns: The copies (empty when there is none).
     public func retiredClassKeys(for accessibility: Accessibility) -> [SecretBytes] {
         (retired[accessibility] ?? []).map { $0.copy() }
     }
 
     /// HKDF-SHA256(device key, info = purpose), as ``CryptoManager/deviceSubkey(purpose:)`` with this device key.
+    /// - Parameter purpose: The HKDF info string naming the use.
+    /// - Returns: The 32-byte subkey.
     public func deviceSubkey(purpose: String) -> SecretBytes {
         KeyDerivation.hkdf(device, info: purpose)
     }
@@ -62,6 +71,7 @@ extension CryptoManager {
     ///
     /// Needs every class key: the vault unlocked (or an unlock agent holding it unlocked).
     /// - Parameter deviceKey: 32 bytes; copied.
+    /// - Returns: The class keys, bound to `deviceKey`.
     /// - Throws: ``VaultError/classKeyUnavailable(_:_:)`` while locked, ``VaultError/invalidArgument(_:)``
     ///   for a key that is not 32 bytes.
     public func deviceBoundKeys(deviceKey: SecretBytes) throws -> DeviceBoundKeys {

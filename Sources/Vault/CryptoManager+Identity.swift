@@ -25,6 +25,8 @@ public struct VaultStateIdentity: Equatable, Sendable {
     /// Whether this identity, taken now, is still that of the vault seen at `earlier`. A
     /// device-key file that did not exist then is the one created on its first use since, not
     /// a change.
+    /// - Parameter earlier: The identity taken before.
+    /// - Returns: Whether it is the same vault.
     public func matches(_ earlier: VaultStateIdentity) -> Bool {
         state == earlier.state && deviceKeyRecord == earlier.deviceKeyRecord && deviceKeyJournal == earlier.deviceKeyJournal
             && legacyRecord == earlier.legacyRecord

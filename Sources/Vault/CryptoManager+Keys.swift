@@ -306,6 +306,10 @@ extension CryptoManager {
     }
 
     /// Opens bytes sealed by ``encrypt(_:context:)`` under the current or a retired application key.
+    /// - Parameters:
+    ///   - sealed: The sealed envelope.
+    ///   - context: The associated data it was sealed with.
+    /// - Returns: The plaintext.
     /// - Throws: ``VaultError/locked``, ``VaultError/corrupted(_:)`` when the data was modified,
     ///   sealed under another vault's key, or bound to another context.
     public func decrypt(_ sealed: [UInt8], context: [UInt8] = []) throws -> [UInt8] {
@@ -315,6 +319,10 @@ extension CryptoManager {
     }
 
     /// Seals a Codable value (canonical JSON) under the application key.
+    /// - Parameters:
+    ///   - value: The value.
+    ///   - context: Associated data the sealed bytes are bound to (not stored).
+    /// - Returns: The sealed envelope.
     /// - Throws: ``VaultError/locked``.
     public func encrypt<Value: Encodable>(value: Value, context: [UInt8] = []) throws -> [UInt8] {
         let unlocked = try requireUnlocked()
@@ -323,6 +331,11 @@ extension CryptoManager {
     }
 
     /// Opens a Codable value sealed by ``encrypt(value:context:)``.
+    /// - Parameters:
+    ///   - type: The value's type.
+    ///   - sealed: The sealed envelope.
+    ///   - context: The associated data it was sealed with.
+    /// - Returns: The decoded value.
     /// - Throws: ``VaultError/locked``, ``VaultError/corrupted(_:)``.
     public func decrypt<Value: Decodable>(_ type: Value.Type, from sealed: [UInt8], context: [UInt8] = []) throws -> Value {
         let unlocked = try requireUnlocked()
@@ -333,6 +346,7 @@ extension CryptoManager {
     // MARK: Test support
 
     /// The application key in hex, for the memory-scan test only. Never use it in an application.
+    /// - Returns: The key in hex, or nil while locked.
     @_spi(Testing)
     public func _applicationKeyHexForTesting() -> String? {
         memory.withLock { memory in

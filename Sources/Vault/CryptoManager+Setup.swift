@@ -36,6 +36,11 @@ extension CryptoManager {
     }
 
     /// String answers (see ``AnswerNormalization`` about `String` copies in memory).
+    /// - Parameters:
+    ///   - questions: The questions.
+    ///   - answers: One answer per question.
+    ///   - threshold: How many correct answers unlock (k of n); nil means all of them.
+    /// - Throws: As the `[SecretBytes]` variant.
     public func storeTemporarySecurityQuestions(_ questions: [String], answers: [String], threshold: Int? = nil) throws {
         let secrets = answers.map { SecretBytes(utf8: $0) }
         defer { secrets.forEach { $0.wipe() } }
@@ -93,6 +98,12 @@ extension CryptoManager {
     }
 
     /// One-call setup with String answers.
+    /// - Parameters:
+    ///   - passcode: The passcode (nil: questions only).
+    ///   - questions: The security questions.
+    ///   - answers: One answer per question.
+    ///   - threshold: How many answers unlock; nil means all.
+    /// - Throws: As the `[SecretBytes]` variant.
     public func setUp(passcode: SecretBytes?, questions: [String], answers: [String], threshold: Int? = nil) throws {
         let secrets = answers.map { SecretBytes(utf8: $0) }
         defer { secrets.forEach { $0.wipe() } }

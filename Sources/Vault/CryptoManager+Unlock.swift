@@ -67,6 +67,8 @@ extension CryptoManager {
     }
 
     /// Unlocks with String answers (see ``AnswerNormalization`` about `String` copies in memory).
+    /// - Parameter answers: The answers, one per question, in order.
+    /// - Throws: As the `[SecretBytes]` variant.
     public func unlock(answers: [String]) throws {
         let secrets = answers.map { SecretBytes(utf8: $0) }
         defer { secrets.forEach { $0.wipe() } }
@@ -74,11 +76,15 @@ extension CryptoManager {
     }
 
     /// `unlock(passcode:)` with the KDF run on a dispatch queue, off the cooperative pool.
+    /// - Parameter passcode: The passcode.
+    /// - Throws: As the synchronous variant.
     public func unlock(passcode: SecretBytes) async throws {
         try await offPool { try self.unlock(passcode: passcode) }
     }
 
     /// ``unlock(answers:)`` with the KDF run on a dispatch queue, off the cooperative pool.
+    /// - Parameter answers: The answers, one per question, in order.
+    /// - Throws: As the synchronous variant.
     public func unlock(answers: [SecretBytes]) async throws {
         try await offPool { try self.unlock(answers: answers) }
     }

@@ -59,6 +59,10 @@ extension CryptoManager {
     }
 
     /// The original's name: replaces the passcode (the current one is required here).
+    /// - Parameters:
+    ///   - current: The current passcode (nil when the vault has none).
+    ///   - new: The new passcode.
+    /// - Throws: As ``updatePasscode(current:new:)``.
     public func changePasscode(from current: SecretBytes?, to new: SecretBytes) throws {
         try updatePasscode(current: current, new: new)
     }
@@ -93,6 +97,11 @@ extension CryptoManager {
     }
 
     /// String answers (see ``AnswerNormalization`` about `String` copies in memory).
+    /// - Parameters:
+    ///   - questions: The new questions.
+    ///   - answers: One answer per question.
+    ///   - threshold: How many answers unlock; nil means all.
+    /// - Throws: As the `[SecretBytes]` variant.
     public func updateSecurityQuestions(_ questions: [String], answers: [String], threshold: Int? = nil) throws {
         let secrets = answers.map { SecretBytes(utf8: $0) }
         defer { secrets.forEach { $0.wipe() } }
@@ -227,6 +236,11 @@ extension CryptoManager {
     }
 
     /// String answers for `rotateKey(passcode:answers:)`.
+    /// - Parameters:
+    ///   - passcode: The current passcode (required when the vault has one).
+    ///   - answers: All answers.
+    /// - Returns: The new key id.
+    /// - Throws: As the `[SecretBytes]` variant.
     @discardableResult
     public func rotateKey(passcode: SecretBytes?, answers: [String]) throws -> [UInt8] {
         let secrets = answers.map { SecretBytes(utf8: $0) }

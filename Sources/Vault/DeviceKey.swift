@@ -26,6 +26,8 @@ public struct FileDeviceKeyProvider: DeviceKeyProvider {
     }
 
     /// `$XDG_CONFIG_HOME/securefoundation/device.key`, else `~/.config/securefoundation/device.key`.
+    /// - Parameter environment: The environment to read `$XDG_CONFIG_HOME` and `$HOME` from.
+    /// - Returns: The key file's path.
     public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
             return config + "/securefoundation/device.key"
@@ -34,6 +36,7 @@ public struct FileDeviceKeyProvider: DeviceKeyProvider {
     }
 
     /// Reads the key file, creating it (and its directory) with a new random key if it does not exist.
+    /// - Returns: The 32-byte device key.
     /// - Throws: ``VaultError/insecurePermissions(path:reason:fix:)`` for a file or directory others can reach,
     ///   ``VaultError/deviceKey(_:)`` for a file that is not 32 bytes or cannot be written.
     public func deviceKey() throws -> SecretBytes {
@@ -59,6 +62,7 @@ public struct StaticDeviceKeyProvider: DeviceKeyProvider {
     /// - Parameter key: 32 bytes; the provider hands out copies.
     public init(key: SecretBytes) { self.key = key }
     /// A copy of the key.
+    /// - Returns: The copy (the caller wipes it).
     /// - Throws: ``VaultError/deviceKey(_:)`` when the key is not 32 bytes.
     public func deviceKey() throws -> SecretBytes {
         guard key.count == 32 else { throw VaultError.deviceKey("the device key is \(key.count) bytes, not 32") }
@@ -111,6 +115,8 @@ enum KeyFile {
 public enum VaultPaths {
     /// The vault's data directory: `$SECUREFOUNDATION_HOME`, else `$XDG_DATA_HOME/securefoundation`,
     /// else `~/.local/share/securefoundation`.
+    /// - Parameter environment: The environment to read the variables and `$HOME` from.
+    /// - Returns: The directory's path.
     public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let home = environment["SECUREFOUNDATION_HOME"], !home.isEmpty { return home }
         if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") { return data + "/securefoundation" }
@@ -118,6 +124,8 @@ public enum VaultPaths {
     }
 
     /// `path` made absolute against the current directory, without trailing slashes.
+    /// - Parameter path: A relative or absolute path.
+    /// - Returns: The absolute path.
     public static func absolute(_ path: String) -> String {
         var result = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         while result.count > 1 && result.hasSuffix("/") { result.removeLast() }

@@ -10,7 +10,7 @@ import Cipher
 /// bound for the generation of a file in HOME: the writer of a file writes it first, then
 /// advances the counter (``advance(_:to:)``, which never lowers it); a reader accepts a file whose
 /// generation is at least the counter (and advances the counter to it: a writer killed between
-/// its write and the advance) and refuses an older one as rolled back (``check(_:found:file:)``).
+/// its write and the advance) and refuses an older one as rolled back (``check(_:found:file:advancing:)``).
 ///
 /// The counters are changed under an exclusive `flock` on `vaults/VAULTID.anchor.lock`, so two
 /// processes (or two copies of one home) never lower one another's counter.
@@ -37,6 +37,9 @@ public struct RollbackAnchor: Sendable {
 
     /// The anchor of the vault `vaultID` in `directory` (the trusted `vaults/` directory,
     /// ``DeviceKeyRecord/trustedDirectory(filePath:)``).
+    /// - Parameters:
+    ///   - directory: The trusted `vaults/` directory.
+    ///   - vaultID: The vault's identifier.
     public init(directory: String, vaultID: Data) {
         self.path = directory + "/" + Encoding.hex(vaultID) + Self.suffix
         self.vaultID = vaultID
@@ -65,6 +68,8 @@ public struct RollbackAnchor: Sendable {
     // MARK: Reading
 
     /// The current value of the counter `name` (0 when the anchor or the counter does not exist).
+    /// - Parameter name: The counter's name.
+    /// - Returns: The counter's value.
     /// - Throws: ``VaultError/corrupted(_:)`` for an anchor that does not parse or names another
     ///   vault; ``VaultError/insecurePermissions(path:reason:fix:)``.
     public func current(_ name: String) throws -> UInt64 {
@@ -120,7 +125,12 @@ public struct RollbackAnchor: Sendable {
     /// Raises the counter `name` to `value` (a counter is never lowered: advancing to a smaller
     /// value changes nothing). Creates the anchor (0600) and its directory (0700) if needed;
     /// written atomically.
+    /// - Parameters:
+    ///   - name: The counter's name.
+    ///   - value: The generation reached.
     /// - Returns: The counter's value afterwards.
+    /// - Throws: ``VaultError/invalidArgument(_:)`` for a value out of range, as ``current(_:)``
+    ///   for the anchor, and ``VaultError`` for a file that cannot be written.
     @discardableResult
     public func advance(_ name: String, to value: UInt64) throws -> UInt64 {
         try Self.checkName(name)
@@ -137,6 +147,11 @@ public struct RollbackAnchor: Sendable {
     /// (a writer killed between its write and the advance left the anchor behind), an older one
     /// is refused. Advance only once the file (and so `found`) is authenticated: pass
     /// `advancing: false` before, and call ``advance(_:to:)`` after.
+    /// - Parameters:
+    ///   - name: The counter's name.
+    ///   - found: The generation read from the file.
+    ///   - file: The file's path, for the error.
+    ///   - advancing: Advance the counter to `found` when it is higher.
     /// - Throws: ``VaultError/rolledBack(file:found:expected:)`` when `found` is below the counter.
     public func check(_ name: String, found: UInt64, file: String, advancing: Bool = true) throws {
         let expected = try current(name)

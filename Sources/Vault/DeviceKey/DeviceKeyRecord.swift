@@ -78,6 +78,8 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     }
 
     /// The check value of `key`.
+    /// - Parameter key: The device key.
+    /// - Returns: The value recorded to recognize the key without storing it.
     public static func checkValue(of key: SecretBytes) -> Data {
         let derived = KeyDerivation.hkdf(key, info: "securefoundation device key check v1")
         defer { derived.wipe() }
@@ -86,6 +88,8 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
 
     /// The directory of trusted records: `vaults/` beside the device-key file (`filePath`, nil:
     /// the default `$XDG_CONFIG_HOME/securefoundation/device.key`).
+    /// - Parameter filePath: The device-key file (nil: the default).
+    /// - Returns: The directory's path.
     public static func trustedDirectory(filePath: String? = nil) -> String {
         SecureFile.directoryOf(VaultPaths.absolute(filePath ?? FileDeviceKeyProvider.defaultPath())) + "/vaults"
     }
@@ -105,6 +109,7 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     /// - Parameters:
     ///   - directory: The vault's data directory.
     ///   - filePath: The device-key file (nil: the default); its directory holds the records.
+    /// - Returns: The record, or nil.
     /// - Throws: ``VaultError/deviceKey(_:)`` when only a record in the data directory exists
     ///   (written by an earlier version, or planted): it is not used until adopted;
     ///   ``VaultError/corrupted(_:)`` for a record that does not parse or names another vault.
@@ -132,6 +137,10 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     /// The record an earlier version kept in the data directory (`HOME/device-key.provider`),
     /// read and upgraded in memory; nil when there is none. Never used as it is: see
     /// ``adoptLegacy(directory:filePath:)``.
+    /// - Parameter directory: The vault's data directory.
+    /// - Returns: The record, or nil.
+    /// - Throws: ``VaultError/corrupted(_:)`` for a record that does not parse or is of version 3
+    ///   or later; ``VaultError`` for a file others can reach or that cannot be read.
     public static func loadLegacy(directory: String) throws -> DeviceKeyRecord? {
         try readPrivateJSON(DeviceKeyRecord.self, at: directory + "/" + fileName, what: "a device-key provider record") { record, path in
             try record.check(path: path)
@@ -143,6 +152,9 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     /// Moves the record an earlier version kept in the data directory beside the device key
     /// (as version 3, bound to the vault's id) and removes it from the data directory. The
     /// caller has confirmed the record is the user's own: its content is not authenticated.
+    /// - Parameters:
+    ///   - directory: The vault's data directory.
+    ///   - filePath: The device-key file (nil: the default).
     /// - Returns: The adopted record, or nil when the data directory holds none.
     /// - Throws: ``VaultError/deviceKey(_:)`` when the vault already has a record beside the
     ///   device key: a record in the data directory never replaces it (nothing is changed).
@@ -214,6 +226,7 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     }
 
     /// The record of the provider behind a keyring cache (`self` for the other kinds).
+    /// - Returns: The backing provider's record.
     public func backingRecord() -> DeviceKeyRecord {
         guard kind == .keyring else { return self }
         var inner = self
@@ -237,6 +250,7 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     /// - Parameters:
     ///   - directory: The vault's data directory (the vault must be set up).
     ///   - filePath: The device-key file (nil: the default).
+    /// - Throws: ``VaultError`` when the vault is not set up or a file cannot be written.
     public func save(directory: String, filePath: String? = nil) throws {
         guard let vaultID = try Self.vaultID(ofHome: directory) else { throw VaultError.notSetUp }
         var record = self
@@ -256,6 +270,8 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
 
     /// The provider this record names; `filePath` is the key file of the file provider (and of a
     /// keyring backed by it) when the record does not name one.
+    /// - Parameter filePath: The device-key file (nil: the default).
+    /// - Returns: The provider.
     public func provider(filePath: String? = nil) -> any DeviceKeyProvider {
         CheckedDeviceKeyProvider(inner: uncheckedProvider(filePath: filePath), record: self,
                                  recordDirectory: Self.trustedDirectory(filePath: filePath))

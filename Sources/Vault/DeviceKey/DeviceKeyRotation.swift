@@ -12,7 +12,10 @@ public protocol DeviceKeyDependent: Sendable {
     /// What it is, for reports (a path).
     var description: String { get }
     /// Moves everything still under `old` to `new`; parts already under `new` are left alone.
-    /// - Parameter step: Called with a name at each commit (fault-injection tests stop there).
+    /// - Parameters:
+    ///   - old: The device-bound keys everything is under before the rotation.
+    ///   - new: The device-bound keys to move everything to.
+    ///   - step: Called with a name at each commit (fault-injection tests stop there).
     func rekey(from old: DeviceBoundKeys, to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRekeyResult
 }
 
@@ -152,7 +155,10 @@ public enum DeviceKeyRotation {
     }
 
     /// The journal of an unfinished rotation of the vault in `directory`, or nil.
-    /// - Parameter filePath: The device-key file (nil: the default); the journal is beside it.
+    /// - Parameters:
+    ///   - directory: The vault's home directory.
+    ///   - filePath: The device-key file (nil: the default); the journal is beside it.
+    /// - Returns: The journal, or nil when no rotation is unfinished.
     /// - Throws: ``VaultError/corrupted(_:)`` for a journal that does not parse or is inconsistent.
     public static func pending(directory: String, filePath: String? = nil) throws -> Journal? {
         guard let vaultID = try DeviceKeyRecord.vaultID(ofHome: directory) else { return nil }
@@ -168,6 +174,12 @@ public enum DeviceKeyRotation {
     /// no key: it throws ``VaultError/deviceKey(_:)`` saying how to finish the rotation (the
     /// vault itself opens; only what needs the device key waits). A record or journal in the
     /// data directory is never used (``DeviceKeyRecord/load(directory:filePath:)``).
+    /// - Parameters:
+    ///   - directory: The vault's data directory.
+    ///   - filePath: The device-key file (nil: the default).
+    /// - Returns: The provider to get the device key from.
+    /// - Throws: ``VaultError/deviceKey(_:)`` while a rotation is unfinished, and as
+    ///   ``DeviceKeyRecord/load(directory:filePath:)``.
     public static func provider(directory: String, filePath: String?) throws -> any DeviceKeyProvider {
         if try pending(directory: directory, filePath: filePath) != nil {
             return UnavailableDeviceKeyProvider(reason: "a device-key rotation of \(directory) was interrupted: the keychain and the protected-file key table may be under the new key already; finish it with `securefoundation vault rotate-device-key --resume` (with the passcode)",
@@ -204,6 +216,9 @@ public enum DeviceKeyRotation {
     /// vault, names it; and only for a home whose vault id can be read. Errors are ignored: the
     /// next command tries again. When nothing is staged (the usual case) it costs a few `access`
     /// calls.
+    /// - Parameters:
+    ///   - directory: The vault's data directory.
+    ///   - filePath: The device-key file (nil: the default).
     /// - Returns: The files destroyed.
     @discardableResult
     public static func destroyStrayStagedKey(directory: String, filePath: String?) -> [String] {
@@ -261,6 +276,8 @@ public enum DeviceKeyRotation {
     ///   - manager: The vault, unlocked (its class keys are needed; its own device-key provider is not used).
     ///   - filePath: The key file when the home has no record, or its record names none (`--device-key`).
     ///   - dependents: Everything in the home that depends on the device key.
+    ///   - options: The new key's provider settings and the step hook.
+    /// - Returns: What was re-keyed and what the operator must redo.
     /// - Throws: ``VaultError/deviceKey(_:)`` (a rotation is already unfinished; the provider
     ///   cannot store a key), ``VaultError/classKeyUnavailable(_:_:)`` while locked, the
     ///   dependents' errors (then ``resume(manager:filePath:dependents:options:)`` finishes).
@@ -324,6 +341,12 @@ public enum DeviceKeyRotation {
     }
 
     /// Finishes an interrupted rotation from its journal.
+    /// - Parameters:
+    ///   - manager: The vault, unlocked.
+    ///   - filePath: The key file when the home has no record, or its record names none (`--device-key`).
+    ///   - dependents: Everything in the home that depends on the device key.
+    ///   - options: The step hook (the journal names the new key's provider).
+    /// - Returns: What was re-keyed and what the operator must redo.
     /// - Throws: ``VaultError/deviceKey(_:)`` when there is none, or a key cannot be read; as ``rotate(manager:filePath:dependents:options:)``.
     public static func resume(manager: CryptoManager, filePath: String?, dependents: [any DeviceKeyDependent],
                               options: Options = Options()) throws -> Report {

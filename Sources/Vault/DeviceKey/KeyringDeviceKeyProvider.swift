@@ -40,6 +40,9 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
     /// provider that `accepts` takes replaces the cached one, one it refuses is returned
     /// uncached (for the caller to refuse) and the stale entry is evicted.
     /// - Parameter accepts: Whether a key is the one wanted (a record's check value).
+    /// - Returns: The 32-byte device key.
+    /// - Throws: ``VaultError/invalidArgument(_:)`` for a provider without a description or
+    ///   timeout, ``VaultError/deviceKey(_:)`` from the keyring, and the backing provider's errors.
     public func deviceKey(accepting accepts: (SecretBytes) -> Bool) throws -> SecretBytes {
         guard !keyDescription.isEmpty, timeout > 0 else { throw VaultError.invalidArgument("a keyring provider needs a description and a positive timeout") }
         if let cached = try Self.read(description: keyDescription, keyring: keyring) {
@@ -91,6 +94,9 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
 
     /// Removes the key cached under `description` in `keyring` (default: the user keyring) at
     /// once, as `keyctl invalidate` does.
+    /// - Parameters:
+    ///   - description: The key's description in the keyring.
+    ///   - keyring: The keyring's serial number (nil: the user keyring).
     /// - Returns: Whether a key was removed.
     @discardableResult
     public static func evict(description: String, keyring: Int32? = nil) -> Bool {
@@ -108,6 +114,8 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
 
     /// A new empty keyring linked into this process's keyring (gone when the process ends), or
     /// nil where keyrings are unavailable. Tests use it to stay apart from the user's keyring.
+    /// - Parameter name: The new keyring's description.
+    /// - Returns: The keyring's serial number, or nil.
     public static func newProcessKeyring(named name: String) -> Int32? {
         let serial = sf_keyring_add("keyring", name, nil, 0, sf_keyring_spec_process())
         return serial > 0 ? serial : nil

@@ -89,6 +89,13 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
     /// Encrypts `key` into the credential file `path` with `systemd-creds encrypt
     /// --with-key=WITHKEY` (`host`, `tpm2`, `host+tpm2`, `auto`, ...; never `tpm2-absent`, the
     /// null key, which would let anyone make a credential this provider accepts).
+    /// - Parameters:
+    ///   - key: The 32-byte device key.
+    ///   - name: The credential's name (checked by `systemd-creds` when decrypting).
+    ///   - path: The credential file to write.
+    ///   - withKey: The `--with-key` value.
+    /// - Throws: ``VaultError/invalidArgument(_:)`` for an invalid name or the null key,
+    ///   ``VaultError/deviceKey(_:)`` when `systemd-creds` is missing or fails.
     public static func seal(_ key: SecretBytes, name: String, to path: String, withKey: String = "host") throws {
         guard DeviceKeyRecord.validName(name) else { throw VaultError.invalidArgument("\"\(name)\" is not a valid credential name") }
         guard !["tpm2-absent", "null"].contains(withKey.lowercased()) else {

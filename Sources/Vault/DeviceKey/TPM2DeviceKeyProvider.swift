@@ -54,6 +54,13 @@ public struct TPM2DeviceKeyProvider: DeviceKeyProvider {
 
     /// Seals `key` to the TPM: writes `PREFIX.pub` and `PREFIX.priv` (0600), bound to `pcrs`'
     /// current values when given.
+    /// - Parameters:
+    ///   - key: The 32-byte device key.
+    ///   - prefix: The path prefix of the two files.
+    ///   - pcrs: The PCRs (0-23) to bind the key to (empty: none).
+    ///   - tcti: The TCTI (nil: `$TPM2TOOLS_TCTI`).
+    /// - Throws: ``VaultError/invalidArgument(_:)`` for a key that is not 32 bytes or a PCR out of
+    ///   range, ``VaultError/deviceKey(_:)`` when the TPM tools are missing or fail.
     public static func seal(_ key: SecretBytes, to prefix: String, pcrs: [Int] = [], tcti: String? = nil) throws {
         guard key.count == 32 else { throw VaultError.invalidArgument("a device key of \(key.count) bytes") }
         guard pcrs.allSatisfy({ (0...23).contains($0) }) else { throw VaultError.invalidArgument("PCRs are 0-23") }
