@@ -117,7 +117,7 @@ struct PKCS11KeyTests {
         do {
             _ = try InProcessTokens.open("pkcs11:token=wrongpin;object=tls", pin: .secret(.init(utf8: "9999")))
             Issue.record("a wrong PIN was accepted")
-        } catch {
+        } catch let error as HardwareKeyError {
             #expect(error == .pkcs11(function: "C_Login", returnValue: 0xA0))
             #expect(error.returnValueName == "CKR_PIN_INCORRECT")
             #expect("\(error)".contains("CKR_PIN_INCORRECT: the PIN is wrong"))

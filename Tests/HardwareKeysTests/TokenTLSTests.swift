@@ -237,13 +237,20 @@ enum MemoryScan {
 
     /// Whether any 16-byte window of `secret` is in `memory`.
     static func contains(_ memory: [UInt8], _ secret: [UInt8]) -> Bool {
-        guard memory.count >= 16 else { return false }
-        return memory.withUnsafeBytes { haystack in
-            (0...(secret.count - 16)).contains { offset in
-                secret[offset..<offset + 16].withUnsafeBytes { needle in
-                    memmem(haystack.baseAddress, haystack.count, needle.baseAddress, 16) != nil
+        guard memory.count >= 16, secret.count >= 16 else { return false }
+        let windows = (0...(secret.count - 16)).map { Array(secret[$0..<$0 + 16]) }
+        var byFirst: [UInt8: [[UInt8]]] = [:]
+        for window in windows { byFirst[window[0], default: []].append(window) }
+        return memory.withUnsafeBufferPointer { haystack in
+            for start in 0...(haystack.count - 16) {
+                guard let candidates = byFirst[haystack[start]] else { continue }
+                for window in candidates where window.withUnsafeBufferPointer({ needle in
+                    memcmp(haystack.baseAddress! + start, needle.baseAddress!, 16) == 0
+                }) {
+                    return true
                 }
             }
+            return false
         }
     }
 }
