@@ -61,22 +61,28 @@ public final class PKCS11Module: @unchecked Sendable {
     /// Applies the loading rules; returns the resolved path.
     static func check(path: String, refusing: [String]) throws(HardwareKeyError) -> String {
         guard path.hasPrefix("/") else { throw .moduleRefused(path: path, reason: "the path is not absolute") }
+        // The data-directory rule on the path as given (a link planted there is refused even if
+        // it points elsewhere), then on the file it resolves to.
+        let roots = refusing.flatMap { directory -> [String] in
+            let resolvedRoot = realpath(directory, nil).map { pointer in
+                defer { free(pointer) }
+                return String(cString: pointer)
+            }
+            return [lexical(directory), resolvedRoot].compactMap { $0 }
+        }
+        func refuse(_ candidate: String) throws(HardwareKeyError) {
+            for root in roots where candidate == root || candidate.hasPrefix(root.hasSuffix("/") ? root : root + "/") {
+                throw .moduleRefused(path: path, reason: "it is inside the data directory \(root): a writer of that "
+                    + "directory would choose code that runs in this process")
+            }
+        }
+        try refuse(lexical(path))
         guard let resolvedPointer = realpath(path, nil) else {
             throw .moduleUnavailable(path: path, reason: String(cString: strerror(errno)))
         }
         let resolved = String(cString: resolvedPointer)
         free(resolvedPointer)
-        for directory in refusing {
-            let root = (realpath(directory, nil)).map { pointer in
-                defer { free(pointer) }
-                return String(cString: pointer)
-            } ?? directory
-            let prefix = root.hasSuffix("/") ? root : root + "/"
-            if resolved.hasPrefix(prefix) || path.hasPrefix(prefix) || resolved == root {
-                throw .moduleRefused(path: path, reason: "it is inside the data directory \(directory): a writer of that "
-                    + "directory would choose code that runs in this process")
-            }
-        }
+        try refuse(resolved)
         var info = stat()
         guard stat(resolved, &info) == 0 else { throw .moduleUnavailable(path: resolved, reason: String(cString: strerror(errno))) }
         guard info.st_mode & S_IFMT == S_IFREG else { throw .moduleRefused(path: path, reason: "it is not a regular file") }
@@ -92,6 +98,18 @@ public final class PKCS11Module: @unchecked Sendable {
             throw .moduleRefused(path: path, reason: "its directory \(directory) is writable by group or others")
         }
         return resolved
+    }
+
+    /// `path` with `.`, `..` and repeated slashes removed, without following links (a link is
+    /// judged by where it is, then by where it leads).
+    static func lexical(_ path: String) -> String {
+        var parts: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            if part == "." { continue }
+            if part == ".." { _ = parts.popLast(); continue }
+            parts.append(part)
+        }
+        return "/" + parts.joined(separator: "/")
     }
 
     /// A token present in a slot of the module.

@@ -186,7 +186,7 @@ struct PKCS11ModuleRuleTests {
         guard SoftHSM.available() else { return }
         let home = try TemporaryDirectory(prefix: "sf-home")
         let copy = home.path("libsofthsm2.so")
-        try FileManager.default.copyItem(atPath: SoftHSM.module, toPath: copy)
+        try FileManager.default.copyItem(atPath: SoftHSM.resolvedModule, toPath: copy)
         chmod(copy, 0o755)
         func reason(_ path: String, refusing: [String]) -> String? {
             do {

@@ -8,6 +8,10 @@ import Testing
 final class SoftHSM: @unchecked Sendable {
     static let module = "/usr/lib/softhsm/libsofthsm2.so"
     static let pin = "1234"
+    /// The module file itself (Debian's path is a symbolic link).
+    static var resolvedModule: String { (try? FileManager.default.destinationOfSymbolicLink(atPath: module)).map {
+        $0.hasPrefix("/") ? $0 : URL(fileURLWithPath: module).deletingLastPathComponent().appendingPathComponent($0).standardizedFileURL.path
+    } ?? module }
 
     /// Whether SoftHSM2 and pkcs11-tool are installed; prints why a test is skipped when not.
     static func available() -> Bool {
