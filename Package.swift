@@ -138,13 +138,13 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "SecureFoundationBench", dependencies: [
-            "SecureFoundation", "Vault", "PinnedTLS", "DeviceSharing",
+            "SecureFoundation", "Vault", "PinnedTLS", "DeviceSharing", "HardwareKeys",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "X509", package: "swift-certificates"),
-        ], swiftSettings: strict),
+        ] + crypto, swiftSettings: strict),
         // Test helper: writes keychain items from a separate process (multi-process and kill -9 tests).
         .executableTarget(name: "KeychainWorker", dependencies: ["Keychain", "Cipher"], path: "Tests/KeychainWorker", swiftSettings: strict),
         .testTarget(name: "CipherTests", dependencies: ["Cipher", "TestSupport"], swiftSettings: strict),

@@ -204,6 +204,46 @@ struct TokenTLSTests {
         #expect(result.errorText.contains("pin-value is refused"), "\(result.errorText)")
     }
 
+    @Test("tls issue certifies token keys; tls serve --identity and tls fetch sign with them (mutual TLS, both keys in the token)")
+    func issueAndMutualTLS() throws {
+        guard SoftHSM.available() else { return }
+        let fixture = try Server()
+        try fixture.hsm.generate("web", label: "client", id: "02")
+        let environment = fixture.hsm.environment.merging(["XDG_CONFIG_HOME": fixture.directory.path("config")]) { $1 }
+        func run(_ arguments: [String]) throws -> ChildProcess.Result {
+            try ChildProcess.run(fixture.cli, arguments + ["--home", fixture.home, "--device-key", fixture.directory.path("device.key")],
+                                 environment: environment, timeout: .seconds(120))
+        }
+        let token = ["--module", SoftHSM.module, "--pin-file", fixture.pinFile]
+        #expect(try run(["tls", "ca", "init", "--accessibility", "always"]).status == 0)
+        let ca = try run(["tls", "export", "ca", "-o", fixture.directory.path("home-ca.pem")])
+        #expect(ca.status == 0, "\(ca.errorText)")
+        let server = try run(["tls", "issue", "localhost", "--server", "--key", "pkcs11:token=web;object=tls", "-o", fixture.directory.path("srv.pem")] + token)
+        #expect(server.status == 0, "\(server.errorText)")
+        let client = try run(["tls", "issue", "client-1", "--client", "--key", "pkcs11:token=web;id=%02", "-o", fixture.directory.path("cli.pem")] + token)
+        #expect(client.status == 0, "\(client.errorText)")
+        // The server's certificate certifies the token's key.
+        let issued = try String(contentsOfFile: fixture.directory.path("srv.pem"), encoding: .utf8)
+        let first = try #require(issued.components(separatedBy: "-----END CERTIFICATE-----").first) + "-----END CERTIFICATE-----"
+        #expect(try Certificate(pemEncoded: first).publicKey == Certificate.PublicKey(fixture.key.publicKey))
+        // A key that is not in the token is not certified.
+        let missing = try run(["tls", "issue", "nobody", "--key", "pkcs11:token=web;object=nobody", "-o", fixture.directory.path("x.pem")] + token)
+        #expect(missing.status == 1)
+        #expect(missing.errorText.contains("no private key on the token matches object=nobody"), "\(missing.errorText)")
+
+        let serve = try ChildProcess.start(fixture.cli, ["tls", "serve", "--identity", "localhost", "--key", "pkcs11:token=web;object=tls",
+                                                         "--client-ca", fixture.directory.path("home-ca.pem"), "--port", "0", "--max-connections", "1",
+                                                         "--home", fixture.home, "--device-key", fixture.directory.path("device.key")] + token,
+                                           environment: environment)
+        defer { serve.kill() }
+        let port = try fixture.port(serve)
+        let fetched = try run(["tls", "fetch", "https://localhost:\(port)/", "--ca", fixture.directory.path("home-ca.pem"),
+                               "--connect-to", "127.0.0.1", "--cert", fixture.directory.path("cli.pem"), "--key", "pkcs11:token=web;id=%02"] + token)
+        #expect(fetched.status == 0, "\(fetched.errorText)")
+        #expect(fetched.text.contains("client: CN=client-1"), "\(fetched.text)")
+        #expect(try serve.wait(timeout: .seconds(60)).status == 0)
+    }
+
     @Test("tls keys lists the token's keys by URI with their flags, never their bytes")
     func keys() throws {
         guard SoftHSM.available() else { return }
