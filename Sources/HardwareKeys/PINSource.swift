@@ -1,7 +1,7 @@
 import Cipher
 import Foundation
 
-/// Where a token's user PIN comes from. The PIN is held in ``SecretBytes`` and never in a
+/// Where a token's user PIN comes from. The PIN is held in `SecretBytes` and never in a
 /// command line: a PIN given as an argument shows in process listings and shell history.
 public enum PKCS11PINSource: Sendable {
     /// The first line of a file (one trailing newline dropped).

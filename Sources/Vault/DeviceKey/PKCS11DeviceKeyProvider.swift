@@ -12,7 +12,7 @@ import HardwareKeys
 /// nothing without the token (and its PIN). The device key itself is not changed: a vault
 /// migrates to and from this provider without re-encrypting anything.
 ///
-/// The module is loaded from `modulePath` under the loading rules of ``PKCS11Module`` (never
+/// The module is loaded from `modulePath` under the loading rules of `PKCS11Module` (HardwareKeys) (never
 /// from inside the directory of the sealed file, which is the data directory by default). The
 /// PIN comes from the URI's `pin-source=file:/PATH`, else `pin` (by default the environment
 /// variable `SECUREFOUNDATION_TOKEN_PIN`).
