@@ -69,6 +69,13 @@ struct DeviceKeyTokenTests {
         try FileManager.default.moveItem(atPath: setup.hsm.tokens + ".away", toPath: setup.hsm.tokens)
         #expect(try setup.run(setup.find).text == "s3cret\n")
 
+        // Rotation: a new device key wrapped by the token replaces the old one; items still open.
+        let before = try Data(contentsOf: URL(fileURLWithPath: setup.root + "/home/device-key.pkcs11"))
+        let rotated = try setup.run(["vault", "rotate-device-key", "--passcode-file", setup.passcodeFile] + setup.home)
+        #expect(rotated.status == 0, "\(rotated.errorText)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: setup.root + "/home/device-key.pkcs11")) != before)
+        #expect(try setup.run(setup.find).text == "s3cret\n")
+
         // A module planted in the data directory is refused when migrating.
         let planted = setup.root + "/home/module.so"
         try FileManager.default.copyItem(atPath: SoftHSM.resolvedModule, toPath: planted)
