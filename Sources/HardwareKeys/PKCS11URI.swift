@@ -1,15 +1,15 @@
 /// A `pkcs11:` URI (RFC 7512) naming a key in a token: `pkcs11:token=Fleet;object=tls;id=%01`.
 ///
 /// Path attributes select the token (`token`, `manufacturer`, `serial`, `model`, `slot-id`,
-/// `slot-description`, `slot-manufacturer`, `library-manufacturer`, `library-description`)
-/// and the object (`object` = CKA_LABEL, `id` = CKA_ID, `type`); values are percent-decoded.
+/// `slot-description`, `slot-manufacturer`, `library-manufacturer`, `library-description`;
+/// `library-version` is accepted and not checked) and the object (`object` = CKA_LABEL, `id` = CKA_ID, `type`); values are percent-decoded.
 /// Query attributes: `pin-source=file:/PATH` (or an absolute path) reads the PIN from that
 /// file; `module-path=/PATH` names the module (under the same loading rules as one given by
 /// option). Refused with ``HardwareKeyError/invalidURI(_:)``: `pin-value` (a PIN in a URI
 /// ends up in shell history and process listings), `module-name` (a module is loaded by path
 /// only), `pin-source` naming a program, unknown attributes not starting with `x-`, repeated
-/// attributes, and a `type` other than `private` (or `secret-key` for
-/// ``PKCS11SecretKey``).
+/// attributes and malformed `%` escapes. A `type` other than `private` (or `secret-key` for
+/// ``PKCS11SecretKey``) is refused when the key is opened.
 public struct PKCS11URI: Sendable, Equatable, CustomStringConvertible {
     /// Token attributes: CK_TOKEN_INFO fields (label, manufacturer, model, serial).
     public var token: String?
