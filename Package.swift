@@ -36,6 +36,7 @@ let package = Package(
         .library(name: "ProtectedFiles", targets: ["ProtectedFiles"]),
         .library(name: "ProtectedDatabase", targets: ["ProtectedDatabase"]),
         .library(name: "PinnedTLS", targets: ["PinnedTLS"]),
+        .library(name: "HardwareKeys", targets: ["HardwareKeys"]),
         .library(name: "Migration", targets: ["Migration"]),
         .library(name: "UnlockAgent", targets: ["UnlockAgent"]),
         .executable(name: "securefoundation", targets: ["SecureFoundationCLI"]),
@@ -71,7 +72,7 @@ let package = Package(
         // internal C module, which clashes with swift-nio-ssl's copy of BoringSSL).
         .target(name: "CAgePayload", dependencies: [.product(name: "CryptoExtras", package: "swift-crypto")]),
         .target(name: "Age", dependencies: ["Cipher", "Shredder", "CPlatform", "CAgePayload"] + crypto, swiftSettings: strict),
-        .target(name: "Vault", dependencies: ["Cipher", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
+        .target(name: "Vault", dependencies: ["Cipher", "Shredder", "CPlatform", "HardwareKeys"] + crypto, swiftSettings: strict),
         .target(
             name: "Keychain",
             dependencies: ["Cipher", "Vault", "CPlatform", .product(name: "GRDB", package: "GRDB.swift"),
@@ -95,7 +96,7 @@ let package = Package(
         .target(
             name: "PinnedTLS",
             dependencies: [
-                "Cipher", "Vault", "Keychain", "CPlatform",
+                "Cipher", "Vault", "Keychain", "CPlatform", "HardwareKeys",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -107,6 +108,13 @@ let package = Package(
             ] + crypto,
             swiftSettings: strict
         ),
+        // PKCS #11 through one module loaded with dlopen, behind a header of the project's own that
+        // names no PKCS #11 type (the p11-kit pkcs11.h is vendored beside the C file).
+        .target(name: "CPKCS11", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
+        // Keys that never leave a hardware token (PKCS #11): module loading, RFC 7512 URIs, PINs,
+        // signing and HMAC through the token. No NIO: PinnedTLS adapts it to swift-nio-ssl.
+        .target(name: "HardwareKeys", dependencies: ["Cipher", "CPKCS11", .product(name: "X509", package: "swift-certificates")] + crypto,
+                swiftSettings: strict),
         // The unlock agent: holds an unlocked vault and serves class keys over a UNIX socket.
         .target(name: "UnlockAgent", dependencies: ["Cipher", "Vault", "Age", "ProtectedFiles", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
@@ -125,6 +133,7 @@ let package = Package(
                 "PinnedTLS",
                 "Migration",
                 "DeviceSharing",
+                "HardwareKeys",
                 "CPlatform",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -136,13 +145,13 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "SecureFoundationBench", dependencies: [
-            "SecureFoundation", "Vault", "PinnedTLS", "DeviceSharing",
+            "SecureFoundation", "Vault", "PinnedTLS", "DeviceSharing", "HardwareKeys",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "X509", package: "swift-certificates"),
-        ], swiftSettings: strict),
+        ] + crypto, swiftSettings: strict),
         // Test helper: writes keychain items from a separate process (multi-process and kill -9 tests).
         .executableTarget(name: "KeychainWorker", dependencies: ["Keychain", "Cipher"], path: "Tests/KeychainWorker", swiftSettings: strict),
         .testTarget(name: "CipherTests", dependencies: ["Cipher", "TestSupport"], swiftSettings: strict),
@@ -188,6 +197,11 @@ let package = Package(
         // The tamper matrix of docs/SECURITY.md: a home with every feature, each file tampered
         // with in each way of the trust table, through the built `securefoundation`.
         .testTarget(name: "TamperMatrixTests", dependencies: ["SecureFoundationCLI", "TestSupport"], swiftSettings: strict),
+        // Keys in a PKCS #11 token (SoftHSM2): the library in process, and the command line's TLS
+        // server checked by openssl s_client, pkcs11-tool and a scan of its memory.
+        .testTarget(name: "HardwareKeysTests", dependencies: ["HardwareKeys", "PinnedTLS", "Cipher", "TestSupport", "SecureFoundationCLI",
+                                                           .product(name: "X509", package: "swift-certificates")] + crypto,
+                    swiftSettings: strict),
         .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain", "Age", "ProtectedFiles", "TestSupport"], swiftSettings: strict),
             // Device-to-device sharing over mutual TLS (pulls SwiftNIO through PinnedTLS, so it stays
         // out of the umbrella).

@@ -85,7 +85,15 @@ enum NIOBridge {
     {
         do {
             let chain: [NIOSSLCertificateSource] = try identity.chain.map { .certificate(try nioCertificate($0)) }
-            var der = try identity.privateKey.serializeAsPEM().derBytes
+            let software: Certificate.PrivateKey
+            switch identity.key {
+            case .pkcs11(let tokenKey):
+                // The key stays in the token: BoringSSL asks it for each signature.
+                return (chain, .privateKey(NIOSSLPrivateKey(customPrivateKey: TokenTLSKey(key: tokenKey))))
+            case .software(let key):
+                software = key
+            }
+            var der = try software.serializeAsPEM().derBytes
             defer { scrubBytes(&der) }
             return (chain, .privateKey(try NIOSSLPrivateKey(bytes: der, format: .der)))
         } catch {

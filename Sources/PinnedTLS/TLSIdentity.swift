@@ -1,16 +1,42 @@
 import Cipher
+import HardwareKeys
 import X509
 
 /// A private key with the certificate chain that vouches for it: what a TLS server presents,
 /// and what a client presents when the server asks for a client certificate.
 ///
 /// The chain is leaf first; intermediates follow in order and the root may be left out. The
-/// private key must be the leaf certificate's key.
+/// private key must be the leaf certificate's key. The key is either held in memory
+/// (``Key/software(_:)``, read from the keychain or a PEM file) or stays in a PKCS #11 token
+/// (``Key/pkcs11(_:)``): TLS then signs through the token and the key's bytes never enter the
+/// process.
 public struct TLSIdentity: Sendable {
+    /// Where the leaf's private key is.
+    public enum Key: Sendable {
+        /// In memory.
+        case software(Certificate.PrivateKey)
+        /// In a PKCS #11 token; every signature is made by the token.
+        case pkcs11(PKCS11PrivateKey)
+
+        /// The key's public key.
+        public var publicKey: Certificate.PublicKey {
+            switch self {
+            case .software(let key): key.publicKey
+            case .pkcs11(let key): key.publicKey
+            }
+        }
+    }
+
     /// The certificates, leaf first.
     public let chain: [Certificate]
-    /// The leaf's private key.
-    public let privateKey: Certificate.PrivateKey
+    /// The leaf's private key, wherever it is.
+    public let key: Key
+
+    /// The leaf's private key when it is held in memory; nil when it stays in a token.
+    public var privateKey: Certificate.PrivateKey? {
+        if case .software(let key) = key { return key }
+        return nil
+    }
 
     /// Creates an identity from a chain (leaf first) and the leaf's private key.
     ///
@@ -19,9 +45,22 @@ public struct TLSIdentity: Sendable {
     ///   - privateKey: the private key of `chain[0]`.
     /// - Returns: `nil` when the chain is empty or the key does not belong to the leaf.
     public init?(chain: [Certificate], privateKey: Certificate.PrivateKey) {
-        guard let leaf = chain.first, leaf.publicKey == privateKey.publicKey else { return nil }
+        self.init(chain: chain, key: .software(privateKey))
+    }
+
+    /// Creates an identity whose key stays in a PKCS #11 token.
+    ///
+    /// - Returns: `nil` when the chain is empty or the token's key does not belong to the leaf.
+    public init?(chain: [Certificate], tokenKey: PKCS11PrivateKey) {
+        self.init(chain: chain, key: .pkcs11(tokenKey))
+    }
+
+    /// Creates an identity from a chain and a key wherever it is.
+    /// - Returns: `nil` when the chain is empty or the key does not belong to the leaf.
+    public init?(chain: [Certificate], key: Key) {
+        guard let leaf = chain.first, leaf.publicKey == key.publicKey else { return nil }
         self.chain = chain
-        self.privateKey = privateKey
+        self.key = key
     }
 
     /// The leaf certificate.

@@ -17,6 +17,7 @@ enum Bench {
         ("protect", ProtectBench.run),
         ("db", DatabaseBench.run),
         ("tls", TLSBench.run),
+        ("hwkeys", HardwareKeyBench.run),
         ("share", ShareBench.run),
     ]
 

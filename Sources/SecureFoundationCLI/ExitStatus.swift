@@ -1,6 +1,7 @@
 import ArgumentParser
 import DeviceSharing
 import Foundation
+import HardwareKeys
 import Migration
 import PinnedTLS
 import SecureFoundation
@@ -107,12 +108,27 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case let error as AgentError: return status(of: error)
         case let error as PinnedTLSError: return status(of: error)
         case let error as MigrationError: return status(of: error)
+        case let error as HardwareKeyError: return status(of: error)
         case is TLSTrustError: return .peerRefused
         case is SecureFile.Failure: return .io
         case let error as ShredError:
             if case .system = error { return .io }
             return .failure
         default: return .failure
+        }
+    }
+
+    private static func status(of error: HardwareKeyError) -> ExitStatus {
+        switch error {
+        case .invalidURI, .pinUnavailable: return .usage
+        case .moduleRefused, .moduleUnavailable: return .io
+        case .tokenNotFound, .keyNotFound: return .notFound
+        case .pkcs11:
+            switch error.returnValueName {
+            case "CKR_PIN_INCORRECT", "CKR_PIN_INVALID", "CKR_PIN_LEN_RANGE": return .wrongSecret
+            default: return .failure
+            }
+        case .ambiguousKey, .unsupportedKey: return .failure
         }
     }
 

@@ -180,7 +180,7 @@ extension FuzzHarness {
         for (index, kind) in IdentityItemKind.allCases.enumerated() {
             let label = "seed-\(kind.rawValue)"
             switch kind {
-            case .privateKey: try? store.storePrivateKey(identity.privateKey, label: label, accessibility: .always, replace: true)
+            case .privateKey: if let key = identity.privateKey { try? store.storePrivateKey(key, label: label, accessibility: .always, replace: true) }
             case .certificate: try? store.storeCertificates(identity.chain, label: label, accessibility: .always, replace: true)
             case .identity: try? store.storeIdentity(identity, label: label, accessibility: .always, replace: true)
             }
@@ -232,7 +232,7 @@ extension FuzzHarness {
             if let root = try? tlsAuthority.certificate.serializeAsPEM().pemString { seeds.append(Array(root.utf8)) }
             if target == "tlsPEM", let identity = try? tlsAuthority.issue(names: ["fuzz.example"]),
                let chain = try? identity.chain.map({ try $0.serializeAsPEM().pemString }).joined(separator: "\n"),
-               let key = try? identity.privateKey.serializeAsPEM().pemString {
+               let key = try? identity.privateKey?.serializeAsPEM().pemString {
                 seeds.append(Array((key + "\n" + chain + "\n").utf8))
             }
             if target == "tlsPKCS12" { return seeds.map { [2] + $0 } }

@@ -24,7 +24,7 @@ struct IdentityImportTests {
                              ("rsa-key.pem", "rsa-cert.pem"), ("rsa-pkcs1.pem", "rsa-cert.pem")] {
             let identity = try IdentityImport.identity(keyPEM: SecretBytes(copying: scratch.read(key)), chainPEM: scratch.read(chain))
             #expect(identity.chain.count == 1)
-            #expect(identity.leaf.publicKey == identity.privateKey.publicKey)
+            #expect(identity.leaf.publicKey == identity.privateKey?.publicKey)
             #expect("\(identity.leaf.subject)" == "CN=test.example")
         }
     }
@@ -49,7 +49,7 @@ struct IdentityImportTests {
         try IdentityOpenSSL.require(["pkcs12", "-export", "-inkey", "key.pem", "-in", "cert.pem", "-passout", "pass:", "-out", "empty.p12"], in: scratch.path)
         let withPassword = try IdentityImport.identity(pkcs12: scratch.read("with.p12"), password: SecretBytes(utf8: "s3cret"))
         #expect(withPassword.chain.map { "\($0.subject)" } == ["CN=test.example", "CN=chain-ca"])
-        #expect(withPassword.leaf.publicKey == withPassword.privateKey.publicKey)
+        #expect(withPassword.leaf.publicKey == withPassword.privateKey?.publicKey)
         let expectedLeaf = try IdentityImport.certificates(pem: scratch.read("cert.pem"))[0]
         #expect(withPassword.leaf == expectedLeaf)
         for password in [nil, SecretBytes(utf8: "")] {
@@ -64,7 +64,7 @@ struct IdentityImportTests {
                                          "-out", "\(prefix)b.p12"], in: scratch.path)
             let identity = try IdentityImport.identity(pkcs12: scratch.read("\(prefix)b.p12"), password: SecretBytes(utf8: "k"))
             #expect(identity.leaf == (try IdentityImport.certificates(pem: scratch.read("\(prefix)cert.pem"))[0]))
-            #expect(identity.privateKey.publicKey == identity.leaf.publicKey)
+            #expect(identity.privateKey?.publicKey == identity.leaf.publicKey)
         }
         // The older encryption (RC2-40 certificates, 3DES key, SHA-1 MAC), where this openssl can still write it.
         let legacy = try IdentityOpenSSL.run(["pkcs12", "-export", "-legacy", "-inkey", "key.pem", "-in", "cert.pem",

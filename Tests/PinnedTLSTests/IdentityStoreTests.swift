@@ -30,12 +30,12 @@ struct IdentityStoreTests {
         let store = IdentityStore(keychain: try scratch.keychain())
         let back = try store.identity(label: "device-1")
         #expect(back.chain == identity.chain)
-        #expect(back.privateKey.publicKey == back.leaf.publicKey)
+        #expect(back.privateKey?.publicKey == back.leaf.publicKey)
         // Something signed with the key read back verifies under the leaf's public key.
-        let signed = try Certificate(version: .v3, serialNumber: .init(), publicKey: back.privateKey.publicKey,
+        let signed = try Certificate(version: .v3, serialNumber: .init(), publicKey: back.key.publicKey,
                                      notValidBefore: Date(), notValidAfter: Date() + 60,
                                      issuer: back.leaf.subject, subject: back.leaf.subject, signatureAlgorithm: .ecdsaWithSHA256,
-                                     extensions: Certificate.Extensions(), issuerPrivateKey: back.privateKey)
+                                     extensions: Certificate.Extensions(), issuerPrivateKey: try #require(back.privateKey))
         #expect(back.leaf.publicKey.isValidSignature(signed.signature, for: signed))
         #expect(try store.privateKey(label: "bare-key").publicKey == authority.certificate.publicKey)
         // The anchors a trust policy reads, and the identity's chain stored beside it.

@@ -226,7 +226,8 @@ public struct CertificateAuthority: Sendable {
     ///   while the vault is locked, ``IdentityError/notAnAuthority(_:)``.
     public static func load(from store: IdentityStore, label: String = defaultLabel) throws(IdentityError) -> CertificateAuthority {
         let identity = try store.identity(label: label)
-        return try CertificateAuthority(certificate: identity.leaf, privateKey: identity.privateKey)
+        guard let key = identity.privateKey else { throw .unsupportedKey("the authority's key is in a token") }
+        return try CertificateAuthority(certificate: identity.leaf, privateKey: key)
     }
 
     // MARK: Helpers

@@ -127,7 +127,10 @@ public struct IdentityStore: Sendable {
     public func storeIdentity(_ identity: TLSIdentity, label: String, accessibility: Accessibility = .whenUnlocked,
                               replace: Bool = false) throws(IdentityError) {
         try Self.check(label)
-        let record = try IdentityRecord.encode(key: identity.privateKey, certificates: identity.chain)
+        guard let key = identity.privateKey else {
+            throw .unsupportedKey("the identity's key stays in a token and is never stored; store its certificates with storeCertificates")
+        }
+        let record = try IdentityRecord.encode(key: key, certificates: identity.chain)
         defer { record.wipe() }
         let chain = try IdentityRecord.encode(key: nil, certificates: identity.chain)
         defer { chain.wipe() }

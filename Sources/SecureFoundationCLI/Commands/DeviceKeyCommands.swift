@@ -23,12 +23,21 @@ struct DeviceKeyProviderOptions: ParsableArguments {
     @Option(name: .customLong("keyring-timeout"), help: "keyring: seconds the key stays cached in the kernel keyring (default 600).")
     var keyringTimeout = 600
 
-    @Option(name: .customLong("keyring-backing"), help: "keyring: the provider behind the cache: file, systemd-credential or tpm2 (default file).")
+    @Option(name: .customLong("keyring-backing"), help: "keyring: the provider behind the cache: file, systemd-credential, tpm2 or pkcs11 (default file).")
     var keyringBacking = "file"
+
+    @Option(name: .customLong("pkcs11-uri"), help: "pkcs11: the token's secret key (pkcs11:token=…;object=…, a sensitive, non-extractable generic secret); the PIN from pin-source=file:/PATH in the URI or $SECUREFOUNDATION_TOKEN_PIN.")
+    var pkcs11URI: String?
+
+    @Option(name: .customLong("pkcs11-module"), help: ArgumentHelp("pkcs11: the token's PKCS #11 module (absolute path, outside the data directory).", valueName: "path"))
+    var pkcs11Module: String?
+
+    @Option(name: .customLong("pkcs11-wrapped"), help: ArgumentHelp("pkcs11: where the device key wrapped by the token is written (default HOME/device-key.pkcs11).", valueName: "path"))
+    var pkcs11Wrapped: String?
 
     static func kind(_ name: String, option: String) throws -> DeviceKeyRecord.Kind {
         guard let kind = DeviceKeyRecord.Kind(rawValue: name) else {
-            throw ValidationError("\(option) must be file, systemd-credential, keyring or tpm2")
+            throw ValidationError("\(option) must be file, systemd-credential, keyring, tpm2 or pkcs11")
         }
         return kind
     }
@@ -66,6 +75,11 @@ struct DeviceKeyProviderOptions: ParsableArguments {
             let pcrs = try pcrList()
             try TPM2DeviceKeyProvider.seal(key, to: prefix, pcrs: pcrs)
             return DeviceKeyRecord(kind: .tpm2, sealedPath: prefix, pcrs: pcrs, check: check)
+        case .pkcs11:
+            guard let pkcs11URI, let pkcs11Module else { throw ValidationError("--to pkcs11 needs --pkcs11-uri and --pkcs11-module") }
+            let path = VaultPaths.absolute(pkcs11Wrapped ?? home + "/device-key.pkcs11")
+            try PKCS11DeviceKeyProvider(modulePath: pkcs11Module, uri: pkcs11URI, sealedPath: path, refusing: [home]).seal(key)
+            return DeviceKeyRecord(kind: .pkcs11, sealedPath: path, module: pkcs11Module, uri: pkcs11URI, check: check)
         case .keyring:
             let backingKind = try Self.kind(keyringBacking, option: "--keyring-backing")
             guard backingKind != .keyring else { throw ValidationError("--keyring-backing cannot be keyring") }
@@ -85,11 +99,12 @@ struct DeviceKeyProviderOptions: ParsableArguments {
 struct VaultMigrateDeviceKeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "migrate-device-key",
-        abstract: "Move the device key to another provider (file, systemd-credential, keyring, tpm2) without changing it.",
+        abstract: "Move the device key to another provider (file, systemd-credential, keyring, tpm2, pkcs11) without changing it.",
         discussion: """
         The device key is read from the vault's current provider, stored by the new one (a file, \
         a systemd credential encrypted with systemd-creds, the kernel keyring in front of one of \
-        those, or sealed to the TPM), read back and checked, and only then recorded in \
+        those, sealed to the TPM, or wrapped under a key that stays in a PKCS #11 token), read \
+        back and checked, and only then recorded in \
         HOME/device-key.provider. The key itself stays the same, so nothing is re-encrypted and \
         every thisDeviceOnly item and the keychain's indexes stay readable. The old copy is left \
         where it was: remove it once the new provider works (a key file with `securefoundation \
@@ -103,13 +118,15 @@ struct VaultMigrateDeviceKeyCommand: ParsableCommand {
         Examples:
           securefoundation vault migrate-device-key --to tpm2 --pcrs 7
           securefoundation vault migrate-device-key --to systemd-credential --with-key host+tpm2
+          SECUREFOUNDATION_TOKEN_PIN=… securefoundation vault migrate-device-key --to pkcs11 \\
+              --pkcs11-module /usr/lib/softhsm/libsofthsm2.so --pkcs11-uri 'pkcs11:token=fleet;object=device-key'
           securefoundation vault migrate-device-key --adopt
         """
     )
 
     @OptionGroup var home: HomeOptions
 
-    @Option(name: .customLong("to"), help: "The new provider: file, systemd-credential, keyring or tpm2.")
+    @Option(name: .customLong("to"), help: "The new provider: file, systemd-credential, keyring, tpm2 or pkcs11.")
     var to: String?
 
     @Flag(name: .customLong("adopt"), help: "Move the record an earlier version kept in the data directory beside the device key.")

@@ -276,6 +276,9 @@ struct TLSServeCommand: AsyncParsableCommand {
             try await server.run(onRefused: { error in
                 if error is TLSTrustError {
                     CLI.warn("securefoundation: refused: \(CLI.describe(error))")
+                } else if case .pkcs11(let key) = identity.key, let failure = key.lastFailure {
+                    // BoringSSL only says that the key failed; the token says why.
+                    CLI.warn("securefoundation: handshake not completed: \(CLI.describe(error)); the token key failed: \(failure)")
                 } else {
                     CLI.warn("securefoundation: handshake not completed: \(CLI.describe(error))")
                 }
@@ -316,8 +319,10 @@ struct TLSIdentityOptions: ParsableArguments {
     @Option(help: "A certificate chain (PEM, leaf first): the server's, or the client's for servers that ask for one.")
     var cert: String?
 
-    @Option(help: "The private key of --cert (PEM).")
+    @Option(help: "The private key of --cert: a PEM file, or pkcs11:… (RFC 7512) for a key that stays in a token.")
     var key: String?
+
+    @OptionGroup var hardware: HardwareKeyOptions
 
     @Option(help: "An identity stored in the keychain under this label (tls issue, tls import), instead of --cert and --key.")
     var identity: String?
@@ -326,6 +331,24 @@ struct TLSIdentityOptions: ParsableArguments {
 
     /// The identity given, or nil when none is.
     func resolved() throws -> TLSIdentity? {
+        if let key, key.hasPrefix("pkcs11:") {
+            // The certificates from --cert, or stored under --identity (tls issue --key pkcs11:…).
+            let chain: [Certificate]
+            switch (cert, identity) {
+            case (let cert?, nil): chain = try PEMFiles.certificates(atPath: cert)
+            case (nil, let label?): chain = try OpenedIdentityStore.shared(store).get().certificates(label: label)
+            case (nil, nil): throw ValidationError("--key pkcs11:… needs --cert (the key's certificate chain, PEM) or --identity LABEL (its stored certificates)")
+            default: throw ValidationError("give --cert or --identity with --key pkcs11:…, not both")
+            }
+            let tokenKey = try hardware.open(uri: key, dataDirectory: store.home.directory)
+            guard let resolved = TLSIdentity(chain: chain, tokenKey: tokenKey) else {
+                throw CLIFailure("the certificates given do not start with the certificate of the token key \(key)")
+            }
+            return resolved
+        }
+        guard hardware.module == nil, hardware.pinFile == nil, hardware.pinEnv == nil else {
+            throw ValidationError("--module, --pin-file and --pin-env go with --key pkcs11:…")
+        }
         guard let identity else { return try TLSCLI.identity(cert: cert, key: key) }
         guard cert == nil && key == nil else { throw ValidationError("give --identity or --cert and --key, not both") }
         return try OpenedIdentityStore.shared(store).get().identity(label: identity)

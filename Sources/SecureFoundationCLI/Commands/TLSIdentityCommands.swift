@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HardwareKeys
 import PinnedTLS
 import SecureFoundation
 import X509
@@ -7,7 +8,7 @@ import X509
 enum TLSIdentityCLI {
     /// The identity and certificate-authority subcommands of `tls`.
     static let subcommands: [any ParsableCommand.Type] = [
-        TLSCertificateAuthorityCommand.self, TLSIssueCommand.self, TLSListCommand.self,
+        TLSCertificateAuthorityCommand.self, TLSIssueCommand.self, TLSListCommand.self, TLSKeysCommand.self,
         TLSImportCommand.self, TLSExportCommand.self, TLSDeleteCommand.self,
         TLSRevokeCommand.self, TLSRevocationListCommand.self,
     ]
@@ -126,6 +127,10 @@ struct TLSIssueCommand: ParsableCommand {
         as a certificate item. A request's signature is checked; NAME and --name are the names \
         certified, whatever the request asks for.
 
+        With --key pkcs11:… (RFC 7512, with --module and the token's PIN): the key stays in the \
+        token; its public key is read from the token and certified as with --public-key. Serve \
+        with it: tls serve --identity LABEL --key pkcs11:… --module PATH.
+
         Examples:
           securefoundation tls issue api.example.com --name 10.0.0.5 --server --passcode-file passcode.txt
           securefoundation tls issue device-42 --client --csr device-42.csr -o device-42.pem --passcode-file passcode.txt
@@ -159,7 +164,12 @@ struct TLSIssueCommand: ParsableCommand {
     @Option(name: .customLong("public-key"), help: "Certify this public key (PEM, SubjectPublicKeyInfo).")
     var publicKey: String?
 
-    @Option(name: [.customShort("o"), .customLong("output")], help: "With --csr or --public-key: write the certificate PEM here instead of standard output.")
+    @Option(name: .customLong("key"), help: "Certify the key in a PKCS #11 token this pkcs11: URI names (it never leaves the token).")
+    var tokenKey: String?
+
+    @OptionGroup var hardware: HardwareKeyOptions
+
+    @Option(name: [.customShort("o"), .customLong("output")], help: "With --csr, --public-key or --key: write the certificate PEM here instead of standard output.")
     var output: String?
 
     @Flag(name: .customLong("replace"), help: "Replace an item stored under the label already.")
@@ -169,8 +179,9 @@ struct TLSIssueCommand: ParsableCommand {
 
     func validate() throws {
         if serverOnly && clientOnly { throw ValidationError("give --server or --client, not both (neither: both usages)") }
-        if csr != nil && publicKey != nil { throw ValidationError("give --csr or --public-key, not both") }
-        if output != nil && csr == nil && publicKey == nil { throw ValidationError("-o needs --csr or --public-key") }
+        if [csr, publicKey, tokenKey].compactMap({ $0 }).count > 1 { throw ValidationError("give one of --csr, --public-key and --key") }
+        if output != nil && csr == nil && publicKey == nil && tokenKey == nil { throw ValidationError("-o needs --csr, --public-key or --key") }
+        if let tokenKey, !tokenKey.hasPrefix("pkcs11:") { throw ValidationError("--key takes a pkcs11: URI (RFC 7512)") }
         guard (1...3652).contains(days) else { throw ValidationError("--days must be between 1 and 3652") }
     }
 
@@ -184,6 +195,7 @@ struct TLSIssueCommand: ParsableCommand {
             try CertificateAuthority.checkNames(names)
             let request = try csr.map { try CertificateAuthority.request(from: TLSIdentityCLI.read($0, what: "certificate request")) }
             let otherKey = try publicKey.map { try Self.publicKey(TLSIdentityCLI.read($0, what: "public key")) }
+                ?? tokenKey.map { try hardware.open(uri: $0, dataDirectory: items.store.home.directory).publicKey }
             let accessibility = try items.accessibility(default: .whenUnlocked)
             let identities = IdentityStore(keychain: try items.open())
             let authority = try CertificateAuthority.load(from: identities, label: self.authority)
@@ -245,6 +257,63 @@ struct TLSListCommand: ParsableCommand {
             if listing.unreadable > 0 {
                 CLI.warn("\(listing.unreadable) keychain item(s) could not be read (vault locked, or damaged); give --passcode-file to list them")
             }
+        }
+    }
+}
+
+// MARK: tls keys
+
+struct TLSKeysCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keys",
+        abstract: "List the private keys by location: the keychain, and a PKCS #11 token with --module (never their bytes).",
+        discussion: """
+        One line per key, tab-separated: the location (keychain or pkcs11), the kind, then for \
+        the keychain the label and the sealing class, for a token the key's pkcs11: URI and its \
+        flags (sensitive, extractable). With --module, the token's keys are listed (narrowed by \
+        --uri; the token's PIN from --pin-file, --pin-env or the terminal); the keychain is \
+        listed unless --pkcs11-only.
+
+        Example:
+          securefoundation tls keys --module /usr/lib/softhsm/libsofthsm2.so --uri 'pkcs11:token=fleet' --pin-file pin.txt
+        """
+    )
+
+    @OptionGroup var store: KeychainStoreOptions
+    @OptionGroup var hardware: HardwareKeyOptions
+
+    @Option(help: "Narrow the token keys listed to this pkcs11: URI (default: every token of the module).")
+    var uri = "pkcs11:"
+
+    @Flag(name: .customLong("pkcs11-only"), help: "List the token's keys only, not the keychain's.")
+    var pkcs11Only = false
+
+    func validate() throws {
+        if pkcs11Only && hardware.module == nil { throw ValidationError("--pkcs11-only needs --module") }
+    }
+
+    func run() throws {
+        try CLI.run {
+            var text = ""
+            if !pkcs11Only {
+                let listing = try IdentityStore(keychain: try store.open()).list()
+                for item in listing.items where item.kind == .privateKey || item.kind == .identity {
+                    text += "keychain\t\(item.kind)\t\(item.label)\t\(item.accessibility.name)\n"
+                }
+                if listing.unreadable > 0 {
+                    CLI.warn("\(listing.unreadable) keychain item(s) could not be read (vault locked, or damaged); give --passcode-file to list them")
+                }
+            }
+            if let path = hardware.module {
+                let parsed = try PKCS11URI(uri)
+                let module = try PKCS11Module.load(path: path, refusing: [store.home.directory])
+                for key in try module.keys(matching: parsed, pin: try hardware.pinSource()) {
+                    let flags = [key.sensitive == true ? "sensitive" : "not-sensitive",
+                                 key.extractable == false ? "not-extractable" : "extractable"].joined(separator: ",")
+                    text += "pkcs11\t\(key.keyType)\t\(key.uri)\t\(flags)\n"
+                }
+            }
+            try CLI.writeStdout(Array(text.utf8))
         }
     }
 }

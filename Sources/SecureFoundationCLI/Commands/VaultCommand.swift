@@ -71,7 +71,7 @@ struct VaultInitCommand: ParsableCommand {
     @Option(name: .customLong("threshold"), help: "How many answers unlock (K of N; default N).")
     var threshold: Int?
 
-    @Option(name: .customLong("device-key-provider"), help: "Where the device key lives: file (default), systemd-credential, keyring or tpm2 (recorded in HOME/device-key.provider).")
+    @Option(name: .customLong("device-key-provider"), help: "Where the device key lives: file (default), systemd-credential, keyring, tpm2 or pkcs11 (recorded beside the device key).")
     var deviceKeyProvider: String?
 
     @OptionGroup var providerOptions: DeviceKeyProviderOptions

@@ -1,5 +1,6 @@
 import Foundation
 import Cipher
+import HardwareKeys
 
 /// Which device-key provider a vault uses, recorded when the vault is created with a chosen
 /// provider (`vault init --device-key-provider`) or migrated to one. A vault without a record
@@ -38,6 +39,8 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
         case keyring
         /// Sealed to a TPM 2.0 with tpm2-tools, optionally bound to PCR values.
         case tpm2
+        /// Wrapped under a key that stays in a PKCS #11 token (``PKCS11DeviceKeyProvider``).
+        case pkcs11
     }
 
     public var format: String = DeviceKeyRecord.formatName
@@ -59,13 +62,18 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     /// keyring backed by a systemd credential: the credential's name (version 2; `name` is the
     /// keyring description).
     public var backingName: String?
+    /// pkcs11: the module's absolute path.
+    public var module: String?
+    /// pkcs11: the `pkcs11:` URI of the token's secret key.
+    public var uri: String?
     /// 16 bytes identifying the device key (not the key).
     public var check: Data
     /// The id of the vault the record belongs to (version 3; the record's name says it too).
     public var vaultID: Data?
 
     public init(kind: Kind, path: String? = nil, name: String? = nil, sealedPath: String? = nil, pcrs: [Int]? = nil,
-                timeout: Int? = nil, backing: Kind? = nil, backingName: String? = nil, check: Data) {
+                timeout: Int? = nil, backing: Kind? = nil, backingName: String? = nil, module: String? = nil, uri: String? = nil,
+                check: Data) {
         self.kind = kind
         self.path = path
         self.name = name
@@ -74,6 +82,8 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
         self.timeout = timeout
         self.backing = backing
         self.backingName = backingName
+        self.module = module
+        self.uri = uri
         self.check = check
     }
 
@@ -213,6 +223,10 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
             guard sealedPath != nil, (pcrs ?? []).allSatisfy({ (0...23).contains($0) }) else {
                 throw VaultError.corrupted("\(path): a TPM record needs the sealed object and PCRs 0-23")
             }
+        case .pkcs11:
+            guard sealedPath != nil, let module, module.hasPrefix("/"), let uri, (try? PKCS11URI(uri)) != nil else {
+                throw VaultError.corrupted("\(path): a PKCS #11 record needs the wrapped key's file, the module's absolute path and a pkcs11: URI")
+            }
         }
     }
 
@@ -285,6 +299,8 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
             return SystemdCredentialDeviceKeyProvider(name: name ?? "", encryptedCredential: sealedPath)
         case .tpm2:
             return TPM2DeviceKeyProvider(sealedPath: sealedPath ?? "", pcrs: pcrs ?? [])
+        case .pkcs11:
+            return PKCS11DeviceKeyProvider(modulePath: module ?? "", uri: uri ?? "", sealedPath: sealedPath ?? "")
         case .keyring:
             return KeyringDeviceKeyProvider(description: name ?? "", timeout: timeout ?? 600,
                                             backing: backingRecord().uncheckedProvider(filePath: filePath))
@@ -298,6 +314,7 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
         case .systemdCredential: return "systemd-credential \(name ?? "")" + (sealedPath.map { " (encrypted: \($0))" } ?? "")
         case .tpm2: return "tpm2 \(sealedPath ?? "")" + ((pcrs ?? []).isEmpty ? "" : " (PCRs \((pcrs ?? []).map(String.init).joined(separator: ",")))")
         case .keyring: return "keyring \(name ?? "") (\(timeout ?? 0) s) in front of \(backingRecord().summary)"
+        case .pkcs11: return "pkcs11 \(uri ?? "") (module \(module ?? ""); wrapped key: \(sealedPath ?? ""))"
         }
     }
 }

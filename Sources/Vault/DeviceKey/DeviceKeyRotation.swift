@@ -475,6 +475,11 @@ public enum DeviceKeyRotation {
             let staged = prefix + stagedSuffix
             return (DeviceKeyRecord(kind: .tpm2, sealedPath: staged, pcrs: record.pcrs, check: record.check),
                     [Move(from: staged + ".pub", to: prefix + ".pub"), Move(from: staged + ".priv", to: prefix + ".priv")])
+        case .pkcs11:
+            guard let path = record.sealedPath else { throw VaultError.deviceKey("the PKCS #11 record names no wrapped key file") }
+            let staged = path + stagedSuffix
+            return (DeviceKeyRecord(kind: .pkcs11, sealedPath: staged, module: record.module, uri: record.uri, check: record.check),
+                    [Move(from: staged, to: path)])
         case .keyring:
             return try stagedFiles(for: record.backingRecord(), filePath: filePath)
         }
@@ -497,6 +502,8 @@ public enum DeviceKeyRotation {
             try SystemdCredentialDeviceKeyProvider.seal(key, name: staged.name ?? "", to: staged.sealedPath ?? "", withKey: options.credentialWithKey)
         case .tpm2:
             try TPM2DeviceKeyProvider.seal(key, to: staged.sealedPath ?? "", pcrs: staged.pcrs ?? [], tcti: options.tcti)
+        case .pkcs11:
+            try PKCS11DeviceKeyProvider(modulePath: staged.module ?? "", uri: staged.uri ?? "", sealedPath: staged.sealedPath ?? "").seal(key)
         case .keyring:
             throw VaultError.deviceKey("a keyring cannot hold a staged key")
         }
@@ -515,6 +522,8 @@ public enum DeviceKeyRotation {
             inner = provider
         case .tpm2:
             inner = TPM2DeviceKeyProvider(sealedPath: direct.sealedPath ?? "", pcrs: direct.pcrs ?? [])
+        case .pkcs11:
+            inner = PKCS11DeviceKeyProvider(modulePath: direct.module ?? "", uri: direct.uri ?? "", sealedPath: direct.sealedPath ?? "")
         case .file, .keyring:
             inner = FileDeviceKeyProvider(path: direct.path ?? filePath)
         }

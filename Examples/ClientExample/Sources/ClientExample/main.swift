@@ -15,6 +15,7 @@ import Migration
 import UnlockAgent
 import EmbeddedSecrets
 import DeviceSharing
+import HardwareKeys
 
 /// A value type of the client's own, hashed as the standard library's protocol asks.
 struct Account: Hashable {
@@ -57,6 +58,7 @@ func projectNames() throws {
     _ = AgentClient.self                                             // UnlockAgent
     _ = EmbeddedSecretsError.self                                   // EmbeddedSecrets
     _ = ShareGroup.self                                              // DeviceSharing
+    _ = PKCS11PrivateKey.self                                        // HardwareKeys
 }
 
 let accounts: Set<Account> = [Account(service: "mail", name: "alice"), Account(service: "mail", name: "alice")]

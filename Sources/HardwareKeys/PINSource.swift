@@ -1,0 +1,41 @@
+import Cipher
+import Foundation
+
+/// Where a token's user PIN comes from. The PIN is held in `SecretBytes` and never in a
+/// command line: a PIN given as an argument shows in process listings and shell history.
+public enum PKCS11PINSource: Sendable {
+    /// The first line of a file (one trailing newline dropped).
+    case file(String)
+    /// An environment variable, named (its value is copied straight into locked memory).
+    case environment(String)
+    /// A PIN the caller holds.
+    case secret(SecretBytes)
+    /// Asked for when needed (a terminal prompt); a `pin-source` in the URI is used instead.
+    case prompt(@Sendable () throws -> SecretBytes)
+
+    /// Reads the PIN.
+    /// - Throws: ``HardwareKeyError/pinUnavailable(_:)``.
+    public func read() throws(HardwareKeyError) -> SecretBytes {
+        switch self {
+        case .file(let path):
+            do {
+                return try SecretBytes(contentsOfFile: path, maxLength: 4096)
+            } catch {
+                throw .pinUnavailable("\(error)")
+            }
+        case .environment(let name):
+            guard let value = getenv(name) else { throw .pinUnavailable("the environment variable \(name) is not set") }
+            let length = strlen(value)
+            guard length > 0 else { throw .pinUnavailable("the environment variable \(name) is empty") }
+            return SecretBytes(copying: UnsafeRawBufferPointer(start: value, count: length))
+        case .secret(let secret):
+            return secret
+        case .prompt(let ask):
+            do {
+                return try ask()
+            } catch {
+                throw .pinUnavailable("\(error)")
+            }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+import Crypto
+import Foundation
+import HardwareKeys
+import NIOCore
+import NIOPosix
+import PinnedTLS
+import X509
+
+/// `hwkeys`: TLS 1.3 handshakes per second with the server's key in a PKCS #11 token
+/// (SoftHSM2) against the same key in memory, in the same run, and the ratio. The key is made
+/// in software and imported into the token, so both servers present the same certificate.
+/// Needs SoftHSM2 and pkcs11-tool (Debian: softhsm2 opensc). Environment: HW_BENCH_HANDSHAKES
+/// (default 300), HW_BENCH_RUNS (default 3, medians).
+enum HardwareKeyBench {
+    static let module = "/usr/lib/softhsm/libsofthsm2.so"
+
+    static func run() throws {
+        let result = TLSBench.BenchResult()
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            do { try await runAsync() } catch { result.set(error) }
+            done.signal()
+        }
+        done.wait()
+        if let error = result.error { throw error }
+    }
+
+    static func runAsync() async throws {
+        guard FileManager.default.fileExists(atPath: module), let util = BenchSupport.which("softhsm2-util"),
+              let tool = BenchSupport.which("pkcs11-tool") else {
+            print("SoftHSM2 or pkcs11-tool not found (Debian: softhsm2 opensc); the hwkeys section needs them")
+            return
+        }
+        let environment = ProcessInfo.processInfo.environment
+        let handshakes = max(10, Int(environment["HW_BENCH_HANDSHAKES"] ?? "300") ?? 300)
+        let runs = max(1, Int(environment["HW_BENCH_RUNS"] ?? "3") ?? 3)
+        let dir = FileManager.default.temporaryDirectory.path + "/sf-hw-bench-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir + "/tokens", withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Array("directories.tokendir = \(dir)/tokens\nobjectstore.backend = file\nlog.level = ERROR\n".utf8)
+            .write(to: dir + "/softhsm2.conf")
+        // Read by SoftHSM2 when the module is initialized (once per process: before the first load).
+        setenv("SOFTHSM2_CONF", dir + "/softhsm2.conf", 1)
+
+        let key = P256.Signing.PrivateKey()
+        try Array(key.pemRepresentation.utf8).write(to: dir + "/key.pem")
+        try Array(key.publicKey.derRepresentation).write(to: dir + "/pub.der")
+        try Array("1234\n".utf8).write(to: dir + "/pin")
+        func check(_ result: (status: Int32, output: String, seconds: Double)?, _ what: String) throws {
+            guard let result, result.status == 0 else { throw TLSBench.Failure(description: "\(what) failed: \(result?.output ?? "")") }
+        }
+        try check(BenchSupport.run(util, ["--init-token", "--free", "--label", "bench", "--so-pin", "0000", "--pin", "1234"]), "softhsm2-util")
+        let login = ["--module", module, "--token-label", "bench", "--login", "--pin", "1234"]
+        try check(BenchSupport.run(tool, login + ["--write-object", dir + "/key.pem", "--type", "privkey", "--id", "01", "--label", "tls",
+                                                  "--sensitive", "--usage-sign"]), "pkcs11-tool (private key)")
+        try check(BenchSupport.run(tool, login + ["--write-object", dir + "/pub.der", "--type", "pubkey", "--id", "01", "--label", "tls"]),
+                  "pkcs11-tool (public key)")
+        unlink(dir + "/key.pem")
+
+        // A root and a leaf for the key, made here.
+        let rootKey = P256.Signing.PrivateKey()
+        let rootName = try DistinguishedName { CommonName("hwkeys bench root") }
+        let now = Date()
+        let root = try Certificate(version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey),
+                                   notValidBefore: now - 3600, notValidAfter: now + 86_400, issuer: rootName, subject: rootName,
+                                   signatureAlgorithm: .ecdsaWithSHA256,
+                                   extensions: try Certificate.Extensions {
+                                       Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                                       Critical(KeyUsage(keyCertSign: true))
+                                   }, issuerPrivateKey: .init(rootKey))
+        let leaf = try Certificate(version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
+                                   notValidBefore: now - 3600, notValidAfter: now + 86_400, issuer: rootName,
+                                   subject: try DistinguishedName { CommonName("localhost") }, signatureAlgorithm: .ecdsaWithSHA256,
+                                   extensions: try Certificate.Extensions {
+                                       Critical(BasicConstraints.notCertificateAuthority)
+                                       Critical(KeyUsage(digitalSignature: true))
+                                       try ExtendedKeyUsage([.serverAuth])
+                                       SubjectAlternativeNames([.dnsName("localhost")])
+                                   }, issuerPrivateKey: .init(rootKey))
+
+        let tokenKey = try PKCS11PrivateKey(uri: PKCS11URI("pkcs11:token=bench;object=tls"), modulePath: module, pin: .file(dir + "/pin"))
+        guard let tokenIdentity = TLSIdentity(chain: [leaf, root], tokenKey: tokenKey),
+              let softwareIdentity = TLSIdentity(chain: [leaf, root], privateKey: .init(key))
+        else { throw TLSBench.Failure(description: "the identities do not match their certificate") }
+
+        let tokenGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let softwareGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let tokenServer = try await PinnedTLSServer.bind(identity: tokenIdentity, eventLoopGroup: tokenGroup)
+        let softwareServer = try await PinnedTLSServer.bind(identity: softwareIdentity, eventLoopGroup: softwareGroup)
+        let tasks = [tokenServer, softwareServer].map { server in
+            Task { try await server.run { connection in try await TLSBench.serve(connection.channel, bulk: 1) } }
+        }
+        let policy = TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only([root]))], defaultAnchors: nil)
+        let tokenClient = try PinnedTLSClient(policy: policy, eventLoopGroup: tokenGroup)
+        let softwareClient = try PinnedTLSClient(policy: policy, eventLoopGroup: softwareGroup)
+        func loop(_ client: PinnedTLSClient, _ port: Int) -> @Sendable () async throws -> Void {
+            {
+                let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: "localhost", timeout: .seconds(10))
+                try await TLSBench.roundTrip(connection.channel, bytes: 1)
+            }
+        }
+        print("loopback, TLS 1.3, P-256 server key, no client certificates; SoftHSM2 \(module); "
+            + "\(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs); load average before: \(TLSBench.loadAverage())")
+        var tokenRuns: [(rate: Double, cpu: Double)] = [], softwareRuns: [(rate: Double, cpu: Double)] = []
+        for _ in 0..<runs {
+            tokenRuns.append(try await TLSBench.rate(handshakes, loop(tokenClient, tokenServer.port)))
+            softwareRuns.append(try await TLSBench.rate(handshakes, loop(softwareClient, softwareServer.port)))
+        }
+        let tokenRate = TLSBench.median(tokenRuns.map(\.rate)), softwareRate = TLSBench.median(softwareRuns.map(\.rate))
+        func line(_ label: String, _ runs: [(rate: Double, cpu: Double)]) -> String {
+            "  \(label) \(BenchSupport.format(TLSBench.median(runs.map(\.rate)), 0))/s, CPU \(BenchSupport.format(TLSBench.median(runs.map(\.cpu)) * 1e6, 0)) µs/handshake  runs \(runs.map { BenchSupport.format($0.rate, 0) }.joined(separator: ", "))"
+        }
+        print("handshakes/s (connect, handshake, 1-byte round trip, close), \(handshakes) each:")
+        print(line("key in SoftHSM2 (PKCS #11)", tokenRuns))
+        print(line("key in memory              ", softwareRuns))
+        print("  ratio token/memory: \(BenchSupport.format(tokenRate / softwareRate, 2))")
+        await tokenServer.close()
+        await softwareServer.close()
+        for task in tasks { _ = await task.result }
+        try? await tokenGroup.shutdownGracefully()
+        try? await softwareGroup.shutdownGracefully()
+    }
+}
+
+extension Array where Element == UInt8 {
+    fileprivate func write(to path: String) throws {
+        try Data(self).write(to: URL(fileURLWithPath: path))
+        chmod(path, 0o600)
+    }
+}

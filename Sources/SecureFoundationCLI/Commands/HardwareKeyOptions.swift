@@ -1,0 +1,37 @@
+import ArgumentParser
+import Cipher
+import HardwareKeys
+import PinnedTLS
+
+/// How a command reaches a key in a PKCS #11 token: `--key pkcs11:…` with the module given by
+/// `--module` (or `module-path=` in the URI, never found in the data directory) and the PIN
+/// from `--pin-file`, `--pin-env`, `pin-source=` in the URI, or the terminal. A PIN is never an
+/// argument.
+struct HardwareKeyOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The PKCS #11 module (shared library) of the token, for --key pkcs11:… (absolute path; never inside the data directory).",
+                               valueName: "path"))
+    var module: String?
+
+    @Option(name: .customLong("pin-file"), help: ArgumentHelp("Read the token's user PIN from this file (first line).", valueName: "file"))
+    var pinFile: String?
+
+    @Option(name: .customLong("pin-env"), help: ArgumentHelp("Read the token's user PIN from this environment variable (its name, not the PIN).",
+                                                            valueName: "name"))
+    var pinEnv: String?
+
+    /// The PIN source these options name (the terminal when none is given).
+    func pinSource() throws -> PKCS11PINSource {
+        switch (pinFile, pinEnv) {
+        case (let file?, nil): return .file(file)
+        case (nil, let name?): return .environment(name)
+        case (nil, nil): return .prompt({ try CLI.readPassphrase(prompt: "Token PIN: ") })
+        default: throw ValidationError("give --pin-file or --pin-env, not both")
+        }
+    }
+
+    /// Opens the token key `uri` names; the module must not be inside `dataDirectory`.
+    func open(uri text: String, dataDirectory: String) throws -> PKCS11PrivateKey {
+        let uri = try PKCS11URI(text)
+        return try PKCS11PrivateKey(uri: uri, modulePath: module, refusing: [dataDirectory], pin: try pinSource())
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// The PKCS #11 device-key provider through the command line: a vault made with it opens only
+/// where the token is (and with its PIN), and migrates to and from the key file.
+@Suite("The device key wrapped by a PKCS #11 token")
+struct DeviceKeyTokenTests {
+    final class Setup: @unchecked Sendable {
+        let hsm: SoftHSM
+        let directory: TemporaryDirectory
+        let cli: String
+        var root: String { directory.path }
+        let passcodeFile: String
+        let uri = "pkcs11:token=device;object=device-key"
+
+        init() throws {
+            hsm = try SoftHSM()
+            try hsm.makeToken("device")
+            try hsm.tool("device", ["--keygen", "--key-type", "GENERIC:32", "--label", "device-key", "--id", "10", "--sensitive"])
+            directory = try TemporaryDirectory(prefix: "sf-token-device-key")
+            passcodeFile = try directory.file("passcode", "1234-abcd\n")
+            cli = try BuiltProducts.executable("securefoundation")
+        }
+
+        var home: [String] { ["--home", root + "/home", "--device-key", root + "/device.key"] }
+        var provider: [String] { ["--pkcs11-module", SoftHSM.module, "--pkcs11-uri", uri] }
+
+        func run(_ arguments: [String], pin: String? = SoftHSM.pin, stdin: ChildProcess.Input = .nullDevice) throws -> ChildProcess.Result {
+            var environment = hsm.environment
+            environment["XDG_CONFIG_HOME"] = root + "/config"
+            environment["SECUREFOUNDATION_AGENT"] = "off"
+            // An empty value stands for "not set" in a child's environment here.
+            environment["SECUREFOUNDATION_TOKEN_PIN"] = pin ?? ""
+            return try ChildProcess.run(cli, arguments, stdin: stdin, environment: environment, timeout: .seconds(120))
+        }
+
+        var find: [String] { ["keychain", "find-generic-password", "-s", "db", "-a", "app", "-w"] + home }
+    }
+
+    @Test("a vault made with the pkcs11 provider opens only with the token and its PIN")
+    func tokenOnly() throws {
+        guard SoftHSM.available() else { return }
+        let setup = try Setup()
+        let made = try setup.run(["vault", "init", "--passcode-file", setup.passcodeFile, "--device-key-provider", "pkcs11"] + setup.provider + setup.home)
+        #expect(made.status == 0, "\(made.errorText)")
+        #expect(access(setup.root + "/device.key", F_OK) != 0, "no key file is written")
+        let wrapped = try #require(try? Data(contentsOf: URL(fileURLWithPath: setup.root + "/home/device-key.pkcs11")))
+        #expect(wrapped.starts(with: Array("SFPKCS11".utf8) + [1]) && wrapped.count == 9 + 32 + 12 + 32 + 16)
+        let add = try setup.run(["keychain", "add-generic-password", "-s", "db", "-a", "app", "-w", "-", "--accessibility", "alwaysThisDeviceOnly"]
+                                + setup.home, stdin: .text("s3cret"))
+        #expect(add.status == 0, "\(add.errorText)")
+        #expect(try setup.run(setup.find).text == "s3cret\n")
+        #expect(try setup.run(["vault", "status"] + setup.home).text.contains("device key: pkcs11 \(setup.uri)"))
+
+        let wrong = try setup.run(setup.find, pin: "0000")
+        #expect(wrong.status != 0)
+        #expect(wrong.errorText.contains("CKR_PIN_INCORRECT"), "\(wrong.errorText)")
+        let none = try setup.run(setup.find, pin: nil)
+        #expect(none.status != 0)
+        #expect(none.errorText.contains("SECUREFOUNDATION_TOKEN_PIN"), "\(none.errorText)")
+
+        // The disk without the token: the token's storage moved away.
+        try FileManager.default.moveItem(atPath: setup.hsm.tokens, toPath: setup.hsm.tokens + ".away")
+        let stolen = try setup.run(setup.find)
+        #expect(stolen.status != 0)
+        #expect(stolen.errorText.contains("the PKCS #11 token cannot unwrap the device key"), "\(stolen.errorText)")
+        #expect(!stolen.text.contains("s3cret"))
+        try FileManager.default.moveItem(atPath: setup.hsm.tokens + ".away", toPath: setup.hsm.tokens)
+        #expect(try setup.run(setup.find).text == "s3cret\n")
+
+        // Rotation: a new device key wrapped by the token replaces the old one; items still open.
+        let before = try Data(contentsOf: URL(fileURLWithPath: setup.root + "/home/device-key.pkcs11"))
+        let rotated = try setup.run(["vault", "rotate-device-key", "--passcode-file", setup.passcodeFile] + setup.home)
+        #expect(rotated.status == 0, "\(rotated.errorText)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: setup.root + "/home/device-key.pkcs11")) != before)
+        #expect(try setup.run(setup.find).text == "s3cret\n")
+
+        // A module planted in the data directory is refused when migrating.
+        let planted = setup.root + "/home/module.so"
+        try FileManager.default.copyItem(atPath: SoftHSM.resolvedModule, toPath: planted)
+        let refused = try setup.run(["vault", "migrate-device-key", "--to", "pkcs11", "--pkcs11-module", planted, "--pkcs11-uri", setup.uri,
+                                     "--pkcs11-wrapped", setup.root + "/other.pkcs11"] + setup.home)
+        #expect(refused.status != 0)
+        #expect(refused.errorText.contains("inside the data directory"), "\(refused.errorText)")
+    }
+
+    @Test("migrate-device-key moves the same key from the file to the token and back")
+    func migrate() throws {
+        guard SoftHSM.available() else { return }
+        let setup = try Setup()
+        #expect(try setup.run(["vault", "init", "--passcode-file", setup.passcodeFile] + setup.home).status == 0)
+        let add = try setup.run(["keychain", "add-generic-password", "-s", "db", "-a", "app", "-w", "-", "--accessibility", "alwaysThisDeviceOnly"]
+                                + setup.home, stdin: .text("s3cret"))
+        #expect(add.status == 0, "\(add.errorText)")
+        let original = try Data(contentsOf: URL(fileURLWithPath: setup.root + "/device.key"))
+
+        let toToken = try setup.run(["vault", "migrate-device-key", "--to", "pkcs11"] + setup.provider + setup.home)
+        #expect(toToken.status == 0, "\(toToken.errorText)")
+        #expect(toToken.text.contains("same key; nothing re-encrypted"))
+        #expect(unlink(setup.root + "/device.key") == 0)
+        #expect(try setup.run(setup.find).text == "s3cret\n")
+
+        let back = try setup.run(["vault", "migrate-device-key", "--to", "file"] + setup.home)
+        #expect(back.status == 0, "\(back.errorText)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: setup.root + "/device.key")) == original)
+        // The token is no longer needed.
+        try FileManager.default.removeItem(atPath: setup.hsm.tokens)
+        let found = try setup.run(setup.find, pin: nil)
+        #expect(found.status == 0, "\(found.errorText)")
+        #expect(found.text == "s3cret\n")
+    }
+}
