@@ -285,22 +285,19 @@ struct ClassKeyTable: Sendable {
         try withLock(file: lockPath, body)
     }
 
-    /// Runs `body` holding an exclusive flock on `lockPath` (created 0600 if missing).
+    /// Runs `body` holding an exclusive flock on `lockPath` (created 0600 if missing), through
+    /// Vault's `FileLock`, the one owner of the lock-file sequence.
     func withLock<Result>(file lockPath: String, _ body: () throws -> Result) throws -> Result {
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { throw ProtectedFileError.permission(path: lockPath, reason: String(cString: strerror(errno))) }
-        defer { close(fd) }
-        do { try SecureFile.checkPrivate(lockPath, isDirectory: false) } catch let failure as SecureFile.Failure {
-            throw Self.map(failure, path: lockPath)
-        }
-        while true {
-            do { try FileCalls.lockExclusive(fd); break } catch {
-                if error.code == EINTR { continue }
-                throw ProtectedFileError.io("flock \(lockPath) failed: \(String(cString: strerror(error.code)))")
+        try FileLock.withExclusiveLock(path: lockPath, failure: { failure in
+            switch failure {
+            case let .system(operation: "open lock file", path: path, errno: code):
+                ProtectedFileError.permission(path: path, reason: String(cString: strerror(code)))
+            case let .system(operation: "flock", path: path, errno: code):
+                ProtectedFileError.io("flock \(path) failed: \(String(cString: strerror(code)))")
+            default:
+                Self.map(failure, path: lockPath)
             }
-        }
-        defer { FileCalls.unlock(fd) }
-        return try body()
+        }, body)
     }
 
     static func map(_ failure: SecureFile.Failure, path: String) -> ProtectedFileError {
