@@ -1,5 +1,4 @@
 import Foundation
-import Crypto
 import Cipher
 import Vault
 
@@ -31,9 +30,7 @@ public enum AgentPaths {
         if let explicit = environment["SECUREFOUNDATION_AGENT_SOCKET"], !explicit.isEmpty {
             return VaultPaths.absolute(explicit)
         }
-        let directory = VaultPaths.absolute(home ?? VaultPaths.defaultDirectory(environment: environment))
-        let digest = SHA256.hash(data: Array(directory.utf8))
-        let name = digest.prefix(8).map { String(format: "%02x", $0) }.joined()
+        let name = VaultPaths.digest(of: home ?? VaultPaths.defaultDirectory(environment: environment))
         return self.directory(environment: environment) + "/agent-\(name).sock"
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Cipher
+import Crypto
 
 /// Where the device key comes from.
 ///
@@ -113,6 +114,12 @@ enum KeyFile {
 
 /// Default locations.
 public enum VaultPaths {
+    /// 16 hex digits of SHA-256 of `directory` made absolute: the name one data directory gives
+    /// to what is kept per vault outside it (the agent's socket, the keyring entry of its device key).
+    public static func digest(of directory: String) -> String {
+        SHA256.hash(data: Array(absolute(directory).utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+    }
+
     /// The vault's data directory: `$SECUREFOUNDATION_HOME`, else `$XDG_DATA_HOME/securefoundation`,
     /// else `~/.local/share/securefoundation`.
     /// - Parameter environment: The environment to read the variables and `$HOME` from.

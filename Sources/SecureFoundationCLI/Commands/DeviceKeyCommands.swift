@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Crypto
 import SecureFoundation
 
 /// Where the device key comes from: `vault init --device-key-provider` and `vault migrate-device-key --to`.
@@ -49,50 +48,21 @@ struct DeviceKeyProviderOptions: ParsableArguments {
         return values.compactMap { $0 }
     }
 
-    /// Puts `key` where `kind` keeps it and returns the record naming it (the key is not changed).
-    func install(_ key: SecretBytes, kind: DeviceKeyRecord.Kind, home: String, filePath: String?) throws -> DeviceKeyRecord {
-        let check = DeviceKeyRecord.checkValue(of: key)
-        switch kind {
-        case .file:
-            let path = filePath.map { VaultPaths.absolute($0) } ?? FileDeviceKeyProvider.defaultPath()
-            if access(path, F_OK) == 0 {
-                let existing = try FileDeviceKeyProvider(path: path).deviceKey()
-                defer { existing.wipe() }
-                guard existing == key else {
-                    throw VaultError.deviceKey("\(path) already holds another device key; give another --device-key path")
-                }
-            } else {
-                try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(path))
-                try key.withUnsafeBytes { try SecureFile.writeAtomically(Array($0), to: path) }
-            }
-            return DeviceKeyRecord(kind: .file, path: path, check: check)
-        case .systemdCredential:
-            let path = VaultPaths.absolute(credentialFile ?? home + "/device-key.cred")
-            try SystemdCredentialDeviceKeyProvider.seal(key, name: credentialName, to: path, withKey: withKey)
-            return DeviceKeyRecord(kind: .systemdCredential, name: credentialName, sealedPath: path, check: check)
-        case .tpm2:
-            let prefix = VaultPaths.absolute(tpmSealed ?? home + "/device-key.tpm")
-            let pcrs = try pcrList()
-            try TPM2DeviceKeyProvider.seal(key, to: prefix, pcrs: pcrs)
-            return DeviceKeyRecord(kind: .tpm2, sealedPath: prefix, pcrs: pcrs, check: check)
-        case .pkcs11:
-            guard let pkcs11URI, let pkcs11Module else { throw ValidationError("--to pkcs11 needs --pkcs11-uri and --pkcs11-module") }
-            let path = VaultPaths.absolute(pkcs11Wrapped ?? home + "/device-key.pkcs11")
-            try PKCS11DeviceKeyProvider(modulePath: pkcs11Module, uri: pkcs11URI, sealedPath: path, refusing: [home]).seal(key)
-            return DeviceKeyRecord(kind: .pkcs11, sealedPath: path, module: pkcs11Module, uri: pkcs11URI, check: check)
-        case .keyring:
-            let backingKind = try Self.kind(keyringBacking, option: "--keyring-backing")
-            guard backingKind != .keyring else { throw ValidationError("--keyring-backing cannot be keyring") }
-            guard keyringTimeout >= 1 else { throw ValidationError("--keyring-timeout must be at least 1 second") }
-            var record = try install(key, kind: backingKind, home: home, filePath: filePath)
-            let digest = SHA256.hash(data: Array(home.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
-            record.backing = record.kind
-            record.backingName = record.kind == .systemdCredential ? record.name : nil
-            record.kind = .keyring
-            record.name = "securefoundation:device-key:" + digest
-            record.timeout = keyringTimeout
-            return record
-        }
+    /// The library's installation request these options make for `kind`.
+    func installation(kind: DeviceKeyRecord.Kind) throws -> DeviceKeyInstallation {
+        var installation = DeviceKeyInstallation(kind: kind)
+        installation.credentialName = credentialName
+        installation.credentialFile = credentialFile
+        installation.withKey = withKey
+        installation.tpmSealed = tpmSealed
+        installation.pcrs = try pcrList()
+        installation.keyringTimeout = keyringTimeout
+        installation.keyringBacking = try Self.kind(keyringBacking, option: "--keyring-backing")
+        installation.pkcs11URI = pkcs11URI
+        installation.pkcs11Module = pkcs11Module
+        installation.pkcs11Wrapped = pkcs11Wrapped
+        try installation.validate()
+        return installation
     }
 }
 
@@ -153,21 +123,9 @@ struct VaultMigrateDeviceKeyCommand: ParsableCommand {
             guard let to else { return }
             let manager = try home.manager(useAgent: false)
             try VaultCLI.requireSetUp(manager)
+            let installation = try provider.installation(kind: try DeviceKeyProviderOptions.kind(to, option: "--to"))
             let current = try home.deviceKeyProvider()
-            let previous = try? DeviceKeyRecord.load(directory: manager.directory, filePath: home.deviceKey)
-            let key = try VaultError.callWrapping { try current.deviceKey() }
-            defer { key.wipe() }
-            let record = try provider.install(key, kind: try DeviceKeyProviderOptions.kind(to, option: "--to"), home: manager.directory, filePath: home.deviceKey)
-            // A keyring entry under the new description may be another vault's (an erased one
-            // at this path): the read-back below must take the key from its source.
-            if record.kind == .keyring, let name = record.name { KeyringDeviceKeyProvider.evict(description: name) }
-            let check = try record.provider(filePath: home.deviceKey).deviceKey()
-            check.wipe()
-            try record.save(directory: manager.directory, filePath: home.deviceKey)
-            // The old provider's keyring cache no longer names this vault's key source.
-            if let previous, previous.kind == .keyring, let name = previous.name, !(record.kind == .keyring && record.name == name) {
-                KeyringDeviceKeyProvider.evict(description: name)
-            }
+            let record = try VaultError.callWrapping { try installation.migrate(manager: manager, current: current, filePath: home.deviceKey) }
             try VaultCLI.say("device key moved to \(record.summary) (same key; nothing re-encrypted)")
         }
     }

@@ -96,7 +96,7 @@ struct VaultInitCommand: ParsableCommand {
                 let usesFile = kind == .file || (kind == .keyring && providerOptions.keyringBacking == "file")
                 let key = usesFile ? try FileDeviceKeyProvider(path: home.deviceKey).deviceKey() : try SecretBytes.random(count: 32)
                 defer { key.wipe() }
-                let installed = try providerOptions.install(key, kind: kind, home: manager.directory, filePath: home.deviceKey)
+                let installed = try providerOptions.installation(kind: kind).install(key, home: manager.directory, filePath: home.deviceKey)
                 record = installed
                 manager = try home.manager(policy: policy, provider: installed.provider(filePath: home.deviceKey))
             }
