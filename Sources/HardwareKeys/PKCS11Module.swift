@@ -1,4 +1,5 @@
 import Foundation
+import Cipher
 internal import CPKCS11
 
 /// A PKCS #11 module (the shared library of a token's vendor), loaded once per process.
@@ -83,18 +84,20 @@ public final class PKCS11Module: @unchecked Sendable {
         let resolved = String(cString: resolvedPointer)
         free(resolvedPointer)
         try refuse(resolved)
-        var info = stat()
-        guard stat(resolved, &info) == 0 else { throw .moduleUnavailable(path: resolved, reason: String(cString: strerror(errno))) }
-        guard info.st_mode & S_IFMT == S_IFREG else { throw .moduleRefused(path: path, reason: "it is not a regular file") }
-        guard info.st_uid == 0 || info.st_uid == geteuid() else {
-            throw .moduleRefused(path: path, reason: "it is owned by uid \(info.st_uid), neither root nor this user")
+        let info: FileStatus
+        do { info = try FileCalls.status(atPath: resolved) } catch {
+            throw .moduleUnavailable(path: resolved, reason: String(cString: strerror(error.code)))
         }
-        guard info.st_mode & (S_IWGRP | S_IWOTH) == 0 else {
+        guard info.kind == .regular else { throw .moduleRefused(path: path, reason: "it is not a regular file") }
+        guard info.owner == 0 || info.owner == geteuid() else {
+            throw .moduleRefused(path: path, reason: "it is owned by uid \(info.owner), neither root nor this user")
+        }
+        guard info.permissions & 0o022 == 0 else {
             throw .moduleRefused(path: path, reason: "it is writable by group or others")
         }
         let directory = (resolved as NSString).deletingLastPathComponent
-        var dirInfo = stat()
-        if stat(directory, &dirInfo) == 0, dirInfo.st_mode & (S_IWGRP | S_IWOTH) != 0, dirInfo.st_mode & S_ISVTX == 0 {
+        // A directory writable by others lets them replace the module, unless it is sticky (/tmp).
+        if let directoryInfo = try? FileCalls.status(atPath: directory), directoryInfo.permissions & 0o022 != 0, directoryInfo.permissions & 0o1000 == 0 {
             throw .moduleRefused(path: path, reason: "its directory \(directory) is writable by group or others")
         }
         return resolved
