@@ -72,6 +72,20 @@ public final class PKCS11PrivateKey: Sendable, Hashable, CustomStringConvertible
     /// key failed; this says why), nil when none has.
     public var lastFailure: HardwareKeyError? { failure.withLock { lastFailureValue } }
 
+    /// Loads the module, finds the one token `uri` names, and reads its PIN when it needs a
+    /// login: what opening a private or a secret key starts with.
+    static func openToken(uri: PKCS11URI, modulePath: String?, refusing: [String],
+                          pin: PKCS11PINSource) throws(HardwareKeyError) -> (PKCS11Module, PKCS11Module.Token, SecretBytes?) {
+        let module = try PKCS11Module.load(path: try Self.modulePath(uri: uri, given: modulePath), refusing: refusing)
+        let tokens = try module.tokens(matching: uri)
+        guard let token = tokens.first else { throw .tokenNotFound(uri.tokenDescription) }
+        guard tokens.count == 1 else {
+            throw .tokenNotFound("\(uri.tokenDescription) (\(tokens.count) tokens match; name one with token= or serial=)")
+        }
+        let secret: SecretBytes? = token.loginRequired ? try Self.pin(uri: uri, given: pin).read() : nil
+        return (module, token, secret)
+    }
+
     /// Opens the private key `uri` names.
     ///
     /// - Parameters:
@@ -83,13 +97,7 @@ public final class PKCS11PrivateKey: Sendable, Hashable, CustomStringConvertible
     /// - Throws: ``HardwareKeyError``.
     public init(uri: PKCS11URI, modulePath: String?, refusing: [String] = [], pin: PKCS11PINSource) throws(HardwareKeyError) {
         if let type = uri.type, type != "private" { throw .invalidURI("type=\(type) does not name a private key") }
-        let module = try PKCS11Module.load(path: try Self.modulePath(uri: uri, given: modulePath), refusing: refusing)
-        let tokens = try module.tokens(matching: uri)
-        guard let token = tokens.first else { throw .tokenNotFound(uri.tokenDescription) }
-        guard tokens.count == 1 else {
-            throw .tokenNotFound("\(uri.tokenDescription) (\(tokens.count) tokens match; name one with token= or serial=)")
-        }
-        let secret: SecretBytes? = token.loginRequired ? try Self.pin(uri: uri, given: pin).read() : nil
+        let (module, token, secret) = try Self.openToken(uri: uri, modulePath: modulePath, refusing: refusing, pin: pin)
         let label = uri.object, id = uri.id
         let sessions = try TokenSessions(module: module, slot: token.slot, pin: secret) { module, session throws(HardwareKeyError) in
             let found = try TokenSessions.find(module, session: session, objectClass: CK.objectClassPrivateKey, label: label, id: id)

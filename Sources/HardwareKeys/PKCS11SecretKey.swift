@@ -21,13 +21,7 @@ public final class PKCS11SecretKey: Sendable {
     ///   not a generic secret, or that the token would let out.
     public init(uri: PKCS11URI, modulePath: String?, refusing: [String] = [], pin: PKCS11PINSource) throws(HardwareKeyError) {
         if let type = uri.type, type != "secret-key" { throw .invalidURI("type=\(type) does not name a secret key") }
-        let module = try PKCS11Module.load(path: try PKCS11PrivateKey.modulePath(uri: uri, given: modulePath), refusing: refusing)
-        let tokens = try module.tokens(matching: uri)
-        guard let token = tokens.first else { throw .tokenNotFound(uri.tokenDescription) }
-        guard tokens.count == 1 else {
-            throw .tokenNotFound("\(uri.tokenDescription) (\(tokens.count) tokens match; name one with token= or serial=)")
-        }
-        let secret: SecretBytes? = token.loginRequired ? try PKCS11PrivateKey.pin(uri: uri, given: pin).read() : nil
+        let (module, token, secret) = try PKCS11PrivateKey.openToken(uri: uri, modulePath: modulePath, refusing: refusing, pin: pin)
         let label = uri.object, id = uri.id
         let sessions = try TokenSessions(module: module, slot: token.slot, pin: secret) { module, session throws(HardwareKeyError) in
             let found = try TokenSessions.find(module, session: session, objectClass: CK.objectClassSecretKey,

@@ -66,6 +66,7 @@ final class TokenSessions: @unchecked Sendable {
     deinit {
         for entry in idle { _ = cpk_close_session(module.handle, entry.session) }
         _ = cpk_close_session(module.handle, anchor)
+        pin?.wipe()
     }
 
     /// The anchor session, for lookups done once while the key is being opened.
