@@ -4,8 +4,8 @@ import CryptoExtras
 import Foundation
 import X509
 
-/// How a signature is made with a token key.
-public enum PKCS11SignatureScheme: Sendable, Hashable, CaseIterable {
+/// How a signature is made with a key that stays in hardware (a PKCS #11 token or the TPM).
+public enum HardwareSignatureScheme: Sendable, Hashable, CaseIterable {
     case ecdsaSHA256, ecdsaSHA384, ecdsaSHA512
     case rsaPSSSHA256, rsaPSSSHA384, rsaPSSSHA512
     case rsaPKCS1SHA256, rsaPKCS1SHA384, rsaPKCS1SHA512
@@ -47,7 +47,7 @@ public enum PKCS11SignatureScheme: Sendable, Hashable, CaseIterable {
 ///
 /// Thread safety: signatures may be made from several threads at once; each uses a session of
 /// its own.
-public final class PKCS11PrivateKey: Sendable, Hashable, CustomStringConvertible {
+public final class PKCS11PrivateKey: HardwareSigningKey, Hashable, CustomStringConvertible {
     /// The key's algorithm.
     public enum Algorithm: Sendable, Hashable {
         case p256, p384
@@ -152,7 +152,7 @@ public final class PKCS11PrivateKey: Sendable, Hashable, CustomStringConvertible
     }
 
     /// The schemes this key signs with.
-    public var signatureSchemes: [PKCS11SignatureScheme] {
+    public var signatureSchemes: [HardwareSignatureScheme] {
         switch algorithm {
         case .p256: [.ecdsaSHA256]
         case .p384: [.ecdsaSHA384]
@@ -164,7 +164,7 @@ public final class PKCS11PrivateKey: Sendable, Hashable, CustomStringConvertible
     /// X.509 carry them); RSA signatures as the token made them.
     ///
     /// - Throws: ``HardwareKeyError``; nothing falls back to a software key.
-    public func signature(for message: [UInt8], scheme: PKCS11SignatureScheme) throws(HardwareKeyError) -> [UInt8] {
+    public func signature(for message: [UInt8], scheme: HardwareSignatureScheme) throws(HardwareKeyError) -> [UInt8] {
         do {
             return try sign(message, scheme: scheme)
         } catch {
@@ -173,7 +173,7 @@ public final class PKCS11PrivateKey: Sendable, Hashable, CustomStringConvertible
         }
     }
 
-    private func sign(_ message: [UInt8], scheme: PKCS11SignatureScheme) throws(HardwareKeyError) -> [UInt8] {
+    private func sign(_ message: [UInt8], scheme: HardwareSignatureScheme) throws(HardwareKeyError) -> [UInt8] {
         guard signatureSchemes.contains(scheme) else { throw .unsupportedKey("\(scheme) with a \(algorithm) key") }
         let digest = scheme.digest(message)
         switch algorithm {
@@ -204,6 +204,8 @@ public final class PKCS11PrivateKey: Sendable, Hashable, CustomStringConvertible
     }
 
     public var description: String { "PKCS11PrivateKey(\(uri.text))" }
+    /// The key's PKCS #11 URI.
+    public var location: String { uri.text }
 
     public static func == (lhs: PKCS11PrivateKey, rhs: PKCS11PrivateKey) -> Bool { lhs === rhs }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }

@@ -87,8 +87,8 @@ enum NIOBridge {
             let chain: [NIOSSLCertificateSource] = try identity.chain.map { .certificate(try nioCertificate($0)) }
             let software: Certificate.PrivateKey
             switch identity.key {
-            case .pkcs11(let tokenKey):
-                // The key stays in the token: BoringSSL asks it for each signature.
+            case .hardware(let tokenKey):
+                // The key stays in hardware: BoringSSL asks it for each signature.
                 return (chain, .privateKey(NIOSSLPrivateKey(customPrivateKey: TokenTLSKey(key: tokenKey))))
             case .software(let key):
                 software = key

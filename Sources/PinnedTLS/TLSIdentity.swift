@@ -7,22 +7,22 @@ import X509
 ///
 /// The chain is leaf first; intermediates follow in order and the root may be left out. The
 /// private key must be the leaf certificate's key. The key is either held in memory
-/// (``Key/software(_:)``, read from the keychain or a PEM file) or stays in a PKCS #11 token
-/// (``Key/pkcs11(_:)``): TLS then signs through the token and the key's bytes never enter the
-/// process.
+/// (``Key/software(_:)``, read from the keychain or a PEM file) or stays in hardware, a PKCS #11
+/// token or the TPM (``Key/hardware(_:)``): TLS then signs through the hardware and the key's
+/// bytes never enter the process.
 public struct TLSIdentity: Sendable {
     /// Where the leaf's private key is.
     public enum Key: Sendable {
         /// In memory.
         case software(Certificate.PrivateKey)
-        /// In a PKCS #11 token; every signature is made by the token.
-        case pkcs11(PKCS11PrivateKey)
+        /// In hardware (a PKCS #11 token, the TPM); every signature is made there.
+        case hardware(any HardwareSigningKey)
 
         /// The key's public key.
         public var publicKey: Certificate.PublicKey {
             switch self {
             case .software(let key): key.publicKey
-            case .pkcs11(let key): key.publicKey
+            case .hardware(let key): key.publicKey
             }
         }
     }
@@ -48,11 +48,11 @@ public struct TLSIdentity: Sendable {
         self.init(chain: chain, key: .software(privateKey))
     }
 
-    /// Creates an identity whose key stays in a PKCS #11 token.
+    /// Creates an identity whose key stays in hardware (a PKCS #11 token, the TPM).
     ///
-    /// - Returns: `nil` when the chain is empty or the token's key does not belong to the leaf.
-    public init?(chain: [Certificate], tokenKey: PKCS11PrivateKey) {
-        self.init(chain: chain, key: .pkcs11(tokenKey))
+    /// - Returns: `nil` when the chain is empty or the hardware key does not belong to the leaf.
+    public init?(chain: [Certificate], tokenKey: any HardwareSigningKey) {
+        self.init(chain: chain, key: .hardware(tokenKey))
     }
 
     /// Creates an identity from a chain and a key wherever it is.

@@ -3,14 +3,18 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 
-/// A PKCS #11 key as swift-nio-ssl takes a custom key: BoringSSL hands the data to sign, the
-/// token signs it on NIO's blocking thread pool (a token may take milliseconds; the event loop
-/// never waits), and a failure fails the handshake. Nothing falls back to a software key.
+/// A key that stays in hardware (a PKCS #11 token, the TPM) as swift-nio-ssl takes a custom
+/// key: BoringSSL hands the data to sign, the hardware signs it on NIO's blocking thread pool
+/// (a token may take milliseconds; the event loop never waits), and a failure fails the
+/// handshake. Nothing falls back to a software key.
 struct TokenTLSKey: NIOSSLCustomPrivateKey, Hashable {
-    let key: PKCS11PrivateKey
+    let key: any HardwareSigningKey
+
+    static func == (lhs: TokenTLSKey, rhs: TokenTLSKey) -> Bool { lhs.key === rhs.key }
+    func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(key)) }
 
     /// TLS signature schemes and the token's schemes they are made with.
-    static func scheme(_ algorithm: SignatureAlgorithm) -> PKCS11SignatureScheme? {
+    static func scheme(_ algorithm: SignatureAlgorithm) -> HardwareSignatureScheme? {
         switch algorithm {
         case .ecdsaSecp256R1Sha256: .ecdsaSHA256
         case .ecdsaSecp384R1Sha384: .ecdsaSHA384

@@ -276,7 +276,7 @@ struct TLSServeCommand: AsyncParsableCommand {
             try await server.run(onRefused: { error in
                 if error is TLSTrustError {
                     CLI.warn("securefoundation: refused: \(CLI.describe(error))")
-                } else if case .pkcs11(let key) = identity.key, let failure = key.lastFailure {
+                } else if case .hardware(let key) = identity.key, let failure = key.lastFailure {
                     // BoringSSL only says that the key failed; the token says why.
                     CLI.warn("securefoundation: handshake not completed: \(CLI.describe(error)); the token key failed: \(failure)")
                 } else {
