@@ -6,7 +6,7 @@ import Testing
         let scratch = try ScratchDirectory()
         let result = try CLIRunner.run(["tour", "--home", scratch.path])
         #expect(result.status == 0, "\(result.stderr)\n\(result.text)")
-        #expect(result.text.contains("All 12 steps did what they claim"))
+        #expect(result.text.contains("All 13 steps did what they claim"))
         for claim in ["refused with the typed reason", "2 of 3 suffice", "old data still opens", "nothing opens any more",
                       "locked: a completeUnlessOpen file was written", "upgraded to complete",
                       "locked again: the complete file is unreadable: the complete protected-file class is unavailable",
@@ -21,6 +21,14 @@ import Testing
             #expect(result.text.contains("-d` opens our file"))
             #expect(result.text.contains("`age -d -j securefoundation inbox/order-42.json` (the real age, through age-plugin-securefoundation) read the complete file"))
             #expect(result.text.contains("after `agent lock` the real age is refused too"))
+        }
+        if FileManager.default.fileExists(atPath: "/usr/lib/softhsm/libsofthsm2.so"), CLIRunner.which("softhsm2-util") != nil,
+           CLIRunner.which("pkcs11-tool") != nil {
+            #expect(result.text.contains("sensitive, not extractable"))
+            #expect(result.text.contains("the signature came from the token, the key's bytes never entered this process"))
+            #expect(result.text.contains("token taken away: the next handshake fails (C_"))
+        } else {
+            #expect(result.text.contains("SoftHSM2 or pkcs11-tool is not installed: skipping"))
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path).isEmpty)
     }

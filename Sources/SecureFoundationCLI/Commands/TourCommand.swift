@@ -230,6 +230,7 @@ struct Tour {
         try protectedDatabaseStep(manager: manager, passcode: passcode)
         try sharingStep()
         try agentStep(passcode: passcode)
+        try hardwareKeyStep()
 
         // 9. Erase
         say("Crypto-erase everything")
