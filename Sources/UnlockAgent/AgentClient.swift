@@ -158,6 +158,25 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
         return try decodeStatus(payload)
     }
 
+    /// Gives the agent the user PIN of the token its device key is wrapped by (the `pkcs11`
+    /// device-key provider), for a token whose PIN is typed by a person rather than kept in a
+    /// file or the environment. The agent holds it in locked memory until it stops (locking
+    /// does not forget it); send it before the first ``unlock(passcode:)``.
+    /// - Parameter pin: The PIN, 1 to 256 bytes (wiped by the caller).
+    /// - Throws: `VaultError.invalidArgument` for an empty or over-long PIN, ``AgentError``.
+    public func giveTokenPIN(_ pin: SecretBytes) throws {
+        guard (1...AgentProtocol.maximumPIN).contains(pin.count) else {
+            throw VaultError.invalidArgument("a token PIN of \(pin.count) bytes (1 to \(AgentProtocol.maximumPIN))")
+        }
+        let body = SecretBytes(count: 2 + pin.count) { target in
+            target[0] = AgentProtocol.version
+            target[1] = AgentProtocol.Operation.tokenPIN.rawValue
+            pin.withUnsafeBytes { (target.baseAddress! + 2).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        }
+        defer { body.wipe() }
+        try request(body).wipe()
+    }
+
     /// Locks the agent's vault at once (whenUnlocked keys are wiped; afterFirstUnlock keys stay
     /// until the agent stops).
     /// - Throws: ``AgentError/notRunning(socket:)`` when no agent answers, ``AgentError``.
@@ -229,6 +248,23 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
         guard protectionClass != .always else { return nil }
         // The reason of a nil is in `lastFailure` (recorded by every request).
         return try? classKeys(for: Accessibility(protectionClass), vaultID: vaultID)
+    }
+
+    /// `UnlockedClassKeySource`: the device key as the agent reads it (with the token PIN it
+    /// was given), or nil when no agent runs, it serves another vault or cannot read the key
+    /// (``lastFailure`` says which). The manager checks the key against the trusted record.
+    /// - Parameter vaultID: The vault's 16-byte identifier.
+    /// - Returns: The 32-byte device key, or nil.
+    public func deviceKey(vaultID: Data) -> SecretBytes? {
+        guard vaultID.count == 16 else { return nil }
+        let body = SecretBytes(copying: [AgentProtocol.version, AgentProtocol.Operation.deviceKey.rawValue] + Array(vaultID))
+        defer { body.wipe() }
+        guard let payload = try? request(body) else { return nil }
+        guard payload.count == 32 else {
+            payload.wipe()
+            return nil
+        }
+        return payload
     }
 
     /// The agent's lock state: the current state first, then every change (unlock, lock, a TTL

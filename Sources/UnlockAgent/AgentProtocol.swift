@@ -35,7 +35,17 @@ enum AgentProtocol {
         /// the agent unwraps a protected file's key with the class identity, which it keeps
         /// (``unwrapRequest(onlyClass:stanzas:)``; for `age-plugin-securefoundation`).
         case unwrapFileKey = 7
+        /// `PIN (1 to 256 bytes)` → empty: the agent holds the user PIN of the token its
+        /// device key is wrapped by (the `pkcs11` device-key provider) until it stops.
+        case tokenPIN = 8
+        /// `vault id (16)` → `device key (32)`: the device key as the agent reads it (its
+        /// provider, with the token PIN it holds), for a process of the same user whose own
+        /// provider cannot read it; that process checks it against the trusted record.
+        case deviceKey = 9
     }
+
+    /// The longest token PIN a ``Operation/tokenPIN`` request carries.
+    static let maximumPIN = 256
 
     /// At most this many stanzas go in one unwrap request (the `X25519` and class stanzas of one header).
     static let maximumUnwrapStanzas = 64

@@ -45,6 +45,13 @@ extension AgentServer {
             }
             defer { response.wipe() }
             try AgentProtocol.writeFrame(fd, response)
+        case .tokenPIN:
+            try holdTokenPIN(request)
+            try AgentProtocol.writeFrame(fd, AgentProtocol.okResponse())
+        case .deviceKey:
+            let response = try deviceKey(request)
+            defer { response.wipe() }
+            try AgentProtocol.writeFrame(fd, response)
         case .subscribe:
             let admitted = locked { state -> Bool in
                 guard state.subscribers.count + state.pendingSubscribers.count < configuration.maximumSubscribers else { return false }
@@ -77,6 +84,44 @@ extension AgentServer {
             return AgentStatus(state: unlocked ? .unlocked : .locked, firstUnlockDone: state.firstUnlockDone, home: manager.directory,
                                idleTTL: configuration.idleTTL, maxTTL: configuration.maxTTL, idleRemaining: idle, maxRemaining: max,
                                pid: getpid(), uid: UInt32(geteuid()))
+        }
+    }
+
+    /// Holds the device key's token PIN for this process (``PKCS11DeviceKeyProvider/holdPIN(_:)``)
+    /// until the agent stops.
+    func holdTokenPIN(_ request: SecretBytes) throws {
+        let count = request.count - 2
+        guard (1...AgentProtocol.maximumPIN).contains(count) else {
+            throw AgentError.protocolViolation("a token PIN of \(count) bytes (1 to \(AgentProtocol.maximumPIN))")
+        }
+        let pin = request.slice(2..<request.count)
+        defer { pin.wipe() }
+        PKCS11DeviceKeyProvider.holdPIN(pin)
+        // Tried at once, so that a wrong PIN is reported to the person who typed it (the
+        // token counts the attempt, as any login) and not kept.
+        do {
+            try manager.deviceKeyForAgent().wipe()
+        } catch {
+            PKCS11DeviceKeyProvider.holdPIN(nil)
+            throw error
+        }
+        log?("holding the token PIN for the device key")
+    }
+
+    /// `0 ‖ device key` for the vault this agent serves.
+    func deviceKey(_ request: SecretBytes) throws -> SecretBytes {
+        let vaultID = try request.withUnsafeBytes { bytes -> Data in
+            guard bytes.count == 2 + 16 else { throw AgentError.protocolViolation("a device-key request of \(bytes.count) bytes") }
+            return Data(bytes[2..<18])
+        }
+        guard try manager.vaultID == vaultID else {
+            throw AgentError.remote("this agent serves another vault (\(manager.directory))")
+        }
+        let key = try manager.deviceKeyForAgent()
+        defer { key.wipe() }
+        return SecretBytes(count: 1 + key.count) { target in
+            target[0] = 0
+            key.withUnsafeBytes { (target.baseAddress! + 1).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
         }
     }
 

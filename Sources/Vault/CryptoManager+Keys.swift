@@ -241,7 +241,8 @@ extension CryptoManager {
         do {
             key = try deviceKeyProvider.deviceKey()
         } catch {
-            throw VaultError.wrap(error)
+            guard let served = try agentDeviceKey() else { throw VaultError.wrap(error) }
+            key = served
         }
         guard key.count == 32 else {
             key.wipe()
@@ -256,6 +257,28 @@ extension CryptoManager {
             if memory.deviceKey == nil { memory.deviceKey = key.copy() }
         }
         return key
+    }
+
+    /// The device key from ``unlockedKeySource`` (the unlock agent, which may hold a token's
+    /// PIN this process lacks), when the provider has a trusted record (beside the device key,
+    /// outside the data directory) whose check value the key must match; else nil.
+    /// - Throws: ``VaultError/deviceKey(_:)`` for a served key that is not this vault's.
+    func agentDeviceKey() throws -> SecretBytes? {
+        guard let checked = deviceKeyProvider as? CheckedDeviceKeyProvider, let source = unlockedKeySource,
+              let vaultID = (try? loadState())??.vaultID, let served = source.deviceKey(vaultID: vaultID) else { return nil }
+        guard served.count == 32, DeviceKeyRecord.checkValue(of: served) == checked.record.check else {
+            served.wipe()
+            throw VaultError.deviceKey("the unlock agent gave a device key that is not this vault's (its check value differs from the record beside the device key); stop that agent and start one for this vault")
+        }
+        return served
+    }
+
+    /// The device key as this manager reads it (its provider, else the unlock agent), for the
+    /// unlock agent to serve to processes of the same user that cannot read it themselves.
+    /// - Returns: A copy of the 32-byte device key (the caller wipes it).
+    /// - Throws: ``VaultError/deviceKey(_:)`` and the provider's errors.
+    package func deviceKeyForAgent() throws -> SecretBytes {
+        try cachedDeviceKey()
     }
 
     /// The always-class keys, current first: `always.key` in the data directory, created on

@@ -16,4 +16,17 @@ public protocol UnlockedClassKeySource: Sendable {
     /// - Returns: The keys (the caller wipes them), or nil when the source cannot give them
     ///   (no agent running, the agent is locked or holds another vault).
     func unlockedClassKeys(_ protectionClass: ProtectionClass, vaultID: Data) -> [SecretBytes]?
+
+    /// The device key of the vault named `vaultID` as the source's process reads it, for when
+    /// this process's own provider cannot (a token whose PIN was given to the unlock agent
+    /// only). The manager uses it only when it has the trusted device-key record's check value
+    /// and the key matches it.
+    ///
+    /// - Returns: The 32-byte device key (the caller wipes it), or nil (the default).
+    func deviceKey(vaultID: Data) -> SecretBytes?
+}
+
+extension UnlockedClassKeySource {
+    /// No device key: the default for sources that serve only class keys.
+    public func deviceKey(vaultID: Data) -> SecretBytes? { nil }
 }

@@ -1,3 +1,4 @@
+import Cipher
 import Foundation
 import TestSupport
 import Testing
@@ -12,6 +13,8 @@ struct DeviceKeyTokenTests {
         let cli: String
         var root: String { directory.path }
         let passcodeFile: String
+        /// The agent's runtime directory (short: a socket path has at most 107 bytes).
+        var runtime = ""
         let uri = "pkcs11:token=device;object=device-key"
 
         init() throws {
@@ -26,10 +29,12 @@ struct DeviceKeyTokenTests {
         var home: [String] { ["--home", root + "/home", "--device-key", root + "/device.key"] }
         var provider: [String] { ["--pkcs11-module", SoftHSM.module, "--pkcs11-uri", uri] }
 
-        func run(_ arguments: [String], pin: String? = SoftHSM.pin, stdin: ChildProcess.Input = .nullDevice) throws -> ChildProcess.Result {
+        func run(_ arguments: [String], pin: String? = SoftHSM.pin, agent: Bool = false,
+                 stdin: ChildProcess.Input = .nullDevice) throws -> ChildProcess.Result {
             var environment = hsm.environment
             environment["XDG_CONFIG_HOME"] = root + "/config"
-            environment["SECUREFOUNDATION_AGENT"] = "off"
+            if !runtime.isEmpty { environment["XDG_RUNTIME_DIR"] = runtime }
+            environment["SECUREFOUNDATION_AGENT"] = agent ? "" : "off"
             // An empty value stands for "not set" in a child's environment here.
             environment["SECUREFOUNDATION_TOKEN_PIN"] = pin ?? ""
             return try ChildProcess.run(cli, arguments, stdin: stdin, environment: environment, timeout: .seconds(120))
@@ -109,5 +114,46 @@ struct DeviceKeyTokenTests {
         let found = try setup.run(setup.find, pin: nil)
         #expect(found.status == 0, "\(found.errorText)")
         #expect(found.text == "s3cret\n")
+    }
+
+    @Test("the unlock agent holds the token PIN `agent unlock --token-pin-file` gives it; no PIN in a file or the environment of the service")
+    func agentHoldsThePIN() throws {
+        guard SoftHSM.available() else { return }
+        let setup = try Setup()
+        var template = Array("/tmp/sf-run-XXXXXX".utf8CString)
+        setup.runtime = String(cString: try #require(mkdtemp(&template)))
+        defer { try? FileManager.default.removeItem(atPath: setup.runtime) }
+        let agentHome = ["--home", setup.root + "/home"]
+        let made = try setup.run(["vault", "init", "--passcode-file", setup.passcodeFile, "--device-key-provider", "pkcs11"] + setup.provider + setup.home)
+        #expect(made.status == 0, "\(made.errorText)")
+        let add = try setup.run(["keychain", "add-generic-password", "-s", "db", "-a", "app", "-w", "-", "--accessibility", "whenUnlockedThisDeviceOnly",
+                                 "--passcode-file", setup.passcodeFile] + setup.home, stdin: .text("s3cret"))
+        #expect(add.status == 0, "\(add.errorText)")
+        // The agent starts without the PIN in its environment.
+        let start = try setup.run(["agent", "start"] + setup.home, pin: nil)
+        #expect(start.status == 0, "\(start.errorText) \(start.text)")
+        defer { _ = try? setup.run(["agent", "stop"] + agentHome, pin: nil) }
+        let noPIN = try setup.run(["agent", "unlock", "--passcode-file", setup.passcodeFile] + agentHome, pin: nil)
+        let findThroughAgent = try setup.run(setup.find, pin: nil, agent: true)
+        #expect(findThroughAgent.status != 0 && !findThroughAgent.text.contains("s3cret"),
+                "without the PIN the agent (unlock: \(noPIN.status) \(noPIN.errorText)) gave the device-bound key: \(findThroughAgent.text)")
+
+        let wrongFile = try setup.directory.file("wrong-pin", "0000\n")
+        _ = try setup.run(["agent", "lock"] + agentHome, pin: nil)
+        let wrong = try setup.run(["agent", "unlock", "--token-pin-file", wrongFile, "--passcode-file", setup.passcodeFile] + agentHome, pin: nil)
+        #expect(wrong.status != 0)
+        #expect(wrong.errorText.contains("CKR_PIN_INCORRECT"), "\(wrong.errorText)")
+
+        let pinFile = try setup.directory.file("pin", SoftHSM.pin + "\n")
+        let unlocked = try setup.run(["agent", "unlock", "--token-pin-file", pinFile, "--passcode-file", setup.passcodeFile] + agentHome, pin: nil)
+        #expect(unlocked.status == 0, "\(unlocked.errorText)")
+        let found = try setup.run(setup.find, pin: nil, agent: true)
+        #expect(found.status == 0, "\(found.errorText) / \(findThroughAgent.errorText)")
+        #expect(found.text == "s3cret\n")
+        // Without the agent the same process has no PIN.
+        let alone = try setup.run(setup.find, pin: nil)
+        #expect(alone.status != 0 && alone.errorText.contains("agent unlock --token-pin"), "\(alone.errorText)")
+        let both = try setup.run(["agent", "unlock", "--token-pin", "--token-pin-file", pinFile] + agentHome, pin: nil)
+        #expect(both.status == 64, "\(both.errorText)")
     }
 }

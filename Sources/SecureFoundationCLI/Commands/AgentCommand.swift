@@ -240,8 +240,13 @@ struct AgentUnlockCommand: ParsableCommand {
         Counts as an unlock attempt, as `vault unlock` does. The passcode is wiped in both \
         processes once the KDF has run.
 
+        A vault whose device key is wrapped by a PKCS #11 token (the pkcs11 provider) needs the \
+        token's PIN in the agent: --token-pin asks for it on the terminal, --token-pin-file reads \
+        it; the agent holds it until it stops (docs/HARDWARE-KEYS.md).
+
         Example:
           securefoundation agent unlock --passcode-file pin.txt
+          securefoundation agent unlock --token-pin
         """
     )
 
@@ -249,10 +254,27 @@ struct AgentUnlockCommand: ParsableCommand {
 
     @OptionGroup var credentials: VaultCredentialOptions
 
+    @Flag(name: .customLong("token-pin"), help: "Ask for the device key's token PIN on the terminal and give it to the agent.")
+    var askTokenPIN = false
+
+    @Option(name: .customLong("token-pin-file"), help: ArgumentHelp("Give the agent the device key's token PIN from this file (first line).",
+                                                                   valueName: "file"))
+    var tokenPINFile: String?
+
+    func validate() throws {
+        if askTokenPIN && tokenPINFile != nil { throw ValidationError("give --token-pin or --token-pin-file, not both") }
+    }
+
     func run() throws {
         try CLI.run {
             let client = socket.client
             _ = try client.status()
+            if askTokenPIN || tokenPINFile != nil {
+                let pin = try tokenPINFile.map { try SecretBytes(contentsOfFile: $0, maxLength: 4096) }
+                    ?? CLI.readPassphrase(prompt: "Token PIN: ")
+                defer { pin.wipe() }
+                try client.giveTokenPIN(pin)
+            }
             let status: AgentStatus
             if let answersFile = credentials.answersFile {
                 let answers = try VaultCLI.readAnswers(answersFile)
