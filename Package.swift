@@ -129,6 +129,7 @@ let package = Package(
             name: "SecureFoundationCLI",
             dependencies: [
                 "SecureFoundation",
+                "Cipher",
                 "CBuildInfo",
                 "PinnedTLS",
                 "Migration",
@@ -192,7 +193,8 @@ let package = Package(
         // targets' entry points; the fuzzing itself is Fuzz/ and scripts/fuzz.
         .testTarget(name: "FuzzRegressionTests", dependencies: ["Age", "Cipher", "Keychain", "Vault", "Migration", "PinnedTLS",
                                                            "DeviceSharing", "UnlockAgent", "EmbeddedSecrets", "ProtectedFiles",
-                                                           .product(name: "X509", package: "swift-certificates")] + crypto,
+                                                           .product(name: "X509", package: "swift-certificates"),
+                                                           .product(name: "SwiftASN1", package: "swift-asn1")] + crypto,
                     exclude: ["Cases"], swiftSettings: strict),
         // The tamper matrix of docs/SECURITY.md: a home with every feature, each file tampered
         // with in each way of the trust table, through the built `securefoundation`.
@@ -200,7 +202,8 @@ let package = Package(
         // Keys in a PKCS #11 token (SoftHSM2): the library in process, and the command line's TLS
         // server checked by openssl s_client, pkcs11-tool and a scan of its memory.
         .testTarget(name: "HardwareKeysTests", dependencies: ["HardwareKeys", "PinnedTLS", "Cipher", "TestSupport", "SecureFoundationCLI",
-                                                           .product(name: "X509", package: "swift-certificates")] + crypto,
+                                                           .product(name: "X509", package: "swift-certificates"),
+                                                           .product(name: "SwiftASN1", package: "swift-asn1")] + crypto,
                     swiftSettings: strict),
         .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain", "Age", "ProtectedFiles", "TestSupport"], swiftSettings: strict),
             // Device-to-device sharing over mutual TLS (pulls SwiftNIO through PinnedTLS, so it stays
