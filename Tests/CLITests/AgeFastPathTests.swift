@@ -44,6 +44,51 @@ struct AgeFastPathTests {
         return lines
     }
 
+    /// The options of `command` as the argument parser itself describes them
+    /// (`--experimental-dump-help`): name → (takes a value, repeatable). Help and version,
+    /// which the start-up path leaves to the parser, are left out.
+    static func parserOptions(_ command: String) throws -> [String: (value: Bool, repeating: Bool)] {
+        let result = try CLIRunner.run(["--experimental-dump-help"])
+        try #require(result.status == 0, "\(result.stderr)")
+        let tool = try #require(try JSONSerialization.jsonObject(with: Data(result.text.utf8)) as? [String: Any])
+        let root = try #require(tool["command"] as? [String: Any])
+        let subcommands = try #require(root["subcommands"] as? [[String: Any]])
+        let entry = try #require(subcommands.first { $0["commandName"] as? String == command }, "no \(command) command")
+        var options: [String: (value: Bool, repeating: Bool)] = [:]
+        for argument in try #require(entry["arguments"] as? [[String: Any]]) {
+            let kind = argument["kind"] as? String
+            guard kind == "option" || kind == "flag" else { continue }
+            for name in argument["names"] as? [[String: Any]] ?? [] {
+                guard let text = name["name"] as? String, !["help", "h", "version"].contains(text) else { continue }
+                let dashed = (name["kind"] as? String == "long" ? "--" : "-") + text
+                options[dashed] = (kind == "option", argument["isRepeating"] as? Bool ?? false)
+            }
+        }
+        return options
+    }
+
+    /// The start-up path's table against the parser's own description of the two commands: an
+    /// option added to `EncryptCommand` or `DecryptCommand` and not to ``AgeFastPath`` (or the
+    /// reverse, or one whose value or repetition differs) fails here, so the two cannot drift.
+    @Test("the start-up path knows exactly the options the argument parser defines, with the same value and repetition")
+    func sameOptionsAsTheParser() throws {
+        func table<Request>(_ options: [AgeFastPath.Option<Request>]) -> [String: (value: Bool, repeating: Bool)] {
+            var names: [String: (value: Bool, repeating: Bool)] = [:]
+            for option in options { for name in option.names { names[name] = (option.takesValue, option.repeatable) } }
+            return names
+        }
+        for (command, fast) in [("encrypt", table(AgeFastPath.encryptOptions)), ("decrypt", table(AgeFastPath.decryptOptions))] {
+            let parser = try Self.parserOptions(command)
+            #expect(Set(parser.keys) == Set(fast.keys),
+                    "\(command): the parser defines \(parser.keys.sorted()), the start-up path (AgeFastPath) \(fast.keys.sorted())")
+            for (name, parsed) in parser {
+                guard let known = fast[name] else { continue }
+                #expect(known.value == parsed.value && known.repeating == parsed.repeating,
+                        "\(command) \(name): parser value \(parsed.value) repeating \(parsed.repeating), start-up path \(known.value) \(known.repeating)")
+            }
+        }
+    }
+
     @Test("every option name of the start-up path builds the request the argument parser builds")
     func sameRequestAsTheParser() throws {
         for line in Self.encryptLines {

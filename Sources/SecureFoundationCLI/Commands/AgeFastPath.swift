@@ -23,8 +23,10 @@ protocol AgeRequest: Sendable {
 /// parser, which then reports usage and errors exactly as it always does; errors of `run()` are
 /// reported through the root command's `exit(withError:)`, as the parser's own `main` does.
 enum AgeFastPath {
-    /// One option of a command as the fast path reads it. The names are the argument parser's
-    /// (tests check each one parses to the same request both ways).
+    /// One option of a command as the fast path reads it. The names are the argument parser's:
+    /// tests check each one parses to the same request both ways, and that the tables below name
+    /// exactly the options the parser defines, with the same value and repetition
+    /// (`AgeFastPathTests.sameOptionsAsTheParser`, from `--experimental-dump-help`).
     struct Option<Request>: Sendable {
         let names: [String]
         /// Takes the next argument as its value; otherwise a flag.
