@@ -158,6 +158,7 @@ public final class PinnedTLSServer: Sendable {
                         }
                         try channel.pipeline.syncOperations.addHandler(HandshakeWaiter { result in
                             timer.cancel()
+                            if case .success = result { Self.acknowledgeNow(channel) }
                             signal.finish(result.flatMap {
                                 // On the event loop, before any application data is read.
                                 Result {
@@ -187,8 +188,13 @@ public final class PinnedTLSServer: Sendable {
     ///     ``TLSTrustError`` when the client-certificate policy refused it (no certificate,
     ///     another CA...), a ``PinnedTLSError`` otherwise.
     ///   - handler: serves one connection.
+    ///   - handlersOnEventLoop: run each connection's `handler` on its channel's event loop
+    ///     instead of Swift's cooperative pool: no thread switch between the two at each read and
+    ///     write, for handlers that never block (they compute briefly and await I/O). A handler
+    ///     that blocks then stalls every connection of its event loop. Default false.
     public func run(
         onRefused: @escaping @Sendable (any Error) -> Void = { _ in },
+        handlersOnEventLoop: Bool = false,
         handler: @escaping @Sendable (Connection) async throws -> Void
     ) async throws {
         let unserved = self.unserved
@@ -196,12 +202,24 @@ public final class PinnedTLSServer: Sendable {
         try await listener.executeThenClose { inbound in
             try await withThrowingDiscardingTaskGroup { group in
                 for try await child in inbound {
-                    group.addTask {
+                    let executor: (any TaskExecutor)? = handlersOnEventLoop ? EventLoopTaskExecutor(child.channel.eventLoop) : nil
+                    group.addTask(executorPreference: executor) {
                         await Self.serve(child, unserved: unserved, onRefused: onRefused, handler: handler)
                     }
                 }
             }
         }
+    }
+
+    /// Sends the acknowledgement of the client's last handshake flight now (Linux:
+    /// `TCP_QUICKACK`). A TLS 1.3 server has nothing to send after the client's Finished, so the
+    /// kernel would delay that ACK (up to 40 ms), and a client with Nagle's algorithm on (Python's
+    /// `ssl`, many others) holds its first request until the ACK arrives.
+    static func acknowledgeNow(_ channel: any Channel) {
+        #if os(Linux)
+        let quickAck = ChannelOptions.Types.SocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_QUICKACK)))
+        try? channel.syncOptions?.setOption(quickAck, value: 1)
+        #endif
     }
 
     /// Stops listening and closes the connections accepted but not yet handed to a handler;

@@ -212,4 +212,29 @@ struct PinnedServerTests {
             #expect((log.refused.first as? TLSTrustError)?.reason == .noCertificate)
         }
     }
+
+    @Test("handlersOnEventLoop: the handler runs on its connection's event loop and serves as before")
+    func handlersOnTheEventLoop() async throws {
+        let root = try pki.certificate("root")
+        let server = try await PinnedTLSServer.bind(identity: try pki.identity("leaf"), handshakeTimeout: .seconds(30))
+        let running = Task(executorPreference: TestExecutor.shared) {
+            try await server.run(handlersOnEventLoop: true) { connection in
+                let onLoop = connection.channel.channel.eventLoop.inEventLoop
+                try await connection.channel.executeThenClose { inbound, outbound in
+                    for try await _ in inbound { break }
+                    try await outbound.write(ByteBuffer(string: "PONG on the event loop: \(onLoop)\n"))
+                }
+            }
+        }
+        let policy = TrustPolicy(
+            hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only([root]))], defaultAnchors: nil)
+        let client = try PinnedTLSClient(policy: policy)
+        for _ in 0..<3 {
+            let connection = try await client.connect(host: "127.0.0.1", port: server.port, serverName: "localhost", timeout: .seconds(30))
+            let response = try await exchange(connection, "PING\n", seconds: 30)
+            #expect(response == "PONG on the event loop: true\n")
+        }
+        await server.close()
+        _ = await running.result
+    }
 }

@@ -273,6 +273,7 @@ struct TLSServeCommand: AsyncParsableCommand {
             TLSCLI.flushStdout()
             let served = ServedCounter()
             let limit = maxConnections
+            // The handler only reads a request and writes an answer: it runs on the event loop.
             try await server.run(onRefused: { error in
                 if error is TLSTrustError {
                     CLI.warn("securefoundation: refused: \(CLI.describe(error))")
@@ -282,7 +283,7 @@ struct TLSServeCommand: AsyncParsableCommand {
                 } else {
                     CLI.warn("securefoundation: handshake not completed: \(CLI.describe(error))")
                 }
-            }) { connection in
+            }, handlersOnEventLoop: true) { connection in
                 try await Self.answer(connection)
                 if let limit, served.increment() >= limit { await server.close() }
             }
