@@ -215,4 +215,37 @@ struct TokenAuthorityCLITests {
         #expect(goneSend.errorText.contains("CKR_") || goneSend.errorText.contains("no token matches"), "\(goneSend.errorText)")
         #expect(alpha.names(alpha.inbox) == ["photo.jpg"])
     }
+
+    @Test("share init --new-group --key and share join --connect --key: both devices' keys in tokens, enrolment and a transfer over loopback")
+    func networkJoinWithTokenKeys() throws {
+        guard SoftHSM.available() else { return }
+        let alpha = try TokenMachine(), bravo = try TokenMachine()
+        try alpha.hsm.makeToken("share")
+        try alpha.hsm.generate("share", keyType: "EC:secp384r1", label: "device", id: "01")
+        try bravo.hsm.makeToken("share")
+        try bravo.hsm.generate("share", label: "device", id: "01")
+
+        let created = try alpha.run(["share", "init", "--new-group", "--name", "alpha", "--key", "pkcs11:token=share;object=device"],
+                                    unlocked: true, withToken: true)
+        #expect(created.status == 0, "\(created.errorText)")
+        let invitation = alpha.scratch.path("invite.json")
+        // The inviter's server signs its handshake in alpha's token.
+        let (inviter, port) = try alpha.start(["share", "invite", "-o", invitation, "--listen", "127.0.0.1:0", "--minutes", "5",
+                                               "--passcode-file", alpha.passcode] + alpha.token)
+        defer { inviter.kill() }
+        let joined = try bravo.run(["share", "join", invitation, "--name", "bravo", "--connect", "127.0.0.1:\(port)",
+                                    "--key", "pkcs11:token=share;object=device"], unlocked: true, withToken: true)
+        #expect(joined.status == 0, "\(joined.errorText)")
+        #expect(joined.text.hasPrefix("device: bravo\ndevice pin: sha256/"), "\(joined.text)")
+        #expect(try inviter.wait(timeout: .seconds(120)).status == 0)
+
+        let (server, serverPort) = try alpha.start(["share", "serve", "--listen", "127.0.0.1:0", "--passcode-file", alpha.passcode]
+                                                   + alpha.token)
+        defer { server.kill() }
+        let note = try bravo.scratch.file("note.txt", "joined with a token key\n")
+        let sent = try bravo.run(["share", "send", note, "--to", "127.0.0.1:\(serverPort)", "--device", "alpha"],
+                                 unlocked: true, withToken: true)
+        #expect(sent.status == 0, "\(sent.errorText)")
+        #expect(alpha.names(alpha.inbox) == ["note.txt"])
+    }
 }
