@@ -84,5 +84,14 @@ struct HardwareIdentityRecordTests {
         try plant(control)
         #expect(corrupted())
         #expect(throws: IdentityError.self) { _ = try IdentityRecord.encode(location: "", certificates: [authority.certificate]) }
+        // A pkcs11: location naming a module or a PIN source is not recorded.
+        let withModule = SoftwareStandInKey(location: "pkcs11:token=t;object=root?module-path=/tmp/evil.so")
+        let identity = try #require(TLSIdentity(chain: [authority.certificate], tokenKey: withModule)
+            ?? TLSIdentity(chain: [try CertificateAuthority.createRoot(commonName: "M", hardwareKey: withModule).certificate],
+                           tokenKey: withModule))
+        guard case .unsupportedKey? = identityError({ try store.storeIdentity(identity, label: "module", accessibility: .always) }) else {
+            Issue.record("a URI with module-path was recorded")
+            return
+        }
     }
 }

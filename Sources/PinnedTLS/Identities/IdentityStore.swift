@@ -134,7 +134,14 @@ public struct IdentityStore: Sendable {
         let record: SecretBytes
         switch identity.key {
         case .software(let key): record = try IdentityRecord.encode(key: key, certificates: identity.chain)
-        case .hardware(let key): record = try IdentityRecord.encode(location: key.location, certificates: identity.chain)
+        case .hardware(let key):
+            // A recorded pkcs11: URI names the token and the key only: a record in the data
+            // directory must never choose the module loaded or the PIN file read.
+            if key.location.hasPrefix("pkcs11:"), key.location.contains("?") {
+                throw .unsupportedKey("\(key.location): a recorded key's URI names the token and the key only (no ?module-path= "
+                    + "or ?pin-source=); open the key without them and give the module and PIN when it is used")
+            }
+            record = try IdentityRecord.encode(location: key.location, certificates: identity.chain)
         }
         defer { record.wipe() }
         let chain = try IdentityRecord.encode(key: nil, certificates: identity.chain)
