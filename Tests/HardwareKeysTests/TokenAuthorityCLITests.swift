@@ -84,6 +84,10 @@ struct TokenAuthorityCLITests {
         let anonymous = try machine.hsm.tool("ca", ["--list-objects"], login: false).text
         #expect(!anonymous.contains("Private Key Object"), "\(anonymous)")
 
+        // tls keys: the authority's key is listed where it is, never as a keychain key.
+        let keys = try machine.run(["tls", "keys"])
+        #expect(keys.text.contains("keychain\tidentity\tca\talways\tkey at pkcs11:token=ca;object=root\n"), "\(keys.text)")
+
         let ca = machine.scratch.path("ca.pem")
         #expect(try machine.run(["tls", "export", "ca", "-o", ca]).status == 0)
 

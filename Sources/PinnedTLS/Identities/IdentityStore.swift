@@ -188,6 +188,13 @@ public struct IdentityStore: Sendable {
         return identity
     }
 
+    /// Where the key of the identity stored under `label` is, when it stays in hardware (nil
+    /// for a key in the keychain). Opens nothing.
+    /// - Throws: as ``identity(label:requiring:openingHardwareKey:)`` reading the record.
+    public func hardwareKeyLocation(label: String) throws(IdentityError) -> String? {
+        try read(.identity, label: label, requiring: nil).location
+    }
+
     // MARK: Import and export
 
     /// Imports a PEM private key and chain as an identity (see ``IdentityImport/identity(keyPEM:chainPEM:)``).

@@ -302,7 +302,9 @@ struct TLSKeysCommand: ParsableCommand {
         discussion: """
         One line per key, tab-separated: the location (keychain or pkcs11), the kind, then for \
         the keychain the label and the sealing class, for a token the key's pkcs11: URI and its \
-        flags (sensitive, extractable). With --module, the token's keys are listed (narrowed by \
+        flags (sensitive, extractable). An identity whose key stays in a token (a device CA made \
+        with `tls ca init --key`) is listed with a fifth field, `key at pkcs11:…`: the keychain \
+        holds only where the key is. With --module, the token's keys are listed (narrowed by \
         --uri; the token's PIN from --pin-file, --pin-env or the terminal); the keychain is \
         listed unless --pkcs11-only.
 
@@ -328,9 +330,12 @@ struct TLSKeysCommand: ParsableCommand {
         try CLI.run {
             var text = ""
             if !pkcs11Only {
-                let listing = try IdentityStore(keychain: try store.open()).list()
+                let identities = IdentityStore(keychain: try store.open())
+                let listing = try identities.list()
                 for item in listing.items where item.kind == .privateKey || item.kind == .identity {
-                    text += "keychain\t\(item.kind)\t\(item.label)\t\(item.accessibility.name)\n"
+                    let location = item.kind == .identity ? (try? identities.hardwareKeyLocation(label: item.label)) ?? nil : nil
+                    text += "keychain\t\(item.kind)\t\(item.label)\t\(item.accessibility.name)"
+                        + (location.map { "\tkey at \($0)" } ?? "") + "\n"
                 }
                 if listing.unreadable > 0 {
                     CLI.warn("\(listing.unreadable) keychain item(s) could not be read (vault locked, or damaged); give --passcode-file to list them")
