@@ -113,7 +113,8 @@ let package = Package(
         .target(name: "CPKCS11", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
         // Keys that never leave a hardware token (PKCS #11): module loading, RFC 7512 URIs, PINs,
         // signing and HMAC through the token. No NIO: PinnedTLS adapts it to swift-nio-ssl.
-        .target(name: "HardwareKeys", dependencies: ["Cipher", "CPKCS11", .product(name: "X509", package: "swift-certificates")] + crypto,
+        .target(name: "HardwareKeys", dependencies: ["Cipher", "CPKCS11", .product(name: "X509", package: "swift-certificates"),
+                                                    .product(name: "SwiftASN1", package: "swift-asn1")] + crypto,
                 swiftSettings: strict),
         // The unlock agent: holds an unlocked vault and serves class keys over a UNIX socket.
         .target(name: "UnlockAgent", dependencies: ["Cipher", "Vault", "Age", "ProtectedFiles", "CPlatform"] + crypto, swiftSettings: strict),
@@ -175,7 +176,7 @@ let package = Package(
         // What tests share: an executor of their own threads for the network tests, temporary
         // directories, and the built executables (BuiltProducts).
         .target(name: "TestSupport", dependencies: ["PinnedTLS"], path: "Tests/TestSupport", swiftSettings: strict),
-        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher", "TestSupport",
+        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "HardwareKeys", "Keychain", "Vault", "Cipher", "TestSupport",
                                                        .product(name: "NIOCore", package: "swift-nio"),
                                                        .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                                                        .product(name: "X509", package: "swift-certificates"),
@@ -201,7 +202,8 @@ let package = Package(
         .testTarget(name: "TamperMatrixTests", dependencies: ["SecureFoundationCLI", "TestSupport"], swiftSettings: strict),
         // Keys in a PKCS #11 token (SoftHSM2): the library in process, and the command line's TLS
         // server checked by openssl s_client, pkcs11-tool and a scan of its memory.
-        .testTarget(name: "HardwareKeysTests", dependencies: ["HardwareKeys", "PinnedTLS", "Cipher", "TestSupport", "SecureFoundationCLI",
+        .testTarget(name: "HardwareKeysTests", dependencies: ["HardwareKeys", "PinnedTLS", "DeviceSharing", "Keychain", "Vault", "Cipher",
+                                                           "TestSupport", "SecureFoundationCLI",
                                                            .product(name: "X509", package: "swift-certificates"),
                                                            .product(name: "SwiftASN1", package: "swift-asn1")] + crypto,
                     swiftSettings: strict),
@@ -215,7 +217,7 @@ let package = Package(
         .target(
             name: "DeviceSharing",
             dependencies: [
-                "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher", "CDNSSD",
+                "PinnedTLS", "HardwareKeys", "ProtectedFiles", "Keychain", "Vault", "Cipher", "CDNSSD",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

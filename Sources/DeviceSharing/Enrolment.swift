@@ -1,6 +1,7 @@
 import Cipher
 import Crypto
 import Foundation
+import HardwareKeys
 import Keychain
 import PinnedTLS
 import SwiftASN1
@@ -26,6 +27,9 @@ public struct ShareEnrolment: Sendable {
     public static let defaultValidity: TimeInterval = 3600
     /// The label of the key a joining device made, until its certificate arrives.
     public static let pendingLabel = "share.pending"
+    /// The account (under ``ShareGroup/service``) of the location of a joining device's key
+    /// that stays in hardware, until its certificate arrives.
+    public static let pendingHardwareAccount = "pending.hardware-key"
     static let context = Array("securefoundation share join v1".utf8)
     static let networkContext = Array("securefoundation share join over the network v1".utf8)
 
@@ -90,8 +94,13 @@ public struct ShareEnrolment: Sendable {
 
     /// Joins with an invitation: stores the root, makes this device's key, returns the request
     /// to give to the inviter (needs the vault unlocked).
-    public func join(invitation: Invitation, deviceName: String, now: Date = Date()) throws(ShareError) -> Request {
-        let prepared = try prepareJoin(invitation: invitation, deviceName: deviceName, now: now)
+    ///
+    /// With `deviceKey`, this device's key is that key in hardware (a PKCS #11 token, the TPM):
+    /// its location is kept until ``complete(chainPEM:)``, which opens it with the group's
+    /// ``ShareGroup/openingHardwareKey``.
+    public func join(invitation: Invitation, deviceName: String, now: Date = Date(),
+                     deviceKey: (any HardwareSigningKey)? = nil) throws(ShareError) -> Request {
+        let prepared = try prepareJoin(invitation: invitation, deviceName: deviceName, now: now, deviceKey: deviceKey)
         defer { prepared.secret.wipe() }
         let mac = Self.mac(secret: prepared.secret, id: invitation.id, device: prepared.name, spki: prepared.spki)
         return Request(version: Self.version, id: invitation.id, device: prepared.name, publicKey: Encoding.base64(prepared.spki),
@@ -100,7 +109,7 @@ public struct ShareEnrolment: Sendable {
 
     /// What joining needs: checks the invitation, stores its root as this machine's only
     /// sharing anchor and makes the pending key. The caller wipes the secret.
-    func prepareJoin(invitation: Invitation, deviceName: String, now: Date) throws(ShareError)
+    func prepareJoin(invitation: Invitation, deviceName: String, now: Date, deviceKey: (any HardwareSigningKey)?) throws(ShareError)
         -> (name: String, root: Certificate, secret: SecretBytes, spki: [UInt8]) {
         guard invitation.version == Self.version else {
             throw .invalidEnrolment("invitation version \(invitation.version) is not supported")
@@ -120,11 +129,27 @@ public struct ShareEnrolment: Sendable {
         } catch {
             throw .invalidEnrolment("the invitation does not parse: \(error)")
         }
-        let key = Certificate.PrivateKey(P256.Signing.PrivateKey())
+        let publicKey: Certificate.PublicKey
         do {
-            try ShareGroup.map {
-                try group.store.storePrivateKey(key, label: Self.pendingLabel, replace: true)
-                try group.store.flush()
+            if let deviceKey {
+                // The key stays in hardware: only where it is is kept, and no software key is pending.
+                publicKey = deviceKey.publicKey
+                let location = SecretBytes(copying: Array(deviceKey.location.utf8))
+                defer { location.wipe() }
+                try ShareGroup.map {
+                    try group.store.keychain.setSecurePasswordData(location, forService: ShareGroup.service,
+                                                                   account: Self.pendingHardwareAccount)
+                    _ = try? group.store.delete(label: Self.pendingLabel, kind: .privateKey)
+                    try group.store.flush()
+                }
+            } else {
+                let key = Certificate.PrivateKey(P256.Signing.PrivateKey())
+                publicKey = key.publicKey
+                try ShareGroup.map {
+                    try group.store.storePrivateKey(key, label: Self.pendingLabel, replace: true)
+                    try? group.store.keychain.deletePassword(forService: ShareGroup.service, account: Self.pendingHardwareAccount)
+                    try group.store.flush()
+                }
             }
             // The record first, then the root stored alwaysThisDeviceOnly (which commits the
             // group to the record).
@@ -134,7 +159,7 @@ public struct ShareEnrolment: Sendable {
                                                   replace: true)
                 try group.store.flush()
             }
-            return (name, root, secret, try der(key.publicKey))
+            return (name, root, secret, try der(publicKey))
         } catch {
             secret.wipe()
             throw error
@@ -225,25 +250,58 @@ public struct ShareEnrolment: Sendable {
         guard leaf.issuer == root.subject, root.publicKey.isValidSignature(leaf.signature, for: leaf) else {
             throw .invalidEnrolment("the certificate is not signed by this group's root")
         }
-        let key: Certificate.PrivateKey
-        do {
-            key = try group.store.privateKey(label: Self.pendingLabel)
-        } catch .notFound {
-            throw .invalidEnrolment("no pending key: run `share join INVITATION` first")
-        } catch .locked {
-            throw .locked("the pending key is sealed under whenUnlocked")
-        } catch {
-            throw .storage("\(error)")
-        }
-        guard let identity = TLSIdentity(chain: [leaf, root], privateKey: key) else {
-            throw .invalidEnrolment("the certificate is not for this device's key")
+        let identity: TLSIdentity
+        if let location = try pendingHardwareLocation() {
+            guard let open = group.openingHardwareKey else {
+                throw .hardwareKey("this device's key stays in hardware (\(location)); give the token's module and PIN")
+            }
+            let key: any HardwareSigningKey
+            do { key = try open(location) } catch { throw .hardwareKey("\(error)") }
+            guard let made = TLSIdentity(chain: [leaf, root], tokenKey: key) else {
+                throw .invalidEnrolment("the certificate is not for this device's key (\(location))")
+            }
+            identity = made
+        } else {
+            let key: Certificate.PrivateKey
+            do {
+                key = try group.store.privateKey(label: Self.pendingLabel)
+            } catch .notFound {
+                throw .invalidEnrolment("no pending key: run `share join INVITATION` first")
+            } catch .locked {
+                throw .locked("the pending key is sealed under whenUnlocked")
+            } catch {
+                throw .storage("\(error)")
+            }
+            guard let made = TLSIdentity(chain: [leaf, root], privateKey: key) else {
+                throw .invalidEnrolment("the certificate is not for this device's key")
+            }
+            identity = made
         }
         try ShareGroup.map {
             try group.store.storeIdentity(identity, label: ShareGroup.deviceLabel, replace: true)
-            _ = try group.store.delete(label: Self.pendingLabel, kind: .privateKey)
+            if identity.privateKey != nil {
+                _ = try group.store.delete(label: Self.pendingLabel, kind: .privateKey)
+            } else {
+                try group.store.keychain.deletePassword(forService: ShareGroup.service, account: Self.pendingHardwareAccount)
+            }
             try group.store.flush()
         }
         return ShareMembership(identity: identity, root: root)
+    }
+
+    /// The location of the pending key when it stays in hardware, nil when the pending key is
+    /// a software key (or none).
+    func pendingHardwareLocation() throws(ShareError) -> String? {
+        let secret: SecretBytes
+        do {
+            secret = try group.store.keychain.securePasswordData(forService: ShareGroup.service, account: Self.pendingHardwareAccount)
+        } catch KeychainError.itemNotFound {
+            return nil
+        } catch {
+            throw mapKeychain(error, "the pending key's location")
+        }
+        defer { secret.wipe() }
+        return secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
     }
 
     static func mac(secret: SecretBytes, id: String, device: String, spki: [UInt8]) -> [UInt8] {

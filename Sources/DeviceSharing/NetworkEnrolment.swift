@@ -1,6 +1,7 @@
 import Cipher
 import Crypto
 import Foundation
+import HardwareKeys
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -234,8 +235,8 @@ extension ShareEnrolment {
     ///   group (nothing is sent), ``ShareError/invalidEnrolment(_:)`` when the inviter refuses.
     @discardableResult
     public func join(invitation: Invitation, deviceName: String, host: String, port: Int, now: Date = Date(),
-                     timeout: Duration = .seconds(30)) async throws(ShareError) -> ShareMembership {
-        let prepared = try prepareJoin(invitation: invitation, deviceName: deviceName, now: now)
+                     timeout: Duration = .seconds(30), deviceKey: (any HardwareSigningKey)? = nil) async throws(ShareError) -> ShareMembership {
+        let prepared = try prepareJoin(invitation: invitation, deviceName: deviceName, now: now, deviceKey: deviceKey)
         defer { prepared.secret.wipe() }
         let components = timeout.components
         let amount = TimeAmount.nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)

@@ -1,4 +1,5 @@
 import Foundation
+import HardwareKeys
 
 /// Everything device sharing fails with; each message says what to do.
 public enum ShareError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -46,6 +47,9 @@ public enum ShareError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The state file of a watched folder (`share send --watch`) does not open under this
     /// vault's key for that folder and receiver: it was changed, or is another one's.
     case watchStateTampered(path: String, folder: String)
+    /// This device's key stays in hardware (a PKCS #11 token, the TPM) and could not be
+    /// opened or is not its certificate's key. Nothing falls back to a software key.
+    case hardwareKey(String)
 
     public var description: String {
         switch self {
@@ -83,6 +87,8 @@ public enum ShareError: Error, Sendable, Equatable, CustomStringConvertible {
             return "not found: \(detail)"
         case let .watchStateTampered(path, folder):
             return "the watch state \(path) does not open under this vault's key for this folder and receiver (changed, or another one's): remove it to send every file of \(folder) again"
+        case .hardwareKey(let detail):
+            return "this device's key in hardware cannot be used: \(detail)"
         case .revocationsTampered(let detail):
             return "the revocation list cannot be trusted: \(detail); the data directory was changed: restore it from a backup, or make this machine's group again (`share init --new-group --replace`, or join again) and revoke the devices again"
         }

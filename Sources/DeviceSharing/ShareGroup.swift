@@ -1,6 +1,7 @@
 import Cipher
 import Crypto
 import Foundation
+import HardwareKeys
 import Keychain
 import PinnedTLS
 import Vault
@@ -103,22 +104,48 @@ public struct ShareGroup: Sendable {
     /// The identity store the items live in.
     public let store: IdentityStore
 
-    public init(store: IdentityStore) {
+    /// How a key that stays in hardware is opened from the location its record names (this
+    /// device's key when it is in a token); nil when none can be.
+    public let openingHardwareKey: (@Sendable (String) throws(HardwareKeyError) -> any HardwareSigningKey)?
+
+    /// - Parameters:
+    ///   - store: the identity store the group's items live in.
+    ///   - openingHardwareKey: opens a hardware key from its recorded location (the module and
+    ///     PIN come from the caller, never from the record); needed when this device's key
+    ///     stays in hardware.
+    public init(store: IdentityStore,
+                openingHardwareKey: (@Sendable (String) throws(HardwareKeyError) -> any HardwareSigningKey)? = nil) {
         self.store = store
+        self.openingHardwareKey = openingHardwareKey
     }
 
     /// Creates a group: a new root and this device's identity under it (needs the vault unlocked).
     /// - Throws: ``ShareError/storage(_:)`` when a group exists already (unless `replace`),
     ///   ``ShareError/locked(_:)``, ``ShareError/invalidDeviceName(_:)``.
     @discardableResult
+    ///
+    /// With `deviceKey`, this device's key is that key in hardware (a PKCS #11 token, the TPM):
+    /// the root certifies its public key, the identity item records where it is, and every
+    /// sharing handshake is signed there.
     public func create(deviceName: String, groupName: String = "SecureFoundation sharing group",
-                       replace: Bool = false) throws(ShareError) -> ShareMembership {
+                       replace: Bool = false, deviceKey: (any HardwareSigningKey)? = nil) throws(ShareError) -> ShareMembership {
         let name = try Self.checkDeviceName(deviceName)
         let authority: CertificateAuthority
         let device: TLSIdentity
         do {
             authority = try CertificateAuthority.createRoot(commonName: groupName)
-            device = try authority.issue(names: [name, Self.memberName], validity: Self.deviceValidity)
+            if let deviceKey {
+                let leaf = try authority.issue(publicKey: deviceKey.publicKey, names: [name, Self.memberName],
+                                               validity: Self.deviceValidity)
+                guard let identity = TLSIdentity(chain: [leaf, authority.certificate], tokenKey: deviceKey) else {
+                    throw ShareError.hardwareKey("the certificate is not the key's")
+                }
+                device = identity
+            } else {
+                device = try authority.issue(names: [name, Self.memberName], validity: Self.deviceValidity)
+            }
+        } catch let error as ShareError {
+            throw error
         } catch {
             throw .storage("cannot make the group's certificates: \(error)")
         }
@@ -138,11 +165,13 @@ public struct ShareGroup: Sendable {
         let root = try rootCertificate()
         let identity: TLSIdentity
         do {
-            identity = try store.identity(label: Self.deviceLabel)
+            identity = try store.identity(label: Self.deviceLabel, openingHardwareKey: openingHardwareKey)
         } catch .notFound {
             throw .notAMember("no device identity \"\(Self.deviceLabel)\" in the keychain")
         } catch .locked {
             throw .locked("the device key is sealed under whenUnlocked")
+        } catch let error where Self.isHardware(error) {
+            throw .hardwareKey("\(error)")
         } catch {
             throw .storage("\(error)")
         }
@@ -176,6 +205,13 @@ public struct ShareGroup: Sendable {
             throw .locked("the group root's key is sealed under whenUnlocked")
         } catch {
             throw .storage("\(error)")
+        }
+    }
+
+    static func isHardware(_ error: IdentityError) -> Bool {
+        switch error {
+        case .hardwareKey, .hardwareKeyRequired, .hardwareKeyMismatch: true
+        default: false
         }
     }
 

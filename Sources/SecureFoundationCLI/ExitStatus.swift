@@ -204,7 +204,9 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .duplicate: return .exists
         case .locked: return .locked
         case .wrongPassword: return .wrongSecret
-        case .corruptedRecord, .invalidRevocationList: return .damaged
+        case .corruptedRecord, .invalidRevocationList, .hardwareKeyMismatch: return .damaged
+        case .hardwareKey(let cause): return status(of: cause)
+        case .hardwareKeyRequired: return .usage
         default: return .failure
         }
     }

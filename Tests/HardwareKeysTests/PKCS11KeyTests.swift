@@ -20,7 +20,7 @@ enum InProcessTokens {
         let pinFile: String
     }
 
-    static let labels = ["ec", "rsa", "imported", "wrongpin", "gone", "listing"]
+    static let labels = ["ec", "rsa", "imported", "wrongpin", "gone", "listing", "ca256", "ca384", "carsa", "castore", "cagone"]
 
     static let shared: Result<Fixture, any Error>? = {
         guard SoftHSM.available() else { return nil }
@@ -39,6 +39,13 @@ enum InProcessTokens {
             try hsm.generate("gone", label: "tls", id: "01")
             try hsm.generate("listing", label: "one", id: "01")
             try hsm.generate("listing", label: "two", id: "02")
+            // Certificate authorities (TokenAuthorityTests).
+            try hsm.generate("ca256", label: "root", id: "01")
+            try hsm.generate("ca384", keyType: "EC:secp384r1", label: "root", id: "01")
+            try hsm.generate("carsa", keyType: "rsa:2048", label: "root", id: "01")
+            try hsm.generate("castore", label: "root", id: "01")
+            try hsm.generate("castore", label: "other", id: "02")
+            try hsm.generate("cagone", label: "root", id: "01")
             let key = P256.Signing.PrivateKey()
             try hsm.importKey("imported", privatePEM: key.pemRepresentation, publicDER: Array(key.publicKey.derRepresentation),
                               label: "tls", id: "01")

@@ -171,9 +171,16 @@ struct IdentityStoreTests {
         try plant(Array("garbage".utf8))
         expectCorrupted("garbage")
         var newer = bytes
-        newer[1] = 2
+        newer[1] = 3
         try plant(newer)
-        expectCorrupted("record version 2")
+        expectCorrupted("record version 3")
+        // Version 2 (a key in hardware) is an identity record only, and its location must be text.
+        var hardware = bytes
+        hardware[1] = 2
+        try plant(hardware)
+        expectCorrupted("a version-1 body under version 2")
+        try plant(hardware, kind: .privateKey)
+        expectCorrupted("a version-2 record in a key item", kind: .privateKey)
         try plant(bytes, kind: .privateKey)
         expectCorrupted("an identity record in a key item", kind: .privateKey)
         var wrongAlgorithm = bytes

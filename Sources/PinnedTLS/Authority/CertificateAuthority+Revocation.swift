@@ -1,5 +1,6 @@
 import Cipher
 import Foundation
+import HardwareKeys
 import Keychain
 import X509
 
@@ -39,6 +40,8 @@ extension CertificateAuthority {
             return try RevocationList(derEncoded: der)
         } catch let error as IdentityError {
             throw error
+        } catch let error as HardwareKeyError {
+            throw .hardwareKey(error)
         } catch {
             throw .signingFailed("\(error)")
         }

@@ -1,12 +1,14 @@
 import Cipher
 import Crypto
 import Foundation
+import HardwareKeys
 import SwiftASN1
 import Vault
 import X509
 
 /// A small certificate authority for an application's own devices and servers: a self-signed
-/// root whose key stays in the keychain, which issues leaf certificates for device or server
+/// root whose key stays in the keychain or in hardware (a PKCS #11 token, the TPM: every
+/// certificate and revocation list is then signed there), which issues leaf certificates for device or server
 /// names, for keys it makes, for public keys sent by other devices, and for certificate
 /// signing requests.
 ///
@@ -42,18 +44,46 @@ public struct CertificateAuthority: Sendable {
 
     /// The root certificate.
     public let certificate: Certificate
-    /// The root's private key.
+    /// The root's private key as swift-certificates signs with it (for a key in hardware, a
+    /// ``HardwareCertificateKey`` that signs there).
     public let privateKey: Certificate.PrivateKey
 
-    /// The root as an identity (its chain is the root alone).
+    /// The root as an identity (its chain is the root alone); its key is
+    /// ``TLSIdentity/Key/hardware(_:)`` when the root's key stays in hardware.
     public let identity: TLSIdentity
+
+    /// The root's key in hardware, nil when it is held in memory.
+    public var hardwareKey: (any HardwareSigningKey)? {
+        if case .hardware(let key) = identity.key { return key }
+        return nil
+    }
 
     /// An authority from its certificate and key.
     /// - Throws: ``IdentityError/notAnAuthority(_:)`` when the certificate is not CA:true, lacks
     ///   keyCertSign, or is not the key's.
     public init(certificate: Certificate, privateKey: Certificate.PrivateKey) throws(IdentityError) {
-        guard let identity = TLSIdentity(chain: [certificate], privateKey: privateKey) else {
+        try self.init(certificate: certificate, key: .software(privateKey))
+    }
+
+    /// An authority whose key stays in hardware: every certificate and revocation list it
+    /// makes is signed there.
+    /// - Throws: ``IdentityError/notAnAuthority(_:)`` as ``init(certificate:privateKey:)``,
+    ///   ``IdentityError/hardwareKeyMismatch(label:location:)`` when the hardware key is not
+    ///   the certificate's key.
+    public init(certificate: Certificate, hardwareKey: any HardwareSigningKey) throws(IdentityError) {
+        guard certificate.publicKey == hardwareKey.publicKey else {
+            throw .hardwareKeyMismatch(label: "\(certificate.subject)", location: hardwareKey.location)
+        }
+        try self.init(certificate: certificate, key: .hardware(hardwareKey))
+    }
+
+    private init(certificate: Certificate, key: TLSIdentity.Key) throws(IdentityError) {
+        guard let identity = TLSIdentity(chain: [certificate], key: key) else {
             throw .notAnAuthority("the key is not the certificate's key")
+        }
+        let privateKey: Certificate.PrivateKey = switch key {
+        case .software(let key): key
+        case .hardware(let key): HardwareCertificateKey.certificatePrivateKey(key)
         }
         let constraints: BasicConstraints?
         let usage: KeyUsage?
@@ -88,6 +118,32 @@ public struct CertificateAuthority: Sendable {
         guard pathLength == 0 || pathLength == 1 else { throw .invalidName("the path length must be 0 or 1") }
         guard validity > 0, validity <= 30 * 366 * 86_400 else { throw .invalidName("the validity must be between 1 second and 30 years") }
         let key = key ?? Certificate.PrivateKey(P256.Signing.PrivateKey())
+        return try createRoot(commonName: commonName, organization: organization, key: .software(key), validity: validity,
+                              pathLength: pathLength, now: now)
+    }
+
+    /// Creates a root whose key stays in hardware (a PKCS #11 token, the TPM): the certificate
+    /// is self-signed there. Nothing falls back to a software key.
+    /// - Parameters: as ``createRoot(commonName:organization:key:validity:pathLength:now:)``;
+    ///   `hardwareKey` is the root's key (EC P-256 or P-384, or RSA with PKCS #1 v1.5).
+    /// - Throws: as ``createRoot(commonName:organization:key:validity:pathLength:now:)``, and
+    ///   ``IdentityError/hardwareKey(_:)`` when the hardware does not sign.
+    public static func createRoot(commonName: String, organization: String? = nil, hardwareKey: any HardwareSigningKey,
+                                  validity: TimeInterval = defaultRootValidity, pathLength: Int = 0,
+                                  now: Date = Date()) throws(IdentityError) -> CertificateAuthority {
+        try createRoot(commonName: commonName, organization: organization, key: .hardware(hardwareKey), validity: validity,
+                       pathLength: pathLength, now: now)
+    }
+
+    private static func createRoot(commonName: String, organization: String?, key root: TLSIdentity.Key,
+                                   validity: TimeInterval, pathLength: Int, now: Date) throws(IdentityError) -> CertificateAuthority {
+        guard !commonName.isEmpty, commonName.count <= 64 else { throw .invalidName("a common name of 1 to 64 characters is needed") }
+        guard pathLength == 0 || pathLength == 1 else { throw .invalidName("the path length must be 0 or 1") }
+        guard validity > 0, validity <= 30 * 366 * 86_400 else { throw .invalidName("the validity must be between 1 second and 30 years") }
+        let key: Certificate.PrivateKey = switch root {
+        case .software(let key): key
+        case .hardware(let key): HardwareCertificateKey.certificatePrivateKey(key)
+        }
         _ = try IdentityRecord.algorithm(of: key.publicKey)
         do {
             let name = try DistinguishedName {
@@ -104,9 +160,11 @@ public struct CertificateAuthority: Sendable {
                 notValidBefore: now - backdating, notValidAfter: now + validity,
                 issuer: name, subject: name, signatureAlgorithm: signatureAlgorithm(for: key),
                 extensions: extensions, issuerPrivateKey: key)
-            return try CertificateAuthority(certificate: certificate, privateKey: key)
+            return try CertificateAuthority(certificate: certificate, key: root)
         } catch let error as IdentityError {
             throw error
+        } catch let error as HardwareKeyError {
+            throw .hardwareKey(error)
         } catch {
             throw .signingFailed("\(error)")
         }
@@ -165,6 +223,8 @@ public struct CertificateAuthority: Sendable {
                 extensions: extensions, issuerPrivateKey: privateKey)
         } catch let error as IdentityError {
             throw error
+        } catch let error as HardwareKeyError {
+            throw .hardwareKey(error)
         } catch {
             throw .signingFailed("\(error)")
         }
@@ -224,10 +284,17 @@ public struct CertificateAuthority: Sendable {
     /// The authority stored under `label`.
     /// - Throws: ``IdentityError/notFound(kind:label:)``, ``IdentityError/locked(label:accessibility:reason:)``
     ///   while the vault is locked, ``IdentityError/notAnAuthority(_:)``.
-    public static func load(from store: IdentityStore, label: String = defaultLabel) throws(IdentityError) -> CertificateAuthority {
-        let identity = try store.identity(label: label)
-        guard let key = identity.privateKey else { throw .unsupportedKey("the authority's key is in a token") }
-        return try CertificateAuthority(certificate: identity.leaf, privateKey: key)
+    ///
+    /// A root whose key stays in hardware is opened with `openingHardwareKey` (given the
+    /// location its record names); the key's public key must be the root certificate's, so a
+    /// swapped record naming another key is refused before anything is signed.
+    /// - Throws: also ``IdentityError/hardwareKeyRequired(label:location:)``,
+    ///   ``IdentityError/hardwareKey(_:)``, ``IdentityError/hardwareKeyMismatch(label:location:)``.
+    public static func load(from store: IdentityStore, label: String = defaultLabel,
+                            openingHardwareKey: ((String) throws(HardwareKeyError) -> any HardwareSigningKey)? = nil)
+        throws(IdentityError) -> CertificateAuthority {
+        let identity = try store.identity(label: label, openingHardwareKey: openingHardwareKey)
+        return try CertificateAuthority(certificate: identity.leaf, key: identity.key)
     }
 
     // MARK: Helpers

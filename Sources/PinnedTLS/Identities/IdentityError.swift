@@ -1,4 +1,5 @@
 import Foundation
+import HardwareKeys
 import Keychain
 import Vault
 
@@ -46,6 +47,15 @@ public enum IdentityError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidRevocationList(String)
     /// The certificate to revoke was not issued by this authority (or is the authority itself).
     case notIssuedByAuthority(String)
+    /// The key that stays in hardware (a PKCS #11 token, the TPM) failed: it could not be
+    /// opened or did not sign. Nothing falls back to a software key.
+    case hardwareKey(HardwareKeyError)
+    /// The item's key stays in hardware at `location`; the caller must open it (give the
+    /// token's module and PIN).
+    case hardwareKeyRequired(label: String, location: String)
+    /// The hardware key the item names is not its certificate's key (a swapped record, or a
+    /// token whose key was replaced).
+    case hardwareKeyMismatch(label: String, location: String)
 
     public var description: String {
         switch self {
@@ -87,6 +97,14 @@ public enum IdentityError: Error, Sendable, Equatable, CustomStringConvertible {
             return "invalid certificate revocation list: \(detail); export a fresh one with `securefoundation tls crl`"
         case .notIssuedByAuthority(let detail):
             return "cannot revoke: \(detail); name a certificate this authority issued (by its label or pin), or give --ca"
+        case .hardwareKey(let error):
+            return "the key in hardware failed: \(error)"
+        case let .hardwareKeyRequired(label, location):
+            return "the key of \"\(label)\" stays in hardware (\(location)); give the token's module and PIN "
+                + "(--module PATH, --pin-file FILE) to use it"
+        case let .hardwareKeyMismatch(label, location):
+            return "refusing \"\(label)\": the hardware key \(location) is not its certificate's key (the stored record "
+                + "was swapped, or the token's key replaced); nothing was signed. Check the token, or create the item again"
         }
     }
 

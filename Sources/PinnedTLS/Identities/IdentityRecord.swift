@@ -14,9 +14,20 @@ import X509
 /// certificates (kinds 2, 3): count u16 (1...16) | count × (length u32 | certificate DER)
 /// ```
 ///
+/// Version 2, an identity whose key stays in hardware (a PKCS #11 token, the TPM): the record
+/// says where the key is instead of holding it.
+///
+/// ```
+/// kind u8 (3) | version u8 (2) | location length u16 (1...2048) | location UTF-8 (a pkcs11: URI
+/// without module or PIN source, a TPM key's name) | certificates as in version 1
+/// ```
+///
 /// Integers are big-endian; nothing may follow the last field.
 enum IdentityRecord {
     static let version: UInt8 = 1
+    /// The version of a record whose key stays in hardware.
+    static let hardwareVersion: UInt8 = 2
+    static let maxLocationLength = 2048
     static let maxKeyLength = 16 * 1024
     static let maxCertificateLength = 64 * 1024
     static let maxCertificates = 16
@@ -123,11 +134,46 @@ enum IdentityRecord {
         }
     }
 
+    /// A version-2 identity record: where the hardware key is, and the chain.
+    static func encode(location: String, certificates: [Certificate]) throws(IdentityError) -> SecretBytes {
+        let locationBytes = Array(location.utf8)
+        guard checkLocation(locationBytes) != nil else {
+            throw .unsupportedKey("the hardware key's location (\(locationBytes.count) bytes) cannot be recorded")
+        }
+        guard !certificates.isEmpty, certificates.count <= maxCertificates else {
+            throw .invalidCertificate("\(certificates.count) certificates; 1 to \(maxCertificates) are stored under one label")
+        }
+        var certificateBytes: [[UInt8]] = []
+        for certificate in certificates {
+            let der = try der(certificate)
+            guard der.count <= maxCertificateLength else { throw .invalidCertificate("a certificate of \(der.count) bytes") }
+            certificateBytes.append(der)
+        }
+        var out: [UInt8] = [3, hardwareVersion, UInt8(locationBytes.count >> 8), UInt8(locationBytes.count & 0xFF)]
+        out += locationBytes
+        out += [UInt8(certificateBytes.count >> 8), UInt8(certificateBytes.count & 0xFF)]
+        for der in certificateBytes {
+            for shift in [24, 16, 8, 0] { out.append(UInt8(truncatingIfNeeded: der.count >> shift)) }
+            out += der
+        }
+        return SecretBytes(copying: out)
+    }
+
+    /// A location that can be recorded: 1 to 2048 bytes of UTF-8 without control characters.
+    static func checkLocation(_ bytes: [UInt8]) -> String? {
+        guard !bytes.isEmpty, bytes.count <= maxLocationLength, let text = String(validating: bytes, as: UTF8.self),
+              !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+        else { return nil }
+        return text
+    }
+
     // MARK: Decoding
 
     struct Decoded {
         var key: Certificate.PrivateKey?
         var certificates: [Certificate]
+        /// Where the key is, for an identity whose key stays in hardware (version 2).
+        var location: String? = nil
     }
 
     /// Parses a record of the expected kind (1 key, 2 certificates, 3 identity).
@@ -142,11 +188,20 @@ enum IdentityRecord {
             func fail(_ detail: String) -> Result<Decoded, IdentityError> { .failure(.corruptedRecord(label: label, detail: detail)) }
             guard let recordKind = reader.byte(), let recordVersion = reader.byte() else { return fail("the record is truncated") }
             guard recordKind == expected else { return fail("a record of kind \(recordKind) where kind \(expected) was expected") }
-            guard recordVersion == version else {
-                return fail("record version \(recordVersion) is not supported (this version reads version \(version))")
+            let hardware = recordVersion == hardwareVersion && expected == 3
+            guard recordVersion == version || hardware else {
+                return fail("record version \(recordVersion) is not supported (this version reads versions \(version) and, "
+                    + "for identities, \(hardwareVersion))")
             }
             var decoded = Decoded(key: nil, certificates: [])
-            if expected != 2 {
+            if hardware {
+                guard let high = reader.byte(), let low = reader.byte() else { return fail("the location length is truncated") }
+                let length = Int(high) << 8 | Int(low)
+                guard let raw = reader.bytes(length), let location = checkLocation(raw) else {
+                    return fail("the hardware key's location is truncated, too long or not text")
+                }
+                decoded.location = location
+            } else if expected != 2 {
                 guard let rawAlgorithm = reader.byte(), let algorithm = Algorithm(rawValue: rawAlgorithm) else { return fail("unknown key algorithm") }
                 guard let length = reader.u32(), length > 0, length <= maxKeyLength, var der = reader.bytes(length) else {
                     return fail("the key field is truncated or too long")

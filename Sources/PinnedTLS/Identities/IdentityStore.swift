@@ -1,5 +1,6 @@
 import Cipher
 import Foundation
+import HardwareKeys
 import Keychain
 import Vault
 import X509
@@ -116,7 +117,9 @@ public struct IdentityStore: Sendable {
 
     /// Stores an identity (the key and its chain, in one item sealed under `accessibility`) and
     /// its chain as a certificate item under the same label (sealed under `always`, so that it
-    /// can be listed and exported while the vault is locked).
+    /// can be listed and exported while the vault is locked). An identity whose key stays in
+    /// hardware is stored as where its key is (its ``HardwareSigningKey/location``) and its chain:
+    /// the key never enters the keychain.
     /// - Parameters:
     ///   - identity: The identity.
     ///   - label: The label for both items.
@@ -127,10 +130,19 @@ public struct IdentityStore: Sendable {
     public func storeIdentity(_ identity: TLSIdentity, label: String, accessibility: Accessibility = .whenUnlocked,
                               replace: Bool = false) throws(IdentityError) {
         try Self.check(label)
-        guard let key = identity.privateKey else {
-            throw .unsupportedKey("the identity's key stays in a token and is never stored; store its certificates with storeCertificates")
+        // A key that stays in hardware is never stored: the record says where it is (version 2).
+        let record: SecretBytes
+        switch identity.key {
+        case .software(let key): record = try IdentityRecord.encode(key: key, certificates: identity.chain)
+        case .hardware(let key):
+            // A recorded pkcs11: URI names the token and the key only: a record in the data
+            // directory must never choose the module loaded or the PIN file read.
+            if key.location.hasPrefix("pkcs11:"), key.location.contains("?") {
+                throw .unsupportedKey("\(key.location): a recorded key's URI names the token and the key only (no ?module-path= "
+                    + "or ?pin-source=); open the key without them and give the module and PIN when it is used")
+            }
+            record = try IdentityRecord.encode(location: key.location, certificates: identity.chain)
         }
-        let record = try IdentityRecord.encode(key: key, certificates: identity.chain)
         defer { record.wipe() }
         let chain = try IdentityRecord.encode(key: nil, certificates: identity.chain)
         defer { chain.wipe() }
@@ -149,12 +161,38 @@ public struct IdentityStore: Sendable {
     /// The identity stored under `label`: its key and chain, checked to belong together.
     /// - Throws: ``IdentityError/notFound(kind:label:)``, ``IdentityError/locked(label:accessibility:reason:)``
     ///   while the vault is locked, ``IdentityError/corruptedRecord(label:detail:)``.
-    public func identity(label: String, requiring minimum: Accessibility? = nil) throws(IdentityError) -> TLSIdentity {
+    ///
+    /// An identity whose key stays in hardware (stored from a ``TLSIdentity/Key/hardware(_:)``
+    /// identity) is opened with `openingHardwareKey`, given the location recorded, and its
+    /// public key must be the leaf's.
+    /// - Throws: also ``IdentityError/hardwareKeyRequired(label:location:)`` when the key stays
+    ///   in hardware and no opener is given, ``IdentityError/hardwareKey(_:)`` when it cannot be
+    ///   opened, ``IdentityError/hardwareKeyMismatch(label:location:)`` when it is not the
+    ///   leaf's key.
+    public func identity(label: String, requiring minimum: Accessibility? = nil,
+                         openingHardwareKey: ((String) throws(HardwareKeyError) -> any HardwareSigningKey)? = nil)
+        throws(IdentityError) -> TLSIdentity {
         let decoded = try read(.identity, label: label, requiring: minimum)
+        if let location = decoded.location {
+            guard let openingHardwareKey else { throw .hardwareKeyRequired(label: label, location: location) }
+            let key: any HardwareSigningKey
+            do { key = try openingHardwareKey(location) } catch { throw .hardwareKey(error) }
+            guard let identity = TLSIdentity(chain: decoded.certificates, tokenKey: key) else {
+                throw .hardwareKeyMismatch(label: label, location: location)
+            }
+            return identity
+        }
         guard let key = decoded.key, let identity = TLSIdentity(chain: decoded.certificates, privateKey: key) else {
             throw .corruptedRecord(label: label, detail: "the key is not the leaf certificate's key")
         }
         return identity
+    }
+
+    /// Where the key of the identity stored under `label` is, when it stays in hardware (nil
+    /// for a key in the keychain). Opens nothing.
+    /// - Throws: as ``identity(label:requiring:openingHardwareKey:)`` reading the record.
+    public func hardwareKeyLocation(label: String) throws(IdentityError) -> String? {
+        try read(.identity, label: label, requiring: nil).location
     }
 
     // MARK: Import and export

@@ -34,4 +34,38 @@ struct HardwareKeyOptions: ParsableArguments {
         let uri = try PKCS11URI(text)
         return try PKCS11PrivateKey(uri: uri, modulePath: module, refusing: [dataDirectory], pin: try pinSource())
     }
+
+    /// Opens a key whose location is recorded in the data directory (a certificate authority's
+    /// or a sharing identity's key): a `pkcs11:` URI naming the token and the key only. The
+    /// module and the PIN come from these options, never from the record, which anyone who can
+    /// write the data directory could have swapped. The caller checks the key against the
+    /// certificate.
+    func recordedKeyOpener(dataDirectory: String) throws -> @Sendable (String) throws(HardwareKeyError) -> any HardwareSigningKey {
+        let pin = try pinSource()
+        let module = self.module
+        return { @Sendable (location: String) throws(HardwareKeyError) -> any HardwareSigningKey in
+            guard location.hasPrefix("pkcs11:") else {
+                throw .invalidURI("the recorded key location \(location) is not a pkcs11: URI")
+            }
+            let uri = try Self.recordable(location)
+            return try PKCS11PrivateKey(uri: uri, modulePath: module, refusing: [dataDirectory], pin: pin)
+        }
+    }
+
+    /// Opens the key of `--key URI` for an item that records where its key is: the URI may name
+    /// the token and the key only (no `?module-path=` or `?pin-source=`: those come from
+    /// --module and --pin-file, so a record never chooses the library loaded or the PIN read).
+    func openRecordable(uri text: String, dataDirectory: String) throws -> any HardwareSigningKey {
+        try recordedKeyOpener(dataDirectory: dataDirectory)(text)
+    }
+
+    /// A URI that may be recorded or read from a record: no query attributes.
+    static func recordable(_ text: String) throws(HardwareKeyError) -> PKCS11URI {
+        let uri = try PKCS11URI(text)
+        guard !text.contains("?"), uri.modulePath == nil, uri.pinFile == nil else {
+            throw .invalidURI("\(text): a recorded key's URI names the token and the key only; give the module with "
+                + "--module and the PIN with --pin-file or --pin-env")
+        }
+        return uri
+    }
 }

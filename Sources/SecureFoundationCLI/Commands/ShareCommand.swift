@@ -1,6 +1,7 @@
 import ArgumentParser
 import DeviceSharing
 import Foundation
+import HardwareKeys
 import PinnedTLS
 import SecureFoundation
 
@@ -114,17 +115,28 @@ struct ShareOptions: ParsableArguments {
     @Option(name: .customLong("passcode-file"), help: "Unlock the vault with the passcode in this file (`-` for stdin).")
     var passcodeFile: String?
 
+    /// The module and PIN of a device key that stays in a PKCS #11 token (`share init/join --key`).
+    @OptionGroup var hardware: HardwareKeyOptions
+
     /// The crypto manager (unlocked when a passcode file is given), its keychain and the group.
     func open() throws -> (CryptoManager, ShareGroup) {
         let manager = try home.manager()
         try VaultCLI.unlock(manager, passcodeFile: passcodeFile, withoutFile: .stayLocked)
         let keychain = try Keychain(manager: manager)
-        let group = ShareGroup(store: IdentityStore(keychain: keychain))
+        let group = ShareGroup(store: IdentityStore(keychain: keychain),
+                               openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: home.directory))
         // A group of an older version gets its record now (docs/SECURITY.md, "Share group
         // items"). A failure (not a member, a tampered record) is reported by the command
         // that reads the group; `share init --replace` still starts a new one.
         try? group.upgradeIfNeeded()
         return (manager, group)
+    }
+
+    /// This device's key in a token, from `--key pkcs11:…` (nil without --key).
+    func deviceKey(_ uri: String?) throws -> (any HardwareSigningKey)? {
+        guard let uri else { return nil }
+        guard uri.hasPrefix("pkcs11:") else { throw ValidationError("--key takes a pkcs11: URI (RFC 7512)") }
+        return try hardware.openRecordable(uri: uri, dataDirectory: home.directory)
     }
 
     func inbox(_ given: String?) -> String {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import DeviceSharing
 import Foundation
+import HardwareKeys
 import PinnedTLS
 import SecureFoundation
 
@@ -10,7 +11,10 @@ struct ShareInitCommand: ParsableCommand {
         abstract: "Make this machine a member: a new group (--new-group), or join one with an invitation.",
         discussion: """
         --new-group creates the group's root (its key stays in this keychain, whenUnlocked) and \
-        this device's certificate. With --invitation FILE it is `share join FILE`.
+        this device's certificate. With --invitation FILE it is `share join FILE`. With --key \
+        pkcs11:… (token and key attributes only, with --module and the token's PIN) this \
+        device's key is that token key: it never leaves the token, and every sharing command \
+        that connects needs --module and the PIN.
         """
     )
 
@@ -32,17 +36,21 @@ struct ShareInitCommand: ParsableCommand {
     @Flag(name: .customLong("replace"), help: "Replace this machine's group.")
     var replace = false
 
+    @Option(name: .customLong("key"), help: "This device's key: the key in a PKCS #11 token this pkcs11: URI names (it never leaves the token).")
+    var tokenKey: String?
+
     @OptionGroup var options: ShareOptions
 
     func run() throws {
         do {
             if let invitation {
-                try ShareJoinCommand.join(invitation: invitation, name: name, output: output, options: options)
+                try ShareJoinCommand.join(invitation: invitation, name: name, output: output, tokenKey: tokenKey, options: options)
                 return
             }
             guard newGroup else { throw ValidationError("give --new-group to create a group, or --invitation FILE to join one") }
             let (_, group) = try options.open()
-            let membership = try group.create(deviceName: name, groupName: groupName, replace: replace)
+            let membership = try group.create(deviceName: name, groupName: groupName, replace: replace,
+                                              deviceKey: try options.deviceKey(tokenKey))
             print("group root: \(membership.root.subject)")
             print("root pin: \(try ShareGroup.pin(membership.root))")
             print("device: \(membership.deviceName)")
@@ -117,7 +125,9 @@ struct ShareJoinCommand: AsyncParsableCommand {
         certificate (issued by the root, for this key) and stores the identity. Over the \
         network, in one step: `share join INVITATION --name DEVICE --connect HOST:PORT` while \
         the inviter runs `share invite --listen`; only a machine of the invitation's group is \
-        trusted there, and the secret is proven, never sent.
+        trusted there, and the secret is proven, never sent. With --key pkcs11:… (and --module \
+        and the token's PIN) this device's key is that token key, never a new keychain key; give \
+        --module and the PIN to step 2 too.
         """
     )
 
@@ -136,6 +146,9 @@ struct ShareJoinCommand: AsyncParsableCommand {
     @Option(name: [.customShort("o"), .customLong("output")], help: "Where to write the request (default stdout).")
     var output: String?
 
+    @Option(name: .customLong("key"), help: "This device's key: the key in a PKCS #11 token this pkcs11: URI names (it never leaves the token).")
+    var tokenKey: String?
+
     @OptionGroup var options: ShareOptions
 
     func run() async throws {
@@ -147,7 +160,8 @@ struct ShareJoinCommand: AsyncParsableCommand {
                 }
                 let parsed = try ShareJSON.decode(ShareEnrolment.Invitation.self, from: try CLI.readInput(invitation, maxLength: 1 << 20))
                 let (_, group) = try options.open()
-                let membership = try await ShareEnrolment(group: group).join(invitation: parsed, deviceName: name, host: host, port: port)
+                let membership = try await ShareEnrolment(group: group).join(invitation: parsed, deviceName: name, host: host, port: port,
+                                                                             deviceKey: try options.deviceKey(tokenKey))
                 print("device: \(membership.deviceName)")
                 print("device pin: \(try ShareGroup.pin(membership.identity.leaf))")
                 return
@@ -161,16 +175,17 @@ struct ShareJoinCommand: AsyncParsableCommand {
                 return
             }
             guard let invitation, let name else { throw ValidationError("give INVITATION and --name, or --certificate FILE") }
-            try Self.join(invitation: invitation, name: name, output: output, options: options)
+            try Self.join(invitation: invitation, name: name, output: output, tokenKey: tokenKey, options: options)
         } catch {
             throw ShareCLI.fail(error)
         }
     }
 
-    static func join(invitation path: String, name: String, output: String?, options: ShareOptions) throws {
+    static func join(invitation path: String, name: String, output: String?, tokenKey: String?, options: ShareOptions) throws {
         let invitation = try ShareJSON.decode(ShareEnrolment.Invitation.self, from: try CLI.readInput(path, maxLength: 1 << 20))
         let (_, group) = try options.open()
-        let request = try ShareEnrolment(group: group).join(invitation: invitation, deviceName: name)
+        let request = try ShareEnrolment(group: group).join(invitation: invitation, deviceName: name,
+                                                            deviceKey: try options.deviceKey(tokenKey))
         try CLI.writeOutput(try ShareJSON.encode(request), to: output)
         CLI.warn("request written: give it to the inviter (`share approve`), then run `share join --certificate FILE`")
     }

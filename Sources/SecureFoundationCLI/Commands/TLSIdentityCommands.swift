@@ -62,7 +62,7 @@ struct TLSCertificateAuthorityCommand: ParsableCommand {
 struct TLSCertificateAuthorityInit: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "init",
-        abstract: "Create a root certificate authority; its key stays in the keychain.",
+        abstract: "Create a root certificate authority; its key stays in the keychain, or in a PKCS #11 token (--key).",
         discussion: """
         Makes a P-256 key and a self-signed root (CA:true, path length 0, keyCertSign and \
         cRLSign, 10 years) and stores it under the label (default "ca"): the key and certificate \
@@ -70,8 +70,16 @@ struct TLSCertificateAuthorityInit: ParsableCommand {
         that `tls export ca` works while the vault is locked. Prints the root's subject, expiry \
         and SPKI pin.
 
-        Example:
+        With --key pkcs11:… (RFC 7512: token and key attributes only, with --module and the \
+        token's PIN): the root's key is that token key and never leaves the token; the root is \
+        self-signed there, and `tls issue`, `tls revoke` and `tls crl` sign there too (give them \
+        --module and the PIN). The identity item records the key's URI and the root (sealed \
+        under always unless --accessibility says otherwise: it holds no secret); the token key \
+        must be the root's key whenever it is loaded. Nothing falls back to a software key.
+
+        Examples:
           securefoundation tls ca init --common-name "Example devices CA" --passcode-file passcode.txt
+          securefoundation tls ca init --key 'pkcs11:token=ca;object=root' --module /usr/lib/softhsm/libsofthsm2.so --pin-file pin.txt
           securefoundation tls export ca -o ca.pem
         """
     )
@@ -94,14 +102,33 @@ struct TLSCertificateAuthorityInit: ParsableCommand {
     @Flag(name: .customLong("replace"), help: "Replace a root stored under the label already (certificates it issued will no longer verify).")
     var replace = false
 
+    @Option(name: .customLong("key"), help: "The root's key: the key in a PKCS #11 token this pkcs11: URI names (it never leaves the token).")
+    var tokenKey: String?
+
+    @OptionGroup var hardware: HardwareKeyOptions
+
     @OptionGroup var items: ItemStoreOptions
+
+    func validate() throws {
+        if let tokenKey, !tokenKey.hasPrefix("pkcs11:") { throw ValidationError("--key takes a pkcs11: URI (RFC 7512)") }
+    }
 
     func run() throws {
         try CLI.run {
             guard (1...10958).contains(days) else { throw ValidationError("--days must be between 1 and 10958") }
-            let accessibility = try items.accessibility(default: .whenUnlocked)
-            let authority = try CertificateAuthority.createRoot(commonName: commonName, organization: organization,
-                                                                validity: TimeInterval(days) * 86_400, pathLength: pathLength)
+            let validity = TimeInterval(days) * 86_400
+            let authority: CertificateAuthority
+            let accessibility: Accessibility
+            if let tokenKey {
+                let key = try hardware.openRecordable(uri: tokenKey, dataDirectory: items.store.home.directory)
+                accessibility = try items.accessibility(default: .always)
+                authority = try CertificateAuthority.createRoot(commonName: commonName, organization: organization, hardwareKey: key,
+                                                                validity: validity, pathLength: pathLength)
+            } else {
+                accessibility = try items.accessibility(default: .whenUnlocked)
+                authority = try CertificateAuthority.createRoot(commonName: commonName, organization: organization,
+                                                                validity: validity, pathLength: pathLength)
+            }
             let identities = IdentityStore(keychain: try items.open())
             try authority.save(to: identities, label: label, accessibility: accessibility, replace: replace)
             try identities.flush()
@@ -130,6 +157,9 @@ struct TLSIssueCommand: ParsableCommand {
         With --key pkcs11:… (RFC 7512, with --module and the token's PIN): the key stays in the \
         token; its public key is read from the token and certified as with --public-key. Serve \
         with it: tls serve --identity LABEL --key pkcs11:… --module PATH.
+
+        An authority whose key is in a token (`tls ca init --key`) signs there: give --module \
+        and the token's PIN (--pin-file, --pin-env, or the prompt).
 
         Examples:
           securefoundation tls issue api.example.com --name 10.0.0.5 --server --passcode-file passcode.txt
@@ -198,7 +228,9 @@ struct TLSIssueCommand: ParsableCommand {
                 ?? tokenKey.map { try hardware.open(uri: $0, dataDirectory: items.store.home.directory).publicKey }
             let accessibility = try items.accessibility(default: .whenUnlocked)
             let identities = IdentityStore(keychain: try items.open())
-            let authority = try CertificateAuthority.load(from: identities, label: self.authority)
+            let authority = try CertificateAuthority.load(
+                from: identities, label: self.authority,
+                openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: items.store.home.directory))
             if request != nil || otherKey != nil {
                 let certificate: Certificate
                 if let request {
@@ -270,7 +302,9 @@ struct TLSKeysCommand: ParsableCommand {
         discussion: """
         One line per key, tab-separated: the location (keychain or pkcs11), the kind, then for \
         the keychain the label and the sealing class, for a token the key's pkcs11: URI and its \
-        flags (sensitive, extractable). With --module, the token's keys are listed (narrowed by \
+        flags (sensitive, extractable). An identity whose key stays in a token (a device CA made \
+        with `tls ca init --key`) is listed with a fifth field, `key at pkcs11:…`: the keychain \
+        holds only where the key is. With --module, the token's keys are listed (narrowed by \
         --uri; the token's PIN from --pin-file, --pin-env or the terminal); the keychain is \
         listed unless --pkcs11-only.
 
@@ -296,9 +330,12 @@ struct TLSKeysCommand: ParsableCommand {
         try CLI.run {
             var text = ""
             if !pkcs11Only {
-                let listing = try IdentityStore(keychain: try store.open()).list()
+                let identities = IdentityStore(keychain: try store.open())
+                let listing = try identities.list()
                 for item in listing.items where item.kind == .privateKey || item.kind == .identity {
-                    text += "keychain\t\(item.kind)\t\(item.label)\t\(item.accessibility.name)\n"
+                    let location = item.kind == .identity ? (try? identities.hardwareKeyLocation(label: item.label)) ?? nil : nil
+                    text += "keychain\t\(item.kind)\t\(item.label)\t\(item.accessibility.name)"
+                        + (location.map { "\tkey at \($0)" } ?? "") + "\n"
                 }
                 if listing.unreadable > 0 {
                     CLI.warn("\(listing.unreadable) keychain item(s) could not be read (vault locked, or damaged); give --passcode-file to list them")

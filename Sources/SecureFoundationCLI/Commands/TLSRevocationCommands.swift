@@ -16,7 +16,8 @@ struct TLSRevokeCommand: ParsableCommand {
         list, which is signed again (new CRL number, valid --days) and kept in the keychain \
         beside the authority. Revoking a certificate listed already changes nothing (exit 0). \
         Export the list with `tls crl` and give it to the peers that check it (a policy's \
-        "revocationList", see docs/TLS.md).
+        "revocationList", see docs/TLS.md). An authority whose key is in a token signs the \
+        list there: give --module and the token's PIN.
 
         Exit status: 0 revoked (or listed already), 44 no certificate under that label or pin, \
         1 not issued by the authority, 36 vault locked (give --passcode-file), 2 stored list \
@@ -37,6 +38,8 @@ struct TLSRevokeCommand: ParsableCommand {
     @Option(name: .customLong("days"), help: "How many days the new revocation list is valid (its nextUpdate).")
     var days = 30
 
+    @OptionGroup var hardware: HardwareKeyOptions
+
     @OptionGroup var store: KeychainStoreOptions
 
     func validate() throws {
@@ -47,7 +50,9 @@ struct TLSRevokeCommand: ParsableCommand {
         try CLI.run {
             let identities = IdentityStore(keychain: try store.open())
             let certificate = try CertificateAuthority.storedCertificate(named: name, in: identities)
-            let authority = try CertificateAuthority.load(from: identities, label: self.authority)
+            let authority = try CertificateAuthority.load(
+                from: identities, label: self.authority,
+                openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: store.home.directory))
             let (list, added) = try authority.revoke(certificate, in: identities, label: self.authority,
                                                      validity: TimeInterval(days) * 86_400)
             let state = added ? "revoked" : "already revoked"
@@ -73,7 +78,8 @@ struct TLSRevocationListCommand: ParsableCommand {
         (mode 0600, written atomically): PEM ("X509 CRL") by default, DER with --der. \
         `openssl crl -in FILE -noout -text` reads it, and `openssl verify -crl_check -CAfile \
         ca.pem -CRLfile FILE` checks certificates against it. Export a new list before \
-        nextUpdate: a policy refuses a list past its nextUpdate.
+        nextUpdate: a policy refuses a list past its nextUpdate. An authority whose key is in a \
+        token signs the list there: give --module and the token's PIN.
 
         Exit status: 0 success, 44 no authority under --ca, 36 vault locked (give \
         --passcode-file), 2 stored list damaged, 64 DER to a terminal.
@@ -96,6 +102,8 @@ struct TLSRevocationListCommand: ParsableCommand {
     @Option(name: [.customShort("o"), .customLong("output")], help: "Write here instead of standard output.")
     var output: String?
 
+    @OptionGroup var hardware: HardwareKeyOptions
+
     @OptionGroup var store: KeychainStoreOptions
 
     func validate() throws {
@@ -108,7 +116,9 @@ struct TLSRevocationListCommand: ParsableCommand {
                 throw CLIFailure("refusing to write DER to a terminal: give -o FILE or redirect standard output", status: .usage)
             }
             let identities = IdentityStore(keychain: try store.open())
-            let authority = try CertificateAuthority.load(from: identities, label: self.authority)
+            let authority = try CertificateAuthority.load(
+                from: identities, label: self.authority,
+                openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: store.home.directory))
             let list = try authority.refreshRevocationList(in: identities, label: self.authority,
                                                            validity: TimeInterval(days) * 86_400)
             try CLI.writeOutput(der ? list.derEncoded : Array(list.pemEncoded.utf8), to: output)
