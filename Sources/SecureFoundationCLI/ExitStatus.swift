@@ -129,6 +129,9 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
             default: return .failure
             }
         case .ambiguousKey, .unsupportedKey: return .failure
+        case .tpmToolsMissing, .tpmUnreachable: return .io
+        case .tpmKeyRefused: return .damaged
+        case .tpmPolicyFailed, .tpm: return .failure
         }
     }
 
@@ -205,6 +208,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .locked: return .locked
         case .wrongPassword: return .wrongSecret
         case .corruptedRecord, .invalidRevocationList: return .damaged
+        case .hardwareKey(_, let error): return status(of: error)
         default: return .failure
         }
     }

@@ -171,9 +171,14 @@ struct IdentityStoreTests {
         try plant(Array("garbage".utf8))
         expectCorrupted("garbage")
         var newer = bytes
+        newer[1] = 3
+        try plant(newer)
+        expectCorrupted("record version 3")
+        // Version 2 with this record's bytes: byte 2 is read as the key's location (1, software),
+        // then the algorithm is the length's first byte (0): refused.
         newer[1] = 2
         try plant(newer)
-        expectCorrupted("record version 2")
+        expectCorrupted("version 2 over a version 1 body")
         try plant(bytes, kind: .privateKey)
         expectCorrupted("an identity record in a key item", kind: .privateKey)
         var wrongAlgorithm = bytes

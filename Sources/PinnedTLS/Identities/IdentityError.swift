@@ -1,3 +1,4 @@
+import HardwareKeys
 import Foundation
 import Keychain
 import Vault
@@ -46,6 +47,8 @@ public enum IdentityError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidRevocationList(String)
     /// The certificate to revoke was not issued by this authority (or is the authority itself).
     case notIssuedByAuthority(String)
+    /// The identity's key stays in hardware (the TPM) and could not be opened.
+    case hardwareKey(label: String, error: HardwareKeyError)
 
     public var description: String {
         switch self {
@@ -69,6 +72,8 @@ public enum IdentityError: Error, Sendable, Equatable, CustomStringConvertible {
             return "not a usable certificate: \(detail)"
         case .keyDoesNotMatchCertificate(let detail):
             return "the private key does not belong to the certificate: \(detail); give the key that was used to request this certificate"
+        case let .hardwareKey(label, error):
+            return "the key of identity \"\(label)\" cannot be used: \(error)"
         case .unsupportedKey(let detail):
             return "unsupported key: \(detail); use a P-256 (recommended), P-384 or RSA key of at least 2048 bits"
         case let .corruptedRecord(label, detail):

@@ -1,5 +1,6 @@
 import Cipher
 import Foundation
+import HardwareKeys
 import Keychain
 import Vault
 import X509
@@ -146,13 +147,67 @@ public struct IdentityStore: Sendable {
         }
     }
 
-    /// The identity stored under `label`: its key and chain, checked to belong together.
+    /// Stores an identity whose key stays in the TPM: the key's blobs with the chain (one
+    /// version 2 record, sealed under `accessibility`) and the chain as a certificate item, as
+    /// ``storeIdentity(_:label:accessibility:replace:)`` does.
+    /// - Parameters:
+    ///   - key: The opened TPM key; it must be the leaf certificate's key.
+    ///   - chain: The certificates, leaf first.
+    /// - Throws: ``IdentityError/keyDoesNotMatchCertificate(_:)`` and the errors of ``storeIdentity(_:label:accessibility:replace:)``.
+    public func storeIdentity(tpmKey key: TPM2PrivateKey, chain: [Certificate], label: String,
+                              accessibility: Accessibility = .whenUnlocked, replace: Bool = false) throws(IdentityError) {
+        try Self.check(label)
+        guard let leaf = chain.first, leaf.publicKey == key.publicKey else {
+            throw .keyDoesNotMatchCertificate("the TPM key \(key.location) is not the leaf certificate's key")
+        }
+        let record = try IdentityRecord.encodeTPM(key.blobs, certificates: chain)
+        defer { record.wipe() }
+        let chainRecord = try IdentityRecord.encode(key: nil, certificates: chain)
+        defer { chainRecord.wipe() }
+        let summary = Self.summary(leaf)
+        try write(record, kind: .identity, label: label, accessibility: accessibility, comment: summary, replace: replace)
+        do {
+            try write(chainRecord, kind: .certificate, label: label, accessibility: .always, comment: summary, replace: replace)
+        } catch {
+            if !replace { try? keychain.deletePassword(forService: IdentityItemKind.identity.service, account: label) }
+            throw error
+        }
+    }
+
+    /// Where the key of the identity under `label` is: nil for a key held in the record
+    /// (software), the TPM key's location (`tpm:name=…;pcrs=…`) otherwise. Reads the record
+    /// (its class key must be available) but does not reach the TPM.
+    public func keyLocation(label: String) throws(IdentityError) -> String? {
+        let decoded = try read(.identity, label: label, requiring: nil)
+        guard let blobs = decoded.tpmKey else { return nil }
+        return "tpm:name=\(blobs.name)" + (blobs.pcrs.isEmpty ? "" : ";pcrs=" + blobs.pcrs.map(String.init).joined(separator: ","))
+    }
+
+    /// The identity stored under `label`: its key and chain, checked to belong together. A key
+    /// that stays in the TPM is loaded into it (through `tcti`, nil: `$TPM2TOOLS_TCTI`) and its
+    /// public key, as the TPM reports it, must be the leaf certificate's: blobs swapped for
+    /// another key's are refused.
     /// - Throws: ``IdentityError/notFound(kind:label:)``, ``IdentityError/locked(label:accessibility:reason:)``
-    ///   while the vault is locked, ``IdentityError/corruptedRecord(label:detail:)``.
-    public func identity(label: String, requiring minimum: Accessibility? = nil) throws(IdentityError) -> TLSIdentity {
+    ///   while the vault is locked, ``IdentityError/corruptedRecord(label:detail:)``,
+    ///   ``IdentityError/hardwareKey(label:error:)`` when the TPM key cannot be opened,
+    ///   ``IdentityError/keyDoesNotMatchCertificate(_:)`` when it is not the certificate's key.
+    public func identity(label: String, requiring minimum: Accessibility? = nil, tcti: String? = nil) throws(IdentityError) -> TLSIdentity {
         let decoded = try read(.identity, label: label, requiring: minimum)
+        if let blobs = decoded.tpmKey { return try Self.tpmIdentity(label: label, blobs: blobs, chain: decoded.certificates, tcti: tcti) }
         guard let key = decoded.key, let identity = TLSIdentity(chain: decoded.certificates, privateKey: key) else {
             throw .corruptedRecord(label: label, detail: "the key is not the leaf certificate's key")
+        }
+        return identity
+    }
+
+    /// Opens the TPM key of a record and pairs it with the record's chain: the public key the
+    /// TPM reports for the loaded key must be the leaf's.
+    static func tpmIdentity(label: String, blobs: TPM2PrivateKey.Blobs, chain: [Certificate], tcti: String?) throws(IdentityError) -> TLSIdentity {
+        let key: TPM2PrivateKey
+        do { key = try TPM2PrivateKey(blobs: blobs, tcti: tcti) } catch { throw .hardwareKey(label: label, error: error) }
+        guard let identity = TLSIdentity(chain: chain, tokenKey: key) else {
+            throw .keyDoesNotMatchCertificate("the TPM key of identity \"\(label)\" (\(key.location)) is not its certificate's key: "
+                + "the record's key blobs were replaced; delete the identity and issue it again")
         }
         return identity
     }
