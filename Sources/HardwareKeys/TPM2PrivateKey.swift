@@ -43,6 +43,11 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
         public var name: String {
             SHA256.hash(data: publicArea).prefix(8).map { String(format: "%02x", $0) }.joined()
         }
+
+        /// `tpm:name=…` with the PCRs the key is bound to (`;pcrs=0,7`): where the key is, never its bytes.
+        public var location: String {
+            "tpm:name=\(name)" + (pcrs.isEmpty ? "" : ";pcrs=" + pcrs.map(String.init).joined(separator: ","))
+        }
     }
 
     /// The key's blobs.
@@ -123,9 +128,7 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
     public var signatureSchemes: [HardwareSignatureScheme] { [.ecdsaSHA256] }
 
     /// `tpm:name=…` with the PCRs the key is bound to: where the key is, never its bytes.
-    public var location: String {
-        "tpm:name=\(blobs.name)" + (blobs.pcrs.isEmpty ? "" : ";pcrs=" + blobs.pcrs.map(String.init).joined(separator: ","))
-    }
+    public var location: String { blobs.location }
 
     public var description: String { "TPM2PrivateKey(\(location))" }
 
@@ -137,15 +140,16 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
     /// - Throws: ``HardwareKeyError``; nothing falls back to a software key.
     public func signature(for message: [UInt8], scheme: HardwareSignatureScheme) throws(HardwareKeyError) -> [UInt8] {
         do {
-            guard scheme == .ecdsaSHA256 else { throw HardwareKeyError.unsupportedKey("\(scheme) with a TPM P-256 key") }
-            return try sign(digest: scheme.digest(message))
+            return try sign(message, scheme: scheme)
         } catch {
             failure.withLock { lastFailureValue = error }
             throw error
         }
     }
 
-    private func sign(digest: [UInt8]) throws(HardwareKeyError) -> [UInt8] {
+    private func sign(_ message: [UInt8], scheme: HardwareSignatureScheme) throws(HardwareKeyError) -> [UInt8] {
+        guard scheme == .ecdsaSHA256 else { throw .unsupportedKey("\(scheme) with a TPM P-256 key") }
+        let digest = scheme.digest(message)
         TPM2.lock.lock()
         defer { TPM2.lock.unlock() }
         var arguments = ["tpm2_sign", "-c", scratch.path + "/key.ctx"]

@@ -78,13 +78,14 @@ package enum TPM2 {
 
     static func lastLine(_ message: String) -> String {
         let lines = message.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        return lines.last.map(String.init) ?? "no message"
+        return lines.last ?? "no message"
     }
 
-    /// Flushes the transient objects and sessions the tools left loaded (without a resource
-    /// manager they would fill the TPM's object slots). Failures are ignored: nothing may be left.
+    /// Flushes the transient objects and the loaded and saved sessions the tools left (without a
+    /// resource manager they would fill the TPM's few object and session slots: a policy session
+    /// of a refused PCR policy stays loaded). Failures are ignored: nothing may be left.
     package static func flush(tcti: String?, sessions: Bool = true) {
-        for flag in sessions ? ["-t", "-s"] : ["-t"] { (try? run(["tpm2_flushcontext", flag], tcti: tcti))?.output.wipe() }
+        for flag in sessions ? ["-t", "-l", "-s"] : ["-t"] { (try? run(["tpm2_flushcontext", flag], tcti: tcti))?.output.wipe() }
     }
 
     /// Creates the owner hierarchy's primary key (ECC P-256, from the TPM's seed: the same key

@@ -179,8 +179,7 @@ public struct IdentityStore: Sendable {
     /// (its class key must be available) but does not reach the TPM.
     public func keyLocation(label: String) throws(IdentityError) -> String? {
         let decoded = try read(.identity, label: label, requiring: nil)
-        guard let blobs = decoded.tpmKey else { return nil }
-        return "tpm:name=\(blobs.name)" + (blobs.pcrs.isEmpty ? "" : ";pcrs=" + blobs.pcrs.map(String.init).joined(separator: ","))
+        return decoded.tpmKey?.location
     }
 
     /// The identity stored under `label`: its key and chain, checked to belong together. A key

@@ -32,6 +32,8 @@ public struct TPM2DeviceKeyProvider: DeviceKeyProvider {
         TPM2.lock.lock()
         defer { TPM2.lock.unlock() }
         let scratch = try Self.vault { try TPM2.Scratch() }
+        // The directory goes with the object: keep it until the end.
+        defer { withExtendedLifetime(scratch) {} }
         let directory = scratch.path
         try Self.vault { try TPM2.createPrimary(in: directory, tcti: tcti) }
         try Self.vault {
@@ -91,7 +93,7 @@ public struct TPM2DeviceKeyProvider: DeviceKeyProvider {
     }
 
     /// A TPM failure as the vault reports it.
-    static func vault<Result>(_ body: () throws(HardwareKeyError) -> Result) throws -> Result {
-        do { return try body() } catch { throw VaultError.deviceKey(error.description) }
+    static func vault<Result>(_ body: () throws -> Result) throws -> Result {
+        do { return try body() } catch let error as HardwareKeyError { throw VaultError.deviceKey(error.description) }
     }
 }
