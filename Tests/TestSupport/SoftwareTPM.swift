@@ -14,21 +14,36 @@ public final class SoftwareTPM: @unchecked Sendable {
     public var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
 
     public init?(root: String) throws {
-        guard let swtpm = ExternalTool.find("swtpm"), ExternalTool.find("tpm2_getrandom") != nil else { return nil }
+        guard let swtpm = ExternalTool.find("swtpm"), let getrandom = ExternalTool.find("tpm2_getrandom") else { return nil }
         state = root + "/tpm"
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        port = Int.random(in: 20000..<40000) & ~1
-        process = try ChildProcess.start(swtpm, ["socket", "--tpm2", "--tpmstate", "dir=" + state,
-                                                 "--server", "type=tcp,port=\(port),bindaddr=127.0.0.1",
-                                                 "--ctrl", "type=tcp,port=\(port + 1),bindaddr=127.0.0.1", "--flags", "not-need-init,startup-clear"])
-        // Ready when the TPM answers (at most 10 s).
-        for _ in 0..<100 {
-            if let result = try? ExternalTool.run([ExternalTool.find("tpm2_getrandom")!, "8"], maxOutput: 64, environment: ["TPM2TOOLS_TCTI": tcti]),
-               result.status == 0 { return }
-            usleep(100_000)
+        // A port taken by another program, or a start slowed down by a loaded machine: up to 3
+        // ports, each waited for at most 20 s.
+        var started: (port: Int, process: ChildProcess.Running)?
+        for _ in 0..<3 where started == nil {
+            let port = Int.random(in: 20000..<40000) & ~1
+            let process = try ChildProcess.start(swtpm, ["socket", "--tpm2", "--tpmstate", "dir=" + state,
+                                                         "--server", "type=tcp,port=\(port),bindaddr=127.0.0.1",
+                                                         "--ctrl", "type=tcp,port=\(port + 1),bindaddr=127.0.0.1",
+                                                         "--flags", "not-need-init,startup-clear"])
+            let deadline = ContinuousClock.now + .seconds(20)
+            while ContinuousClock.now < deadline, process.isRunning {
+                if let result = try? ExternalTool.run([getrandom, "8"], maxOutput: 64,
+                                                      environment: ["TPM2TOOLS_TCTI": "swtpm:host=127.0.0.1,port=\(port)"]),
+                   result.status == 0 {
+                    started = (port, process)
+                    break
+                }
+                usleep(100_000)
+            }
+            if started == nil {
+                process.kill()
+                _ = try? process.wait(timeout: .seconds(30))
+            }
         }
-        stop()
-        return nil
+        guard let started else { return nil }
+        port = started.port
+        process = started.process
     }
 
     /// A started software TPM, or nil with the reason printed.
