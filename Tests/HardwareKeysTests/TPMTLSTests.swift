@@ -94,6 +94,14 @@ struct TPMTLSTests {
                                        "--connect-to", "127.0.0.1", "--identity", "client-1"])
         #expect(refused.status != 0)
 
+        // --key tpm with a PCR out of range, or with -o: refused before the TPM is used.
+        let badPCR = try fixture.run(["tls", "issue", "x", "--key", "tpm:pcrs=24"])
+        #expect(badPCR.status == 64)
+        #expect(badPCR.errorText.contains("PCRs are 0-23"), "\(badPCR.errorText)")
+        let withOutput = try fixture.run(["tls", "issue", "x", "--key", "tpm", "-o", fixture.directory.path("x.pem")])
+        #expect(withOutput.status == 64)
+        #expect(withOutput.errorText.contains("-o does not go with --key tpm"), "\(withOutput.errorText)")
+
         // tls keys: where each key is, never its bytes.
         let keys = try fixture.run(["tls", "keys"])
         #expect(keys.status == 0, "\(keys.errorText)")
