@@ -113,7 +113,7 @@ let package = Package(
         .target(name: "CPKCS11", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
         // Keys that never leave a hardware token (PKCS #11): module loading, RFC 7512 URIs, PINs,
         // signing and HMAC through the token. No NIO: PinnedTLS adapts it to swift-nio-ssl.
-        .target(name: "HardwareKeys", dependencies: ["Cipher", "CPKCS11", .product(name: "X509", package: "swift-certificates"),
+        .target(name: "HardwareKeys", dependencies: ["Cipher", "CPKCS11", "CPlatform", .product(name: "X509", package: "swift-certificates"),
                                                     .product(name: "SwiftASN1", package: "swift-asn1")] + crypto,
                 swiftSettings: strict),
         // The unlock agent: holds an unlocked vault and serves class keys over a UNIX socket.
@@ -175,8 +175,8 @@ let package = Package(
                                                   .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
         // What tests share: an executor of their own threads for the network tests, temporary
         // directories, and the built executables (BuiltProducts).
-        .target(name: "TestSupport", dependencies: ["PinnedTLS"], path: "Tests/TestSupport", swiftSettings: strict),
-        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "HardwareKeys", "Keychain", "Vault", "Cipher", "TestSupport",
+        .target(name: "TestSupport", dependencies: ["PinnedTLS", "HardwareKeys"], path: "Tests/TestSupport", swiftSettings: strict),
+        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher", "TestSupport", "HardwareKeys",
                                                        .product(name: "NIOCore", package: "swift-nio"),
                                                        .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                                                        .product(name: "X509", package: "swift-certificates"),

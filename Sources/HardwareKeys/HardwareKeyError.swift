@@ -1,5 +1,6 @@
-/// Why a key in a hardware token (PKCS #11) could not be reached or used. Each case says
-/// what to do; a failure of the module carries the name of its return value (`CKR_…`).
+/// Why a key in a hardware token (PKCS #11) or in the TPM could not be reached or used. Each
+/// case says what to do; a failure of a PKCS #11 module carries the name of its return value
+/// (`CKR_…`), a failure of the TPM the message of tpm2-tools.
 public enum HardwareKeyError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The `pkcs11:` URI is malformed or asks for something refused (a PIN in the URI, a
     /// module by name, an attribute that is not RFC 7512's).
@@ -21,6 +22,17 @@ public enum HardwareKeyError: Error, Equatable, Sendable, CustomStringConvertibl
     case unsupportedKey(String)
     /// The PIN could not be read from its source.
     case pinUnavailable(String)
+    /// tpm2-tools (the named program) is not installed.
+    case tpmToolsMissing(String)
+    /// The TPM does not answer through the TCTI (stopped, absent, or the TCTI names another place).
+    case tpmUnreachable(tcti: String, detail: String)
+    /// The TPM refused the key's PCR policy: the PCRs' values differ from those at creation.
+    case tpmPolicyFailed(pcrs: [Int])
+    /// The TPM refused to load the key's blobs: they were made by another TPM (or another
+    /// owner seed), or they are damaged.
+    case tpmKeyRefused(String)
+    /// Another TPM failure: what was being done and the tools' message.
+    case tpm(operation: String, detail: String)
 
     /// The name of the module's return value (`CKR_PIN_INCORRECT`), for ``pkcs11(function:returnValue:)``.
     public var returnValueName: String? {
@@ -60,6 +72,20 @@ public enum HardwareKeyError: Error, Equatable, Sendable, CustomStringConvertibl
         case .pinUnavailable(let reason):
             return "the token's PIN cannot be read: \(reason). Give it with --pin-file FILE, --pin-env NAME, "
                 + "pin-source=file:/PATH in the URI, or type it at the prompt"
+        case .tpmToolsMissing(let program):
+            return "\(program) is not installed: the TPM is used through tpm2-tools (Debian: apt-get install tpm2-tools)"
+        case .tpmUnreachable(let tcti, let detail):
+            return "the TPM does not answer through the TCTI \(tcti) (\(detail)); check that the TPM (or swtpm) runs and "
+                + "that --tcti or $TPM2TOOLS_TCTI names it. No software key is used instead"
+        case .tpmPolicyFailed(let pcrs):
+            return "the TPM refused the key's PCR policy: PCRs \(pcrs.map(String.init).joined(separator: ",")) differ from "
+                + "their values when the key was made (firmware, boot loader or kernel changed); restore the measured boot "
+                + "chain, or make and certify a new key from a trusted state. No software key is used instead"
+        case .tpmKeyRefused(let detail):
+            return "the TPM refused the key: \(detail). The key's blobs open only in the TPM that made them (with the "
+                + "same owner seed); on another machine make and certify a new key. No software key is used instead"
+        case .tpm(let operation, let detail):
+            return "the TPM could not \(operation): \(detail)"
         }
     }
 

@@ -11,6 +11,12 @@ import X509
 /// in software and imported into the token, so both servers present the same certificate.
 /// Needs SoftHSM2 and pkcs11-tool (Debian: softhsm2 opensc). Environment: HW_BENCH_HANDSHAKES
 /// (default 300), HW_BENCH_RUNS (default 3, medians).
+///
+/// Then the same with the server's key made in a software TPM (swtpm, started here on a
+/// loopback port with a state directory of its own) against a P-256 key in memory, and where a
+/// TPM signature's time goes: starting the tpm2-tools programs (measured with a
+/// `tpm2_flushcontext` that has nothing to flush) against the TPM's own work. Needs swtpm and
+/// tpm2-tools (Debian: swtpm tpm2-tools). HW_BENCH_TPM_HANDSHAKES (default 60).
 enum HardwareKeyBench {
     static let module = "/usr/lib/softhsm/libsofthsm2.so"
 
@@ -26,6 +32,11 @@ enum HardwareKeyBench {
     }
 
     static func runAsync() async throws {
+        try await softHSMRows()
+        try await tpmRows()
+    }
+
+    static func softHSMRows() async throws {
         guard FileManager.default.fileExists(atPath: module), let util = BenchSupport.which("softhsm2-util"),
               let tool = BenchSupport.which("pkcs11-tool") else {
             print("SoftHSM2 or pkcs11-tool not found (Debian: softhsm2 opensc); the hwkeys section needs them")
@@ -119,6 +130,130 @@ enum HardwareKeyBench {
         await softwareServer.close()
         for task in tasks { _ = await task.result }
         try? await tokenGroup.shutdownGracefully()
+        try? await softwareGroup.shutdownGracefully()
+    }
+}
+
+extension HardwareKeyBench {
+    /// A root and a leaf for `publicKey`, made here.
+    static func chain(for publicKey: Certificate.PublicKey) throws -> [Certificate] {
+        let rootKey = P256.Signing.PrivateKey()
+        let rootName = try DistinguishedName { CommonName("hwkeys bench root") }
+        let now = Date()
+        let root = try Certificate(version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey),
+                                   notValidBefore: now - 3600, notValidAfter: now + 86_400, issuer: rootName, subject: rootName,
+                                   signatureAlgorithm: .ecdsaWithSHA256,
+                                   extensions: try Certificate.Extensions {
+                                       Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                                       Critical(KeyUsage(keyCertSign: true))
+                                   }, issuerPrivateKey: .init(rootKey))
+        let leaf = try Certificate(version: .v3, serialNumber: .init(), publicKey: publicKey,
+                                   notValidBefore: now - 3600, notValidAfter: now + 86_400, issuer: rootName,
+                                   subject: try DistinguishedName { CommonName("localhost") }, signatureAlgorithm: .ecdsaWithSHA256,
+                                   extensions: try Certificate.Extensions {
+                                       Critical(BasicConstraints.notCertificateAuthority)
+                                       Critical(KeyUsage(digitalSignature: true))
+                                       try ExtendedKeyUsage([.serverAuth])
+                                       SubjectAlternativeNames([.dnsName("localhost")])
+                                   }, issuerPrivateKey: .init(rootKey))
+        return [leaf, root]
+    }
+
+    /// The swtpm rows: handshakes/s with the key in swtpm against a software P-256 key, and
+    /// the split of a TPM signature's time.
+    static func tpmRows() async throws {
+        guard let swtpm = BenchSupport.which("swtpm"), BenchSupport.which("tpm2_sign") != nil,
+              BenchSupport.which("tpm2_flushcontext") != nil else {
+            print("swtpm or tpm2-tools not found (Debian: swtpm tpm2-tools); the TPM rows of hwkeys need them")
+            return
+        }
+        let environment = ProcessInfo.processInfo.environment
+        let handshakes = max(10, Int(environment["HW_BENCH_TPM_HANDSHAKES"] ?? "60") ?? 60)
+        let runs = max(1, Int(environment["HW_BENCH_RUNS"] ?? "3") ?? 3)
+        let dir = FileManager.default.temporaryDirectory.path + "/sf-tpm-bench-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let port = Int.random(in: 20000..<40000) & ~1
+        let tcti = "swtpm:host=127.0.0.1,port=\(port)"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: swtpm)
+        process.arguments = ["socket", "--tpm2", "--tpmstate", "dir=" + dir + "/state",
+                             "--server", "type=tcp,port=\(port),bindaddr=127.0.0.1",
+                             "--ctrl", "type=tcp,port=\(port + 1),bindaddr=127.0.0.1", "--flags", "not-need-init,startup-clear"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { process.terminate(); kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        var ready = false
+        for _ in 0..<100 where !ready {
+            if let result = try? TPM2.run(["tpm2_flushcontext", "-t"], tcti: tcti), result.status == 0 { ready = true } else { usleep(100_000) }
+        }
+        guard ready else { throw TLSBench.Failure(description: "swtpm did not answer on \(tcti)") }
+
+        let tpmKey = try TPM2PrivateKey(blobs: try TPM2PrivateKey.create(tcti: tcti), tcti: tcti)
+        let software = P256.Signing.PrivateKey()
+        let tpmChain = try chain(for: tpmKey.publicKey)
+        let softwareChain = try chain(for: .init(software.publicKey))
+        guard let tpmIdentity = TLSIdentity(chain: tpmChain, tokenKey: tpmKey),
+              let softwareIdentity = TLSIdentity(chain: softwareChain, privateKey: .init(software))
+        else { throw TLSBench.Failure(description: "the identities do not match their certificate") }
+
+        // Where a signature's time goes: tpm2_sign + tpm2_flushcontext, against two program
+        // starts that do (almost) nothing in the TPM.
+        let samples = 20
+        var signSeconds = 0.0, startSeconds = 0.0
+        for index in 0..<samples {
+            let begin = Date()
+            _ = try tpmKey.signature(for: Array("sample \(index)".utf8), scheme: .ecdsaSHA256)
+            signSeconds += Date().timeIntervalSince(begin)
+            let empty = Date()
+            _ = try? TPM2.run(["tpm2_flushcontext", "-t"], tcti: tcti)
+            _ = try? TPM2.run(["tpm2_flushcontext", "-t"], tcti: tcti)
+            startSeconds += Date().timeIntervalSince(empty)
+        }
+
+        let tpmGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let softwareGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let tpmServer = try await PinnedTLSServer.bind(identity: tpmIdentity, eventLoopGroup: tpmGroup)
+        let softwareServer = try await PinnedTLSServer.bind(identity: softwareIdentity, eventLoopGroup: softwareGroup)
+        let tasks = [tpmServer, softwareServer].map { server in
+            Task { try await server.run { connection in try await TLSBench.serve(connection.channel, bulk: 1) } }
+        }
+        func client(_ root: Certificate, _ group: MultiThreadedEventLoopGroup) throws -> PinnedTLSClient {
+            try PinnedTLSClient(policy: TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only([root]))],
+                                                    defaultAnchors: nil), eventLoopGroup: group)
+        }
+        let tpmClient = try client(tpmChain[1], tpmGroup), softwareClient = try client(softwareChain[1], softwareGroup)
+        func loop(_ client: PinnedTLSClient, _ port: Int) -> @Sendable () async throws -> Void {
+            {
+                let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: "localhost", timeout: .seconds(10))
+                try await TLSBench.roundTrip(connection.channel, bytes: 1)
+            }
+        }
+        print("loopback, TLS 1.3, P-256 server key, no client certificates; swtpm \(tcti) (tpm2-tools, a socket TCTI without "
+            + "resource manager); median of \(runs); load average before: \(TLSBench.loadAverage())")
+        var tpmRuns: [(rate: Double, cpu: Double)] = [], softwareRuns: [(rate: Double, cpu: Double)] = []
+        for _ in 0..<runs {
+            tpmRuns.append(try await TLSBench.rate(handshakes, loop(tpmClient, tpmServer.port)))
+            softwareRuns.append(try await TLSBench.rate(handshakes, loop(softwareClient, softwareServer.port)))
+        }
+        let tpmRate = TLSBench.median(tpmRuns.map(\.rate)), softwareRate = TLSBench.median(softwareRuns.map(\.rate))
+        func line(_ label: String, _ runs: [(rate: Double, cpu: Double)]) -> String {
+            "  \(label) \(BenchSupport.format(TLSBench.median(runs.map(\.rate)), 0))/s, CPU \(BenchSupport.format(TLSBench.median(runs.map(\.cpu)) * 1e6, 0)) µs/handshake  runs \(runs.map { BenchSupport.format($0.rate, 0) }.joined(separator: ", "))"
+        }
+        print("handshakes/s (connect, handshake, 1-byte round trip, close), \(handshakes) each:")
+        print(line("key in swtpm (tpm2-tools)", tpmRuns))
+        print(line("key in memory            ", softwareRuns))
+        print("  ratio TPM/memory: \(BenchSupport.format(tpmRate / softwareRate, 3))")
+        let sign = signSeconds / Double(samples) * 1000, starts = startSeconds / Double(samples) * 1000
+        print("  one TPM signature (tpm2_sign + tpm2_flushcontext): \(BenchSupport.format(sign, 1)) ms; two tool runs that do "
+            + "almost nothing in the TPM: \(BenchSupport.format(starts, 1)) ms (program start, TCTI connection), so about "
+            + "\(BenchSupport.format(max(0, sign - starts), 1)) ms is the TPM's own work (key context load, ECDSA)")
+        await tpmServer.close()
+        await softwareServer.close()
+        for task in tasks { _ = await task.result }
+        try? await tpmGroup.shutdownGracefully()
         try? await softwareGroup.shutdownGracefully()
     }
 }

@@ -129,6 +129,9 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
             default: return .failure
             }
         case .ambiguousKey, .unsupportedKey: return .failure
+        case .tpmToolsMissing, .tpmUnreachable: return .io
+        case .tpmKeyRefused: return .damaged
+        case .tpmPolicyFailed, .tpm: return .failure
         }
     }
 

@@ -171,9 +171,9 @@ struct IdentityStoreTests {
         try plant(Array("garbage".utf8))
         expectCorrupted("garbage")
         var newer = bytes
-        newer[1] = 3
+        newer[1] = 4
         try plant(newer)
-        expectCorrupted("record version 3")
+        expectCorrupted("record version 4")
         // Version 2 (a key in hardware) is an identity record only, and its location must be text.
         var hardware = bytes
         hardware[1] = 2
@@ -181,6 +181,12 @@ struct IdentityStoreTests {
         expectCorrupted("a version-1 body under version 2")
         try plant(hardware, kind: .privateKey)
         expectCorrupted("a version-2 record in a key item", kind: .privateKey)
+        // Version 3 with this record's bytes: byte 2 is read as the key's location (1, software),
+        // then the algorithm is the length's first byte (0): refused.
+        var tpm = bytes
+        tpm[1] = 3
+        try plant(tpm)
+        expectCorrupted("version 3 over a version 1 body")
         try plant(bytes, kind: .privateKey)
         expectCorrupted("an identity record in a key item", kind: .privateKey)
         var wrongAlgorithm = bytes

@@ -4,53 +4,6 @@ import Testing
 import Cipher
 @testable import Vault
 
-/// A software TPM (swtpm) on a local TCP port, stopped by `stop()`.
-final class SoftwareTPM: @unchecked Sendable {
-    let state: String
-    let port: Int
-    let process: ChildProcess.Running
-    var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
-
-    init?(root: String) throws {
-        guard let swtpm = ExternalTool.find("swtpm"), ExternalTool.find("tpm2_getrandom") != nil else { return nil }
-        state = root + "/tpm"
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        port = Int.random(in: 20000..<40000) & ~1
-        process = try ChildProcess.start(swtpm, ["socket", "--tpm2", "--tpmstate", "dir=" + state,
-                                                 "--server", "type=tcp,port=\(port),bindaddr=127.0.0.1",
-                                                 "--ctrl", "type=tcp,port=\(port + 1),bindaddr=127.0.0.1", "--flags", "not-need-init,startup-clear"])
-        // Ready when the TPM answers (at most 10 s).
-        for _ in 0..<100 {
-            if let result = try? ExternalTool.run([ExternalTool.find("tpm2_getrandom")!, "8"], maxOutput: 64, environment: ["TPM2TOOLS_TCTI": tcti]),
-               result.status == 0 { return }
-            usleep(100_000)
-        }
-        stop()
-        return nil
-    }
-
-    /// A started software TPM, or nil with the reason printed.
-    static func orSkip(root: String) throws -> SoftwareTPM? {
-        guard let tpm = try SoftwareTPM(root: root) else {
-            print("skipping: needs swtpm and tpm2-tools (Debian: swtpm swtpm-tools tpm2-tools)")
-            return nil
-        }
-        return tpm
-    }
-
-    func tool(_ name: String, _ arguments: [String]) throws -> Int32 {
-        let result = try ExternalTool.run([ExternalTool.find(name)!] + arguments, maxOutput: 65536, environment: ["TPM2TOOLS_TCTI": tcti])
-        result.output.wipe()
-        return result.status
-    }
-
-    func stop() {
-        // swtpm does not end on SIGTERM while a client may be connected: SIGKILL.
-        process.kill()
-        _ = try? process.wait(timeout: .seconds(30))
-    }
-}
-
 @Suite("Device-key providers: TPM 2.0", .serialized)
 struct DeviceKeyProviderTPMTests {
     @Test func sealedToTheTPMAndBoundToPCRs() throws {

@@ -1,3 +1,4 @@
+import HardwareKeys
 import Foundation
 import HardwareKeys
 import Keychain

@@ -2,6 +2,7 @@ import Cipher
 import Crypto
 import CryptoExtras
 import Foundation
+import HardwareKeys
 import SwiftASN1
 import X509
 
@@ -14,12 +15,22 @@ import X509
 /// certificates (kinds 2, 3): count u16 (1...16) | count × (length u32 | certificate DER)
 /// ```
 ///
-/// Version 2, an identity whose key stays in hardware (a PKCS #11 token, the TPM): the record
-/// says where the key is instead of holding it.
+/// Version 2, an identity whose key stays in a PKCS #11 token: the record says where the key is
+/// instead of holding it.
 ///
 /// ```
 /// kind u8 (3) | version u8 (2) | location length u16 (1...2048) | location UTF-8 (a pkcs11: URI
-/// without module or PIN source, a TPM key's name) | certificates as in version 1
+/// without module or PIN source) | certificates as in version 1
+/// ```
+///
+/// Version 3 (written for keys that stay in the TPM; version 1 is still written for software
+/// keys and both are read) puts the key's location before the key field:
+///
+/// ```
+/// key (kinds 1, 3): location u8 | …
+///   location 1 (software): algorithm u8 | length u32 | PKCS#8 PrivateKeyInfo DER   (as version 1)
+///   location 2 (TPM):      algorithm u8 (1 P-256) | pcr count u8 (0...24) | count × pcr u8 (0...23, ascending)
+///                          | length u32 | TPM2B_PUBLIC | length u32 | TPM2B_PRIVATE
 /// ```
 ///
 /// Integers are big-endian; nothing may follow the last field.
@@ -28,6 +39,9 @@ enum IdentityRecord {
     /// The version of a record whose key stays in hardware.
     static let hardwareVersion: UInt8 = 2
     static let maxLocationLength = 2048
+    /// The version of a record whose key stays in the TPM (its blobs are recorded).
+    static let tpmVersion: UInt8 = 3
+    static let maxBlobLength = 4096
     static let maxKeyLength = 16 * 1024
     static let maxCertificateLength = 64 * 1024
     static let maxCertificates = 16
@@ -167,10 +181,37 @@ enum IdentityRecord {
         return text
     }
 
+    /// A version 3 identity record whose key stays in the TPM: its blobs and the chain.
+    static func encodeTPM(_ blobs: TPM2PrivateKey.Blobs, certificates: [Certificate]) throws(IdentityError) -> SecretBytes {
+        guard !certificates.isEmpty, certificates.count <= maxCertificates else {
+            throw .invalidCertificate("\(certificates.count) certificates; 1 to \(maxCertificates) are stored under one label")
+        }
+        guard blobs.publicArea.count <= maxBlobLength, blobs.privateArea.count <= maxBlobLength, !blobs.publicArea.isEmpty,
+              !blobs.privateArea.isEmpty, blobs.pcrs.count <= 24, blobs.pcrs.allSatisfy({ (0...23).contains($0) }) else {
+            throw .unsupportedKey("TPM key blobs of unexpected sizes or PCRs")
+        }
+        var bytes: [UInt8] = [3, tpmVersion, 2, 1, UInt8(blobs.pcrs.count)] + blobs.pcrs.sorted().map { UInt8($0) }
+        func put32(_ value: Int) { bytes += [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: value >> $0) } }
+        put32(blobs.publicArea.count)
+        bytes += blobs.publicArea
+        put32(blobs.privateArea.count)
+        bytes += blobs.privateArea
+        bytes += [UInt8(certificates.count >> 8), UInt8(certificates.count & 0xFF)]
+        for certificate in certificates {
+            let der = try der(certificate)
+            guard der.count <= maxCertificateLength else { throw .invalidCertificate("a certificate of \(der.count) bytes") }
+            put32(der.count)
+            bytes += der
+        }
+        return SecretBytes(copying: bytes)
+    }
+
     // MARK: Decoding
 
     struct Decoded {
         var key: Certificate.PrivateKey?
+        /// The key's blobs when it stays in the TPM (version 2, location 2).
+        var tpmKey: TPM2PrivateKey.Blobs? = nil
         var certificates: [Certificate]
         /// Where the key is, for an identity whose key stays in hardware (version 2).
         var location: String? = nil
@@ -189,11 +230,16 @@ enum IdentityRecord {
             guard let recordKind = reader.byte(), let recordVersion = reader.byte() else { return fail("the record is truncated") }
             guard recordKind == expected else { return fail("a record of kind \(recordKind) where kind \(expected) was expected") }
             let hardware = recordVersion == hardwareVersion && expected == 3
-            guard recordVersion == version || hardware else {
-                return fail("record version \(recordVersion) is not supported (this version reads versions \(version) and, "
-                    + "for identities, \(hardwareVersion))")
+            guard recordVersion == version || hardware || recordVersion == tpmVersion else {
+                return fail("record version \(recordVersion) is not supported (this version reads versions \(version) and \(tpmVersion), "
+                    + "and for identities \(hardwareVersion))")
             }
             var decoded = Decoded(key: nil, certificates: [])
+            var location: UInt8 = 1
+            if expected != 2, recordVersion == tpmVersion {
+                guard let value = reader.byte(), value == 1 || value == 2 else { return fail("unknown key location") }
+                location = value
+            }
             if hardware {
                 guard let high = reader.byte(), let low = reader.byte() else { return fail("the location length is truncated") }
                 let length = Int(high) << 8 | Int(low)
@@ -201,6 +247,23 @@ enum IdentityRecord {
                     return fail("the hardware key's location is truncated, too long or not text")
                 }
                 decoded.location = location
+            } else if location == 2 {
+                guard reader.byte() == 1 else { return fail("unknown TPM key algorithm") }
+                guard let count = reader.byte(), count <= 24 else { return fail("the PCR count is truncated or too large") }
+                var pcrs: [Int] = []
+                for _ in 0..<count {
+                    guard let pcr = reader.byte(), pcr <= 23, pcrs.last.map({ Int(pcr) > $0 }) ?? true else {
+                        return fail("a PCR is truncated, out of range or out of order")
+                    }
+                    pcrs.append(Int(pcr))
+                }
+                guard let publicLength = reader.u32(), publicLength > 0, publicLength <= maxBlobLength,
+                      let publicArea = reader.bytes(publicLength),
+                      let privateLength = reader.u32(), privateLength > 0, privateLength <= maxBlobLength,
+                      let privateArea = reader.bytes(privateLength) else {
+                    return fail("the TPM key blobs are truncated or too long")
+                }
+                decoded.tpmKey = TPM2PrivateKey.Blobs(publicArea: publicArea, privateArea: privateArea, pcrs: pcrs)
             } else if expected != 2 {
                 guard let rawAlgorithm = reader.byte(), let algorithm = Algorithm(rawValue: rawAlgorithm) else { return fail("unknown key algorithm") }
                 guard let length = reader.u32(), length > 0, length <= maxKeyLength, var der = reader.bytes(length) else {

@@ -158,21 +158,55 @@ public struct IdentityStore: Sendable {
         }
     }
 
+    /// Stores an identity whose key stays in the TPM: the key's blobs with the chain (one
+    /// version 2 record, sealed under `accessibility`) and the chain as a certificate item, as
+    /// ``storeIdentity(_:label:accessibility:replace:)`` does.
+    /// - Parameters:
+    ///   - key: The opened TPM key; it must be the leaf certificate's key.
+    ///   - chain: The certificates, leaf first.
+    /// - Throws: ``IdentityError/keyDoesNotMatchCertificate(_:)`` and the errors of ``storeIdentity(_:label:accessibility:replace:)``.
+    public func storeIdentity(tpmKey key: TPM2PrivateKey, chain: [Certificate], label: String,
+                              accessibility: Accessibility = .whenUnlocked, replace: Bool = false) throws(IdentityError) {
+        try Self.check(label)
+        guard let leaf = chain.first, leaf.publicKey == key.publicKey else {
+            throw .keyDoesNotMatchCertificate("the TPM key \(key.location) is not the leaf certificate's key")
+        }
+        let record = try IdentityRecord.encodeTPM(key.blobs, certificates: chain)
+        defer { record.wipe() }
+        let chainRecord = try IdentityRecord.encode(key: nil, certificates: chain)
+        defer { chainRecord.wipe() }
+        let summary = Self.summary(leaf)
+        try write(record, kind: .identity, label: label, accessibility: accessibility, comment: summary, replace: replace)
+        do {
+            try write(chainRecord, kind: .certificate, label: label, accessibility: .always, comment: summary, replace: replace)
+        } catch {
+            if !replace { try? keychain.deletePassword(forService: IdentityItemKind.identity.service, account: label) }
+            throw error
+        }
+    }
+
     /// The identity stored under `label`: its key and chain, checked to belong together.
     /// - Throws: ``IdentityError/notFound(kind:label:)``, ``IdentityError/locked(label:accessibility:reason:)``
     ///   while the vault is locked, ``IdentityError/corruptedRecord(label:detail:)``.
     ///
-    /// An identity whose key stays in hardware (stored from a ``TLSIdentity/Key/hardware(_:)``
+    /// An identity whose key stays in a PKCS #11 token (stored from a ``TLSIdentity/Key/hardware(_:)``
     /// identity) is opened with `openingHardwareKey`, given the location recorded, and its
     /// public key must be the leaf's.
     /// - Throws: also ``IdentityError/hardwareKeyRequired(label:location:)`` when the key stays
     ///   in hardware and no opener is given, ``IdentityError/hardwareKey(_:)`` when it cannot be
     ///   opened, ``IdentityError/hardwareKeyMismatch(label:location:)`` when it is not the
     ///   leaf's key.
+    ///
+    /// An identity whose key stays in the TPM (stored by ``storeIdentity(tpmKey:chain:label:accessibility:)``)
+    /// is opened with the TPM reached through `tcti` (nil: `$TPM2TOOLS_TCTI`); the public key the
+    /// TPM reports for the loaded key must be the leaf's (``IdentityError/keyDoesNotMatchCertificate(_:)``
+    /// otherwise, ``IdentityError/hardwareKey(_:)`` when the TPM key cannot be opened).
     public func identity(label: String, requiring minimum: Accessibility? = nil,
-                         openingHardwareKey: ((String) throws(HardwareKeyError) -> any HardwareSigningKey)? = nil)
+                         openingHardwareKey: ((String) throws(HardwareKeyError) -> any HardwareSigningKey)? = nil,
+                         tcti: String? = nil)
         throws(IdentityError) -> TLSIdentity {
         let decoded = try read(.identity, label: label, requiring: minimum)
+        if let blobs = decoded.tpmKey { return try Self.tpmIdentity(label: label, blobs: blobs, chain: decoded.certificates, tcti: tcti) }
         if let location = decoded.location {
             guard let openingHardwareKey else { throw .hardwareKeyRequired(label: label, location: location) }
             let key: any HardwareSigningKey
@@ -188,11 +222,27 @@ public struct IdentityStore: Sendable {
         return identity
     }
 
-    /// Where the key of the identity stored under `label` is, when it stays in hardware (nil
-    /// for a key in the keychain). Opens nothing.
-    /// - Throws: as ``identity(label:requiring:openingHardwareKey:)`` reading the record.
+    /// Where the key of the identity stored under `label` is, when it stays in hardware: its
+    /// `pkcs11:` URI, or the TPM key's `tpm:name=…;pcrs=…`; nil for a key in the keychain.
+    /// Reads the record (its class key must be available) but opens no key.
+    /// - Parameter label: The identity's label.
+    /// - Returns: The location, or nil.
+    /// - Throws: as ``identity(label:requiring:openingHardwareKey:tcti:)`` reading the record.
     public func hardwareKeyLocation(label: String) throws(IdentityError) -> String? {
-        try read(.identity, label: label, requiring: nil).location
+        let decoded = try read(.identity, label: label, requiring: nil)
+        return decoded.location ?? decoded.tpmKey?.location
+    }
+
+    /// Opens the TPM key of a record and pairs it with the record's chain: the public key the
+    /// TPM reports for the loaded key must be the leaf's.
+    static func tpmIdentity(label: String, blobs: TPM2PrivateKey.Blobs, chain: [Certificate], tcti: String?) throws(IdentityError) -> TLSIdentity {
+        let key: TPM2PrivateKey
+        do { key = try TPM2PrivateKey(blobs: blobs, tcti: tcti) } catch { throw .hardwareKey(error) }
+        guard let identity = TLSIdentity(chain: chain, tokenKey: key) else {
+            throw .keyDoesNotMatchCertificate("the TPM key of identity \"\(label)\" (\(key.location)) is not its certificate's key: "
+                + "the record's key blobs were replaced; delete the identity and issue it again")
+        }
+        return identity
     }
 
     // MARK: Import and export

@@ -6,8 +6,13 @@ import PinnedTLS
 /// How a command reaches a key in a PKCS #11 token: `--key pkcs11:…` with the module given by
 /// `--module` (or `module-path=` in the URI, never found in the data directory) and the PIN
 /// from `--pin-file`, `--pin-env`, `pin-source=` in the URI, or the terminal. A PIN is never an
-/// argument.
+/// argument. A key in the TPM (`--key tpm`, `--key tpm:pcrs=0,7`) is reached through `--tcti`
+/// or `$TPM2TOOLS_TCTI`.
 struct HardwareKeyOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The TPM's TCTI for keys in the TPM (default: $TPM2TOOLS_TCTI, else /dev/tpmrm0), for example swtpm:host=127.0.0.1,port=2321.",
+                               valueName: "tcti"))
+    var tcti: String?
+
     @Option(help: ArgumentHelp("The PKCS #11 module (shared library) of the token, for --key pkcs11:… (absolute path; never inside the data directory).",
                                valueName: "path"))
     var module: String?
@@ -27,6 +32,21 @@ struct HardwareKeyOptions: ParsableArguments {
         case (nil, nil): return .prompt({ try CLI.readPassphrase(prompt: "Token PIN: ") })
         default: throw ValidationError("give --pin-file or --pin-env, not both")
         }
+    }
+
+    /// The PCRs of `--key tpm` (none) or `--key tpm:pcrs=0,7`; nil when `text` names no TPM key.
+    static func tpmPCRs(_ text: String) throws -> [Int]? {
+        if text == "tpm" { return [] }
+        guard text.hasPrefix("tpm:") else { return nil }
+        let rest = text.dropFirst(4)
+        guard rest.hasPrefix("pcrs=") else { throw ValidationError("--key tpm takes pcrs=N,N (for example tpm:pcrs=0,7)") }
+        var pcrs: [Int] = []
+        for part in rest.dropFirst(5).split(separator: ",", omittingEmptySubsequences: false) {
+            guard let pcr = Int(part), (0...23).contains(pcr) else { throw ValidationError("PCRs are 0-23: \(text)") }
+            pcrs.append(pcr)
+        }
+        guard !pcrs.isEmpty else { throw ValidationError("--key tpm:pcrs= names no PCR") }
+        return pcrs
     }
 
     /// Opens the token key `uri` names; the module must not be inside `dataDirectory`.

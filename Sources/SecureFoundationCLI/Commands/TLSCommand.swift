@@ -352,7 +352,8 @@ struct TLSIdentityOptions: ParsableArguments {
         }
         guard let identity else { return try TLSCLI.identity(cert: cert, key: key) }
         guard cert == nil && key == nil else { throw ValidationError("give --identity or --cert and --key, not both") }
-        return try OpenedIdentityStore.shared(store).get().identity(label: identity)
+        // An identity whose key stays in the TPM is opened through --tcti (or $TPM2TOOLS_TCTI).
+        return try OpenedIdentityStore.shared(store).get().identity(label: identity, tcti: hardware.tcti)
     }
 }
 

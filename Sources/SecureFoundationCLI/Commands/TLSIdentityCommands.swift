@@ -160,6 +160,10 @@ struct TLSIssueCommand: ParsableCommand {
 
         An authority whose key is in a token (`tls ca init --key`) signs there: give --module \
         and the token's PIN (--pin-file, --pin-env, or the prompt).
+        With --key tpm (or tpm:pcrs=0,7 to bind it to those PCRs' current values): the TPM \
+        (--tcti or $TPM2TOOLS_TCTI) makes a P-256 key that never leaves it; the key's \
+        TPM-wrapped blobs and the chain are stored as an identity under --label. Serve with \
+        it: tls serve --identity LABEL.
 
         Examples:
           securefoundation tls issue api.example.com --name 10.0.0.5 --server --passcode-file passcode.txt
@@ -194,7 +198,7 @@ struct TLSIssueCommand: ParsableCommand {
     @Option(name: .customLong("public-key"), help: "Certify this public key (PEM, SubjectPublicKeyInfo).")
     var publicKey: String?
 
-    @Option(name: .customLong("key"), help: "Certify the key in a PKCS #11 token this pkcs11: URI names (it never leaves the token).")
+    @Option(name: .customLong("key"), help: "Certify the key in a PKCS #11 token this pkcs11: URI names, or make one in the TPM: tpm or tpm:pcrs=0,7 (it never leaves the token or TPM).")
     var tokenKey: String?
 
     @OptionGroup var hardware: HardwareKeyOptions
@@ -211,7 +215,10 @@ struct TLSIssueCommand: ParsableCommand {
         if serverOnly && clientOnly { throw ValidationError("give --server or --client, not both (neither: both usages)") }
         if [csr, publicKey, tokenKey].compactMap({ $0 }).count > 1 { throw ValidationError("give one of --csr, --public-key and --key") }
         if output != nil && csr == nil && publicKey == nil && tokenKey == nil { throw ValidationError("-o needs --csr, --public-key or --key") }
-        if let tokenKey, !tokenKey.hasPrefix("pkcs11:") { throw ValidationError("--key takes a pkcs11: URI (RFC 7512)") }
+        if let tokenKey, !tokenKey.hasPrefix("pkcs11:"), try HardwareKeyOptions.tpmPCRs(tokenKey) == nil {
+            throw ValidationError("--key takes a pkcs11: URI (RFC 7512), tpm or tpm:pcrs=N,N")
+        }
+        if let tokenKey, output != nil, tokenKey.hasPrefix("tpm") { throw ValidationError("-o does not go with --key tpm (the identity is stored)") }
         guard (1...3652).contains(days) else { throw ValidationError("--days must be between 1 and 3652") }
     }
 
@@ -224,6 +231,10 @@ struct TLSIssueCommand: ParsableCommand {
             // Inputs are checked before the vault is opened: a bad name or request fails at once.
             try CertificateAuthority.checkNames(names)
             let request = try csr.map { try CertificateAuthority.request(from: TLSIdentityCLI.read($0, what: "certificate request")) }
+            if let tokenKey, let pcrs = try HardwareKeyOptions.tpmPCRs(tokenKey) {
+                try issueInTPM(pcrs: pcrs, names: names, usage: usage, validity: validity, label: label)
+                return
+            }
             let otherKey = try publicKey.map { try Self.publicKey(TLSIdentityCLI.read($0, what: "public key")) }
                 ?? tokenKey.map { try hardware.open(uri: $0, dataDirectory: items.store.home.directory).publicKey }
             let accessibility = try items.accessibility(default: .whenUnlocked)
@@ -250,6 +261,22 @@ struct TLSIssueCommand: ParsableCommand {
                 try TLSIdentityCLI.printStored(identity.leaf, label: label)
             }
         }
+    }
+
+    /// `--key tpm[:pcrs=…]`: the TPM makes the key, the authority certifies it, and the key's
+    /// blobs with the chain are stored as an identity.
+    func issueInTPM(pcrs: [Int], names: [String], usage: CertificateAuthority.Usage, validity: TimeInterval, label: String) throws {
+        let accessibility = try items.accessibility(default: .whenUnlocked)
+        let identities = IdentityStore(keychain: try items.open())
+        let authority = try CertificateAuthority.load(from: identities, label: self.authority)
+        let blobs = try TPM2PrivateKey.create(pcrs: pcrs, tcti: hardware.tcti)
+        let key = try TPM2PrivateKey(blobs: blobs, tcti: hardware.tcti)
+        let certificate = try authority.issue(publicKey: key.publicKey, names: names, usage: usage, validity: validity)
+        try identities.storeIdentity(tpmKey: key, chain: [certificate, authority.certificate], label: label,
+                                     accessibility: accessibility, replace: replace)
+        try identities.flush()
+        try TLSIdentityCLI.printStored(certificate, label: label)
+        CLI.warn("the key stays in the TPM (\(key.location))")
     }
 
     static func publicKey(_ bytes: [UInt8]) throws -> Certificate.PublicKey {
@@ -298,10 +325,12 @@ struct TLSListCommand: ParsableCommand {
 struct TLSKeysCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
-        abstract: "List the private keys by location: the keychain, and a PKCS #11 token with --module (never their bytes).",
+        abstract: "List the private keys by location: the keychain, the TPM, and a PKCS #11 token with --module (never their bytes).",
         discussion: """
-        One line per key, tab-separated: the location (keychain or pkcs11), the kind, then for \
-        the keychain the label and the sealing class, for a token the key's pkcs11: URI and its \
+        One line per key, tab-separated: the location (keychain, tpm or pkcs11), the kind, then \
+        for the keychain the label and the sealing class, for an identity whose key stays in \
+        the TPM the label, the sealing class and the key's location (tpm:name=…;pcrs=…, the \
+        name a hash of its public area), for a token the key's pkcs11: URI and its \
         flags (sensitive, extractable). An identity whose key stays in a token (a device CA made \
         with `tls ca init --key`) is listed with a fifth field, `key at pkcs11:…`: the keychain \
         holds only where the key is. With --module, the token's keys are listed (narrowed by \
@@ -333,9 +362,14 @@ struct TLSKeysCommand: ParsableCommand {
                 let identities = IdentityStore(keychain: try store.open())
                 let listing = try identities.list()
                 for item in listing.items where item.kind == .privateKey || item.kind == .identity {
+                    // The record says where the key is; a record that cannot be read now (locked) is listed as kept.
                     let location = item.kind == .identity ? (try? identities.hardwareKeyLocation(label: item.label)) ?? nil : nil
-                    text += "keychain\t\(item.kind)\t\(item.label)\t\(item.accessibility.name)"
-                        + (location.map { "\tkey at \($0)" } ?? "") + "\n"
+                    if let location, location.hasPrefix("tpm:") {
+                        text += "tpm\t\(item.kind)\t\(item.label)\t\(item.accessibility.name)\t\(location)\n"
+                    } else {
+                        text += "keychain\t\(item.kind)\t\(item.label)\t\(item.accessibility.name)"
+                            + (location.map { "\tkey at \($0)" } ?? "") + "\n"
+                    }
                 }
                 if listing.unreadable > 0 {
                     CLI.warn("\(listing.unreadable) keychain item(s) could not be read (vault locked, or damaged); give --passcode-file to list them")

@@ -48,7 +48,7 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
         // Anyone can make a credential with the null key (`--with-key=tpm2-absent`) holding a key
         // of their choice, and `systemd-creds decrypt` accepts it with only a warning.
         try Self.refuseNullKey(encryptedCredential)
-        let result = try ExternalTool.run([tool, "decrypt", "--name=" + name, encryptedCredential, "-"], maxOutput: 64)
+        let result = try VaultError.tool { try ExternalTool.run([tool, "decrypt", "--name=" + name, encryptedCredential, "-"], maxOutput: 64) }
         if result.status == 0, result.error.lowercased().contains("null key") {
             result.output.wipe()
             throw VaultError.deviceKey(Self.nullKeyRefusal(encryptedCredential))
@@ -108,7 +108,7 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
         try VaultError.call { try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(absolute)) }
         let temporary = absolute + ".tmp-" + (try SecureRandom.string(length: 12, alphabet: SecureRandom.alphanumeric))
         defer { unlink(temporary) }
-        let result = try ExternalTool.run([tool, "encrypt", "--name=" + name, "--with-key=" + withKey, "-", temporary], input: key)
+        let result = try VaultError.tool { try ExternalTool.run([tool, "encrypt", "--name=" + name, "--with-key=" + withKey, "-", temporary], input: key) }
         result.output.wipe()
         guard result.status == 0 else {
             throw VaultError.deviceKey("systemd-creds could not encrypt the device key (exit \(result.status)): \(result.error)")

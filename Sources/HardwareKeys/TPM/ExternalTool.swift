@@ -7,16 +7,23 @@ import Glibc
 
 /// Runs a helper program (systemd-creds, tpm2-tools) with secret input on standard input and
 /// secret output read from standard output straight into locked memory; never through a file
-/// or a `String`.
-enum ExternalTool {
-    struct Result {
-        var status: Int32
-        var output: SecretBytes
-        var error: String
+/// or a `String`. Used by the vault's device-key providers and by the TPM plumbing here
+/// (``TPM2``).
+package enum ExternalTool {
+    package struct Result {
+        package var status: Int32
+        package var output: SecretBytes
+        package var error: String
+    }
+
+    /// The program could not be run (no pipe, spawn failed) or wrote more than allowed.
+    package struct Failure: Error, CustomStringConvertible {
+        package let message: String
+        package var description: String { message }
     }
 
     /// The first executable named `name` on `$PATH` (then /usr/bin, /bin), or nil.
-    static func find(_ name: String) -> String? {
+    package static func find(_ name: String) -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
         for directory in path.split(separator: ":").map(String.init) + ["/usr/bin", "/bin", "/usr/sbin", "/sbin"] {
             let candidate = directory + "/" + name
@@ -27,13 +34,13 @@ enum ExternalTool {
 
     /// Runs `arguments` (the first is the program's path) with `input` on standard input;
     /// collects at most `maxOutput` bytes of standard output and 64 KiB of standard error.
-    static func run(_ arguments: [String], input: SecretBytes? = nil, maxOutput: Int = 4096,
+    package static func run(_ arguments: [String], input: SecretBytes? = nil, maxOutput: Int = 4096,
                     environment: [String: String] = [:]) throws -> Result {
         var stdinPipe: [Int32] = [0, 0], stdoutPipe: [Int32] = [0, 0], stderrPipe: [Int32] = [0, 0]
         // Close-on-exec from the start, so no other program started meanwhile (by another
         // thread) keeps an end open and the reads below always see end-of-file.
         guard sf_pipe_cloexec(&stdinPipe) == 0, sf_pipe_cloexec(&stdoutPipe) == 0, sf_pipe_cloexec(&stderrPipe) == 0 else {
-            throw VaultError.io("pipe: \(String(cString: strerror(errno)))")
+            throw Failure(message: "pipe: \(String(cString: strerror(errno)))")
         }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -54,7 +61,7 @@ enum ExternalTool {
         close(stdinPipe[0]); close(stdoutPipe[1]); close(stderrPipe[1])
         guard spawned == 0 else {
             close(stdinPipe[1]); close(stdoutPipe[0]); close(stderrPipe[0])
-            throw VaultError.deviceKey("cannot run \(arguments[0]): \(String(cString: strerror(spawned)))")
+            throw Failure(message: "cannot run \(arguments[0]): \(String(cString: strerror(spawned)))")
         }
         // Input is small (a key): written whole before reading, then closed.
         signal(SIGPIPE, SIG_IGN)
@@ -105,7 +112,7 @@ enum ExternalTool {
         output.wipe()
         if overflow {
             result.wipe()
-            throw VaultError.deviceKey("\(arguments[0]) wrote more than \(maxOutput) bytes")
+            throw Failure(message: "\(arguments[0]) wrote more than \(maxOutput) bytes")
         }
         return Result(status: exit, output: result, error: String(decoding: errorBytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
