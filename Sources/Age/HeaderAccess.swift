@@ -70,7 +70,7 @@ extension Age {
     /// - Throws: ``AgeError``: header failures, ``AgeError/noMatchingIdentity(_:)``,
     ///   ``AgeError/headerMACFailure``, ``AgeError/invalidArgument(_:)`` for an armored file or
     ///   no recipients, ``AgeError/io(_:)``.
-    public static func rewrapHeader(from input: Int32, to output: Int32, identities: [any AgeIdentity],
+    package static func rewrapHeader(from input: Int32, to output: Int32, identities: [any AgeIdentity],
                                     recipients: [any AgeRecipient]) throws {
         guard !recipients.isEmpty else { throw AgeError.invalidArgument("no recipients") }
         if recipients.contains(where: { $0.requiresSoleStanza }) && recipients.count > 1 {

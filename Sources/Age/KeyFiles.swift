@@ -59,7 +59,7 @@ public enum AgeKeys {
     }
 
     /// The longest recipients-file line accepted (8 KiB, as sshd and age).
-    public static let maximumRecipientLine = 8 << 10
+    static let maximumRecipientLine = 8 << 10
 
     /// Parses a recipients file: one recipient per line, `#` comments and empty lines ignored.
     /// An SSH public key of a type age cannot encrypt to (ecdsa, sk-…, RSA under 2048 bits) is
@@ -191,7 +191,7 @@ public final class AgeEncryptedIdentityFile: AgeIdentity, @unchecked Sendable {
     ///   - name: Where the file came from, for messages.
     ///   - passphrase: Gives its passphrase; called once, on first use.
     ///   - ui: How plugins talk to the user.
-    public init(contents: [UInt8], name: String, passphrase: @escaping @Sendable () throws -> SecretBytes, ui: AgePluginUI = .standardError) {
+    init(contents: [UInt8], name: String, passphrase: @escaping @Sendable () throws -> SecretBytes, ui: AgePluginUI = .standardError) {
         self.contents = contents
         self.name = name
         self.passphrase = passphrase

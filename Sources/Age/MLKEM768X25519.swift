@@ -57,7 +57,7 @@ public struct MLKEM768X25519Identity: AgeIdentity {
 
     /// Creates an identity from a private key.
     /// - Parameter privateKey: The X-Wing private key.
-    public init(privateKey: XWingMLKEM768X25519.PrivateKey) { self.privateKey = privateKey }
+    init(privateKey: XWingMLKEM768X25519.PrivateKey) { self.privateKey = privateKey }
 
     /// A new random identity.
     /// - Returns: The identity.
@@ -69,7 +69,7 @@ public struct MLKEM768X25519Identity: AgeIdentity {
     /// Parses `AGE-SECRET-KEY-PQ-1…` held in locked memory.
     /// - Parameter encoded: The identity's text.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
-    public init(encoded: SecretBytes) throws {
+    init(encoded: SecretBytes) throws {
         guard var (hrp, data) = encoded.withUnsafeBytes({ Bech32.decode($0) }), hrp == "age-secret-key-pq-" else {
             throw AgeError.invalidIdentity("not an AGE-SECRET-KEY-PQ-1… identity")
         }

@@ -375,12 +375,12 @@ public struct SSHRSAIdentity: AgeIdentity {
 /// Blowfish, which swift-crypto does not offer and this project does not implement; see
 /// `SSHKeyDecryption`). The decrypted identity is kept for later files. Without a passphrase source,
 /// or without `ssh-keygen`, unwrapping fails with ``AgeError/invalidIdentity(_:)`` saying what to do.
-public struct EncryptedSSHIdentity: AgeIdentity {
+package struct EncryptedSSHIdentity: AgeIdentity {
     let type: String
     let tag: String
     let wire: [UInt8]
     /// Where the key came from, for the message.
-    public let name: String
+    package let name: String
     let contents: SecretBytes?
     let passphrase: (@Sendable () throws -> SecretBytes)?
     let decrypted = DecryptedKey()
@@ -404,7 +404,7 @@ public struct EncryptedSSHIdentity: AgeIdentity {
     }
 
     /// The public key (`ssh-ed25519 AAAA…`, `ssh-rsa AAAA…`), readable without the passphrase.
-    public var publicKey: String { type + " " + String(decoding: AgeBase64.encode(wire, padded: true), as: UTF8.self) }
+    package var publicKey: String { type + " " + String(decoding: AgeBase64.encode(wire, padded: true), as: UTF8.self) }
 
     static func refusal(_ name: String) -> AgeError {
         .invalidIdentity("\(name) is a passphrase-protected SSH key and no passphrase can be asked here; "
@@ -416,7 +416,7 @@ public struct EncryptedSSHIdentity: AgeIdentity {
     /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
     /// - Throws: ``AgeError/noMatchingIdentity(_:)`` for a wrong passphrase; ``AgeError/invalidIdentity(_:)``
     ///   when the key cannot be decrypted here; ``AgeError/headerFailure(_:)`` for a malformed stanza of this type.
-    public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
+    package func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
         guard stanzas.contains(where: { $0.type == type && $0.arguments.first == tag }) else { return nil }
         return try identity().unwrap(stanzas: stanzas)
     }

@@ -23,7 +23,7 @@ extension SecureFile {
     ///   to a descriptor: it is neither followed nor replaced), a directory, a socket or a block
     ///   device; ``Failure/system(operation:path:errno:)`` when `path` cannot be examined or
     ///   names a descriptor that is not open for writing.
-    public static func outputTarget(of path: String) throws -> OutputTarget {
+    package static func outputTarget(of path: String) throws -> OutputTarget {
         if let number = descriptorNumber(path) { return .descriptor(try writableDescriptor(number, path: path)) }
         let info: FileStatus
         do {

@@ -219,7 +219,7 @@ public final class SecretBytes: @unchecked Sendable {
     /// - Precondition: `range` lies within `0..<count` (a programming error, like an array index).
     /// - Parameter range: The byte range.
     /// - Returns: A copy of those bytes, in locked memory.
-    public func slice(_ range: Range<Int>) -> SecretBytes {
+    package func slice(_ range: Range<Int>) -> SecretBytes {
         withUnsafeBytes { bytes in
             precondition(range.lowerBound >= 0 && range.upperBound <= bytes.count, "SecretBytes.slice out of range")
             return SecretBytes(count: range.count) { target in
@@ -231,7 +231,7 @@ public final class SecretBytes: @unchecked Sendable {
     /// A new `SecretBytes` holding these bytes followed by `other`'s.
     /// - Parameter other: The bytes to append.
     /// - Returns: A new value; neither input changes.
-    public func appending(_ other: SecretBytes) -> SecretBytes {
+    package func appending(_ other: SecretBytes) -> SecretBytes {
         withUnsafeBytes { first in
             other.withUnsafeBytes { second in
                 SecretBytes(count: first.count + second.count) { target in

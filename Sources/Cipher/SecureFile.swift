@@ -139,7 +139,7 @@ public enum SecureFile {
     /// - Parameter directory: The directory to clean.
     /// - Returns: How many temporaries were removed.
     @discardableResult
-    public static func removeAbandonedTemporaries(in directory: String) -> Int {
+    package static func removeAbandonedTemporaries(in directory: String) -> Int {
         guard let stream = opendir(directory) else { return 0 }
         defer { closedir(stream) }
         let directoryFD = dirfd(stream)
@@ -251,7 +251,7 @@ public enum SecureFile {
     ///   - mode: Its mode.
     /// - Returns: The open descriptor and the file's path.
     /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
-    public static func makeTemporaryFile(in directory: String, mode: mode_t = 0o600) throws -> (Int32, String) {
+    package static func makeTemporaryFile(in directory: String, mode: mode_t = 0o600) throws -> (Int32, String) {
         for _ in 0..<16 {
             let name = ".sf-" + (try SecureRandom.string(length: 16, alphabet: SecureRandom.alphanumeric)) + ".tmp"
             let path = directory + "/" + name
@@ -268,7 +268,7 @@ public enum SecureFile {
     /// fsyncs a directory so a rename or unlink in it is durable.
     /// - Parameter directory: The directory.
     /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
-    public static func syncDirectory(_ directory: String) throws {
+    package static func syncDirectory(_ directory: String) throws {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw Failure.system(operation: "open directory", path: directory, errno: errno) }
         defer { close(fd) }
@@ -327,7 +327,7 @@ public enum SecureFile {
     /// relative paths on Linux.)
     /// - Parameter path: A file path.
     /// - Returns: Its directory.
-    public static func directoryOf(_ path: String) -> String {
+    package static func directoryOf(_ path: String) -> String {
         var trimmed = Substring(path)
         while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
         guard let slash = trimmed.lastIndex(of: "/") else { return "." }

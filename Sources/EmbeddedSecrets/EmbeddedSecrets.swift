@@ -241,7 +241,7 @@ public struct EmbeddedSecretsReader: Sendable {
     /// The bytes an Int is sealed as: 8 bytes, big-endian two's complement.
     /// - Parameter value: The value.
     /// - Returns: Its 8 bytes.
-    public static func encodeInt(_ value: Int) -> [UInt8] {
+    package static func encodeInt(_ value: Int) -> [UInt8] {
         let bits = UInt64(bitPattern: Int64(value))
         return (0..<8).map { UInt8(truncatingIfNeeded: bits >> UInt64(56 - 8 * $0)) }
     }

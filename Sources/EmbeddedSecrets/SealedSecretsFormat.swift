@@ -69,9 +69,9 @@ public enum SealedSecretsFormat {
     /// The most secrets in one blob.
     public static let maximumCount = 1024
     /// The largest value of one secret.
-    public static let maximumValueLength = 1 << 20
+    package static let maximumValueLength = 1 << 20
     /// The longest secret name, in UTF-8 bytes.
-    public static let maximumNameLength = 255
+    static let maximumNameLength = 255
 
     /// One secret to seal.
     public struct Entry: Sendable {

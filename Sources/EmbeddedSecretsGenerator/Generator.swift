@@ -4,33 +4,33 @@ import EmbeddedSecrets
 
 /// Turns a manifest and its values into Swift source holding the sealed secrets. The build-tool
 /// plugin and `securefoundation secrets generate` both call ``generate(manifest:sources:manifestName:)``.
-public enum SecretsGenerator {
+package enum SecretsGenerator {
     /// How many XOR shares the per-build key is split into.
-    public static let shareCount = 4
+    static let shareCount = 4
 
     /// The result of one generation.
-    public struct Output: Sendable {
+    package struct Output: Sendable {
         /// The Swift file to compile into the target.
-        public let swiftSource: String
+        package let swiftSource: String
         /// The sealed blob embedded in it.
-        public let blob: [UInt8]
+        package let blob: [UInt8]
         /// The per-build key's shares (4 big-endian words each), as placed in the source.
-        public let shares: [[UInt64]]
+        package let shares: [[UInt64]]
         /// The names sealed (optional secrets without a value are left out).
-        public let sealedNames: [String]
+        package let sealedNames: [String]
     }
 
     /// One line of `secrets check`: never a value.
-    public struct Status: Sendable, Equatable {
-        public let name: String
-        public let type: EmbeddedSecretType
-        public let required: Bool
+    package struct Status: Sendable, Equatable {
+        package let name: String
+        package let type: EmbeddedSecretType
+        package let required: Bool
         /// Where the value was found, or nil.
-        public let origin: SecretValueSources.Origin?
+        package let origin: SecretValueSources.Origin?
     }
 
     /// Which secrets of the manifest have values, and where from.
-    public static func check(manifest: SecretsManifest, sources: SecretValueSources) throws -> [Status] {
+    package static func check(manifest: SecretsManifest, sources: SecretValueSources) throws -> [Status] {
         try manifest.secrets.map { spec in
             let found = try sources.find(variable: spec.variable(for: sources.environmentName), credentialName: spec.name)
             defer { found?.bytes.wipe() }
@@ -42,7 +42,7 @@ public enum SecretsGenerator {
     /// source: a new key, salt and nonces each time, so two generations never share bytes.
     ///
     /// - Throws: ``SecretsManifestError`` naming the secret whose value is missing or invalid.
-    public static func generate(manifest: SecretsManifest, sources: SecretValueSources,
+    package static func generate(manifest: SecretsManifest, sources: SecretValueSources,
                                 manifestName: String = "secrets.json") throws -> Output {
         var entries = [SealedSecretsFormat.Entry]()
         defer { for entry in entries { entry.value.wipe() } }
@@ -273,7 +273,7 @@ public enum SecretsGenerator {
     }
 
     /// Writes the generated source to `path` atomically (0600), creating nothing else.
-    public static func write(_ output: Output, to path: String) throws {
+    package static func write(_ output: Output, to path: String) throws {
         _ = try SecureFile.writeOutput(Array(output.swiftSource.utf8), to: path, mode: 0o600)
     }
 }

@@ -4,7 +4,7 @@ import EmbeddedSecrets
 
 /// What can go wrong reading a manifest or finding its values. Messages name the secret and
 /// where it was looked for, never a value.
-public enum SecretsManifestError: Error, Equatable, Sendable, CustomStringConvertible {
+package enum SecretsManifestError: Error, Equatable, Sendable, CustomStringConvertible {
     case unreadable(path: String, reason: String)
     case invalidJSON(String)
     case invalidField(String)
@@ -16,7 +16,7 @@ public enum SecretsManifestError: Error, Equatable, Sendable, CustomStringConver
     case runtimeShareMissing(name: String, lookedIn: String)
     case runtimeShareTooShort(name: String, length: Int)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case let .unreadable(path, reason):
             return "cannot read the secrets manifest \(path): \(reason)"
@@ -43,30 +43,30 @@ public enum SecretsManifestError: Error, Equatable, Sendable, CustomStringConver
 }
 
 /// A secret declared in `secrets.json`.
-public struct SecretSpec: Sendable, Equatable {
+package struct SecretSpec: Sendable, Equatable {
     /// The accessor's name (a Swift identifier) and the name sealed with the value.
-    public let name: String
-    public let type: EmbeddedSecretType
+    package let name: String
+    package let type: EmbeddedSecretType
     /// A missing required value fails generation; a missing optional one gives a nil accessor.
-    public let required: Bool
+    package let required: Bool
     /// The variable looked up in the environment and `.env` files (default: the name in
     /// SCREAMING_SNAKE_CASE, `apiToken` → `API_TOKEN`).
-    public let variable: String
+    package let variable: String
     /// Per-environment variable names (`"staging": "STAGING_API_TOKEN"`), used with `--environment`.
-    public let environments: [String: String]
+    package let environments: [String: String]
 
     /// The variable to look up when building for `environment`.
-    public func variable(for environment: String?) -> String {
+    package func variable(for environment: String?) -> String {
         guard let environment, let specific = environments[environment] else { return variable }
         return specific
     }
 }
 
 /// Where the run-time share comes from (at build time: the same name in the same sources as secrets).
-public struct RuntimeShareSpec: Sendable, Equatable {
-    public let source: RuntimeShareSource
+package struct RuntimeShareSpec: Sendable, Equatable {
+    package let source: RuntimeShareSource
     /// The name looked up at build time.
-    public let name: String
+    package let name: String
 }
 
 /// `secrets.json`: a typed list of secrets. It holds names and types, never values, so it is committed.
@@ -83,20 +83,20 @@ public struct RuntimeShareSpec: Sendable, Equatable {
 ///   ]
 /// }
 /// ```
-public struct SecretsManifest: Sendable, Equatable {
+package struct SecretsManifest: Sendable, Equatable {
     /// The manifest's version, sealed into every secret and exposed as `secretsVersion`. Raise
     /// it when the secrets change, so a program can wipe what it cached from older ones.
-    public let version: UInt32
+    package let version: UInt32
     /// The generated type's name (default `Secrets`).
-    public let typeName: String
-    public let runtimeShare: RuntimeShareSpec?
-    public let secrets: [SecretSpec]
+    package let typeName: String
+    package let runtimeShare: RuntimeShareSpec?
+    package let secrets: [SecretSpec]
 
     /// The largest manifest read.
-    public static let maximumSize = 1 << 20
+    package static let maximumSize = 1 << 20
 
     /// Reads and validates the manifest at `path`.
-    public static func load(path: String) throws -> SecretsManifest {
+    package static func load(path: String) throws -> SecretsManifest {
         let bytes: [UInt8]
         do {
             bytes = try SecureFile.read(path, maxLength: maximumSize)
@@ -108,7 +108,7 @@ public struct SecretsManifest: Sendable, Equatable {
 
     /// Parses and validates manifest JSON (decoded by `JSONDecoder` through ``SecretsManifest``'s
     /// `Decodable` conformance).
-    public static func parse(_ bytes: [UInt8]) throws -> SecretsManifest {
+    package static func parse(_ bytes: [UInt8]) throws -> SecretsManifest {
         do {
             return try JSONDecoder().decode(SecretsManifest.self, from: Data(bytes))
         } catch let error as SecretsManifestError {
@@ -144,7 +144,7 @@ public struct SecretsManifest: Sendable, Equatable {
     }
 
     /// `apiToken` → `API_TOKEN`, `clientID2` → `CLIENT_ID2`.
-    public static func screamingSnake(_ name: String) -> String {
+    package static func screamingSnake(_ name: String) -> String {
         var result = ""
         let characters = Array(name)
         for (index, character) in characters.enumerated() {
@@ -193,7 +193,7 @@ extension KeyedDecodingContainer where Key == ManifestKey {
 extension SecretsManifest: Decodable {
     /// Decodes and validates a manifest; every failure is a ``SecretsManifestError`` that names
     /// the field (and the secret).
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         guard let root = try? decoder.container(keyedBy: ManifestKey.self) else {
             throw SecretsManifestError.invalidField("the top level must be an object")
         }

@@ -4,16 +4,16 @@ import EmbeddedSecrets
 
 /// Where secret values come from at build time, first match wins: the process environment,
 /// then `.env.<environment>`, then `.env`, then `$CREDENTIALS_DIRECTORY/<secret name>`.
-public struct SecretValueSources: Sendable {
-    public let environment: [String: String]
+package struct SecretValueSources: Sendable {
+    package let environment: [String: String]
     /// `.env` files in the order they are consulted (most specific first); missing files are skipped.
-    public let envFiles: [String]
+    package let envFiles: [String]
     /// `$CREDENTIALS_DIRECTORY` (systemd credentials): files named after the secret.
-    public let credentialsDirectory: String?
+    package let credentialsDirectory: String?
     /// The environment being built for (`staging`, `production`), selecting per-environment variables.
-    public let environmentName: String?
+    package let environmentName: String?
 
-    public init(environment: [String: String], envFiles: [String], credentialsDirectory: String?, environmentName: String?) {
+    package init(environment: [String: String], envFiles: [String], credentialsDirectory: String?, environmentName: String?) {
         self.environment = environment
         self.envFiles = envFiles
         self.credentialsDirectory = credentialsDirectory
@@ -22,7 +22,7 @@ public struct SecretValueSources: Sendable {
 
     /// The usual sources next to a manifest: the process environment, `DIR/.env.<environment>`
     /// and `DIR/.env`, and `$CREDENTIALS_DIRECTORY`.
-    public static func standard(manifestDirectory: String, environmentName: String?,
+    package static func standard(manifestDirectory: String, environmentName: String?,
                                 environment: [String: String] = ProcessInfo.processInfo.environment) -> SecretValueSources {
         var files = [String]()
         if let environmentName, !environmentName.isEmpty { files.append(manifestDirectory + "/.env." + environmentName) }
@@ -33,12 +33,12 @@ public struct SecretValueSources: Sendable {
     }
 
     /// Where a value is found, for `secrets check` (never the value).
-    public enum Origin: Sendable, Equatable, CustomStringConvertible {
+    package enum Origin: Sendable, Equatable, CustomStringConvertible {
         case environment(String)
         case envFile(path: String, variable: String)
         case credential(String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case let .environment(variable): return "environment variable \(variable)"
             case let .envFile(path, variable): return "\(variable) in \(path)"
@@ -48,16 +48,16 @@ public struct SecretValueSources: Sendable {
     }
 
     /// A found value: its bytes (raw for a credential file, the text otherwise) and where from.
-    public struct Found {
-        public let bytes: SecretBytes
-        public let origin: Origin
+    package struct Found {
+        package let bytes: SecretBytes
+        package let origin: Origin
         /// True when the bytes are a file's raw contents rather than text (Data from a credential file).
-        public let isRawFile: Bool
+        let isRawFile: Bool
     }
 
     /// Looks `variable` up in the environment and `.env` files, then `credentialName` in the
     /// credentials directory.
-    public func find(variable: String, credentialName: String) throws -> Found? {
+    package func find(variable: String, credentialName: String) throws -> Found? {
         if let value = environment[variable] {
             return Found(bytes: SecretBytes(utf8: value), origin: .environment(variable), isRawFile: false)
         }
@@ -78,7 +78,7 @@ public struct SecretValueSources: Sendable {
     }
 
     /// A summary of where `variable` / `credentialName` would be looked for.
-    public func describeLookup(variable: String, credentialName: String) -> String {
+    func describeLookup(variable: String, credentialName: String) -> String {
         var places = ["environment variable \(variable)"]
         places += envFiles.map { "\(variable) in \($0)" }
         if let credentialsDirectory { places.append("\(credentialsDirectory)/\(credentialName)") } else {
@@ -90,8 +90,8 @@ public struct SecretValueSources: Sendable {
 
 /// `.env` files: `NAME=value` lines, `export NAME=value`, `#` comments, values optionally in
 /// single quotes (taken literally) or double quotes (`\n`, `\"`, `\\` escapes).
-public enum DotEnv {
-    public static func load(path: String) throws -> [String: String] {
+enum DotEnv {
+    static func load(path: String) throws -> [String: String] {
         let bytes: [UInt8]
         do {
             bytes = try SecureFile.read(path, maxLength: 4 << 20)
@@ -101,7 +101,7 @@ public enum DotEnv {
         return try parse(String(decoding: bytes, as: UTF8.self), path: path)
     }
 
-    public static func parse(_ text: String, path: String = ".env") throws -> [String: String] {
+    static func parse(_ text: String, path: String = ".env") throws -> [String: String] {
         var result = [String: String]()
         for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             var line = Substring(rawLine)

@@ -125,7 +125,7 @@ extension Accessibility {
     /// it is bound to this device when `minimum` is.
     /// - Parameter minimum: The weakest accessibility accepted.
     /// - Returns: Whether this accessibility is at least as protected.
-    public func isAtLeast(_ minimum: Accessibility) -> Bool {
+    func isAtLeast(_ minimum: Accessibility) -> Bool {
         strength >= minimum.strength && (thisDeviceOnly || !minimum.thisDeviceOnly)
     }
 }

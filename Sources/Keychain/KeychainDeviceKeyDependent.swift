@@ -27,23 +27,23 @@ extension Keychain {
 /// bytes do not remain in freed pages. The `index_key_check` value tells which key the file is
 /// under, so a resumed rotation skips a keychain already done. No other process may have the
 /// keychain open meanwhile (it would keep the old blind-index key).
-public struct KeychainDeviceKeyDependent: DeviceKeyDependent {
+package struct KeychainDeviceKeyDependent: DeviceKeyDependent {
     /// The database file.
-    public let path: String
-    public var description: String { path }
+    package let path: String
+    package var description: String { path }
     /// Rows read and re-sealed per batch (all batches commit together).
-    public static let batchSize = 256
+    static let batchSize = 256
 
     /// How long the log may stay held by another connection after the rows were re-keyed
     /// before the rotation stops with an error (it is then finished with `--resume`).
     package var logWait: Double = 30
 
-    public init(path: String) { self.path = path }
+    package init(path: String) { self.path = path }
 
     /// The keychains of a home: `HOME/keychain.sqlite` and `HOME/*/keychain.sqlite` (no symlinks).
     /// - Parameter home: The vault's data directory.
     /// - Returns: One dependent per keychain file found.
-    public static func keychains(in home: String) -> [KeychainDeviceKeyDependent] {
+    package static func keychains(in home: String) -> [KeychainDeviceKeyDependent] {
         var found: [String] = []
         func isFile(_ path: String) -> Bool { (try? FileCalls.linkStatus(path))?.isRegularFile == true }
         if isFile(home + "/keychain.sqlite") { found.append(home + "/keychain.sqlite") }
@@ -54,7 +54,7 @@ public struct KeychainDeviceKeyDependent: DeviceKeyDependent {
         return found.map { KeychainDeviceKeyDependent(path: $0) }
     }
 
-    public func rekey(from old: DeviceBoundKeys, to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRekeyResult {
+    package func rekey(from old: DeviceBoundKeys, to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRekeyResult {
         let oldIndex = try old.blindIndexKey(), newIndex = try new.blindIndexKey()
         defer { oldIndex.wipe(); newIndex.wipe() }
         let oldMAC = HMAC<SHA256>(key: oldIndex.symmetricKey), newMAC = HMAC<SHA256>(key: newIndex.symmetricKey)

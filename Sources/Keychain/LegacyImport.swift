@@ -42,7 +42,7 @@ extension Keychain {
     /// - Returns: The entries read, and those that could not be read.
     /// - Throws: ``KeychainError/legacyFormat(_:)``; `SecureFile.Failure` for a missing file;
     ///   other file errors as ``KeychainError``.
-    public static func readLegacyKeychain(at path: String) throws -> LegacyKeychainContents {
+    package static func readLegacyKeychain(at path: String) throws -> LegacyKeychainContents {
         let bytes: [UInt8]
         do {
             bytes = try SecureFile.read(path, maxLength: LegacyPlistGuard.maximumSize)

@@ -27,7 +27,7 @@ import ProtectedFiles
 /// outputs and shreds the legacy inputs still there.
 public enum IMASMigration {
     /// The name the reports give the GenItem secret.
-    public static let genItemName = "\(LegacyCryptoManager.service)/gen-item"
+    package static let genItemName = "\(LegacyCryptoManager.service)/gen-item"
 
     /// What to migrate.
     public struct Plan: Sendable {

@@ -97,7 +97,7 @@ public enum LegacyCipher {
     /// The legacy PBKDF2-HMAC-SHA256 round count.
     public static let rounds = 1_000
     /// The largest legacy blob opened (the original held whole files in memory, up to 2 GiB).
-    public static let maximumLength = 256 << 20
+    package static let maximumLength = 256 << 20
 
     /// The legacy key derivation: PBKDF2-HMAC-SHA256(secret, salt, 1,000 rounds, 32 bytes).
     /// - Parameters:
@@ -105,7 +105,7 @@ public enum LegacyCipher {
     ///   - salt: The legacy salt (not empty).
     /// - Returns: The 32-byte key.
     /// - Throws: ``MigrationError/invalidArgument(_:)`` for an empty salt or a failed derivation.
-    public static func deriveKey(_ secret: SecretBytes, salt: [UInt8]) throws -> SecretBytes {
+    package static func deriveKey(_ secret: SecretBytes, salt: [UInt8]) throws -> SecretBytes {
         guard !salt.isEmpty else { throw MigrationError.invalidArgument("the legacy salt is empty") }
         do {
             let key = try secret.withUnsafeBytes { bytes in

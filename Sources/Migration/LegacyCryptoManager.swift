@@ -75,7 +75,7 @@ public struct LegacyCryptoManager: Sendable {
     /// - Returns: The legacy application key.
     /// - Throws: ``MigrationError/wrongPasscode`` (also for a damaged wrapping: the two cannot be
     ///   told apart), ``MigrationError/missingLegacyState(_:)`` when no passcode was set.
-    public func applicationKey(passcode: SecretBytes) throws -> SecretBytes {
+    package func applicationKey(passcode: SecretBytes) throws -> SecretBytes {
         guard let wrapped = passcodeWrappedKey else {
             throw MigrationError.missingLegacyState("passcode wrapping of the application key (account shared-key.passcode); use the answers")
         }
@@ -88,7 +88,7 @@ public struct LegacyCryptoManager: Sendable {
     /// - Parameter answers: The answers, one per question.
     /// - Returns: The legacy application key.
     /// - Throws: ``MigrationError/wrongAnswers``, ``MigrationError/missingLegacyState(_:)``.
-    public func applicationKey(answers: [SecretBytes]) throws -> SecretBytes {
+    package func applicationKey(answers: [SecretBytes]) throws -> SecretBytes {
         guard let wrapped = answersWrappedKey else {
             throw MigrationError.missingLegacyState("answers wrapping of the application key (account shared-key.security-answers); use the passcode")
         }
@@ -105,7 +105,7 @@ public struct LegacyCryptoManager: Sendable {
     /// - Throws: ``MigrationError/genItemNotOpened(_:)`` when the passcode does not unwrap
     ///   `gen-itemk` (or there is none); ``MigrationError/legacyDataRejected`` when it does and
     ///   `gen-item` does not decrypt (damaged).
-    public func genItemSecret(passcode: SecretBytes) throws -> SecretBytes? {
+    package func genItemSecret(passcode: SecretBytes) throws -> SecretBytes? {
         guard let genItem else { return nil }
         guard let genItemKey else {
             throw MigrationError.genItemNotOpened("there is no GenItem key (account gen-itemk) for a passcode to unwrap")
@@ -124,7 +124,7 @@ public struct LegacyCryptoManager: Sendable {
     /// - Parameter answers: The answers in force when the GenItem was made, in question order.
     /// - Returns: nil when the legacy keychain has no GenItem.
     /// - Throws: ``MigrationError/genItemNotOpened(_:)`` when the answers do not open it.
-    public func genItemSecret(answers: [SecretBytes]) throws -> SecretBytes? {
+    package func genItemSecret(answers: [SecretBytes]) throws -> SecretBytes? {
         guard let genItem else { return nil }
         let key = try answersKey(answers)
         defer { key.wipe() }

@@ -215,7 +215,7 @@ extension ProtectedDatabase {
     ///   - files: The protected files of the vault, which keep the key record.
     /// - Returns: The raw key.
     /// - Throws: ``ProtectedDatabaseError``.
-    public static func exportKey(at path: String, files: ProtectedFiles) throws -> SecretBytes {
+    package static func exportKey(at path: String, files: ProtectedFiles) throws -> SecretBytes {
         let key = try readKey(at: path, files: files, expecting: nil).key.key
         if let wal = linkStatus(path + "-wal"), wal.size > 32 {
             // Transactions still in the WAL (after a kill): into the main file first, the one

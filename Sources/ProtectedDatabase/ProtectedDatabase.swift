@@ -64,7 +64,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// The key record of the database at `path`.
     /// - Parameter path: The database's path.
     /// - Returns: The key record's path, `PATH-key`.
-    public static func keyPath(for path: String) -> String { path + "-key" }
+    package static func keyPath(for path: String) -> String { path + "-key" }
 
     private init(path: String, fullPath: String, protection: FileProtectionClass, writer: any DatabaseWriter, manager: CryptoManager,
                  lifecycle: Lifecycle) {

@@ -67,7 +67,7 @@ public struct FileProtectionClass: Sendable, Hashable, Codable, CustomStringConv
     public static let noneThisDeviceOnly = FileProtectionClass(.none, thisDeviceOnly: true)
 
     /// All eight classes, in a stable order.
-    public static let allValues: [FileProtectionClass] =
+    package static let allValues: [FileProtectionClass] =
         FileProtection.allCases.map { FileProtectionClass($0) } + FileProtection.allCases.map { FileProtectionClass($0, thisDeviceOnly: true) }
 
     /// The vault accessibility whose class key seals this class's identity.

@@ -11,17 +11,17 @@ import Vault
 ///
 /// The table is written once, atomically; each entry's MAC tells which key it is under, so a
 /// resumed rotation skips what is done.
-public struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
+package struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
     let table: ClassKeyTable
-    public var description: String { table.path }
+    package var description: String { table.path }
 
     /// - Parameter manager: The vault whose home holds the table.
-    public init(manager: CryptoManager) { table = ClassKeyTable(manager: manager) }
+    package init(manager: CryptoManager) { table = ClassKeyTable(manager: manager) }
 
     /// Whether the home has a key table.
-    public var exists: Bool { access(table.path, F_OK) == 0 }
+    package var exists: Bool { access(table.path, F_OK) == 0 }
 
-    public func rekey(from old: DeviceBoundKeys, to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRekeyResult {
+    package func rekey(from old: DeviceBoundKeys, to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRekeyResult {
         guard exists else { return DeviceKeyRekeyResult(description: table.path, rekeyed: 0) }
         let newMACKey = new.deviceSubkey(purpose: ClassKeyTable.macPurpose)
         defer { newMACKey.wipe() }

@@ -28,17 +28,17 @@ public enum AgentAgePlugin {
     /// The plugin name: the program is `age-plugin-securefoundation`.
     public static let name = "securefoundation"
     /// The program name `age` runs.
-    public static let programName = "age-plugin-" + name
+    package static let programName = "age-plugin-" + name
     static let dataVersion: UInt8 = 1
 
     /// What an identity names.
-    public struct Identity: Sendable, Equatable {
+    package struct Identity: Sendable, Equatable {
         /// The data directory whose agent is asked (nil: the default one when the plugin runs).
-        public var home: String?
+        package var home: String?
         /// The only class served through this identity (nil: any class).
-        public var protection: FileProtectionClass?
+        package var protection: FileProtectionClass?
 
-        public init(home: String?, protection: FileProtectionClass?) {
+        package init(home: String?, protection: FileProtectionClass?) {
             self.home = home
             self.protection = protection
         }
@@ -46,7 +46,7 @@ public enum AgentAgePlugin {
         /// The `AGE-PLUGIN-SECUREFOUNDATION-1…` encoding (`home` made absolute).
         /// - Returns: The identity line.
         /// - Throws: `ProtectedFileError.invalidArgument` for a class name or path too long.
-        public func encoded() throws -> String {
+        package func encoded() throws -> String {
             if home == nil && protection == nil { return try AgePlugin.identity(name: AgentAgePlugin.name, data: []) }
             let className = Array((protection?.name ?? "").utf8)
             let path = Array((home.map { VaultPaths.absolute($0) } ?? "").utf8)
@@ -57,7 +57,7 @@ public enum AgentAgePlugin {
         /// Parses an `AGE-PLUGIN-SECUREFOUNDATION-1…` identity.
         /// - Parameter identity: The identity line.
         /// - Throws: `ProtectedFileError.invalidArgument` saying what is wrong.
-        public init(parsing identity: String) throws {
+        package init(parsing identity: String) throws {
             guard let (plugin, data) = AgePlugin.decode(identity: identity), plugin == AgentAgePlugin.name else {
                 throw ProtectedFileError.invalidArgument("not an AGE-PLUGIN-SECUREFOUNDATION-1… identity")
             }

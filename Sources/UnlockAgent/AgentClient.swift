@@ -164,7 +164,7 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     /// does not forget it); send it before the first ``unlock(passcode:)``.
     /// - Parameter pin: The PIN, 1 to 256 bytes (wiped by the caller).
     /// - Throws: `VaultError.invalidArgument` for an empty or over-long PIN, ``AgentError``.
-    public func giveTokenPIN(_ pin: SecretBytes) throws {
+    package func giveTokenPIN(_ pin: SecretBytes) throws {
         guard (1...AgentProtocol.maximumPIN).contains(pin.count) else {
             throw VaultError.invalidArgument("a token PIN of \(pin.count) bytes (1 to \(AgentProtocol.maximumPIN))")
         }
@@ -225,7 +225,7 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     /// - Throws: `ProtectedFileError.locked` when the class is unavailable in the agent (locked,
     ///   or not unlocked since it started), ``AgentError/remote(_:)`` for a file the agent's
     ///   vault does not open (its message says why), ``AgentError`` for the connection.
-    public func unwrapFileKey(stanzas: [AgeStanza], onlyClass: FileProtectionClass?) throws -> SecretBytes {
+    package func unwrapFileKey(stanzas: [AgeStanza], onlyClass: FileProtectionClass?) throws -> SecretBytes {
         let relevant = stanzas.filter { $0.type == "X25519" || $0.type == "sf-protection" }
         let body = SecretBytes(copying: try AgentProtocol.unwrapRequest(onlyClass: onlyClass?.name, stanzas: relevant))
         defer { body.wipe() }

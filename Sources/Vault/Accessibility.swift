@@ -45,7 +45,7 @@ public struct Accessibility: Sendable, Hashable, Codable, CustomStringConvertibl
     public static let alwaysThisDeviceOnly = Accessibility(.always, thisDeviceOnly: true)
 
     /// Every accessibility, in a stable order.
-    public static let allValues: [Accessibility] = [
+    package static let allValues: [Accessibility] = [
         .whenUnlocked, .afterFirstUnlock, .always,
         .whenUnlockedThisDeviceOnly, .afterFirstUnlockThisDeviceOnly, .alwaysThisDeviceOnly,
     ]

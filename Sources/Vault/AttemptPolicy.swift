@@ -11,7 +11,7 @@ public struct AttemptPolicy: Sendable, Hashable {
     public var eraseAfter: Int?
 
     /// The largest erase-after count a vault stores.
-    public static let maximumEraseAfter = 1_000_000
+    static let maximumEraseAfter = 1_000_000
 
     /// - Parameters:
     ///   - delays: The wait after the 1st, 2nd, … consecutive failure.

@@ -38,7 +38,7 @@ public final class DeviceBoundKeys: @unchecked Sendable {
     /// - Parameter accessibility: The accessibility whose key is wanted.
     /// - Returns: The copy.
     /// - Throws: As ``classKey(for:)``.
-    public func classKeyCopy(for accessibility: Accessibility) throws -> SecretBytes {
+    package func classKeyCopy(for accessibility: Accessibility) throws -> SecretBytes {
         try classKey(for: accessibility).copy()
     }
 
@@ -74,7 +74,7 @@ extension CryptoManager {
     /// - Returns: The class keys, bound to `deviceKey`.
     /// - Throws: ``VaultError/classKeyUnavailable(_:_:)`` while locked, ``VaultError/invalidArgument(_:)``
     ///   for a key that is not 32 bytes.
-    public func deviceBoundKeys(deviceKey: SecretBytes) throws -> DeviceBoundKeys {
+    package func deviceBoundKeys(deviceKey: SecretBytes) throws -> DeviceBoundKeys {
         guard deviceKey.count == 32 else { throw VaultError.invalidArgument("a device key of \(deviceKey.count) bytes, not 32") }
         var current: [Accessibility: SecretBytes] = [:]
         var retired: [Accessibility: [SecretBytes]] = [:]
@@ -121,7 +121,7 @@ extension CryptoManager {
     /// Drops the device key this manager read from its provider (kept in memory since its first
     /// use), so the next use reads it again. After a device-key rotation a manager made before
     /// it still has the old provider record: make a new manager.
-    public func forgetDeviceKey() {
+    func forgetDeviceKey() {
         memory.withLock { memory in
             memory.deviceKey?.wipe()
             memory.deviceKey = nil

@@ -370,8 +370,7 @@ extension CryptoManager {
 
     /// The application key in hex, for the memory-scan test only. Never use it in an application.
     /// - Returns: The key in hex, or nil while locked.
-    @_spi(Testing)
-    public func _applicationKeyHexForTesting() -> String? {
+    package func _applicationKeyHexForTesting() -> String? {
         memory.withLock { memory in
             memory.unlocked?.appKey.withUnsafeBytes { bytes in
                 let digits = Array("0123456789abcdef")

@@ -20,7 +20,7 @@ import Cipher
 /// code use the `async` variants, which run the KDF on a dispatch queue.
 public final class CryptoManager: Sendable {
     /// At most this many security questions.
-    public static let maximumQuestions = 16
+    package static let maximumQuestions = 16
     /// At most this many k-subsets (C(n, k)), each costing one KDF run at setup.
     public static let maximumSubsets = 70
 

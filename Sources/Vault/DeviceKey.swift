@@ -29,7 +29,7 @@ public struct FileDeviceKeyProvider: DeviceKeyProvider {
     /// `$XDG_CONFIG_HOME/securefoundation/device.key`, else `~/.config/securefoundation/device.key`.
     /// - Parameter environment: The environment to read `$XDG_CONFIG_HOME` and `$HOME` from.
     /// - Returns: The key file's path.
-    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    package static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
             return config + "/securefoundation/device.key"
         }
@@ -124,7 +124,7 @@ public enum VaultPaths {
     /// else `~/.local/share/securefoundation`.
     /// - Parameter environment: The environment to read the variables and `$HOME` from.
     /// - Returns: The directory's path.
-    public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    package static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let home = environment["SECUREFOUNDATION_HOME"], !home.isEmpty { return home }
         if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") { return data + "/securefoundation" }
         return homeDirectory(environment) + "/.local/share/securefoundation"
@@ -133,7 +133,7 @@ public enum VaultPaths {
     /// `path` made absolute against the current directory, without trailing slashes.
     /// - Parameter path: A relative or absolute path.
     /// - Returns: The absolute path.
-    public static func absolute(_ path: String) -> String {
+    package static func absolute(_ path: String) -> String {
         var result = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         while result.count > 1 && result.hasSuffix("/") { result.removeLast() }
         return result

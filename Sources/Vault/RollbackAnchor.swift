@@ -18,7 +18,7 @@ public struct RollbackAnchor: Sendable {
     /// The counter of `vault.state`'s generation.
     public static let vaultState = "vault.state"
     /// The counter of `protected-files.keys`'s generation.
-    public static let protectedFilesKeys = "protected-files.keys"
+    package static let protectedFilesKeys = "protected-files.keys"
     /// The counter of a share group's revocation list (reserved for device sharing).
     public static let shareRevocations = "share.revocations"
 

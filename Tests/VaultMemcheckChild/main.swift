@@ -19,7 +19,7 @@ import Foundation
 import Cipher
 import Keychain
 import ProtectedFiles
-@_spi(Testing) import Vault
+import Vault
 
 func argument(_ name: String) -> String? {
     let arguments = CommandLine.arguments

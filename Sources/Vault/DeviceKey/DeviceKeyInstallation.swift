@@ -9,38 +9,38 @@ import Cipher
 /// credential, the TPM, a PKCS #11 token, or the kernel keyring in front of one of those) and
 /// returns the record naming it; ``migrate(manager:current:filePath:)`` moves a vault's device
 /// key to it without changing the key.
-public struct DeviceKeyInstallation: Sendable {
+package struct DeviceKeyInstallation: Sendable {
     /// The provider.
-    public var kind: DeviceKeyRecord.Kind
+    package var kind: DeviceKeyRecord.Kind
     /// systemd-credential: the credential's name.
-    public var credentialName = DeviceKeyRecord.defaultCredentialName
+    package var credentialName = DeviceKeyRecord.defaultCredentialName
     /// systemd-credential: where the encrypted credential is written (nil: `HOME/device-key.cred`).
-    public var credentialFile: String?
+    package var credentialFile: String?
     /// systemd-credential: `systemd-creds --with-key` (host, tpm2, host+tpm2, auto).
-    public var withKey = "host"
+    package var withKey = "host"
     /// tpm2: the sealed key's files `PREFIX.pub` and `PREFIX.priv` (nil: `HOME/device-key.tpm`).
-    public var tpmSealed: String?
+    package var tpmSealed: String?
     /// tpm2: the SHA-256 PCRs the key is bound to (0-23).
-    public var pcrs: [Int] = []
+    package var pcrs: [Int] = []
     /// keyring: seconds the key stays cached in the kernel keyring.
-    public var keyringTimeout = 600
+    package var keyringTimeout = 600
     /// keyring: the provider behind the cache (not keyring).
-    public var keyringBacking: DeviceKeyRecord.Kind = .file
+    package var keyringBacking: DeviceKeyRecord.Kind = .file
     /// pkcs11: the token's secret key (an RFC 7512 URI).
-    public var pkcs11URI: String?
+    package var pkcs11URI: String?
     /// pkcs11: the token's PKCS #11 module (absolute, outside the data directory).
-    public var pkcs11Module: String?
+    package var pkcs11Module: String?
     /// pkcs11: where the device key wrapped by the token is written (nil: `HOME/device-key.pkcs11`).
-    public var pkcs11Wrapped: String?
+    package var pkcs11Wrapped: String?
 
     /// - Parameter kind: The provider; set its settings on the value before installing.
-    public init(kind: DeviceKeyRecord.Kind) {
+    package init(kind: DeviceKeyRecord.Kind) {
         self.kind = kind
     }
 
     /// Checks the settings for ``kind`` without storing anything.
     /// - Throws: ``VaultError/invalidArgument(_:)`` saying which setting is wrong.
-    public func validate() throws {
+    package func validate() throws {
         guard pcrs.allSatisfy({ (0...23).contains($0) }) else { throw VaultError.invalidArgument("PCR numbers are 0-23") }
         switch kind {
         case .pkcs11:
@@ -67,7 +67,7 @@ public struct DeviceKeyInstallation: Sendable {
     /// - Returns: The record naming where the key is.
     /// - Throws: ``VaultError/invalidArgument(_:)`` for wrong settings; ``VaultError/deviceKey(_:)``
     ///   when a file already holds another key; the providers' errors.
-    public func install(_ key: SecretBytes, home: String, filePath: String?) throws -> DeviceKeyRecord {
+    package func install(_ key: SecretBytes, home: String, filePath: String?) throws -> DeviceKeyRecord {
         try validate()
         let check = DeviceKeyRecord.checkValue(of: key)
         switch kind {
@@ -121,7 +121,7 @@ public struct DeviceKeyInstallation: Sendable {
     /// - Throws: What ``install(_:home:filePath:)`` throws, the providers' errors, and
     ///   ``VaultError/deviceKey(_:)`` when the key read back differs.
     @discardableResult
-    public func migrate(manager: CryptoManager, current: any DeviceKeyProvider, filePath: String?) throws -> DeviceKeyRecord {
+    package func migrate(manager: CryptoManager, current: any DeviceKeyProvider, filePath: String?) throws -> DeviceKeyRecord {
         let previous = try? DeviceKeyRecord.load(directory: manager.directory, filePath: filePath)
         let key = try current.deviceKey()
         defer { key.wipe() }

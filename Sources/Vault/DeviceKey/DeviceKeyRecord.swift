@@ -168,7 +168,7 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     /// - Returns: The adopted record, or nil when the data directory holds none.
     /// - Throws: ``VaultError/deviceKey(_:)`` when the vault already has a record beside the
     ///   device key: a record in the data directory never replaces it (nothing is changed).
-    public static func adoptLegacy(directory: String, filePath: String? = nil) throws -> DeviceKeyRecord? {
+    package static func adoptLegacy(directory: String, filePath: String? = nil) throws -> DeviceKeyRecord? {
         guard let legacy = try loadLegacy(directory: directory) else { return nil }
         if let vaultID = try vaultID(ofHome: directory), access(trustedPath(vaultID: vaultID, filePath: filePath), F_OK) == 0 {
             throw VaultError.deviceKey("the vault already has a device-key record beside the device key; \(directory)/\(fileName) does not replace it (it is not used: delete it)")

@@ -57,7 +57,7 @@ public struct DeviceKeyRekeyResult: Sendable, Equatable {
 public enum DeviceKeyRotation {
     /// The journal's name in the data directory, where version 1 kept it. A file of that name is
     /// never read as a journal any more: anyone who can write the data directory could write one.
-    public static let journalName = "device-key.rotation"
+    package static let journalName = "device-key.rotation"
     /// The suffix of a journal's name in the trusted directory (after the vault id in hex).
     static let journalSuffix = ".device-key.rotation"
     static let lockName = "device-key.rotation.lock"

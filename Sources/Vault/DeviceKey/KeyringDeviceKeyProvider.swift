@@ -88,7 +88,7 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
     /// Removes the cached key at once (the next read asks the backing provider).
     /// - Returns: Whether a key was removed.
     @discardableResult
-    public func evict() -> Bool {
+    package func evict() -> Bool {
         Self.evict(description: keyDescription, keyring: keyring)
     }
 
@@ -99,7 +99,7 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
     ///   - keyring: The keyring's serial number (nil: the user keyring).
     /// - Returns: Whether a key was removed.
     @discardableResult
-    public static func evict(description: String, keyring: Int32? = nil) -> Bool {
+    package static func evict(description: String, keyring: Int32? = nil) -> Bool {
         guard !description.isEmpty else { return false }
         let keyring = keyring ?? sf_keyring_spec_user()
         var removed = false
@@ -116,13 +116,13 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
     /// nil where keyrings are unavailable. Tests use it to stay apart from the user's keyring.
     /// - Parameter name: The new keyring's description.
     /// - Returns: The keyring's serial number, or nil.
-    public static func newProcessKeyring(named name: String) -> Int32? {
+    package static func newProcessKeyring(named name: String) -> Int32? {
         let serial = sf_keyring_add("keyring", name, nil, 0, sf_keyring_spec_process())
         return serial > 0 ? serial : nil
     }
 
     /// Whether the kernel keyring can be used here (add_key may be filtered in containers).
-    public static var isAvailable: Bool {
+    package static var isAvailable: Bool {
         let probe = sf_keyring_add("keyring", "securefoundation-probe", nil, 0, sf_keyring_spec_process())
         return probe > 0
     }

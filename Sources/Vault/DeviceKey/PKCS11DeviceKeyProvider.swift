@@ -30,7 +30,7 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
     public var refusing: [String]
 
     /// The environment variable the PIN is read from by default.
-    public static let pinEnvironmentVariable = "SECUREFOUNDATION_TOKEN_PIN"
+    static let pinEnvironmentVariable = "SECUREFOUNDATION_TOKEN_PIN"
 
     public init(modulePath: String, uri: String, sealedPath: String, pin: PKCS11PINSource? = nil, refusing: [String] = []) {
         self.modulePath = modulePath
