@@ -69,7 +69,7 @@ extension SecureFile {
         }
     }
 
-    /// Writes output to a path a person named, as its kind demands (``outputTarget(of:)``):
+    /// Writes output to a path a person named, as its kind demands (`outputTarget(of:)`):
     /// a new path or a regular file is replaced atomically with `mode` (``replaceAtomically(_:mode:_:)``);
     /// a character device or FIFO is opened (a FIFO waits for its reader) and written in place;
     /// `/dev/stdout`, `/dev/fd/N` and the like write into the open descriptor, which is left open.

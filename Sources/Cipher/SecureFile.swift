@@ -99,7 +99,7 @@ public enum SecureFile {
     /// named `.sf-lk-<random>.tmp` from the start. Either way it is `flock`ed while its writer
     /// lives, so a process killed mid-write leaves nothing, or a name that the next replacement
     /// in the same directory recognises as abandoned (unlocked) and removes
-    /// (``removeAbandonedTemporaries(in:)``).
+    /// (`removeAbandonedTemporaries(in:)`).
     ///
     /// `path` itself is replaced whatever it is (a symlink included); for a path a person
     /// named, use ``writeOutput(to:mode:_:)``.

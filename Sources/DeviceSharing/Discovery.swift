@@ -94,8 +94,11 @@ public enum ShareDiscovery {
     /// Registers the sharing service on `port` until the advertisement is stopped (or
     /// released). Waits at most `timeout` for the DNS-SD daemon to confirm the registration.
     /// - Parameters:
+    ///   - port: the port the sharing server listens on.
+    ///   - membership: this device's membership (its name, when it is shown).
     ///   - showDeviceName: the instance name and `n=` are the device's name (else the instance
     ///     name is `securefoundation-` and 8 random hex digits).
+    ///   - timeout: how long to wait for the daemon to confirm the registration.
     public static func advertise(port: Int, membership: ShareMembership, showDeviceName: Bool,
                                  timeout: Duration = .seconds(10)) async throws(ShareError) -> ShareAdvertisement {
         guard (1...65535).contains(port) else { throw .connectionFailed("cannot advertise port \(port)") }

@@ -13,7 +13,7 @@ import X509
 ///    root certificate, a one-time 32-byte secret and an expiry. The secret is also kept in the
 ///    keychain (whenUnlocked). Carry the invitation to the new machine privately (it is a
 ///    password for one enrolment).
-/// 2. on the new machine, ``join(invitation:deviceName:now:)`` stores the root as its only anchor,
+/// 2. on the new machine, ``join(invitation:deviceName:now:deviceKey:)`` stores the root as its only anchor,
 ///    makes a P-256 key (kept in the keychain) and writes a request: the device name and public
 ///    key, authenticated by an HMAC-SHA256 under the secret.
 /// 3. the inviter's ``approve(request:now:)`` checks the HMAC, the expiry and that the invitation

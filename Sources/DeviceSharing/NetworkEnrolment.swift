@@ -11,7 +11,7 @@ import X509
 
 /// Enrolment over the network (docs/SHARING.md, "Enrolment over the network"): the inviter
 /// serves its invitations with ``ShareEnrolmentServer``; the new machine joins with
-/// ``ShareEnrolment/join(invitation:deviceName:host:port:now:timeout:)``.
+/// ``ShareEnrolment/join(invitation:deviceName:host:port:now:timeout:deviceKey:)``.
 ///
 /// The invitation authenticates both sides. The joiner trusts the group root carried in the
 /// invitation only, so only a machine holding a certificate of that root can answer; the

@@ -17,7 +17,9 @@ public enum SharePeerMessage: String, CaseIterable, Sendable {
 
     /// Parses the message at the start of `bytes`, as the connection does with what it has
     /// received so far.
-    /// - Parameter maxOfferSize: The largest file an offer may announce (the receiver's limit).
+    /// - Parameters:
+    ///   - bytes: What the connection has received so far.
+    ///   - maxOfferSize: The largest file an offer may announce (the receiver's limit).
     /// - Returns: How many bytes the message took, or nil when `bytes` is the start of a valid
     ///   message and more must arrive.
     /// - Throws: The ``ShareError`` that ends the connection: ``ShareError/protocolViolation(_:)``,

@@ -13,7 +13,7 @@ import X509
 /// carries the group's member name, whose key is not revoked, and, when a device name is given,
 /// that names that device.
 public struct ShareClient: Sendable {
-    /// What ``send(_:to:port:as:device:progress:)`` reports.
+    /// What ``send(_:to:port:as:device:timeout:progress:)`` reports.
     public struct Sent: Sendable, Equatable {
         /// The name the receiver stored the file under.
         public var storedName: String

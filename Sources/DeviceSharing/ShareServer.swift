@@ -91,6 +91,8 @@ public final class ShareServer: Sendable {
 
     /// Listens on `host:port`.
     /// - Parameters:
+    ///   - host: the address to listen on (default loopback).
+    ///   - port: the port to listen on (0: one the system picks).
     ///   - membership: this device's identity and the group root.
     ///   - inbox: the directory received files go to (created 0700).
     ///   - files: the vault's protected files.

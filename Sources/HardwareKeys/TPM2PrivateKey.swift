@@ -21,7 +21,7 @@ import X509
 /// with, whatever the blobs claim.
 ///
 /// Thread safety: signatures may be asked for from several threads; the TPM is used by one at
-/// a time (``TPM2/lock``).
+/// a time (`TPM2.lock`).
 public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringConvertible {
     /// What is kept of a TPM key: not secret (the private area is wrapped by the TPM's primary
     /// key), but integrity-relevant.

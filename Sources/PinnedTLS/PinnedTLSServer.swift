@@ -223,7 +223,7 @@ public final class PinnedTLSServer: Sendable {
     }
 
     /// Stops listening and closes the connections accepted but not yet handed to a handler;
-    /// ``run(onRefused:handler:)`` returns once running handlers finish.
+    /// ``run(onRefused:handlersOnEventLoop:handler:)`` returns once running handlers finish.
     public func close() async {
         try? await listener.channel.close()
         unserved.abandonAll()

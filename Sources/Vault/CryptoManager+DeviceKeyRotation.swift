@@ -6,7 +6,7 @@ import Cipher
 ///
 /// A device-key rotation holds two of them, one for the old device key and one for the new, and
 /// re-keys everything that depends on the device key from the first to the second (keychains,
-/// the protected-file key table). Made by ``CryptoManager/deviceBoundKeys(deviceKey:)``.
+/// the protected-file key table). Made by `CryptoManager.deviceBoundKeys(deviceKey:)`.
 ///
 /// Thread safety: immutable after init; ``wipe()`` must not race other calls.
 public final class DeviceBoundKeys: @unchecked Sendable {

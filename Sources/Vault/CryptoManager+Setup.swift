@@ -20,7 +20,7 @@ extension CryptoManager {
     /// Keeps the questions and copies of the answers until ``finalize()`` (the original's StoreTSQA).
     ///
     /// - Parameters:
-    ///   - questions: The question texts, shown before unlock (1 to ``maximumQuestions``).
+    ///   - questions: The question texts, shown before unlock (1 to `maximumQuestions`).
     ///   - answers: One answer per question, in UTF-8.
     ///   - threshold: How many correct answers unlock (k of n); nil means all of them.
     /// - Throws: ``VaultError/invalidArgument(_:)`` when counts or the threshold are out of range.

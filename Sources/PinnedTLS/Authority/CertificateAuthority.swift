@@ -45,7 +45,7 @@ public struct CertificateAuthority: Sendable {
     /// The root certificate.
     public let certificate: Certificate
     /// The root's private key as swift-certificates signs with it (for a key in hardware, a
-    /// ``HardwareCertificateKey`` that signs there).
+    /// `HardwareCertificateKey` that signs there).
     public let privateKey: Certificate.PrivateKey
 
     /// The root as an identity (its chain is the root alone); its key is

@@ -5,7 +5,7 @@ import Keychain
 import Vault
 import X509
 
-/// Private keys, certificates and identities (a key with its chain) kept in a ``Keychain``, as
+/// Private keys, certificates and identities (a key with its chain) kept in a `Keychain`, as
 /// the system keychain's key, certificate and identity classes.
 ///
 /// Each item is a generic-password item of the keychain under a reserved service
@@ -118,7 +118,7 @@ public struct IdentityStore: Sendable {
     /// Stores an identity (the key and its chain, in one item sealed under `accessibility`) and
     /// its chain as a certificate item under the same label (sealed under `always`, so that it
     /// can be listed and exported while the vault is locked). An identity whose key stays in
-    /// hardware is stored as where its key is (its ``HardwareSigningKey/location``) and its chain:
+    /// hardware is stored as where its key is (its `HardwareSigningKey.location`) and its chain:
     /// the key never enters the keychain.
     /// - Parameters:
     ///   - identity: The identity.
@@ -159,11 +159,14 @@ public struct IdentityStore: Sendable {
     }
 
     /// Stores an identity whose key stays in the TPM: the key's blobs with the chain (one
-    /// version 2 record, sealed under `accessibility`) and the chain as a certificate item, as
+    /// version 3 record, sealed under `accessibility`) and the chain as a certificate item, as
     /// ``storeIdentity(_:label:accessibility:replace:)`` does.
     /// - Parameters:
     ///   - key: The opened TPM key; it must be the leaf certificate's key.
     ///   - chain: The certificates, leaf first.
+    ///   - label: The item's label.
+    ///   - accessibility: When the record can be read (default `whenUnlocked`).
+    ///   - replace: Whether an item of the same label is replaced.
     /// - Throws: ``IdentityError/keyDoesNotMatchCertificate(_:)`` and the errors of ``storeIdentity(_:label:accessibility:replace:)``.
     public func storeIdentity(tpmKey key: TPM2PrivateKey, chain: [Certificate], label: String,
                               accessibility: Accessibility = .whenUnlocked, replace: Bool = false) throws(IdentityError) {
@@ -197,7 +200,7 @@ public struct IdentityStore: Sendable {
     ///   opened, ``IdentityError/hardwareKeyMismatch(label:location:)`` when it is not the
     ///   leaf's key.
     ///
-    /// An identity whose key stays in the TPM (stored by ``storeIdentity(tpmKey:chain:label:accessibility:)``)
+    /// An identity whose key stays in the TPM (stored by ``storeIdentity(tpmKey:chain:label:accessibility:replace:)``)
     /// is opened with the TPM reached through `tcti` (nil: `$TPM2TOOLS_TCTI`); the public key the
     /// TPM reports for the loaded key must be the leaf's (``IdentityError/keyDoesNotMatchCertificate(_:)``
     /// otherwise, ``IdentityError/hardwareKey(_:)`` when the TPM key cannot be opened).

@@ -11,7 +11,7 @@ import HardwareKeys
 /// `~/.config/securefoundation/vaults/`): whoever can write the data directory must not choose
 /// where the device key is read from, since the check value vouches only for the key the record
 /// itself names. Earlier versions kept it in the data directory (`HOME/device-key.provider`);
-/// such a record is never used by itself: ``adoptLegacy(directory:filePath:)`` moves it out once
+/// such a record is never used by itself: `adoptLegacy(directory:filePath:)` moves it out once
 /// the user confirms it is theirs.
 ///
 /// The record holds a check value (the first 16 bytes of HKDF-SHA256(device key, "securefoundation
@@ -146,7 +146,7 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
 
     /// The record an earlier version kept in the data directory (`HOME/device-key.provider`),
     /// read and upgraded in memory; nil when there is none. Never used as it is: see
-    /// ``adoptLegacy(directory:filePath:)``.
+    /// `adoptLegacy(directory:filePath:)`.
     /// - Parameter directory: The vault's data directory.
     /// - Returns: The record, or nil.
     /// - Throws: ``VaultError/corrupted(_:)`` for a record that does not parse or is of version 3
