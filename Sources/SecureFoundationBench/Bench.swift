@@ -47,6 +47,19 @@ enum Bench {
 
 /// Helpers shared by the benchmark sections.
 enum BenchSupport {
+    /// Runs `body` on the cooperative pool and waits for it on this (the main) thread, which a
+    /// bench section's synchronous `run()` must do; rethrows its error.
+    static func runBlocking(_ body: @escaping @Sendable () async throws -> Void) throws {
+        let result = TLSBench.BenchResult()
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            do { try await body() } catch { result.set(error) }
+            done.signal()
+        }
+        done.wait()
+        if let error = result.error { throw error }
+    }
+
     /// A TCP port on 127.0.0.1 that is free now (bound, read back, released).
     static func freePort() -> Int? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

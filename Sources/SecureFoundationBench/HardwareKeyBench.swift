@@ -21,14 +21,7 @@ enum HardwareKeyBench {
     static let module = "/usr/lib/softhsm/libsofthsm2.so"
 
     static func run() throws {
-        let result = TLSBench.BenchResult()
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            do { try await runAsync() } catch { result.set(error) }
-            done.signal()
-        }
-        done.wait()
-        if let error = result.error { throw error }
+        try BenchSupport.runBlocking { try await runAsync() }
     }
 
     static func runAsync() async throws {
@@ -69,68 +62,16 @@ enum HardwareKeyBench {
                   "pkcs11-tool (public key)")
         unlink(dir + "/key.pem")
 
-        // A root and a leaf for the key, made here.
-        let rootKey = P256.Signing.PrivateKey()
-        let rootName = try DistinguishedName { CommonName("hwkeys bench root") }
-        let now = Date()
-        let root = try Certificate(version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey),
-                                   notValidBefore: now - 3600, notValidAfter: now + 86_400, issuer: rootName, subject: rootName,
-                                   signatureAlgorithm: .ecdsaWithSHA256,
-                                   extensions: try Certificate.Extensions {
-                                       Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
-                                       Critical(KeyUsage(keyCertSign: true))
-                                   }, issuerPrivateKey: .init(rootKey))
-        let leaf = try Certificate(version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
-                                   notValidBefore: now - 3600, notValidAfter: now + 86_400, issuer: rootName,
-                                   subject: try DistinguishedName { CommonName("localhost") }, signatureAlgorithm: .ecdsaWithSHA256,
-                                   extensions: try Certificate.Extensions {
-                                       Critical(BasicConstraints.notCertificateAuthority)
-                                       Critical(KeyUsage(digitalSignature: true))
-                                       try ExtendedKeyUsage([.serverAuth])
-                                       SubjectAlternativeNames([.dnsName("localhost")])
-                                   }, issuerPrivateKey: .init(rootKey))
+        let chain = try chain(for: .init(key.publicKey))
 
         let tokenKey = try PKCS11PrivateKey(uri: PKCS11URI("pkcs11:token=bench;object=tls"), modulePath: module, pin: .file(dir + "/pin"))
-        guard let tokenIdentity = TLSIdentity(chain: [leaf, root], tokenKey: tokenKey),
-              let softwareIdentity = TLSIdentity(chain: [leaf, root], privateKey: .init(key))
+        guard let tokenIdentity = TLSIdentity(chain: chain, tokenKey: tokenKey),
+              let softwareIdentity = TLSIdentity(chain: chain, privateKey: .init(key))
         else { throw TLSBench.Failure(description: "the identities do not match their certificate") }
 
-        let tokenGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        let softwareGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        let tokenServer = try await PinnedTLSServer.bind(identity: tokenIdentity, eventLoopGroup: tokenGroup)
-        let softwareServer = try await PinnedTLSServer.bind(identity: softwareIdentity, eventLoopGroup: softwareGroup)
-        let tasks = [tokenServer, softwareServer].map { server in
-            Task { try await server.run { connection in try await TLSBench.serve(connection.channel, bulk: 1) } }
-        }
-        let policy = TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only([root]))], defaultAnchors: nil)
-        let tokenClient = try PinnedTLSClient(policy: policy, eventLoopGroup: tokenGroup)
-        let softwareClient = try PinnedTLSClient(policy: policy, eventLoopGroup: softwareGroup)
-        func loop(_ client: PinnedTLSClient, _ port: Int) -> @Sendable () async throws -> Void {
-            {
-                let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: "localhost", timeout: .seconds(10))
-                try await TLSBench.roundTrip(connection.channel, bytes: 1)
-            }
-        }
-        print("loopback, TLS 1.3, P-256 server key, no client certificates; SoftHSM2 \(module); "
-            + "\(ProcessInfo.processInfo.activeProcessorCount) cores; median of \(runs); load average before: \(TLSBench.loadAverage())")
-        var tokenRuns: [(rate: Double, cpu: Double)] = [], softwareRuns: [(rate: Double, cpu: Double)] = []
-        for _ in 0..<runs {
-            tokenRuns.append(try await TLSBench.rate(handshakes, loop(tokenClient, tokenServer.port)))
-            softwareRuns.append(try await TLSBench.rate(handshakes, loop(softwareClient, softwareServer.port)))
-        }
-        let tokenRate = TLSBench.median(tokenRuns.map(\.rate)), softwareRate = TLSBench.median(softwareRuns.map(\.rate))
-        func line(_ label: String, _ runs: [(rate: Double, cpu: Double)]) -> String {
-            "  \(label) \(BenchSupport.format(TLSBench.median(runs.map(\.rate)), 0))/s, CPU \(BenchSupport.format(TLSBench.median(runs.map(\.cpu)) * 1e6, 0)) µs/handshake  runs \(runs.map { BenchSupport.format($0.rate, 0) }.joined(separator: ", "))"
-        }
-        print("handshakes/s (connect, handshake, 1-byte round trip, close), \(handshakes) each:")
-        print(line("key in SoftHSM2 (PKCS #11)", tokenRuns))
-        print(line("key in memory              ", softwareRuns))
-        print("  ratio token/memory: \(BenchSupport.format(tokenRate / softwareRate, 2))")
-        await tokenServer.close()
-        await softwareServer.close()
-        for task in tasks { _ = await task.result }
-        try? await tokenGroup.shutdownGracefully()
-        try? await softwareGroup.shutdownGracefully()
+        try await compare(hardware: tokenIdentity, software: softwareIdentity, handshakes: handshakes, runs: runs,
+                          setting: "SoftHSM2 \(module); \(ProcessInfo.processInfo.activeProcessorCount) cores",
+                          hardwareLabel: "key in SoftHSM2 (PKCS #11)", ratioLabel: "token/memory", ratioDigits: 2)
     }
 }
 
@@ -213,47 +154,62 @@ extension HardwareKeyBench {
             startSeconds += Date().timeIntervalSince(empty)
         }
 
-        let tpmGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        try await compare(hardware: tpmIdentity, software: softwareIdentity, handshakes: handshakes, runs: runs,
+                          setting: "swtpm \(tcti) (tpm2-tools, a socket TCTI without resource manager)",
+                          hardwareLabel: "key in swtpm (tpm2-tools) ", ratioLabel: "TPM/memory", ratioDigits: 3)
+        let sign = signSeconds / Double(samples) * 1000, starts = startSeconds / Double(samples) * 1000
+        print("  one TPM signature (tpm2_sign + tpm2_flushcontext): \(BenchSupport.format(sign, 1)) ms; two tool runs that do "
+            + "almost nothing in the TPM: \(BenchSupport.format(starts, 1)) ms (program start, TCTI connection), so about "
+            + "\(BenchSupport.format(max(0, sign - starts), 1)) ms is the TPM's own work (key context load, ECDSA)")
+    }
+
+    /// Handshakes per second (connect, handshake, 1-byte round trip, close) with a server whose
+    /// key is in hardware against one whose key is in memory, in alternating runs on loopback;
+    /// prints the medians, the CPU per handshake and the ratio. Each server has its own event
+    /// loops and its client trusts the root of the server's chain only.
+    static func compare(hardware: TLSIdentity, software: TLSIdentity, handshakes: Int, runs: Int, setting: String,
+                        hardwareLabel: String, ratioLabel: String, ratioDigits: Int) async throws {
+        let hardwareGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         let softwareGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        let tpmServer = try await PinnedTLSServer.bind(identity: tpmIdentity, eventLoopGroup: tpmGroup)
-        let softwareServer = try await PinnedTLSServer.bind(identity: softwareIdentity, eventLoopGroup: softwareGroup)
-        let tasks = [tpmServer, softwareServer].map { server in
+        let hardwareServer = try await PinnedTLSServer.bind(identity: hardware, eventLoopGroup: hardwareGroup)
+        let softwareServer = try await PinnedTLSServer.bind(identity: software, eventLoopGroup: softwareGroup)
+        let tasks = [hardwareServer, softwareServer].map { server in
             Task { try await server.run { connection in try await TLSBench.serve(connection.channel, bulk: 1) } }
         }
-        func client(_ root: Certificate, _ group: MultiThreadedEventLoopGroup) throws -> PinnedTLSClient {
-            try PinnedTLSClient(policy: TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only([root]))],
-                                                    defaultAnchors: nil), eventLoopGroup: group)
+        func client(_ identity: TLSIdentity, _ group: MultiThreadedEventLoopGroup) throws -> PinnedTLSClient {
+            let root = identity.chain[identity.chain.count - 1]
+            return try PinnedTLSClient(policy: TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only([root]))],
+                                                           defaultAnchors: nil), eventLoopGroup: group)
         }
-        let tpmClient = try client(tpmChain[1], tpmGroup), softwareClient = try client(softwareChain[1], softwareGroup)
+        let hardwareClient = try client(hardware, hardwareGroup), softwareClient = try client(software, softwareGroup)
         func loop(_ client: PinnedTLSClient, _ port: Int) -> @Sendable () async throws -> Void {
             {
                 let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: "localhost", timeout: .seconds(10))
                 try await TLSBench.roundTrip(connection.channel, bytes: 1)
             }
         }
-        print("loopback, TLS 1.3, P-256 server key, no client certificates; swtpm \(tcti) (tpm2-tools, a socket TCTI without "
-            + "resource manager); median of \(runs); load average before: \(TLSBench.loadAverage())")
-        var tpmRuns: [(rate: Double, cpu: Double)] = [], softwareRuns: [(rate: Double, cpu: Double)] = []
+        print("loopback, TLS 1.3, P-256 server key, no client certificates; \(setting); median of \(runs); "
+            + "load average before: \(TLSBench.loadAverage())")
+        var hardwareRuns: [(rate: Double, cpu: Double)] = [], softwareRuns: [(rate: Double, cpu: Double)] = []
         for _ in 0..<runs {
-            tpmRuns.append(try await TLSBench.rate(handshakes, loop(tpmClient, tpmServer.port)))
+            hardwareRuns.append(try await TLSBench.rate(handshakes, loop(hardwareClient, hardwareServer.port)))
             softwareRuns.append(try await TLSBench.rate(handshakes, loop(softwareClient, softwareServer.port)))
         }
-        let tpmRate = TLSBench.median(tpmRuns.map(\.rate)), softwareRate = TLSBench.median(softwareRuns.map(\.rate))
         func line(_ label: String, _ runs: [(rate: Double, cpu: Double)]) -> String {
-            "  \(label) \(BenchSupport.format(TLSBench.median(runs.map(\.rate)), 0))/s, CPU \(BenchSupport.format(TLSBench.median(runs.map(\.cpu)) * 1e6, 0)) µs/handshake  runs \(runs.map { BenchSupport.format($0.rate, 0) }.joined(separator: ", "))"
+            let label = label.padding(toLength: max(label.count, hardwareLabel.count), withPad: " ", startingAt: 0)
+            return "  \(label) \(BenchSupport.format(TLSBench.median(runs.map(\.rate)), 0))/s, "
+                + "CPU \(BenchSupport.format(TLSBench.median(runs.map(\.cpu)) * 1e6, 0)) µs/handshake  "
+                + "runs \(runs.map { BenchSupport.format($0.rate, 0) }.joined(separator: ", "))"
         }
         print("handshakes/s (connect, handshake, 1-byte round trip, close), \(handshakes) each:")
-        print(line("key in swtpm (tpm2-tools)", tpmRuns))
-        print(line("key in memory            ", softwareRuns))
-        print("  ratio TPM/memory: \(BenchSupport.format(tpmRate / softwareRate, 3))")
-        let sign = signSeconds / Double(samples) * 1000, starts = startSeconds / Double(samples) * 1000
-        print("  one TPM signature (tpm2_sign + tpm2_flushcontext): \(BenchSupport.format(sign, 1)) ms; two tool runs that do "
-            + "almost nothing in the TPM: \(BenchSupport.format(starts, 1)) ms (program start, TCTI connection), so about "
-            + "\(BenchSupport.format(max(0, sign - starts), 1)) ms is the TPM's own work (key context load, ECDSA)")
-        await tpmServer.close()
+        print(line(hardwareLabel, hardwareRuns))
+        print(line("key in memory", softwareRuns))
+        let ratio = TLSBench.median(hardwareRuns.map(\.rate)) / TLSBench.median(softwareRuns.map(\.rate))
+        print("  ratio \(ratioLabel): \(BenchSupport.format(ratio, ratioDigits))")
+        await hardwareServer.close()
         await softwareServer.close()
         for task in tasks { _ = await task.result }
-        try? await tpmGroup.shutdownGracefully()
+        try? await hardwareGroup.shutdownGracefully()
         try? await softwareGroup.shutdownGracefully()
     }
 }

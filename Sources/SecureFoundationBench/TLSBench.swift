@@ -17,14 +17,7 @@ import X509
 /// alone. CPU time per handshake is the process's (client and server together).
 enum TLSBench {
     static func run() throws {
-        let result = BenchResult()
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            do { try await runAsync() } catch { result.set(error) }
-            done.signal()
-        }
-        done.wait()
-        if let error = result.error { throw error }
+        try BenchSupport.runBlocking { try await runAsync() }
     }
 
     final class BenchResult: @unchecked Sendable {
