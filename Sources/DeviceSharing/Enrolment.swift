@@ -132,9 +132,10 @@ public struct ShareEnrolment: Sendable {
         let publicKey: Certificate.PublicKey
         do {
             if let deviceKey {
-                // The key stays in hardware: only where it is is kept, and no software key is pending.
+                // The key stays in hardware: only where it is is kept (a token key's URI, a TPM
+                // key's blobs), and no software key is pending.
                 publicKey = deviceKey.publicKey
-                let location = SecretBytes(copying: Array(deviceKey.location.utf8))
+                let location = SecretBytes(copying: (deviceKey as? TPM2PrivateKey)?.blobs.serialized ?? Array(deviceKey.location.utf8))
                 defer { location.wipe() }
                 try ShareGroup.map {
                     try group.store.keychain.setSecurePasswordData(location, forService: ShareGroup.service,
@@ -251,14 +252,17 @@ public struct ShareEnrolment: Sendable {
             throw .invalidEnrolment("the certificate is not signed by this group's root")
         }
         let identity: TLSIdentity
-        if let location = try pendingHardwareLocation() {
-            guard let open = group.openingHardwareKey else {
-                throw .hardwareKey("this device's key stays in hardware (\(location)); give the token's module and PIN")
-            }
+        if let pending = try pendingHardwareKey() {
             let key: any HardwareSigningKey
-            do { key = try open(location) } catch { throw .hardwareKey("\(error)") }
+            switch pending {
+            case .tpm(let blobs):
+                do { key = try TPM2PrivateKey(blobs: blobs, tcti: group.tcti) } catch { throw .hardwareKey(error) }
+            case .location(let location):
+                guard let open = group.openingHardwareKey else { throw .hardwareKeyRequired(location: location) }
+                do { key = try open(location) } catch { throw .hardwareKey(error) }
+            }
             guard let made = TLSIdentity(chain: [leaf, root], tokenKey: key) else {
-                throw .invalidEnrolment("the certificate is not for this device's key (\(location))")
+                throw .invalidEnrolment("the certificate is not for this device's key (\(key.location))")
             }
             identity = made
         } else {
@@ -289,9 +293,15 @@ public struct ShareEnrolment: Sendable {
         return ShareMembership(identity: identity, root: root)
     }
 
-    /// The location of the pending key when it stays in hardware, nil when the pending key is
-    /// a software key (or none).
-    func pendingHardwareLocation() throws(ShareError) -> String? {
+    /// Where a pending key that stays in hardware is: a token key's URI, or a TPM key's blobs.
+    enum PendingHardwareKey {
+        case location(String)
+        case tpm(TPM2PrivateKey.Blobs)
+    }
+
+    /// The pending key when it stays in hardware, nil when the pending key is a software key
+    /// (or none).
+    func pendingHardwareKey() throws(ShareError) -> PendingHardwareKey? {
         let secret: SecretBytes
         do {
             secret = try group.store.keychain.securePasswordData(forService: ShareGroup.service, account: Self.pendingHardwareAccount)
@@ -301,7 +311,9 @@ public struct ShareEnrolment: Sendable {
             throw mapKeychain(error, "the pending key's location")
         }
         defer { secret.wipe() }
-        return secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let bytes = secret.withUnsafeBytes { Array($0) }
+        if let blobs = TPM2PrivateKey.Blobs(serialized: bytes) { return .tpm(blobs) }
+        return .location(String(decoding: bytes, as: UTF8.self))
     }
 
     static func mac(secret: SecretBytes, id: String, device: String, spki: [UInt8]) -> [UInt8] {

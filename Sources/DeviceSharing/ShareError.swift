@@ -47,9 +47,16 @@ public enum ShareError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The state file of a watched folder (`share send --watch`) does not open under this
     /// vault's key for that folder and receiver: it was changed, or is another one's.
     case watchStateTampered(path: String, folder: String)
-    /// This device's key stays in hardware (a PKCS #11 token, the TPM) and could not be
-    /// opened or is not its certificate's key. Nothing falls back to a software key.
-    case hardwareKey(String)
+    /// A key of the group that stays in hardware (this device's key, or the group root's, in a
+    /// PKCS #11 token or the TPM) could not be opened or did not sign: the hardware's own error.
+    /// Nothing falls back to a software key.
+    case hardwareKey(HardwareKeyError)
+    /// A key of the group stays in hardware at `location`, and no way to open it was given
+    /// (a PKCS #11 token needs its module and PIN).
+    case hardwareKeyRequired(location: String)
+    /// The key in hardware at `location` is not the key its certificate certifies: the record
+    /// naming it was replaced, or the token holds another key under that name.
+    case hardwareKeyMismatch(location: String)
 
     public var description: String {
         switch self {
@@ -87,8 +94,13 @@ public enum ShareError: Error, Sendable, Equatable, CustomStringConvertible {
             return "not found: \(detail)"
         case let .watchStateTampered(path, folder):
             return "the watch state \(path) does not open under this vault's key for this folder and receiver (changed, or another one's): remove it to send every file of \(folder) again"
-        case .hardwareKey(let detail):
-            return "this device's key in hardware cannot be used: \(detail)"
+        case .hardwareKey(let error):
+            return "a key of this group in hardware cannot be used: \(error)"
+        case .hardwareKeyRequired(let location):
+            return "a key of this group stays in hardware (\(location)): give the token's --module and PIN (or --tcti for the TPM)"
+        case .hardwareKeyMismatch(let location):
+            return "the key in hardware at \(location) is not the key its certificate certifies: the record naming it was "
+                + "replaced, or the token holds another key under that name; nothing was signed"
         case .revocationsTampered(let detail):
             return "the revocation list cannot be trusted: \(detail); the data directory was changed: restore it from a backup, or make this machine's group again (`share init --new-group --replace`, or join again) and revoke the devices again"
         }

@@ -108,37 +108,60 @@ public struct ShareGroup: Sendable {
     /// device's key when it is in a token); nil when none can be.
     public let openingHardwareKey: (@Sendable (String) throws(HardwareKeyError) -> any HardwareSigningKey)?
 
+    /// The TPM's TCTI for keys of the group that are in the TPM (nil: `$TPM2TOOLS_TCTI`). Never
+    /// read from the data directory.
+    public let tcti: String?
+
     /// - Parameters:
     ///   - store: the identity store the group's items live in.
-    ///   - openingHardwareKey: opens a hardware key from its recorded location (the module and
-    ///     PIN come from the caller, never from the record); needed when this device's key
-    ///     stays in hardware.
+    ///   - openingHardwareKey: opens a key in a PKCS #11 token from its recorded location (the
+    ///     module and PIN come from the caller, never from the record); needed when this
+    ///     device's key or the group root's key stays in a token.
+    ///   - tcti: the TPM's TCTI, for keys of the group in the TPM (nil: `$TPM2TOOLS_TCTI`).
     public init(store: IdentityStore,
-                openingHardwareKey: (@Sendable (String) throws(HardwareKeyError) -> any HardwareSigningKey)? = nil) {
+                openingHardwareKey: (@Sendable (String) throws(HardwareKeyError) -> any HardwareSigningKey)? = nil,
+                tcti: String? = nil) {
         self.store = store
         self.openingHardwareKey = openingHardwareKey
+        self.tcti = tcti
     }
 
     /// Creates a group: a new root and this device's identity under it (needs the vault unlocked).
-    /// - Throws: ``ShareError/storage(_:)`` when a group exists already (unless `replace`),
-    ///   ``ShareError/locked(_:)``, ``ShareError/invalidDeviceName(_:)``.
-    @discardableResult
     ///
     /// With `deviceKey`, this device's key is that key in hardware (a PKCS #11 token, the TPM):
-    /// the root certifies its public key, the identity item records where it is, and every
-    /// sharing handshake is signed there.
+    /// the root certifies its public key, the identity item records where it is (a token key's
+    /// URI, a TPM key's blobs), and every sharing handshake is signed there. With `rootKey`, the
+    /// group root's key is that key in hardware: the root is self-signed there, and every
+    /// device certificate it issues when devices are enrolled (``ShareEnrolment/approve(request:now:)``)
+    /// is signed there too.
+    /// - Parameters:
+    ///   - deviceName: this device's name in the group.
+    ///   - groupName: the root's common name.
+    ///   - replace: replace a group made here before.
+    ///   - deviceKey: this device's key in hardware (nil: a new P-256 key in the keychain).
+    ///   - rootKey: the group root's key in hardware (nil: a new P-256 key in the keychain).
+    /// - Returns: this device's membership.
+    /// - Throws: ``ShareError/storage(_:)`` when a group exists already (unless `replace`),
+    ///   ``ShareError/locked(_:)``, ``ShareError/invalidDeviceName(_:)``,
+    ///   ``ShareError/hardwareKey(_:)`` when a key in hardware does not sign.
+    @discardableResult
     public func create(deviceName: String, groupName: String = "SecureFoundation sharing group",
-                       replace: Bool = false, deviceKey: (any HardwareSigningKey)? = nil) throws(ShareError) -> ShareMembership {
+                       replace: Bool = false, deviceKey: (any HardwareSigningKey)? = nil,
+                       rootKey: (any HardwareSigningKey)? = nil) throws(ShareError) -> ShareMembership {
         let name = try Self.checkDeviceName(deviceName)
         let authority: CertificateAuthority
         let device: TLSIdentity
         do {
-            authority = try CertificateAuthority.createRoot(commonName: groupName)
+            if let rootKey {
+                authority = try CertificateAuthority.createRoot(commonName: groupName, hardwareKey: rootKey)
+            } else {
+                authority = try CertificateAuthority.createRoot(commonName: groupName)
+            }
             if let deviceKey {
                 let leaf = try authority.issue(publicKey: deviceKey.publicKey, names: [name, Self.memberName],
                                                validity: Self.deviceValidity)
                 guard let identity = TLSIdentity(chain: [leaf, authority.certificate], tokenKey: deviceKey) else {
-                    throw ShareError.hardwareKey("the certificate is not the key's")
+                    throw ShareError.hardwareKeyMismatch(location: deviceKey.location)
                 }
                 device = identity
             } else {
@@ -146,6 +169,8 @@ public struct ShareGroup: Sendable {
             }
         } catch let error as ShareError {
             throw error
+        } catch IdentityError.hardwareKey(let error) {
+            throw .hardwareKey(error)
         } catch {
             throw .storage("cannot make the group's certificates: \(error)")
         }
@@ -165,15 +190,13 @@ public struct ShareGroup: Sendable {
         let root = try rootCertificate()
         let identity: TLSIdentity
         do {
-            identity = try store.identity(label: Self.deviceLabel, openingHardwareKey: openingHardwareKey)
+            identity = try store.identity(label: Self.deviceLabel, openingHardwareKey: openingHardwareKey, tcti: tcti)
         } catch .notFound {
             throw .notAMember("no device identity \"\(Self.deviceLabel)\" in the keychain")
         } catch .locked {
             throw .locked("the device key is sealed under whenUnlocked")
-        } catch let error where Self.isHardware(error) {
-            throw .hardwareKey("\(error)")
         } catch {
-            throw .storage("\(error)")
+            throw Self.hardwareError(error) ?? .storage("\(error)")
         }
         return ShareMembership(identity: identity, root: root)
     }
@@ -198,20 +221,23 @@ public struct ShareGroup: Sendable {
     /// needs the vault unlocked).
     public func authority() throws(ShareError) -> CertificateAuthority {
         do {
-            return try CertificateAuthority.load(from: store, label: Self.rootLabel)
+            return try CertificateAuthority.load(from: store, label: Self.rootLabel, openingHardwareKey: openingHardwareKey, tcti: tcti)
         } catch .notFound {
             throw .notAMember("this machine does not hold the group root's key: enrol devices from the machine that created the group")
         } catch .locked {
             throw .locked("the group root's key is sealed under whenUnlocked")
         } catch {
-            throw .storage("\(error)")
+            throw Self.hardwareError(error) ?? .storage("\(error)")
         }
     }
 
-    static func isHardware(_ error: IdentityError) -> Bool {
+    /// The sharing error for an identity error about a key in hardware, nil for another error.
+    static func hardwareError(_ error: IdentityError) -> ShareError? {
         switch error {
-        case .hardwareKey, .hardwareKeyRequired, .hardwareKeyMismatch: true
-        default: false
+        case .hardwareKey(let cause): .hardwareKey(cause)
+        case .hardwareKeyRequired(_, let location): .hardwareKeyRequired(location: location)
+        case .hardwareKeyMismatch(_, let location): .hardwareKeyMismatch(location: location)
+        default: nil
         }
     }
 

@@ -48,6 +48,41 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
         public var location: String {
             "tpm:name=\(name)" + (pcrs.isEmpty ? "" : ";pcrs=" + pcrs.map(String.init).joined(separator: ","))
         }
+
+        /// The blobs in one byte string, for a record that keeps a key before it has a
+        /// certificate: `TPM` 0x01, the PCR count and PCRs (one byte each), then the public and
+        /// the private area, each after its length (4 bytes, big-endian).
+        public var serialized: [UInt8] {
+            let pcrs = Array(Set(pcrs)).sorted()
+            var bytes: [UInt8] = Array("TPM".utf8) + [1, UInt8(pcrs.count)] + pcrs.map { UInt8($0) }
+            for area in [publicArea, privateArea] {
+                bytes += [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: area.count >> $0) }
+                bytes += area
+            }
+            return bytes
+        }
+
+        /// Blobs from ``serialized``; nil for anything else (a wrong tag, PCRs out of range or
+        /// out of order, an area empty, longer than 16 KiB or cut short, bytes left over).
+        public init?(serialized bytes: [UInt8]) {
+            guard bytes.count >= 5, bytes.starts(with: Array("TPM".utf8) + [1]) else { return nil }
+            let count = Int(bytes[4])
+            guard count <= 24, bytes.count >= 5 + count else { return nil }
+            let pcrs = bytes[5..<(5 + count)].map(Int.init)
+            guard pcrs.allSatisfy({ (0...23).contains($0) }), zip(pcrs, pcrs.dropFirst()).allSatisfy({ $0 < $1 }) else { return nil }
+            var offset = 5 + count
+            var areas: [[UInt8]] = []
+            for _ in 0..<2 {
+                guard bytes.count - offset >= 4 else { return nil }
+                let length = bytes[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) }
+                offset += 4
+                guard length > 0, length <= 16_384, bytes.count - offset >= length else { return nil }
+                areas.append(Array(bytes[offset..<(offset + length)]))
+                offset += length
+            }
+            guard offset == bytes.count else { return nil }
+            self.init(publicArea: areas[0], privateArea: areas[1], pcrs: pcrs)
+        }
     }
 
     /// The key's blobs.

@@ -225,6 +225,9 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .revocationsTampered, .watchStateTampered: return .damaged
         case .connectionFailed: return .noConnection
         case .io: return .io
+        case .hardwareKey(let cause): return status(of: cause)
+        case .hardwareKeyRequired: return .usage
+        case .hardwareKeyMismatch: return .damaged
         default: return .failure
         }
     }

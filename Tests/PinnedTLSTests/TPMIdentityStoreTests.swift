@@ -44,8 +44,8 @@ struct TPMIdentityStoreTests {
         let planted = try IdentityRecord.encodeTPM(other.blobs, certificates: chain)
         try keychain.addOrUpdate(planted, for: .generic(service: IdentityItemKind.identity.service, account: "web"), accessibility: .always)
         let error = identityError { _ = try store.identity(label: "web", tcti: tpm.tcti) }
-        guard case .keyDoesNotMatchCertificate(let detail)? = error else { Issue.record("\(String(describing: error))"); return }
-        #expect(detail.contains("the record's key blobs were replaced"), "\(detail)")
+        guard case .hardwareKeyMismatch(let label, let location)? = error else { Issue.record("\(String(describing: error))"); return }
+        #expect(label == "web" && location == other.location, "\(label) \(location)")
 
         // The TPM gone: the identity does not open, and says why.
         tpm.stop()

@@ -288,12 +288,23 @@ public struct CertificateAuthority: Sendable {
     /// A root whose key stays in hardware is opened with `openingHardwareKey` (given the
     /// location its record names); the key's public key must be the root certificate's, so a
     /// swapped record naming another key is refused before anything is signed.
+    /// A root whose key is in the TPM is loaded from its recorded blobs into the TPM `tcti`
+    /// reaches (nil: `$TPM2TOOLS_TCTI`), and the key the TPM loads must be the certificate's
+    /// (``IdentityError/hardwareKeyMismatch(label:location:)`` otherwise).
+    /// - Parameters:
+    ///   - store: The identity store the root is kept in.
+    ///   - label: The root's label (default "ca").
+    ///   - openingHardwareKey: Opens a key in a PKCS #11 token from its recorded location (the
+    ///     module and PIN come from the caller, never from the record).
+    ///   - tcti: The TPM's TCTI, for a root whose key is in the TPM.
+    /// - Returns: The authority.
     /// - Throws: also ``IdentityError/hardwareKeyRequired(label:location:)``,
     ///   ``IdentityError/hardwareKey(_:)``, ``IdentityError/hardwareKeyMismatch(label:location:)``.
     public static func load(from store: IdentityStore, label: String = defaultLabel,
-                            openingHardwareKey: ((String) throws(HardwareKeyError) -> any HardwareSigningKey)? = nil)
+                            openingHardwareKey: ((String) throws(HardwareKeyError) -> any HardwareSigningKey)? = nil,
+                            tcti: String? = nil)
         throws(IdentityError) -> CertificateAuthority {
-        let identity = try store.identity(label: label, openingHardwareKey: openingHardwareKey)
+        let identity = try store.identity(label: label, openingHardwareKey: openingHardwareKey, tcti: tcti)
         return try CertificateAuthority(certificate: identity.leaf, key: identity.key)
     }
 

@@ -117,9 +117,11 @@ public struct IdentityStore: Sendable {
 
     /// Stores an identity (the key and its chain, in one item sealed under `accessibility`) and
     /// its chain as a certificate item under the same label (sealed under `always`, so that it
-    /// can be listed and exported while the vault is locked). An identity whose key stays in
-    /// hardware is stored as where its key is (its `HardwareSigningKey.location`) and its chain:
-    /// the key never enters the keychain.
+    /// can be listed and exported while the vault is locked). An identity whose key stays in a
+    /// PKCS #11 token is stored as where its key is (its `HardwareSigningKey.location`) and its
+    /// chain; one whose key is in the TPM (a ``TPM2PrivateKey``), as the key's blobs and its chain
+    /// (``storeIdentity(tpmKey:chain:label:accessibility:replace:)``): the key never enters the
+    /// keychain.
     /// - Parameters:
     ///   - identity: The identity.
     ///   - label: The label for both items.
@@ -130,7 +132,12 @@ public struct IdentityStore: Sendable {
     public func storeIdentity(_ identity: TLSIdentity, label: String, accessibility: Accessibility = .whenUnlocked,
                               replace: Bool = false) throws(IdentityError) {
         try Self.check(label)
-        // A key that stays in hardware is never stored: the record says where it is (version 2).
+        // A key in the TPM is stored as its blobs (version 3), which only that TPM can load.
+        if case .hardware(let key) = identity.key, let tpmKey = key as? TPM2PrivateKey {
+            try storeIdentity(tpmKey: tpmKey, chain: identity.chain, label: label, accessibility: accessibility, replace: replace)
+            return
+        }
+        // A key that stays in a token is never stored: the record says where it is (version 2).
         let record: SecretBytes
         switch identity.key {
         case .software(let key): record = try IdentityRecord.encode(key: key, certificates: identity.chain)
@@ -202,7 +209,7 @@ public struct IdentityStore: Sendable {
     ///
     /// An identity whose key stays in the TPM (stored by ``storeIdentity(tpmKey:chain:label:accessibility:replace:)``)
     /// is opened with the TPM reached through `tcti` (nil: `$TPM2TOOLS_TCTI`); the public key the
-    /// TPM reports for the loaded key must be the leaf's (``IdentityError/keyDoesNotMatchCertificate(_:)``
+    /// TPM reports for the loaded key must be the leaf's (``IdentityError/hardwareKeyMismatch(label:location:)``
     /// otherwise, ``IdentityError/hardwareKey(_:)`` when the TPM key cannot be opened).
     public func identity(label: String, requiring minimum: Accessibility? = nil,
                          openingHardwareKey: ((String) throws(HardwareKeyError) -> any HardwareSigningKey)? = nil,
@@ -242,8 +249,8 @@ public struct IdentityStore: Sendable {
         let key: TPM2PrivateKey
         do { key = try TPM2PrivateKey(blobs: blobs, tcti: tcti) } catch { throw .hardwareKey(error) }
         guard let identity = TLSIdentity(chain: chain, tokenKey: key) else {
-            throw .keyDoesNotMatchCertificate("the TPM key of identity \"\(label)\" (\(key.location)) is not its certificate's key: "
-                + "the record's key blobs were replaced; delete the identity and issue it again")
+            // As for a key in a token: the record was swapped (here: its key blobs replaced).
+            throw .hardwareKeyMismatch(label: label, location: key.location)
         }
         return identity
     }

@@ -72,6 +72,26 @@ struct HardwareKeyOptions: ParsableArguments {
         }
     }
 
+    /// The key a new item records (`--key`): a key the TPM makes now for `tpm` or
+    /// `tpm:pcrs=N,N` (bound to those PCRs' current values), or the token key a `pkcs11:` URI
+    /// names (as ``openRecordable(uri:dataDirectory:)``). The item then records the TPM key's
+    /// blobs, or the token key's URI.
+    func openOrCreate(_ text: String, dataDirectory: String) throws -> any HardwareSigningKey {
+        if let pcrs = try Self.tpmPCRs(text) {
+            return try TPM2PrivateKey(blobs: try TPM2PrivateKey.create(pcrs: pcrs, tcti: tcti), tcti: tcti)
+        }
+        guard text.hasPrefix("pkcs11:") else { throw ValidationError("--key takes a pkcs11: URI (RFC 7512), tpm or tpm:pcrs=N,N") }
+        return try openRecordable(uri: text, dataDirectory: dataDirectory)
+    }
+
+    /// Checks the text of a `--key` that may name a token key or the TPM.
+    static func validateKey(_ text: String?, option: String = "--key") throws {
+        guard let text else { return }
+        if !text.hasPrefix("pkcs11:"), try tpmPCRs(text) == nil {
+            throw ValidationError("\(option) takes a pkcs11: URI (RFC 7512), tpm or tpm:pcrs=N,N")
+        }
+    }
+
     /// Opens the key of `--key URI` for an item that records where its key is: the URI may name
     /// the token and the key only (no `?module-path=` or `?pin-source=`: those come from
     /// --module and --pin-file, so a record never chooses the library loaded or the PIN read).

@@ -115,7 +115,8 @@ struct ShareOptions: ParsableArguments {
     @Option(name: .customLong("passcode-file"), help: "Unlock the vault with the passcode in this file (`-` for stdin).")
     var passcodeFile: String?
 
-    /// The module and PIN of a device key that stays in a PKCS #11 token (`share init/join --key`).
+    /// The module and PIN of a key that stays in a PKCS #11 token, or the TCTI of one in the TPM
+    /// (`share init/join --key`, `share init --root-key`).
     @OptionGroup var hardware: HardwareKeyOptions
 
     /// The crypto manager (unlocked when a passcode file is given), its keychain and the group.
@@ -124,7 +125,7 @@ struct ShareOptions: ParsableArguments {
         try VaultCLI.unlock(manager, passcodeFile: passcodeFile, withoutFile: .stayLocked)
         let keychain = try Keychain(manager: manager)
         let group = ShareGroup(store: IdentityStore(keychain: keychain),
-                               openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: home.directory))
+                               openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: home.directory), tcti: hardware.tcti)
         // A group of an older version gets its record now (docs/SECURITY.md, "Share group
         // items"). A failure (not a member, a tampered record) is reported by the command
         // that reads the group; `share init --replace` still starts a new one.
@@ -132,11 +133,11 @@ struct ShareOptions: ParsableArguments {
         return (manager, group)
     }
 
-    /// This device's key in a token, from `--key pkcs11:…` (nil without --key).
-    func deviceKey(_ uri: String?) throws -> (any HardwareSigningKey)? {
-        guard let uri else { return nil }
-        guard uri.hasPrefix("pkcs11:") else { throw ValidationError("--key takes a pkcs11: URI (RFC 7512)") }
-        return try hardware.openRecordable(uri: uri, dataDirectory: home.directory)
+    /// A key in hardware from `--key` or `--root-key`: the token key a `pkcs11:` URI names, or a
+    /// key the TPM makes now (`tpm`, `tpm:pcrs=0,7`); nil without the option.
+    func deviceKey(_ text: String?) throws -> (any HardwareSigningKey)? {
+        guard let text else { return nil }
+        return try hardware.openOrCreate(text, dataDirectory: home.directory)
     }
 
     func inbox(_ given: String?) -> String {

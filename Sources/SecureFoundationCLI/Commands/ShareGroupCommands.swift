@@ -14,7 +14,12 @@ struct ShareInitCommand: ParsableCommand {
         this device's certificate. With --invitation FILE it is `share join FILE`. With --key \
         pkcs11:… (token and key attributes only, with --module and the token's PIN) this \
         device's key is that token key: it never leaves the token, and every sharing command \
-        that connects needs --module and the PIN.
+        that connects needs --module and the PIN. With --key tpm (or tpm:pcrs=0,7) the TPM \
+        (--tcti or $TPM2TOOLS_TCTI) makes this device's key; its blobs are kept in the keychain \
+        and every sharing command that connects signs in that TPM (give --tcti). \
+        --root-key takes the same forms for the group root's key (with --new-group): the root \
+        is self-signed there, and `share approve` and `share invite --listen` sign the devices' \
+        certificates there.
         """
     )
 
@@ -36,10 +41,19 @@ struct ShareInitCommand: ParsableCommand {
     @Flag(name: .customLong("replace"), help: "Replace this machine's group.")
     var replace = false
 
-    @Option(name: .customLong("key"), help: "This device's key: the key in a PKCS #11 token this pkcs11: URI names (it never leaves the token).")
+    @Option(name: .customLong("key"), help: "This device's key: the key in a PKCS #11 token this pkcs11: URI names, or a key the TPM makes: tpm or tpm:pcrs=0,7 (it never leaves the token or TPM).")
     var tokenKey: String?
 
+    @Option(name: .customLong("root-key"), help: "With --new-group: the group root's key, in a token (pkcs11:…) or made by the TPM (tpm, tpm:pcrs=0,7).")
+    var rootKey: String?
+
     @OptionGroup var options: ShareOptions
+
+    func validate() throws {
+        try HardwareKeyOptions.validateKey(tokenKey)
+        try HardwareKeyOptions.validateKey(rootKey, option: "--root-key")
+        if rootKey != nil && !newGroup { throw ValidationError("--root-key goes with --new-group") }
+    }
 
     func run() throws {
         do {
@@ -50,7 +64,7 @@ struct ShareInitCommand: ParsableCommand {
             guard newGroup else { throw ValidationError("give --new-group to create a group, or --invitation FILE to join one") }
             let (_, group) = try options.open()
             let membership = try group.create(deviceName: name, groupName: groupName, replace: replace,
-                                              deviceKey: try options.deviceKey(tokenKey))
+                                              deviceKey: try options.deviceKey(tokenKey), rootKey: try options.deviceKey(rootKey))
             print("group root: \(membership.root.subject)")
             print("root pin: \(try ShareGroup.pin(membership.root))")
             print("device: \(membership.deviceName)")
@@ -127,7 +141,8 @@ struct ShareJoinCommand: AsyncParsableCommand {
         the inviter runs `share invite --listen`; only a machine of the invitation's group is \
         trusted there, and the secret is proven, never sent. With --key pkcs11:… (and --module \
         and the token's PIN) this device's key is that token key, never a new keychain key; give \
-        --module and the PIN to step 2 too.
+        --module and the PIN to step 2 too. With --key tpm (or tpm:pcrs=0,7) the TPM (--tcti or \
+        $TPM2TOOLS_TCTI) makes this device's key; give --tcti to step 2 too.
         """
     )
 
@@ -146,10 +161,14 @@ struct ShareJoinCommand: AsyncParsableCommand {
     @Option(name: [.customShort("o"), .customLong("output")], help: "Where to write the request (default stdout).")
     var output: String?
 
-    @Option(name: .customLong("key"), help: "This device's key: the key in a PKCS #11 token this pkcs11: URI names (it never leaves the token).")
+    @Option(name: .customLong("key"), help: "This device's key: the key in a PKCS #11 token this pkcs11: URI names, or a key the TPM makes: tpm or tpm:pcrs=0,7 (it never leaves the token or TPM).")
     var tokenKey: String?
 
     @OptionGroup var options: ShareOptions
+
+    func validate() throws {
+        try HardwareKeyOptions.validateKey(tokenKey)
+    }
 
     func run() async throws {
         do {

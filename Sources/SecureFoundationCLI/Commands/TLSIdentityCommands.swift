@@ -62,7 +62,7 @@ struct TLSCertificateAuthorityCommand: ParsableCommand {
 struct TLSCertificateAuthorityInit: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "init",
-        abstract: "Create a root certificate authority; its key stays in the keychain, or in a PKCS #11 token (--key).",
+        abstract: "Create a root certificate authority; its key stays in the keychain, a PKCS #11 token or the TPM (--key).",
         discussion: """
         Makes a P-256 key and a self-signed root (CA:true, path length 0, keyCertSign and \
         cRLSign, 10 years) and stores it under the label (default "ca"): the key and certificate \
@@ -77,9 +77,16 @@ struct TLSCertificateAuthorityInit: ParsableCommand {
         under always unless --accessibility says otherwise: it holds no secret); the token key \
         must be the root's key whenever it is loaded. Nothing falls back to a software key.
 
+        With --key tpm (or tpm:pcrs=0,7 to bind it to those PCRs' current values): the TPM \
+        (--tcti or $TPM2TOOLS_TCTI) makes a P-256 key that never leaves it; the identity item \
+        holds the key's TPM-wrapped blobs (useless on another TPM) and the root, and `tls issue`, \
+        `tls revoke` and `tls crl` sign in the TPM (give them --tcti). The key the TPM loads \
+        must be the root's key whenever it is loaded.
+
         Examples:
           securefoundation tls ca init --common-name "Example devices CA" --passcode-file passcode.txt
           securefoundation tls ca init --key 'pkcs11:token=ca;object=root' --module /usr/lib/softhsm/libsofthsm2.so --pin-file pin.txt
+          securefoundation tls ca init --key tpm --tcti swtpm:host=127.0.0.1,port=2321
           securefoundation tls export ca -o ca.pem
         """
     )
@@ -102,7 +109,7 @@ struct TLSCertificateAuthorityInit: ParsableCommand {
     @Flag(name: .customLong("replace"), help: "Replace a root stored under the label already (certificates it issued will no longer verify).")
     var replace = false
 
-    @Option(name: .customLong("key"), help: "The root's key: the key in a PKCS #11 token this pkcs11: URI names (it never leaves the token).")
+    @Option(name: .customLong("key"), help: "The root's key: the key in a PKCS #11 token this pkcs11: URI names, or a key the TPM makes: tpm or tpm:pcrs=0,7 (it never leaves the token or TPM).")
     var tokenKey: String?
 
     @OptionGroup var hardware: HardwareKeyOptions
@@ -110,7 +117,7 @@ struct TLSCertificateAuthorityInit: ParsableCommand {
     @OptionGroup var items: ItemStoreOptions
 
     func validate() throws {
-        if let tokenKey, !tokenKey.hasPrefix("pkcs11:") { throw ValidationError("--key takes a pkcs11: URI (RFC 7512)") }
+        try HardwareKeyOptions.validateKey(tokenKey)
     }
 
     func run() throws {
@@ -120,7 +127,7 @@ struct TLSCertificateAuthorityInit: ParsableCommand {
             let authority: CertificateAuthority
             let accessibility: Accessibility
             if let tokenKey {
-                let key = try hardware.openRecordable(uri: tokenKey, dataDirectory: items.store.home.directory)
+                let key = try hardware.openOrCreate(tokenKey, dataDirectory: items.store.home.directory)
                 accessibility = try items.accessibility(default: .always)
                 authority = try CertificateAuthority.createRoot(commonName: commonName, organization: organization, hardwareKey: key,
                                                                 validity: validity, pathLength: pathLength)
@@ -241,7 +248,7 @@ struct TLSIssueCommand: ParsableCommand {
             let identities = IdentityStore(keychain: try items.open())
             let authority = try CertificateAuthority.load(
                 from: identities, label: self.authority,
-                openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: items.store.home.directory))
+                openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: items.store.home.directory), tcti: hardware.tcti)
             if request != nil || otherKey != nil {
                 let certificate: Certificate
                 if let request {
@@ -268,7 +275,9 @@ struct TLSIssueCommand: ParsableCommand {
     func issueInTPM(pcrs: [Int], names: [String], usage: CertificateAuthority.Usage, validity: TimeInterval, label: String) throws {
         let accessibility = try items.accessibility(default: .whenUnlocked)
         let identities = IdentityStore(keychain: try items.open())
-        let authority = try CertificateAuthority.load(from: identities, label: self.authority)
+        let authority = try CertificateAuthority.load(
+            from: identities, label: self.authority,
+            openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: items.store.home.directory), tcti: hardware.tcti)
         let blobs = try TPM2PrivateKey.create(pcrs: pcrs, tcti: hardware.tcti)
         let key = try TPM2PrivateKey(blobs: blobs, tcti: hardware.tcti)
         let certificate = try authority.issue(publicKey: key.publicKey, names: names, usage: usage, validity: validity)

@@ -52,7 +52,7 @@ struct TLSRevokeCommand: ParsableCommand {
             let certificate = try CertificateAuthority.storedCertificate(named: name, in: identities)
             let authority = try CertificateAuthority.load(
                 from: identities, label: self.authority,
-                openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: store.home.directory))
+                openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: store.home.directory), tcti: hardware.tcti)
             let (list, added) = try authority.revoke(certificate, in: identities, label: self.authority,
                                                      validity: TimeInterval(days) * 86_400)
             let state = added ? "revoked" : "already revoked"
@@ -118,7 +118,7 @@ struct TLSRevocationListCommand: ParsableCommand {
             let identities = IdentityStore(keychain: try store.open())
             let authority = try CertificateAuthority.load(
                 from: identities, label: self.authority,
-                openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: store.home.directory))
+                openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: store.home.directory), tcti: hardware.tcti)
             let list = try authority.refreshRevocationList(in: identities, label: self.authority,
                                                            validity: TimeInterval(days) * 86_400)
             try CLI.writeOutput(der ? list.derEncoded : Array(list.pemEncoded.utf8), to: output)
