@@ -100,7 +100,9 @@ struct DeviceKeyTokenTests {
         #expect(add.status == 0, "\(add.errorText)")
         let original = try Data(contentsOf: URL(fileURLWithPath: setup.root + "/device.key"))
 
-        let toToken = try setup.run(["vault", "migrate-device-key", "--to", "pkcs11"] + setup.provider + setup.home)
+        // Spelled `--provider pkcs11 --uri …` (the same options as `--to pkcs11 --pkcs11-uri …`).
+        let toToken = try setup.run(["vault", "migrate-device-key", "--provider", "pkcs11", "--pkcs11-module", SoftHSM.module,
+                                     "--uri", setup.uri] + setup.home)
         #expect(toToken.status == 0, "\(toToken.errorText)")
         #expect(toToken.text.contains("same key; nothing re-encrypted"))
         #expect(unlink(setup.root + "/device.key") == 0)

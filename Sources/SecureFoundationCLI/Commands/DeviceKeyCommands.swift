@@ -25,7 +25,7 @@ struct DeviceKeyProviderOptions: ParsableArguments {
     @Option(name: .customLong("keyring-backing"), help: "keyring: the provider behind the cache: file, systemd-credential, tpm2 or pkcs11 (default file).")
     var keyringBacking = "file"
 
-    @Option(name: .customLong("pkcs11-uri"), help: "pkcs11: the token's secret key (pkcs11:token=…;object=…, a sensitive, non-extractable generic secret); the PIN from pin-source=file:/PATH in the URI or $SECUREFOUNDATION_TOKEN_PIN.")
+    @Option(name: [.customLong("pkcs11-uri"), .customLong("uri")], help: "pkcs11: the token's secret key (pkcs11:token=…;object=…, a sensitive, non-extractable generic secret); the PIN from pin-source=file:/PATH in the URI or $SECUREFOUNDATION_TOKEN_PIN.")
     var pkcs11URI: String?
 
     @Option(name: .customLong("pkcs11-module"), help: ArgumentHelp("pkcs11: the token's PKCS #11 module (absolute path, outside the data directory).", valueName: "path"))
@@ -96,7 +96,7 @@ struct VaultMigrateDeviceKeyCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
-    @Option(name: .customLong("to"), help: "The new provider: file, systemd-credential, keyring, tpm2 or pkcs11.")
+    @Option(name: [.customLong("to"), .customLong("provider")], help: "The new provider: file, systemd-credential, keyring, tpm2 or pkcs11.")
     var to: String?
 
     @Flag(name: .customLong("adopt"), help: "Move the record an earlier version kept in the data directory beside the device key.")
