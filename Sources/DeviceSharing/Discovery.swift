@@ -56,24 +56,24 @@ public struct DiscoveredPeer: Sendable, Hashable, CustomStringConvertible {
 /// not the device's name (the instance name is random per start unless the name is asked for).
 public enum ShareDiscovery {
     /// The DNS-SD service type.
-    public static let serviceType = "_securefoundation._tcp"
+    package static let serviceType = "_securefoundation._tcp"
     /// The domain browsed and registered in.
     public static let domain = "local."
     /// The protocol version advertised (`v=`): the sharing wire format of FORMATS.md.
-    public static let protocolVersion = 1
+    package static let protocolVersion = 1
     /// The most peers one browse reports (and resolves).
-    public static let maxPeers = 64
+    package static let maxPeers = 64
 
     /// The group tag advertised in `g=`: the first 8 bytes of SHA-256 over the root's `sha256/`
     /// key pin (its text), in lowercase hex. It tells services of one group apart from others'
     /// without naming the group; it proves nothing (anyone can copy it).
-    public static func groupTag(of root: Certificate) throws(ShareError) -> String {
+    package static func groupTag(of root: Certificate) throws(ShareError) -> String {
         let pin = try ShareGroup.pin(root)
         return SHA256.hash(data: Array(pin.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
     }
 
     /// The TXT record's strings for a membership.
-    public static func txtRecord(for membership: ShareMembership, showDeviceName: Bool) throws(ShareError) -> [String] {
+    package static func txtRecord(for membership: ShareMembership, showDeviceName: Bool) throws(ShareError) -> [String] {
         var entries = ["v=\(protocolVersion)", "g=\(try groupTag(of: membership.root))"]
         if showDeviceName { entries.append("n=\(membership.deviceName)") }
         return entries

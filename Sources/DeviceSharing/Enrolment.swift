@@ -26,10 +26,10 @@ public struct ShareEnrolment: Sendable {
     /// The default lifetime of an invitation: one hour.
     public static let defaultValidity: TimeInterval = 3600
     /// The label of the key a joining device made, until its certificate arrives.
-    public static let pendingLabel = "share.pending"
+    package static let pendingLabel = "share.pending"
     /// The account (under ``ShareGroup/service``) of the location of a joining device's key
     /// that stays in hardware, until its certificate arrives.
-    public static let pendingHardwareAccount = "pending.hardware-key"
+    package static let pendingHardwareAccount = "pending.hardware-key"
     static let context = Array("securefoundation share join v1".utf8)
     static let networkContext = Array("securefoundation share join over the network v1".utf8)
 

@@ -24,7 +24,7 @@ public struct ShareClient: Sendable {
     }
 
     /// The chunk size of reads and writes.
-    public static let chunkSize = 256 * 1024
+    package static let chunkSize = 256 * 1024
 
     private let isRevoked: @Sendable (String) -> Bool
     /// Mutual TLS always, except for the package's benchmark (see ``init(withoutTLS:)``).

@@ -98,7 +98,7 @@ public final class ShareFolderWatcher {
     deinit { if inotify >= 0 { close(inotify) } }
 
     /// Whether the folder's changes are seen as they happen (inotify) or by the settle time alone.
-    public var seesCloses: Bool { inotify >= 0 }
+    package var seesCloses: Bool { inotify >= 0 }
 
     /// Runs until `stop` says so: every quarter second it reads the folder's events and sends
     /// the files that are complete and not sent yet, reporting each. With `stop` returning
@@ -117,7 +117,7 @@ public final class ShareFolderWatcher {
 
     /// Nothing is being written or waiting to settle, and every regular file is recorded as
     /// sent (with `countingFailures`, or failed at least once, which `--once` reports).
-    public func isDone(countingFailures: Bool = false) -> Bool {
+    package func isDone(countingFailures: Bool = false) -> Bool {
         guard dirty.isEmpty else { return false }
         if !countingFailures && !failedAt.isEmpty { return false }
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return true }
@@ -223,7 +223,7 @@ public final class ShareFolderWatcher {
     }
 
     /// The default state file of a folder and receiver: `HOME/share-watch/<16 hex digits>.state`.
-    public static func defaultStateFile(home: String, directory: String, receiver: String) -> String {
+    package static func defaultStateFile(home: String, directory: String, receiver: String) -> String {
         let absolute = (directory as NSString).standardizingPath
         let digest = Encoding.hex(Array(SHA256.hash(data: Data("\(absolute)\n\(receiver)".utf8)).prefix(8)))
         return home + "/share-watch/" + digest + ".state"

@@ -330,7 +330,7 @@ public struct ShareGroup: Sendable {
     // MARK: The group's record
 
     /// The keychain account of the group's record.
-    public static let recordAccount = "group"
+    package static let recordAccount = "group"
 
     /// The record, upgraded from an older group's items when there is none yet.
     func groupRecord() throws(ShareError) -> ShareGroupRecord {

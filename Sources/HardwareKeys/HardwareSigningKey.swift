@@ -1,3 +1,4 @@
+import Foundation
 import X509
 
 /// The old name of ``HardwareSignatureScheme``.
@@ -27,4 +28,27 @@ public protocol HardwareSigningKey: AnyObject, Sendable {
     func signature(for message: [UInt8], scheme: HardwareSignatureScheme) throws(HardwareKeyError) -> [UInt8]
     /// The last signing failure (a handshake reports only that signing failed; this says why).
     var lastFailure: HardwareKeyError? { get }
+}
+
+/// The last signing failure of a key in hardware, kept for ``HardwareSigningKey/lastFailure``
+/// (a TLS handshake only reports that the key failed; this says why). Thread-safe: signatures
+/// may be asked for from several threads.
+package final class SigningFailureRecord: @unchecked Sendable {
+    private let lock = NSLock()
+    private var last: HardwareKeyError?
+
+    package init() {}
+
+    /// The error of the last signature that failed, nil when none has.
+    package var error: HardwareKeyError? { lock.withLock { last } }
+
+    /// Runs `sign`, keeping its error (if any) as the last failure before throwing it.
+    package func recording(_ sign: () throws(HardwareKeyError) -> [UInt8]) throws(HardwareKeyError) -> [UInt8] {
+        do {
+            return try sign()
+        } catch {
+            lock.withLock { last = error }
+            throw error
+        }
+    }
 }

@@ -65,12 +65,11 @@ public final class PKCS11PrivateKey: HardwareSigningKey, Hashable, CustomStringC
     public let label: String
     public let id: [UInt8]
     private let sessions: TokenSessions
-    private let failure = NSLock()
-    nonisolated(unsafe) private var lastFailureValue: HardwareKeyError?
+    private let failures = SigningFailureRecord()
 
     /// The error of the last signature that failed (a TLS handshake only reports that the
     /// key failed; this says why), nil when none has.
-    public var lastFailure: HardwareKeyError? { failure.withLock { lastFailureValue } }
+    public var lastFailure: HardwareKeyError? { failures.error }
 
     /// Loads the module, finds the one token `uri` names, and reads its PIN when it needs a
     /// login: what opening a private or a secret key starts with.
@@ -165,12 +164,7 @@ public final class PKCS11PrivateKey: HardwareSigningKey, Hashable, CustomStringC
     ///
     /// - Throws: ``HardwareKeyError``; nothing falls back to a software key.
     public func signature(for message: [UInt8], scheme: HardwareSignatureScheme) throws(HardwareKeyError) -> [UInt8] {
-        do {
-            return try sign(message, scheme: scheme)
-        } catch {
-            failure.withLock { lastFailureValue = error }
-            throw error
-        }
+        try failures.recording { () throws(HardwareKeyError) in try sign(message, scheme: scheme) }
     }
 
     private func sign(_ message: [UInt8], scheme: HardwareSignatureScheme) throws(HardwareKeyError) -> [UInt8] {

@@ -91,8 +91,7 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
     public let tcti: String?
     public let publicKey: Certificate.PublicKey
     private let scratch: TPM2.Scratch
-    private let failure = NSLock()
-    nonisolated(unsafe) private var lastFailureValue: HardwareKeyError?
+    private let failures = SigningFailureRecord()
 
     /// Has the TPM generate a P-256 signing key and returns its blobs.
     ///
@@ -167,19 +166,14 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
 
     public var description: String { "TPM2PrivateKey(\(location))" }
 
-    public var lastFailure: HardwareKeyError? { failure.withLock { lastFailureValue } }
+    public var lastFailure: HardwareKeyError? { failures.error }
 
     /// Signs `message` (hashed here with SHA-256; the TPM signs the digest). Returns a DER
     /// ECDSA signature.
     ///
     /// - Throws: ``HardwareKeyError``; nothing falls back to a software key.
     public func signature(for message: [UInt8], scheme: HardwareSignatureScheme) throws(HardwareKeyError) -> [UInt8] {
-        do {
-            return try sign(message, scheme: scheme)
-        } catch {
-            failure.withLock { lastFailureValue = error }
-            throw error
-        }
+        try failures.recording { () throws(HardwareKeyError) in try sign(message, scheme: scheme) }
     }
 
     private func sign(_ message: [UInt8], scheme: HardwareSignatureScheme) throws(HardwareKeyError) -> [UInt8] {

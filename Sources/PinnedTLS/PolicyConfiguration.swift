@@ -24,7 +24,7 @@ import X509
 /// ignored unless the environment variable ``debugEnvironmentVariable`` is `1`.
 public struct PolicyConfiguration: Sendable {
     /// The only version this parser reads.
-    public static let currentVersion = 1
+    package static let currentVersion = 1
     /// Set to `1` to honour `debugOverrides`.
     public static let debugEnvironmentVariable = "SECUREFOUNDATION_TLS_DEBUG_OVERRIDES"
 
@@ -70,7 +70,7 @@ public struct PolicyConfiguration: Sendable {
     }
 
     /// The largest configuration file read.
-    public static let maximumLength = 1 << 20
+    package static let maximumLength = 1 << 20
 
     /// Reads and parses a configuration file. The configuration and every file it names
     /// (anchor certificates) must be regular files of at most 1 MiB: a FIFO or a device is

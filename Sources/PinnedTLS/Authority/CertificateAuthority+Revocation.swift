@@ -10,7 +10,7 @@ extension CertificateAuthority {
 
     /// The keychain service the authority's revocation list is stored under (the account is the
     /// authority's label): `securefoundation.tls.crl`, sealed under `always` (a list is public).
-    public static let revocationListService = "securefoundation.tls.crl"
+    package static let revocationListService = "securefoundation.tls.crl"
 
     /// Signs a revocation list of `entries` with number `number`, made at `now` and due again
     /// `validity` later.
@@ -38,12 +38,8 @@ extension CertificateAuthority {
                 authorityKeyIdentifier: Array(keyIdentifier))
             let der = try RevocationList.assemble(tbs: tbs, algorithm: algorithm, algorithmBytes: algorithmBytes, key: privateKey)
             return try RevocationList(derEncoded: der)
-        } catch let error as IdentityError {
-            throw error
-        } catch let error as HardwareKeyError {
-            throw .hardwareKey(error)
         } catch {
-            throw .signingFailed("\(error)")
+            throw Self.signingError(error)
         }
     }
 

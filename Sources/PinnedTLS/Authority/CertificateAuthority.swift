@@ -161,12 +161,8 @@ public struct CertificateAuthority: Sendable {
                 issuer: name, subject: name, signatureAlgorithm: signatureAlgorithm(for: key),
                 extensions: extensions, issuerPrivateKey: key)
             return try CertificateAuthority(certificate: certificate, key: root)
-        } catch let error as IdentityError {
-            throw error
-        } catch let error as HardwareKeyError {
-            throw .hardwareKey(error)
         } catch {
-            throw .signingFailed("\(error)")
+            throw Self.signingError(error)
         }
     }
 
@@ -221,12 +217,8 @@ public struct CertificateAuthority: Sendable {
                 notValidBefore: max(now - Self.backdating, certificate.notValidBefore), notValidAfter: notAfter,
                 issuer: certificate.subject, subject: subject, signatureAlgorithm: Self.signatureAlgorithm(for: privateKey),
                 extensions: extensions, issuerPrivateKey: privateKey)
-        } catch let error as IdentityError {
-            throw error
-        } catch let error as HardwareKeyError {
-            throw .hardwareKey(error)
         } catch {
-            throw .signingFailed("\(error)")
+            throw Self.signingError(error)
         }
     }
 
@@ -309,6 +301,17 @@ public struct CertificateAuthority: Sendable {
     }
 
     // MARK: Helpers
+
+    /// What signing a certificate or a revocation list failed with: an ``IdentityError`` as it
+    /// is, the hardware's own error as ``IdentityError/hardwareKey(_:)``, anything else (an
+    /// encoding failure of swift-certificates) as ``IdentityError/signingFailed(_:)``.
+    static func signingError(_ error: any Error) -> IdentityError {
+        switch error {
+        case let error as IdentityError: error
+        case let error as HardwareKeyError: .hardwareKey(error)
+        default: .signingFailed("\(error)")
+        }
+    }
 
     /// A positive 20-byte serial number from the system's random generator (the top bit clear,
     /// the next one set, so that the encoding is always 20 bytes).

@@ -25,9 +25,9 @@ public struct RevocationList: Sendable, Equatable {
     }
 
     /// The largest encoded list read: 1 MiB.
-    public static let maxEncodedLength = 1 << 20
+    package static let maxEncodedLength = 1 << 20
     /// The most entries a list may hold.
-    public static let maxEntries = 20_000
+    package static let maxEntries = 20_000
 
     /// The issuer's name (the authority's subject).
     public let issuer: DistinguishedName

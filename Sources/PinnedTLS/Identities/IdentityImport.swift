@@ -7,7 +7,7 @@ internal import CNIOBoringSSL
 /// Reading keys, certificates and identities from PEM and PKCS#12 files.
 public enum IdentityImport {
     /// The largest PEM or PKCS#12 input accepted.
-    public static let maxInputLength = 1 << 20
+    package static let maxInputLength = 1 << 20
 
     /// Every certificate of a PEM file (`CERTIFICATE` blocks, in order; other blocks are skipped).
     /// - Throws: ``IdentityError/invalidPEM(_:)`` when the text does not parse or holds no

@@ -72,6 +72,13 @@ struct HardwareKeyOptions: ParsableArguments {
         }
     }
 
+    /// The certificate authority stored under `label`, its key opened with these options when
+    /// it stays in a token (module and PIN) or the TPM (TCTI); never with anything the record names.
+    func authority(_ label: String, in identities: IdentityStore, dataDirectory: String) throws -> CertificateAuthority {
+        try CertificateAuthority.load(from: identities, label: label,
+                                      openingHardwareKey: try recordedKeyOpener(dataDirectory: dataDirectory), tcti: tcti)
+    }
+
     /// The key a new item records (`--key`): a key the TPM makes now for `tpm` or
     /// `tpm:pcrs=N,N` (bound to those PCRs' current values), or the token key a `pkcs11:` URI
     /// names (as ``openRecordable(uri:dataDirectory:)``). The item then records the TPM key's

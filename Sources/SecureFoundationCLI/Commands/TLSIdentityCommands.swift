@@ -246,9 +246,7 @@ struct TLSIssueCommand: ParsableCommand {
                 ?? tokenKey.map { try hardware.open(uri: $0, dataDirectory: items.store.home.directory).publicKey }
             let accessibility = try items.accessibility(default: .whenUnlocked)
             let identities = IdentityStore(keychain: try items.open())
-            let authority = try CertificateAuthority.load(
-                from: identities, label: self.authority,
-                openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: items.store.home.directory), tcti: hardware.tcti)
+            let authority = try hardware.authority(self.authority, in: identities, dataDirectory: items.store.home.directory)
             if request != nil || otherKey != nil {
                 let certificate: Certificate
                 if let request {
@@ -275,9 +273,7 @@ struct TLSIssueCommand: ParsableCommand {
     func issueInTPM(pcrs: [Int], names: [String], usage: CertificateAuthority.Usage, validity: TimeInterval, label: String) throws {
         let accessibility = try items.accessibility(default: .whenUnlocked)
         let identities = IdentityStore(keychain: try items.open())
-        let authority = try CertificateAuthority.load(
-            from: identities, label: self.authority,
-            openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: items.store.home.directory), tcti: hardware.tcti)
+        let authority = try hardware.authority(self.authority, in: identities, dataDirectory: items.store.home.directory)
         let blobs = try TPM2PrivateKey.create(pcrs: pcrs, tcti: hardware.tcti)
         let key = try TPM2PrivateKey(blobs: blobs, tcti: hardware.tcti)
         let certificate = try authority.issue(publicKey: key.publicKey, names: names, usage: usage, validity: validity)

@@ -50,9 +50,7 @@ struct TLSRevokeCommand: ParsableCommand {
         try CLI.run {
             let identities = IdentityStore(keychain: try store.open())
             let certificate = try CertificateAuthority.storedCertificate(named: name, in: identities)
-            let authority = try CertificateAuthority.load(
-                from: identities, label: self.authority,
-                openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: store.home.directory), tcti: hardware.tcti)
+            let authority = try hardware.authority(self.authority, in: identities, dataDirectory: store.home.directory)
             let (list, added) = try authority.revoke(certificate, in: identities, label: self.authority,
                                                      validity: TimeInterval(days) * 86_400)
             let state = added ? "revoked" : "already revoked"
@@ -116,9 +114,7 @@ struct TLSRevocationListCommand: ParsableCommand {
                 throw CLIFailure("refusing to write DER to a terminal: give -o FILE or redirect standard output", status: .usage)
             }
             let identities = IdentityStore(keychain: try store.open())
-            let authority = try CertificateAuthority.load(
-                from: identities, label: self.authority,
-                openingHardwareKey: try hardware.recordedKeyOpener(dataDirectory: store.home.directory), tcti: hardware.tcti)
+            let authority = try hardware.authority(self.authority, in: identities, dataDirectory: store.home.directory)
             let list = try authority.refreshRevocationList(in: identities, label: self.authority,
                                                            validity: TimeInterval(days) * 86_400)
             try CLI.writeOutput(der ? list.derEncoded : Array(list.pemEncoded.utf8), to: output)
