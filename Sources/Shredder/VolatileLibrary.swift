@@ -16,6 +16,9 @@ public enum VolatileLibraryError: Error, Sendable, Equatable, CustomStringConver
     case unsupported(String)
     /// A system call failed.
     case system(operation: String, errno: Int32)
+    /// The file could not be shredded (at ``VolatileLibrary/open(_:shredOptions:)``, a path
+    /// that the shred at close would refuse; at ``VolatileLibrary/close()``, the shred itself).
+    case shred(ShredError)
 
     /// A one-line explanation for people.
 
@@ -27,6 +30,7 @@ public enum VolatileLibraryError: Error, Sendable, Equatable, CustomStringConver
         case let .alreadyClosed(path): return "library \(path) is already closed"
         case let .unsupported(what): return "unsupported on this platform: \(what)"
         case let .system(operation, code): return "\(operation) failed: \(String(cString: strerror(code)))"
+        case .shred(let error): return error.description
         }
     }
 }
@@ -64,19 +68,20 @@ public final class VolatileLibrary: @unchecked Sendable {
     ///   - path: A regular file (symlinks are refused, as by ``FileShredder``).
     ///   - shredOptions: How the file is shredded on close (removal is always on).
     /// - Returns: The loaded library.
-    /// - Throws: ``ShredError/symlink(_:)`` / ``ShredError/notRegularFile(_:)`` /
-    ///   ``ShredError/hardLinked(path:count:)`` for a path that could not be shredded,
-    ///   ``VolatileLibraryError/loadFailed(path:reason:)`` when the loader refuses it.
-    public static func open(_ path: String, shredOptions: ShredOptions = ShredOptions()) throws -> VolatileLibrary {
+    /// - Throws: ``VolatileLibraryError/shred(_:)`` with ``ShredError/symlink(_:)``,
+    ///   ``ShredError/notRegularFile(_:)`` or ``ShredError/hardLinked(path:count:)`` for a path
+    ///   that could not be shredded, ``VolatileLibraryError/loadFailed(path:reason:)`` when the
+    ///   loader refuses it.
+    public static func open(_ path: String, shredOptions: ShredOptions = ShredOptions()) throws(VolatileLibraryError) -> VolatileLibrary {
         let info: FileStatus
-        do { info = try FileCalls.linkStatus(path) } catch { throw ShredError(error, path: path) }
+        do { info = try FileCalls.linkStatus(path) } catch { throw .shred(ShredError(error, path: path)) }
         switch info.kind {
         case .regular: break
-        case .symbolicLink: throw ShredError.symlink(path)
-        default: throw ShredError.notRegularFile(path)
+        case .symbolicLink: throw .shred(.symlink(path))
+        default: throw .shred(.notRegularFile(path))
         }
         // Refuse now what the shred at close would refuse.
-        try FileShredder.checkLinks(info, path: path, options: shredOptions)
+        do { try FileShredder.checkLinks(info, path: path, options: shredOptions) } catch { throw .shred(error) }
         let handle = try DynamicLoader.open(path)
         var options = shredOptions
         options.remove = true
@@ -93,8 +98,8 @@ public final class VolatileLibrary: @unchecked Sendable {
     /// - Returns: The loaded library; ``close()`` unloads it.
     /// - Throws: ``VolatileLibraryError/unsupported(_:)`` off Linux,
     ///   ``VolatileLibraryError/loadFailed(path:reason:)`` when the loader refuses the bytes.
-    public static func load(bytes: SecretBytes, name: String = "volatile-library") throws -> VolatileLibrary {
-        try bytes.withUnsafeBytes { try load(buffer: $0, name: name) }
+    public static func load(bytes: SecretBytes, name: String = "volatile-library") throws(VolatileLibraryError) -> VolatileLibrary {
+        try bytes.withUnsafeBytes { buffer in Result { () throws(VolatileLibraryError) in try load(buffer: buffer, name: name) } }.get()
     }
 
     /// Loads a library from bytes in memory; as the `SecretBytes` variant.
@@ -104,11 +109,11 @@ public final class VolatileLibrary: @unchecked Sendable {
     ///   - name: A label for the memory file.
     /// - Returns: The loaded library.
     /// - Throws: ``VolatileLibraryError``.
-    public static func load(bytes: [UInt8], name: String = "volatile-library") throws -> VolatileLibrary {
-        try bytes.withUnsafeBytes { try load(buffer: $0, name: name) }
+    public static func load(bytes: [UInt8], name: String = "volatile-library") throws(VolatileLibraryError) -> VolatileLibrary {
+        try bytes.withUnsafeBytes { buffer in Result { () throws(VolatileLibraryError) in try load(buffer: buffer, name: name) } }.get()
     }
 
-    private static func load(buffer: UnsafeRawBufferPointer, name: String) throws -> VolatileLibrary {
+    private static func load(buffer: UnsafeRawBufferPointer, name: String) throws(VolatileLibraryError) -> VolatileLibrary {
         guard !buffer.isEmpty else { throw VolatileLibraryError.loadFailed(path: "memfd:\(name)", reason: "no bytes") }
         let (fd, procPath) = try DynamicLoader.memoryFile(name: name, bytes: buffer)
         // The loader maps the file; the descriptor is not needed once dlopen returns.
@@ -126,14 +131,14 @@ public final class VolatileLibrary: @unchecked Sendable {
     /// - Returns: Its address.
     /// - Throws: ``VolatileLibraryError/symbolNotFound(name:reason:)``, or
     ///   ``VolatileLibraryError/alreadyClosed(_:)`` after ``close()``.
-    public func symbol(named name: String) throws -> UnsafeMutableRawPointer {
-        try lock.withLock {
-            guard let handle else { throw VolatileLibraryError.alreadyClosed(path) }
-            guard let address = DynamicLoader.symbol(handle, name) else {
-                throw VolatileLibraryError.symbolNotFound(name: name, reason: DynamicLoader.lastError())
-            }
-            return address
+    public func symbol(named name: String) throws(VolatileLibraryError) -> UnsafeMutableRawPointer {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let handle else { throw .alreadyClosed(path) }
+        guard let address = DynamicLoader.symbol(handle, name) else {
+            throw .symbolNotFound(name: name, reason: DynamicLoader.lastError())
         }
+        return address
     }
 
     /// Whether the library is still loaded.
@@ -143,17 +148,20 @@ public final class VolatileLibrary: @unchecked Sendable {
     ///
     /// - Returns: The shred report of the file (empty for a library loaded from memory).
     /// - Throws: ``VolatileLibraryError/alreadyClosed(_:)`` on a second close,
-    ///   ``VolatileLibraryError/unloadFailed(path:reason:)``, or a ``ShredError`` from shredding.
+    ///   ``VolatileLibraryError/unloadFailed(path:reason:)``, or ``VolatileLibraryError/shred(_:)``
+    ///   with the ``ShredError`` of shredding.
     @discardableResult
-    public func close() throws -> [ShredReport] {
-        let taken: UnsafeMutableRawPointer = try lock.withLock {
-            guard let current = handle else { throw VolatileLibraryError.alreadyClosed(path) }
-            handle = nil
-            return current
+    public func close() throws(VolatileLibraryError) -> [ShredReport] {
+        lock.lock()
+        guard let taken = handle else {
+            lock.unlock()
+            throw .alreadyClosed(path)
         }
+        handle = nil
+        lock.unlock()
         try DynamicLoader.close(taken, path: path)
         guard shredsFileOnClose else { return [] }
-        return try FileShredder.shred(path, options: shredOptions)
+        do { return try FileShredder.shred(path, options: shredOptions) } catch { throw .shred(error) }
     }
 
     deinit {

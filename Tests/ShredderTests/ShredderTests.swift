@@ -247,7 +247,8 @@ struct FileShredderTests {
         do {
             _ = try FileShredder.shred(root, options: ShredOptions(recursive: true))
             Issue.record("expected an incomplete error")
-        } catch ShredError.incomplete(let failures, let reports) {
+        } catch {
+            guard case .incomplete(let failures, let reports) = error else { throw error }
             #expect(failures.count == 1)
             #expect(failures.first?.contains("symbolic link") == true)
             #expect(reports.contains { $0.path == root + "/inside.txt" && $0.removed })
@@ -413,7 +414,8 @@ struct CryptoEraseTests {
         do {
             _ = try CryptoErase.destroy(keyFiles: [dir.path + "/missing.key", good])
             Issue.record("expected an error")
-        } catch ShredError.incomplete(let failures, let reports) {
+        } catch {
+            guard case .incomplete(let failures, let reports) = error else { throw error }
             #expect(failures.count == 1)
             #expect(reports.count == 1)
         }
@@ -492,6 +494,35 @@ struct VolatileLibraryTests {
         let file = try dir.file("x.so", [1, 2, 3])
         #expect(throws: VolatileLibraryError.self) { try VolatileLibrary.open(file) }
         try #require(symlink(file, dir.path + "/l.so") == 0)
-        #expect(throws: ShredError.symlink(dir.path + "/l.so")) { try VolatileLibrary.open(dir.path + "/l.so") }
+        #expect(throws: VolatileLibraryError.shred(.symlink(dir.path + "/l.so"))) { try VolatileLibrary.open(dir.path + "/l.so") }
+    }
+
+    @Test("the errors are typed: callers switch over ShredError and VolatileLibraryError without a cast")
+    func typedErrors() throws {
+        let dir = try TempDir()
+        do {
+            _ = try FileShredder.shred(dir.path + "/missing")
+            Issue.record("a missing file was shredded")
+        } catch {
+            switch error {
+            case .system(_, let path, let code):
+                #expect(path == dir.path + "/missing" && code == ENOENT, "\(error)")
+            case .symlink, .notRegularFile, .isDirectory, .hardLinked, .invalidOptions, .verificationFailed, .fileChanged,
+                 .random, .incomplete:
+                Issue.record("\(error)")
+            }
+        }
+        let file = try dir.file("y.so", [1, 2, 3])
+        try #require(link(file, dir.path + "/hard.so") == 0)
+        do {
+            _ = try VolatileLibrary.open(file)
+            Issue.record("a hard-linked library was opened")
+        } catch {
+            switch error {
+            case .shred(.hardLinked(let path, let count)): #expect(path == file && count == 2)
+            case .shred, .loadFailed, .unloadFailed, .symbolNotFound, .alreadyClosed, .unsupported, .system:
+                Issue.record("\(error)")
+            }
+        }
     }
 }
