@@ -20,7 +20,7 @@ public struct DiscoveredPeer: Sendable, Hashable, CustomStringConvertible {
     public var addresses: [String]
     /// The TXT record's protocol version (`v`), if it had one.
     public var version: Int?
-    /// The TXT record's group tag (`g`), if it had one: see ``ShareDiscovery/groupTag(of:)``.
+    /// The TXT record's group tag (`g`), if it had one: see `ShareDiscovery.groupTag(of:)`.
     public var group: String?
     /// The TXT record's device name (`n`), present only when the advertiser asked for it. Claimed,
     /// not proven: the certificate names the device.
@@ -81,7 +81,7 @@ public enum ShareDiscovery {
 
     /// Browses for `duration` and reports each service found once (by instance name), resolved
     /// to a host, a port and an address, in the order they resolve. The sequence ends after
-    /// `duration` or ``maxPeers`` peers, or when the consumer stops iterating; it throws
+    /// `duration` or `maxPeers` peers, or when the consumer stops iterating; it throws
     /// ``ShareError/connectionFailed(_:)`` when DNS-SD is not available (no `avahi-daemon`).
     public static func browse(for duration: Duration) -> AsyncThrowingStream<DiscoveredPeer, any Error> {
         AsyncThrowingStream { continuation in

@@ -102,7 +102,7 @@ public final class ShareFolderWatcher {
 
     /// Runs until `stop` says so: every quarter second it reads the folder's events and sends
     /// the files that are complete and not sent yet, reporting each. With `stop` returning
-    /// ``isDone(countingFailures:)``, it ends once everything present was handled (`--once`).
+    /// `isDone(countingFailures:)`, it ends once everything present was handled (`--once`).
     public func run(send: (String) async throws -> ShareClient.Sent, report: (Event) -> Void,
                     stop: (ShareFolderWatcher) -> Bool) async throws(ShareError) {
         while !stop(self) {

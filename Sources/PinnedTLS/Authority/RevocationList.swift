@@ -8,7 +8,7 @@ import X509
 ///
 /// What ``CertificateAuthority`` signs is what `openssl crl` and `openssl verify -crl_check`
 /// read. Parsing is strict DER (swift-asn1's DER parser), bounded in size
-/// (``maxEncodedLength``) and in entries (``maxEntries``); a critical extension it does not
+/// (`maxEncodedLength`) and in entries (`maxEntries`); a critical extension it does not
 /// know, in the list or in an entry, is refused.
 public struct RevocationList: Sendable, Equatable {
     /// One revoked certificate.

@@ -119,7 +119,7 @@ public struct IdentityStore: Sendable {
     /// its chain as a certificate item under the same label (sealed under `always`, so that it
     /// can be listed and exported while the vault is locked). An identity whose key stays in a
     /// PKCS #11 token is stored as where its key is (its `HardwareSigningKey.location`) and its
-    /// chain; one whose key is in the TPM (a ``TPM2PrivateKey``), as the key's blobs and its chain
+    /// chain; one whose key is in the TPM (a `TPM2PrivateKey`), as the key's blobs and its chain
     /// (``storeIdentity(tpmKey:chain:label:accessibility:replace:)``): the key never enters the
     /// keychain.
     /// - Parameters:
