@@ -87,8 +87,12 @@ struct TPMAuthorityCLITests {
         let listed = try machine.run(["tls", "list"])
         tpm.stop()
         let gone = try machine.run(["tls", "issue", "three.example", "--client"], unlocked: true)
-        #expect(gone.status != 0 && gone.status < 128, "\(gone.errorText)")
+        // HardwareKeyError.tpmUnreachable, carried by IdentityError.hardwareKey: 74 like any unreachable device.
+        #expect(gone.status == 74, "\(gone.errorText)")
         #expect(gone.errorText.contains("TPM"), "\(gone.errorText)")
+        let goneCRL = try machine.run(["tls", "crl", "-o", machine.scratch.path("crl2.pem")])
+        #expect(goneCRL.status == 74, "\(goneCRL.errorText)")
+        #expect(!FileManager.default.fileExists(atPath: machine.scratch.path("crl2.pem")))
         #expect(try machine.run(["tls", "list"]).text == listed.text)
     }
 

@@ -252,4 +252,71 @@ struct TokenAuthorityCLITests {
         #expect(sent.status == 0, "\(sent.errorText)")
         #expect(alpha.names(alpha.inbox) == ["note.txt"])
     }
+
+    @Test("share init --new-group --key pkcs11:… --root-key pkcs11:…: the group root signs enrolments in the token (openssl verifies); without the module 64, the token gone fails; nothing written")
+    func groupRootInToken() throws {
+        guard SoftHSM.available() else { return }
+        let openssl = try #require(ChildProcess.which("openssl"), "openssl is needed")
+        let alpha = try TokenMachine(), bravo = try TokenMachine()
+        try alpha.hsm.makeToken("share")
+        try alpha.hsm.generate("share", label: "device", id: "01")
+        try alpha.hsm.generate("share", keyType: "EC:secp384r1", label: "root", id: "02")
+
+        let created = try alpha.run(["share", "init", "--new-group", "--name", "alpha", "--key", "pkcs11:token=share;object=device",
+                                     "--root-key", "pkcs11:token=share;object=root"], unlocked: true, withToken: true)
+        #expect(created.status == 0, "\(created.errorText)")
+        let keys = try alpha.run(["tls", "keys"], unlocked: true).text
+        #expect(keys.split(separator: "\n").contains { $0.contains("\tshare.ca\t") && $0.hasSuffix("pkcs11:token=share;object=root") }, "\(keys)")
+        #expect(keys.split(separator: "\n").contains { $0.contains("\tshare.device\t") && $0.hasSuffix("pkcs11:token=share;object=device") },
+                "\(keys)")
+        #expect(!(try alpha.run(["tls", "list"], unlocked: true).text.contains("share.pending")))
+
+        let invitation = alpha.scratch.path("invite.json")
+        // alpha's device key is in the token too: every command that opens the membership needs it.
+        let invited = try alpha.run(["share", "invite", "-o", invitation], unlocked: true, withToken: true)
+        #expect(invited.status == 0, "\(invited.errorText)")
+        let request = bravo.scratch.path("request.json")
+        let joined = try bravo.run(["share", "join", invitation, "--name", "bravo", "-o", request], unlocked: true)
+        #expect(joined.status == 0, "\(joined.errorText)")
+
+        // Without the module the root's key is not opened: a usage error that names --module,
+        // no certificate written (and nothing signed by a software key instead).
+        let certificate = alpha.scratch.path("bravo.pem")
+        let noModule = try alpha.run(["share", "approve", request, "-o", certificate], unlocked: true)
+        #expect(noModule.status == 64, "\(noModule.errorText)")
+        #expect(noModule.errorText.contains("--module"), "\(noModule.errorText)")
+        #expect(!FileManager.default.fileExists(atPath: certificate))
+
+        let approved = try alpha.run(["share", "approve", request, "-o", certificate], unlocked: true, withToken: true)
+        #expect(approved.status == 0, "\(approved.errorText)")
+        let root = alpha.scratch.path("root.pem")
+        #expect(try alpha.run(["tls", "export", "share.ca", "-o", root]).status == 0)
+        let verified = try ChildProcess.run(openssl, ["verify", "-CAfile", root, certificate])
+        #expect(verified.status == 0 && verified.text.contains(": OK"), "\(verified.text)\(verified.errorText)")
+        let completed = try bravo.run(["share", "join", "--certificate", certificate], unlocked: true)
+        #expect(completed.status == 0, "\(completed.errorText)")
+
+        // bravo sends to alpha, whose server handshake is signed by alpha's device key in the token.
+        let (server, port) = try alpha.start(["share", "serve", "--listen", "127.0.0.1:0", "--passcode-file", alpha.passcode] + alpha.token)
+        defer { server.kill() }
+        let bytes = (0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+        let photo = try bravo.scratch.file("photo.jpg", bytes)
+        let sent = try bravo.run(["share", "send", photo, "--to", "127.0.0.1:\(port)", "--device", "alpha"], unlocked: true)
+        #expect(sent.status == 0, "\(sent.errorText)")
+        #expect(alpha.names(alpha.inbox) == ["photo.jpg"])
+
+        // The token gone: the next approval fails with the token's error, no certificate written.
+        let second = alpha.scratch.path("invite2.json")
+        #expect(try alpha.run(["share", "invite", "-o", second], unlocked: true, withToken: true).status == 0)
+        let charlie = try TokenMachine()
+        let request2 = charlie.scratch.path("request.json")
+        #expect(try charlie.run(["share", "join", second, "--name", "charlie", "-o", request2], unlocked: true).status == 0)
+        server.kill()
+        try FileManager.default.removeItem(atPath: alpha.hsm.tokens)
+        let charlieCertificate = alpha.scratch.path("charlie.pem")
+        let gone = try alpha.run(["share", "approve", request2, "-o", charlieCertificate], unlocked: true, withToken: true)
+        #expect(gone.status != 0 && gone.status < 128, "\(gone.errorText)")
+        #expect(gone.errorText.contains("CKR_") || gone.errorText.contains("no token matches"), "\(gone.errorText)")
+        #expect(!FileManager.default.fileExists(atPath: charlieCertificate))
+    }
 }
