@@ -2,43 +2,16 @@ import Foundation
 import TestSupport
 import Testing
 
-/// One machine for the command line whose keys are made in a software TPM: a data directory
-/// with a vault and a device key; the TCTI reaches the children through `$TPM2TOOLS_TCTI`.
-final class TPMMachine {
-    let scratch: TemporaryDirectory
-    let passcode: String
-    let cli: String
-    let environment: [String: String]
-    var common: [String] { ["--home", scratch.path("home"), "--device-key", scratch.path("device.key")] }
-    var inbox: String { scratch.path("home") + "/share-inbox" }
-
+/// A machine whose keys are made in a software TPM: the TCTI reaches its commands through
+/// `$TPM2TOOLS_TCTI`.
+final class TPMMachine: CLIMachine {
     init(tpm: SoftwareTPM) throws {
-        scratch = try TemporaryDirectory(prefix: "sf-tpm-machine")
-        passcode = try scratch.file("passcode.txt", "1357\n")
-        cli = try BuiltProducts.executable("securefoundation")
-        environment = ["XDG_CONFIG_HOME": scratch.path("config"), "SECUREFOUNDATION_AGENT": "off", "TPM2TOOLS_TCTI": tpm.tcti]
-        let created = try run(["vault", "init"], unlocked: true)
-        try #require(created.status == 0, "vault init: \(created.errorText)")
+        try super.init(prefix: "sf-tpm-machine", passcode: "1357\n") { _ in ["TPM2TOOLS_TCTI": tpm.tcti] }
     }
 
     @discardableResult
     func run(_ arguments: [String], unlocked: Bool = false) throws -> ChildProcess.Result {
-        try ChildProcess.run(cli, arguments + common + (unlocked ? ["--passcode-file", passcode] : []),
-                             environment: environment, timeout: .seconds(300))
-    }
-
-    func start(_ arguments: [String]) throws -> (ChildProcess.Running, String) {
-        let process = try ChildProcess.start(cli, arguments + common, environment: environment)
-        guard let line = process.waitForLine(startingWith: "listening on ", timeout: .seconds(60)),
-              let colon = line.lastIndex(of: ":") else {
-            process.kill()
-            throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "did not start: " + String(decoding: process.stderr, as: UTF8.self)])
-        }
-        return (process, String(line[line.index(after: colon)...].prefix(while: \.isNumber)))
-    }
-
-    func names(_ directory: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+        try run(arguments, unlocked: unlocked, extra: [])
     }
 }
 

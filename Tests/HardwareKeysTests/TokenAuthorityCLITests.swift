@@ -2,36 +2,33 @@ import Foundation
 import TestSupport
 import Testing
 
-/// One machine for the command line: a data directory with a vault, a device key, and the
-/// token directory of a SoftHSM2 of its own.
-final class TokenMachine {
-    let hsm: SoftHSM
+/// One machine for the command line: a data directory with a vault (passcode in a file) and
+/// a device key, and the environment its commands run in.
+class CLIMachine {
     let scratch: TemporaryDirectory
     let passcode: String
-    let pinFile: String
     let cli: String
     let environment: [String: String]
     var common: [String] { ["--home", scratch.path("home"), "--device-key", scratch.path("device.key")] }
-    var token: [String] { ["--module", SoftHSM.module, "--pin-file", pinFile] }
     var inbox: String { scratch.path("home") + "/share-inbox" }
 
-    init() throws {
-        hsm = try SoftHSM()
-        scratch = try TemporaryDirectory(prefix: "sf-token-machine")
-        passcode = try scratch.file("passcode.txt", "2468\n")
-        pinFile = try scratch.file("pin", SoftHSM.pin + "\n")
+    init(prefix: String, passcode text: String, environment extra: (TemporaryDirectory) throws -> [String: String]) throws {
+        scratch = try TemporaryDirectory(prefix: prefix)
+        passcode = try scratch.file("passcode.txt", text)
         cli = try BuiltProducts.executable("securefoundation")
-        environment = hsm.environment.merging(["XDG_CONFIG_HOME": scratch.path("config"), "SECUREFOUNDATION_AGENT": "off"]) { $1 }
-        let created = try run(["vault", "init"], unlocked: true)
+        environment = try extra(scratch).merging(["XDG_CONFIG_HOME": scratch.path("config"), "SECUREFOUNDATION_AGENT": "off"]) { $1 }
+        let created = try run(["vault", "init"], unlocked: true, extra: [])
         try #require(created.status == 0, "vault init: \(created.errorText)")
     }
 
+    /// Runs a command of this machine (with the passcode when `unlocked`), `extra` appended.
     @discardableResult
-    func run(_ arguments: [String], unlocked: Bool = false, withToken: Bool = false) throws -> ChildProcess.Result {
-        try ChildProcess.run(cli, arguments + common + (unlocked ? ["--passcode-file", passcode] : []) + (withToken ? token : []),
+    func run(_ arguments: [String], unlocked: Bool, extra: [String]) throws -> ChildProcess.Result {
+        try ChildProcess.run(cli, arguments + common + (unlocked ? ["--passcode-file", passcode] : []) + extra,
                              environment: environment, timeout: .seconds(300))
     }
 
+    /// Starts a server of this machine and returns it with the port it printed.
     func start(_ arguments: [String]) throws -> (ChildProcess.Running, String) {
         let process = try ChildProcess.start(cli, arguments + common, environment: environment)
         guard let line = process.waitForLine(startingWith: "listening on ", timeout: .seconds(60)),
@@ -42,15 +39,36 @@ final class TokenMachine {
         return (process, String(line[line.index(after: colon)...].prefix(while: \.isNumber)))
     }
 
+    func names(_ directory: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+    }
+}
+
+/// A machine with the token directory of a SoftHSM2 of its own.
+final class TokenMachine: CLIMachine {
+    let hsm: SoftHSM
+    var pinFile: String { scratch.path("pin") }
+    var token: [String] { ["--module", SoftHSM.module, "--pin-file", pinFile] }
+
+    init() throws {
+        let hsm = try SoftHSM()
+        self.hsm = hsm
+        try super.init(prefix: "sf-token-machine", passcode: "2468\n") { scratch in
+            _ = try scratch.file("pin", SoftHSM.pin + "\n")
+            return hsm.environment
+        }
+    }
+
+    @discardableResult
+    func run(_ arguments: [String], unlocked: Bool = false, withToken: Bool = false) throws -> ChildProcess.Result {
+        try run(arguments, unlocked: unlocked, extra: withToken ? token : [])
+    }
+
     /// The token's private-key objects as pkcs11-tool lists them (logged in).
     func privateKeyFlags(_ tokenLabel: String, object: String) throws -> [String] {
         let listing = try hsm.tool(tokenLabel, ["--list-objects", "--type", "privkey", "--label", object]).text
         let access = try #require(listing.split(separator: "\n").first { $0.contains("Access:") }, "\(listing)")
         return access.split(separator: ":", maxSplits: 1)[1].split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-    }
-
-    func names(_ directory: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
     }
 }
 
