@@ -20,18 +20,16 @@ public enum CryptoErase {
     ///   overwrite plus the shred pass.
     /// - Throws: The error of the single file when there is one path, otherwise
     ///   ``ShredError/incomplete(failures:reports:)`` listing the files that could not be destroyed.
-    public static func destroy(keyFiles: [String]) throws -> [ShredReport] {
+    public static func destroy(keyFiles: [String]) throws(ShredError) -> [ShredReport] {
         var reports: [ShredReport] = []
         var failures: [String] = []
         var firstError: ShredError?
         for path in keyFiles {
             do {
                 reports.append(try destroy(path))
-            } catch let error as ShredError {
+            } catch {
                 failures.append(error.description)
                 firstError = firstError ?? error
-            } catch {
-                failures.append("\(path): \(error)")
             }
         }
         if failures.isEmpty { return reports }
@@ -41,7 +39,7 @@ public enum CryptoErase {
 
     /// Destroys one key file; `beforeRemoval` sees the descriptor after the overwrites, before the
     /// truncation (tests read it there).
-    static func destroy(_ path: String, beforeRemoval: (Int32) -> Void = { _ in }) throws -> ShredReport {
+    static func destroy(_ path: String, beforeRemoval: (Int32) -> Void = { _ in }) throws(ShredError) -> ShredReport {
         let options = ShredOptions()
         let (directory, parent, name, info) = try FileShredder.openParent(of: path)
         defer { close(parent) }

@@ -22,13 +22,13 @@ public enum FileShredder {
     /// - Returns: One report per file (and per directory, for a recursive shred), depth-first.
     /// - Throws: ``ShredError``; for a directory, ``ShredError/incomplete(failures:reports:)``
     ///   when some entries failed while the others were shredded.
-    public static func shred(_ path: String, options: ShredOptions = ShredOptions()) throws -> [ShredReport] {
+    public static func shred(_ path: String, options: ShredOptions = ShredOptions()) throws(ShredError) -> [ShredReport] {
         try shred(path, options: options, onReport: { _ in })
     }
 
     /// Opens the directory holding `path` and stats the entry in it without following a
     /// symlink. The caller closes the returned directory descriptor.
-    static func openParent(of path: String) throws -> (directory: String, parent: Int32, name: String, info: FileStatus) {
+    static func openParent(of path: String) throws(ShredError) -> (directory: String, parent: Int32, name: String, info: FileStatus) {
         let (directory, name) = try split(path)
         let parent = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard parent >= 0 else { throw ShredError.system(operation: "open directory", path: directory, errno: errno) }
@@ -48,7 +48,7 @@ public enum FileShredder {
     ///   - onReport: Called with each report as soon as the entry is done.
     /// - Returns: All reports, depth-first.
     /// - Throws: ``ShredError``.
-    public static func shred(_ path: String, options: ShredOptions, onReport: (ShredReport) -> Void) throws -> [ShredReport] {
+    public static func shred(_ path: String, options: ShredOptions, onReport: (ShredReport) -> Void) throws(ShredError) -> [ShredReport] {
         try shred(path, options: options, onReport: onReport, onProgress: { _ in })
     }
 
@@ -64,8 +64,8 @@ public enum FileShredder {
     /// - Returns: All reports, depth-first.
     /// - Throws: ``ShredError``.
     public static func shred(_ path: String, options: ShredOptions, onReport: (ShredReport) -> Void,
-                             onProgress: (Int64) -> Void) throws -> [ShredReport] {
-        try withoutActuallyEscaping(onProgress) { progress in
+                             onProgress: (Int64) -> Void) throws(ShredError) -> [ShredReport] {
+        try withoutActuallyEscaping(onProgress) { (progress) throws(ShredError) in
             try shred(path, options: options, onReport: onReport, progress: ProgressCounter(progress))
         }
     }
@@ -82,7 +82,7 @@ public enum FileShredder {
     }
 
     private static func shred(_ path: String, options: ShredOptions, onReport: (ShredReport) -> Void,
-                              progress: ProgressCounter) throws -> [ShredReport] {
+                              progress: ProgressCounter) throws(ShredError) -> [ShredReport] {
         try options.validate()
         let (directory, parent, name, info) = try openParent(of: path)
         defer { close(parent) }
@@ -91,7 +91,7 @@ public enum FileShredder {
             throw ShredError.symlink(path)
         case .directory:
             guard options.recursive else { throw ShredError.isDirectory(path) }
-            return try withoutActuallyEscaping(onReport) { callback in
+            return try withoutActuallyEscaping(onReport) { (callback) throws(ShredError) in
                 var walk = Walk(options: options, onReport: callback, progress: progress)
                 walk.directory(parent: parent, parentPath: directory, name: name, path: path)
                 if !walk.failures.isEmpty { throw ShredError.incomplete(failures: walk.failures, reports: walk.reports) }
@@ -119,7 +119,7 @@ public enum FileShredder {
     ///   - options: Passes, hard links and verification.
     /// - Returns: The report for the file (``ShredReport/removed`` is false).
     /// - Throws: ``ShredError``.
-    public static func overwrite(fileDescriptor: Int32, path: String, options: ShredOptions = ShredOptions()) throws -> ShredReport {
+    public static func overwrite(fileDescriptor: Int32, path: String, options: ShredOptions = ShredOptions()) throws(ShredError) -> ShredReport {
         try options.validate()
         let info: FileStatus
         do { info = try FileCalls.status(fileDescriptor) } catch { throw ShredError(error, path: path) }
@@ -140,7 +140,7 @@ public enum FileShredder {
     // MARK: - Files
 
     static func shredFile(parent: Int32, parentPath: String, name: String, path: String, expected: FileStatus,
-                          options: ShredOptions, progress: ProgressCounter? = nil) throws -> ShredReport {
+                          options: ShredOptions, progress: ProgressCounter? = nil) throws(ShredError) -> ShredReport {
         let fd: Int32
         do {
             fd = try FileCalls.open(in: parent, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
@@ -162,7 +162,7 @@ public enum FileShredder {
         return report
     }
 
-    static func checkLinks(_ info: FileStatus, path: String, options: ShredOptions) throws {
+    static func checkLinks(_ info: FileStatus, path: String, options: ShredOptions) throws(ShredError) {
         if info.links > 1 && !options.allowHardLinks {
             throw ShredError.hardLinked(path: path, count: Int(info.links))
         }
@@ -170,7 +170,7 @@ public enum FileShredder {
 
     /// The overwrite passes, placement check and verification of an open file.
     static func overwriteOpenFile(_ fd: Int32, info: FileStatus, path: String, options: ShredOptions,
-                                  progress: ProgressCounter? = nil) throws -> ShredReport {
+                                  progress: ProgressCounter? = nil) throws(ShredError) -> ShredReport {
         var report = ShredReport(path: path)
         let size = UInt64(max(0, info.size))
         report.size = size
@@ -236,7 +236,7 @@ public enum FileShredder {
 
     /// Drops the cached pages and re-reads every range, comparing with the last pass.
     static func verify(_ fd: Int32, ranges: [Range<UInt64>], stream: KeyStream?, buffer: UnsafeMutableRawBufferPointer,
-                       path: String, warnings: inout [ShredWarning]) throws {
+                       path: String, warnings: inout [ShredWarning]) throws(ShredError) {
         let code = sf_drop_cache(fd)
         if code != 0 {
             warnings.append(.verifyFromCache(reason: "posix_fadvise: \(String(cString: strerror(code)))"))
@@ -270,7 +270,7 @@ public enum FileShredder {
 
     /// Truncates, renames to random names of decreasing length and unlinks the file.
     static func remove(fd: Int32, info: FileStatus, parent: Int32, parentPath: String, name: String, path: String,
-                       report: inout ShredReport) throws {
+                       report: inout ShredReport) throws(ShredError) {
         do {
             try FileCalls.truncate(fd)
             try FileCalls.sync(fd)
@@ -280,13 +280,10 @@ public enum FileShredder {
         report.truncated = true
         let current = try renameAway(parent: parent, parentPath: parentPath, name: name, path: path, report: &report)
         // The name must still be our inode before it is unlinked.
-        do {
-            let now = try FileCalls.linkStatus(in: parent, current)
-            guard now.isSameFile(as: info) else { throw ShredError.fileChanged(path) }
-            try FileCalls.unlink(in: parent, current)
-        } catch let error as SystemCallError {
-            throw ShredError(error, path: path)
-        }
+        let now: FileStatus
+        do { now = try FileCalls.linkStatus(in: parent, current) } catch { throw ShredError(error, path: path) }
+        guard now.isSameFile(as: info) else { throw ShredError.fileChanged(path) }
+        do { try FileCalls.unlink(in: parent, current) } catch { throw ShredError(error, path: path) }
         try FileIO.syncDirectory(parent, path: parentPath)
         report.removed = true
     }
@@ -294,7 +291,7 @@ public enum FileShredder {
     /// Renames `name` to random names of decreasing length, syncing the directory after each,
     /// and returns the final name.
     static func renameAway(parent: Int32, parentPath: String, name: String, path: String,
-                           report: inout ShredReport) throws -> String {
+                           report: inout ShredReport) throws(ShredError) -> String {
         var current = name
         for length in renameLengths(name.utf8.count) {
             var renamed = false
@@ -407,7 +404,7 @@ public enum FileShredder {
     // MARK: - Helpers
 
     /// Splits a path into its directory and last component (trailing slashes ignored).
-    static func split(_ path: String) throws -> (String, String) {
+    static func split(_ path: String) throws(ShredError) -> (String, String) {
         var trimmed = path
         while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
         guard !trimmed.isEmpty, trimmed != "/" else { throw ShredError.notRegularFile(path.isEmpty ? "(empty path)" : path) }

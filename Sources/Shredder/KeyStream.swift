@@ -17,17 +17,17 @@ final class KeyStream {
     private let zeros: [UInt8]
 
     /// - Parameter chunkSize: The largest range ``fill(offset:into:)`` will be asked for.
-    init(chunkSize: Int) throws {
+    init(chunkSize: Int) throws(ShredError) {
         zeros = [UInt8](repeating: 0, count: chunkSize + 16)
         (key, nonceHigh, nonceLow) = try KeyStream.freshKey()
     }
 
     /// Draws a new key and nonce (one per pass).
-    func rekey() throws {
+    func rekey() throws(ShredError) {
         (key, nonceHigh, nonceLow) = try KeyStream.freshKey()
     }
 
-    private static func freshKey() throws -> (SymmetricKey, UInt64, UInt64) {
+    private static func freshKey() throws(ShredError) -> (SymmetricKey, UInt64, UInt64) {
         do {
             let secret = try SecretBytes.random(count: 32)
             defer { secret.wipe() }
@@ -42,7 +42,7 @@ final class KeyStream {
     }
 
     /// Writes the stream bytes for file offsets `offset ..< offset + buffer.count` into `buffer`.
-    func fill(offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws {
+    func fill(offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws(ShredError) {
         guard buffer.count > 0 else { return }
         let skip = Int(offset % 16)
         let block = offset / 16

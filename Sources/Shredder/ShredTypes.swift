@@ -46,7 +46,7 @@ public struct ShredOptions: Sendable, Equatable {
     /// The total number of passes (random passes plus the zero pass).
     public var totalPasses: Int { passes + (zeroPass ? 1 : 0) }
 
-    func validate() throws {
+    func validate() throws(ShredError) {
         guard passes >= 0, passes <= 100 else {
             throw ShredError.invalidOptions("passes must be between 0 and 100, not \(passes)")
         }

@@ -16,6 +16,10 @@ public enum VolatileLibraryError: Error, Sendable, Equatable, CustomStringConver
     case unsupported(String)
     /// A system call failed.
     case system(operation: String, errno: Int32)
+    /// The library's file could not be shredded (on ``VolatileLibrary/close()``) or would be
+    /// refused by the shredder (on ``VolatileLibrary/open(_:shredOptions:)``); the ``ShredError``
+    /// says why.
+    case shred(ShredError)
 
     /// A one-line explanation for people.
 
@@ -27,6 +31,7 @@ public enum VolatileLibraryError: Error, Sendable, Equatable, CustomStringConver
         case let .alreadyClosed(path): return "library \(path) is already closed"
         case let .unsupported(what): return "unsupported on this platform: \(what)"
         case let .system(operation, code): return "\(operation) failed: \(String(cString: strerror(code)))"
+        case let .shred(error): return error.description
         }
     }
 }
@@ -64,19 +69,20 @@ public final class VolatileLibrary: @unchecked Sendable {
     ///   - path: A regular file (symlinks are refused, as by ``FileShredder``).
     ///   - shredOptions: How the file is shredded on close (removal is always on).
     /// - Returns: The loaded library.
-    /// - Throws: ``ShredError/symlink(_:)`` / ``ShredError/notRegularFile(_:)`` /
+    /// - Throws: ``VolatileLibraryError``: ``VolatileLibraryError/shred(_:)`` carrying
+    ///   ``ShredError/symlink(_:)`` / ``ShredError/notRegularFile(_:)`` /
     ///   ``ShredError/hardLinked(path:count:)`` for a path that could not be shredded,
     ///   ``VolatileLibraryError/loadFailed(path:reason:)`` when the loader refuses it.
-    public static func open(_ path: String, shredOptions: ShredOptions = ShredOptions()) throws -> VolatileLibrary {
+    public static func open(_ path: String, shredOptions: ShredOptions = ShredOptions()) throws(VolatileLibraryError) -> VolatileLibrary {
         let info: FileStatus
-        do { info = try FileCalls.linkStatus(path) } catch { throw ShredError(error, path: path) }
+        do { info = try FileCalls.linkStatus(path) } catch { throw .shred(ShredError(error, path: path)) }
         switch info.kind {
         case .regular: break
-        case .symbolicLink: throw ShredError.symlink(path)
-        default: throw ShredError.notRegularFile(path)
+        case .symbolicLink: throw .shred(.symlink(path))
+        default: throw .shred(.notRegularFile(path))
         }
         // Refuse now what the shred at close would refuse.
-        try FileShredder.checkLinks(info, path: path, options: shredOptions)
+        do { try FileShredder.checkLinks(info, path: path, options: shredOptions) } catch { throw .shred(error) }
         let handle = try DynamicLoader.open(path)
         var options = shredOptions
         options.remove = true
@@ -93,8 +99,8 @@ public final class VolatileLibrary: @unchecked Sendable {
     /// - Returns: The loaded library; ``close()`` unloads it.
     /// - Throws: ``VolatileLibraryError/unsupported(_:)`` off Linux,
     ///   ``VolatileLibraryError/loadFailed(path:reason:)`` when the loader refuses the bytes.
-    public static func load(bytes: SecretBytes, name: String = "volatile-library") throws -> VolatileLibrary {
-        try bytes.withUnsafeBytes { try load(buffer: $0, name: name) }
+    public static func load(bytes: SecretBytes, name: String = "volatile-library") throws(VolatileLibraryError) -> VolatileLibrary {
+        try bytes.withUnsafeBytes { (buffer) throws(VolatileLibraryError) in try load(buffer: buffer, name: name) }
     }
 
     /// Loads a library from bytes in memory; as the `SecretBytes` variant.
@@ -104,17 +110,18 @@ public final class VolatileLibrary: @unchecked Sendable {
     ///   - name: A label for the memory file.
     /// - Returns: The loaded library.
     /// - Throws: ``VolatileLibraryError``.
-    public static func load(bytes: [UInt8], name: String = "volatile-library") throws -> VolatileLibrary {
-        try bytes.withUnsafeBytes { try load(buffer: $0, name: name) }
+    public static func load(bytes: [UInt8], name: String = "volatile-library") throws(VolatileLibraryError) -> VolatileLibrary {
+        try bytes.withUnsafeBytes { buffer in Result { () throws(VolatileLibraryError) in try load(buffer: buffer, name: name) } }.get()
     }
 
-    private static func load(buffer: UnsafeRawBufferPointer, name: String) throws -> VolatileLibrary {
+    private static func load(buffer: UnsafeRawBufferPointer, name: String) throws(VolatileLibraryError) -> VolatileLibrary {
         guard !buffer.isEmpty else { throw VolatileLibraryError.loadFailed(path: "memfd:\(name)", reason: "no bytes") }
         let (fd, procPath) = try DynamicLoader.memoryFile(name: name, bytes: buffer)
         // The loader maps the file; the descriptor is not needed once dlopen returns.
         defer { Foundation.close(fd) }
         let handle: UnsafeMutableRawPointer
-        do { handle = try DynamicLoader.open(procPath) } catch VolatileLibraryError.loadFailed(_, let reason) {
+        do { handle = try DynamicLoader.open(procPath) } catch {
+            guard case .loadFailed(_, let reason) = error else { throw error }
             throw VolatileLibraryError.loadFailed(path: "memfd:\(name)", reason: reason)
         }
         return VolatileLibrary(path: "memfd:\(name)", handle: handle, shredsFileOnClose: false, shredOptions: ShredOptions())
@@ -126,14 +133,14 @@ public final class VolatileLibrary: @unchecked Sendable {
     /// - Returns: Its address.
     /// - Throws: ``VolatileLibraryError/symbolNotFound(name:reason:)``, or
     ///   ``VolatileLibraryError/alreadyClosed(_:)`` after ``close()``.
-    public func symbol(named name: String) throws -> UnsafeMutableRawPointer {
-        try lock.withLock {
-            guard let handle else { throw VolatileLibraryError.alreadyClosed(path) }
+    public func symbol(named name: String) throws(VolatileLibraryError) -> UnsafeMutableRawPointer {
+        try lock.withLock { () -> Result<UnsafeMutableRawPointer, VolatileLibraryError> in
+            guard let handle else { return .failure(.alreadyClosed(path)) }
             guard let address = DynamicLoader.symbol(handle, name) else {
-                throw VolatileLibraryError.symbolNotFound(name: name, reason: DynamicLoader.lastError())
+                return .failure(.symbolNotFound(name: name, reason: DynamicLoader.lastError()))
             }
-            return address
-        }
+            return .success(address)
+        }.get()
     }
 
     /// Whether the library is still loaded.
@@ -143,17 +150,18 @@ public final class VolatileLibrary: @unchecked Sendable {
     ///
     /// - Returns: The shred report of the file (empty for a library loaded from memory).
     /// - Throws: ``VolatileLibraryError/alreadyClosed(_:)`` on a second close,
-    ///   ``VolatileLibraryError/unloadFailed(path:reason:)``, or a ``ShredError`` from shredding.
+    ///   ``VolatileLibraryError/unloadFailed(path:reason:)``, or ``VolatileLibraryError/shred(_:)``
+    ///   carrying the ``ShredError`` from shredding.
     @discardableResult
-    public func close() throws -> [ShredReport] {
-        let taken: UnsafeMutableRawPointer = try lock.withLock {
-            guard let current = handle else { throw VolatileLibraryError.alreadyClosed(path) }
+    public func close() throws(VolatileLibraryError) -> [ShredReport] {
+        let taken: UnsafeMutableRawPointer = try lock.withLock { () -> Result<UnsafeMutableRawPointer, VolatileLibraryError> in
+            guard let current = handle else { return .failure(.alreadyClosed(path)) }
             handle = nil
-            return current
-        }
+            return .success(current)
+        }.get()
         try DynamicLoader.close(taken, path: path)
         guard shredsFileOnClose else { return [] }
-        return try FileShredder.shred(path, options: shredOptions)
+        do { return try FileShredder.shred(path, options: shredOptions) } catch { throw .shred(error) }
     }
 
     deinit {

@@ -247,7 +247,8 @@ struct FileShredderTests {
         do {
             _ = try FileShredder.shred(root, options: ShredOptions(recursive: true))
             Issue.record("expected an incomplete error")
-        } catch ShredError.incomplete(let failures, let reports) {
+        } catch {
+            guard case .incomplete(let failures, let reports) = error else { throw error }
             #expect(failures.count == 1)
             #expect(failures.first?.contains("symbolic link") == true)
             #expect(reports.contains { $0.path == root + "/inside.txt" && $0.removed })
@@ -328,7 +329,8 @@ struct FileShredderTests {
             try FileShredder.verify(fd, ranges: [0..<10_000], stream: try KeyStream(chunkSize: 4096), buffer: buffer,
                                     path: path, warnings: &warnings)
             Issue.record("zeros passed as keystream")
-        } catch ShredError.verificationFailed(let failedPath, let offset) {
+        } catch {
+            guard case .verificationFailed(let failedPath, let offset) = error else { throw error }
             #expect(failedPath == path)
             #expect(offset < 16)
         }
@@ -413,7 +415,8 @@ struct CryptoEraseTests {
         do {
             _ = try CryptoErase.destroy(keyFiles: [dir.path + "/missing.key", good])
             Issue.record("expected an error")
-        } catch ShredError.incomplete(let failures, let reports) {
+        } catch {
+            guard case .incomplete(let failures, let reports) = error else { throw error }
             #expect(failures.count == 1)
             #expect(reports.count == 1)
         }
@@ -492,6 +495,6 @@ struct VolatileLibraryTests {
         let file = try dir.file("x.so", [1, 2, 3])
         #expect(throws: VolatileLibraryError.self) { try VolatileLibrary.open(file) }
         try #require(symlink(file, dir.path + "/l.so") == 0)
-        #expect(throws: ShredError.symlink(dir.path + "/l.so")) { try VolatileLibrary.open(dir.path + "/l.so") }
+        #expect(throws: VolatileLibraryError.shred(.symlink(dir.path + "/l.so"))) { try VolatileLibrary.open(dir.path + "/l.so") }
     }
 }

@@ -9,7 +9,7 @@ enum DynamicLoader {
     }
 
     /// dlopen(path, RTLD_NOW | RTLD_LOCAL).
-    static func open(_ path: String) throws -> UnsafeMutableRawPointer {
+    static func open(_ path: String) throws(VolatileLibraryError) -> UnsafeMutableRawPointer {
         _ = sf_dlerror()  // clear a stale message
         guard let handle = sf_dlopen(path) else {
             throw VolatileLibraryError.loadFailed(path: path, reason: lastError())
@@ -22,7 +22,7 @@ enum DynamicLoader {
         return sf_dlsym(handle, name)
     }
 
-    static func close(_ handle: UnsafeMutableRawPointer, path: String) throws {
+    static func close(_ handle: UnsafeMutableRawPointer, path: String) throws(VolatileLibraryError) {
         guard sf_dlclose(handle) == 0 else {
             throw VolatileLibraryError.unloadFailed(path: path, reason: lastError())
         }
@@ -30,7 +30,7 @@ enum DynamicLoader {
 
     /// An anonymous in-memory file holding `bytes`, sealed against writes (Linux only).
     /// - Returns: The descriptor and a path dlopen accepts (`/proc/self/fd/N`).
-    static func memoryFile(name: String, bytes: UnsafeRawBufferPointer) throws -> (Int32, String) {
+    static func memoryFile(name: String, bytes: UnsafeRawBufferPointer) throws(VolatileLibraryError) -> (Int32, String) {
         #if os(Linux)
         let fd = sf_memfd_create(name)
         guard fd >= 0 else { throw VolatileLibraryError.system(operation: "memfd_create", errno: errno) }

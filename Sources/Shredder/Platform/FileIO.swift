@@ -6,7 +6,7 @@ import Foundation
 enum FileIO {
     /// The ranges of `fd` holding data (holes skipped), found with SEEK_DATA / SEEK_HOLE; the
     /// whole file when the system cannot tell.
-    static func dataRanges(_ fd: Int32, size: UInt64, path: String) throws -> [Range<UInt64>] {
+    static func dataRanges(_ fd: Int32, size: UInt64, path: String) throws(ShredError) -> [Range<UInt64>] {
         guard size > 0 else { return [] }
         var ranges: [Range<UInt64>] = []
         var offset: UInt64 = 0
@@ -31,7 +31,7 @@ enum FileIO {
     }
 
     /// Writes all of `buffer` at `offset`.
-    static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: UInt64, path: String) throws {
+    static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: UInt64, path: String) throws(ShredError) {
         var done = 0
         while done < buffer.count {
             let n = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
@@ -45,7 +45,7 @@ enum FileIO {
     }
 
     /// Reads exactly `buffer.count` bytes at `offset`; fails on a short file.
-    static func readAll(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, path: String) throws {
+    static func readAll(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, path: String) throws(ShredError) {
         var done = 0
         while done < buffer.count {
             let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
@@ -59,7 +59,7 @@ enum FileIO {
     }
 
     /// fdatasync (file data reaches the device).
-    static func dataSync(_ fd: Int32, path: String) throws {
+    static func dataSync(_ fd: Int32, path: String) throws(ShredError) {
         while sf_datasync(fd) != 0 {
             if errno == EINTR { continue }
             throw ShredError.system(operation: "fdatasync", path: path, errno: errno)
@@ -67,14 +67,14 @@ enum FileIO {
     }
 
     /// fsync of a directory descriptor (ignoring filesystems that refuse it with EINVAL).
-    static func syncDirectory(_ fd: Int32, path: String) throws {
+    static func syncDirectory(_ fd: Int32, path: String) throws(ShredError) {
         if fsync(fd) != 0 && errno != EINVAL && errno != EROFS {
             throw ShredError.system(operation: "fsync directory", path: path, errno: errno)
         }
     }
 
     /// The names in a directory (without "." and ".."), sorted.
-    static func listDirectory(_ fd: Int32, path: String) throws -> [String] {
+    static func listDirectory(_ fd: Int32, path: String) throws(ShredError) -> [String] {
         let copy = dup(fd)
         guard copy >= 0 else { throw ShredError.system(operation: "dup", path: path, errno: errno) }
         guard let stream = fdopendir(copy) else {
