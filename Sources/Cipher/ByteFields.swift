@@ -59,7 +59,7 @@ package struct ByteWriter: Sendable {
 
     /// Appends a field of at most 255 bytes with a 1-byte length in front.
     /// - Throws: ``CipherError/invalidParameter(_:)`` for a longer field (nothing is appended).
-    package mutating func shortField<Bytes: Collection>(_ field: Bytes, _ what: String) throws where Bytes.Element == UInt8 {
+    package mutating func shortField<Bytes: Collection>(_ field: Bytes, _ what: String) throws(CipherError) where Bytes.Element == UInt8 {
         guard field.count <= 255 else { throw CipherError.invalidParameter("the \(what) is \(field.count) bytes; at most 255") }
         bytes.append(UInt8(field.count))
         bytes.append(contentsOf: field)
@@ -95,7 +95,7 @@ package struct ByteReader: Sendable {
     package var remaining: Int { bytes.count - offset }
 
     /// The next `count` bytes.
-    package mutating func take(_ count: Int) throws -> ArraySlice<UInt8> {
+    package mutating func take(_ count: Int) throws(CipherError) -> ArraySlice<UInt8> {
         guard count >= 0, remaining >= count else {
             throw CipherError.truncated("needed \(count) bytes at offset \(offset), \(remaining) left")
         }
@@ -104,39 +104,39 @@ package struct ByteReader: Sendable {
     }
 
     /// The next byte.
-    package mutating func byte(_ what: String) throws -> UInt8 {
+    package mutating func byte(_ what: String) throws(CipherError) -> UInt8 {
         guard remaining >= 1 else { throw CipherError.truncated("ends before the \(what) at offset \(offset)") }
         defer { offset += 1 }
         return bytes[offset]
     }
 
     /// The next 2 bytes as a big-endian integer.
-    package mutating func uint16(_ what: String) throws -> UInt16 {
+    package mutating func uint16(_ what: String) throws(CipherError) -> UInt16 {
         guard remaining >= 2 else { throw CipherError.truncated("ends before the \(what) at offset \(offset)") }
         return try take(2).reduce(0) { $0 << 8 | UInt16($1) }
     }
 
     /// The next 4 bytes as a big-endian integer.
-    package mutating func uint32(_ what: String) throws -> UInt32 {
+    package mutating func uint32(_ what: String) throws(CipherError) -> UInt32 {
         guard remaining >= 4 else { throw CipherError.truncated("ends before the \(what) at offset \(offset)") }
         return try take(4).reduce(0) { $0 << 8 | UInt32($1) }
     }
 
     /// The next 8 bytes as a big-endian integer.
-    package mutating func uint64(_ what: String) throws -> UInt64 {
+    package mutating func uint64(_ what: String) throws(CipherError) -> UInt64 {
         guard remaining >= 8 else { throw CipherError.truncated("ends before the \(what) at offset \(offset)") }
         return try take(8).reduce(0) { $0 << 8 | UInt64($1) }
     }
 
     /// A field with a 4-byte big-endian length in front, of at most `maximum` bytes.
-    package mutating func field(_ what: String, maximum: Int = Int(UInt32.max)) throws -> ArraySlice<UInt8> {
+    package mutating func field(_ what: String, maximum: Int = Int(UInt32.max)) throws(CipherError) -> ArraySlice<UInt8> {
         let length = Int(try uint32("length of the \(what)"))
         guard length <= maximum else { throw CipherError.invalidParameter("the \(what) is \(length) bytes; at most \(maximum)") }
         return try take(length)
     }
 
     /// A field with a 1-byte length in front.
-    package mutating func shortField(_ what: String) throws -> ArraySlice<UInt8> {
+    package mutating func shortField(_ what: String) throws(CipherError) -> ArraySlice<UInt8> {
         let length = Int(try byte("length of the \(what)"))
         return try take(length)
     }
@@ -144,7 +144,7 @@ package struct ByteReader: Sendable {
     /// KDF parameters in the form ``ByteWriter/kdfParameters(_:)`` writes. Nothing is validated
     /// beyond the form: callers check the values against their floor and ceiling.
     /// - Throws: ``CipherError/truncated(_:)``, ``CipherError/unsupportedAlgorithm(_:)`` for an unknown KDF id.
-    package mutating func kdfParameters() throws -> KDFParameters {
+    package mutating func kdfParameters() throws(CipherError) -> KDFParameters {
         let kdf = try byte("KDF id")
         switch kdf {
         case KDFParameters.scryptID:

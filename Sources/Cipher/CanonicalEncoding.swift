@@ -8,7 +8,7 @@ public enum CanonicalEncoding {
     /// - Parameter value: The value.
     /// - Returns: Its canonical JSON bytes.
     /// - Throws: ``CipherError/coding(_:)``.
-    public static func encode<Value: Encodable>(_ value: Value) throws -> Data {
+    public static func encode<Value: Encodable>(_ value: Value) throws(CipherError) -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .secondsSince1970
@@ -23,7 +23,7 @@ public enum CanonicalEncoding {
     ///   - data: Canonical (or any valid) JSON bytes.
     /// - Returns: The decoded value.
     /// - Throws: ``CipherError/coding(_:)``.
-    public static func decode<Value: Decodable>(_ type: Value.Type, from data: some DataProtocol) throws -> Value {
+    public static func decode<Value: Decodable>(_ type: Value.Type, from data: some DataProtocol) throws(CipherError) -> Value {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .secondsSince1970
         decoder.dataDecodingStrategy = .base64

@@ -14,7 +14,7 @@ public enum Encoding {
     /// - Parameter text: Padded base64 text.
     /// - Returns: The decoded bytes.
     /// - Throws: ``CipherError/invalidEncoding(_:)``.
-    public static func fromBase64(_ text: String) throws -> [UInt8] {
+    public static func fromBase64(_ text: String) throws(CipherError) -> [UInt8] {
         guard text.utf8.count % 4 == 0, let data = Data(base64Encoded: text) else {
             throw CipherError.invalidEncoding("not valid padded base64")
         }
@@ -35,7 +35,7 @@ public enum Encoding {
     /// - Parameter text: Unpadded base64url text.
     /// - Returns: The decoded bytes.
     /// - Throws: ``CipherError/invalidEncoding(_:)``.
-    public static func fromBase64URL(_ text: String) throws -> [UInt8] {
+    public static func fromBase64URL(_ text: String) throws(CipherError) -> [UInt8] {
         guard text.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F }),
               text.utf8.count % 4 != 1 else {
             throw CipherError.invalidEncoding("not valid unpadded base64url")
@@ -67,10 +67,10 @@ public enum Encoding {
     /// - Parameter text: Hex digits, either case, two per byte.
     /// - Returns: The decoded bytes.
     /// - Throws: ``CipherError/invalidEncoding(_:)`` on an odd length or a non-hex character.
-    public static func fromHex(_ text: String) throws -> [UInt8] {
+    public static func fromHex(_ text: String) throws(CipherError) -> [UInt8] {
         let chars = Array(text.utf8)
         guard chars.count % 2 == 0 else { throw CipherError.invalidEncoding("hex has an odd number of digits") }
-        func value(_ c: UInt8) throws -> UInt8 {
+        func value(_ c: UInt8) throws(CipherError) -> UInt8 {
             switch c {
             case 0x30...0x39: return c - 0x30
             case 0x61...0x66: return c - 0x61 + 10
@@ -109,7 +109,7 @@ public enum Encoding {
     /// - Parameter text: Percent-encoded text.
     /// - Returns: The decoded text.
     /// - Throws: ``CipherError/invalidEncoding(_:)`` on a malformed escape or invalid UTF-8.
-    public static func percentDecode(_ text: String) throws -> String {
+    public static func percentDecode(_ text: String) throws(CipherError) -> String {
         let chars = Array(text.utf8)
         var out = [UInt8]()
         var index = 0

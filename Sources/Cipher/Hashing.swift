@@ -105,7 +105,7 @@ public enum Hashing {
     ///   - fd: An open descriptor, read from its current offset; not closed.
     /// - Returns: The digest.
     /// - Throws: ``CipherError/io(_:)``.
-    public static func digest(_ algorithm: HashAlgorithm, ofFileDescriptor fd: Int32) throws -> [UInt8] {
+    public static func digest(_ algorithm: HashAlgorithm, ofFileDescriptor fd: Int32) throws(CipherError) -> [UInt8] {
         var hasher = IncrementalDigest(algorithm)
         try feed(&hasher, from: fd, name: "descriptor \(fd)")
         return hasher.finalize()
@@ -117,7 +117,7 @@ public enum Hashing {
     ///   - path: The file.
     /// - Returns: The digest.
     /// - Throws: ``CipherError/io(_:)`` when it cannot be opened or read.
-    public static func digest(_ algorithm: HashAlgorithm, ofFile path: String) throws -> [UInt8] {
+    public static func digest(_ algorithm: HashAlgorithm, ofFile path: String) throws(CipherError) -> [UInt8] {
         var hasher = IncrementalDigest(algorithm)
         try feed(&hasher, fromFile: path)
         return hasher.finalize()
@@ -129,7 +129,7 @@ public enum Hashing {
     ///   - stream: The stream (opened here if it is not open yet).
     /// - Returns: The digest.
     /// - Throws: ``CipherError/io(_:)`` when the stream reports an error.
-    public static func digest(_ algorithm: HashAlgorithm, of stream: InputStream) throws -> [UInt8] {
+    public static func digest(_ algorithm: HashAlgorithm, of stream: InputStream) throws(CipherError) -> [UInt8] {
         var hasher = IncrementalDigest(algorithm)
         stream.open()
         defer { stream.close() }
@@ -148,8 +148,8 @@ public enum Hashing {
     ///   - algorithm: The digest.
     ///   - chunks: The input, chunk by chunk.
     /// - Returns: The digest.
-    /// - Throws: What iterating `chunks` throws.
-    public static func digest<S: AsyncSequence>(_ algorithm: HashAlgorithm, of chunks: S) async throws -> [UInt8] where S.Element == [UInt8] {
+    /// - Throws: What iterating `chunks` throws (`S.Failure`).
+    public static func digest<S: AsyncSequence>(_ algorithm: HashAlgorithm, of chunks: S) async throws(S.Failure) -> [UInt8] where S.Element == [UInt8] {
         var hasher = IncrementalDigest(algorithm)
         for try await chunk in chunks { hasher.update(chunk) }
         return hasher.finalize()
@@ -162,18 +162,18 @@ public enum Hashing {
     ///   - value: The value.
     /// - Returns: The digest of its canonical encoding.
     /// - Throws: ``CipherError/coding(_:)`` when the value cannot be encoded.
-    public static func digest<Value: Encodable>(_ algorithm: HashAlgorithm, ofValue value: Value) throws -> [UInt8] {
+    public static func digest<Value: Encodable>(_ algorithm: HashAlgorithm, ofValue value: Value) throws(CipherError) -> [UInt8] {
         digest(algorithm, of: try CanonicalEncoding.encode(value))
     }
 
-    static func feed(_ hasher: inout IncrementalDigest, fromFile path: String) throws {
+    static func feed(_ hasher: inout IncrementalDigest, fromFile path: String) throws(CipherError) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw CipherError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         try feed(&hasher, from: fd, name: path)
     }
 
-    static func feed(_ hasher: inout IncrementalDigest, from fd: Int32, name: String) throws {
+    static func feed(_ hasher: inout IncrementalDigest, from fd: Int32, name: String) throws(CipherError) {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
         defer { buffer.deallocate() }
         while true {
@@ -218,7 +218,7 @@ public enum Hashing {
         ///   - path: The file.
         /// - Returns: The digest.
         /// - Throws: ``CipherError/io(_:)`` when it cannot be opened or read.
-        public static func digest(_ algorithm: Algorithm, ofFile path: String) throws -> [UInt8] {
+        public static func digest(_ algorithm: Algorithm, ofFile path: String) throws(CipherError) -> [UInt8] {
             var hasher = IncrementalDigest(insecure: algorithm)
             try Hashing.feed(&hasher, fromFile: path)
             return hasher.finalize()
@@ -230,7 +230,7 @@ public enum Hashing {
         ///   - fd: An open descriptor, read from its current offset; not closed.
         /// - Returns: The digest.
         /// - Throws: ``CipherError/io(_:)`` on a read error.
-        public static func digest(_ algorithm: Algorithm, ofFileDescriptor fd: Int32) throws -> [UInt8] {
+        public static func digest(_ algorithm: Algorithm, ofFileDescriptor fd: Int32) throws(CipherError) -> [UInt8] {
             var hasher = IncrementalDigest(insecure: algorithm)
             try Hashing.feed(&hasher, from: fd, name: "descriptor \(fd)")
             return hasher.finalize()

@@ -22,7 +22,7 @@ public enum KDFParameters: Sendable, Hashable, Codable {
 
     /// Throws unless the parameters lie between the safe floor and the standard ceiling.
     /// - Throws: ``CipherError/kdfParametersTooWeak(_:)`` or ``CipherError/kdfParametersTooExpensive(_:)``.
-    public func validate() throws {
+    public func validate() throws(CipherError) {
         try validate(ceiling: .standard)
     }
 
@@ -30,7 +30,7 @@ public enum KDFParameters: Sendable, Hashable, Codable {
     /// derived: a hostile header is refused before any memory is taken or work done.
     /// - Parameter ceiling: The most memory and work accepted.
     /// - Throws: ``CipherError/kdfParametersTooWeak(_:)`` or ``CipherError/kdfParametersTooExpensive(_:)``.
-    public func validate(ceiling: KDFCeiling) throws {
+    public func validate(ceiling: KDFCeiling) throws(CipherError) {
         switch self {
         case let .scrypt(logN, r, p):
             guard logN >= Self.scryptMinimumLogN else {
@@ -141,7 +141,7 @@ public enum KeyDerivation {
     /// - Returns: The derived bytes, in locked memory.
     /// - Throws: ``CipherError/kdfParametersTooWeak(_:)``, ``CipherError/kdfParametersTooExpensive(_:)``,
     ///   or ``CipherError/invalidParameter(_:)`` for an empty salt or output length out of range.
-    public static func derive(password: SecretBytes, salt: [UInt8], parameters: KDFParameters, outputLength: Int = 32) throws -> SecretBytes {
+    public static func derive(password: SecretBytes, salt: [UInt8], parameters: KDFParameters, outputLength: Int = 32) throws(CipherError) -> SecretBytes {
         try derive(password: password, salt: salt, parameters: parameters, outputLength: outputLength, ceiling: .standard)
     }
 
@@ -155,11 +155,11 @@ public enum KeyDerivation {
     /// - Returns: The derived bytes, in locked memory.
     /// - Throws: as `derive(password:salt:parameters:outputLength:)`.
     public static func derive(password: SecretBytes, salt: [UInt8], parameters: KDFParameters, outputLength: Int,
-                              ceiling: KDFCeiling) throws -> SecretBytes {
+                              ceiling: KDFCeiling) throws(CipherError) -> SecretBytes {
         try parameters.validate(ceiling: ceiling)
         guard !salt.isEmpty else { throw CipherError.invalidParameter("the salt is empty") }
         guard (16...1024).contains(outputLength) else { throw CipherError.invalidParameter("output length \(outputLength) must be 16...1024") }
-        let key: SymmetricKey = try password.withUnsafeBytes { pw in
+        let key: SymmetricKey = try password.withUnsafeBytes { (pw) throws(CipherError) in
             do {
                 switch parameters {
                 case let .scrypt(logN, r, p):
@@ -186,14 +186,15 @@ public enum KeyDerivation {
     /// - Returns: The derived bytes, in locked memory.
     /// - Throws: as the synchronous ``derive(password:salt:parameters:outputLength:)``.
     public static func derive(password: SecretBytes, salt: [UInt8], parameters: KDFParameters,
-                              outputLength: Int = 32) async throws -> SecretBytes {
-        try await withCheckedThrowingContinuation { continuation in
+                              outputLength: Int = 32) async throws(CipherError) -> SecretBytes {
+        let result: Result<SecretBytes, CipherError> = await withCheckedContinuation { continuation in
             kdfQueue.async {
-                continuation.resume(with: Result {
+                continuation.resume(returning: Result { () throws(CipherError) in
                     try derive(password: password, salt: salt, parameters: parameters, outputLength: outputLength)
                 })
             }
         }
+        return try result.get()
     }
 
     private static let kdfQueue = DispatchQueue(label: "securefoundation.kdf", qos: .userInitiated, attributes: .concurrent)

@@ -23,7 +23,7 @@ extension SecureFile {
     ///   to a descriptor: it is neither followed nor replaced), a directory, a socket or a block
     ///   device; ``Failure/system(operation:path:errno:)`` when `path` cannot be examined or
     ///   names a descriptor that is not open for writing.
-    package static func outputTarget(of path: String) throws -> OutputTarget {
+    package static func outputTarget(of path: String) throws(SecureFile.Failure) -> OutputTarget {
         if let number = descriptorNumber(path) { return .descriptor(try writableDescriptor(number, path: path)) }
         let info: FileStatus
         do {
@@ -62,7 +62,7 @@ extension SecureFile {
     /// Output is written into a FIFO or device, or through a link to a descriptor, only when it
     /// belongs to the caller or to root: another user's FIFO (planted in a shared directory such
     /// as /tmp, where a rename over their path would fail) would hand them what is written.
-    static func requireTrustedOwner(_ info: FileStatus, path: String, kind: String) throws {
+    static func requireTrustedOwner(_ info: FileStatus, path: String, kind: String) throws(SecureFile.Failure) {
         guard info.owner == geteuid() || info.owner == 0 else {
             throw Failure.insecurePermissions(path: path, reason: "it is a \(kind) owned by another user (uid \(info.owner)), who could read what is written into it",
                                             fix: "write to a path of your own")
@@ -83,9 +83,18 @@ extension SecureFile {
     /// - Throws: ``Failure`` or what `body` throws.
     @discardableResult
     public static func writeOutput(to path: String, mode: mode_t = 0o600, _ body: (Int32) throws -> Void) throws -> OutputTarget {
-        switch try outputTarget(of: path) {
+        try writingOutput(to: path, mode: mode, failure: { $0 }, body)
+    }
+
+    /// ``writeOutput(to:mode:_:)`` for a `body` whose errors have the type `E`, into which
+    /// `failure` turns the output's own ``Failure``.
+    static func writingOutput<E: Error>(to path: String, mode: mode_t, failure: (Failure) -> E,
+                                        _ body: (Int32) throws(E) -> Void) throws(E) -> OutputTarget {
+        let target: OutputTarget
+        do { target = try outputTarget(of: path) } catch { throw failure(error) }
+        switch target {
         case .replace:
-            try replaceAtomically(path, mode: mode, body)
+            try replacing(path, mode: mode, failure: failure, body)
             return .replace
         case .descriptor(let fd):
             try body(fd)
@@ -93,26 +102,26 @@ extension SecureFile {
         case .inPlace:
             var fd: Int32
             repeat { fd = open(path, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC) } while fd < 0 && errno == EINTR
-            guard fd >= 0 else { throw Failure.system(operation: "open", path: path, errno: errno) }
+            guard fd >= 0 else { throw failure(Failure.system(operation: "open", path: path, errno: errno)) }
             let info: FileStatus
             do {
                 info = try FileCalls.status(fd)
             } catch {
                 close(fd)
-                throw Failure.system(operation: "stat", path: path, errno: error.code)
+                throw failure(Failure.system(operation: "stat", path: path, errno: error.code))
             }
             let kind = info.kind
             if kind == .characterDevice || kind == .fifo {
-                do { try requireTrustedOwner(info, path: path, kind: kind == .fifo ? "FIFO" : "device") } catch { close(fd); throw error }
+                do { try requireTrustedOwner(info, path: path, kind: kind == .fifo ? "FIFO" : "device") } catch { close(fd); throw failure(error) }
             }
             guard kind == .characterDevice || kind == .fifo else {
                 // Replaced between the look and the open: decide again from what is there now.
                 close(fd)
                 if kind == .regular {
-                    try replaceAtomically(path, mode: mode, body)
+                    try replacing(path, mode: mode, failure: failure, body)
                     return .replace
                 }
-                throw Failure.insecurePermissions(path: path, reason: "it changed while it was being opened", fix: "try again")
+                throw failure(Failure.insecurePermissions(path: path, reason: "it changed while it was being opened", fix: "try again"))
             }
             defer { close(fd) }
             try body(fd)
@@ -128,10 +137,10 @@ extension SecureFile {
     /// - Returns: How the path was written.
     /// - Throws: ``SecureFile/Failure``.
     @discardableResult
-    public static func writeOutput<Bytes: DataProtocol>(_ bytes: Bytes, to path: String, mode: mode_t = 0o600) throws -> OutputTarget {
-        try writeOutput(to: path, mode: mode) { fd in
+    public static func writeOutput<Bytes: DataProtocol>(_ bytes: Bytes, to path: String, mode: mode_t = 0o600) throws(SecureFile.Failure) -> OutputTarget {
+        try writingOutput(to: path, mode: mode, failure: { $0 }) { (fd) throws(Failure) in
             for region in bytes.regions {
-                try region.withUnsafeBytes { try writeAll(fd, $0, path: path) }
+                try region.withUnsafeBytes { buffer in Result { () throws(Failure) in try writeAll(fd, buffer, path: path) } }.get()
             }
         }
     }
@@ -154,7 +163,7 @@ extension SecureFile {
         return nil
     }
 
-    private static func writableDescriptor(_ number: Int32, path: String) throws -> Int32 {
+    private static func writableDescriptor(_ number: Int32, path: String) throws(SecureFile.Failure) -> Int32 {
         let flags = fcntl(number, F_GETFL)
         guard flags >= 0 else { throw Failure.system(operation: "use descriptor \(number) named by", path: path, errno: errno) }
         guard flags & O_ACCMODE != O_RDONLY else {

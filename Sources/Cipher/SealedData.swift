@@ -58,13 +58,13 @@ public enum Sealed {
     /// - Throws: ``CipherError/randomUnavailable(_:)``.
     public static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, with key: SealingKey,
                                                      algorithm: SealAlgorithm = .aes256GCM,
-                                                     context: [UInt8] = []) throws -> [UInt8] {
+                                                     context: [UInt8] = []) throws(CipherError) -> [UInt8] {
         try seal(plaintext, with: key, algorithm: algorithm, context: context, nonce: nil)
     }
 
     /// Seals with a given nonce; for known-answer tests only (a repeated nonce breaks AEAD).
     static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, with key: SealingKey, algorithm: SealAlgorithm,
-                                              context: [UInt8], nonce: [UInt8]?) throws -> [UInt8] {
+                                              context: [UInt8], nonce: [UInt8]?) throws(CipherError) -> [UInt8] {
         // magic ‖ version ‖ algorithm ‖ mode ‖ key id length ‖ key id, written straight into the
         // envelope (SealingKey holds ids of 1...255 bytes).
         let id = key.id
@@ -91,7 +91,7 @@ public enum Sealed {
     /// - Throws: ``CipherError/randomUnavailable(_:)``.
     public static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, with keyring: Keyring,
                                                      algorithm: SealAlgorithm = .aes256GCM,
-                                                     context: [UInt8] = []) throws -> [UInt8] {
+                                                     context: [UInt8] = []) throws(CipherError) -> [UInt8] {
         try seal(plaintext, with: keyring.primary, algorithm: algorithm, context: context)
     }
 
@@ -105,7 +105,7 @@ public enum Sealed {
     /// - Throws: ``CipherError/truncated(_:)``, ``CipherError/unknownVersion(_:)``,
     ///   ``CipherError/unsupportedAlgorithm(_:)``, ``CipherError/wrongKey(_:)`` (no key with that id),
     ///   ``CipherError/tampered`` (authentication failed).
-    public static func open(_ sealed: [UInt8], with keyring: Keyring, context: [UInt8] = []) throws -> [UInt8] {
+    public static func open(_ sealed: [UInt8], with keyring: Keyring, context: [UInt8] = []) throws(CipherError) -> [UInt8] {
         let header = try parseHeader(sealed)
         guard case .key(let id) = header.keySource else {
             throw CipherError.wrongKey("the data was sealed with a passphrase, not a key")
@@ -123,7 +123,7 @@ public enum Sealed {
     ///   - context: The context given when sealing.
     /// - Returns: The whole plaintext.
     /// - Throws: as ``open(_:with:context:)-(_,Keyring,_)``.
-    public static func open(_ sealed: [UInt8], with key: SealingKey, context: [UInt8] = []) throws -> [UInt8] {
+    public static func open(_ sealed: [UInt8], with key: SealingKey, context: [UInt8] = []) throws(CipherError) -> [UInt8] {
         // As a keyring of this one key, without making one (its duplicate check costs more than
         // opening a small value).
         let header = try parseHeader(sealed)
@@ -150,7 +150,7 @@ public enum Sealed {
     public static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, passphrase: SecretBytes,
                                                      policy: KDFPolicy = .sensitive,
                                                      algorithm: SealAlgorithm = .aes256GCM,
-                                                     context: [UInt8] = []) throws -> [UInt8] {
+                                                     context: [UInt8] = []) throws(CipherError) -> [UInt8] {
         try seal(plaintext, passphrase: passphrase, policy: policy, algorithm: algorithm, context: context,
                  salt: try SecureRandom.bytes(KeyDerivation.saltLength), nonce: nil)
     }
@@ -158,7 +158,7 @@ public enum Sealed {
     /// Seals under a passphrase with a given salt and nonce; for known-answer tests only.
     static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, passphrase: SecretBytes, policy: KDFPolicy,
                                               algorithm: SealAlgorithm, context: [UInt8],
-                                              salt: [UInt8], nonce: [UInt8]?) throws -> [UInt8] {
+                                              salt: [UInt8], nonce: [UInt8]?) throws(CipherError) -> [UInt8] {
         guard (8...255).contains(salt.count) else { throw CipherError.invalidParameter("a salt of \(salt.count) bytes is not 8...255") }
         let key = try KeyDerivation.derive(password: passphrase, salt: salt, parameters: policy.parameters)
         defer { key.wipe() }
@@ -185,7 +185,7 @@ public enum Sealed {
     /// - Throws: as ``open(_:with:context:)-(_,Keyring,_)``, plus ``CipherError/kdfParametersTooWeak(_:)``
     ///   and ``CipherError/kdfParametersTooExpensive(_:)``; a wrong passphrase is ``CipherError/wrongKey(_:)``.
     public static func open(_ sealed: [UInt8], passphrase: SecretBytes, context: [UInt8] = [],
-                            ceiling: KDFCeiling = .standard) throws -> [UInt8] {
+                            ceiling: KDFCeiling = .standard) throws(CipherError) -> [UInt8] {
         let header = try parseHeader(sealed)
         guard case let .passphrase(parameters, salt) = header.keySource else {
             throw CipherError.wrongKey("the data was sealed with a key (id \(keyIDString(header))), not a passphrase")
@@ -212,7 +212,7 @@ public enum Sealed {
     /// - Throws: ``CipherError/coding(_:)``, ``CipherError/randomUnavailable(_:)``.
     public static func seal<Value: Encodable>(value: Value, with keyring: Keyring,
                                               algorithm: SealAlgorithm = .aes256GCM,
-                                              context: [UInt8] = []) throws -> [UInt8] {
+                                              context: [UInt8] = []) throws(CipherError) -> [UInt8] {
         let data = try CanonicalEncoding.encode(value)
         return try seal(data, with: keyring, algorithm: algorithm, context: context)
     }
@@ -226,7 +226,7 @@ public enum Sealed {
     /// - Returns: The decoded value.
     /// - Throws: as ``open(_:with:context:)-(_,Keyring,_)``, plus ``CipherError/coding(_:)``.
     public static func open<Value: Decodable>(_ type: Value.Type, from sealed: [UInt8], with keyring: Keyring,
-                                              context: [UInt8] = []) throws -> Value {
+                                              context: [UInt8] = []) throws(CipherError) -> Value {
         let data = try open(sealed, with: keyring, context: context)
         return try CanonicalEncoding.decode(type, from: data)
     }
@@ -242,7 +242,7 @@ public enum Sealed {
     /// - Throws: ``CipherError/coding(_:)``, ``CipherError/randomUnavailable(_:)``.
     public static func seal<Value: Encodable>(value: Value, passphrase: SecretBytes, policy: KDFPolicy = .sensitive,
                                               algorithm: SealAlgorithm = .aes256GCM,
-                                              context: [UInt8] = []) throws -> [UInt8] {
+                                              context: [UInt8] = []) throws(CipherError) -> [UInt8] {
         let data = try CanonicalEncoding.encode(value)
         return try seal(data, passphrase: passphrase, policy: policy, algorithm: algorithm, context: context)
     }
@@ -256,7 +256,7 @@ public enum Sealed {
     /// - Returns: The decoded value.
     /// - Throws: as ``open(_:passphrase:context:ceiling:)``, plus ``CipherError/coding(_:)``.
     public static func open<Value: Decodable>(_ type: Value.Type, from sealed: [UInt8], passphrase: SecretBytes,
-                                              context: [UInt8] = []) throws -> Value {
+                                              context: [UInt8] = []) throws(CipherError) -> Value {
         let data = try open(sealed, passphrase: passphrase, context: context)
         return try CanonicalEncoding.decode(type, from: data)
     }
@@ -267,7 +267,7 @@ public enum Sealed {
     /// - Parameter sealed: The sealed envelope.
     /// - Returns: The parsed header.
     /// - Throws: ``CipherError/truncated(_:)``, ``CipherError/unknownVersion(_:)``, ``CipherError/unsupportedAlgorithm(_:)``, ``CipherError/kdfParametersTooWeak(_:)`` for a salt under 8 bytes.
-    public static func parseHeader(_ sealed: [UInt8]) throws -> SealedHeader {
+    public static func parseHeader(_ sealed: [UInt8]) throws(CipherError) -> SealedHeader {
         var reader = ByteReader(sealed)
         guard sealed.count >= 4 else { throw CipherError.truncated("\(sealed.count) bytes is shorter than the magic") }
         guard Array(try reader.take(4)) == magic else { throw CipherError.truncated("no SFSD magic: this is not sealed data") }
@@ -314,17 +314,17 @@ public enum Sealed {
     private static func finish<Plaintext: DataProtocol>(headerCount: Int, plaintext: Plaintext, key: SecretBytes,
                                                         algorithm: SealAlgorithm, context: [UInt8],
                                                         nonce fixedNonce: [UInt8]? = nil,
-                                                        writeHeader: (UnsafeMutableRawBufferPointer) -> Void) throws -> [UInt8] {
+                                                        writeHeader: (UnsafeMutableRawBufferPointer) -> Void) throws(CipherError) -> [UInt8] {
         if let fixedNonce, fixedNonce.count != nonceLength {
             throw CipherError.invalidParameter("a nonce is \(nonceLength) bytes, not \(fixedNonce.count)")
         }
         guard let schedule = key.schedule(for: algorithm) else {
             throw CipherError.invalidParameter("a sealing key is 32 bytes, not \(key.count) (was it wiped?)")
         }
-        func sealContiguous(_ input: UnsafeRawBufferPointer) throws -> [UInt8] {
+        func sealContiguous(_ input: UnsafeRawBufferPointer) throws(CipherError) -> [UInt8] {
             let prefix = headerCount + nonceLength
             let total = prefix + input.count + tagLength
-            return try [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
+            return try [UInt8](unsafeUninitializedCapacity: total) { (buffer, initialized) throws(CipherError) in
                 let output = UnsafeMutableRawBufferPointer(buffer)
                 let base = output.baseAddress!
                 writeHeader(UnsafeMutableRawBufferPointer(rebasing: output[0..<headerCount]))
@@ -350,17 +350,19 @@ public enum Sealed {
                 initialized = total
             }
         }
-        if let sealed = try plaintext.withContiguousStorageIfAvailable({ try sealContiguous(UnsafeRawBufferPointer($0)) }) {
-            return sealed
+        if let sealed = plaintext.withContiguousStorageIfAvailable({ bytes in
+            Result { () throws(CipherError) in try sealContiguous(UnsafeRawBufferPointer(bytes)) }
+        }) {
+            return try sealed.get()
         }
         // Plaintext in several regions: one contiguous copy, zeroed afterwards.
         var copy = [UInt8](plaintext)
         defer { copy.withUnsafeMutableBytes { if let base = $0.baseAddress { MemoryProtection.zero(base, $0.count) } } }
-        return try copy.withUnsafeBytes { try sealContiguous($0) }
+        return try copy.withUnsafeBytes { bytes in Result { () throws(CipherError) in try sealContiguous(bytes) } }.get()
     }
 
     /// Opens the envelope whose header was parsed, straight into the returned array.
-    private static func decrypt(_ sealed: [UInt8], header: SealedHeader, key: SecretBytes, context: [UInt8]) throws -> [UInt8] {
+    private static func decrypt(_ sealed: [UInt8], header: SealedHeader, key: SecretBytes, context: [UInt8]) throws(CipherError) -> [UInt8] {
         guard let schedule = key.schedule(for: header.algorithm) else {
             throw CipherError.invalidParameter("a sealing key is 32 bytes, not \(key.count) (was it wiped?)")
         }
@@ -368,11 +370,11 @@ public enum Sealed {
         // that a tag's worth of bytes follows).
         let prefix = header.encoded.count
         let ciphertextCount = sealed.count - prefix - tagLength
-        return try sealed.withUnsafeBytes { bytes in
+        return try sealed.withUnsafeBytes { bytes in Result { () throws(CipherError) in
             let base = bytes.baseAddress!
             let ciphertext = UnsafeRawBufferPointer(rebasing: bytes[prefix..<(prefix + ciphertextCount)])
-            func open(_ ad: UnsafeRawBufferPointer) throws -> [UInt8] {
-                try [UInt8](unsafeUninitializedCapacity: ciphertextCount) { buffer, initialized in
+            func open(_ ad: UnsafeRawBufferPointer) throws(CipherError) -> [UInt8] {
+                try [UInt8](unsafeUninitializedCapacity: ciphertextCount) { (buffer, initialized) throws(CipherError) in
                     // On failure BoringSSL zeroes the output before returning.
                     guard schedule.open(ciphertext, tag: base + prefix + ciphertextCount,
                                         into: buffer.baseAddress.map(UnsafeMutableRawPointer.init),
@@ -385,7 +387,7 @@ public enum Sealed {
             if context.isEmpty { return try open(UnsafeRawBufferPointer(rebasing: bytes[0..<prefix])) }
             var ad = header.encoded
             ad += context
-            return try ad.withUnsafeBytes { try open($0) }
-        }
+            return try ad.withUnsafeBytes { adBytes in Result { () throws(CipherError) in try open(adBytes) } }.get()
+        } }.get()
     }
 }

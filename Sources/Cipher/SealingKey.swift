@@ -13,7 +13,7 @@ public struct SealingKey: Sendable {
     ///   - key: Exactly 32 bytes.
     ///   - id: An explicit id, or nil for the fingerprint (first 8 bytes of HMAC-SHA256 keyed by the key).
     /// - Throws: ``CipherError/invalidParameter(_:)`` for a key that is not 32 bytes or an id not 1–255 bytes.
-    public init(key: SecretBytes, id: [UInt8]? = nil) throws {
+    public init(key: SecretBytes, id: [UInt8]? = nil) throws(CipherError) {
         guard key.count == 32 else { throw CipherError.invalidParameter("a sealing key is 32 bytes, not \(key.count)") }
         let resolved = id ?? SealingKey.fingerprint(of: key)
         guard (1...255).contains(resolved.count) else { throw CipherError.invalidParameter("a key id is 1–255 bytes") }
@@ -25,7 +25,7 @@ public struct SealingKey: Sendable {
     /// - Parameter id: An explicit id, or nil for the fingerprint.
     /// - Returns: A key of 32 random bytes.
     /// - Throws: ``CipherError/randomUnavailable(_:)``, ``CipherError/invalidParameter(_:)`` for an id not 1–255 bytes.
-    public static func generate(id: [UInt8]? = nil) throws -> SealingKey {
+    public static func generate(id: [UInt8]? = nil) throws(CipherError) -> SealingKey {
         try SealingKey(key: SecretBytes.random(count: 32), id: id)
     }
 
@@ -47,7 +47,7 @@ public struct Keyring: Sendable {
 
     /// - Parameter keys: The keys, newest (sealing) first.
     /// - Throws: ``CipherError/invalidParameter(_:)`` for an empty list or two keys with one id.
-    public init(_ keys: [SealingKey]) throws {
+    public init(_ keys: [SealingKey]) throws(CipherError) {
         guard !keys.isEmpty else { throw CipherError.invalidParameter("a keyring needs at least one key") }
         guard Set(keys.map { Encoding.hex($0.id) }).count == keys.count else {
             throw CipherError.invalidParameter("two keys in a keyring share one key id")
@@ -61,7 +61,7 @@ public struct Keyring: Sendable {
     /// Makes `key` the primary key, keeping the others for opening.
     /// - Parameter key: The new primary key.
     /// - Throws: ``CipherError/invalidParameter(_:)`` when another key has its id.
-    public mutating func rotate(to key: SealingKey) throws {
+    public mutating func rotate(to key: SealingKey) throws(CipherError) {
         guard !keys.contains(where: { $0.id == key.id }) else {
             throw CipherError.invalidParameter("the keyring already holds a key with this id")
         }

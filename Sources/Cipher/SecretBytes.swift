@@ -38,7 +38,7 @@ public final class SecretBytes: @unchecked Sendable {
     ///   - initializer: Writes the bytes; may throw, in which case the storage is wiped.
     /// - Throws: Whatever `initializer` throws.
     /// - Precondition: `count` is not negative (a programming error, like a negative array count).
-    public init(count: Int, initializingWith initializer: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
+    public init<E: Error>(count: Int, initializingWith initializer: (UnsafeMutableRawBufferPointer) throws(E) -> Void) throws(E) {
         precondition(count >= 0, "SecretBytes: negative count")
         let (pointer, allocated, locked) = MemoryProtection.allocate(count)
         self.pointer = pointer
@@ -102,11 +102,11 @@ public final class SecretBytes: @unchecked Sendable {
     /// - Parameter count: How many bytes.
     /// - Returns: The random bytes, in locked memory.
     /// - Throws: ``CipherError/randomUnavailable(_:)`` if the OS generator fails (never a weaker fallback).
-    public static func random(count: Int) throws -> SecretBytes {
+    public static func random(count: Int) throws(CipherError) -> SecretBytes {
         guard (0...(1 << 30)).contains(count) else {
             throw CipherError.invalidParameter("a secret of \(count) bytes is outside 0...1 GiB")
         }
-        return try SecretBytes(count: count) { buffer in try SecureRandom.fill(buffer) }
+        return try SecretBytes(count: count) { (buffer) throws(CipherError) in try SecureRandom.fill(buffer) }
     }
 
     /// Reads a secret from a file straight into locked memory, dropping one trailing newline
@@ -116,7 +116,7 @@ public final class SecretBytes: @unchecked Sendable {
     ///   - path: The file to read.
     ///   - maxLength: Files larger than this are refused.
     /// - Throws: ``CipherError/io(_:)`` when the file cannot be read or is too large.
-    public convenience init(contentsOfFile path: String, maxLength: Int = 64 * 1024) throws {
+    public convenience init(contentsOfFile path: String, maxLength: Int = 64 * 1024) throws(CipherError) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw CipherError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
@@ -132,9 +132,9 @@ public final class SecretBytes: @unchecked Sendable {
     ///   - trimNewline: Whether one trailing newline (`\n` or `\r\n`) is dropped.
     ///   - name: What the input is called in error messages.
     /// - Throws: ``CipherError/io(_:)`` on a read error or input longer than `maxLength`.
-    public convenience init(readingFrom fd: Int32, maxLength: Int = 64 * 1024, trimNewline: Bool = true, name: String = "input") throws {
+    public convenience init(readingFrom fd: Int32, maxLength: Int = 64 * 1024, trimNewline: Bool = true, name: String = "input") throws(CipherError) {
         var total = 0
-        let scratch = try SecretBytes(count: maxLength + 1) { buffer in
+        let scratch = try SecretBytes(count: maxLength + 1) { (buffer) throws(CipherError) in
             while total < buffer.count {
                 let n = read(fd, buffer.baseAddress! + total, buffer.count - total)
                 if n < 0 {
@@ -170,10 +170,10 @@ public final class SecretBytes: @unchecked Sendable {
     /// - Parameter body: Reads the bytes.
     /// - Returns: What `body` returns.
     /// - Throws: What `body` throws.
-    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-        try lock.withLock {
-            try body(UnsafeRawBufferPointer(start: pointer, count: length))
-        }
+    public func withUnsafeBytes<Result, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> Result) throws(E) -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(UnsafeRawBufferPointer(start: pointer, count: length))
     }
 
     /// Zeroes the bytes now; afterwards ``count`` is 0. Key schedules made from them are dropped

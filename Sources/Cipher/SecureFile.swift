@@ -27,7 +27,7 @@ public enum SecureFile {
     /// checks it with ``checkPrivate(_:isDirectory:)``.
     /// - Parameter path: The directory.
     /// - Throws: ``SecureFile/Failure`` when it cannot be created or is not private.
-    public static func ensurePrivateDirectory(_ path: String) throws {
+    public static func ensurePrivateDirectory(_ path: String) throws(SecureFile.Failure) {
         do {
             _ = try FileCalls.linkStatus(path)
         } catch {
@@ -35,8 +35,12 @@ public enum SecureFile {
             let parent = directoryOf(path)
             if parent != "." && parent != path && parent != "/" {
                 if (try? FileCalls.linkStatus(parent)) == nil {
-                    try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true,
-                                                            attributes: [.posixPermissions: 0o700])
+                    do {
+                        try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true,
+                                                                attributes: [.posixPermissions: 0o700])
+                    } catch {
+                        throw Failure.system(operation: "mkdir -p", path: parent, errno: posixCode(of: error))
+                    }
                 }
             }
             if mkdir(path, 0o700) != 0 && errno != EEXIST {
@@ -53,7 +57,7 @@ public enum SecureFile {
     ///   - path: The file or directory.
     ///   - isDirectory: Whether `path` must be a directory.
     /// - Throws: ``SecureFile/Failure/insecurePermissions(path:reason:fix:)`` with the fix, or ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
-    public static func checkPrivate(_ path: String, isDirectory: Bool) throws {
+    public static func checkPrivate(_ path: String, isDirectory: Bool) throws(SecureFile.Failure) {
         let info: FileStatus
         do { info = try FileCalls.linkStatus(path) } catch { throw Failure(error, path: path) }
         let type = info.kind
@@ -82,10 +86,10 @@ public enum SecureFile {
     ///   - path: The file to replace or create.
     ///   - mode: Its mode.
     /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
-    public static func writeAtomically<Bytes: DataProtocol>(_ bytes: Bytes, to path: String, mode: mode_t = 0o600) throws {
-        try replaceAtomically(path, mode: mode) { fd in
+    public static func writeAtomically<Bytes: DataProtocol>(_ bytes: Bytes, to path: String, mode: mode_t = 0o600) throws(SecureFile.Failure) {
+        try replacing(path, mode: mode, failure: { $0 }) { (fd) throws(Failure) in
             for region in bytes.regions {
-                try region.withUnsafeBytes { try writeAll(fd, $0, path: path) }
+                try region.withUnsafeBytes { buffer in Result { () throws(Failure) in try writeAll(fd, buffer, path: path) } }.get()
             }
         }
     }
@@ -109,14 +113,36 @@ public enum SecureFile {
     ///   - body: Writes the new contents to the descriptor it is given.
     /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path, or what `body` throws (then `path` is unchanged).
     public static func replaceAtomically(_ path: String, mode: mode_t = 0o600, _ body: (Int32) throws -> Void) throws {
+        try replacing(path, mode: mode, failure: { $0 }, body)
+    }
+
+    /// ``replaceAtomically(_:mode:_:)`` for a `body` whose errors have the type `E`, into which
+    /// `failure` turns the replacement's own ``Failure``.
+    static func replacing<E: Error>(_ path: String, mode: mode_t, failure: (Failure) -> E,
+                                    _ body: (Int32) throws(E) -> Void) throws(E) {
         let directory = directoryOf(path)
         removeAbandonedTemporaries(in: directory)
-        let temporary = try LockedTemporary(in: directory, mode: mode)
+        let temporary: LockedTemporary
+        do { temporary = try LockedTemporary(in: directory, mode: mode) } catch { throw failure(error) }
         defer { temporary.discard() }
         try body(temporary.fd)
-        do { try FileCalls.sync(temporary.fd) } catch { throw Failure(error, path: temporary.displayName) }
-        try temporary.commit(as: path)
-        try syncDirectory(directory)
+        do throws(Failure) {
+            do { try FileCalls.sync(temporary.fd) } catch { throw Failure(error, path: temporary.displayName) }
+            try temporary.commit(as: path)
+            try syncDirectory(directory)
+        } catch {
+            throw failure(error)
+        }
+    }
+
+    /// The `errno` behind an error from Foundation's file calls (`EIO` when it names none).
+    static func posixCode(of error: any Error) -> Int32 {
+        let nsError = error as NSError
+        if nsError.domain == NSPOSIXErrorDomain { return Int32(truncatingIfNeeded: nsError.code) }
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+            return Int32(truncatingIfNeeded: underlying.code)
+        }
+        return EIO
     }
 
     /// The prefix and suffix of the temporaries ``replaceAtomically(_:mode:_:)`` names.
@@ -177,7 +203,7 @@ public enum SecureFile {
 
         /// - Parameter unnamed: Try an `O_TMPFILE` file first (tests pass false to exercise the
         ///   named kind, which filesystems without `O_TMPFILE` get).
-        init(in directory: String, mode: mode_t, unnamed: Bool = true) throws {
+        init(in directory: String, mode: mode_t, unnamed: Bool = true) throws(SecureFile.Failure) {
             self.directory = directory
             #if os(Linux)
             let anonymous = unnamed ? sf_open_tmpfile(directory, mode) : -1
@@ -193,7 +219,7 @@ public enum SecureFile {
             }
             #endif
             for _ in 0..<16 {
-                let candidate = directory + "/" + (try SecureFile.lockedTemporaryName())
+                let candidate = directory + "/" + (try SecureFile.lockedTemporaryName(in: directory))
                 let named = open(candidate, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
                 if named < 0 {
                     if errno == EEXIST { continue }
@@ -215,11 +241,11 @@ public enum SecureFile {
         }
 
         /// Names the file (if unnamed), renames it over `destination`, then releases it.
-        func commit(as destination: String) throws {
+        func commit(as destination: String) throws(SecureFile.Failure) {
             if path == nil {
                 var linked: String?
                 for _ in 0..<16 {
-                    let candidate = directory + "/" + (try SecureFile.lockedTemporaryName())
+                    let candidate = directory + "/" + (try SecureFile.lockedTemporaryName(in: directory))
                     let code = sf_link_open_file(fd, candidate)
                     if code == 0 { linked = candidate; break }
                     if code != EEXIST { throw Failure.system(operation: "link temporary file", path: candidate, errno: code) }
@@ -241,8 +267,18 @@ public enum SecureFile {
         }
     }
 
-    static func lockedTemporaryName() throws -> String {
-        lockedTemporaryPrefix + (try SecureRandom.string(length: temporaryRandomLength, alphabet: SecureRandom.alphanumeric)) + temporarySuffix
+    static func lockedTemporaryName(in directory: String) throws(SecureFile.Failure) -> String {
+        lockedTemporaryPrefix + (try randomName(length: temporaryRandomLength, in: directory)) + temporarySuffix
+    }
+
+    /// Random letters and digits for a temporary's name; a failing system generator is
+    /// ``Failure/system(operation:path:errno:)`` (`EIO`) naming the directory.
+    static func randomName(length: Int, in directory: String) throws(SecureFile.Failure) -> String {
+        do {
+            return try SecureRandom.string(length: length, alphabet: SecureRandom.alphanumeric)
+        } catch {
+            throw Failure.system(operation: "draw a random temporary name (\(error)) in", path: directory, errno: EIO)
+        }
     }
 
     /// Creates an exclusive temporary file `.<random>.tmp` in `directory`.
@@ -251,9 +287,9 @@ public enum SecureFile {
     ///   - mode: Its mode.
     /// - Returns: The open descriptor and the file's path.
     /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
-    package static func makeTemporaryFile(in directory: String, mode: mode_t = 0o600) throws -> (Int32, String) {
+    package static func makeTemporaryFile(in directory: String, mode: mode_t = 0o600) throws(SecureFile.Failure) -> (Int32, String) {
         for _ in 0..<16 {
-            let name = ".sf-" + (try SecureRandom.string(length: 16, alphabet: SecureRandom.alphanumeric)) + ".tmp"
+            let name = ".sf-" + (try randomName(length: 16, in: directory)) + ".tmp"
             let path = directory + "/" + name
             let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
             if fd >= 0 {
@@ -268,7 +304,7 @@ public enum SecureFile {
     /// fsyncs a directory so a rename or unlink in it is durable.
     /// - Parameter directory: The directory.
     /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
-    package static func syncDirectory(_ directory: String) throws {
+    package static func syncDirectory(_ directory: String) throws(SecureFile.Failure) {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw Failure.system(operation: "open directory", path: directory, errno: errno) }
         defer { close(fd) }
@@ -285,7 +321,7 @@ public enum SecureFile {
     ///   - buffer: The bytes.
     ///   - path: What the descriptor is called in errors.
     /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
-    public static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, path: String = "file") throws {
+    public static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, path: String = "file") throws(SecureFile.Failure) {
         var done = 0
         while done < buffer.count {
             let n = write(fd, buffer.baseAddress! + done, buffer.count - done)
@@ -303,7 +339,7 @@ public enum SecureFile {
     ///   - maxLength: Larger files are refused.
     /// - Returns: The file's bytes.
     /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path; a file over `maxLength` is refused the same way (`EFBIG`).
-    public static func read(_ path: String, maxLength: Int = 64 << 20) throws -> [UInt8] {
+    public static func read(_ path: String, maxLength: Int = 64 << 20) throws(SecureFile.Failure) -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw Failure.system(operation: "open", path: path, errno: errno) }
         defer { close(fd) }

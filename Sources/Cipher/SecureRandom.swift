@@ -6,7 +6,7 @@ public enum SecureRandom {
     /// Fills `buffer` with random bytes.
     /// - Parameter buffer: The bytes to overwrite.
     /// - Throws: ``CipherError/randomUnavailable(_:)``.
-    public static func fill(_ buffer: UnsafeMutableRawBufferPointer) throws {
+    public static func fill(_ buffer: UnsafeMutableRawBufferPointer) throws(CipherError) {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return }
         if let code = SystemRandom.fill(base, buffer.count) {
             MemoryProtection.zero(base, buffer.count)
@@ -19,10 +19,10 @@ public enum SecureRandom {
     /// - Parameter count: How many bytes.
     /// - Returns: The random bytes.
     /// - Throws: ``CipherError/invalidParameter(_:)`` for a negative count, ``CipherError/randomUnavailable(_:)``.
-    public static func bytes(_ count: Int) throws -> [UInt8] {
+    public static func bytes(_ count: Int) throws(CipherError) -> [UInt8] {
         guard count >= 0 else { throw CipherError.invalidParameter("byte count \(count) is negative") }
         var result = [UInt8](repeating: 0, count: count)
-        try result.withUnsafeMutableBytes { try fill($0) }
+        try result.withUnsafeMutableBytes { bytes in Result { () throws(CipherError) in try fill(bytes) } }.get()
         return result
     }
 
@@ -30,12 +30,12 @@ public enum SecureRandom {
     /// - Parameter upperBound: The exclusive upper bound (at least 1).
     /// - Returns: A number in `0..<upperBound`.
     /// - Throws: ``CipherError/invalidParameter(_:)`` for a zero bound, ``CipherError/randomUnavailable(_:)``.
-    public static func uniform(below upperBound: UInt64) throws -> UInt64 {
+    public static func uniform(below upperBound: UInt64) throws(CipherError) -> UInt64 {
         guard upperBound > 0 else { throw CipherError.invalidParameter("upper bound must be positive") }
         let limit = UInt64.max - (UInt64.max % upperBound)
         while true {
             var value: UInt64 = 0
-            try withUnsafeMutableBytes(of: &value) { try fill($0) }
+            try withUnsafeMutableBytes(of: &value) { (bytes) throws(CipherError) in try fill(bytes) }
             if value < limit { return value % upperBound }
         }
     }
@@ -51,7 +51,7 @@ public enum SecureRandom {
     ///   - alphabet: The characters to draw from.
     /// - Returns: The random string.
     /// - Throws: ``CipherError/invalidParameter(_:)`` for an empty alphabet or negative length.
-    public static func string(length: Int, alphabet: [Character] = fullAlphabet) throws -> String {
+    public static func string(length: Int, alphabet: [Character] = fullAlphabet) throws(CipherError) -> String {
         guard length >= 0 else { throw CipherError.invalidParameter("length \(length) is negative") }
         guard !alphabet.isEmpty else { throw CipherError.invalidParameter("the alphabet is empty") }
         var result = ""

@@ -370,11 +370,13 @@ public enum IMASMigration {
         for path in paths {
             do {
                 report.shredded += try FileShredder.shred(path)
-            } catch ShredError.hardLinked(let path, let count) {
-                report.notShredded.append(ShredFailure(path: path, reason:
-                    "it has \(count) hard links and its data stays reachable by the other names: remove them (find / -samefile \(path)) and run the migration again"))
             } catch {
-                report.notShredded.append(ShredFailure(path: path, reason: "\(error)"))
+                if case .hardLinked(let path, let count) = error {
+                    report.notShredded.append(ShredFailure(path: path, reason:
+                        "it has \(count) hard links and its data stays reachable by the other names: remove them (find / -samefile \(path)) and run the migration again"))
+                } else {
+                    report.notShredded.append(ShredFailure(path: path, reason: "\(error)"))
+                }
             }
         }
     }

@@ -109,11 +109,11 @@ struct ClassKeyTable: Sendable {
             }
             throw ProtectedFileError.io("cannot read \(path): \(String(cString: strerror(error.code)))")
         }
-        do { try SecureFile.checkPrivate(path, isDirectory: false) } catch let failure as SecureFile.Failure {
+        do { try SecureFile.checkPrivate(path, isDirectory: false) } catch let failure {
             throw Self.map(failure, path: path)
         }
         let bytes: [UInt8]
-        do { bytes = try SecureFile.read(path, maxLength: Self.maximumSize) } catch let failure as SecureFile.Failure {
+        do { bytes = try SecureFile.read(path, maxLength: Self.maximumSize) } catch let failure {
             throw Self.map(failure, path: path)
         }
         guard let file = try? JSONDecoder().decode(ClassKeyTableFile.self, from: Data(bytes)) else {
@@ -256,7 +256,7 @@ struct ClassKeyTable: Sendable {
                 throw ProtectedFileError.io("mkdir \(erasing): \(String(cString: strerror(errno))); \(superseded) is destroyed by the next vault open")
             }
         }
-        do { try SecureFile.checkPrivate(erasing, isDirectory: true) } catch let failure as SecureFile.Failure {
+        do { try SecureFile.checkPrivate(erasing, isDirectory: true) } catch let failure {
             throw Self.map(failure, path: erasing)
         }
         let target = erasing + "/" + (try SecureRandom.string(length: 16, alphabet: SecureRandom.alphanumeric))

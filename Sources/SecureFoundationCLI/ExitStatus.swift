@@ -111,11 +111,15 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case let error as HardwareKeyError: return status(of: error)
         case is TLSTrustError: return .peerRefused
         case is SecureFile.Failure: return .io
-        case let error as ShredError:
-            if case .system = error { return .io }
-            return .failure
+        case let error as ShredError: return status(of: error)
+        case VolatileLibraryError.shred(let error): return status(of: error)
         default: return .failure
         }
+    }
+
+    private static func status(of error: ShredError) -> ExitStatus {
+        if case .system = error { return .io }
+        return .failure
     }
 
     private static func status(of error: HardwareKeyError) -> ExitStatus {

@@ -16,8 +16,9 @@ public enum VolatileLibraryError: Error, Sendable, Equatable, CustomStringConver
     case unsupported(String)
     /// A system call failed.
     case system(operation: String, errno: Int32)
-    /// The file could not be shredded (at ``VolatileLibrary/open(_:shredOptions:)``, a path
-    /// that the shred at close would refuse; at ``VolatileLibrary/close()``, the shred itself).
+    /// The library's file could not be shredded (on ``VolatileLibrary/close()``) or would be
+    /// refused by the shredder (on ``VolatileLibrary/open(_:shredOptions:)``); the ``ShredError``
+    /// says why.
     case shred(ShredError)
 
     /// A one-line explanation for people.
@@ -30,7 +31,7 @@ public enum VolatileLibraryError: Error, Sendable, Equatable, CustomStringConver
         case let .alreadyClosed(path): return "library \(path) is already closed"
         case let .unsupported(what): return "unsupported on this platform: \(what)"
         case let .system(operation, code): return "\(operation) failed: \(String(cString: strerror(code)))"
-        case .shred(let error): return error.description
+        case let .shred(error): return error.description
         }
     }
 }
@@ -68,10 +69,10 @@ public final class VolatileLibrary: @unchecked Sendable {
     ///   - path: A regular file (symlinks are refused, as by ``FileShredder``).
     ///   - shredOptions: How the file is shredded on close (removal is always on).
     /// - Returns: The loaded library.
-    /// - Throws: ``VolatileLibraryError/shred(_:)`` with ``ShredError/symlink(_:)``,
-    ///   ``ShredError/notRegularFile(_:)`` or ``ShredError/hardLinked(path:count:)`` for a path
-    ///   that could not be shredded, ``VolatileLibraryError/loadFailed(path:reason:)`` when the
-    ///   loader refuses it.
+    /// - Throws: ``VolatileLibraryError``: ``VolatileLibraryError/shred(_:)`` carrying
+    ///   ``ShredError/symlink(_:)`` / ``ShredError/notRegularFile(_:)`` /
+    ///   ``ShredError/hardLinked(path:count:)`` for a path that could not be shredded,
+    ///   ``VolatileLibraryError/loadFailed(path:reason:)`` when the loader refuses it.
     public static func open(_ path: String, shredOptions: ShredOptions = ShredOptions()) throws(VolatileLibraryError) -> VolatileLibrary {
         let info: FileStatus
         do { info = try FileCalls.linkStatus(path) } catch { throw .shred(ShredError(error, path: path)) }
@@ -99,7 +100,7 @@ public final class VolatileLibrary: @unchecked Sendable {
     /// - Throws: ``VolatileLibraryError/unsupported(_:)`` off Linux,
     ///   ``VolatileLibraryError/loadFailed(path:reason:)`` when the loader refuses the bytes.
     public static func load(bytes: SecretBytes, name: String = "volatile-library") throws(VolatileLibraryError) -> VolatileLibrary {
-        try bytes.withUnsafeBytes { buffer in Result { () throws(VolatileLibraryError) in try load(buffer: buffer, name: name) } }.get()
+        try bytes.withUnsafeBytes { (buffer) throws(VolatileLibraryError) in try load(buffer: buffer, name: name) }
     }
 
     /// Loads a library from bytes in memory; as the `SecretBytes` variant.
@@ -119,7 +120,8 @@ public final class VolatileLibrary: @unchecked Sendable {
         // The loader maps the file; the descriptor is not needed once dlopen returns.
         defer { Foundation.close(fd) }
         let handle: UnsafeMutableRawPointer
-        do { handle = try DynamicLoader.open(procPath) } catch VolatileLibraryError.loadFailed(_, let reason) {
+        do { handle = try DynamicLoader.open(procPath) } catch {
+            guard case .loadFailed(_, let reason) = error else { throw error }
             throw VolatileLibraryError.loadFailed(path: "memfd:\(name)", reason: reason)
         }
         return VolatileLibrary(path: "memfd:\(name)", handle: handle, shredsFileOnClose: false, shredOptions: ShredOptions())
@@ -132,13 +134,13 @@ public final class VolatileLibrary: @unchecked Sendable {
     /// - Throws: ``VolatileLibraryError/symbolNotFound(name:reason:)``, or
     ///   ``VolatileLibraryError/alreadyClosed(_:)`` after ``close()``.
     public func symbol(named name: String) throws(VolatileLibraryError) -> UnsafeMutableRawPointer {
-        lock.lock()
-        defer { lock.unlock() }
-        guard let handle else { throw .alreadyClosed(path) }
-        guard let address = DynamicLoader.symbol(handle, name) else {
-            throw .symbolNotFound(name: name, reason: DynamicLoader.lastError())
-        }
-        return address
+        try lock.withLock { () -> Result<UnsafeMutableRawPointer, VolatileLibraryError> in
+            guard let handle else { return .failure(.alreadyClosed(path)) }
+            guard let address = DynamicLoader.symbol(handle, name) else {
+                return .failure(.symbolNotFound(name: name, reason: DynamicLoader.lastError()))
+            }
+            return .success(address)
+        }.get()
     }
 
     /// Whether the library is still loaded.
@@ -149,16 +151,14 @@ public final class VolatileLibrary: @unchecked Sendable {
     /// - Returns: The shred report of the file (empty for a library loaded from memory).
     /// - Throws: ``VolatileLibraryError/alreadyClosed(_:)`` on a second close,
     ///   ``VolatileLibraryError/unloadFailed(path:reason:)``, or ``VolatileLibraryError/shred(_:)``
-    ///   with the ``ShredError`` of shredding.
+    ///   carrying the ``ShredError`` from shredding.
     @discardableResult
     public func close() throws(VolatileLibraryError) -> [ShredReport] {
-        lock.lock()
-        guard let taken = handle else {
-            lock.unlock()
-            throw .alreadyClosed(path)
-        }
-        handle = nil
-        lock.unlock()
+        let taken: UnsafeMutableRawPointer = try lock.withLock { () -> Result<UnsafeMutableRawPointer, VolatileLibraryError> in
+            guard let current = handle else { return .failure(.alreadyClosed(path)) }
+            handle = nil
+            return .success(current)
+        }.get()
         try DynamicLoader.close(taken, path: path)
         guard shredsFileOnClose else { return [] }
         do { return try FileShredder.shred(path, options: shredOptions) } catch { throw .shred(error) }

@@ -42,12 +42,9 @@ package enum FileLock {
         guard fd >= 0 else { throw failure(.system(operation: "open lock file", path: path, errno: errno)) }
         do {
             try SecureFile.checkPrivate(path, isDirectory: false)
-        } catch let checked as SecureFile.Failure {
-            close(fd)
-            throw failure(checked)
         } catch {
             close(fd)
-            throw error
+            throw failure(error)
         }
         while flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB) != 0 {
             let code = errno
