@@ -265,7 +265,6 @@ public struct ShareEnrolment: Sendable {
 
     /// Completes joining with the chain the inviter returned: checks that the leaf is signed by
     /// the stored root and is this device's key, then stores the identity (needs the vault unlocked).
-    @discardableResult
     /// - Parameter chainPEM: the PEM chain ``approve(request:now:)`` returned.
     /// - Returns: this device's membership.
     /// - Throws: ``ShareError/invalidEnrolment(_:)`` for a chain that does not parse, is empty, is not
@@ -273,6 +272,7 @@ public struct ShareEnrolment: Sendable {
     ///   ``ShareError/notAMember(_:)`` when no root is stored; ``ShareError/hardwareKey(_:)`` or
     ///   ``ShareError/hardwareKeyRequired(location:)`` for a pending key in hardware;
     ///   ``ShareError/locked(_:)`` or ``ShareError/storage(_:)`` when the keychain refuses.
+    @discardableResult
     public func complete(chainPEM: [UInt8]) throws(ShareError) -> ShareMembership {
         let root = try group.rootCertificate()
         let chain: [Certificate]

@@ -249,7 +249,6 @@ extension ShareEnrolment {
     /// and certificate; stores the certificate returned (needs the vault unlocked).
     /// - Throws: ``ShareError/peerRefused(_:)`` when the server is not of the invitation's
     ///   group (nothing is sent), ``ShareError/invalidEnrolment(_:)`` when the inviter refuses.
-    @discardableResult
     /// - Parameters:
     ///   - invitation: the invitation the inviter made.
     ///   - deviceName: this device's name (see ``ShareGroup/checkDeviceName(_:)``).
@@ -259,6 +258,7 @@ extension ShareEnrolment {
     ///   - timeout: the bound on connecting, the handshake and the exchange.
     ///   - deviceKey: this device's key in hardware; nil makes a key in the keychain.
     /// - Returns: this device's membership.
+    @discardableResult
     public func join(invitation: Invitation, deviceName: String, host: String, port: Int, now: Date = Date(),
                      timeout: Duration = .seconds(30), deviceKey: (any HardwareSigningKey)? = nil) async throws(ShareError) -> ShareMembership {
         let prepared = try prepareJoin(invitation: invitation, deviceName: deviceName, now: now, deviceKey: deviceKey)

@@ -72,8 +72,8 @@ public struct ShareClient: Sendable {
     ///     receiver that takes none of the file's bytes while they are sent.
     ///   - progress: called with the bytes sent so far and the total.
     /// - Throws: ``ShareError``.
-    @discardableResult
     /// - Returns: the name the receiver stored the file under, the bytes sent and the receiving device's name.
+    @discardableResult
     public func send(_ path: String, to host: String, port: Int, as name: String? = nil, device: String? = nil,
                      timeout: Duration = .seconds(30),
                      progress: @escaping @Sendable (UInt64, UInt64) -> Void = { _, _ in }) async throws(ShareError) -> Sent {
@@ -120,7 +120,6 @@ public struct ShareClient: Sendable {
     /// address. The discovery proves nothing: the receiver is checked exactly as by
     /// ``send(_:to:port:as:device:timeout:progress:)`` (the group's root, the member name, not
     /// revoked, and `device` if given); a service of another group is refused by the handshake.
-    @discardableResult
     /// - Parameters:
     ///   - path: the file to send.
     ///   - peer: the receiver, as discovered.
@@ -130,6 +129,7 @@ public struct ShareClient: Sendable {
     ///   - progress: called with the bytes sent so far and the total.
     /// - Returns: the name the receiver stored the file under, the bytes sent and the receiving device's name.
     /// - Throws: the errors of ``send(_:to:port:as:device:timeout:progress:)``.
+    @discardableResult
     public func send(_ path: String, to peer: DiscoveredPeer, as name: String? = nil, device: String? = nil,
                      timeout: Duration = .seconds(30),
                      progress: @escaping @Sendable (UInt64, UInt64) -> Void = { _, _ in }) async throws(ShareError) -> Sent {

@@ -352,8 +352,8 @@ public struct ShareGroup: Sendable {
     /// - Returns: The records revoked.
     /// - Throws: ``ShareError/notFound(_:)`` when no enrolled device has that name,
     ///   ``ShareError/revocationsTampered(_:)`` when the current list cannot be trusted.
-    @discardableResult
     /// - Parameter device: an enrolled device's name, or a `sha256/` pin.
+    @discardableResult
     public func revoke(device: String) throws(ShareError) -> [ShareDeviceRecord] {
         var targets: [ShareDeviceRecord]
         if let pin = SPKIPin(device) {
