@@ -22,6 +22,10 @@ public struct PinSet: Sendable, Equatable {
 
     /// Creates a pin set.
     ///
+    /// - Parameters:
+    ///   - pins: the pins; duplicates are dropped.
+    ///   - expires: when the pins stop being enforced (nil: never).
+    ///   - mode: enforce, or report only.
     /// - Throws: ``PinnedTLSError/invalidConfiguration(_:)`` when enforcing with fewer than two
     ///   distinct pins: with a single pin, losing or rotating that key locks every client out;
     ///   keep a backup key (not yet in use) pinned beside the live one.
@@ -38,6 +42,8 @@ public struct PinSet: Sendable, Equatable {
     }
 
     /// Whether the pins have expired at `date`.
+    /// - Parameter date: the time to check.
+    /// - Returns: `true` when the set has an expiry and `date` is at or after it.
     public func isExpired(at date: Date) -> Bool {
         guard let expires else { return false }
         return date >= expires
@@ -50,6 +56,8 @@ public protocol AnchorSource: Sendable {
     ///
     /// - Throws: any error; it refuses the connection with
     ///   ``TLSTrustError/Reason/anchorsUnavailable(_:)``.
+    /// - Parameter label: the label the anchors are stored under.
+    /// - Returns: the certificates.
     func anchorCertificates(label: String) throws -> [Certificate]
 }
 
@@ -58,10 +66,15 @@ public struct ClosureAnchorSource: AnchorSource {
     private let body: @Sendable (String) throws -> [Certificate]
 
     /// Wraps `body`, which returns the certificates for a label.
+    /// - Parameter body: returns the certificates stored under a label, or throws.
     public init(_ body: @escaping @Sendable (String) throws -> [Certificate]) {
         self.body = body
     }
 
+    /// The certificates `body` returns for `label`.
+    /// - Parameter label: the label the anchors are stored under.
+    /// - Returns: what `body` returns.
+    /// - Throws: what `body` throws.
     public func anchorCertificates(label: String) throws -> [Certificate] {
         try body(label)
     }
