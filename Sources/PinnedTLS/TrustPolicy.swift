@@ -98,6 +98,12 @@ public struct TrustAnchors: Sendable, Equatable {
     /// ``TLSTrustError/Reason/revocationListUnusable(_:)``. `nil`: no revocation check.
     public var revocationList: String?
 
+    /// Anchors from their parts.
+    /// - Parameters:
+    ///   - system: whether the system's root store is trusted.
+    ///   - certificates: anchor certificates given directly.
+    ///   - keychainLabels: labels resolved through the policy's ``AnchorSource``.
+    ///   - revocationList: the own CA's revocation list file (nil: no revocation check).
     public init(system: Bool = false, certificates: [Certificate] = [], keychainLabels: [String] = [],
                 revocationList: String? = nil) {
         self.system = system
@@ -108,6 +114,10 @@ public struct TrustAnchors: Sendable, Equatable {
 
     /// The application's own CA: only `certificates`, checked against the revocation list at
     /// `revocationList`.
+    /// - Parameters:
+    ///   - certificates: the CA's certificates.
+    ///   - revocationList: the revocation list file (see ``revocationList``).
+    /// - Returns: anchors with the system store off.
     public static func ownCA(_ certificates: [Certificate], revocationList: String) -> TrustAnchors {
         TrustAnchors(system: false, certificates: certificates, revocationList: revocationList)
     }
@@ -116,6 +126,8 @@ public struct TrustAnchors: Sendable, Equatable {
     public static let systemRoots = TrustAnchors(system: true)
 
     /// Only the given certificates; the system store is off.
+    /// - Parameter certificates: the anchor certificates.
+    /// - Returns: anchors with the system store off and no revocation check.
     public static func only(_ certificates: [Certificate]) -> TrustAnchors {
         TrustAnchors(system: false, certificates: certificates)
     }
@@ -174,6 +186,11 @@ public struct HostPolicy: Sendable, Equatable {
     /// The keys the validated chain must contain one of; `nil`: no pinning.
     public var pins: PinSet?
 
+    /// An entry from its parts.
+    /// - Parameters:
+    ///   - pattern: the hosts this entry covers.
+    ///   - anchors: what the chain must lead to (default: the system's roots).
+    ///   - pins: the keys the validated chain must contain one of (nil: no pinning).
     public init(pattern: HostPattern, anchors: TrustAnchors = .systemRoots, pins: PinSet? = nil) {
         self.pattern = pattern
         self.anchors = anchors
@@ -200,6 +217,13 @@ public struct TrustPolicy: Sendable {
     /// The current time, for certificate validity and pin expiry.
     public var clock: @Sendable () -> Date
 
+    /// A policy from its parts.
+    /// - Parameters:
+    ///   - hosts: the entries.
+    ///   - defaultAnchors: the anchors for hosts no entry covers (nil: such hosts are refused).
+    ///   - anchorSource: resolves ``TrustAnchors/keychainLabels``.
+    ///   - reporter: receives pin validation reports.
+    ///   - clock: the current time, for certificate validity and pin expiry.
     public init(
         hosts: [HostPolicy] = [],
         defaultAnchors: TrustAnchors? = .systemRoots,
@@ -215,6 +239,8 @@ public struct TrustPolicy: Sendable {
     }
 
     /// The entry that applies to `host`, if any.
+    /// - Parameter host: the host connected to.
+    /// - Returns: the most specific entry whose pattern matches `host`, or `nil` when none does.
     public func entry(for host: String) -> HostPolicy? {
         hosts.filter { $0.pattern.matches(host) }
             .max { $0.pattern.specificity < $1.pattern.specificity }
@@ -233,6 +259,11 @@ public struct ClientAuthentication: Sendable {
     public var clock: @Sendable () -> Date
 
     /// Requires a client certificate issued under `anchors`.
+    /// - Parameters:
+    ///   - anchors: what the client's chain must lead to.
+    ///   - pins: keys the client's validated chain must contain one of (nil: no pinning).
+    ///   - anchorSource: resolves ``TrustAnchors/keychainLabels``.
+    ///   - clock: the current time, for certificate validity.
     public init(
         anchors: TrustAnchors,
         pins: PinSet? = nil,
