@@ -114,7 +114,6 @@ public final class ShareFolderWatcher {
     ///   - send: sends one file and returns the receiver's answer.
     ///   - report: told what happened to each file.
     ///   - stop: asked before each round; `true` ends the run.
-    /// - Returns: once `stop` returns `true`.
     /// - Throws: ``ShareError/io(path:detail:)`` when the folder cannot be listed or the state
     ///   cannot be written; a failure of `send` is reported as a failed file, not thrown.
     public func run(send: (String) async throws -> ShareClient.Sent, report: (Event) -> Void,

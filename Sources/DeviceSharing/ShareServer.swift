@@ -179,7 +179,6 @@ public final class ShareServer: Sendable {
     ///   - onEvent: told what happened to each connection.
     ///   - onProgress: told, for each file being received, the bytes received so far: once the
     ///     offer is read, then after each piece (as often as the connection delivers them).
-    /// - Returns: once the listener is closed.
     /// - Throws: the listener's failure (a SwiftNIO error) when accepting connections fails; a
     ///   connection's failure is reported to `onEvent`, not thrown.
     public func run(onEvent: @escaping @Sendable (Event) -> Void = { _ in },
