@@ -28,6 +28,16 @@ public struct DiscoveredPeer: Sendable, Hashable, CustomStringConvertible {
     /// The interface it was found on.
     public var interfaceIndex: UInt32
 
+    /// A peer from its parts.
+    /// - Parameters:
+    ///   - instance: the service instance name.
+    ///   - host: the host name it resolved to.
+    ///   - port: its port.
+    ///   - addresses: its addresses.
+    ///   - version: the TXT record's protocol version (`v`), if any.
+    ///   - group: the TXT record's group tag (`g`), if any.
+    ///   - advertisedDevice: the TXT record's device name (`n`), if any.
+    ///   - interfaceIndex: the interface it was found on.
     public init(instance: String, host: String, port: Int, addresses: [String], version: Int?, group: String?,
                 advertisedDevice: String?, interfaceIndex: UInt32) {
         self.instance = instance
@@ -83,6 +93,8 @@ public enum ShareDiscovery {
     /// to a host, a port and an address, in the order they resolve. The sequence ends after
     /// `duration` or `maxPeers` peers, or when the consumer stops iterating; it throws
     /// ``ShareError/connectionFailed(_:)`` when DNS-SD is not available (no `avahi-daemon`).
+    /// - Parameter duration: how long to browse.
+    /// - Returns: the peers, as an asynchronous sequence.
     public static func browse(for duration: Duration) -> AsyncThrowingStream<DiscoveredPeer, any Error> {
         AsyncThrowingStream { continuation in
             let browser = DNSSDBrowser(deadline: .now + duration, continuation: continuation)
@@ -99,6 +111,10 @@ public enum ShareDiscovery {
     ///   - showDeviceName: the instance name and `n=` are the device's name (else the instance
     ///     name is `securefoundation-` and 8 random hex digits).
     ///   - timeout: how long to wait for the daemon to confirm the registration.
+    /// - Returns: the advertisement; stop it (or release it) to withdraw the service.
+    /// - Throws: ``ShareError/connectionFailed(_:)`` for a port outside 1-65535, a DNS-SD daemon that
+    ///   is not available, ends the registration or does not confirm it within `timeout`;
+    ///   ``ShareError/peerRefused(_:)`` when the root's key cannot be encoded for the group tag.
     public static func advertise(port: Int, membership: ShareMembership, showDeviceName: Bool,
                                  timeout: Duration = .seconds(10)) async throws(ShareError) -> ShareAdvertisement {
         guard (1...65535).contains(port) else { throw .connectionFailed("cannot advertise port \(port)") }

@@ -59,11 +59,21 @@ public struct ShareEnrolment: Sendable {
 
     public let group: ShareGroup
 
+    /// Enrolment in `group`.
+    /// - Parameter group: the group devices are invited to, or joined.
     public init(group: ShareGroup) {
         self.group = group
     }
 
     /// Makes an invitation (needs the vault unlocked and this machine to hold the root's key).
+    /// - Parameters:
+    ///   - validity: how long the invitation can be used, in seconds.
+    ///   - now: the current time.
+    /// - Returns: the invitation, carrying the root certificate, a random id and a 32-byte secret;
+    ///   the secret and expiry are stored in the keychain until the request is approved.
+    /// - Throws: ``ShareError/notAMember(_:)``, ``ShareError/locked(_:)``, ``ShareError/hardwareKey(_:)``, ``ShareError/hardwareKeyRequired(location:)``, ``ShareError/hardwareKeyMismatch(location:)`` or ``ShareError/storage(_:)`` from ``ShareGroup/authority()``;
+    ///   ``ShareError/locked(_:)`` or ``ShareError/storage(_:)`` when the invitation cannot be stored
+    ///   or no randomness is available.
     public func invite(validity: TimeInterval = defaultValidity, now: Date = Date()) throws(ShareError) -> Invitation {
         let authority = try group.authority()
         let secret: SecretBytes
@@ -98,6 +108,15 @@ public struct ShareEnrolment: Sendable {
     /// With `deviceKey`, this device's key is that key in hardware (a PKCS #11 token, the TPM):
     /// its location is kept until ``complete(chainPEM:)``, which opens it with the group's
     /// ``ShareGroup/openingHardwareKey``.
+    /// - Parameters:
+    ///   - invitation: the invitation the inviter made.
+    ///   - deviceName: this device's name (see ``ShareGroup/checkDeviceName(_:)``).
+    ///   - now: the current time, checked against the invitation's expiry.
+    ///   - deviceKey: this device's key in hardware; nil makes a key in the keychain.
+    /// - Returns: the request, authenticated with the invitation's secret.
+    /// - Throws: ``ShareError/invalidEnrolment(_:)`` for an invitation that is expired, damaged or of
+    ///   another version, ``ShareError/invalidDeviceName(_:)``, and ``ShareError/locked(_:)`` or
+    ///   ``ShareError/storage(_:)`` when the root or the key cannot be stored.
     public func join(invitation: Invitation, deviceName: String, now: Date = Date(),
                      deviceKey: (any HardwareSigningKey)? = nil) throws(ShareError) -> Request {
         let prepared = try prepareJoin(invitation: invitation, deviceName: deviceName, now: now, deviceKey: deviceKey)
@@ -170,6 +189,14 @@ public struct ShareEnrolment: Sendable {
     /// Approves a request made with one of this machine's invitations: issues the device's
     /// certificate and returns its chain as PEM (needs the vault unlocked). The invitation
     /// cannot be used again.
+    /// - Parameters:
+    ///   - request: the request the joining device made.
+    ///   - now: the current time, checked against the invitation's expiry.
+    /// - Returns: the PEM chain: the device's certificate, then the root.
+    /// - Throws: ``ShareError/invalidEnrolment(_:)`` for a request of another version, naming no
+    ///   open invitation of this machine, expired, unparsable or not authenticated by the
+    ///   invitation's secret; ``ShareError/invalidDeviceName(_:)``; ``ShareError/notAMember(_:)``, ``ShareError/locked(_:)``, ``ShareError/hardwareKey(_:)``, ``ShareError/hardwareKeyRequired(location:)``, ``ShareError/hardwareKeyMismatch(location:)`` or ``ShareError/storage(_:)`` from ``ShareGroup/authority()``;
+    ///   ``ShareError/storage(_:)`` when the device cannot be recorded.
     public func approve(request: Request, now: Date = Date()) throws(ShareError) -> String {
         try approve(request: request, now: now, binding: nil)
     }
@@ -238,6 +265,13 @@ public struct ShareEnrolment: Sendable {
 
     /// Completes joining with the chain the inviter returned: checks that the leaf is signed by
     /// the stored root and is this device's key, then stores the identity (needs the vault unlocked).
+    /// - Parameter chainPEM: the PEM chain ``approve(request:now:)`` returned.
+    /// - Returns: this device's membership.
+    /// - Throws: ``ShareError/invalidEnrolment(_:)`` for a chain that does not parse, is empty, is not
+    ///   signed by the stored root or not for this device's key, or when no key is pending;
+    ///   ``ShareError/notAMember(_:)`` when no root is stored; ``ShareError/hardwareKey(_:)`` or
+    ///   ``ShareError/hardwareKeyRequired(location:)`` for a pending key in hardware;
+    ///   ``ShareError/locked(_:)`` or ``ShareError/storage(_:)`` when the keychain refuses.
     @discardableResult
     public func complete(chainPEM: [UInt8]) throws(ShareError) -> ShareMembership {
         let root = try group.rootCertificate()

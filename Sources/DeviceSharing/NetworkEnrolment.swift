@@ -144,6 +144,14 @@ public final class ShareEnrolmentServer: Sendable {
 
     /// Listens on `host:port` with this device's certificate (issued by the group root, which
     /// the joiner pins from its invitation).
+    /// - Parameters:
+    ///   - host: the address to listen on.
+    ///   - port: the port (0: one the system chooses, see ``port``).
+    ///   - membership: this device's membership, whose identity the server presents.
+    ///   - enrolment: the enrolment that approves the requests.
+    /// - Returns: the listening server; ``run(until:maxRefusals:now:onEvent:)`` serves it.
+    /// - Throws: ``ShareError/storage(_:)`` when this device's certificate cannot be encoded,
+    ///   ``ShareError/connectionFailed(_:)`` when the address cannot be listened on.
     public static func bind(host: String = "127.0.0.1", port: Int = 0, membership: ShareMembership,
                             enrolment: ShareEnrolment) async throws(ShareError) -> ShareEnrolmentServer {
         let leaf = try enrolment.der(membership.identity.leaf)
@@ -158,6 +166,14 @@ public final class ShareEnrolmentServer: Sendable {
 
     /// Serves until one device is enrolled (returns its name), `deadline` passes or
     /// `maxRefusals` requests were refused (both throw ``ShareError/invalidEnrolment(_:)``).
+    /// - Parameters:
+    ///   - deadline: when to stop serving (the invitation's expiry).
+    ///   - maxRefusals: how many refused requests end the serving.
+    ///   - now: the clock requests are checked against.
+    ///   - onEvent: called for each enrolment and each refused request.
+    /// - Returns: the enrolled device's name.
+    /// - Throws: ``ShareError/invalidEnrolment(_:)`` when `deadline` passes or `maxRefusals`
+    ///   requests were refused, ``ShareError/connectionFailed(_:)`` when the server fails.
     public func run(until deadline: Date, maxRefusals: Int = 10, now: @escaping @Sendable () -> Date = { Date() },
                     onEvent: @escaping @Sendable (Event) -> Void = { _ in }) async throws(ShareError) -> String {
         let seconds = max(0, deadline.timeIntervalSinceNow)
@@ -233,6 +249,15 @@ extension ShareEnrolment {
     /// and certificate; stores the certificate returned (needs the vault unlocked).
     /// - Throws: ``ShareError/peerRefused(_:)`` when the server is not of the invitation's
     ///   group (nothing is sent), ``ShareError/invalidEnrolment(_:)`` when the inviter refuses.
+    /// - Parameters:
+    ///   - invitation: the invitation the inviter made.
+    ///   - deviceName: this device's name (see ``ShareGroup/checkDeviceName(_:)``).
+    ///   - host: the inviter's address.
+    ///   - port: the inviter's enrolment port.
+    ///   - now: the current time, checked against the invitation's expiry.
+    ///   - timeout: the bound on connecting, the handshake and the exchange.
+    ///   - deviceKey: this device's key in hardware; nil makes a key in the keychain.
+    /// - Returns: this device's membership.
     @discardableResult
     public func join(invitation: Invitation, deviceName: String, host: String, port: Int, now: Date = Date(),
                      timeout: Duration = .seconds(30), deviceKey: (any HardwareSigningKey)? = nil) async throws(ShareError) -> ShareMembership {

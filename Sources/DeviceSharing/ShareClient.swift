@@ -33,6 +33,7 @@ public struct ShareClient: Sendable {
     /// - Parameters:
     ///   - membership: this device's identity and the group root.
     ///   - isRevoked: whether a `sha256/` pin is revoked.
+    /// - Throws: ``ShareError/storage(_:)`` when this device's identity cannot be used for TLS.
     public init(membership: ShareMembership, isRevoked: @escaping @Sendable (String) -> Bool) throws(ShareError) {
         self.isRevoked = isRevoked
         _ = AllocatorTuning.bulkTransfers
@@ -71,6 +72,7 @@ public struct ShareClient: Sendable {
     ///     receiver that takes none of the file's bytes while they are sent.
     ///   - progress: called with the bytes sent so far and the total.
     /// - Throws: ``ShareError``.
+    /// - Returns: the name the receiver stored the file under, the bytes sent and the receiving device's name.
     @discardableResult
     public func send(_ path: String, to host: String, port: Int, as name: String? = nil, device: String? = nil,
                      timeout: Duration = .seconds(30),
@@ -118,6 +120,15 @@ public struct ShareClient: Sendable {
     /// address. The discovery proves nothing: the receiver is checked exactly as by
     /// ``send(_:to:port:as:device:timeout:progress:)`` (the group's root, the member name, not
     /// revoked, and `device` if given); a service of another group is refused by the handshake.
+    /// - Parameters:
+    ///   - path: the file to send.
+    ///   - peer: the receiver, as discovered.
+    ///   - name: the name to offer (default: the file's last path component).
+    ///   - device: the receiving device's name, if it must be that one.
+    ///   - timeout: as for ``send(_:to:port:as:device:timeout:progress:)``.
+    ///   - progress: called with the bytes sent so far and the total.
+    /// - Returns: the name the receiver stored the file under, the bytes sent and the receiving device's name.
+    /// - Throws: the errors of ``send(_:to:port:as:device:timeout:progress:)``.
     @discardableResult
     public func send(_ path: String, to peer: DiscoveredPeer, as name: String? = nil, device: String? = nil,
                      timeout: Duration = .seconds(30),
@@ -130,6 +141,9 @@ public struct ShareClient: Sendable {
     /// device is reported as such) and hangs up without sending anything.
     /// - Returns: the device's name, its `sha256/` pin, and whether that pin is revoked here.
     /// - Throws: ``ShareError/peerRefused(_:)`` (not of this group), ``ShareError/connectionFailed(_:)``.
+    /// - Parameters:
+    ///   - peer: the peer to ask.
+    ///   - timeout: the bound on connecting and the handshake.
     public func identify(_ peer: DiscoveredPeer, timeout: Duration = .seconds(10)) async throws(ShareError)
         -> (device: String, pin: String, revoked: Bool) {
         guard let client else { throw .peerRefused("no identity") }

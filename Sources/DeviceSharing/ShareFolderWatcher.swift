@@ -59,6 +59,13 @@ public final class ShareFolderWatcher {
     ///   this vault's key (changed, or of another folder or receiver: remove it to send every
     ///   file again),
     ///   ``ShareError/locked(_:)`` when the vault is locked.
+    /// - Parameters:
+    ///   - directory: the folder to watch.
+    ///   - receiver: the receiver the files go to; the state is bound to it and to the folder.
+    ///   - stateFile: the sealed file that records what was sent.
+    ///   - manager: the vault's crypto manager, which seals the state.
+    ///   - settle: how long a file must stay unchanged before it is sent (when closes are not seen).
+    ///   - retryAfter: how long to wait before sending a file whose sending failed again.
     public init(directory: String, receiver: String, stateFile: String, manager: CryptoManager,
                 settle: Duration = .seconds(2), retryAfter: Duration = .seconds(10)) throws(ShareError) {
         let absolute = (directory as NSString).standardizingPath
@@ -103,6 +110,12 @@ public final class ShareFolderWatcher {
     /// Runs until `stop` says so: every quarter second it reads the folder's events and sends
     /// the files that are complete and not sent yet, reporting each. With `stop` returning
     /// `isDone(countingFailures:)`, it ends once everything present was handled (`--once`).
+    /// - Parameters:
+    ///   - send: sends one file and returns the receiver's answer.
+    ///   - report: told what happened to each file.
+    ///   - stop: asked before each round; `true` ends the run.
+    /// - Throws: ``ShareError/io(path:detail:)`` when the folder cannot be listed or the state
+    ///   cannot be written; a failure of `send` is reported as a failed file, not thrown.
     public func run(send: (String) async throws -> ShareClient.Sent, report: (Event) -> Void,
                     stop: (ShareFolderWatcher) -> Bool) async throws(ShareError) {
         while !stop(self) {

@@ -17,6 +17,10 @@ public struct ShareMembership: Sendable {
     /// This device's name (its certificate's first DNS name).
     public var deviceName: String { ShareGroup.deviceNames(of: identity.leaf).first ?? "?" }
 
+    /// A membership from its parts.
+    /// - Parameters:
+    ///   - identity: this device's TLS identity in the group.
+    ///   - root: the group's root certificate.
     public init(identity: TLSIdentity, root: Certificate) {
         self.identity = identity
         self.root = root
@@ -32,6 +36,11 @@ public struct ShareDeviceRecord: Codable, Sendable, Equatable {
     /// When it was recorded (seconds since 1970).
     public var time: Int64
 
+    /// A record from its parts.
+    /// - Parameters:
+    ///   - device: the device's name.
+    ///   - pin: the `sha256/` pin of its certificate's key.
+    ///   - time: when it was recorded (seconds since 1970).
     public init(device: String, pin: String, time: Int64) {
         self.device = device
         self.pin = pin
@@ -186,6 +195,12 @@ public struct ShareGroup: Sendable {
     }
 
     /// This device's membership: its identity (needs the vault unlocked) and the group root.
+    /// - Returns: the device identity and the group root.
+    /// - Throws: ``ShareError/notAMember(_:)`` when there is no group root or device identity,
+    ///   ``ShareError/locked(_:)`` when the device key is sealed and the vault locked,
+    ///   ``ShareError/hardwareKey(_:)``, ``ShareError/hardwareKeyRequired(location:)`` or
+    ///   ``ShareError/hardwareKeyMismatch(location:)`` for a device key in hardware, and
+    ///   ``ShareError/storage(_:)`` for another keychain failure.
     public func membership() throws(ShareError) -> ShareMembership {
         let root = try rootCertificate()
         let identity: TLSIdentity
@@ -202,6 +217,9 @@ public struct ShareGroup: Sendable {
     }
 
     /// The group's root certificate (readable while locked).
+    /// - Returns: the root certificate.
+    /// - Throws: ``ShareError/notAMember(_:)`` when there is no group root, ``ShareError/storage(_:)``
+    ///   when the keychain cannot be read.
     public func rootCertificate() throws(ShareError) -> Certificate {
         do {
             guard let root = try store.certificates(label: Self.rootLabel).first else {
@@ -219,6 +237,12 @@ public struct ShareGroup: Sendable {
 
     /// The group's certificate authority (this machine made the group or holds its root key;
     /// needs the vault unlocked).
+    /// - Returns: the authority, with the root's key.
+    /// - Throws: ``ShareError/notAMember(_:)`` when this machine does not hold the root's key,
+    ///   ``ShareError/locked(_:)`` when that key is sealed and the vault locked,
+    ///   ``ShareError/hardwareKey(_:)``, ``ShareError/hardwareKeyRequired(location:)`` or
+    ///   ``ShareError/hardwareKeyMismatch(location:)`` for a root key in hardware, and
+    ///   ``ShareError/storage(_:)`` for another keychain failure.
     public func authority() throws(ShareError) -> CertificateAuthority {
         do {
             return try CertificateAuthority.load(from: store, label: Self.rootLabel, openingHardwareKey: openingHardwareKey, tcti: tcti)
@@ -244,12 +268,20 @@ public struct ShareGroup: Sendable {
     // MARK: Device records
 
     /// The devices this machine enrolled (or created), by name and pin.
+    /// - Returns: the records, in the order they were recorded.
+    /// - Throws: ``ShareError/storage(_:)`` when the list cannot be read.
     public func members() throws(ShareError) -> [ShareDeviceRecord] { try list("members") }
 
     /// The revoked devices, as the group's record holds them (see ``revocations()``).
+    /// - Returns: the revoked devices' records.
+    /// - Throws: the errors of ``revocations()``: ``ShareError/revocationsTampered(_:)`` when the group's record is missing, rolled back or does not match, ``ShareError/storage(_:)`` when the keychain cannot be read or written,
+    ///   ``ShareError/notAMember(_:)`` when an older group being upgraded has no root.
     public func revoked() throws(ShareError) -> [ShareDeviceRecord] { try revocations().devices }
 
     /// The pins of the revoked devices, as the server and client check them.
+    /// - Returns: the `sha256/` pins of the revoked devices.
+    /// - Throws: the errors of ``revocations()``: ``ShareError/revocationsTampered(_:)`` when the group's record is missing, rolled back or does not match, ``ShareError/storage(_:)`` when the keychain cannot be read or written,
+    ///   ``ShareError/notAMember(_:)`` when an older group being upgraded has no root.
     public func revokedPins() throws(ShareError) -> Set<String> { Set(try revoked().map(\.pin)) }
 
     /// The revocation list and its generation, from the group's record.
@@ -263,6 +295,7 @@ public struct ShareGroup: Sendable {
     /// version (root stored `always`, no record) is upgraded here, once: its `revoked` item, or
     /// nothing when that item is missing, becomes the record (see docs/SECURITY.md).
     /// - Throws: ``ShareError/revocationsTampered(_:)``, ``ShareError/notAMember(_:)``, ``ShareError/storage(_:)``.
+    /// - Returns: the revoked devices and the list's generation.
     public func revocations() throws(ShareError) -> ShareRevocations {
         let record = try groupRecord()
         return ShareRevocations(devices: record.revoked, generation: record.generation)
@@ -271,6 +304,8 @@ public struct ShareGroup: Sendable {
     /// Upgrades a group of an older version now (see ``revocations()``), and finishes a record
     /// whose root certificate was not stored `alwaysThisDeviceOnly` yet. Run when the group is
     /// opened; needs no passcode.
+    /// - Throws: ``ShareError/revocationsTampered(_:)`` when the group's record is missing, rolled back or does not match, ``ShareError/storage(_:)`` when the keychain cannot be read or written,
+    ///   ``ShareError/notAMember(_:)`` when there is no group root.
     public func upgradeIfNeeded() throws(ShareError) {
         _ = try groupRecord()
         if try !rootIsCommitted() { try commitRoot() }
@@ -279,6 +314,9 @@ public struct ShareGroup: Sendable {
     /// Whether this machine's list of enrolled devices is authoritative for the group: it holds
     /// the group root, which issues every member's certificate, so a certificate of the group
     /// whose pin is not in ``members()`` was not issued by an enrolment here.
+    /// - Returns: `true` on the machine that holds the group root.
+    /// - Throws: ``ShareError/revocationsTampered(_:)`` when the group's record is missing, rolled back or does not match, ``ShareError/storage(_:)`` when the keychain cannot be read or written,
+    ///   ``ShareError/notAMember(_:)`` when an older group being upgraded has no root.
     public func enrolsDevices() throws(ShareError) -> Bool { try groupRecord().issuer }
 
     /// Whether a peer's `sha256/` pin may talk to this machine as a member: on the machine that
@@ -286,12 +324,21 @@ public struct ShareGroup: Sendable {
     /// root signed outside an enrolment is refused; on a machine that joined, which never sees
     /// the other devices' certificates, every certificate of the root (revoke those by pin).
     /// A members list that cannot be read refuses (fail closed).
+    /// - Parameter pin: the peer's `sha256/` pin.
+    /// - Returns: whether the peer may talk to this machine as a member.
+    /// - Throws: the errors of ``enrolsDevices()`` and ``members()``: ``ShareError/revocationsTampered(_:)`` when the group's record is missing, rolled back or does not match, ``ShareError/storage(_:)`` when the keychain cannot be read or written,
+    ///   ``ShareError/notAMember(_:)`` when an older group being upgraded has no root.
     public func isEnrolled(pin: String) throws(ShareError) -> Bool {
         guard try enrolsDevices() else { return true }
         return try members().contains { $0.pin == pin }
     }
 
     /// Records an enrolled device.
+    /// - Parameters:
+    ///   - device: the device's name.
+    ///   - certificate: its certificate, whose key's pin is recorded (replacing a record of the same pin).
+    /// - Throws: ``ShareError/peerRefused(_:)`` when the certificate's key cannot be encoded,
+    ///   ``ShareError/storage(_:)`` when the members list cannot be read or written.
     public func record(device: String, certificate: Certificate) throws(ShareError) {
         let pin = try Self.pin(certificate)
         var members = try members().filter { $0.pin != pin }
@@ -305,6 +352,7 @@ public struct ShareGroup: Sendable {
     /// - Returns: The records revoked.
     /// - Throws: ``ShareError/notFound(_:)`` when no enrolled device has that name,
     ///   ``ShareError/revocationsTampered(_:)`` when the current list cannot be trusted.
+    /// - Parameter device: an enrolled device's name, or a `sha256/` pin.
     @discardableResult
     public func revoke(device: String) throws(ShareError) -> [ShareDeviceRecord] {
         var targets: [ShareDeviceRecord]
@@ -519,6 +567,9 @@ public struct ShareGroup: Sendable {
     // MARK: Helpers
 
     /// The `sha256/` pin of a certificate's key.
+    /// - Parameter certificate: a member certificate.
+    /// - Returns: the pin, `sha256/` then the base64 SHA-256 of the SubjectPublicKeyInfo.
+    /// - Throws: ``ShareError/peerRefused(_:)`` when the key cannot be encoded.
     public static func pin(_ certificate: Certificate) throws(ShareError) -> String {
         do { return try SPKIPin(certificate: certificate).description } catch {
             throw .peerRefused("the certificate's key cannot be encoded: \(error)")
@@ -526,6 +577,8 @@ public struct ShareGroup: Sendable {
     }
 
     /// The device names in a member certificate (its DNS names but the shared member name).
+    /// - Parameter certificate: a member certificate.
+    /// - Returns: its DNS names but the shared member name; none when it has no subject alternative names.
     public static func deviceNames(of certificate: Certificate) -> [String] {
         guard let names = try? certificate.extensions.subjectAlternativeNames else { return [] }
         return names.compactMap { name -> String? in
@@ -535,6 +588,10 @@ public struct ShareGroup: Sendable {
     }
 
     /// A device name, lowercased, or an error.
+    /// - Parameter name: a device name: 1-63 letters, digits and hyphens, not starting or ending
+    ///   with a hyphen, not `member`.
+    /// - Returns: the name, lowercased.
+    /// - Throws: ``ShareError/invalidDeviceName(_:)`` for any other name.
     public static func checkDeviceName(_ name: String) throws(ShareError) -> String {
         let lower = name.lowercased()
         guard (1...63).contains(lower.utf8.count), lower != "member",

@@ -104,6 +104,7 @@ public final class ShareServer: Sendable {
     ///     false when the list cannot be read). A client it refuses gets reply status 2 (refused).
     ///   - maxSize: the largest file accepted.
     ///   - idleTimeout: a client that sends nothing for this long is disconnected.
+    /// - Returns: the listening server; ``run(onEvent:onProgress:)`` serves it.
     /// - Throws: ``ShareError/connectionFailed(_:)`` when it cannot listen, ``ShareError/io(path:detail:)``.
     public static func bind(
         host: String = "127.0.0.1", port: Int = 0, membership: ShareMembership, inbox: String, files: ProtectedFiles,
@@ -178,6 +179,8 @@ public final class ShareServer: Sendable {
     ///   - onEvent: told what happened to each connection.
     ///   - onProgress: told, for each file being received, the bytes received so far: once the
     ///     offer is read, then after each piece (as often as the connection delivers them).
+    /// - Throws: the listener's failure (a SwiftNIO error) when accepting connections fails; a
+    ///   connection's failure is reported to `onEvent`, not thrown.
     public func run(onEvent: @escaping @Sendable (Event) -> Void = { _ in },
                     onProgress: (@Sendable (Progress) -> Void)? = nil) async throws {
         guard case .mutualTLS(let server) = listener else {

@@ -19,11 +19,19 @@ public struct HardwareCertificateKey: CustomPrivateKey, CustomStringConvertible 
     public let key: any HardwareSigningKey
 
     /// Wraps `key`.
+    /// - Parameter key: the PKCS #11 or TPM key that signs.
     public init(_ key: any HardwareSigningKey) {
         self.key = key
     }
 
+    /// Whether two wrappers hold the same key object.
+    /// - Parameters:
+    ///   - lhs: a key.
+    ///   - rhs: another key.
+    /// - Returns: `true` when both wrap the identical ``HardwareSigningKey`` instance.
     public static func == (lhs: HardwareCertificateKey, rhs: HardwareCertificateKey) -> Bool { lhs.key === rhs.key }
+    /// Hashes the identity of the wrapped key object, consistently with `==`.
+    /// - Parameter hasher: the hasher to feed.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(key)) }
 
     public var publicKey: Certificate.PublicKey { key.publicKey }
@@ -39,6 +47,9 @@ public struct HardwareCertificateKey: CustomPrivateKey, CustomStringConvertible 
     ]
 
     /// The hardware scheme that makes `algorithm`, when the key has it.
+    /// - Parameter algorithm: an X.509 signature algorithm.
+    /// - Returns: the ``HardwareSignatureScheme`` that makes it, or `nil` when the key does not
+    ///   sign with it or swift-certificates names no such algorithm for the scheme.
     public func scheme(for algorithm: Certificate.SignatureAlgorithm) -> HardwareSignatureScheme? {
         let schemes = key.signatureSchemes
         return Self.mapping.first { $0.0 == algorithm && schemes.contains($0.1) }?.1
@@ -59,6 +70,10 @@ public struct HardwareCertificateKey: CustomPrivateKey, CustomStringConvertible 
     /// Signs `bytes` in the hardware.
     /// - Throws: ``HardwareKeyError`` (the key's own failure, or
     ///   ``HardwareKeyError/unsupportedKey(_:)`` for an algorithm the key does not sign with).
+    /// - Parameters:
+    ///   - bytes: the bytes to sign (the key hashes them with the algorithm's digest).
+    ///   - signatureAlgorithm: the X.509 algorithm to sign with; one of ``supportedSignatureAlgorithms``.
+    /// - Returns: the signature, tagged with `signatureAlgorithm`.
     public func signSynchronously(bytes: some DataProtocol,
                                   signatureAlgorithm: Certificate.SignatureAlgorithm) throws -> Certificate.Signature {
         guard let scheme = scheme(for: signatureAlgorithm) else {
@@ -78,10 +93,17 @@ public struct HardwareCertificateKey: CustomPrivateKey, CustomStringConvertible 
 
     public static var defaultPEMDiscriminator: String { "PRIVATE KEY" }
 
+    /// Always refused: the key's bytes never leave the hardware.
+    /// - Parameter coder: unused.
+    /// - Throws: ``HardwareKeyError/unsupportedKey(_:)``, always.
     public func serialize(into coder: inout DER.Serializer) throws {
         throw HardwareKeyError.unsupportedKey("the key at \(key.location) stays in hardware and cannot be serialized")
     }
 
+    /// Always refused: the key's bytes never leave the hardware.
+    /// - Parameter discriminator: unused.
+    /// - Returns: never returns.
+    /// - Throws: ``HardwareKeyError/unsupportedKey(_:)``, always.
     public func serializeAsPEM(discriminator: String) throws -> PEMDocument {
         throw HardwareKeyError.unsupportedKey("the key at \(key.location) stays in hardware and cannot be serialized as PEM")
     }
@@ -89,6 +111,8 @@ public struct HardwareCertificateKey: CustomPrivateKey, CustomStringConvertible 
 
 extension HardwareCertificateKey {
     /// `key` as swift-certificates' private key.
+    /// - Parameter key: the PKCS #11 or TPM key that signs.
+    /// - Returns: a `Certificate.PrivateKey` wrapping a ``HardwareCertificateKey`` of `key`.
     public static func certificatePrivateKey(_ key: any HardwareSigningKey) -> Certificate.PrivateKey {
         Certificate.PrivateKey(HardwareCertificateKey(key))
     }

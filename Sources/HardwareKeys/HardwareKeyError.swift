@@ -41,6 +41,8 @@ public enum HardwareKeyError: Error, Equatable, Sendable, CustomStringConvertibl
     }
 
     /// The `CKR_…` name of a PKCS #11 return value (`CKR_VENDOR_DEFINED+0x…` for vendor values).
+    /// - Parameter value: a `CK_RV` a module returned.
+    /// - Returns: its `CKR_…` name, or `CKR_VENDOR_DEFINED+0x…` for a vendor-defined value.
     public static func name(of value: UInt) -> String {
         if let name = ReturnValueNames.byValue[value] { return name }
         if value >= 0x8000_0000 { return "CKR_VENDOR_DEFINED+0x" + String(value - 0x8000_0000, radix: 16) }

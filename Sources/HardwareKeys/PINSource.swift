@@ -15,6 +15,7 @@ public enum PKCS11PINSource: Sendable {
 
     /// Reads the PIN.
     /// - Throws: ``HardwareKeyError/pinUnavailable(_:)``.
+    /// - Returns: the PIN, in `SecretBytes`.
     public func read() throws(HardwareKeyError) -> SecretBytes {
         switch self {
         case .file(let path):

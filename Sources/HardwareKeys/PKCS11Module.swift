@@ -33,6 +33,7 @@ public final class PKCS11Module: @unchecked Sendable {
     /// - Throws: ``HardwareKeyError/moduleRefused(path:reason:)``,
     ///   ``HardwareKeyError/moduleUnavailable(path:reason:)``, or
     ///   ``HardwareKeyError/pkcs11(function:returnValue:)`` when `C_Initialize` fails.
+    /// - Returns: the loaded module, shared by every caller that loads the same resolved path.
     public static func load(path: String, refusing: [String] = []) throws(HardwareKeyError) -> PKCS11Module {
         let resolved = try check(path: path, refusing: refusing)
         loaded.lock()
@@ -132,6 +133,7 @@ public final class PKCS11Module: @unchecked Sendable {
 
     /// The tokens present.
     /// - Throws: ``HardwareKeyError/pkcs11(function:returnValue:)``.
+    /// - Returns: one ``Token`` per slot with a token; a token removed while it is read is left out.
     public func tokens() throws(HardwareKeyError) -> [Token] {
         var slots = [UInt](repeating: 0, count: 256)
         var count = UInt(slots.count)
@@ -162,6 +164,11 @@ public final class PKCS11Module: @unchecked Sendable {
     }
 
     /// The tokens matching the URI's token, slot and library attributes.
+    /// - Parameter uri: the URI whose `token`, `manufacturer`, `model`, `serial`, `slot-…` and
+    ///   `library-…` attributes must all match; an attribute it does not give matches every token.
+    /// - Returns: the matching tokens; none when the library attributes do not match the module.
+    /// - Throws: ``HardwareKeyError/pkcs11(function:returnValue:)`` when `C_GetInfo` or
+    ///   `C_GetSlotList` fails.
     public func tokens(matching uri: PKCS11URI) throws(HardwareKeyError) -> [Token] {
         if uri.libraryManufacturer != nil || uri.libraryDescription != nil {
             let info = try libraryInfo()

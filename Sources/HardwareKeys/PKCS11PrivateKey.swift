@@ -163,6 +163,10 @@ public final class PKCS11PrivateKey: HardwareSigningKey, Hashable, CustomStringC
     /// X.509 carry them); RSA signatures as the token made them.
     ///
     /// - Throws: ``HardwareKeyError``; nothing falls back to a software key.
+    /// - Parameters:
+    ///   - message: the bytes to sign, before hashing.
+    ///   - scheme: one of the key's ``signatureSchemes``.
+    /// - Returns: the signature bytes.
     public func signature(for message: [UInt8], scheme: HardwareSignatureScheme) throws(HardwareKeyError) -> [UInt8] {
         try failures.recording { () throws(HardwareKeyError) in try sign(message, scheme: scheme) }
     }
@@ -201,7 +205,14 @@ public final class PKCS11PrivateKey: HardwareSigningKey, Hashable, CustomStringC
     /// The key's PKCS #11 URI.
     public var location: String { uri.text }
 
+    /// Whether both are the same key object (identity, not key material).
+    /// - Parameters:
+    ///   - lhs: a key.
+    ///   - rhs: another key.
+    /// - Returns: `true` when `lhs` and `rhs` are the identical instance.
     public static func == (lhs: PKCS11PrivateKey, rhs: PKCS11PrivateKey) -> Bool { lhs === rhs }
+    /// Hashes the object's identity, consistently with `==`.
+    /// - Parameter hasher: the hasher to feed.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     // MARK: Opening

@@ -47,6 +47,8 @@ public final class PKCS11SecretKey: Sendable {
 
     /// HMAC-SHA256 of `message` under the token's key, computed by the token.
     /// - Throws: ``HardwareKeyError``.
+    /// - Parameter message: the bytes to authenticate.
+    /// - Returns: the 32-byte HMAC-SHA256, in `SecretBytes`.
     public func hmacSHA256(_ message: [UInt8]) throws(HardwareKeyError) -> SecretBytes {
         let mac = try sessions.with { session, key throws(HardwareKeyError) in
             try TokenSessions.signSecret(sessions.module, session: session, key: key, mechanism: CK.mechanismSHA256HMAC, data: message)

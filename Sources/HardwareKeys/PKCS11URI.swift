@@ -39,6 +39,7 @@ public struct PKCS11URI: Sendable, Equatable, CustomStringConvertible {
 
     /// Parses `text`.
     /// - Throws: ``HardwareKeyError/invalidURI(_:)`` saying what is wrong.
+    /// - Parameter text: a `pkcs11:` URI (RFC 7512), at most 4096 bytes.
     public init(_ text: String) throws(HardwareKeyError) {
         self.text = text
         guard text.utf8.count <= 4096 else { throw .invalidURI("longer than 4096 bytes") }

@@ -33,6 +33,11 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
         /// The PCRs of the SHA-256 bank the key is bound to (empty: none).
         public var pcrs: [Int]
 
+        /// Blobs from their parts.
+        /// - Parameters:
+        ///   - publicArea: the TPM2B_PUBLIC, as `tpm2_create -u` writes it.
+        ///   - privateArea: the TPM2B_PRIVATE, as `tpm2_create -r` writes it.
+        ///   - pcrs: the SHA-256 bank PCRs the key is bound to (empty: none).
         public init(publicArea: [UInt8], privateArea: [UInt8], pcrs: [Int]) {
             self.publicArea = publicArea
             self.privateArea = privateArea
@@ -64,6 +69,7 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
 
         /// Blobs from ``serialized``; nil for anything else (a wrong tag, PCRs out of range or
         /// out of order, an area empty, longer than 16 KiB or cut short, bytes left over).
+        /// - Parameter bytes: bytes made by ``serialized``.
         public init?(serialized bytes: [UInt8]) {
             guard bytes.count >= 5, bytes.starts(with: Array("TPM".utf8) + [1]) else { return nil }
             let count = Int(bytes[4])
@@ -99,6 +105,8 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
     ///   - pcrs: PCRs (0-23, SHA-256 bank) whose current values the key is bound to (empty: none).
     ///   - tcti: The TCTI (nil: `$TPM2TOOLS_TCTI`).
     /// - Throws: ``HardwareKeyError`` (tools missing, TPM unreachable, TPM failure).
+    /// - Returns: the new key's blobs (public and private areas, the sorted, de-duplicated PCRs);
+    ///   the private area is encrypted by the TPM and opens only in it.
     public static func create(pcrs: [Int] = [], tcti: String? = nil) throws(HardwareKeyError) -> Blobs {
         let pcrs = Array(Set(pcrs)).sorted()
         TPM2.lock.lock()
@@ -125,6 +133,9 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
     /// - Throws: ``HardwareKeyError/tpmKeyRefused(_:)`` when the TPM will not load the blobs
     ///   (another TPM's, or damaged), ``HardwareKeyError/unsupportedKey(_:)`` for a key that is
     ///   not P-256, and the TPM's other failures.
+    /// - Parameters:
+    ///   - blobs: the key's blobs, from ``create(pcrs:tcti:)`` or ``Blobs/init(serialized:)``.
+    ///   - tcti: the TCTI (nil: `$TPM2TOOLS_TCTI`).
     public init(blobs: Blobs, tcti: String? = nil) throws(HardwareKeyError) {
         guard blobs.pcrs.allSatisfy({ (0...23).contains($0) }) else { throw .tpmKeyRefused("PCRs out of range 0-23") }
         TPM2.lock.lock()
@@ -172,6 +183,10 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
     /// ECDSA signature.
     ///
     /// - Throws: ``HardwareKeyError``; nothing falls back to a software key.
+    /// - Parameters:
+    ///   - message: the bytes to sign, before hashing.
+    ///   - scheme: one of the key's ``signatureSchemes``.
+    /// - Returns: the signature bytes.
     public func signature(for message: [UInt8], scheme: HardwareSignatureScheme) throws(HardwareKeyError) -> [UInt8] {
         try failures.recording { () throws(HardwareKeyError) in try sign(message, scheme: scheme) }
     }
@@ -197,6 +212,13 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
         }
     }
 
+    /// Whether both are the same key object (identity, not key material).
+    /// - Parameters:
+    ///   - lhs: a key.
+    ///   - rhs: another key.
+    /// - Returns: `true` when `lhs` and `rhs` are the identical instance.
     public static func == (lhs: TPM2PrivateKey, rhs: TPM2PrivateKey) -> Bool { lhs === rhs }
+    /// Hashes the object's identity, consistently with `==`.
+    /// - Parameter hasher: the hasher to feed.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }

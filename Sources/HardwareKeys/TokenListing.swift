@@ -41,6 +41,10 @@ extension PKCS11Module {
     /// The private and secret keys on the tokens `uri` selects (logged in with `pin` when the
     /// token requires it): labels, ids and flags only.
     /// - Throws: ``HardwareKeyError``.
+    /// - Parameters:
+    ///   - uri: the tokens to list (its token attributes) and the keys on them (its `object` and `id`).
+    ///   - pin: the user PIN, read only for a token that requires login.
+    /// - Returns: one ``PKCS11KeyInfo`` per key found.
     public func keys(matching uri: PKCS11URI, pin: PKCS11PINSource) throws(HardwareKeyError) -> [PKCS11KeyInfo] {
         var result: [PKCS11KeyInfo] = []
         let tokens = try tokens(matching: uri)

@@ -18,6 +18,8 @@ public struct HTTPSResponse: Sendable {
     public let warnings: [String]
 
     /// The first header called `name` (case-insensitive).
+    /// - Parameter name: the header's name, in any case.
+    /// - Returns: its value, or `nil` when the response has no such header.
     public func header(_ name: String) -> String? {
         headers.first { $0.name.lowercased() == name.lowercased() }?.value
     }
@@ -30,6 +32,10 @@ public struct PinnedHTTPSClient: Sendable {
     /// Responses with a larger body are refused.
     public var maximumBodySize: Int
 
+    /// An HTTPS client over `client`.
+    /// - Parameters:
+    ///   - client: the TLS client that connects under its policy.
+    ///   - maximumBodySize: responses with a larger body are refused (default 16 MiB).
     public init(client: PinnedTLSClient, maximumBodySize: Int = 16 * 1024 * 1024) {
         self.client = client
         self.maximumBodySize = maximumBodySize
@@ -43,6 +49,7 @@ public struct PinnedHTTPSClient: Sendable {
     ///   - connectTo: connect to this address instead of the URL's host (the certificate is still
     ///     checked against the URL's host).
     ///   - timeout: bounds the connection, the handshake, and the whole exchange.
+    /// - Returns: the response: status, headers, body, the validated chain and the policy's warnings.
     /// - Throws: ``TLSTrustError`` or ``PinnedTLSError``.
     public func get(
         _ url: String, headers: [(String, String)] = [], connectTo: String? = nil, timeout: TimeAmount = .seconds(30)
@@ -51,6 +58,17 @@ public struct PinnedHTTPSClient: Sendable {
     }
 
     /// POST `body` to `url`.
+    ///
+    /// - Parameters:
+    ///   - url: an `https://` URL.
+    ///   - body: the request body.
+    ///   - contentType: the `Content-Type` header.
+    ///   - headers: extra request headers.
+    ///   - connectTo: connect to this address instead of the URL's host (the certificate is still
+    ///     checked against the URL's host).
+    ///   - timeout: bounds the connection, the handshake, and the whole exchange.
+    /// - Returns: the response: status, headers, body, the validated chain and the policy's warnings.
+    /// - Throws: ``TLSTrustError`` or ``PinnedTLSError``.
     public func post(
         _ url: String, body: [UInt8], contentType: String = "application/octet-stream",
         headers: [(String, String)] = [], connectTo: String? = nil, timeout: TimeAmount = .seconds(30)

@@ -77,6 +77,9 @@ public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Whether `host` matches.
+    /// - Parameter host: a host name or IP address literal, matched in its canonical form
+    ///   (``canonicalHost(_:)``).
+    /// - Returns: `true` when the pattern matches it; `false` for a host with no canonical form.
     public func matches(_ host: String) -> Bool {
         guard let host = Self.canonicalHost(host) else { return false }
         switch kind {
@@ -127,6 +130,8 @@ public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
     /// address), without brackets or zone id; a name in lower case without a trailing dot.
     /// `nil` for a numeric host that is not a dotted quad (it matches no entry and is refused
     /// when connecting).
+    /// - Parameter host: a host name or IP address literal, possibly in brackets.
+    /// - Returns: the canonical form, or `nil` as said above.
     public static func canonicalHost(_ host: String) -> String? {
         switch parse(host) {
         case .address(let address, _): return address

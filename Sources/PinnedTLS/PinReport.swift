@@ -58,6 +58,7 @@ public struct PinValidationReport: Sendable, Codable, Equatable {
     }
 
     /// The report as one line of JSON (keys sorted).
+    /// - Returns: the JSON object, keys sorted, without a line break.
     public func jsonLine() -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -89,6 +90,12 @@ public final class PinReporter: Sendable {
     /// At most this many distinct reports are remembered; beyond, the oldest are forgotten.
     static let memoryLimit = 1024
 
+    /// A reporter that hands reports to `handler`.
+    /// - Parameters:
+    ///   - appBundleID: the application's identifier in reports.
+    ///   - appVersion: the application's version in reports.
+    ///   - minimumInterval: an identical report is delivered at most once in this many seconds.
+    ///   - handler: receives each report delivered.
     public init(
         appBundleID: String = "securefoundation",
         appVersion: String = "1",
@@ -103,6 +110,9 @@ public final class PinReporter: Sendable {
 
     /// Hands `report` to the handler unless an identical one was delivered recently.
     ///
+    /// - Parameters:
+    ///   - report: the report.
+    ///   - now: the current time, for the rate limit.
     /// - Returns: whether it was delivered.
     @discardableResult
     public func submit(_ report: PinValidationReport, now: Date = Date()) -> Bool {
@@ -173,6 +183,7 @@ public struct PinReportFileSink: Sendable {
     /// Prepares the sink; creates the directory (0700) if missing.
     ///
     /// - Throws: ``PinnedTLSError/io(path:detail:)`` when the directory cannot be created.
+    /// - Parameter path: the file reports are appended to.
     public init(path: String) throws(PinnedTLSError) {
         self.path = path
         let directory = (path as NSString).deletingLastPathComponent
@@ -190,6 +201,7 @@ public struct PinReportFileSink: Sendable {
     /// (or a new one): a FIFO or a device there is refused.
     ///
     /// - Throws: ``PinnedTLSError/io(path:detail:)``, ``PinnedTLSError/notARegularFile(path:kind:)``.
+    /// - Parameter report: the report, written by ``PinValidationReport/jsonLine()``.
     public func append(_ report: PinValidationReport) throws(PinnedTLSError) {
         let line = Array((report.jsonLine() + "\n").utf8)
         // Without blocking: a FIFO there would hold the handshake until someone reads it.
@@ -216,6 +228,10 @@ public struct PinReportFileSink: Sendable {
     }
 
     /// A reporter whose handler appends to this file; write errors go to `onError`.
+    /// - Parameters:
+    ///   - minimumInterval: an identical report is appended at most once in this many seconds.
+    ///   - onError: told each error of ``append(_:)``.
+    /// - Returns: the reporter.
     public func reporter(
         minimumInterval: TimeInterval = 24 * 60 * 60,
         onError: @escaping @Sendable (PinnedTLSError) -> Void = { _ in }

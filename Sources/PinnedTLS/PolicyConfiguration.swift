@@ -51,6 +51,12 @@ public struct PolicyConfiguration: Sendable {
 
     /// The policy. `anchorSource` resolves `keychain` anchors; a report file, if configured,
     /// gets a reporter unless `reporter` is given.
+    /// - Parameters:
+    ///   - anchorSource: resolves `keychain` anchors (nil: none).
+    ///   - reporter: the pin reporter; nil: one appending to ``reportFile`` when it is configured.
+    /// - Returns: the trust policy of the configuration's hosts and default anchors.
+    /// - Throws: ``PinnedTLSError/invalidConfiguration(_:)`` for a host enforcing fewer than two
+    ///   pins, ``PinnedTLSError/io(path:detail:)`` when the report file's directory cannot be created.
     public func policy(anchorSource: (any AnchorSource)? = nil, reporter: PinReporter? = nil)
         throws(PinnedTLSError) -> TrustPolicy
     {
@@ -80,6 +86,10 @@ public struct PolicyConfiguration: Sendable {
     ///   per line, each with its place in the file, a named file that is not a regular file
     ///   included); for the configuration file itself ``PinnedTLSError/notARegularFile(path:kind:)``,
     ///   ``PinnedTLSError/fileTooLarge(path:limit:)`` or ``PinnedTLSError/io(path:detail:)``.
+    /// - Parameters:
+    ///   - path: the configuration file.
+    ///   - environment: decides whether `debugOverrides` applies.
+    /// - Returns: the configuration.
     public static func load(
         path: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(PinnedTLSError) -> PolicyConfiguration {
@@ -95,6 +105,9 @@ public struct PolicyConfiguration: Sendable {
     ///   - name: the file's name, for messages.
     ///   - baseDirectory: where relative certificate and report files are.
     ///   - environment: decides whether `debugOverrides` applies.
+    /// - Returns: the configuration.
+    /// - Throws: ``PinnedTLSError/invalidConfiguration(_:)`` for text that is not JSON or lists
+    ///   problems, one per line.
     public static func parse(
         _ data: Data, name: String = "configuration", baseDirectory: String = ".",
         environment: [String: String] = [:]

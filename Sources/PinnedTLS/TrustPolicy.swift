@@ -22,6 +22,10 @@ public struct PinSet: Sendable, Equatable {
 
     /// Creates a pin set.
     ///
+    /// - Parameters:
+    ///   - pins: the pins; duplicates are dropped.
+    ///   - expires: when the pins stop being enforced (nil: never).
+    ///   - mode: enforce, or report only.
     /// - Throws: ``PinnedTLSError/invalidConfiguration(_:)`` when enforcing with fewer than two
     ///   distinct pins: with a single pin, losing or rotating that key locks every client out;
     ///   keep a backup key (not yet in use) pinned beside the live one.
@@ -38,6 +42,8 @@ public struct PinSet: Sendable, Equatable {
     }
 
     /// Whether the pins have expired at `date`.
+    /// - Parameter date: the time to check.
+    /// - Returns: `true` when the set has an expiry and `date` is at or after it.
     public func isExpired(at date: Date) -> Bool {
         guard let expires else { return false }
         return date >= expires
@@ -50,6 +56,8 @@ public protocol AnchorSource: Sendable {
     ///
     /// - Throws: any error; it refuses the connection with
     ///   ``TLSTrustError/Reason/anchorsUnavailable(_:)``.
+    /// - Parameter label: the label the anchors are stored under.
+    /// - Returns: the certificates.
     func anchorCertificates(label: String) throws -> [Certificate]
 }
 
@@ -58,10 +66,15 @@ public struct ClosureAnchorSource: AnchorSource {
     private let body: @Sendable (String) throws -> [Certificate]
 
     /// Wraps `body`, which returns the certificates for a label.
+    /// - Parameter body: returns the certificates stored under a label, or throws.
     public init(_ body: @escaping @Sendable (String) throws -> [Certificate]) {
         self.body = body
     }
 
+    /// The certificates `body` returns for `label`.
+    /// - Parameter label: the label the anchors are stored under.
+    /// - Returns: what `body` returns.
+    /// - Throws: what `body` throws.
     public func anchorCertificates(label: String) throws -> [Certificate] {
         try body(label)
     }
@@ -85,6 +98,12 @@ public struct TrustAnchors: Sendable, Equatable {
     /// ``TLSTrustError/Reason/revocationListUnusable(_:)``. `nil`: no revocation check.
     public var revocationList: String?
 
+    /// Anchors from their parts.
+    /// - Parameters:
+    ///   - system: whether the system's root store is trusted.
+    ///   - certificates: anchor certificates given directly.
+    ///   - keychainLabels: labels resolved through the policy's ``AnchorSource``.
+    ///   - revocationList: the own CA's revocation list file (nil: no revocation check).
     public init(system: Bool = false, certificates: [Certificate] = [], keychainLabels: [String] = [],
                 revocationList: String? = nil) {
         self.system = system
@@ -95,6 +114,10 @@ public struct TrustAnchors: Sendable, Equatable {
 
     /// The application's own CA: only `certificates`, checked against the revocation list at
     /// `revocationList`.
+    /// - Parameters:
+    ///   - certificates: the CA's certificates.
+    ///   - revocationList: the revocation list file (see ``revocationList``).
+    /// - Returns: anchors with the system store off.
     public static func ownCA(_ certificates: [Certificate], revocationList: String) -> TrustAnchors {
         TrustAnchors(system: false, certificates: certificates, revocationList: revocationList)
     }
@@ -103,6 +126,8 @@ public struct TrustAnchors: Sendable, Equatable {
     public static let systemRoots = TrustAnchors(system: true)
 
     /// Only the given certificates; the system store is off.
+    /// - Parameter certificates: the anchor certificates.
+    /// - Returns: anchors with the system store off and no revocation check.
     public static func only(_ certificates: [Certificate]) -> TrustAnchors {
         TrustAnchors(system: false, certificates: certificates)
     }
@@ -161,6 +186,11 @@ public struct HostPolicy: Sendable, Equatable {
     /// The keys the validated chain must contain one of; `nil`: no pinning.
     public var pins: PinSet?
 
+    /// An entry from its parts.
+    /// - Parameters:
+    ///   - pattern: the hosts this entry covers.
+    ///   - anchors: what the chain must lead to (default: the system's roots).
+    ///   - pins: the keys the validated chain must contain one of (nil: no pinning).
     public init(pattern: HostPattern, anchors: TrustAnchors = .systemRoots, pins: PinSet? = nil) {
         self.pattern = pattern
         self.anchors = anchors
@@ -187,6 +217,13 @@ public struct TrustPolicy: Sendable {
     /// The current time, for certificate validity and pin expiry.
     public var clock: @Sendable () -> Date
 
+    /// A policy from its parts.
+    /// - Parameters:
+    ///   - hosts: the entries.
+    ///   - defaultAnchors: the anchors for hosts no entry covers (nil: such hosts are refused).
+    ///   - anchorSource: resolves ``TrustAnchors/keychainLabels``.
+    ///   - reporter: receives pin validation reports.
+    ///   - clock: the current time, for certificate validity and pin expiry.
     public init(
         hosts: [HostPolicy] = [],
         defaultAnchors: TrustAnchors? = .systemRoots,
@@ -202,6 +239,8 @@ public struct TrustPolicy: Sendable {
     }
 
     /// The entry that applies to `host`, if any.
+    /// - Parameter host: the host connected to.
+    /// - Returns: the most specific entry whose pattern matches `host`, or `nil` when none does.
     public func entry(for host: String) -> HostPolicy? {
         hosts.filter { $0.pattern.matches(host) }
             .max { $0.pattern.specificity < $1.pattern.specificity }
@@ -220,6 +259,11 @@ public struct ClientAuthentication: Sendable {
     public var clock: @Sendable () -> Date
 
     /// Requires a client certificate issued under `anchors`.
+    /// - Parameters:
+    ///   - anchors: what the client's chain must lead to.
+    ///   - pins: keys the client's validated chain must contain one of (nil: no pinning).
+    ///   - anchorSource: resolves ``TrustAnchors/keychainLabels``.
+    ///   - clock: the current time, for certificate validity.
     public init(
         anchors: TrustAnchors,
         pins: PinSet? = nil,
