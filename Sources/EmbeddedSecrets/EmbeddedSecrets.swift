@@ -188,26 +188,56 @@ public struct EmbeddedSecretsReader: Sendable {
         try Self.decodeString(required(name, .string), name: name)
     }
 
+    /// An `Int` secret (sealed as 8 bytes, big-endian).
+    /// - Parameter name: The secret's name in the manifest.
+    /// - Returns: The value.
+    /// - Throws: ``EmbeddedSecretsError/invalidValue(_:)`` for bytes that are not 8, or as
+    ///   ``secretBytes(_:type:)``.
     public func int(_ name: String) throws -> Int {
         try Self.decodeInt(required(name, .int), name: name)
     }
 
+    /// A `Bool` secret (sealed as one byte, 0 or 1).
+    /// - Parameter name: The secret's name in the manifest.
+    /// - Returns: The value.
+    /// - Throws: ``EmbeddedSecretsError/invalidValue(_:)`` for anything but one byte 0 or 1, or
+    ///   as ``secretBytes(_:type:)``.
     public func bool(_ name: String) throws -> Bool {
         try Self.decodeBool(required(name, .bool), name: name)
     }
 
+    /// A `String` secret that may have had no value at build time (an optional entry of the
+    /// manifest).
+    /// - Parameter name: The secret's name in the manifest.
+    /// - Returns: The value, or nil when it had none.
+    /// - Throws: ``EmbeddedSecretsError/invalidValue(_:)`` for bytes that are not UTF-8, or as
+    ///   ``bytes(_:type:)``.
     public func optionalString(_ name: String) throws -> String? {
         try bytes(name, type: .string).map { try Self.decodeString($0, name: name) }
     }
 
+    /// An `Int` secret that may have had no value at build time.
+    /// - Parameter name: The secret's name in the manifest.
+    /// - Returns: The value, or nil when it had none.
+    /// - Throws: ``EmbeddedSecretsError/invalidValue(_:)`` for bytes that are not 8, or as
+    ///   ``bytes(_:type:)``.
     public func optionalInt(_ name: String) throws -> Int? {
         try bytes(name, type: .int).map { try Self.decodeInt($0, name: name) }
     }
 
+    /// A `Bool` secret that may have had no value at build time.
+    /// - Parameter name: The secret's name in the manifest.
+    /// - Returns: The value, or nil when it had none.
+    /// - Throws: ``EmbeddedSecretsError/invalidValue(_:)`` for anything but one byte 0 or 1, or
+    ///   as ``bytes(_:type:)``.
     public func optionalBool(_ name: String) throws -> Bool? {
         try bytes(name, type: .bool).map { try Self.decodeBool($0, name: name) }
     }
 
+    /// A `Data` secret that may have had no value at build time, as bytes the caller wipes.
+    /// - Parameter name: The secret's name in the manifest.
+    /// - Returns: The value's bytes, or nil when it had none.
+    /// - Throws: As ``bytes(_:type:)``.
     public func optionalSecretBytes(_ name: String) throws -> SecretBytes? {
         try bytes(name, type: .data)
     }

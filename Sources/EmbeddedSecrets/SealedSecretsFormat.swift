@@ -79,6 +79,10 @@ public enum SealedSecretsFormat {
         public let type: EmbeddedSecretType
         /// The value's bytes (UTF-8 for String, 8 bytes big-endian for Int, one byte for Bool).
         public let value: SecretBytes
+        /// - Parameters:
+        ///   - name: The secret's name in the manifest.
+        ///   - type: Its declared type.
+        ///   - value: Its bytes, as the type is sealed.
         public init(name: String, type: EmbeddedSecretType, value: SecretBytes) {
             self.name = name
             self.type = type

@@ -66,6 +66,8 @@ public enum IMASMigration {
         /// written.
         public var shredOriginals = false
 
+        /// Options with the defaults above.
+        /// - Parameter legacyKeychain: The path of the iMAS keychain file to migrate.
         public init(legacyKeychain: String) { self.legacyKeychain = legacyKeychain }
     }
 

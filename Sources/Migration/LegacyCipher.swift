@@ -47,6 +47,10 @@ public enum MigrationError: Error, Equatable, Sendable, CustomStringConvertible 
         public var reason: String
         public var kind: Kind
 
+        /// - Parameters:
+        ///   - subject: The item (`service/account`) or the file.
+        ///   - reason: Why, and what to do.
+        ///   - kind: What kind of problem it is.
         public init(_ subject: String, _ reason: String, kind: Kind) {
             self.subject = subject
             self.reason = reason

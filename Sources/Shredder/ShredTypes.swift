@@ -185,6 +185,9 @@ public struct ShredReport: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Creates an empty report for `path`.
+    /// - Parameters:
+    ///   - path: The file or directory the report is about.
+    ///   - isDirectory: Whether it is a directory.
     public init(path: String, isDirectory: Bool = false) {
         self.path = path
         self.isDirectory = isDirectory
