@@ -87,6 +87,8 @@ extension TrustAnchors {
     ///   ``PinnedTLSError/fileTooLarge(path:limit:)``, ``PinnedTLSError/io(path:detail:)``, or
     ///   ``PinnedTLSError/invalidIdentity(_:)`` when the file holds no certificate or one does
     ///   not parse.
+    /// - Parameter path: The PEM file.
+    /// - Returns: Anchors that trust its certificates only.
     public static func only(certificateFile path: String) throws(PinnedTLSError) -> TrustAnchors {
         .only(try PEMFiles.certificates(atPath: path))
     }
@@ -95,6 +97,10 @@ extension TrustAnchors {
     /// (``ownCA(_:revocationList:)``).
     ///
     /// - Throws: as ``only(certificateFile:)``; the list itself is read at the handshakes.
+    /// - Parameters:
+    ///   - path: The CA's PEM file.
+    ///   - revocationList: The file of the revocation list it signs (PEM or DER).
+    /// - Returns: Anchors that trust the CA, checking the list at each handshake.
     public static func ownCA(certificateFile path: String, revocationList: String) throws(PinnedTLSError) -> TrustAnchors {
         .ownCA(try PEMFiles.certificates(atPath: path), revocationList: revocationList)
     }
@@ -110,6 +116,9 @@ extension TLSIdentity {
     /// - Throws: ``PinnedTLSError/invalidIdentity(_:)``, also when no certificate is the key's;
     ///   ``PinnedTLSError/notARegularFile(path:kind:)``, ``PinnedTLSError/fileTooLarge(path:limit:)``
     ///   or ``PinnedTLSError/io(path:detail:)`` for either file.
+    /// - Parameters:
+    ///   - certificateFile: The PEM certificate file.
+    ///   - keyFile: The PEM private key file.
     public init(certificateFile: String, keyFile: String) throws(PinnedTLSError) {
         self = try PEMFiles.identity(certificatePath: certificateFile, keyPath: keyFile)
     }

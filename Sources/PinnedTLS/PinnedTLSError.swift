@@ -140,6 +140,11 @@ public struct TLSTrustError: Error, Sendable, Equatable, CustomStringConvertible
     /// The `sha256/` pins of the presented chain, leaf first.
     public var presentedPins: [SPKIPin] { presented.compactMap(\.pin) }
 
+    /// A refusal of the chain `host` presented.
+    /// - Parameters:
+    ///   - host: The peer's name or address.
+    ///   - reason: Why it was refused.
+    ///   - presented: The certificates it presented, leaf first.
     public init(host: String, reason: Reason, presented: [PresentedCertificate]) {
         self.host = host
         self.reason = reason

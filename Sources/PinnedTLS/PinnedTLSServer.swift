@@ -105,6 +105,7 @@ public final class PinnedTLSServer: Sendable {
     ///     checks (validity periods are checked again at each handshake, pins are always checked,
     ///     refusals are never remembered); 0 turns it off.
     /// - Throws: ``PinnedTLSError``.
+    /// - Returns: The server, listening; ``run(onRefused:handlersOnEventLoop:handler:)`` serves its connections.
     public static func bind(
         host: String = "127.0.0.1", port: Int = 0, identity: TLSIdentity,
         clientAuthentication: ClientAuthentication? = nil, handshakeTimeout: TimeAmount = .seconds(10),
@@ -192,6 +193,7 @@ public final class PinnedTLSServer: Sendable {
     ///     instead of Swift's cooperative pool: no thread switch between the two at each read and
     ///     write, for handlers that never block (they compute briefly and await I/O). A handler
     ///     that blocks then stalls every connection of its event loop. Default false.
+    /// - Throws: The listener's failure (SwiftNIO's error) when accepting stops for another reason than ``close()``.
     public func run(
         onRefused: @escaping @Sendable (any Error) -> Void = { _ in },
         handlersOnEventLoop: Bool = false,

@@ -51,12 +51,18 @@ public struct TLSIdentity: Sendable {
     /// Creates an identity whose key stays in hardware (a PKCS #11 token, the TPM).
     ///
     /// - Returns: `nil` when the chain is empty or the hardware key does not belong to the leaf.
+    /// - Parameters:
+    ///   - chain: The certificates, leaf first.
+    ///   - tokenKey: The key in hardware; it must be the leaf's.
     public init?(chain: [Certificate], tokenKey: any HardwareSigningKey) {
         self.init(chain: chain, key: .hardware(tokenKey))
     }
 
     /// Creates an identity from a chain and a key wherever it is.
     /// - Returns: `nil` when the chain is empty or the key does not belong to the leaf.
+    /// - Parameters:
+    ///   - chain: The certificates, leaf first.
+    ///   - key: The key, in memory or in hardware; it must be the leaf's.
     public init?(chain: [Certificate], key: Key) {
         guard let leaf = chain.first, leaf.publicKey == key.publicKey else { return nil }
         self.chain = chain

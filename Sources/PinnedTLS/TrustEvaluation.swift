@@ -131,6 +131,7 @@ extension TrustPolicy {
     ///   - port: the port, for reports.
     ///   - presented: the certificates the server sent, leaf first.
     /// - Throws: ``TLSTrustError`` with the reason and the presented chain's pins.
+    /// - Returns: The evaluation: the validated chain and the pin that matched, if any.
     public func evaluate(host: String, port: Int, presented: [Certificate]) async throws(TLSTrustError)
         -> TrustEvaluation
     {
@@ -260,6 +261,7 @@ extension ClientAuthentication {
     ///   - peer: the client's address, for the error.
     ///   - presented: the certificates the client sent, leaf first.
     /// - Throws: ``TLSTrustError``.
+    /// - Returns: The evaluation: the validated chain and the pin that matched, if any.
     public func evaluate(peer: String, presented: [Certificate]) async throws(TLSTrustError) -> TrustEvaluation {
         try await evaluate(peer: peer, presented: presented, cache: nil)
     }

@@ -15,6 +15,12 @@ extension CertificateAuthority {
     /// Signs a revocation list of `entries` with number `number`, made at `now` and due again
     /// `validity` later.
     /// - Throws: ``IdentityError/signingFailed(_:)``, ``IdentityError/invalidRevocationList(_:)``.
+    /// - Parameters:
+    ///   - entries: The revoked certificates' serial numbers and dates.
+    ///   - number: The list's CRL number (one above the previous list's).
+    ///   - validity: How long the list is valid (its nextUpdate).
+    ///   - now: The time of issue (its thisUpdate).
+    /// - Returns: The signed list.
     public func signRevocationList(entries: [RevocationList.Entry], number: UInt64,
                                    validity: TimeInterval = defaultRevocationListValidity,
                                    now: Date = Date()) throws(IdentityError) -> RevocationList {
@@ -45,6 +51,8 @@ extension CertificateAuthority {
 
     /// Whether `certificate` was issued by this authority (its issuer is the root's subject and
     /// its signature verifies with the root's key), and is not the root itself.
+    /// - Parameter certificate: A certificate.
+    /// - Returns: Whether this authority issued it.
     public func hasIssued(_ certificate: Certificate) -> Bool {
         certificate != self.certificate && certificate.issuer == self.certificate.subject
             && self.certificate.publicKey.isValidSignature(certificate.signature, for: certificate)
@@ -55,6 +63,10 @@ extension CertificateAuthority {
     /// starts a new list).
     /// - Throws: ``IdentityError/invalidRevocationList(_:)`` when the stored list does not
     ///   parse, ``IdentityError/keychain(_:)``.
+    /// - Parameters:
+    ///   - store: The identity store the authority is kept in.
+    ///   - label: The authority's label.
+    /// - Returns: The stored list, or nil.
     public func storedRevocationList(in store: IdentityStore, label: String = defaultLabel) throws(IdentityError) -> RevocationList? {
         let secret: SecretBytes
         do {
@@ -75,6 +87,11 @@ extension CertificateAuthority {
     /// it under `label`, replacing the stored one.
     /// - Returns: The new list.
     /// - Throws: as ``signRevocationList(entries:number:validity:now:)`` and ``storedRevocationList(in:label:)``.
+    /// - Parameters:
+    ///   - store: The identity store the authority is kept in.
+    ///   - label: The authority's label.
+    ///   - validity: How long the new list is valid.
+    ///   - now: The time of issue.
     @discardableResult
     public func refreshRevocationList(in store: IdentityStore, label: String = defaultLabel,
                                       validity: TimeInterval = defaultRevocationListValidity,
@@ -90,6 +107,12 @@ extension CertificateAuthority {
     ///   listed already).
     /// - Throws: ``IdentityError/notIssuedByAuthority(_:)`` for a certificate another authority
     ///   issued (or the root itself); as ``refreshRevocationList(in:label:validity:now:)``.
+    /// - Parameters:
+    ///   - certificate: A certificate this authority issued.
+    ///   - store: The identity store the authority is kept in.
+    ///   - label: The authority's label.
+    ///   - validity: How long the new list is valid.
+    ///   - now: The time of revocation and of the new list.
     @discardableResult
     public func revoke(_ certificate: Certificate, in store: IdentityStore, label: String = defaultLabel,
                        validity: TimeInterval = defaultRevocationListValidity,
@@ -109,6 +132,10 @@ extension CertificateAuthority {
     /// The certificate a `tls revoke` argument names: a label (the leaf of the certificate item
     /// stored under it) or a `sha256/` pin of a stored leaf's key.
     /// - Throws: ``IdentityError/notFound(kind:label:)`` when nothing stored matches.
+    /// - Parameters:
+    ///   - nameOrPin: A label, or a `sha256/` pin.
+    ///   - store: The identity store to look in.
+    /// - Returns: The stored leaf certificate.
     public static func storedCertificate(named nameOrPin: String, in store: IdentityStore) throws(IdentityError) -> Certificate {
         if let pin = SPKIPin(nameOrPin) {
             let listing = try store.list()

@@ -35,6 +35,8 @@ public struct CertificateAuthority: Sendable {
     /// What a leaf may be used for (its extended key usage).
     public struct Usage: OptionSet, Sendable, Hashable {
         public let rawValue: Int
+        /// A usage from its raw bits (1 server, 2 client).
+        /// - Parameter rawValue: The bits.
         public init(rawValue: Int) { self.rawValue = rawValue }
         /// TLS server (serverAuth).
         public static let server = Usage(rawValue: 1)
@@ -61,6 +63,9 @@ public struct CertificateAuthority: Sendable {
     /// An authority from its certificate and key.
     /// - Throws: ``IdentityError/notAnAuthority(_:)`` when the certificate is not CA:true, lacks
     ///   keyCertSign, or is not the key's.
+    /// - Parameters:
+    ///   - certificate: The root certificate.
+    ///   - privateKey: The root's private key.
     public init(certificate: Certificate, privateKey: Certificate.PrivateKey) throws(IdentityError) {
         try self.init(certificate: certificate, key: .software(privateKey))
     }
@@ -70,6 +75,9 @@ public struct CertificateAuthority: Sendable {
     /// - Throws: ``IdentityError/notAnAuthority(_:)`` as ``init(certificate:privateKey:)``,
     ///   ``IdentityError/hardwareKeyMismatch(label:location:)`` when the hardware key is not
     ///   the certificate's key.
+    /// - Parameters:
+    ///   - certificate: The root certificate.
+    ///   - hardwareKey: The root's key in hardware.
     public init(certificate: Certificate, hardwareKey: any HardwareSigningKey) throws(IdentityError) {
         guard certificate.publicKey == hardwareKey.publicKey else {
             throw .hardwareKeyMismatch(label: "\(certificate.subject)", location: hardwareKey.location)
@@ -111,6 +119,7 @@ public struct CertificateAuthority: Sendable {
     ///     intermediate authorities).
     ///   - now: The time of issue.
     /// - Throws: ``IdentityError/invalidName(_:)``, ``IdentityError/signingFailed(_:)``.
+    /// - Returns: The new authority (not stored: see ``save(to:label:accessibility:replace:)``).
     public static func createRoot(commonName: String, organization: String? = nil, key: Certificate.PrivateKey? = nil,
                                   validity: TimeInterval = defaultRootValidity, pathLength: Int = 0,
                                   now: Date = Date()) throws(IdentityError) -> CertificateAuthority {
@@ -128,6 +137,7 @@ public struct CertificateAuthority: Sendable {
     ///   `hardwareKey` is the root's key (EC P-256 or P-384, or RSA with PKCS #1 v1.5).
     /// - Throws: as ``createRoot(commonName:organization:key:validity:pathLength:now:)``, and
     ///   ``IdentityError/hardwareKey(_:)`` when the hardware does not sign.
+    /// - Returns: The new authority (not stored: see ``save(to:label:accessibility:replace:)``).
     public static func createRoot(commonName: String, organization: String? = nil, hardwareKey: any HardwareSigningKey,
                                   validity: TimeInterval = defaultRootValidity, pathLength: Int = 0,
                                   now: Date = Date()) throws(IdentityError) -> CertificateAuthority {
@@ -177,6 +187,7 @@ public struct CertificateAuthority: Sendable {
     ///   - validity: How long it is valid (default 397 days), cut to the root's end.
     ///   - now: The time of issue.
     /// - Throws: ``IdentityError/invalidName(_:)``, ``IdentityError/signingFailed(_:)``.
+    /// - Returns: The leaf's identity: its key and the chain (leaf, root).
     public func issue(names: [String], usage: Usage = [.server, .client], key: Certificate.PrivateKey? = nil,
                       validity: TimeInterval = defaultLeafValidity, now: Date = Date()) throws(IdentityError) -> TLSIdentity {
         let key = key ?? Certificate.PrivateKey(P256.Signing.PrivateKey())
@@ -189,6 +200,13 @@ public struct CertificateAuthority: Sendable {
 
     /// Issues a leaf for a public key given by another device (its key stays there).
     /// - Throws: as ``issue(names:usage:key:validity:now:)``, and ``IdentityError/unsupportedKey(_:)``.
+    /// - Parameters:
+    ///   - publicKey: The key to certify (P-256, P-384 or RSA).
+    ///   - names: The DNS names and IP addresses it is for; the first is also the subject's common name.
+    ///   - usage: serverAuth and/or clientAuth (default both).
+    ///   - validity: How long it is valid (default 397 days), cut to the root's end.
+    ///   - now: The time of issue.
+    /// - Returns: The leaf certificate.
     public func issue(publicKey: Certificate.PublicKey, names: [String], usage: Usage = [.server, .client],
                       validity: TimeInterval = defaultLeafValidity, now: Date = Date()) throws(IdentityError) -> Certificate {
         _ = try IdentityRecord.algorithm(of: publicKey)
@@ -227,6 +245,13 @@ public struct CertificateAuthority: Sendable {
     /// alternative names, else its common name); nothing else of the request is copied.
     /// - Throws: ``IdentityError/invalidRequest(_:)`` when the request does not parse or its
     ///   signature does not verify; as ``issue(publicKey:names:usage:validity:now:)``.
+    /// - Parameters:
+    ///   - request: The certificate signing request.
+    ///   - names: The names to certify (nil: those the request asks for).
+    ///   - usage: serverAuth and/or clientAuth (default both).
+    ///   - validity: How long it is valid (default 397 days), cut to the root's end.
+    ///   - now: The time of issue.
+    /// - Returns: The leaf certificate for the request's key.
     public func issue(request: CertificateSigningRequest, names: [String]? = nil, usage: Usage = [.server, .client],
                       validity: TimeInterval = defaultLeafValidity, now: Date = Date()) throws(IdentityError) -> Certificate {
         guard request.publicKey.isValidSignature(request.signature, for: request) else {
@@ -243,6 +268,8 @@ public struct CertificateAuthority: Sendable {
 
     /// Parses a certificate signing request from PEM (`CERTIFICATE REQUEST`) or DER.
     /// - Throws: ``IdentityError/invalidRequest(_:)``.
+    /// - Parameter bytes: The request, PEM or DER (at most 1 MiB).
+    /// - Returns: The parsed request (its signature is checked when it is issued).
     public static func request(from bytes: [UInt8]) throws(IdentityError) -> CertificateSigningRequest {
         guard bytes.count <= IdentityImport.maxInputLength else {
             throw .invalidRequest("it is larger than \(IdentityImport.maxInputLength) bytes")
@@ -268,6 +295,11 @@ public struct CertificateAuthority: Sendable {
     /// and its certificate (under `always`, so that it can be exported and used as a trust
     /// anchor while the vault is locked), both under `label`.
     /// - Throws: as ``IdentityStore/storeIdentity(_:label:accessibility:replace:)``.
+    /// - Parameters:
+    ///   - store: The identity store to keep the root in.
+    ///   - label: The label of both items (default "ca").
+    ///   - accessibility: The class that seals the identity.
+    ///   - replace: Whether a root stored under the label is replaced.
     public func save(to store: IdentityStore, label: String = defaultLabel, accessibility: Accessibility = .whenUnlocked,
                      replace: Bool = false) throws(IdentityError) {
         try store.storeIdentity(identity, label: label, accessibility: accessibility, replace: replace)
@@ -330,6 +362,7 @@ public struct CertificateAuthority: Sendable {
 
     /// Checks that every name is a DNS name or an IP address, as ``issue(publicKey:names:usage:validity:now:)`` will.
     /// - Throws: ``IdentityError/invalidName(_:)``.
+    /// - Parameter names: DNS names and IP addresses.
     public static func checkNames(_ names: [String]) throws(IdentityError) {
         _ = try generalNames(names)
     }

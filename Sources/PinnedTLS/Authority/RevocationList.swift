@@ -18,6 +18,10 @@ public struct RevocationList: Sendable, Equatable {
         /// When it was revoked (whole seconds).
         public var revocationDate: Date
 
+        /// An entry of the list.
+        /// - Parameters:
+        ///   - serialNumber: The revoked certificate's serial number.
+        ///   - revocationDate: When it was revoked.
         public init(serialNumber: Certificate.SerialNumber, revocationDate: Date) {
             self.serialNumber = serialNumber
             self.revocationDate = revocationDate
@@ -50,12 +54,16 @@ public struct RevocationList: Sendable, Equatable {
     let revokedSerials: Set<Certificate.SerialNumber>
 
     /// Whether `serialNumber` is listed.
+    /// - Parameter serialNumber: A certificate's serial number.
+    /// - Returns: Whether it is listed.
     public func contains(_ serialNumber: Certificate.SerialNumber) -> Bool {
         revokedSerials.contains(serialNumber)
     }
 
     /// Whether the list is issued by `authority`: its issuer is the authority's subject and its
     /// signature verifies with the authority's public key.
+    /// - Parameter authority: The authority's certificate.
+    /// - Returns: Whether the list is that authority's.
     public func isIssued(by authority: Certificate) -> Bool {
         guard issuer == authority.subject else { return false }
         return authority.publicKey.isValidSignature(signatureBytes, for: tbsBytes, signatureAlgorithm: signatureAlgorithm)
@@ -71,6 +79,7 @@ public struct RevocationList: Sendable, Equatable {
 
     /// Parses a list from PEM (`X509 CRL`) or DER.
     /// - Throws: ``IdentityError/invalidRevocationList(_:)``.
+    /// - Parameter bytes: The list, PEM or DER.
     public init(pemOrDER bytes: [UInt8]) throws(IdentityError) {
         guard bytes.count <= Self.maxEncodedLength * 2 else {
             throw .invalidRevocationList("it is larger than \(Self.maxEncodedLength * 2) bytes")
@@ -94,6 +103,7 @@ public struct RevocationList: Sendable, Equatable {
 
     /// Parses a DER list. The signature is not checked here: see ``isIssued(by:)``.
     /// - Throws: ``IdentityError/invalidRevocationList(_:)``.
+    /// - Parameter bytes: The list's DER encoding.
     public init(derEncoded bytes: [UInt8]) throws(IdentityError) {
         guard bytes.count <= Self.maxEncodedLength else {
             throw .invalidRevocationList("it is larger than \(Self.maxEncodedLength) bytes")
@@ -123,6 +133,11 @@ public struct RevocationList: Sendable, Equatable {
         self.revokedSerials = Set(entries.map(\.serialNumber))
     }
 
+    /// Whether two lists are the same bytes.
+    /// - Parameters:
+    ///   - lhs: A list.
+    ///   - rhs: Another list.
+    /// - Returns: Whether their DER encodings are equal.
     public static func == (lhs: RevocationList, rhs: RevocationList) -> Bool {
         lhs.derEncoded == rhs.derEncoded
     }

@@ -12,6 +12,8 @@ public enum IdentityImport {
     /// Every certificate of a PEM file (`CERTIFICATE` blocks, in order; other blocks are skipped).
     /// - Throws: ``IdentityError/invalidPEM(_:)`` when the text does not parse or holds no
     ///   certificate, ``IdentityError/invalidCertificate(_:)`` when a block is not a certificate.
+    /// - Parameter bytes: The PEM text.
+    /// - Returns: The certificates, in file order.
     public static func certificates(pem bytes: some ContiguousBytes) throws(IdentityError) -> [Certificate] {
         let blocks: [PEMReader.Block] = try withBytes(bytes) { buffer throws(IdentityError) in try PEMReader.blocks(buffer) }
         var result: [Certificate] = []
@@ -28,6 +30,8 @@ public enum IdentityImport {
     /// or `RSA PRIVATE KEY` (PKCS#1) block. The decoded bytes are zeroed after parsing.
     /// - Throws: ``IdentityError/invalidPEM(_:)`` (also for an `ENCRYPTED PRIVATE KEY`),
     ///   ``IdentityError/unsupportedKey(_:)``.
+    /// - Parameter key: The PEM text (wiped by the caller).
+    /// - Returns: The key.
     public static func privateKey(pem key: SecretBytes) throws(IdentityError) -> Certificate.PrivateKey {
         var blocks: [PEMReader.Block] = try withSecretBytes(key) { buffer throws(IdentityError) in
             guard buffer.count <= maxInputLength else { throw .invalidPEM("the key file is larger than \(maxInputLength) bytes") }
@@ -53,6 +57,10 @@ public enum IdentityImport {
     /// follow in file order.
     /// - Throws: as ``privateKey(pem:)`` and ``certificates(pem:)``;
     ///   ``IdentityError/keyDoesNotMatchCertificate(_:)`` when no certificate is the key's.
+    /// - Parameters:
+    ///   - keyPEM: The private key's PEM text (wiped by the caller).
+    ///   - chainPEM: The certificates' PEM text.
+    /// - Returns: The identity: the key and its chain, leaf first.
     public static func identity(keyPEM: SecretBytes, chainPEM: some ContiguousBytes) throws(IdentityError) -> TLSIdentity {
         let key = try privateKey(pem: keyPEM)
         let chain = try certificates(pem: chainPEM)
@@ -87,6 +95,7 @@ public enum IdentityImport {
     ///   - password: The export password; nil or empty for a file without one.
     /// - Throws: ``IdentityError/wrongPassword``, ``IdentityError/invalidPKCS12(_:)``,
     ///   ``IdentityError/unsupportedKey(_:)``.
+    /// - Returns: The identity: the file's key and its chain, leaf first.
     public static func identity(pkcs12 bytes: some ContiguousBytes, password: SecretBytes?) throws(IdentityError) -> TLSIdentity {
         var parsed = try withBytes(bytes) { buffer throws(IdentityError) in try parsePKCS12(buffer, password: password) }
         defer { IdentityRecord.zero(&parsed.key) }

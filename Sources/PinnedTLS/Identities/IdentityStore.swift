@@ -75,6 +75,7 @@ public struct IdentityStore: Sendable {
     ///   - minimum: The weakest class accepted (nil: any); a key stored under a weaker one is refused.
     /// - Throws: ``IdentityError/notFound(kind:label:)``, ``IdentityError/locked(label:accessibility:reason:)``
     ///   while the vault is locked, ``IdentityError/corruptedRecord(label:detail:)``.
+    /// - Returns: The key.
     public func privateKey(label: String, requiring minimum: Accessibility? = nil) throws(IdentityError) -> Certificate.PrivateKey {
         let decoded = try read(.privateKey, label: label, requiring: minimum)
         guard let key = decoded.key else { throw .corruptedRecord(label: label, detail: "no key in the record") }
@@ -103,12 +104,19 @@ public struct IdentityStore: Sendable {
     /// "anchors kept in the keychain".
     /// - Throws: ``IdentityError/notFound(kind:label:)``, ``IdentityError/corruptedRecord(label:detail:)``,
     ///   ``IdentityError/locked(label:accessibility:reason:)`` for certificates stored under a locked class.
+    /// - Parameters:
+    ///   - label: The label.
+    ///   - minimum: The weakest class accepted (nil: any).
+    /// - Returns: The certificates.
     public func certificates(label: String, requiring minimum: Accessibility? = nil) throws(IdentityError) -> [Certificate] {
         try read(.certificate, label: label, requiring: minimum).certificates
     }
 
     /// The certificates stored under `label`, for a trust policy's anchors kept in the keychain
     /// (the same as ``certificates(label:requiring:)``).
+    /// - Parameter label: The label.
+    /// - Returns: The certificates.
+    /// - Throws: As ``certificates(label:requiring:)``.
     public func anchorCertificates(label: String) throws(IdentityError) -> [Certificate] {
         try certificates(label: label)
     }
@@ -211,6 +219,13 @@ public struct IdentityStore: Sendable {
     /// is opened with the TPM reached through `tcti` (nil: `$TPM2TOOLS_TCTI`); the public key the
     /// TPM reports for the loaded key must be the leaf's (``IdentityError/hardwareKeyMismatch(label:location:)``
     /// otherwise, ``IdentityError/hardwareKey(_:)`` when the TPM key cannot be opened).
+    /// - Parameters:
+    ///   - label: The identity's label.
+    ///   - minimum: The weakest class accepted (nil: any).
+    ///   - openingHardwareKey: Opens a key in a PKCS #11 token from the location its record names
+    ///     (the module and PIN come from the caller, never from the record).
+    ///   - tcti: The TPM's TCTI, for a key in the TPM (nil: `$TPM2TOOLS_TCTI`).
+    /// - Returns: The identity: its key (in memory, in a token or in the TPM) and its chain.
     public func identity(label: String, requiring minimum: Accessibility? = nil,
                          openingHardwareKey: ((String) throws(HardwareKeyError) -> any HardwareSigningKey)? = nil,
                          tcti: String? = nil)
@@ -259,6 +274,13 @@ public struct IdentityStore: Sendable {
 
     /// Imports a PEM private key and chain as an identity (see ``IdentityImport/identity(keyPEM:chainPEM:)``).
     /// - Returns: The identity stored.
+    /// - Parameters:
+    ///   - key: The private key's PEM text (wiped by the caller).
+    ///   - chain: The certificates' PEM text.
+    ///   - label: The label to store it under.
+    ///   - accessibility: The class that seals the identity.
+    ///   - replace: Whether items stored under the label are replaced.
+    /// - Throws: As ``IdentityImport/identity(keyPEM:chainPEM:)`` and ``storeIdentity(_:label:accessibility:replace:)``.
     @discardableResult
     public func importPEM(key: SecretBytes, chain: some ContiguousBytes, label: String, accessibility: Accessibility = .whenUnlocked,
                           replace: Bool = false) throws(IdentityError) -> TLSIdentity {
@@ -270,6 +292,13 @@ public struct IdentityStore: Sendable {
 
     /// Imports a PKCS#12 file as an identity (see ``IdentityImport/identity(pkcs12:password:)``).
     /// - Returns: The identity stored.
+    /// - Parameters:
+    ///   - bytes: The PKCS#12 file.
+    ///   - password: Its export password (nil or empty: none).
+    ///   - label: The label to store it under.
+    ///   - accessibility: The class that seals the identity.
+    ///   - replace: Whether items stored under the label are replaced.
+    /// - Throws: As ``IdentityImport/identity(pkcs12:password:)`` and ``storeIdentity(_:label:accessibility:replace:)``.
     @discardableResult
     public func importPKCS12(_ bytes: some ContiguousBytes, password: SecretBytes?, label: String,
                              accessibility: Accessibility = .whenUnlocked, replace: Bool = false) throws(IdentityError) -> TLSIdentity {
@@ -282,6 +311,8 @@ public struct IdentityStore: Sendable {
     /// The certificates stored under `label` as PEM text (leaf first): the certificate item's,
     /// else the identity's chain.
     /// - Throws: ``IdentityError/notFound(kind:label:)`` when neither is stored.
+    /// - Parameter label: The label.
+    /// - Returns: The PEM text.
     public func exportCertificatesPEM(label: String) throws(IdentityError) -> String {
         let certificates: [Certificate]
         do {
@@ -293,6 +324,9 @@ public struct IdentityStore: Sendable {
     }
 
     /// PEM text of certificates, one `CERTIFICATE` block each (64-column base64), as openssl writes it.
+    /// - Parameter certificates: The certificates, in the order to write them.
+    /// - Returns: The PEM text.
+    /// - Throws: ``IdentityError/invalidCertificate(_:)`` when a certificate cannot be encoded.
     public static func pem(_ certificates: [Certificate]) throws(IdentityError) -> String {
         var text = ""
         for certificate in certificates {
@@ -306,6 +340,7 @@ public struct IdentityStore: Sendable {
 
     /// Every key, certificate and identity item, without secrets.
     /// - Throws: ``IdentityError/keychain(_:)`` when the keychain cannot be read.
+    /// - Returns: The keys, certificates and identities by label, with their class and summary.
     public func list() throws(IdentityError) -> Listing {
         let listing: KeychainListing
         do { listing = try keychain.listing() } catch { throw .keychain("\(error)") }
@@ -327,6 +362,9 @@ public struct IdentityStore: Sendable {
     /// Deletes the items stored under `label`: of one kind, or of every kind. No class key is needed.
     /// - Returns: How many items were deleted (at least 1).
     /// - Throws: ``IdentityError/notFound(kind:label:)`` when there was none.
+    /// - Parameters:
+    ///   - label: The label.
+    ///   - kind: The kind of item to delete (nil: every kind).
     @discardableResult
     public func delete(label: String, kind: IdentityItemKind? = nil) throws(IdentityError) -> Int {
         var deleted = 0
@@ -347,6 +385,7 @@ public struct IdentityStore: Sendable {
     }
 
     /// Commits queued writes to disk now.
+    /// - Throws: ``IdentityError/keychain(_:)`` when the keychain cannot write.
     public func flush() throws(IdentityError) {
         do { try keychain.flush() } catch { throw .keychain("\(error)") }
     }
