@@ -23,6 +23,11 @@ public struct AgePluginUI: Sendable {
     /// false for no, nil when it cannot be asked.
     public var confirm: @Sendable (_ plugin: String, _ prompt: String, _ yes: String, _ no: String?) -> Bool?
 
+    /// - Parameters:
+    ///   - message: Shows a message from the plugin; false when it cannot be shown.
+    ///   - requestSecret: Asks for a secret (a PIN); nil when it cannot be asked.
+    ///   - requestPublic: Asks for a public value; nil when it cannot be asked.
+    ///   - confirm: Asks to choose between `yes` and `no`; nil when it cannot be asked.
     public init(message: @escaping @Sendable (String, String) -> Bool,
                 requestSecret: @escaping @Sendable (String, String) -> SecretBytes?,
                 requestPublic: @escaping @Sendable (String, String) -> String?,

@@ -180,7 +180,14 @@ public struct SSHEd25519Recipient: AgeRecipient, CustomStringConvertible, Hashab
         "ssh-ed25519 " + String(decoding: AgeBase64.encode(wire, padded: true), as: UTF8.self)
     }
 
+    /// Whether two recipients are the same key.
+    /// - Parameters:
+    ///   - a: A recipient.
+    ///   - b: Another recipient.
+    /// - Returns: Whether their public keys are equal.
     public static func == (a: Self, b: Self) -> Bool { a.wire == b.wire }
+    /// Hashes the public key.
+    /// - Parameter hasher: The hasher.
     public func hash(into hasher: inout Hasher) { hasher.combine(wire) }
 
     /// Wraps the file key in an `ssh-ed25519 TAG SHARE` stanza.
@@ -294,7 +301,14 @@ public struct SSHRSARecipient: AgeRecipient, CustomStringConvertible, Hashable {
         "ssh-rsa " + String(decoding: AgeBase64.encode(wire, padded: true), as: UTF8.self)
     }
 
+    /// Whether two recipients are the same key.
+    /// - Parameters:
+    ///   - a: A recipient.
+    ///   - b: Another recipient.
+    /// - Returns: Whether their public keys are equal.
     public static func == (a: Self, b: Self) -> Bool { a.wire == b.wire }
+    /// Hashes the public key.
+    /// - Parameter hasher: The hasher.
     public func hash(into hasher: inout Hasher) { hasher.combine(wire) }
 
     /// Wraps the file key in an `ssh-rsa TAG` stanza.

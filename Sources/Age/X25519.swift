@@ -32,7 +32,14 @@ public struct X25519Recipient: AgeRecipient, CustomStringConvertible, Hashable {
         String(decoding: Bech32.encode(hrp: "age", data: Array(publicKey.rawRepresentation)), as: UTF8.self)
     }
 
+    /// Whether two recipients are the same key.
+    /// - Parameters:
+    ///   - a: A recipient.
+    ///   - b: Another recipient.
+    /// - Returns: Whether their public keys are equal.
     public static func == (a: Self, b: Self) -> Bool { a.publicKey.rawRepresentation == b.publicKey.rawRepresentation }
+    /// Hashes the public key.
+    /// - Parameter hasher: The hasher.
     public func hash(into hasher: inout Hasher) { hasher.combine(publicKey.rawRepresentation) }
 
     /// Wraps the file key in an `X25519` stanza with a fresh ephemeral share.

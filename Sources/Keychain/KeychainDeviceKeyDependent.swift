@@ -7,6 +7,9 @@ import Vault
 /// A ``DeviceBoundKeys`` as a keychain key source: its class keys, and its blind-index key
 /// (the device sub-key "keychain blind index v1" of its device key).
 extension DeviceBoundKeys: KeychainKeySource {
+    /// The device sub-key "keychain blind index v1".
+    /// - Returns: The key (the caller wipes it).
+    /// - Throws: Nothing in this conformance (the protocol allows a source to).
     public func blindIndexKey() throws -> SecretBytes {
         deviceSubkey(purpose: Keychain.blindIndexPurpose)
     }

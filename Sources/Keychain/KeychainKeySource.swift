@@ -25,6 +25,7 @@ public protocol KeychainKeySource: Sendable {
     /// is none. The keychain uses them for the opening that needed them and keeps none (the
     /// source owns them, as with ``classKey(for:)``).
     /// - Parameter accessibility: The item's accessibility.
+    /// - Returns: The retired keys, newest first (the caller wipes them).
     /// - Throws: As ``classKey(for:)``.
     func retiredClassKeys(for accessibility: Accessibility) throws -> [SecretBytes]
 }

@@ -62,6 +62,15 @@ public final class AgentServer: @unchecked Sendable {
         /// newer one takes the slot of that client's oldest silent connection.
         public var maximumSilentPerClient: Int
 
+        /// Settings with gpg-agent's TTLs by default.
+        /// - Parameters:
+        ///   - idleTTL: Lock after this many seconds without a key served.
+        ///   - maxTTL: Lock this many seconds after the unlock.
+        ///   - allowedUIDs: The uids served.
+        ///   - requestTimeout: Seconds a client has to send its whole request.
+        ///   - maximumConnections: Connections served at once.
+        ///   - maximumSubscribers: Lock-state subscribers at once.
+        ///   - maximumSilentPerClient: Connections of one client process that have sent nothing yet, at once.
         public init(idleTTL: Int = 600, maxTTL: Int = 7200, allowedUIDs: Set<UInt32> = [UInt32(geteuid())],
                     requestTimeout: Double = 5, maximumConnections: Int = 128, maximumSubscribers: Int = 64,
                     maximumSilentPerClient: Int = 16) {

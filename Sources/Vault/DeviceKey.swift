@@ -11,6 +11,7 @@ import Crypto
 public protocol DeviceKeyProvider: Sendable {
     /// Returns the 32-byte device key, creating it if the source does that.
     /// - Throws: ``VaultError/deviceKey(_:)`` or ``VaultError/insecurePermissions(path:reason:fix:)``.
+    /// - Returns: The device key (the caller wipes it).
     func deviceKey() throws -> SecretBytes
 }
 
@@ -116,6 +117,8 @@ enum KeyFile {
 public enum VaultPaths {
     /// 16 hex digits of SHA-256 of `directory` made absolute: the name one data directory gives
     /// to what is kept per vault outside it (the agent's socket, the keyring entry of its device key).
+    /// - Parameter directory: A vault's data directory.
+    /// - Returns: The digest, in hex.
     public static func digest(of directory: String) -> String {
         SHA256.hash(data: Array(absolute(directory).utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
     }

@@ -15,6 +15,9 @@ public protocol UnlockedClassKeySource: Sendable {
     ///
     /// - Returns: The keys (the caller wipes them), or nil when the source cannot give them
     ///   (no agent running, the agent is locked or holds another vault).
+    /// - Parameters:
+    ///   - protectionClass: The class.
+    ///   - vaultID: The vault's id.
     func unlockedClassKeys(_ protectionClass: ProtectionClass, vaultID: Data) -> [SecretBytes]?
 
     /// The device key of the vault named `vaultID` as the source's process reads it, for when
@@ -23,10 +26,13 @@ public protocol UnlockedClassKeySource: Sendable {
     /// and the key matches it.
     ///
     /// - Returns: The 32-byte device key (the caller wipes it), or nil (the default).
+    /// - Parameter vaultID: The vault's id.
     func deviceKey(vaultID: Data) -> SecretBytes?
 }
 
 extension UnlockedClassKeySource {
     /// No device key: the default for sources that serve only class keys.
+    /// - Parameter vaultID: The vault's id.
+    /// - Returns: nil: this source serves no device key.
     public func deviceKey(vaultID: Data) -> SecretBytes? { nil }
 }

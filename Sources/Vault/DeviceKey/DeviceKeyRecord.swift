@@ -71,6 +71,19 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     /// The id of the vault the record belongs to (version 3; the record's name says it too).
     public var vaultID: Data?
 
+    /// A record of the provider `kind` and its settings.
+    /// - Parameters:
+    ///   - kind: The provider.
+    ///   - path: file: the key file.
+    ///   - name: The credential's name, or the keyring description.
+    ///   - sealedPath: tpm2 and pkcs11: the sealed or wrapped key's path.
+    ///   - pcrs: tpm2: the PCRs the key is bound to.
+    ///   - timeout: keyring: seconds the cached key lives.
+    ///   - backing: keyring: the provider behind the cache.
+    ///   - backingName: keyring backed by a systemd credential: the credential's name.
+    ///   - module: pkcs11: the module's absolute path.
+    ///   - uri: pkcs11: the token's secret key's URI.
+    ///   - check: 16 bytes identifying the device key (not the key).
     public init(kind: Kind, path: String? = nil, name: String? = nil, sealedPath: String? = nil, pcrs: [Int]? = nil,
                 timeout: Int? = nil, backing: Kind? = nil, backingName: String? = nil, module: String? = nil, uri: String? = nil,
                 check: Data) {

@@ -16,6 +16,8 @@ public protocol DeviceKeyDependent: Sendable {
     ///   - old: The device-bound keys everything is under before the rotation.
     ///   - new: The device-bound keys to move everything to.
     ///   - step: Called with a name at each commit (fault-injection tests stop there).
+    /// - Returns: What was moved, found moved already, or left unreadable.
+    /// - Throws: The store's errors, and what `step` throws (the rotation stops there).
     func rekey(from old: DeviceBoundKeys, to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRekeyResult
 }
 
@@ -30,6 +32,12 @@ public struct DeviceKeyRekeyResult: Sendable, Equatable {
     /// Parts that could not be opened (damaged), left as they were; they open with neither key.
     public var unreadable: [String]
 
+    /// A step's outcome.
+    /// - Parameters:
+    ///   - description: What the step moved.
+    ///   - rekeyed: Parts moved to the new key now.
+    ///   - alreadyNew: Parts found already under the new key.
+    ///   - unreadable: Parts that could not be opened, left as they were.
     public init(description: String, rekeyed: Int, alreadyNew: Int = 0, unreadable: [String] = []) {
         self.description = description
         self.rekeyed = rekeyed
@@ -75,6 +83,11 @@ public enum DeviceKeyRotation {
         /// Called with each step's name (fault-injection tests stop the process there, or throw).
         public var step: (@Sendable (String) throws -> Void)?
 
+        /// Settings for a rotation.
+        /// - Parameters:
+        ///   - credentialWithKey: systemd-credential: `systemd-creds encrypt --with-key` for the new credential.
+        ///   - tcti: tpm2: the TCTI (nil: `$TPM2TOOLS_TCTI`).
+        ///   - step: Called with each step's name (for fault-injection tests).
         public init(credentialWithKey: String = "host", tcti: String? = nil, step: (@Sendable (String) throws -> Void)? = nil) {
             self.credentialWithKey = credentialWithKey
             self.tcti = tcti

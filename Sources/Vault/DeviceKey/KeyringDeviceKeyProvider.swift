@@ -20,6 +20,11 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
     /// Where the key comes from when the keyring does not hold it.
     public let backing: any DeviceKeyProvider
 
+    /// - Parameters:
+    ///   - description: The key's description in the keyring.
+    ///   - timeout: Seconds the cached key lives.
+    ///   - keyring: The keyring (nil: the user keyring, `@u`).
+    ///   - backing: Where the key comes from when the keyring does not hold it.
     public init(description: String, timeout: Int = 600, keyring: Int32? = nil, backing: any DeviceKeyProvider) {
         self.keyDescription = description
         self.timeout = timeout
@@ -30,6 +35,9 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
     /// Possessor: everything; same user: view, read, search (the same-uid boundary of the agent).
     static let permissions: UInt32 = 0x3f0b_0000
 
+    /// The device key from the keyring, else from the backing provider (then cached).
+    /// - Returns: The 32-byte device key.
+    /// - Throws: The backing provider's error when the keyring does not hold the key.
     public func deviceKey() throws -> SecretBytes {
         try deviceKey(accepting: { _ in true })
     }

@@ -32,6 +32,12 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
     /// The environment variable the PIN is read from by default.
     static let pinEnvironmentVariable = "SECUREFOUNDATION_TOKEN_PIN"
 
+    /// - Parameters:
+    ///   - modulePath: The module's absolute path.
+    ///   - uri: The secret key's `pkcs11:` URI.
+    ///   - sealedPath: The file holding the wrapped device key.
+    ///   - pin: Where the PIN comes from (nil: `$SECUREFOUNDATION_TOKEN_PIN`).
+    ///   - refusing: Directories the module must not be in.
     public init(modulePath: String, uri: String, sealedPath: String, pin: PKCS11PINSource? = nil, refusing: [String] = []) {
         self.modulePath = modulePath
         self.uri = uri
@@ -76,6 +82,10 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
     static let saltLength = 32
     static let context = Array("securefoundation pkcs11 device key v1".utf8)
 
+    /// Unwraps the device key with the key the token derives.
+    /// - Returns: The 32-byte device key.
+    /// - Throws: ``VaultError`` naming the token's error (`CKR_…`) or a wrapped file that does
+    ///   not open.
     public func deviceKey() throws -> SecretBytes {
         let bytes = try VaultError.call { try SecureFile.read(sealedPath, maxLength: 4096) }
         let header = Self.magic.count + 1 + Self.saltLength
@@ -102,6 +112,9 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
 
     /// Wraps `key` under the token's key into `sealedPath` (atomically, 0600), then reads it
     /// back through the token.
+    /// - Parameter key: The 32-byte device key.
+    /// - Throws: ``VaultError/invalidArgument(_:)`` for a key that is not 32 bytes, and the
+    ///   token's or the file's errors.
     public func seal(_ key: SecretBytes) throws {
         guard key.count == 32 else { throw VaultError.invalidArgument("a device key of \(key.count) bytes") }
         let salt = try SecureRandom.bytes(Self.saltLength)

@@ -17,11 +17,18 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
     /// encrypted file itself: the directory holds what the unit was started with).
     var readsCredentialsDirectory = true
 
+    /// - Parameters:
+    ///   - name: The credential's name.
+    ///   - encryptedCredential: The encrypted credential file (nil: `$CREDENTIALS_DIRECTORY` only).
     public init(name: String, encryptedCredential: String? = nil) {
         self.name = name
         self.encryptedCredential = encryptedCredential.map { VaultPaths.absolute($0) }
     }
 
+    /// Reads the credential (`$CREDENTIALS_DIRECTORY/NAME`, else `systemd-creds decrypt`).
+    /// - Returns: The 32-byte device key.
+    /// - Throws: ``VaultError/deviceKey(_:)`` for an invalid name, a credential that cannot be
+    ///   read or decrypted, or one that is not 32 bytes.
     public func deviceKey() throws -> SecretBytes {
         guard DeviceKeyRecord.validName(name) else { throw VaultError.deviceKey("\"\(name)\" is not a valid credential name") }
         if readsCredentialsDirectory, let directory = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"], directory.hasPrefix("/") {

@@ -20,6 +20,11 @@ public struct TPM2DeviceKeyProvider: DeviceKeyProvider {
     /// The TCTI (nil: `$TPM2TOOLS_TCTI` or the tools' default).
     public let tcti: String?
 
+    /// A provider of the key sealed at `sealedPath`.
+    /// - Parameters:
+    ///   - sealedPath: `PREFIX` of `PREFIX.pub` and `PREFIX.priv`.
+    ///   - pcrs: The PCRs it is bound to (empty: none).
+    ///   - tcti: The TCTI (nil: `$TPM2TOOLS_TCTI`).
     public init(sealedPath: String, pcrs: [Int] = [], tcti: String? = nil) {
         self.sealedPath = VaultPaths.absolute(sealedPath)
         self.pcrs = pcrs
@@ -28,6 +33,10 @@ public struct TPM2DeviceKeyProvider: DeviceKeyProvider {
 
     var pcrSelection: String { TPM2.pcrSelection(pcrs) }
 
+    /// Unseals the device key in the TPM.
+    /// - Returns: The 32-byte device key.
+    /// - Throws: ``VaultError`` when the tools are missing, the TPM does not answer, the PCR
+    ///   policy fails or the sealed files are not this TPM's.
     public func deviceKey() throws -> SecretBytes {
         TPM2.lock.lock()
         defer { TPM2.lock.unlock() }
