@@ -130,7 +130,7 @@ public enum LegacyCipher {
     /// - Throws: ``MigrationError/legacyFormat(_:)`` for a length the format cannot have or a key
     ///   that is not 16, 24 or 32 bytes; ``MigrationError/legacyDataRejected`` for bad padding or
     ///   a bad checksum (the same error for both).
-    public static func open(_ blob: [UInt8], key: SecretBytes) throws -> SecretBytes {
+    public static func open(_ blob: [UInt8], key: SecretBytes) throws(MigrationError) -> SecretBytes {
         guard [16, 24, 32].contains(key.count) else {
             throw MigrationError.legacyFormat("a legacy key is 16, 24 or 32 bytes, not \(key.count)")
         }
@@ -153,7 +153,7 @@ public enum LegacyCipher {
         guard count == blob.count - 16 else { throw MigrationError.legacyDataRejected }
         // Without branches on the plaintext: the padding length, whether every padding byte is
         // right, and the checksum over the bytes before the padding.
-        return try padded.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> SecretBytes in
+        return try padded.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Result<SecretBytes, MigrationError> in
             let pad = Int(bytes[count - 1])
             var bad = UInt(0)
             bad |= UInt((pad &- 1) >> 8 & 1)                       // pad == 0
@@ -171,10 +171,10 @@ public enum LegacyCipher {
             }
             bad |= UInt((Int(sum) &+ 0xFF) >> 8 & 1)                 // sum != 0
             bad |= UInt((content &- 1) >> 63 & 1)                    // no checksum byte
-            guard bad == 0 else { throw MigrationError.legacyDataRejected }
-            return SecretBytes(count: content - 1) { target in
+            guard bad == 0 else { return .failure(.legacyDataRejected) }
+            return .success(SecretBytes(count: content - 1) { target in
                 if content > 1 { target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[0..<content - 1])) }
-            }
-        }
+            })
+        }.get()
     }
 }

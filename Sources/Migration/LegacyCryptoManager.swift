@@ -24,7 +24,7 @@ public struct LegacyCryptoManager: Sendable {
     /// - Parameter accounts: The legacy keychain entries of the crypto manager's service, by account.
     /// - Throws: ``MigrationError/missingLegacyState(_:)`` without a salt or any wrapped key;
     ///   ``MigrationError/legacyFormat(_:)`` for entries of impossible sizes or unreadable questions.
-    public init(accounts: [String: [UInt8]]) throws {
+    public init(accounts: [String: [UInt8]]) throws(MigrationError) {
         guard let salt = accounts["salt"], !salt.isEmpty else {
             throw MigrationError.missingLegacyState("crypto-manager salt (service \(Self.service), account salt)")
         }

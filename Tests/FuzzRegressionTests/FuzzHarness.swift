@@ -188,13 +188,12 @@ extension FuzzHarness {
             do {
                 let plaintext = try LegacyCipher.open(rest, key: legacyKey)
                 plaintext.wipe()
-            } catch let error as MigrationError {
+            } catch {
+                // Typed: MigrationError only.
                 switch error {
                 case .legacyDataRejected, .legacyFormat: break
                 default: preconditionFailure("unexpected legacy decoder error \(error)")
                 }
-            } catch {
-                preconditionFailure("untyped legacy decoder error \(error)")
             }
         case 1:
             let accounts: [String: [UInt8]] = ["salt": Array(rest.prefix(8)), "shared-key.passcode": rest,

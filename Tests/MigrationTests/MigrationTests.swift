@@ -119,6 +119,27 @@ func plain(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
             #expect(plain(key) == (try Encoding.fromHex(vector.key)), "\(vector.secret)")
         }
     }
+
+    @Test("the decoder's errors are typed: a caller switches over MigrationError without a cast")
+    func typedErrors() throws {
+        let key = SecretBytes(copying: [UInt8](repeating: 1, count: 20))
+        do {
+            _ = try LegacyCipher.open([UInt8](repeating: 0, count: 32), key: key)
+            Issue.record("a 20-byte key was accepted")
+        } catch {
+            switch error {
+            case .legacyFormat(let detail): #expect(detail.contains("not 20"), "\(detail)")
+            case .legacyDataRejected, .wrongPasscode, .wrongAnswers, .genItemNotOpened, .missingLegacyState, .invalidArgument, .failed:
+                Issue.record("\(error)")
+            }
+        }
+        do {
+            _ = try LegacyCryptoManager(accounts: [:])
+            Issue.record("a legacy state without a salt was accepted")
+        } catch {
+            guard case .missingLegacyState = error else { Issue.record("\(error)"); return }
+        }
+    }
 }
 
 @Suite struct LegacyCryptoManagerTests {
