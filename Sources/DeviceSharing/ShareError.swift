@@ -51,8 +51,8 @@ public enum ShareError: Error, Sendable, Equatable, CustomStringConvertible {
     /// PKCS #11 token or the TPM) could not be opened or did not sign: the hardware's own error.
     /// Nothing falls back to a software key.
     case hardwareKey(HardwareKeyError)
-    /// A key of the group stays in hardware at `location`, and no way to open it was given
-    /// (a PKCS #11 token needs its module and PIN).
+    /// A key of the group stays in a PKCS #11 token at `location`, and no way to open it was
+    /// given (its module and PIN).
     case hardwareKeyRequired(location: String)
     /// The key in hardware at `location` is not the key its certificate certifies: the record
     /// naming it was replaced, or the token holds another key under that name.
@@ -97,7 +97,7 @@ public enum ShareError: Error, Sendable, Equatable, CustomStringConvertible {
         case .hardwareKey(let error):
             return "a key of this group in hardware cannot be used: \(error)"
         case .hardwareKeyRequired(let location):
-            return "a key of this group stays in hardware (\(location)): give the token's --module and PIN (or --tcti for the TPM)"
+            return "a key of this group stays in hardware (\(location)): give the token's --module and PIN"
         case .hardwareKeyMismatch(let location):
             return "the key in hardware at \(location) is not the key its certificate certifies: the record naming it was "
                 + "replaced, or the token holds another key under that name; nothing was signed"
