@@ -3,10 +3,11 @@ import Crypto
 import Foundation
 import ProtectedFiles
 
-/// One file being received: its bytes are hashed and encrypted as they arrive (a protected
-/// file of class `completeUnlessOpen`, which can be written while the vault is locked) into a
-/// staging file in the inbox's hidden `.incoming` directory, and moved into the inbox only once
-/// every byte arrived and the digest matches. Plaintext never reaches the disk.
+/// One file being received: its bytes are encrypted as they arrive (a protected file of class
+/// `completeUnlessOpen`, which can be written while the vault is locked) into a staging file in
+/// the inbox's hidden `.incoming` directory, and moved into the inbox only once every byte and
+/// the end marker arrived (offer version 3; for the older versions 1 and 2 the bytes are also
+/// hashed, and their digest must match). Plaintext never reaches the disk.
 ///
 /// The work happens on the thread that calls ``append(_:)`` (the task reading the connection),
 /// not on the event loop that decrypts TLS, so both run at once; what the task has not taken
@@ -19,21 +20,24 @@ final class IncomingFile {
     let offer: ShareWire.Offer
     private let inbox: String
     private let stagingPath: String
-    private var hasher = SHA256()
+    /// The bytes' SHA-256 as they arrive, for an offer of version 1 or 2 (version 3 has no
+    /// digest: TLS authenticated every byte).
+    private var hasher: SHA256?
     private let writer: ProtectedFileWriter
     private(set) var received: UInt64 = 0
-    /// The digest that follows the bytes (an offer of version 2), as it arrives.
+    /// What follows the bytes (the end marker, or for version 2 the digest), as it arrives.
     private var trailer: [UInt8] = []
-    private var trailerLength: Int { offer.digest == nil ? ShareWire.digestLength : 0 }
+    private var trailerLength: Int { offer.trailerLength }
     private var done = false
 
-    /// Whether the file's bytes (and, for an offer of version 2, the digest after them) arrived.
+    /// Whether the file's bytes and what follows them (the end marker or the digest) arrived.
     var isComplete: Bool { received == offer.size && trailer.count == trailerLength }
 
     /// Starts receiving: creates the staging file and its encrypting writer.
     init(offer: ShareWire.Offer, inbox: String, files: ProtectedFiles, protection: FileProtectionClass) throws(ShareError) {
         self.offer = offer
         self.inbox = inbox
+        hasher = offer.version < 3 ? SHA256() : nil
         let staging = inbox + "/" + Self.stagingName
         do {
             try SecureFile.ensurePrivateDirectory(inbox)
@@ -57,7 +61,7 @@ final class IncomingFile {
         if !done { abort() }
     }
 
-    /// Adds received bytes: the file's, then (version 2) the digest's.
+    /// Adds received bytes: the file's, then the end marker's (or, version 2, the digest's).
     /// - Throws: ``ShareError/protocolViolation(_:)`` for bytes past the end,
     ///   ``ShareError/storage(_:)`` when the protected file cannot be written (disk full...).
     func append(_ bytes: UnsafeRawBufferPointer) throws(ShareError) {
@@ -65,7 +69,7 @@ final class IncomingFile {
         let body = Int(min(UInt64(bytes.count), offer.size - received))
         if body > 0 {
             let part = UnsafeRawBufferPointer(rebasing: bytes[0..<body])
-            hasher.update(bufferPointer: part)
+            hasher?.update(bufferPointer: part)
             do {
                 try writer.write(part)
             } catch {
@@ -81,18 +85,23 @@ final class IncomingFile {
         trailer += UnsafeRawBufferPointer(rebasing: bytes[body...])
     }
 
-    /// Every byte arrived: checks the digest, completes the protected file (synced) and moves
-    /// it into the inbox under the offered name (or `name.1`, `name.2`... if taken).
+    /// Every byte arrived: checks the end marker (or the digest), completes the protected file
+    /// (synced) and moves it into the inbox under the offered name (or `name.1`, `name.2`... if
+    /// taken).
     /// - Returns: The name it is stored under.
     func finish() throws(ShareError) -> String {
         guard isComplete else {
             abort()
             throw .protocolViolation("\(received) of \(offer.size) bytes arrived")
         }
-        let digest = Array(hasher.finalize())
-        guard ConstantTime.equals(digest, offer.digest ?? trailer) else {
+        if let hasher {
+            guard ConstantTime.equals(Array(hasher.finalize()), offer.digest ?? trailer) else {
+                abort()
+                throw .digestMismatch
+            }
+        } else if trailer != ShareWire.endMarker {
             abort()
-            throw .digestMismatch
+            throw .protocolViolation("the bytes are not followed by the end marker")
         }
         do {
             try writer.finish()

@@ -1,5 +1,4 @@
 import Cipher
-import Crypto
 import Foundation
 import NIOCore
 import NIOPosix
@@ -81,8 +80,8 @@ public struct ShareClient: Sendable {
         let timeout = TimeAmount.nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
         let offeredName = name ?? (path as NSString).lastPathComponent
         try ShareWire.checkName(offeredName)
-        // The file is opened (and its size taken) before connecting; its bytes are hashed as
-        // they are sent, the digest following them (offer version 2).
+        // The file is opened (and its size taken) before connecting; the end marker follows its
+        // bytes once all were read and the file did not change (offer version 3).
         let file = try SourceFile(path)
         let size = file.size
         let offer = try ShareWire.Offer(name: offeredName, size: size)
@@ -181,7 +180,7 @@ public struct ShareClient: Sendable {
         }
     }
 
-    /// Sends the offer, the bytes and the digest over an established (and, over TLS, checked)
+    /// Sends the offer, the bytes and the end marker over an established (and, over TLS, checked)
     /// connection, and waits for the receiver's reply.
     ///
     /// The reply is read from the start, beside the sending: a receiver that refuses this device
@@ -340,7 +339,7 @@ public struct ShareClient: Sendable {
     private enum TransferStep: Sendable {
         /// The reply, or nil when the connection ended without one.
         case replied(ShareWire.Reply?)
-        /// Every byte and the digest were handed to the connection.
+        /// Every byte and the end marker were handed to the connection.
         case sent
         /// Sending stopped for a reason of this side (the file).
         case failedHere(ShareError)
@@ -365,15 +364,14 @@ public struct ShareClient: Sendable {
         return nil
     }
 
-    /// Sends the offer, the file's bytes (hashed as they are read), then their digest. A file
-    /// that changes while it is sent ends the transfer without the digest: the receiver stores
+    /// Sends the offer, the file's bytes, then the end marker (offer version 3). A file that
+    /// changes while it is sent ends the transfer without the marker: the receiver stores
     /// nothing.
     private func sendBytes(_ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, file: SourceFile, offer: ShareWire.Offer,
                            channel: any Channel, watch: SendWatch, progress: @Sendable (UInt64, UInt64) -> Void) async throws {
         let size = offer.size
         try await outbound.write(ByteBuffer(bytes: offer.encoded))
         watch.advanced()
-        var hasher = SHA256()
         var sent: UInt64 = 0
         progress(0, size)
         while sent < size {
@@ -392,7 +390,6 @@ public struct ShareClient: Sendable {
                 let detail = count < 0 ? String(cString: strerror(failure)) : "the file changed while it was sent (\(sent) of \(size) bytes read)"
                 throw ShareError.io(path: file.path, detail: detail)
             }
-            chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
             try Task.checkCancellation()
             try await outbound.write(chunk)
             watch.advanced()
@@ -400,7 +397,7 @@ public struct ShareClient: Sendable {
             progress(sent, size)
         }
         try file.checkUnchanged()
-        try await outbound.write(ByteBuffer(bytes: Array(hasher.finalize())))
+        try await outbound.write(ByteBuffer(bytes: ShareWire.endMarker))
     }
 
     /// The file being sent: open, a regular file, and what identifies its contents.

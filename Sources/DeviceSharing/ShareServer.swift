@@ -277,8 +277,8 @@ public final class ShareServer: Sendable {
         }
     }
 
-    /// Reads the offer, the bytes and their digest from an accepted (and, over TLS, checked)
-    /// connection, stores the file and replies.
+    /// Reads the offer, the bytes and the end marker (or, from older senders, the digest) from
+    /// an accepted (and, over TLS, checked) connection, stores the file and replies.
     private func receive(on channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, peer: String, device: String,
                          onProgress: (@Sendable (Progress) -> Void)?, onEvent: @Sendable (Event) -> Void) async {
         do {
@@ -320,7 +320,8 @@ public final class ShareServer: Sendable {
                         guard let chunk = try await idle.next(&iterator) else {
                             throw ShareError.protocolViolation(incoming.received < offer.size
                                 ? "the connection ended after \(incoming.received) of \(offer.size) bytes"
-                                : "the connection ended before the digest that follows the bytes")
+                                : offer.version == 2 ? "the connection ended before the digest that follows the bytes"
+                                : "the connection ended before the end marker that follows the bytes (the sender stopped, or the file changed while it was sent)")
                         }
                         try chunk.withUnsafeReadableBytes { try incoming.append($0) }
                         if onProgress != nil { report() }

@@ -4,28 +4,37 @@ import Foundation
 /// The sharing protocol's messages (docs/FORMATS.md, "Sharing wire format").
 ///
 /// Sender to receiver, inside mutual TLS: the offer header, then exactly `size` bytes of the
-/// file, then (version 2) their SHA-256. Receiver to sender: one reply.
+/// file, then (version 3) the end marker "SFSE". Receiver to sender: one reply.
 ///
 /// ```
-/// offer v2: "SFSH" | version u8 (2) | name length u16 BE (1...255) | name (UTF-8) | size u64 BE
-///           then the file's bytes, then their SHA-256 (32)
+/// offer v3: "SFSH" | version u8 (3) | name length u16 BE (1...255) | name (UTF-8) | size u64 BE
+///           then the file's bytes, then "SFSE" (the sender read them all, the file unchanged)
+/// offer v2: as v3 with version 2, then the file's bytes, then their SHA-256 (32) (read, not written)
 /// offer v1: "SFSH" | version u8 (1) | name length u16 BE (1...255) | name (UTF-8)
 ///           | size u64 BE | SHA-256 of the bytes (32), then the file's bytes (read, not written)
 /// reply:    "SFSR" | version u8 (1 or 2) | status u8 | text length u16 BE (0...1024) | text (UTF-8)
 /// ```
 ///
-/// Version 2 moves the digest after the bytes, so that the sender hashes the bytes as it sends
-/// them instead of reading the whole file once more beforehand. Reply version 2 adds status 4
-/// (the sender's device is revoked); it is written only for that status, version 1 for the others.
+/// Version 2 moved the digest after the bytes, so that the sender hashed the bytes as it sent
+/// them instead of reading the whole file once more beforehand. Version 3 ends with a fixed
+/// marker instead of the digest: the bytes travel only inside TLS 1.3, whose AEAD records
+/// (sequence-numbered, each authenticated) already prove to the receiver that it got every byte
+/// the sender's end wrote, in order, so the two SHA-256 passes (one per side, a third of the
+/// receiver's CPU) checked nothing TLS does not. The marker keeps the one thing the digest also
+/// said: the sender read the whole file and it did not change meanwhile; without it the
+/// receiver stores nothing. Reply version 2 adds status 4 (the sender's device is revoked); it
+/// is written only for that status, version 1 for the others.
 package enum ShareWire {
     /// The offer's magic.
     package static let offerMagic: [UInt8] = Array("SFSH".utf8)
     /// The reply's magic.
     package static let replyMagic: [UInt8] = Array("SFSR".utf8)
-    /// The offer version written (the digest after the bytes).
-    package static let offerVersion: UInt8 = 2
+    /// The offer version written (the end marker after the bytes).
+    package static let offerVersion: UInt8 = 3
     /// The offer versions read.
-    package static let readableOfferVersions: ClosedRange<UInt8> = 1...2
+    package static let readableOfferVersions: ClosedRange<UInt8> = 1...3
+    /// What follows the bytes of an offer of version 3.
+    package static let endMarker: [UInt8] = Array("SFSE".utf8)
     /// The reply version written for statuses 0 to 3 (a receiver of any version reads them).
     package static let version: UInt8 = 1
     /// The reply version that adds status 4, ``Reply/Status/revoked``; written for that status only.
@@ -38,22 +47,32 @@ package enum ShareWire {
     package static let maxReplyText = 1024
     /// The length of a digest (SHA-256).
     package static let digestLength = 32
-    /// The offer's fixed part after the name (version 1; version 2 has no digest there).
+    /// The offer's fixed part after the name (version 1; versions 2 and 3 have no digest there).
     static let fixedTail = 8 + 32
 
     /// A file announced by the sender.
     package struct Offer: Sendable, Equatable {
         package var name: String
         package var size: UInt64
-        /// The SHA-256 of the bytes, in the offer (version 1); nil when it follows the bytes
-        /// (version 2).
+        /// The SHA-256 of the bytes, in the offer (version 1); nil otherwise.
         package var digest: [UInt8]?
+        /// 3 (the end marker follows the bytes; written), 2 (their digest follows them) or 1
+        /// (the digest is in the offer).
+        package private(set) var version: UInt8
 
-        /// An offer of version 2: the digest follows the bytes.
+        /// An offer of version 3, as this side writes it: the end marker follows the bytes.
         package init(name: String, size: UInt64) throws(ShareError) {
             self.name = try ShareWire.checkName(name)
             self.size = size
             self.digest = nil
+            self.version = ShareWire.offerVersion
+        }
+
+        /// An offer of version 2, the digest following the bytes (read from older senders).
+        package static func version2(name: String, size: UInt64) throws(ShareError) -> Offer {
+            var offer = try Offer(name: name, size: size)
+            offer.version = 2
+            return offer
         }
 
         /// An offer of version 1, with the digest ahead of the bytes (read from older senders).
@@ -63,10 +82,18 @@ package enum ShareWire {
             self.name = name
             self.size = size
             self.digest = digest
+            self.version = 1
         }
 
-        /// The version this offer is written in.
-        package var version: UInt8 { digest == nil ? ShareWire.offerVersion : 1 }
+        /// What follows the bytes: the end marker (version 3), the digest (version 2), or
+        /// nothing (version 1). Its length.
+        package var trailerLength: Int {
+            switch version {
+            case 1: 0
+            case 2: ShareWire.digestLength
+            default: ShareWire.endMarker.count
+            }
+        }
 
         /// The bytes of the header.
         package var encoded: [UInt8] {
@@ -115,7 +142,10 @@ package enum ShareWire {
         var size: UInt64 = 0
         for byte in bytes[(7 + nameLength)..<(15 + nameLength)] { size = size << 8 | UInt64(byte) }
         guard size <= maxSize else { throw .tooLarge(size: size, limit: maxSize) }
-        guard withDigest else { return .complete(try Offer(name: name, size: size), consumed: total) }
+        guard withDigest else {
+            let offer = bytes[4] == 2 ? try Offer.version2(name: name, size: size) : try Offer(name: name, size: size)
+            return .complete(offer, consumed: total)
+        }
         let digest = Array(bytes[(15 + nameLength)..<total])
         return .complete(try Offer(name: name, size: size, digest: digest), consumed: total)
     }

@@ -78,7 +78,7 @@ enum ShareBench {
         func cpu(_ values: [Double]) -> String { values.isEmpty ? "n/a" : BenchSupport.format(median(values), 2) + " s" }
         let fixedCost = median(fixed.map(\.seconds))
         let steadyRate = Double(mib) / max(0.001, oursSeconds - fixedCost)
-        print("share send → share serve (mTLS, protected file written and synced, digest checked): \(show(oursRate))")
+        print("share send → share serve (mTLS, protected file written and synced, end marker checked): \(show(oursRate))")
         print("  of which fixed costs (start, vault unlock, handshake; a 1-byte file): \(BenchSupport.format(fixedCost, 2)) s;"
               + " without them \(show(steadyRate))")
         let receiver = ours.compactMap(\.receiverKiB).max(), sender = ours.compactMap(\.senderKiB).max()
@@ -86,8 +86,8 @@ enum ShareBench {
         print("  CPU (user + system): receiver \(cpu(ours.compactMap(\.receiverCPU))), sender \(cpu(ours.compactMap(\.senderCPU)))"
               + "; the 1-byte transfer: receiver \(cpu(fixed.compactMap(\.receiverCPU))), sender \(cpu(fixed.compactMap(\.senderCPU)))")
         let plainRate = Double(mib) / median(plain.map(\.seconds))
-        print("the same pipeline without the TLS handler (two processes; protected file written and synced, digests"
-              + " computed and checked; no encryption on the wire, no identities): \(show(plainRate))")
+        print("the same pipeline without the TLS handler (two processes; protected file written and synced, end marker"
+              + " checked; no encryption on the wire, no identities): \(show(plainRate))")
         let plainReceiver = plain.compactMap(\.receiverKiB).max(), plainSender = plain.compactMap(\.senderKiB).max()
         print("  peak RSS: receiver \(plainReceiver.map { "\($0 / 1024) MiB" } ?? "n/a"), sender \(plainSender.map { "\($0 / 1024) MiB" } ?? "n/a")")
         print("  CPU (user + system): receiver \(cpu(plain.compactMap(\.receiverCPU))), sender \(cpu(plain.compactMap(\.senderCPU)))")
@@ -116,7 +116,7 @@ enum ShareBench {
                   + " \(BenchSupport.format(plainRate / nullRate * 100, 1)) %")
         }
         print("target: at least 50 % of a plain-TCP ceiling, either socat or the same pipeline without TLS; socat moves bytes"
-              + " only, while the pipeline hashes the file on both sides and encrypts it into a protected file, which no ceiling without that work can match on two cores")
+              + " only, while the pipeline encrypts the file into a protected file and syncs it, which no ceiling without that work can match on two cores")
         print("load average after: \(loadAverage())")
     }
 

@@ -63,7 +63,7 @@ struct SharePlainTransportTests {
         let a = try TestDevice()
         let bytes = content(150_000)
         try await withPlainServer(a) { port, log in
-            let offer = try ShareWire.Offer(name: "b.bin", size: UInt64(bytes.count))
+            let offer = try ShareWire.Offer.version2(name: "b.bin", size: UInt64(bytes.count))
             var digest = Array(SHA256.hash(data: bytes))
             digest[31] ^= 1
             try await expectDigestMismatch(try await Self.exchange(port: port, offer.encoded + bytes + digest), log)

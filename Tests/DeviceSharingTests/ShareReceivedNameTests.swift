@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import Testing
 import TestSupport
@@ -40,12 +39,12 @@ struct ShareReceivedNameTests {
         #expect(try ShareWire.checkName(String(repeating: "e\u{0301}", count: 127)).utf8.count == 254)
     }
 
-    /// An offer of version 2 as a hostile sender writes it: any name bytes, the body, its digest.
+    /// An offer of version 3 as a hostile sender writes it: any name bytes, the body, the end marker.
     static func rawOffer(name: String, body: [UInt8]) -> [UInt8] {
         let name = Array(name.utf8)
         var out = Array("SFSH".utf8) + [ShareWire.offerVersion, UInt8(name.count >> 8), UInt8(name.count & 0xff)] + name
         withUnsafeBytes(of: UInt64(body.count).bigEndian) { out += $0 }
-        return out + body + Array(SHA256.hash(data: body))
+        return out + body + ShareWire.endMarker
     }
 
     @Test("A sender's name through a link planted in the inbox, or a hidden name, stores nothing", .timeLimit(.minutes(2)))

@@ -245,7 +245,7 @@ struct ShareTransferTests {
         #expect(try a.files.read(at: a.inbox + "/" + name) == bytes)
     }
 
-    /// Sends an offer and `bytes` (the file's, and for version 2 the digest), then reads the
+    /// Sends an offer and `bytes` (the file's, then the end marker or for version 2 the digest), then reads the
     /// reply, or closes the connection at once when `awaitReply` is false (by default, when
     /// fewer bytes than the file's are sent).
     private func sendPartially(_ b: TestDevice, root: Certificate, port: Int, offer: ShareWire.Offer, bytes: [UInt8],
@@ -344,7 +344,7 @@ struct ShareTransferTests {
         let bytes = content(150_000)
         let root = try a.group.rootCertificate()
         try await withServer(a) { port, log in
-            let offer = try ShareWire.Offer(name: "b.bin", size: UInt64(bytes.count))
+            let offer = try ShareWire.Offer.version2(name: "b.bin", size: UInt64(bytes.count))
             var digest = Array(SHA256.hash(data: bytes))
             digest[31] ^= 1
             try await expectDigestMismatch(try await sendPartially(b, root: root, port: port, offer: offer, bytes: bytes + digest), log)
@@ -359,7 +359,7 @@ struct ShareTransferTests {
         let bytes = content(150_000)
         let root = try a.group.rootCertificate()
         try await withServer(a) { port, log in
-            let offer = try ShareWire.Offer(name: "c.bin", size: UInt64(bytes.count))
+            let offer = try ShareWire.Offer.version2(name: "c.bin", size: UInt64(bytes.count))
             let digest = Array(SHA256.hash(data: bytes))
             _ = try await sendPartially(b, root: root, port: port, offer: offer, bytes: bytes + digest[0..<10], awaitReply: false)
             _ = await log.wait(for: 1)
@@ -376,7 +376,7 @@ struct ShareTransferTests {
         let bytes = content(5_000)
         let root = try a.group.rootCertificate()
         try await withServer(a) { port, log in
-            let offer = try ShareWire.Offer(name: "d.bin", size: UInt64(bytes.count))
+            let offer = try ShareWire.Offer.version2(name: "d.bin", size: UInt64(bytes.count))
             let digest = Array(SHA256.hash(data: bytes))
             let reply = try await sendPartially(b, root: root, port: port, offer: offer, bytes: bytes + digest + [0])
             guard case let .complete(parsed, _) = try ShareWire.parseReply(reply) else {
@@ -390,8 +390,51 @@ struct ShareTransferTests {
         #expect(a.everyInboxFile().isEmpty, "\(a.everyInboxFile())")
     }
 
-    /// The sender hashes the bytes as it sends them: a file written to meanwhile is noticed
-    /// before the digest goes out, so the receiver never stores a mix of two versions.
+    /// Version 3 (written): the bytes, then the end marker, are stored; a wrong marker, a
+    /// connection cut inside it, or bytes after it store nothing.
+    @Test func theEndMarkerAfterTheBytesIsChecked() async throws {
+        let (a, b) = try makeGroup()
+        let bytes = content(5_000)
+        let root = try a.group.rootCertificate()
+        try await withServer(a) { port, log in
+            func offer(_ name: String) throws -> ShareWire.Offer {
+                let offer = try ShareWire.Offer(name: name, size: UInt64(bytes.count))
+                #expect(offer.version == 3 && offer.trailerLength == 4)
+                return offer
+            }
+            func reply(_ bytes: [UInt8]) throws -> ShareWire.Reply? {
+                guard case let .complete(parsed, _) = try ShareWire.parseReply(bytes) else { return nil }
+                return parsed
+            }
+            // The marker: stored.
+            let stored = try await sendPartially(b, root: root, port: port, offer: try offer("e.bin"), bytes: bytes + ShareWire.endMarker)
+            #expect(try reply(stored) == ShareWire.Reply(status: .stored, text: "e.bin"))
+            #expect(await log.wait(for: 1).count == 1)
+            // Four bytes that are not the marker (a version 2 digest's first bytes, say): refused.
+            let wrong = try await sendPartially(b, root: root, port: port, offer: try offer("f.bin"),
+                                                bytes: bytes + Array("SFSX".utf8))
+            #expect(try reply(wrong)?.status == .failed)
+            // Cut inside the marker: nothing stored, the refusal says what is missing.
+            _ = try await sendPartially(b, root: root, port: port, offer: try offer("g.bin"),
+                                        bytes: bytes + ShareWire.endMarker[0..<2], awaitReply: false)
+            // Bytes after the marker.
+            let extra = try await sendPartially(b, root: root, port: port, offer: try offer("h.bin"),
+                                                bytes: bytes + ShareWire.endMarker + [0])
+            #expect(try reply(extra)?.status == .failed)
+            _ = await log.wait(for: 4)
+            #expect(log.refusals == [
+                .protocolViolation("the bytes are not followed by the end marker"),
+                .protocolViolation("the connection ended before the end marker that follows the bytes (the sender stopped, or the file changed while it was sent)"),
+                .protocolViolation("more bytes than the 5000 announced"),
+            ])
+        }
+        #expect(a.inboxNames() == ["e.bin"])
+        #expect(try a.files.read(at: a.inbox + "/e.bin") == bytes)
+        #expect(a.everyInboxFile().count == 1, "\(a.everyInboxFile())")
+    }
+
+    /// A file written to meanwhile is noticed before the end marker goes out, so the receiver
+    /// never stores a mix of two versions.
     @Test func aFileChangedWhileSentIsNoticed() throws {
         let (_, b) = try makeGroup()
         let path = try b.write("growing.log", content(1000))

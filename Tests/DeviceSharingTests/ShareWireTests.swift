@@ -16,10 +16,10 @@ struct ShareWireTests {
         }
     }
 
-    /// Version 2, written since the digest follows the bytes: no digest in the offer.
+    /// Version 2 (older senders): no digest in the offer, it follows the bytes.
     @Test func offerVersion2KnownAnswer() throws {
-        let offer = try ShareWire.Offer(name: "a.txt", size: 0x0102)
-        #expect(offer.version == 2 && offer.digest == nil)
+        let offer = try ShareWire.Offer.version2(name: "a.txt", size: 0x0102)
+        #expect(offer.version == 2 && offer.digest == nil && offer.trailerLength == 32)
         let expected: [UInt8] = Array("SFSH".utf8) + [2, 0, 5] + Array("a.txt".utf8) + [0, 0, 0, 0, 0, 0, 1, 2]
         #expect(offer.encoded == expected)
         // The file's first bytes may follow in the same read: they are not part of the offer.
@@ -28,6 +28,24 @@ struct ShareWireTests {
             #expect(try ShareWire.parseOffer(expected[0..<cut], maxSize: 1 << 20) == .needMore)
         }
         #expect(throws: ShareError.tooLarge(size: 0x0102, limit: 0x0101)) { _ = try ShareWire.parseOffer(expected, maxSize: 0x0101) }
+    }
+
+    /// Version 3, written: as version 2 with a 4-byte end marker after the bytes.
+    @Test func offerVersion3KnownAnswer() throws {
+        let offer = try ShareWire.Offer(name: "a.txt", size: 0x0102)
+        #expect(offer.version == 3 && offer.digest == nil && offer.trailerLength == 4)
+        #expect(ShareWire.endMarker == [0x53, 0x46, 0x53, 0x45])
+        let expected: [UInt8] = Array("SFSH".utf8) + [3, 0, 5] + Array("a.txt".utf8) + [0, 0, 0, 0, 0, 0, 1, 2]
+        #expect(offer.encoded == expected)
+        #expect(try ShareWire.parseOffer(expected + [0xab, 0xcd], maxSize: 1 << 20) == .complete(offer, consumed: expected.count))
+        for cut in 0..<expected.count {
+            #expect(try ShareWire.parseOffer(expected[0..<cut], maxSize: 1 << 20) == .needMore)
+        }
+        // Version 2 and 3 offers differ only in their version byte, and are not equal.
+        #expect(try ShareWire.Offer.version2(name: "a.txt", size: 0x0102) != offer)
+        #expect(throws: ShareError.protocolViolation("offer version 4 is not supported (this side reads versions 1 to 3): update the sender or the receiver")) {
+            _ = try ShareWire.parseOffer(Array("SFSH".utf8) + [4], maxSize: 1 << 20)
+        }
     }
 
     @Test func replyKnownAnswer() throws {
@@ -68,8 +86,8 @@ struct ShareWireTests {
         #expect(throws: ShareError.protocolViolation("not a sharing offer (wrong magic)")) {
             _ = try ShareWire.parseOffer(offer(name: Array("a".utf8), magic: Array("GET ".utf8)), maxSize: limit)
         }
-        #expect(throws: ShareError.protocolViolation("offer version 3 is not supported (this side reads versions 1 to 2): update the sender or the receiver")) {
-            _ = try ShareWire.parseOffer(offer(name: Array("a".utf8), version: 3), maxSize: limit)
+        #expect(throws: ShareError.protocolViolation("offer version 4 is not supported (this side reads versions 1 to 3): update the sender or the receiver")) {
+            _ = try ShareWire.parseOffer(offer(name: Array("a".utf8), version: 4), maxSize: limit)
         }
         #expect(throws: ShareError.self) { _ = try ShareWire.parseOffer(offer(name: Array("a".utf8), version: 0), maxSize: limit) }
         #expect(throws: ShareError.invalidFileName("the name length 0 is not between 1 and 255")) {

@@ -49,12 +49,13 @@ extension FuzzHarness {
     static func shareWireSeeds() -> [[UInt8]] {
         func u64(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * UInt64($0))) } }
         let name = Array("report.pdf".utf8)
+        let offer3 = Array("SFSH".utf8) + [3, 0, UInt8(name.count)] + name + u64(1_048_576)
         let offer2 = Array("SFSH".utf8) + [2, 0, UInt8(name.count)] + name + u64(1_048_576)
         let offer1 = Array("SFSH".utf8) + [1, 0, 1] + Array("a".utf8) + u64(0) + [UInt8](repeating: 0xE3, count: 32)
         let stored = Array("SFSR".utf8) + [1, 0, 0, 10] + name
         let refused = Array("SFSR".utf8) + [1, 2, 0, 4] + Array("full".utf8)
         let revoked = Array("SFSR".utf8) + [2, 4, 0, 6] + Array("laptop".utf8)
-        return [[0] + offer2, [0] + offer1, [1] + stored, [1] + refused, [1] + revoked, [1] + Array("SFSR".utf8) + [1, 1, 0, 0]]
+        return [[0] + offer3, [0] + offer2, [0] + offer1, [1] + stored, [1] + refused, [1] + revoked, [1] + Array("SFSR".utf8) + [1, 1, 0, 0]]
     }
 
     // MARK: Enrolment

@@ -48,6 +48,7 @@ import Testing
         let share = FuzzHarness.seeds(for: "shareWire")
         let written: [[UInt8]] = [
             [0] + (try ShareWire.Offer(name: "report.pdf", size: 1_048_576)).encoded,
+            [0] + (try ShareWire.Offer.version2(name: "report.pdf", size: 1_048_576)).encoded,
             [0] + (try ShareWire.Offer(name: "a", size: 0, digest: [UInt8](repeating: 0xE3, count: 32))).encoded,
             [1] + ShareWire.Reply(status: .stored, text: "report.pdf").encoded,
             [1] + ShareWire.Reply(status: .refused, text: "full").encoded,
