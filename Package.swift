@@ -211,8 +211,9 @@ let package = Package(
             // Device-to-device sharing over mutual TLS (pulls SwiftNIO through PinnedTLS, so it stays
         // out of the umbrella).
         // DNS-SD for discovering the group's devices (internal to DeviceSharing).
-        // Linux: libavahi-compat-libdnssd-dev (its header directory under /usr/include, and
-        // libdns_sd, linked by DeviceSharing); Apple platforms: the SDK and libSystem.
+        // Linux: libavahi-compat-libdnssd-dev (its header directory under /usr/include) to build,
+        // libdns_sd.so.1 (libavahi-compat-libdnssd1), loaded at the first discovery call, to
+        // discover; Apple platforms: the SDK and libSystem.
         .systemLibrary(name: "CDNSSD", providers: [.apt(["libavahi-compat-libdnssd-dev"])]),
         .target(
             name: "DeviceSharing",
@@ -226,7 +227,8 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ] + crypto,
             swiftSettings: strict,
-            linkerSettings: [.linkedLibrary("dns_sd", .when(platforms: [.linux]))]
+            // libdns_sd is loaded at the first discovery call (Sources/CDNSSD/shim.h), not linked.
+            linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]
         ),
         .testTarget(name: "DeviceSharingTests", dependencies: ["DeviceSharing", "TestSupport", "PinnedTLS", "ProtectedFiles", "Keychain", "Vault", "Cipher",
                                                              .product(name: "NIOCore", package: "swift-nio"),

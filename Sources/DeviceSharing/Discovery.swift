@@ -136,9 +136,12 @@ public enum ShareDiscovery {
     static let quiet: Void = { setenv("AVAHI_COMPAT_NOWARN", "1", 0) }()
 
     static func unavailable(_ call: String, _ code: Int32) -> ShareError {
+        if code == SF_DNSSD_NOT_INSTALLED {
+            return .connectionFailed("DNS-SD is not available: the library libdns_sd.so.1 could not be loaded; install it (Debian: apt-get install libavahi-compat-libdnssd1) and start avahi-daemon, or give the receiver as HOST:PORT")
+        }
         // kDNSServiceErr_ServiceNotRunning (-65563), kDNSServiceErr_Unknown (-65537): Avahi's
         // compatibility library reports a daemon it cannot reach with either.
-        .connectionFailed("DNS-SD is not available (\(call) failed with \(code)): start avahi-daemon (Linux) or mDNSResponder, or give the receiver as HOST:PORT")
+        return .connectionFailed("DNS-SD is not available (\(call) failed with \(code)): start avahi-daemon (Linux) or mDNSResponder, or give the receiver as HOST:PORT")
     }
 
     /// The TXT record's strings (each a length byte and the bytes), as key/value pairs.
@@ -229,22 +232,22 @@ final class DNSSDLoop: @unchecked Sendable {
         while !isStopped, !refs.isEmpty {
             if let deadline, ContinuousClock.now >= deadline { break }
             let current = refs
-            var fds = current.map { pollfd(fd: DNSServiceRefSockFD($0), events: Int16(POLLIN), revents: 0) }
+            var fds = current.map { pollfd(fd: sf_DNSServiceRefSockFD($0), events: Int16(POLLIN), revents: 0) }
             let ready = poll(&fds, nfds_t(fds.count), 100)
             if ready > 0 {
                 for (index, fd) in fds.enumerated() where fd.revents != 0 && !finished.contains(current[index]) {
-                    if DNSServiceProcessResult(current[index]) != 0 { finish(current[index]) }
+                    if sf_DNSServiceProcessResult(current[index]) != 0 { finish(current[index]) }
                 }
             }
             for ref in finished {
                 if let index = refs.firstIndex(of: ref) {
                     refs.remove(at: index)
-                    DNSServiceRefDeallocate(ref)
+                    sf_DNSServiceRefDeallocate(ref)
                 }
             }
             finished.removeAll()
         }
-        for ref in refs { DNSServiceRefDeallocate(ref) }
+        for ref in refs { sf_DNSServiceRefDeallocate(ref) }
         refs.removeAll()
         onEnd?()
         onEnd = nil
@@ -283,7 +286,7 @@ final class DNSSDBrowser: @unchecked Sendable {
     func start() {
         var ref: OpaquePointer?
         let context = Unmanaged.passUnretained(self).toOpaque()
-        let status = DNSServiceBrowse(&ref, 0, 0, ShareDiscovery.serviceType, ShareDiscovery.domain, { _, flags, interface, error, name, _, _, context in
+        let status = sf_DNSServiceBrowse(&ref, 0, 0, ShareDiscovery.serviceType, ShareDiscovery.domain, { _, flags, interface, error, name, _, _, context in
             guard let context, error == 0, flags & 0x2 != 0, let name else { return }
             Unmanaged<DNSSDBrowser>.fromOpaque(context).takeUnretainedValue().found(String(cString: name), interface: interface)
         }, context)
@@ -305,7 +308,7 @@ final class DNSSDBrowser: @unchecked Sendable {
         let item = Pending(instance: instance, interfaceIndex: interface, browser: self)
         pending.append(item)
         var ref: OpaquePointer?
-        let status = DNSServiceResolve(&ref, 0, interface, instance, ShareDiscovery.serviceType, ShareDiscovery.domain, {
+        let status = sf_DNSServiceResolve(&ref, 0, interface, instance, ShareDiscovery.serviceType, ShareDiscovery.domain, {
             ref, _, _, error, _, host, port, txtLength, txt, context in
             guard let context else { return }
             let item = Unmanaged<Pending>.fromOpaque(context).takeUnretainedValue()
@@ -322,7 +325,7 @@ final class DNSSDBrowser: @unchecked Sendable {
     fileprivate func lookUp(_ item: Pending) {
         var ref: OpaquePointer?
         // A record (type 1), class IN (1).
-        let status = DNSServiceQueryRecord(&ref, 0, item.interfaceIndex, item.host, 1, 1, {
+        let status = sf_DNSServiceQueryRecord(&ref, 0, item.interfaceIndex, item.host, 1, 1, {
             ref, flags, _, error, _, _, _, length, data, _, context in
             guard let context else { return }
             let item = Unmanaged<Pending>.fromOpaque(context).takeUnretainedValue()
@@ -369,7 +372,7 @@ final class DNSSDRegistration: @unchecked Sendable {
             var ref: OpaquePointer?
             let record = ShareDiscovery.encodeTXT(txt)
             let status = record.withUnsafeBytes { bytes in
-                DNSServiceRegister(&ref, 0, 0, name, ShareDiscovery.serviceType, ShareDiscovery.domain, nil,
+                sf_DNSServiceRegister(&ref, 0, 0, name, ShareDiscovery.serviceType, ShareDiscovery.domain, nil,
                                    UInt16(port).bigEndian, UInt16(bytes.count), bytes.baseAddress, { _, _, error, name, _, _, context in
                     guard let context else { return }
                     let registration = Unmanaged<DNSSDRegistration>.fromOpaque(context).takeUnretainedValue()

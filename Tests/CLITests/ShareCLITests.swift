@@ -65,6 +65,17 @@ struct ShareCLITests {
         return (a, b)
     }
 
+    /// DNS-SD's library (and the ten libraries Avahi's brings: D-Bus, libsystemd, libgcrypt...)
+    /// is loaded at the first discovery call, not at every start of every command.
+    @Test("the program does not load libdns_sd at start")
+    func noDiscoveryLibraryAtStart() throws {
+        let traced = try CLIRunner.run(["--version"], environment: ["LD_TRACE_LOADED_OBJECTS": "1"])
+        #expect(traced.status == 0, "\(traced.stderr)")
+        #expect(traced.text.contains("libc.so"), "\(traced.text)")
+        #expect(!traced.text.contains("libdns_sd"), "\(traced.text)")
+        #expect(!traced.text.contains("libavahi"), "\(traced.text)")
+    }
+
     @Test("two processes share a file; it is readable only with the passcode; a revoked device and another group are refused")
     func shareBetweenProcesses() throws {
         let (a, b) = try Self.group()
