@@ -328,7 +328,7 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     private func request(_ body: SecretBytes) throws -> SecretBytes {
         if let recent = record.recentTimeout(within: timeout) { throw recent }
         do {
-            let answer = try exchange(body)
+            let answer = try exchangeRetryingBusy(body)
             record.set(nil)
             return answer
         } catch AgentError.notRunning(let socket) where (try? FileCalls.linkStatus(socketPath)) == nil {
@@ -348,11 +348,46 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
         }
     }
 
+    /// How many times a request the agent turned away unread is sent in all.
+    static let attemptsWhenBusy = 4
+
+    /// The agent gives a connection that has not sent its request yet up to a newcomer when its
+    /// slots are full, or when one client holds too many such connections (its defence against
+    /// clients that connect and stay silent): that connection is answered "busy" and closed
+    /// before its request is read. A client with many threads can meet this on a loaded machine
+    /// (each thread's connection is silent between `connect` and `send`). Such a request was
+    /// never handled, so it is sent again on a new connection, a few times, after a short pause.
+    private func exchangeRetryingBusy(_ body: SecretBytes) throws -> SecretBytes {
+        var attempt = 1
+        while true {
+            do {
+                return try exchange(body)
+            } catch let turnedAway as TurnedAway {
+                guard attempt < Self.attemptsWhenBusy else { throw turnedAway.error }
+            } catch AgentError.remote(let message) where message == AgentServer.busyMessage {
+                guard attempt < Self.attemptsWhenBusy else { throw AgentError.remote(message) }
+            }
+            usleep(UInt32(5_000 * attempt))
+            attempt += 1
+        }
+    }
+
+    /// The agent closed the connection before the whole request was sent: it read none of it
+    /// (a request is handled only once all of it arrived).
+    private struct TurnedAway: Error {
+        let error: AgentError
+    }
+
     private func exchange(_ body: SecretBytes) throws -> SecretBytes {
         let deadline = UnixSocket.monotonicNow() + timeout
         let fd = try connect()
         defer { close(fd) }
-        try AgentProtocol.writeFrame(fd, body)
+        do {
+            try AgentProtocol.writeFrame(fd, body)
+        } catch let error as AgentError {
+            guard case .io = error else { throw error }
+            throw TurnedAway(error: error)
+        }
         let frame: SecretBytes
         do {
             frame = try AgentProtocol.readFrame(fd, deadline: deadline)

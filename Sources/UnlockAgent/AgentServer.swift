@@ -338,7 +338,9 @@ public final class AgentServer: @unchecked Sendable {
         thread.start()
     }
 
-    static let busy = AgentProtocol.errorResponse(WireError(kind: "other", message: "the agent is busy; try again"))
+    /// What a connection turned away before its request was read is told.
+    static let busyMessage = "the agent is busy; try again"
+    static let busy = AgentProtocol.errorResponse(WireError(kind: "other", message: busyMessage))
 
     /// Shuts down the writing side and discards what the peer sent (at most 64 KiB, within one
     /// second in all), so that closing does not reset the connection before the peer reads.
