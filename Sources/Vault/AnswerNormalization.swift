@@ -17,7 +17,7 @@ public enum AnswerNormalization {
     /// - Parameter answer: The answer as typed, in UTF-8.
     /// - Returns: The normalized form, in new `SecretBytes` (empty if the answer is only whitespace).
     /// - Throws: ``VaultError/invalidArgument(_:)`` when the bytes are not valid UTF-8.
-    public static func normalize(_ answer: SecretBytes) throws -> SecretBytes {
+    public static func normalize(_ answer: SecretBytes) throws(VaultError) -> SecretBytes {
         let isASCII = answer.withUnsafeBytes { bytes in bytes.allSatisfy { $0 < 0x80 } }
         if isASCII { return normalizeASCII(answer) }
         let text: String? = answer.withUnsafeBytes { bytes in

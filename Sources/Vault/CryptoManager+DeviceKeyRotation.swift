@@ -29,7 +29,7 @@ public final class DeviceBoundKeys: @unchecked Sendable {
     /// - Parameter accessibility: The accessibility whose key is wanted.
     /// - Returns: The key.
     /// - Throws: ``VaultError/invalidArgument(_:)`` for an accessibility without a key (never for the six classes).
-    public func classKey(for accessibility: Accessibility) throws -> SecretBytes {
+    public func classKey(for accessibility: Accessibility) throws(VaultError) -> SecretBytes {
         guard let key = current[accessibility] else { throw VaultError.invalidArgument("no \(accessibility.name) key") }
         return key
     }
@@ -37,8 +37,8 @@ public final class DeviceBoundKeys: @unchecked Sendable {
     /// A copy of the current key of `accessibility` (the caller wipes it).
     /// - Parameter accessibility: The accessibility whose key is wanted.
     /// - Returns: The copy.
-    /// - Throws: As ``classKey(for:)``.
-    package func classKeyCopy(for accessibility: Accessibility) throws -> SecretBytes {
+    /// - Throws: ``VaultError``, as ``classKey(for:)``.
+    package func classKeyCopy(for accessibility: Accessibility) throws(VaultError) -> SecretBytes {
         try classKey(for: accessibility).copy()
     }
 
@@ -74,7 +74,7 @@ extension CryptoManager {
     /// - Returns: The class keys, bound to `deviceKey`.
     /// - Throws: ``VaultError/classKeyUnavailable(_:_:)`` while locked, ``VaultError/invalidArgument(_:)``
     ///   for a key that is not 32 bytes.
-    package func deviceBoundKeys(deviceKey: SecretBytes) throws -> DeviceBoundKeys {
+    package func deviceBoundKeys(deviceKey: SecretBytes) throws(VaultError) -> DeviceBoundKeys {
         guard deviceKey.count == 32 else { throw VaultError.invalidArgument("a device key of \(deviceKey.count) bytes, not 32") }
         var current: [Accessibility: SecretBytes] = [:]
         var retired: [Accessibility: [SecretBytes]] = [:]
@@ -105,7 +105,7 @@ extension CryptoManager {
     /// a new generation), after a device-key rotation put a new key in place. Needs the vault
     /// unlocked in this process (an unlock agent's keys do not re-seal the state).
     /// - Throws: ``VaultError/locked``, the errors of a rewrite.
-    func recordDeviceCheck(_ check: Data) throws {
+    func recordDeviceCheck(_ check: Data) throws(VaultError) {
         let unlocked = try requireUnlocked()
         let state = try requireState()
         try checkSameVault(state, unlocked)

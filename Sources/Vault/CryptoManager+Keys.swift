@@ -21,7 +21,7 @@ extension CryptoManager {
     /// - Parameter accessibility: The class.
     /// - Returns: 32 key bytes.
     /// - Throws: ``VaultError/classKeyUnavailable(_:_:)`` with the reason, or permission errors.
-    public func classKey(for accessibility: Accessibility) throws -> SecretBytes {
+    public func classKey(for accessibility: Accessibility) throws(VaultError) -> SecretBytes {
         let base: SecretBytes
         switch accessibility.protectionClass {
         case .whenUnlocked:
@@ -65,13 +65,14 @@ extension CryptoManager {
     /// - Parameter accessibility: The class.
     /// - Returns: 32-byte keys, newest first.
     /// - Throws: ``VaultError/classKeyUnavailable(_:_:)`` with the reason, or permission errors.
-    public func retiredClassKeys(for accessibility: Accessibility) throws -> [SecretBytes] {
+    public func retiredClassKeys(for accessibility: Accessibility) throws(VaultError) -> [SecretBytes] {
         let bases: [SecretBytes]
         switch accessibility.protectionClass {
         case .whenUnlocked:
             let own: [SecretBytes]?
             if let unlocked = try currentUnlockedKeys() { own = try? unlocked.classKeys(.whenUnlocked) } else { own = nil }
-            guard let keys = try own ?? sourcedClassKeys(.whenUnlocked) else {
+            let sourced: [SecretBytes]? = if let own { own } else { try sourcedClassKeys(.whenUnlocked) }
+            guard let keys = sourced else {
                 let setUp = try loadState() != nil
                 throw VaultError.classKeyUnavailable(accessibility, setUp ? .locked : .notSetUp)
             }
@@ -100,9 +101,9 @@ extension CryptoManager {
             bases = Array(keys.dropFirst())
         }
         var result: [SecretBytes] = []
-        do {
+        do throws(VaultError) {
             for (offset, base) in bases.enumerated() {
-                do {
+                do throws(VaultError) {
                     result.append(try bindToDevice(base, accessibility))
                 } catch {
                     bases[(offset + 1)...].forEach { $0.wipe() }
@@ -129,7 +130,7 @@ extension CryptoManager {
     ///
     /// - Throws: ``VaultError/locked``, ``VaultError/corrupted(_:)`` when the vault changed
     ///   elsewhere meanwhile, I/O errors (then nothing changed, or only the always key).
-    public func rotateClassKeys() throws {
+    public func rotateClassKeys() throws(VaultError) {
         let unlocked = try requireUnlocked()
         let state = try requireState()
         try checkSameVault(state, unlocked)
@@ -153,7 +154,7 @@ extension CryptoManager {
     /// elsewhere is followed. When it cannot be (the key was rotated elsewhere, the vault was
     /// erased or replaced), the manager locks: it must not go on with keys that are no longer
     /// the vault's. Nil when locked.
-    func currentUnlockedKeys() throws -> UnlockedKeys? {
+    func currentUnlockedKeys() throws(VaultError) -> UnlockedKeys? {
         guard let unlocked = memory.withLock({ $0.unlocked }) else { return nil }
         let identity = FileIdentity(path: statePath)
         if identity != nil, identity == unlocked.stateIdentity { return unlocked }
@@ -170,8 +171,10 @@ extension CryptoManager {
             lock()
             throw error
         }
-        let fresh = try UnlockedKeys(vaultID: state.vaultID, keyID: unlocked.keyID, appKey: try unlocked.appKey.copyKey(),
-                                     secrets: secrets, stateIdentity: identity)
+        let fresh = try vaultCall {
+            try UnlockedKeys(vaultID: state.vaultID, keyID: unlocked.keyID, appKey: try unlocked.appKey.copyKey(),
+                             secrets: secrets, stateIdentity: identity)
+        }
         let installed: Bool = memory.withLock { memory in
             guard memory.unlocked === unlocked else { return false }
             memory.unlocked = fresh
@@ -181,7 +184,7 @@ extension CryptoManager {
             fresh.wipe()
             return memory.withLock { $0.unlocked }
         }
-        FirstUnlockCache.store(vaultID: fresh.vaultID, keys: try fresh.classKeys(.afterFirstUnlock))
+        FirstUnlockCache.store(vaultID: fresh.vaultID, keys: try vaultCall { try fresh.classKeys(.afterFirstUnlock) })
         unlocked.wipe()
         return fresh
     }
@@ -189,7 +192,7 @@ extension CryptoManager {
     /// Keys of `protectionClass` from ``unlockedKeySource`` (current first, then retired), or nil
     /// without a source, without a vault, or when the source has none. Keys of the wrong length
     /// are never used.
-    func sourcedClassKeys(_ protectionClass: ProtectionClass) throws -> [SecretBytes]? {
+    func sourcedClassKeys(_ protectionClass: ProtectionClass) throws(VaultError) -> [SecretBytes]? {
         guard let source = unlockedKeySource, let state = try loadState() else { return nil }
         guard let keys = source.unlockedClassKeys(protectionClass, vaultID: state.vaultID) else { return nil }
         guard !keys.isEmpty, keys.allSatisfy({ $0.count == 32 }) else {
@@ -200,13 +203,13 @@ extension CryptoManager {
     }
 
     /// `base` bound to the device key for a thisDeviceOnly class (consumes `base`).
-    func bindToDevice(_ base: SecretBytes, _ accessibility: Accessibility) throws -> SecretBytes {
+    func bindToDevice(_ base: SecretBytes, _ accessibility: Accessibility) throws(VaultError) -> SecretBytes {
         guard accessibility.thisDeviceOnly else { return base }
         defer { base.wipe() }
         let device: SecretBytes
         do {
             device = try cachedDeviceKey()
-        } catch let error as VaultError {
+        } catch {
             if case .insecurePermissions = error { throw error }
             throw VaultError.classKeyUnavailable(accessibility, .deviceKeyMissing)
         }
@@ -220,7 +223,7 @@ extension CryptoManager {
     /// - Parameter purpose: A fixed, versioned name of what the key is for.
     /// - Returns: 32 key bytes.
     /// - Throws: ``VaultError/deviceKey(_:)`` or ``VaultError/insecurePermissions(path:reason:fix:)``.
-    public func deviceSubkey(purpose: String) throws -> SecretBytes {
+    public func deviceSubkey(purpose: String) throws(VaultError) -> SecretBytes {
         guard !purpose.isEmpty else { throw VaultError.invalidArgument("the purpose of a device sub-key is empty") }
         let device = try cachedDeviceKey()
         defer { device.wipe() }
@@ -235,7 +238,7 @@ extension CryptoManager {
     }
 
     /// A copy of the device key, read once from the provider and then kept in locked memory.
-    func cachedDeviceKey() throws -> SecretBytes {
+    func cachedDeviceKey() throws(VaultError) -> SecretBytes {
         if let key = memory.withLock({ $0.deviceKey }) { return key.copy() }
         let key: SecretBytes
         do {
@@ -263,7 +266,7 @@ extension CryptoManager {
     /// PIN this process lacks), when the provider has a trusted record (beside the device key,
     /// outside the data directory) whose check value the key must match; else nil.
     /// - Throws: ``VaultError/deviceKey(_:)`` for a served key that is not this vault's.
-    func agentDeviceKey() throws -> SecretBytes? {
+    func agentDeviceKey() throws(VaultError) -> SecretBytes? {
         guard let checked = deviceKeyProvider as? CheckedDeviceKeyProvider, let source = unlockedKeySource,
               let vaultID = (try? loadState())??.vaultID, let served = source.deviceKey(vaultID: vaultID) else { return nil }
         guard served.count == 32, DeviceKeyRecord.checkValue(of: served) == checked.record.check else {
@@ -277,13 +280,13 @@ extension CryptoManager {
     /// unlock agent to serve to processes of the same user that cannot read it themselves.
     /// - Returns: A copy of the 32-byte device key (the caller wipes it).
     /// - Throws: ``VaultError/deviceKey(_:)`` and the provider's errors.
-    package func deviceKeyForAgent() throws -> SecretBytes {
+    package func deviceKeyForAgent() throws(VaultError) -> SecretBytes {
         try cachedDeviceKey()
     }
 
     /// The always-class keys, current first: `always.key` in the data directory, created on
     /// first use (under the vault's lock, so its temporary file is never taken for a leftover).
-    func alwaysKeys() throws -> [SecretBytes] {
+    func alwaysKeys() throws(VaultError) -> [SecretBytes] {
         try vaultCall {
             if access(alwaysKeyPath, F_OK) != 0 {
                 try withFileLock {
@@ -298,16 +301,18 @@ extension CryptoManager {
 
     /// Puts a new random always key in front of the existing ones (at most 17 in all), written
     /// atomically. Call with the file lock held.
-    func rotateAlwaysKeyLocked() throws {
-        var keys = access(alwaysKeyPath, F_OK) == 0 ? try AlwaysKeyFile.read(path: alwaysKeyPath) : []
-        defer { keys.forEach { $0.wipe() } }
-        keys.insert(try SecretBytes.random(count: 32), at: 0)
-        while keys.count > 1 + VaultSecrets.maximumRetiredClassMasters { keys.removeLast().wipe() }
-        let bytes = try AlwaysKeyFile.encode(keys)
-        defer { bytes.wipe() }
-        try replaceDestroyingSuperseded(alwaysKeyPath) {
-            try bytes.withUnsafeBytes { raw in
-                try SecureFile.replaceAtomically(alwaysKeyPath) { fd in try SecureFile.writeAll(fd, raw, path: alwaysKeyPath) }
+    func rotateAlwaysKeyLocked() throws(VaultError) {
+        try vaultCall {
+            var keys = access(alwaysKeyPath, F_OK) == 0 ? try AlwaysKeyFile.read(path: alwaysKeyPath) : []
+            defer { keys.forEach { $0.wipe() } }
+            keys.insert(try SecretBytes.random(count: 32), at: 0)
+            while keys.count > 1 + VaultSecrets.maximumRetiredClassMasters { keys.removeLast().wipe() }
+            let bytes = try AlwaysKeyFile.encode(keys)
+            defer { bytes.wipe() }
+            try replaceDestroyingSuperseded(alwaysKeyPath) {
+                try bytes.withUnsafeBytes { raw in
+                    try SecureFile.replaceAtomically(alwaysKeyPath) { fd in try SecureFile.writeAll(fd, raw, path: alwaysKeyPath) }
+                }
             }
         }
     }
@@ -322,7 +327,7 @@ extension CryptoManager {
     ///   - context: Associated data the sealed bytes are bound to (not stored).
     /// - Returns: The sealed envelope.
     /// - Throws: ``VaultError/locked``.
-    public func encrypt<Plaintext: DataProtocol>(_ plaintext: Plaintext, context: [UInt8] = []) throws -> [UInt8] {
+    public func encrypt<Plaintext: DataProtocol>(_ plaintext: Plaintext, context: [UInt8] = []) throws(VaultError) -> [UInt8] {
         let unlocked = try requireUnlocked()
         defer { HeapScrub.scrubRecentlyFreed() }
         return try vaultCall { try Sealed.seal(plaintext, with: unlocked.keyring, context: context) }
@@ -335,7 +340,7 @@ extension CryptoManager {
     /// - Returns: The plaintext.
     /// - Throws: ``VaultError/locked``, ``VaultError/corrupted(_:)`` when the data was modified,
     ///   sealed under another vault's key, or bound to another context.
-    public func decrypt(_ sealed: [UInt8], context: [UInt8] = []) throws -> [UInt8] {
+    public func decrypt(_ sealed: [UInt8], context: [UInt8] = []) throws(VaultError) -> [UInt8] {
         let unlocked = try requireUnlocked()
         defer { HeapScrub.scrubRecentlyFreed() }
         return try vaultCall { try Sealed.open(sealed, with: unlocked.keyring, context: context) }
@@ -347,7 +352,7 @@ extension CryptoManager {
     ///   - context: Associated data the sealed bytes are bound to (not stored).
     /// - Returns: The sealed envelope.
     /// - Throws: ``VaultError/locked``.
-    public func encrypt<Value: Encodable>(value: Value, context: [UInt8] = []) throws -> [UInt8] {
+    public func encrypt<Value: Encodable>(value: Value, context: [UInt8] = []) throws(VaultError) -> [UInt8] {
         let unlocked = try requireUnlocked()
         defer { HeapScrub.scrubRecentlyFreed() }
         return try vaultCall { try Sealed.seal(value: value, with: unlocked.keyring, context: context) }
@@ -360,7 +365,7 @@ extension CryptoManager {
     ///   - context: The associated data it was sealed with.
     /// - Returns: The decoded value.
     /// - Throws: ``VaultError/locked``, ``VaultError/corrupted(_:)``.
-    public func decrypt<Value: Decodable>(_ type: Value.Type, from sealed: [UInt8], context: [UInt8] = []) throws -> Value {
+    public func decrypt<Value: Decodable>(_ type: Value.Type, from sealed: [UInt8], context: [UInt8] = []) throws(VaultError) -> Value {
         let unlocked = try requireUnlocked()
         defer { HeapScrub.scrubRecentlyFreed() }
         return try vaultCall { try Sealed.open(type, from: sealed, with: unlocked.keyring, context: context) }

@@ -8,7 +8,7 @@ extension CryptoManager {
     /// Keeps a copy of `passcode` in locked memory until ``finalize()`` (the original's StoreTP).
     /// - Parameter passcode: The passcode; the caller may wipe its own copy afterwards.
     /// - Throws: ``VaultError/invalidArgument(_:)`` for an empty passcode.
-    public func storeTemporaryPasscode(_ passcode: SecretBytes) throws {
+    public func storeTemporaryPasscode(_ passcode: SecretBytes) throws(VaultError) {
         guard !passcode.isEmpty else { throw VaultError.invalidArgument("an empty passcode is not accepted") }
         let copy = passcode.copy()
         memory.withLock { memory in
@@ -24,7 +24,7 @@ extension CryptoManager {
     ///   - answers: One answer per question, in UTF-8.
     ///   - threshold: How many correct answers unlock (k of n); nil means all of them.
     /// - Throws: ``VaultError/invalidArgument(_:)`` when counts or the threshold are out of range.
-    public func storeTemporarySecurityQuestions(_ questions: [String], answers: [SecretBytes], threshold: Int? = nil) throws {
+    public func storeTemporarySecurityQuestions(_ questions: [String], answers: [SecretBytes], threshold: Int? = nil) throws(VaultError) {
         try Self.validateQuestions(questions, answerCount: answers.count, threshold: threshold ?? questions.count)
         let copies = answers.map { $0.copy() }
         memory.withLock { memory in
@@ -40,8 +40,8 @@ extension CryptoManager {
     ///   - questions: The questions.
     ///   - answers: One answer per question.
     ///   - threshold: How many correct answers unlock (k of n); nil means all of them.
-    /// - Throws: As the `[SecretBytes]` variant.
-    public func storeTemporarySecurityQuestions(_ questions: [String], answers: [String], threshold: Int? = nil) throws {
+    /// - Throws: ``VaultError``, as the `[SecretBytes]` variant.
+    public func storeTemporarySecurityQuestions(_ questions: [String], answers: [String], threshold: Int? = nil) throws(VaultError) {
         let secrets = answers.map { SecretBytes(utf8: $0) }
         defer { secrets.forEach { $0.wipe() } }
         try storeTemporarySecurityQuestions(questions, answers: secrets, threshold: threshold)
@@ -54,7 +54,7 @@ extension CryptoManager {
     /// - Throws: ``VaultError/alreadySetUp``, ``VaultError/invalidArgument(_:)`` when neither a
     ///   passcode nor questions were stored or an answer is empty after normalization; I/O errors
     ///   (then nothing was written).
-    public func finalize() throws {
+    public func finalize() throws(VaultError) {
         let (passcode, questions, answers, threshold) = memory.withLock { memory in
             defer {
                 memory.temporaryPasscode = nil
@@ -85,8 +85,8 @@ extension CryptoManager {
     ///   - questions: The security questions (empty for none).
     ///   - answers: One answer per question.
     ///   - threshold: How many answers unlock; nil means all.
-    /// - Throws: as ``finalize()``.
-    public func setUp(passcode: SecretBytes?, questions: [String] = [], answers: [SecretBytes] = [], threshold: Int? = nil) throws {
+    /// - Throws: ``VaultError``, as ``finalize()``.
+    public func setUp(passcode: SecretBytes?, questions: [String] = [], answers: [SecretBytes] = [], threshold: Int? = nil) throws(VaultError) {
         guard passcode != nil || !questions.isEmpty else {
             throw VaultError.invalidArgument("give a passcode, security questions, or both")
         }
@@ -103,14 +103,14 @@ extension CryptoManager {
     ///   - questions: The security questions.
     ///   - answers: One answer per question.
     ///   - threshold: How many answers unlock; nil means all.
-    /// - Throws: As the `[SecretBytes]` variant.
-    public func setUp(passcode: SecretBytes?, questions: [String], answers: [String], threshold: Int? = nil) throws {
+    /// - Throws: ``VaultError``, as the `[SecretBytes]` variant.
+    public func setUp(passcode: SecretBytes?, questions: [String], answers: [String], threshold: Int? = nil) throws(VaultError) {
         let secrets = answers.map { SecretBytes(utf8: $0) }
         defer { secrets.forEach { $0.wipe() } }
         try setUp(passcode: passcode, questions: questions, answers: secrets, threshold: threshold)
     }
 
-    static func validateQuestions(_ questions: [String], answerCount: Int, threshold: Int) throws {
+    static func validateQuestions(_ questions: [String], answerCount: Int, threshold: Int) throws(VaultError) {
         let n = questions.count
         guard (1...maximumQuestions).contains(n) else {
             throw VaultError.invalidArgument("\(n) security questions; give 1 to \(maximumQuestions)")
@@ -153,7 +153,7 @@ extension CryptoManager {
         return result
     }
 
-    private func create(passcode: SecretBytes?, questions: (questions: [String], answers: [SecretBytes], threshold: Int)?) throws {
+    private func create(passcode: SecretBytes?, questions: (questions: [String], answers: [SecretBytes], threshold: Int)?) throws(VaultError) {
         try vaultCall {
             // Normalize answers and derive every wrapping before touching the disk.
             let normalized = try questions.map { try $0.answers.map { try AnswerNormalization.normalize($0) } } ?? []
@@ -210,12 +210,14 @@ extension CryptoManager {
 
     // MARK: Wrapping
 
-    func wrapPasscode(_ passcode: SecretBytes, appKey: SecretBytes, state: VaultState) throws -> VaultState.PasscodeWrap {
-        let salt = try SecureRandom.bytes(KeyDerivation.saltLength)
-        let kek = try KeyDerivation.derive(password: passcode, salt: salt, parameters: policy.parameters)
-        defer { kek.wipe() }
-        let wrapped = try KeyWrap.wrap(appKey, under: kek, aad: state.passcodeAAD())
-        return VaultState.PasscodeWrap(kdf: policy.parameters, salt: Data(salt), wrapped: Data(wrapped))
+    func wrapPasscode(_ passcode: SecretBytes, appKey: SecretBytes, state: VaultState) throws(VaultError) -> VaultState.PasscodeWrap {
+        try vaultCall {
+            let salt = try SecureRandom.bytes(KeyDerivation.saltLength)
+            let kek = try KeyDerivation.derive(password: passcode, salt: salt, parameters: policy.parameters)
+            defer { kek.wipe() }
+            let wrapped = try KeyWrap.wrap(appKey, under: kek, aad: state.passcodeAAD())
+            return VaultState.PasscodeWrap(kdf: policy.parameters, salt: Data(salt), wrapped: Data(wrapped))
+        }
     }
 
     func wrapAnswers(questions: [String], normalized: [SecretBytes], threshold: Int, appKey: SecretBytes,
@@ -233,7 +235,7 @@ extension CryptoManager {
     }
 
     /// The KEK of one subset: KDF over `for each index: index (4, BE) ‖ length (4, BE) ‖ normalized answer`.
-    func subsetKEK(normalized: [SecretBytes], indices: [Int], salt: [UInt8], parameters: KDFParameters) throws -> SecretBytes {
+    func subsetKEK(normalized: [SecretBytes], indices: [Int], salt: [UInt8], parameters: KDFParameters) throws(VaultError) -> SecretBytes {
         let total = indices.reduce(0) { $0 + 8 + normalized[$1].count }
         let material = SecretBytes(count: total) { target in
             var offset = 0
@@ -256,13 +258,13 @@ extension CryptoManager {
 
     /// Runs the KDF of a wrapping with the manager's ceiling (``kdfCeiling``), refusing settings
     /// above it before any work with an error that says how to open a vault made with them.
-    func storedKDF(password: SecretBytes, salt: [UInt8], parameters: KDFParameters) throws -> SecretBytes {
+    func storedKDF(password: SecretBytes, salt: [UInt8], parameters: KDFParameters) throws(VaultError) -> SecretBytes {
         try checkKDFCeiling(parameters)
-        return try KeyDerivation.derive(password: password, salt: salt, parameters: parameters, outputLength: 32, ceiling: kdfCeiling)
+        return try vaultCall { try KeyDerivation.derive(password: password, salt: salt, parameters: parameters, outputLength: 32, ceiling: kdfCeiling) }
     }
 
     /// Throws, before any work, when stored settings exceed ``kdfCeiling``.
-    func checkKDFCeiling(_ parameters: KDFParameters) throws {
+    func checkKDFCeiling(_ parameters: KDFParameters) throws(VaultError) {
         do {
             try parameters.validate(ceiling: kdfCeiling)
         } catch CipherError.kdfParametersTooExpensive(let detail) {
@@ -273,17 +275,18 @@ extension CryptoManager {
     }
 
     /// Seals the secret section under the state key, bound to every public field of `state`.
-    func sealSecrets(_ secrets: VaultSecrets, appKey: SecretBytes, into state: inout VaultState) throws {
-        let plaintext = try secrets.serialize()
+    func sealSecrets(_ secrets: VaultSecrets, appKey: SecretBytes, into state: inout VaultState) throws(VaultError) {
+        let plaintext = try vaultCall { try secrets.serialize() }
         defer { plaintext.wipe() }
         let stateKey = KeyHierarchy.stateKey(appKey)
         defer { stateKey.wipe() }
         state.secrets = Data()
-        state.secrets = Data(try KeyWrap.wrap(plaintext, under: stateKey, aad: state.secretsAAD()))
+        let aad = state.secretsAAD()
+        state.secrets = Data(try vaultCall { try KeyWrap.wrap(plaintext, under: stateKey, aad: aad) })
     }
 
     /// Opens the secret section; failure means the state was modified (the key was right).
-    func openSecrets(of state: VaultState, appKey: SecretBytes) throws -> VaultSecrets {
+    func openSecrets(of state: VaultState, appKey: SecretBytes) throws(VaultError) -> VaultSecrets {
         let stateKey = KeyHierarchy.stateKey(appKey)
         defer { stateKey.wipe() }
         let plaintext: SecretBytes
@@ -291,9 +294,11 @@ extension CryptoManager {
             plaintext = try KeyWrap.unwrap(Array(state.secrets), under: stateKey, aad: state.secretsAAD())
         } catch is KeyWrap.WrongKey {
             throw VaultError.corrupted("the state file was modified (its questions, wrappings or secret section do not authenticate)")
+        } catch {
+            throw VaultError.wrap(error)
         }
         defer { plaintext.wipe() }
-        return try VaultSecrets.parse(plaintext)
+        return try vaultCall { try VaultSecrets.parse(plaintext) }
     }
 }
 

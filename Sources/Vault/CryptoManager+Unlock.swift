@@ -14,7 +14,7 @@ extension CryptoManager {
     /// - Throws: ``VaultError/wrongPasscode(failures:nextAttemptAfter:)``,
     ///   ``VaultError/tooManyAttempts(retryAfter:)``, ``VaultError/erased``, ``VaultError/notSetUp``,
     ///   ``VaultError/noPasscode``, ``VaultError/corrupted(_:)``.
-    public func unlock(passcode: SecretBytes) throws {
+    public func unlock(passcode: SecretBytes) throws(VaultError) {
         let identity = FileIdentity(path: statePath)
         let state = try requireState()
         let appKey = try checkPasscode(passcode, state: state)
@@ -25,7 +25,7 @@ extension CryptoManager {
     /// passcode's KDF once. Returns the application key the passcode opens.
     /// - Throws: ``VaultError/noPasscode``, ``VaultError/wrongPasscode(failures:nextAttemptAfter:)``
     ///   and the attempt errors.
-    func checkPasscode(_ passcode: SecretBytes, state: VaultState) throws -> SecretBytes {
+    func checkPasscode(_ passcode: SecretBytes, state: VaultState) throws(VaultError) -> SecretBytes {
         guard state.passcode != nil else { throw VaultError.noPasscode }
         return try attempt(state: state, wrong: { VaultError.wrongPasscode(failures: $0, nextAttemptAfter: $1) }) {
             try openWithPasscode(passcode, state: state)
@@ -34,7 +34,7 @@ extension CryptoManager {
 
     /// The application key if `passcode` opens the passcode wrapping of `state`, else nil. No
     /// attempt accounting (callers run it inside `attempt`).
-    func openWithPasscode(_ passcode: SecretBytes, state: VaultState) throws -> SecretBytes? {
+    func openWithPasscode(_ passcode: SecretBytes, state: VaultState) throws(VaultError) -> SecretBytes? {
         guard let wrap = state.passcode else { return nil }
         let kek = try storedKDF(password: passcode, salt: Array(wrap.salt), parameters: wrap.kdf)
         defer { kek.wipe() }
@@ -47,14 +47,14 @@ extension CryptoManager {
     ///   At least ``answerThreshold`` must be given. Answers are normalized (``AnswerNormalization``).
     /// - Throws: ``VaultError/wrongAnswers(failures:nextAttemptAfter:)`` and the errors of
     ///   `unlock(passcode:)`; ``VaultError/invalidArgument(_:)`` for too few answers (not counted as an attempt).
-    public func unlock(answers: [SecretBytes]) throws {
+    public func unlock(answers: [SecretBytes]) throws(VaultError) {
         let identity = FileIdentity(path: statePath)
         let state = try requireState()
         guard let set = state.questions else { throw VaultError.noSecurityQuestions }
         guard answers.count == set.questions.count else {
             throw VaultError.invalidArgument("\(set.questions.count) questions but \(answers.count) answers; give one entry per question (empty for unanswered)")
         }
-        let normalized = try answers.map { try AnswerNormalization.normalize($0) }
+        let normalized = try normalizeAll(answers)
         defer { normalized.forEach { $0.wipe() } }
         let given = Set(normalized.indices.filter { !normalized[$0].isEmpty })
         guard given.count >= set.threshold else {
@@ -68,8 +68,8 @@ extension CryptoManager {
 
     /// Unlocks with String answers (see ``AnswerNormalization`` about `String` copies in memory).
     /// - Parameter answers: The answers, one per question, in order.
-    /// - Throws: As the `[SecretBytes]` variant.
-    public func unlock(answers: [String]) throws {
+    /// - Throws: ``VaultError``, as the `[SecretBytes]` variant.
+    public func unlock(answers: [String]) throws(VaultError) {
         let secrets = answers.map { SecretBytes(utf8: $0) }
         defer { secrets.forEach { $0.wipe() } }
         try unlock(answers: secrets)
@@ -77,30 +77,46 @@ extension CryptoManager {
 
     /// `unlock(passcode:)` with the KDF run on a dispatch queue, off the cooperative pool.
     /// - Parameter passcode: The passcode.
-    /// - Throws: As the synchronous variant.
-    public func unlock(passcode: SecretBytes) async throws {
-        try await offPool { try self.unlock(passcode: passcode) }
+    /// - Throws: ``VaultError``, as the synchronous variant.
+    public func unlock(passcode: SecretBytes) async throws(VaultError) {
+        try await offPool { () throws(VaultError) in try self.unlock(passcode: passcode) }
     }
 
     /// ``unlock(answers:)`` with the KDF run on a dispatch queue, off the cooperative pool.
     /// - Parameter answers: The answers, one per question, in order.
-    /// - Throws: As the synchronous variant.
-    public func unlock(answers: [SecretBytes]) async throws {
-        try await offPool { try self.unlock(answers: answers) }
+    /// - Throws: ``VaultError``, as the synchronous variant.
+    public func unlock(answers: [SecretBytes]) async throws(VaultError) {
+        try await offPool { () throws(VaultError) in try self.unlock(answers: answers) }
     }
 
-    func offPool(_ body: @escaping @Sendable () throws -> Void) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+    func offPool(_ body: @escaping @Sendable () throws(VaultError) -> Void) async throws(VaultError) {
+        let result: Result<Void, VaultError> = await withCheckedContinuation { continuation in
             DispatchQueue.global(qos: .userInitiated).async {
-                do { try body(); continuation.resume() } catch { continuation.resume(throwing: error) }
+                do throws(VaultError) { try body(); continuation.resume(returning: .success(())) } catch { continuation.resume(returning: .failure(error)) }
             }
         }
+        try result.get()
+    }
+
+    /// The normalized answers (``AnswerNormalization``), in order; nothing is left unwiped on failure.
+    func normalizeAll(_ answers: [SecretBytes]) throws(VaultError) -> [SecretBytes] {
+        var normalized: [SecretBytes] = []
+        normalized.reserveCapacity(answers.count)
+        for answer in answers {
+            do {
+                normalized.append(try AnswerNormalization.normalize(answer))
+            } catch {
+                normalized.forEach { $0.wipe() }
+                throw error
+            }
+        }
+        return normalized
     }
 
     /// Tries the subsets made only of given answers, in order, and returns the application key
     /// with the first subset it opened. No attempt accounting (callers run it inside `attempt`).
     func openWithAnswers(state: VaultState, set: VaultState.Questions, normalized: [SecretBytes],
-                         given: Set<Int>) throws -> (key: SecretBytes, indices: [Int])? {
+                         given: Set<Int>) throws(VaultError) -> (key: SecretBytes, indices: [Int])? {
         for subset in set.subsets where subset.indices.allSatisfy(given.contains) {
             if let key = try openSubset(state: state, set: set, indices: subset.indices, normalized: normalized) {
                 return (key, subset.indices)
@@ -110,7 +126,7 @@ extension CryptoManager {
     }
 
     /// The application key if the answers at `indices` open that subset's wrapping, else nil.
-    func openSubset(state: VaultState, set: VaultState.Questions, indices: [Int], normalized: [SecretBytes]) throws -> SecretBytes? {
+    func openSubset(state: VaultState, set: VaultState.Questions, indices: [Int], normalized: [SecretBytes]) throws(VaultError) -> SecretBytes? {
         guard let subset = set.subsets.first(where: { $0.indices == indices }) else { return nil }
         let kek = try subsetKEK(normalized: normalized, indices: subset.indices, salt: Array(subset.salt), parameters: set.kdf)
         defer { kek.wipe() }
@@ -121,7 +137,7 @@ extension CryptoManager {
     /// the current version on the way (same keys and wrappings, the secret section re-sealed for
     /// the new associated data); when that fails, or the file changed meanwhile, the old state
     /// stays, readable as it is.
-    func finishUnlock(state: VaultState, appKey: SecretBytes, identity: FileIdentity?) throws {
+    func finishUnlock(state: VaultState, appKey: SecretBytes, identity: FileIdentity?) throws(VaultError) {
         do {
             let secrets = try openSecrets(of: state, appKey: appKey)
             let unlocked: UnlockedKeys
@@ -151,7 +167,7 @@ extension CryptoManager {
     /// first read compares it, ``cachedDeviceKey()``).
     /// - Throws: ``VaultError/deviceKey(_:)`` for another device key,
     ///   ``VaultError/rolledBack(file:found:expected:)``, anchor errors.
-    func verifyBinding(of state: VaultState) throws {
+    func verifyBinding(of state: VaultState) throws(VaultError) {
         if let expected = state.deviceCheck {
             if let key = memory.withLock({ $0.deviceKey?.copy() }) ?? readDeviceKey(expecting: expected) {
                 defer { key.wipe() }
@@ -163,7 +179,7 @@ extension CryptoManager {
                 }
             }
         }
-        try anchor(for: state)?.check(RollbackAnchor.vaultState, found: state.generation ?? 0, file: statePath)
+        try vaultCall { try anchor(for: state)?.check(RollbackAnchor.vaultState, found: state.generation ?? 0, file: statePath) }
     }
 
     /// The device key from the provider, or nil when it gives none now. A provider checked
@@ -191,7 +207,7 @@ extension CryptoManager {
     /// manager's ``AttemptPolicy/eraseAfter``. A record that does not parse never erases: it is
     /// rewritten as the longest delay, starting now, with failures that do not count towards
     /// erasure, and ``VaultError/attemptRecordDamaged(retryAfter:)`` says so.
-    func attempt(state: VaultState?, wrong: (Int, Duration?) -> VaultError, _ check: () throws -> SecretBytes?) throws -> SecretBytes {
+    func attempt(state: VaultState?, wrong: (Int, Duration?) -> VaultError, _ check: () throws -> SecretBytes?) throws(VaultError) -> SecretBytes {
         // Settings over the manager's KDF ceiling are refused before an attempt is counted.
         for parameters in [state?.passcode?.kdf, state?.questions?.kdf].compactMap({ $0 }) { try checkKDFCeiling(parameters) }
         let limit = effectiveEraseAfter(state)
@@ -266,7 +282,7 @@ extension CryptoManager {
     /// device key is kept (it is not the vault's). Running it again after an interruption
     /// finishes the job.
     /// - Throws: ``VaultError/io(_:)`` when a file cannot be destroyed.
-    public func erase() throws {
+    public func erase() throws(VaultError) {
         try vaultCall { try withFileLock { try eraseLocked(keepMarker: false, includeAlwaysKey: true) } }
     }
 
@@ -284,7 +300,7 @@ extension CryptoManager {
     }
 
     /// Call with the file lock held.
-    func eraseLocked(keepMarker: Bool, includeAlwaysKey: Bool = false) throws {
+    func eraseLocked(keepMarker: Bool, includeAlwaysKey: Bool = false) throws(VaultError) {
         let vaultID = (try? VaultState.load(directory: directory))?.vaultID
         var failures: [String] = []
         // Leftovers first: a name linked to the live state is only unlinked, after which the
@@ -301,8 +317,10 @@ extension CryptoManager {
         // Whatever the destruction itself left behind (nothing, unless it failed).
         do { try destroyLeftovers() } catch { failures.append("\(error)") }
         if keepMarker {
-            let marker = try CanonicalEncoding.encode(["erased": clock().timeIntervalSince1970])
-            try SecureFile.writeAtomically(marker, to: erasedMarkerPath)
+            try vaultCall {
+                let marker = try CanonicalEncoding.encode(["erased": clock().timeIntervalSince1970])
+                try SecureFile.writeAtomically(marker, to: erasedMarkerPath)
+            }
         } else {
             unlink(erasedMarkerPath)
         }

@@ -16,7 +16,7 @@ extension CryptoManager {
     /// - Throws: ``VaultError/wrongPasscode(failures:nextAttemptAfter:)`` and the attempt errors,
     ///   ``VaultError/invalidArgument(_:)`` for an empty new passcode or a missing current one,
     ///   ``VaultError/locked`` when a vault without a passcode is locked.
-    public func updatePasscode(current: SecretBytes?, new: SecretBytes) throws {
+    public func updatePasscode(current: SecretBytes?, new: SecretBytes) throws(VaultError) {
         guard !new.isEmpty else { throw VaultError.invalidArgument("an empty passcode is not accepted") }
         let state = try requireState()
         let held = try heldKeys(matching: state)
@@ -45,7 +45,7 @@ extension CryptoManager {
     ///   - new: The new passcode.
     /// - Throws: ``VaultError/wrongAnswers(failures:nextAttemptAfter:)`` and the attempt errors,
     ///   ``VaultError/noSecurityQuestions``, ``VaultError/invalidArgument(_:)``.
-    public func resetPasscode(answers: [SecretBytes], new: SecretBytes) throws {
+    public func resetPasscode(answers: [SecretBytes], new: SecretBytes) throws(VaultError) {
         guard !new.isEmpty else { throw VaultError.invalidArgument("an empty passcode is not accepted") }
         try unlock(answers: answers)
         let unlocked = try requireUnlocked()
@@ -62,8 +62,8 @@ extension CryptoManager {
     /// - Parameters:
     ///   - current: The current passcode (nil when the vault has none).
     ///   - new: The new passcode.
-    /// - Throws: As ``updatePasscode(current:new:)``.
-    public func changePasscode(from current: SecretBytes?, to new: SecretBytes) throws {
+    /// - Throws: ``VaultError``, as ``updatePasscode(current:new:)``.
+    public func changePasscode(from current: SecretBytes?, to new: SecretBytes) throws(VaultError) {
         try updatePasscode(current: current, new: new)
     }
 
@@ -75,7 +75,7 @@ extension CryptoManager {
     ///   - answers: One answer per question.
     ///   - threshold: How many answers unlock; nil means all.
     /// - Throws: ``VaultError/locked``, ``VaultError/invalidArgument(_:)``.
-    public func updateSecurityQuestions(_ questions: [String], answers: [SecretBytes], threshold: Int? = nil) throws {
+    public func updateSecurityQuestions(_ questions: [String], answers: [SecretBytes], threshold: Int? = nil) throws(VaultError) {
         let unlocked = try requireUnlocked()
         let state = try requireState()
         try checkSameVault(state, unlocked)
@@ -85,7 +85,7 @@ extension CryptoManager {
             try Self.validateQuestions(questions, answerCount: answers.count, threshold: threshold ?? questions.count)
         }
         try vaultCall {
-            let normalized = try answers.map { try AnswerNormalization.normalize($0) }
+            let normalized = try normalizeAll(answers)
             defer { normalized.forEach { $0.wipe() } }
             if normalized.contains(where: { $0.isEmpty }) { throw VaultError.invalidArgument("an answer is empty") }
             var next = state
@@ -101,8 +101,8 @@ extension CryptoManager {
     ///   - questions: The new questions.
     ///   - answers: One answer per question.
     ///   - threshold: How many answers unlock; nil means all.
-    /// - Throws: As the `[SecretBytes]` variant.
-    public func updateSecurityQuestions(_ questions: [String], answers: [String], threshold: Int? = nil) throws {
+    /// - Throws: ``VaultError``, as the `[SecretBytes]` variant.
+    public func updateSecurityQuestions(_ questions: [String], answers: [String], threshold: Int? = nil) throws(VaultError) {
         let secrets = answers.map { SecretBytes(utf8: $0) }
         defer { secrets.forEach { $0.wipe() } }
         try updateSecurityQuestions(questions, answers: secrets, threshold: threshold)
@@ -130,7 +130,7 @@ extension CryptoManager {
     ///   ``VaultError/unverifiedAnswers(questions:)`` naming the answers that did not verify
     ///   (nothing is written), and the attempt errors.
     @discardableResult
-    public func rotateKey(passcode: SecretBytes?, answers: [SecretBytes]? = nil) throws -> [UInt8] {
+    public func rotateKey(passcode: SecretBytes?, answers: [SecretBytes]? = nil) throws(VaultError) -> [UInt8] {
         let state = try requireState()
         let held = try heldKeys(matching: state)
         if state.passcode != nil, passcode == nil {
@@ -142,7 +142,7 @@ extension CryptoManager {
             guard let answers, answers.count == set.questions.count else {
                 throw VaultError.invalidArgument("all \(set.questions.count) answers are required to rotate the key")
             }
-            normalized = try answers.map { try AnswerNormalization.normalize($0) }
+            normalized = try normalizeAll(answers)
             if normalized.contains(where: { $0.isEmpty }) {
                 throw VaultError.invalidArgument("all \(set.questions.count) answers are required to rotate the key; one is empty")
             }
@@ -215,7 +215,7 @@ extension CryptoManager {
     /// remaining answer in a subset made of it and k - 1 verified answers. Returns the key when
     /// all verify, nil when no subset opens, and throws ``VaultError/unverifiedAnswers(questions:)``
     /// naming the answers that did not verify.
-    func verifyAllAnswers(state: VaultState, set: VaultState.Questions, normalized: [SecretBytes]) throws -> SecretBytes? {
+    func verifyAllAnswers(state: VaultState, set: VaultState.Questions, normalized: [SecretBytes]) throws(VaultError) -> SecretBytes? {
         let all = Set(normalized.indices)
         guard let (key, opened) = try openWithAnswers(state: state, set: set, normalized: normalized, given: all) else { return nil }
         var unverified: [Int] = []
@@ -240,9 +240,9 @@ extension CryptoManager {
     ///   - passcode: The current passcode (required when the vault has one).
     ///   - answers: All answers.
     /// - Returns: The new key id.
-    /// - Throws: As the `[SecretBytes]` variant.
+    /// - Throws: ``VaultError``, as the `[SecretBytes]` variant.
     @discardableResult
-    public func rotateKey(passcode: SecretBytes?, answers: [String]) throws -> [UInt8] {
+    public func rotateKey(passcode: SecretBytes?, answers: [String]) throws(VaultError) -> [UInt8] {
         let secrets = answers.map { SecretBytes(utf8: $0) }
         defer { secrets.forEach { $0.wipe() } }
         return try rotateKey(passcode: passcode, answers: secrets)
@@ -262,7 +262,7 @@ extension CryptoManager {
     ///   - context: The associated data it was sealed with (kept).
     /// - Returns: The data sealed under the current key.
     /// - Throws: ``VaultError/locked``, ``VaultError/corrupted(_:)``.
-    public func reseal(_ sealed: [UInt8], context: [UInt8] = []) throws -> [UInt8] {
+    public func reseal(_ sealed: [UInt8], context: [UInt8] = []) throws(VaultError) -> [UInt8] {
         var plaintext = try decrypt(sealed, context: context)
         defer { plaintext.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
         return try encrypt(plaintext, context: context)
@@ -274,7 +274,7 @@ extension CryptoManager {
     ///
     /// - Parameter ids: Key ids from ``retiredKeyIDs``.
     /// - Throws: ``VaultError/locked``, I/O errors.
-    public func removeRetiredKeys(_ ids: [[UInt8]]) throws {
+    public func removeRetiredKeys(_ ids: [[UInt8]]) throws(VaultError) {
         let unlocked = try requireUnlocked()
         let state = try requireState()
         try checkSameVault(state, unlocked)
@@ -339,7 +339,7 @@ extension CryptoManager {
     }
 
     /// The keys in memory, checked to be those of `state` (nil when locked).
-    func heldKeys(matching state: VaultState) throws -> UnlockedKeys? {
+    func heldKeys(matching state: VaultState) throws(VaultError) -> UnlockedKeys? {
         guard let held = memory.withLock({ $0.unlocked }) else { return nil }
         try checkSameVault(state, held)
         return held
@@ -348,7 +348,7 @@ extension CryptoManager {
     /// The keys a change works from, given the application key that `opener` just opened from
     /// `state` (consumed): the keys in memory when the vault is unlocked (the key must be
     /// theirs), else keys opened from `state`, which the caller wipes when done.
-    func changeKeys(state: VaultState, appKey: SecretBytes, held: UnlockedKeys?, opener: String) throws -> UnlockedKeys {
+    func changeKeys(state: VaultState, appKey: SecretBytes, held: UnlockedKeys?, opener: String) throws(VaultError) -> UnlockedKeys {
         if let held {
             defer { appKey.wipe() }
             guard appKey == held.appKey else {
@@ -371,7 +371,7 @@ extension CryptoManager {
         }
     }
 
-    func checkSameVault(_ state: VaultState, _ unlocked: UnlockedKeys) throws {
+    func checkSameVault(_ state: VaultState, _ unlocked: UnlockedKeys) throws(VaultError) {
         guard state.vaultID == unlocked.vaultID, Array(state.keyID) == unlocked.keyID else {
             throw VaultError.corrupted("the vault on disk is not the one unlocked in memory (it was replaced or its key rotated elsewhere); lock and unlock again")
         }

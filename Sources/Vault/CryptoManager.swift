@@ -198,11 +198,11 @@ public final class CryptoManager: Sendable {
 
     // MARK: Internals shared by the extensions
 
-    func loadState() throws -> VaultState? {
+    func loadState() throws(VaultError) -> VaultState? {
         try vaultCall { try VaultState.load(directory: directory) }
     }
 
-    func requireState() throws -> VaultState {
+    func requireState() throws(VaultError) -> VaultState {
         guard let state = try loadState() else { throw isErased ? VaultError.erased : VaultError.notSetUp }
         return state
     }
@@ -212,7 +212,7 @@ public final class CryptoManager: Sendable {
     }
 
     /// Runs `body`, mapping lower-layer errors to ``VaultError``.
-    func vaultCall<Result>(_ body: () throws -> Result) throws -> Result {
+    func vaultCall<Result>(_ body: () throws -> Result) throws(VaultError) -> Result {
         do { return try body() } catch { throw VaultError.wrap(error) }
     }
 
@@ -220,11 +220,13 @@ public final class CryptoManager: Sendable {
     /// is kept by a hard link during the rename and then destroyed. Call with the file lock held.
     /// - Returns: The identity of the file written.
     @discardableResult
-    func commit(_ state: VaultState) throws -> FileIdentity? {
-        let data = try state.encoded()
-        try replaceDestroyingSuperseded(statePath) {
-            try SecureFile.writeAtomically(data, to: statePath)
-            testHooks.step?("committed")
+    func commit(_ state: VaultState) throws(VaultError) -> FileIdentity? {
+        try vaultCall {
+            let data = try state.encoded()
+            try replaceDestroyingSuperseded(statePath) {
+                try SecureFile.writeAtomically(data, to: statePath)
+                testHooks.step?("committed")
+            }
         }
         return FileIdentity(path: statePath)
     }
@@ -252,8 +254,8 @@ public final class CryptoManager: Sendable {
     }
 
     /// Installs freshly unlocked keys and tells observers.
-    func install(_ unlocked: UnlockedKeys) throws {
-        FirstUnlockCache.store(vaultID: unlocked.vaultID, keys: try unlocked.classKeys(.afterFirstUnlock))
+    func install(_ unlocked: UnlockedKeys) throws(VaultError) {
+        FirstUnlockCache.store(vaultID: unlocked.vaultID, keys: try vaultCall { try unlocked.classKeys(.afterFirstUnlock) })
         memory.withLock { memory in
             let wasLocked = memory.unlocked == nil
             memory.unlocked?.wipe()
@@ -263,7 +265,7 @@ public final class CryptoManager: Sendable {
     }
 
     /// The unlocked keys, or ``VaultError/locked``.
-    func requireUnlocked() throws -> UnlockedKeys {
+    func requireUnlocked() throws(VaultError) -> UnlockedKeys {
         guard let unlocked = memory.withLock({ $0.unlocked }) else { throw VaultError.locked }
         return unlocked
     }

@@ -23,10 +23,8 @@ struct StateFileTests {
             do {
                 try manager.unlock(passcode: secret("pin"))
                 Issue.record("\(label): unlocked", sourceLocation: sourceLocation)
-            } catch let error as VaultError {
-                if case .corrupted = error {} else { Issue.record("\(label): \(error)", sourceLocation: sourceLocation) }
             } catch {
-                Issue.record("\(label): \(error)", sourceLocation: sourceLocation)
+                if case .corrupted = error {} else { Issue.record("\(label): \(error)", sourceLocation: sourceLocation) }
             }
             manager.lock()
         }
