@@ -277,3 +277,52 @@ final class Protected50: @unchecked Sendable {
     func add(_ value: String?) { lock.withLock { stored.append(value) } }
     var values: [String?] { lock.withLock { stored } }
 }
+
+/// A request the agent turned away before reading it (answered "busy", as the agent answers a
+/// silent connection whose slot went to a newcomer) is sent again on a new connection, a
+/// bounded number of times; here an agent of the test's own answers "busy" twice, then the status.
+@Suite("Unlock agent client: busy answers")
+struct AgentClientBusyTests {
+    /// Serves `busyRounds` connections with the busy answer, then one with `status`; counts them.
+    static func serve(_ listenFD: Int32, busyRounds: Int, status: AgentStatus, served: Protected50) {
+        for round in 0...busyRounds {
+            guard let fd = AgentSystem.accept(listenFD) else { return }
+            UnixSocket.setTimeouts(fd, seconds: 10)
+            let request = try? AgentProtocol.readFrame(fd)
+            request?.wipe()
+            served.add("round \(round)")
+            if round < busyRounds {
+                try? AgentProtocol.writeFrame(fd, AgentServer.busy)
+            } else if let json = try? JSONEncoder().encode(status) {
+                try? AgentProtocol.writeFrame(fd, [0] + Array(json))
+            }
+            close(fd)
+        }
+    }
+
+    @Test func aBusyAnswerIsRetriedThenGivenUp() throws {
+        let directory = try TemporaryDirectory(prefix: "agent-busy")
+        let status = AgentStatus(state: .locked, firstUnlockDone: false, home: "/h", idleTTL: 1, maxTTL: 2,
+                                 idleRemaining: nil, maxRemaining: nil, pid: 1, uid: UInt32(geteuid()))
+        // Two busy answers, then the status: the client's third attempt gets it.
+        let path = directory.path + "/twice.sock"
+        let listenFD = try AgentSystem.listen(at: path)
+        defer { close(listenFD) }
+        let served = Protected50()
+        let server = Thread { Self.serve(listenFD, busyRounds: 2, status: status, served: served) }
+        server.start()
+        #expect(try AgentClient(socketPath: path, timeout: 10).status() == status)
+        #expect(served.values.count == 3)
+        // Busy every time: after four attempts the client says so.
+        let always = directory.path + "/always.sock"
+        let alwaysFD = try AgentSystem.listen(at: always)
+        defer { close(alwaysFD) }
+        let counted = Protected50()
+        let busy = Thread { Self.serve(alwaysFD, busyRounds: AgentClient.attemptsWhenBusy, status: status, served: counted) }
+        busy.start()
+        #expect(throws: AgentError.remote(AgentServer.busyMessage)) { _ = try AgentClient(socketPath: always, timeout: 10).status() }
+        #expect(counted.values.count == AgentClient.attemptsWhenBusy)
+        // Let the server thread finish: its last round is the status nobody asks for.
+        _ = try? AgentClient(socketPath: always, timeout: 10).status()
+    }
+}
