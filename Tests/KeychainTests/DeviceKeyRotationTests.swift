@@ -52,6 +52,32 @@ import Vault
         return try queue.read { db in try Data.fetchAll(db, sql: "SELECT sealed FROM keychain_items").map { Array($0) } }
     }
 
+    /// The b-tree pages of a SQLite file whose unused gap (between the cell pointers and the
+    /// cell content) holds a run of 16 or more non-zero bytes: a leftover of a cell, not a
+    /// stale 2-byte pointer. A freshly built page has zeros there.
+    static func pagesWithBytesInTheirGap(_ path: String) throws -> [Int] {
+        let bytes = try SecureFile.read(path, maxLength: 1 << 28)
+        let field = Int(bytes[16]) << 8 | Int(bytes[17])
+        let pageSize = field == 1 ? 65536 : field
+        var found: [Int] = []
+        for number in 0..<(bytes.count / pageSize) {
+            let page = Array(bytes[(number * pageSize)..<((number + 1) * pageSize)])
+            let base = number == 0 ? 100 : 0
+            let kind = page[base]
+            guard [2, 5, 10, 13].contains(kind) else { continue }
+            let header = base + (kind == 2 || kind == 5 ? 12 : 8)
+            let cells = Int(page[base + 3]) << 8 | Int(page[base + 4])
+            let content = Int(page[base + 5]) << 8 | Int(page[base + 6])
+            let gap = page[(header + 2 * cells)..<(content == 0 ? 65536 : content)]
+            var run = 0
+            for byte in gap {
+                run = byte == 0 ? 0 : run + 1
+                if run >= 16 { found.append(number + 1); break }
+            }
+        }
+        return found
+    }
+
     /// 600 items (three batches), every class: all readable under the new key; the old key,
     /// with a copy of the home from before, finds no item and opens no record of the rotated home.
     @Test func rotationReKeysEveryItemAndTheOldKeyOpensNothing() throws {
@@ -130,6 +156,10 @@ import Vault
         let haystack = Data(bytes)
         let left = oldRecords.filter { haystack.range(of: Data($0.suffix(48))) != nil }.count
         #expect(left == 0, "\(left) old records still in the rotated file")
+        // Nor in the unused gap of any page, where SQLite leaves the bytes of cells it moved
+        // when it rebalances pages (secure_delete does not clear them; the rebuild does): that
+        // is where old records survived the re-keying now and then.
+        #expect(try Self.pagesWithBytesInTheirGap(fixture.home + "/keychain.sqlite") == [])
         // The copy from before still opens with the old key (it is the old data, as it was).
         let past = try fixture.manager(StaticDeviceKeyProvider(key: old), home: before)
         try past.unlock(passcode: SecretBytes(utf8: "1234"))
