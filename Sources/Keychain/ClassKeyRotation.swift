@@ -37,21 +37,23 @@ extension Keychain {
     /// - Throws: ``KeychainError/invalidArgument(_:)`` when the key source cannot rotate,
     ///   ``KeychainError/interactionNotAllowed(_:_:)`` while the vault is locked, database errors.
     @discardableResult
-    public func rotateClassKeys() throws -> ResealReport {
-        try requireOpen()
-        guard let source = keySource as? any ClassKeyRotatingSource else {
-            throw KeychainError.invalidArgument("this keychain's key source cannot rotate class keys (it does not conform to ClassKeyRotatingSource)")
+    public func rotateClassKeys() throws(KeychainError) -> ResealReport {
+        return try typed {
+            try requireOpen()
+            guard let source = keySource as? any ClassKeyRotatingSource else {
+                throw KeychainError.invalidArgument("this keychain's key source cannot rotate class keys (it does not conform to ClassKeyRotatingSource)")
+            }
+            let before = try resealUnderCurrentClassKeys()
+            do {
+                try source.rotateClassKeys()
+            } catch {
+                throw KeychainError.fromKeySource(error)
+            }
+            sealer.dropClassKeys()
+            var after = try resealUnderCurrentClassKeys()
+            after.resealed += before.resealed
+            return after
         }
-        let before = try resealUnderCurrentClassKeys()
-        do {
-            try source.rotateClassKeys()
-        } catch {
-            throw KeychainError.fromKeySource(error)
-        }
-        sealer.dropClassKeys()
-        var after = try resealUnderCurrentClassKeys()
-        after.resealed += before.resealed
-        return after
     }
 
     /// Re-seals every item whose record names a class key other than its class's current one
@@ -62,31 +64,33 @@ extension Keychain {
     /// - Returns: The number of items re-sealed (0 when all are current) and the unreadable ones.
     /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)``, database errors.
     @discardableResult
-    public func resealUnderCurrentClassKeys() throws -> ResealReport {
-        try requireOpen()
-        try itemStore.flush()
-        sealer.dropClassKeys()
-        var batch: [(old: StoredRow, new: StoredRow)] = []
-        var report = ResealReport(resealed: 0, unreadable: [])
-        for itemClass in ItemClass.allCases {
-            // Id by id (a row with a damaged column is skipped, not the end of the run).
-            for id in try itemStore.ids(itemClass: itemClass, group: nil) {
-                do {
-                    guard let row = try itemStore.lookup(id) else { continue }
-                    guard let resealed = try sealer.resealed(row) else { continue }
-                    batch.append((row, resealed))
-                } catch KeychainError.corrupted {
-                    report.unreadable.append(Encoding.hex(id.bytes))
-                    continue
-                }
-                if batch.count >= Keychain.resealBatchSize {
-                    report.resealed += try itemStore.replaceSealed(batch)
-                    batch.removeAll(keepingCapacity: true)
+    public func resealUnderCurrentClassKeys() throws(KeychainError) -> ResealReport {
+        return try typed {
+            try requireOpen()
+            try itemStore.flush()
+            sealer.dropClassKeys()
+            var batch: [(old: StoredRow, new: StoredRow)] = []
+            var report = ResealReport(resealed: 0, unreadable: [])
+            for itemClass in ItemClass.allCases {
+                // Id by id (a row with a damaged column is skipped, not the end of the run).
+                for id in try itemStore.ids(itemClass: itemClass, group: nil) {
+                    do {
+                        guard let row = try itemStore.lookup(id) else { continue }
+                        guard let resealed = try sealer.resealed(row) else { continue }
+                        batch.append((row, resealed))
+                    } catch KeychainError.corrupted {
+                        report.unreadable.append(Encoding.hex(id.bytes))
+                        continue
+                    }
+                    if batch.count >= Keychain.resealBatchSize {
+                        report.resealed += try itemStore.replaceSealed(batch)
+                        batch.removeAll(keepingCapacity: true)
+                    }
                 }
             }
+            report.resealed += try itemStore.replaceSealed(batch)
+            return report
         }
-        report.resealed += try itemStore.replaceSealed(batch)
-        return report
     }
 
     /// Rows re-sealed per transaction.

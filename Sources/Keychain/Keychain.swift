@@ -72,7 +72,7 @@ public final class Keychain: Sendable {
     ///   to others, ``KeychainError/permissionDenied(path:detail:)``, ``KeychainError/corrupted(_:)``
     ///   for a file that is not a keychain, ``KeychainError/keyUnavailable(_:)`` when the
     ///   blind-index key is not the one the keychain was created with.
-    public init(directory: String, keySource: any KeychainKeySource, configuration: Configuration = Configuration()) throws {
+    public init(directory: String, keySource: any KeychainKeySource, configuration: Configuration = Configuration()) throws(KeychainError) {
         self.directory = directory
         self.path = (directory as NSString).appendingPathComponent(configuration.fileName)
         self.keySource = keySource
@@ -89,7 +89,11 @@ public final class Keychain: Sendable {
         } catch {
             throw KeychainError.fromFile(error, path: directory)
         }
-        itemStore = try ItemStore(path: path, configuration: configuration, indexKey: indexKey)
+        do {
+            itemStore = try ItemStore(path: path, configuration: configuration, indexKey: indexKey)
+        } catch {
+            throw KeychainError.typed(error, path: path)
+        }
         sealer = ItemSealer(keySource: keySource, indexKey: indexKey, keychainID: itemStore.keychainID, path: path)
         wipedStaleItems = itemStore.wipedStaleItems
     }
@@ -100,7 +104,7 @@ public final class Keychain: Sendable {
     ///   - manager: The Vault module's crypto manager.
     ///   - configuration: Settings; see ``Configuration``.
     /// - Throws: as ``init(directory:keySource:configuration:)``.
-    public convenience init(manager: CryptoManager, configuration: Configuration = Configuration()) throws {
+    public convenience init(manager: CryptoManager, configuration: Configuration = Configuration()) throws(KeychainError) {
         try self.init(directory: manager.directory, keySource: manager, configuration: configuration)
     }
 
@@ -110,8 +114,8 @@ public final class Keychain: Sendable {
     /// `synchronous=FULL`, so the WAL was synced to disk).
     /// - Throws: ``KeychainError/database(_:)`` and the other database errors of the commit; the
     ///   writes stay pending and are retried. ``KeychainError/closed(path:)`` after ``close()``.
-    public func flush() throws {
-        try itemStore.flush()
+    public func flush() throws(KeychainError) {
+        try typed { try itemStore.flush() }
     }
 
     /// Commits the pending writes durably, then closes the database connections and drops the
@@ -121,10 +125,16 @@ public final class Keychain: Sendable {
     /// file is read or written. Closing again does nothing. Call it before deleting the
     /// keychain's directory; otherwise the connections close when the object is released.
     /// - Throws: The error of the final commit; the connections are closed regardless.
-    public func close() throws {
+    public func close() throws(KeychainError) {
         // Pending writes are sealed already: the commit needs no class key.
         sealer.close()
-        try itemStore.close()
+        try typed { try itemStore.close() }
+    }
+
+    /// Runs the body of a public operation and gives its failure as a ``KeychainError``
+    /// (``KeychainError/typed(_:path:)``): the public API throws that type only.
+    func typed<T>(_ body: () throws -> T) throws(KeychainError) -> T {
+        do { return try body() } catch { throw KeychainError.typed(error, path: path) }
     }
 
     /// Throws ``KeychainError/closed(path:)`` once ``close()`` has run: the first step of every

@@ -10,7 +10,7 @@ extension DeviceBoundKeys: KeychainKeySource {
     /// The device sub-key "keychain blind index v1".
     /// - Returns: The key (the caller wipes it).
     /// - Throws: Nothing in this conformance (the protocol allows a source to).
-    public func blindIndexKey() throws -> SecretBytes {
+    public func blindIndexKey() throws(KeychainError) -> SecretBytes {
         deviceSubkey(purpose: Keychain.blindIndexPurpose)
     }
 }

@@ -31,6 +31,10 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
     case vault(VaultError)
     /// The database failed (busy beyond the timeout, I/O error...).
     case database(String)
+    /// A file call failed for another reason than permissions or a full disk: a legacy keychain
+    /// file that is missing, or a directory where a file belongs. The file helper's own error,
+    /// which names the call, the path and the system's reason.
+    case file(SecureFile.Failure)
     /// The file system holding the keychain is full: `path` (the database, its write-ahead log
     /// `-wal` or its shared-memory index `-shm`) could not grow. Nothing was half-written: the
     /// transaction was rolled back, and writes not yet committed stay queued for a later flush.
@@ -73,6 +77,7 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
         case .keyUnavailable(let detail): return "key unavailable: \(detail)"
         case .vault(let error): return "\(error)"
         case .database(let detail): return "keychain database error: \(detail)"
+        case .file(let failure): return "\(failure)"
         case let .diskFull(path, detail):
             return "the disk is full: \(path) could not grow (\(detail)); free some space on that file system and try again (writes not yet committed stay queued)"
         case .legacyFormat(let detail): return "legacy keychain unreadable: \(detail)"
@@ -85,6 +90,30 @@ public enum KeychainError: Error, Sendable, CustomStringConvertible {
             let more = items.count > 8 ? " and \(items.count - 8) more" : ""
             return "\(items.count) keychain item(s) are damaged (\(shown)\(more)): someone who can write the keychain's file changed them, or the disk damaged them; delete them (delete their service with deleteAccounts(forService:), or everything with deleteAll()) or restore the keychain from a backup; listing() gives the other items and what is wrong with each damaged one"
         }
+    }
+
+    /// Any failure from below the public API as a keychain error: a keychain error as it is, a
+    /// key source's (the vault's) as ``fromKeySource(_:)`` maps it, a file helper's as
+    /// ``fromFile(_:path:)``, a database error as its SQLite code says (corrupted, permission
+    /// denied, disk full, database), a sealing or random-generator failure as
+    /// ``keyUnavailable(_:)``.
+    static func typed(_ error: any Error, path: String) -> KeychainError {
+        switch error {
+        case let error as KeychainError: return error
+        case is VaultError: return fromKeySource(error)
+        case let failure as SecureFile.Failure:
+            let mapped = fromFile(failure, path: path)
+            if case .database = mapped { return .file(failure) }
+            return mapped
+        case let error as CipherError: return .keyUnavailable("\(error)")
+        default: return KeychainSchema.map(error, path: path)
+        }
+    }
+
+    /// The body of a static operation (reading or parsing a legacy keychain) with its failure as
+    /// a keychain error (``typed(_:path:)``).
+    static func typing<T>(_ body: () throws -> T) throws(KeychainError) -> T {
+        do { return try body() } catch { throw typed(error, path: "the legacy keychain") }
     }
 
     /// Maps an error thrown by a key source to a keychain error.

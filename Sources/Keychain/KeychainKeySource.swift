@@ -35,7 +35,7 @@ extension KeychainKeySource {
     /// - Parameter accessibility: The accessibility whose retired keys are wanted.
     /// - Returns: An empty array.
     /// - Throws: Never.
-    public func retiredClassKeys(for accessibility: Accessibility) throws -> [SecretBytes] { [] }
+    public func retiredClassKeys(for accessibility: Accessibility) -> [SecretBytes] { [] }
 }
 
 /// A key source whose class keys can be replaced by new ones (the earlier generations staying
@@ -57,7 +57,7 @@ public final class StaticKeySource: KeychainKeySource, @unchecked Sendable {
 
     /// - Parameter masterKey: 32 bytes or more of key material; it is not retained.
     /// - Throws: ``KeychainError/invalidArgument(_:)`` for a key shorter than 32 bytes.
-    public init(masterKey: SecretBytes) throws {
+    public init(masterKey: SecretBytes) throws(KeychainError) {
         guard masterKey.count >= 32 else {
             throw KeychainError.invalidArgument("a master key needs at least 32 bytes, not \(masterKey.count)")
         }
@@ -76,7 +76,7 @@ public final class StaticKeySource: KeychainKeySource, @unchecked Sendable {
     /// - Returns: The derived key of `accessibility`.
     /// - Throws: Never in practice: every accessibility has a key
     ///   (``KeychainError/invalidArgument(_:)`` otherwise).
-    public func classKey(for accessibility: Accessibility) throws -> SecretBytes {
+    public func classKey(for accessibility: Accessibility) throws(KeychainError) -> SecretBytes {
         guard let key = keys[accessibility] else {
             throw KeychainError.invalidArgument("no key for accessibility \(accessibility.name)")
         }
@@ -85,7 +85,7 @@ public final class StaticKeySource: KeychainKeySource, @unchecked Sendable {
 
     /// - Returns: The derived blind-index key.
     /// - Throws: Never: the key is derived at initialization.
-    public func blindIndexKey() throws -> SecretBytes { indexKey }
+    public func blindIndexKey() throws(KeychainError) -> SecretBytes { indexKey }
 }
 
 /// The Vault's `rotateClassKeys()` replaces the class master and the always key; its
@@ -97,7 +97,7 @@ extension CryptoManager: KeychainKeySource {
     /// It needs no unlock, and a keychain opened with another device key finds none of its items.
     /// - Returns: 32 key bytes.
     /// - Throws: The Vault module's device-key errors.
-    public func blindIndexKey() throws -> SecretBytes {
+    public func blindIndexKey() throws(VaultError) -> SecretBytes {
         try deviceSubkey(purpose: "keychain blind index v1")
     }
 }

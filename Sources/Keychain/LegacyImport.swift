@@ -40,21 +40,23 @@ extension Keychain {
     /// ``importLegacyKeychain(at:accessibility:overwrite:)`` for the format and the checks).
     /// - Parameter path: The `IMSKeychain` file.
     /// - Returns: The entries read, and those that could not be read.
-    /// - Throws: ``KeychainError/legacyFormat(_:)``; `SecureFile.Failure` for a missing file;
-    ///   other file errors as ``KeychainError``.
-    package static func readLegacyKeychain(at path: String) throws -> LegacyKeychainContents {
-        let bytes: [UInt8]
-        do {
-            bytes = try SecureFile.read(path, maxLength: LegacyPlistGuard.maximumSize)
-        } catch SecureFile.Failure.system(_, _, EFBIG) {
-            throw KeychainError.legacyFormat("\(path) is larger than \(LegacyPlistGuard.maximumSize) bytes: not a legacy keychain")
-        } catch let SecureFile.Failure.system(operation, failed, code) where code == ENOENT || code == ENOTDIR || code == EISDIR {
-            // A missing file is a file error (exit 74 on the command line), not a database error.
-            throw SecureFile.Failure.system(operation: operation, path: failed, errno: code)
-        } catch {
-            throw KeychainError.fromFile(error, path: path)
+    /// - Throws: ``KeychainError/legacyFormat(_:)``; ``KeychainError/file(_:)`` for a missing
+    ///   file; other file errors as their ``KeychainError`` cases.
+    package static func readLegacyKeychain(at path: String) throws(KeychainError) -> LegacyKeychainContents {
+        return try KeychainError.typing {
+            let bytes: [UInt8]
+            do {
+                bytes = try SecureFile.read(path, maxLength: LegacyPlistGuard.maximumSize)
+            } catch SecureFile.Failure.system(_, _, EFBIG) {
+                throw KeychainError.legacyFormat("\(path) is larger than \(LegacyPlistGuard.maximumSize) bytes: not a legacy keychain")
+            } catch let SecureFile.Failure.system(operation, failed, code) where code == ENOENT || code == ENOTDIR || code == EISDIR {
+                // A missing file is a file error (exit 74 on the command line), not a database error.
+                throw KeychainError.file(.system(operation: operation, path: failed, errno: code))
+            } catch {
+                throw KeychainError.fromFile(error, path: path)
+            }
+            return try parseLegacyKeychain(bytes, name: path)
         }
-        return try parseLegacyKeychain(bytes, name: path)
     }
 
     /// Parses the bytes of an iMAS `IMSKeychain` file: a binary or XML property list
@@ -65,45 +67,47 @@ extension Keychain {
     ///   - name: How error messages name the file.
     /// - Returns: The entries read, and those that could not be read.
     /// - Throws: ``KeychainError/legacyFormat(_:)`` when the bytes are not such a property list.
-    public static func parseLegacyKeychain(_ bytes: [UInt8], name: String = "the legacy keychain") throws -> LegacyKeychainContents {
-        var contents = LegacyKeychainContents(entries: [], failed: [])
-        guard !bytes.isEmpty else { return contents }
-        do {
-            try LegacyPlistGuard.check(bytes)
-        } catch {
-            throw KeychainError.legacyFormat("\(name) is refused unparsed: \(error)")
-        }
-        let object: Any
-        var format = PropertyListSerialization.PropertyListFormat.binary
-        do {
-            object = try PropertyListSerialization.propertyList(from: Data(bytes), options: [], format: &format)
-        } catch {
-            throw KeychainError.legacyFormat("\(name) is not a property list: \(error)")
-        }
-        // The parser falls back to the OpenStep text format when a file does not parse as what
-        // it looks like: only the two legacy formats are accepted.
-        guard format == .binary || format == .xml else {
-            throw KeychainError.legacyFormat("\(name) is neither a binary nor an XML property list")
-        }
-        guard let services = object as? [String: Any] else {
-            throw KeychainError.legacyFormat("\(name): the root is not a dictionary of services")
-        }
-        for service in services.keys.sorted() {
-            guard let accounts = services[service] as? [String: Any] else {
-                throw KeychainError.legacyFormat("\(name): service \"\(service)\" is not a dictionary of accounts")
+    public static func parseLegacyKeychain(_ bytes: [UInt8], name: String = "the legacy keychain") throws(KeychainError) -> LegacyKeychainContents {
+        return try KeychainError.typing {
+            var contents = LegacyKeychainContents(entries: [], failed: [])
+            guard !bytes.isEmpty else { return contents }
+            do {
+                try LegacyPlistGuard.check(bytes)
+            } catch {
+                throw KeychainError.legacyFormat("\(name) is refused unparsed: \(error)")
             }
-            for account in accounts.keys.sorted() {
-                if let data = accounts[account] as? Data {
-                    contents.entries.append(LegacyEntry(service: service, account: account, value: Array(data)))
-                } else if let text = accounts[account] as? String {
-                    contents.entries.append(LegacyEntry(service: service, account: account, value: Array(text.utf8)))
-                } else {
-                    contents.failed.append(LegacyEntryFailure(service: service, account: account,
-                                                              reason: "the value is neither data nor text (\(type(of: accounts[account]!)))"))
+            let object: Any
+            var format = PropertyListSerialization.PropertyListFormat.binary
+            do {
+                object = try PropertyListSerialization.propertyList(from: Data(bytes), options: [], format: &format)
+            } catch {
+                throw KeychainError.legacyFormat("\(name) is not a property list: \(error)")
+            }
+            // The parser falls back to the OpenStep text format when a file does not parse as what
+            // it looks like: only the two legacy formats are accepted.
+            guard format == .binary || format == .xml else {
+                throw KeychainError.legacyFormat("\(name) is neither a binary nor an XML property list")
+            }
+            guard let services = object as? [String: Any] else {
+                throw KeychainError.legacyFormat("\(name): the root is not a dictionary of services")
+            }
+            for service in services.keys.sorted() {
+                guard let accounts = services[service] as? [String: Any] else {
+                    throw KeychainError.legacyFormat("\(name): service \"\(service)\" is not a dictionary of accounts")
+                }
+                for account in accounts.keys.sorted() {
+                    if let data = accounts[account] as? Data {
+                        contents.entries.append(LegacyEntry(service: service, account: account, value: Array(data)))
+                    } else if let text = accounts[account] as? String {
+                        contents.entries.append(LegacyEntry(service: service, account: account, value: Array(text.utf8)))
+                    } else {
+                        contents.failed.append(LegacyEntryFailure(service: service, account: account,
+                                                                  reason: "the value is neither data nor text (\(type(of: accounts[account]!)))"))
+                    }
                 }
             }
+            return contents
         }
-        return contents
     }
 
     /// Imports an iMAS `IMSKeychain` file: a binary (or XML) property list
@@ -126,21 +130,23 @@ extension Keychain {
     ///   ``KeychainError/interactionNotAllowed(_:_:)``; database errors.
     @discardableResult
     public func importLegacyKeychain(at path: String, accessibility: Accessibility = .always,
-                                     overwrite: Bool = false) throws -> LegacyImportReport {
-        try requireOpen()
-        let contents = try Self.readLegacyKeychain(at: path)
-        var report = LegacyImportReport(imported: 0, skipped: 0, failed: contents.failed)
-        guard !contents.entries.isEmpty else { return report }
-        for entry in contents.entries {
-            let key = ItemKey.generic(service: entry.service, account: entry.account)
-            do {
-                try entry.value.withUnsafeBytes { try store($0, for: key, accessibility: accessibility, mustNotExist: !overwrite) }
-                report.imported += 1
-            } catch KeychainError.duplicateItem {
-                report.skipped += 1
+                                     overwrite: Bool = false) throws(KeychainError) -> LegacyImportReport {
+        return try typed {
+            try requireOpen()
+            let contents = try Self.readLegacyKeychain(at: path)
+            var report = LegacyImportReport(imported: 0, skipped: 0, failed: contents.failed)
+            guard !contents.entries.isEmpty else { return report }
+            for entry in contents.entries {
+                let key = ItemKey.generic(service: entry.service, account: entry.account)
+                do {
+                    try entry.value.withUnsafeBytes { try store($0, for: key, accessibility: accessibility, mustNotExist: !overwrite) }
+                    report.imported += 1
+                } catch KeychainError.duplicateItem {
+                    report.skipped += 1
+                }
             }
+            try flush()
+            return report
         }
-        try flush()
-        return report
     }
 }

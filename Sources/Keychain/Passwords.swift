@@ -11,10 +11,12 @@ extension Keychain {
     ///   - service: The service name.
     ///   - account: The account name.
     /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` when the always-class key is unavailable.
-    public func setPassword(_ password: String, forService service: String, account: String) throws {
-        var bytes = Array(password.utf8)
-        defer { ItemCodec.zero(&bytes) }
-        try bytes.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: .always) }
+    public func setPassword(_ password: String, forService service: String, account: String) throws(KeychainError) {
+        try typed {
+            var bytes = Array(password.utf8)
+            defer { ItemCodec.zero(&bytes) }
+            try bytes.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: .always) }
+        }
     }
 
     /// Stores password data with accessibility `.always`.
@@ -23,10 +25,12 @@ extension Keychain {
     ///   - service: The service name.
     ///   - account: The account name.
     /// - Throws: as ``setPassword(_:forService:account:)``.
-    public func setPasswordData(_ data: some DataProtocol, forService service: String, account: String) throws {
-        var bytes = Array(data)
-        defer { ItemCodec.zero(&bytes) }
-        try bytes.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: .always) }
+    public func setPasswordData(_ data: some DataProtocol, forService service: String, account: String) throws(KeychainError) {
+        try typed {
+            var bytes = Array(data)
+            defer { ItemCodec.zero(&bytes) }
+            try bytes.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: .always) }
+        }
     }
 
     /// The password of a service and account, as UTF-8 text.
@@ -39,15 +43,17 @@ extension Keychain {
     /// - Throws: ``KeychainError/itemNotFound(_:)``, ``KeychainError/notUTF8(_:)``,
     ///   ``KeychainError/interactionNotAllowed(_:_:)``, ``KeychainError/corrupted(_:)``,
     ///   ``KeychainError/accessibilityTooWeak(item:stored:required:)``.
-    public func password(forService service: String, account: String, requiring minimum: Accessibility? = nil) throws -> String {
-        let key = ItemKey.generic(service: service, account: account)
-        let secret = try read(key, requiring: minimum)
-        defer { secret.wipe() }
-        return try secret.withUnsafeBytes { bytes in
-            guard let text = String(validating: bytes.bindMemory(to: UInt8.self), as: UTF8.self) else {
-                throw KeychainError.notUTF8(key.description)
+    public func password(forService service: String, account: String, requiring minimum: Accessibility? = nil) throws(KeychainError) -> String {
+        return try typed {
+            let key = ItemKey.generic(service: service, account: account)
+            let secret = try read(key, requiring: minimum)
+            defer { secret.wipe() }
+            return try secret.withUnsafeBytes { bytes in
+                guard let text = String(validating: bytes.bindMemory(to: UInt8.self), as: UTF8.self) else {
+                    throw KeychainError.notUTF8(key.description)
+                }
+                return text
             }
-            return text
         }
     }
 
@@ -58,8 +64,8 @@ extension Keychain {
     ///   - minimum: The weakest accessibility accepted (nil: any).
     /// - Returns: The bytes, in wiped-on-release memory.
     /// - Throws: as ``password(forService:account:requiring:)``.
-    public func passwordData(forService service: String, account: String, requiring minimum: Accessibility? = nil) throws -> SecretBytes {
-        try read(.generic(service: service, account: account), requiring: minimum)
+    public func passwordData(forService service: String, account: String, requiring minimum: Accessibility? = nil) throws(KeychainError) -> SecretBytes {
+        try typed { try read(.generic(service: service, account: account), requiring: minimum) }
     }
 
     /// Stores password data with accessibility `.whenUnlocked`: it needs the crypto manager
@@ -69,8 +75,10 @@ extension Keychain {
     ///   - service: The service name.
     ///   - account: The account name.
     /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` while locked.
-    public func setSecurePasswordData(_ data: SecretBytes, forService service: String, account: String) throws {
-        try data.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: .whenUnlocked) }
+    public func setSecurePasswordData(_ data: SecretBytes, forService service: String, account: String) throws(KeychainError) {
+        try typed {
+            try data.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: .whenUnlocked) }
+        }
     }
 
     /// Stores a password (UTF-8) with accessibility `.whenUnlocked`.
@@ -79,7 +87,7 @@ extension Keychain {
     ///   - service: The service name.
     ///   - account: The account name.
     /// - Throws: as ``setSecurePasswordData(_:forService:account:)``.
-    public func setSecurePassword(_ password: String, forService service: String, account: String) throws {
+    public func setSecurePassword(_ password: String, forService service: String, account: String) throws(KeychainError) {
         try setSecurePasswordData(SecretBytes(utf8: password), forService: service, account: account)
     }
 
@@ -92,8 +100,10 @@ extension Keychain {
     /// - Returns: The bytes.
     /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` while locked,
     ///   ``KeychainError/accessibilityTooWeak(item:stored:required:)``, and as ``password(forService:account:requiring:)``.
-    public func securePasswordData(forService service: String, account: String) throws -> SecretBytes {
-        try read(.generic(service: service, account: account), requiring: .whenUnlocked)
+    public func securePasswordData(forService service: String, account: String) throws(KeychainError) -> SecretBytes {
+        return try typed {
+            try read(.generic(service: service, account: account), requiring: .whenUnlocked)
+        }
     }
 
     /// The text of an item stored with ``setSecurePassword(_:forService:account:)`` (whenUnlocked
@@ -103,7 +113,7 @@ extension Keychain {
     ///   - account: The account name.
     /// - Returns: The password.
     /// - Throws: as ``password(forService:account:requiring:)``.
-    public func securePassword(forService service: String, account: String) throws -> String {
+    public func securePassword(forService service: String, account: String) throws(KeychainError) -> String {
         try password(forService: service, account: account, requiring: .whenUnlocked)
     }
 
@@ -112,8 +122,10 @@ extension Keychain {
     ///   - service: The service name.
     ///   - account: The account name.
     /// - Throws: ``KeychainError/itemNotFound(_:)`` when there is no such item.
-    public func deletePassword(forService service: String, account: String) throws {
-        try remove(.generic(service: service, account: account))
+    public func deletePassword(forService service: String, account: String) throws(KeychainError) {
+        try typed {
+            try remove(.generic(service: service, account: account))
+        }
     }
 
     /// Deletes every account of a service (generic passwords). No class key is needed.
@@ -121,26 +133,30 @@ extension Keychain {
     /// - Returns: The number of items deleted.
     /// - Throws: Database errors.
     @discardableResult
-    public func deleteAccounts(forService service: String) throws -> Int {
-        try requireOpen()
-        let ids = try itemStore.ids(itemClass: .genericPassword, group: sealer.group(.genericPassword, service))
-        for id in ids { try itemStore.enqueue(id, .delete) }
-        return ids.count
+    public func deleteAccounts(forService service: String) throws(KeychainError) -> Int {
+        return try typed {
+            try requireOpen()
+            let ids = try itemStore.ids(itemClass: .genericPassword, group: sealer.group(.genericPassword, service))
+            for id in ids { try itemStore.enqueue(id, .delete) }
+            return ids.count
+        }
     }
 
     /// Deletes every item of every class and service.
     /// - Returns: The number of items deleted.
     /// - Throws: Database errors.
     @discardableResult
-    public func deleteAll() throws -> Int {
-        try requireOpen()
-        var count = 0
-        for itemClass in ItemClass.allCases {
-            let ids = try itemStore.ids(itemClass: itemClass, group: nil)
-            for id in ids { try itemStore.enqueue(id, .delete) }
-            count += ids.count
+    public func deleteAll() throws(KeychainError) -> Int {
+        return try typed {
+            try requireOpen()
+            var count = 0
+            for itemClass in ItemClass.allCases {
+                let ids = try itemStore.ids(itemClass: itemClass, group: nil)
+                for id in ids { try itemStore.enqueue(id, .delete) }
+                count += ids.count
+            }
+            return count
         }
-        return count
     }
 
     /// The accounts of one service, or of every service (generic passwords).
@@ -150,22 +166,24 @@ extension Keychain {
     ///   unavailable (its names are sealed under it); ``KeychainError/damagedItems(_:)`` naming
     ///   every damaged row of the service(s) (a column of the wrong type, a failed check), never
     ///   leaving one out: ``listing()`` gives the other items beside them.
-    public func accounts(forService service: String? = nil) throws -> [ItemKey] {
-        try requireOpen()
-        let (rows, undecoded) = try itemStore.rowsReportingDamage(itemClass: .genericPassword,
-                                                                 group: service.map { sealer.group(.genericPassword, $0) })
-        var damaged = undecoded.map(damagedItem)
-        var keys: [ItemKey] = []
-        for row in rows {
-            do {
-                keys.append(try sealer.attributes(of: row).key)
-            } catch let error as KeychainError {
-                guard case .corrupted = error else { throw error }
-                damaged.append(damagedItem(row, error))
+    public func accounts(forService service: String? = nil) throws(KeychainError) -> [ItemKey] {
+        return try typed {
+            try requireOpen()
+            let (rows, undecoded) = try itemStore.rowsReportingDamage(itemClass: .genericPassword,
+                                                                     group: service.map { sealer.group(.genericPassword, $0) })
+            var damaged = undecoded.map(damagedItem)
+            var keys: [ItemKey] = []
+            for row in rows {
+                do {
+                    keys.append(try sealer.attributes(of: row).key)
+                } catch let error as KeychainError {
+                    guard case .corrupted = error else { throw error }
+                    damaged.append(damagedItem(row, error))
+                }
             }
+            guard damaged.isEmpty else { throw KeychainError.damagedItems(damaged.sorted { $0.itemID < $1.itemID }) }
+            return keys
         }
-        guard damaged.isEmpty else { throw KeychainError.damagedItems(damaged.sorted { $0.itemID < $1.itemID }) }
-        return keys
     }
 
     // MARK: Codable values
@@ -178,12 +196,14 @@ extension Keychain {
     ///   - accessibility: Which class key protects it (default `.whenUnlocked`).
     /// - Throws: ``KeychainError/invalidArgument(_:)`` when the value does not encode; otherwise the errors of a write (``KeychainError``).
     public func set<Value: Encodable>(_ value: Value, forService service: String, account: String,
-                                      accessibility: Accessibility = .whenUnlocked) throws {
-        try requireOpen()
-        var data: Data
-        do { data = try CanonicalEncoding.encode(value) } catch { throw KeychainError.invalidArgument("the value does not encode: \(error)") }
-        defer { data.resetBytes(in: 0..<data.count) }
-        try data.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: accessibility) }
+                                      accessibility: Accessibility = .whenUnlocked) throws(KeychainError) {
+        try typed {
+            try requireOpen()
+            var data: Data
+            do { data = try CanonicalEncoding.encode(value) } catch { throw KeychainError.invalidArgument("the value does not encode: \(error)") }
+            defer { data.resetBytes(in: 0..<data.count) }
+            try data.withUnsafeBytes { try store($0, for: .generic(service: service, account: account), accessibility: accessibility) }
+        }
     }
 
     /// Reads a Codable value stored with ``set(_:forService:account:accessibility:)``.
@@ -195,12 +215,14 @@ extension Keychain {
     /// - Returns: The value.
     /// - Throws: ``KeychainError/itemNotFound(_:)``, ``KeychainError/corrupted(_:)`` when it does not decode as `type`.
     public func value<Value: Decodable>(_ type: Value.Type, forService service: String, account: String,
-                                        requiring minimum: Accessibility? = nil) throws -> Value {
-        let secret = try read(.generic(service: service, account: account), requiring: minimum)
-        defer { secret.wipe() }
-        return try secret.withUnsafeBytes { bytes in
-            do { return try CanonicalEncoding.decode(type, from: bytes) } catch {
-                throw KeychainError.corrupted("the value of service \"\(service)\", account \"\(account)\" does not decode as \(Value.self): \(error)")
+                                        requiring minimum: Accessibility? = nil) throws(KeychainError) -> Value {
+        return try typed {
+            let secret = try read(.generic(service: service, account: account), requiring: minimum)
+            defer { secret.wipe() }
+            return try secret.withUnsafeBytes { bytes in
+                do { return try CanonicalEncoding.decode(type, from: bytes) } catch {
+                    throw KeychainError.corrupted("the value of service \"\(service)\", account \"\(account)\" does not decode as \(Value.self): \(error)")
+                }
             }
         }
     }

@@ -15,10 +15,12 @@ extension Keychain {
     /// - Throws: ``KeychainError/duplicateItem(_:)`` when the item exists,
     ///   ``KeychainError/interactionNotAllowed(_:_:)`` when the class key is unavailable.
     public func add(_ data: SecretBytes, for key: ItemKey, accessibility: Accessibility = .whenUnlocked,
-                    label: String? = nil, comment: String? = nil) throws {
-        try requireOpen()
-        try data.withUnsafeBytes {
-            try store($0, for: key, accessibility: accessibility, label: label, comment: comment, mustNotExist: true)
+                    label: String? = nil, comment: String? = nil) throws(KeychainError) {
+        try typed {
+            try requireOpen()
+            try data.withUnsafeBytes {
+                try store($0, for: key, accessibility: accessibility, label: label, comment: comment, mustNotExist: true)
+            }
         }
     }
 
@@ -35,15 +37,17 @@ extension Keychain {
     ///   - comment: A comment, or nil to keep the existing one.
     /// - Throws: ``KeychainError/interactionNotAllowed(_:_:)`` when the class key is unavailable.
     public func addOrUpdate(_ data: SecretBytes, for key: ItemKey, accessibility: Accessibility = .whenUnlocked,
-                            label: String? = nil, comment: String? = nil) throws {
-        try requireOpen()
-        var label = label, comment = comment
-        let id = sealer.itemID(key)
-        if label == nil || comment == nil, let row = try itemStore.lookup(id), let existing = try? sealer.attributes(of: row) {
-            label = label ?? existing.label
-            comment = comment ?? existing.comment
+                            label: String? = nil, comment: String? = nil) throws(KeychainError) {
+        try typed {
+            try requireOpen()
+            var label = label, comment = comment
+            let id = sealer.itemID(key)
+            if label == nil || comment == nil, let row = try itemStore.lookup(id), let existing = try? sealer.attributes(of: row) {
+                label = label ?? existing.label
+                comment = comment ?? existing.comment
+            }
+            try data.withUnsafeBytes { try store($0, for: key, id: id, accessibility: accessibility, label: label, comment: comment) }
         }
-        try data.withUnsafeBytes { try store($0, for: key, id: id, accessibility: accessibility, label: label, comment: comment) }
     }
 
     /// The items that match `query` (SecItemCopyMatching).
@@ -51,16 +55,18 @@ extension Keychain {
     /// - Returns: One match for `.one`, every match for `.all`; never empty.
     /// - Throws: ``KeychainError/itemNotFound(_:)`` when nothing matches; ``KeychainError/interactionNotAllowed(_:_:)``
     ///   when a candidate's class key is unavailable; ``KeychainError/corrupted(_:)``.
-    public func copyMatching(_ query: KeychainQuery) throws -> [KeychainMatch] {
-        try requireOpen()
-        let found = try matchingRows(query)
-        return try found.map { row, attributes in
-            var match = KeychainMatch()
-            if query.returning.contains(.attributes) { match.attributes = try attributes ?? sealer.attributes(of: row) }
-            if query.returning.contains(.data) || query.returning.isEmpty {
-                match.data = try sealer.openValue(row, describing: (attributes?.key.description) ?? query.summary)
+    public func copyMatching(_ query: KeychainQuery) throws(KeychainError) -> [KeychainMatch] {
+        return try typed {
+            try requireOpen()
+            let found = try matchingRows(query)
+            return try found.map { row, attributes in
+                var match = KeychainMatch()
+                if query.returning.contains(.attributes) { match.attributes = try attributes ?? sealer.attributes(of: row) }
+                if query.returning.contains(.data) || query.returning.isEmpty {
+                    match.data = try sealer.openValue(row, describing: (attributes?.key.description) ?? query.summary)
+                }
+                return match
             }
-            return match
         }
     }
 
@@ -71,25 +77,27 @@ extension Keychain {
     /// - Returns: The number of items changed.
     /// - Throws: ``KeychainError/itemNotFound(_:)`` when nothing matches, and as ``copyMatching(_:)``.
     @discardableResult
-    public func update(_ query: KeychainQuery, with changes: ItemUpdate) throws -> Int {
-        try requireOpen()
-        var all = query
-        all.limit = .all
-        let found = try matchingRows(all)
-        let now = Date().timeIntervalSince1970
-        for (row, known) in found {
-            let attributes = try known ?? sealer.attributes(of: row)
-            let data = try changes.data ?? sealer.openValue(row, describing: attributes.key.description)
-            let label = changes.label ?? attributes.label
-            let comment = changes.comment ?? attributes.comment
-            let newRow = try data.withUnsafeBytes { bytes in
-                try sealer.makeRow(id: row.id, key: attributes.key, value: bytes, accessibility: changes.accessibility ?? attributes.accessibility,
-                                   label: label, comment: comment, created: row.created, modified: now)
+    public func update(_ query: KeychainQuery, with changes: ItemUpdate) throws(KeychainError) -> Int {
+        return try typed {
+            try requireOpen()
+            var all = query
+            all.limit = .all
+            let found = try matchingRows(all)
+            let now = Date().timeIntervalSince1970
+            for (row, known) in found {
+                let attributes = try known ?? sealer.attributes(of: row)
+                let data = try changes.data ?? sealer.openValue(row, describing: attributes.key.description)
+                let label = changes.label ?? attributes.label
+                let comment = changes.comment ?? attributes.comment
+                let newRow = try data.withUnsafeBytes { bytes in
+                    try sealer.makeRow(id: row.id, key: attributes.key, value: bytes, accessibility: changes.accessibility ?? attributes.accessibility,
+                                       label: label, comment: comment, created: row.created, modified: now)
+                }
+                if changes.data == nil { data.wipe() }
+                try itemStore.enqueue(row.id, .put(newRow))
             }
-            if changes.data == nil { data.wipe() }
-            try itemStore.enqueue(row.id, .put(newRow))
+            return found.count
         }
-        return found.count
     }
 
     /// Deletes every item that matches `query` (SecItemDelete); the limit is ignored.
@@ -97,13 +105,15 @@ extension Keychain {
     /// - Returns: The number of items deleted.
     /// - Throws: ``KeychainError/itemNotFound(_:)`` when nothing matches, and as ``copyMatching(_:)``.
     @discardableResult
-    public func delete(_ query: KeychainQuery) throws -> Int {
-        try requireOpen()
-        var all = query
-        all.limit = .all
-        let found = try matchingRows(all)
-        for (row, _) in found { try itemStore.enqueue(row.id, .delete) }
-        return found.count
+    public func delete(_ query: KeychainQuery) throws(KeychainError) -> Int {
+        return try typed {
+            try requireOpen()
+            var all = query
+            all.limit = .all
+            let found = try matchingRows(all)
+            for (row, _) in found { try itemStore.enqueue(row.id, .delete) }
+            return found.count
+        }
     }
 
     /// Rows matching a query, with their attributes when they had to be decrypted to match.
@@ -146,39 +156,41 @@ extension Keychain {
     /// - Returns: The items (by class, then oldest first) and the damaged rows (by item id).
     /// - Throws: Database errors, ``KeychainError/keyUnavailable(_:)`` when the key source
     ///   fails, ``KeychainError/closed(path:)``; never because of a row.
-    public func listing() throws -> KeychainListing {
-        try requireOpen()
-        let (rows, undecoded) = try itemStore.allRowsReportingDamage()
-        var items: [ItemSummary] = []
-        var damaged = undecoded.map(damagedItem)
-        for row in rows {
-            guard let itemClass = ItemClass(rawValue: row.itemClass) else {
-                damaged.append(damagedItem(row, .corrupted("a keychain_items row has the unknown item class \(row.itemClass) in its item_id")))
-                continue
-            }
-            let accessibility: Accessibility
-            do {
-                accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
-            } catch let error as KeychainError {
-                damaged.append(damagedItem(row, error))
-                continue
-            }
-            do {
-                items.append(ItemSummary(attributes: try sealer.attributes(of: row), itemClass: itemClass,
-                                         accessibility: accessibility, unavailable: nil))
-            } catch let error as KeychainError {
-                switch error {
-                case .interactionNotAllowed:
-                    items.append(ItemSummary(attributes: nil, itemClass: itemClass, accessibility: accessibility, unavailable: error))
-                case .corrupted:
+    public func listing() throws(KeychainError) -> KeychainListing {
+        return try typed {
+            try requireOpen()
+            let (rows, undecoded) = try itemStore.allRowsReportingDamage()
+            var items: [ItemSummary] = []
+            var damaged = undecoded.map(damagedItem)
+            for row in rows {
+                guard let itemClass = ItemClass(rawValue: row.itemClass) else {
+                    damaged.append(damagedItem(row, .corrupted("a keychain_items row has the unknown item class \(row.itemClass) in its item_id")))
+                    continue
+                }
+                let accessibility: Accessibility
+                do {
+                    accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
+                } catch let error as KeychainError {
                     damaged.append(damagedItem(row, error))
-                default:
-                    throw error
+                    continue
+                }
+                do {
+                    items.append(ItemSummary(attributes: try sealer.attributes(of: row), itemClass: itemClass,
+                                             accessibility: accessibility, unavailable: nil))
+                } catch let error as KeychainError {
+                    switch error {
+                    case .interactionNotAllowed:
+                        items.append(ItemSummary(attributes: nil, itemClass: itemClass, accessibility: accessibility, unavailable: error))
+                    case .corrupted:
+                        damaged.append(damagedItem(row, error))
+                    default:
+                        throw error
+                    }
                 }
             }
+            damaged.sort { $0.itemID < $1.itemID }
+            return KeychainListing(items: items, damaged: damaged)
         }
-        damaged.sort { $0.itemID < $1.itemID }
-        return KeychainListing(items: items, damaged: damaged)
     }
 
     /// Every item, without secrets, for listings. Items whose class key is unavailable, or whose
@@ -190,20 +202,22 @@ extension Keychain {
     /// - Throws: ``KeychainError/damagedItems(_:)`` naming the rows whose class or
     ///   accessibility cannot be read (so that they cannot be summarised), rather than leaving
     ///   them out; database errors.
-    public func summaries() throws -> [ItemSummary] {
-        try requireOpen()
-        let listing = try listing()
-        var result = listing.items
-        var unlisted: [DamagedItem] = []
-        for item in listing.damaged {
-            if let itemClass = item.itemClass, let accessibility = item.accessibility {
-                result.append(ItemSummary(attributes: nil, itemClass: itemClass, accessibility: accessibility, unavailable: item.error))
-            } else {
-                unlisted.append(item)
+    public func summaries() throws(KeychainError) -> [ItemSummary] {
+        return try typed {
+            try requireOpen()
+            let listing = try listing()
+            var result = listing.items
+            var unlisted: [DamagedItem] = []
+            for item in listing.damaged {
+                if let itemClass = item.itemClass, let accessibility = item.accessibility {
+                    result.append(ItemSummary(attributes: nil, itemClass: itemClass, accessibility: accessibility, unavailable: item.error))
+                } else {
+                    unlisted.append(item)
+                }
             }
+            guard unlisted.isEmpty else { throw KeychainError.damagedItems(unlisted) }
+            return result
         }
-        guard unlisted.isEmpty else { throw KeychainError.damagedItems(unlisted) }
-        return result
     }
 
     /// A damaged row that decoded, with what is wrong.

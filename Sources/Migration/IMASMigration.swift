@@ -111,6 +111,7 @@ public enum IMASMigration {
     /// Whether `error` says the file does not exist.
     static func isMissing(_ error: any Error) -> Bool {
         if case let SecureFile.Failure.system(_, _, code) = error { return code == ENOENT || code == ENOTDIR }
+        if case let KeychainError.file(.system(_, _, code)) = error { return code == ENOENT || code == ENOTDIR }
         return false
     }
 
@@ -134,7 +135,8 @@ public enum IMASMigration {
         let contents: Keychain.LegacyKeychainContents
         do {
             contents = try Keychain.readLegacyKeychain(at: plan.legacyKeychain)
-        } catch where isMissing(error) && (try? manager.isSetUp) == true {
+        } catch {
+            guard isMissing(error), (try? manager.isSetUp) == true else { throw error }
             return try finishEarlierRun(plan, manager: manager)
         }
         var managerAccounts: [String: [UInt8]] = [:]

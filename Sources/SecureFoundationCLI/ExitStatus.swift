@@ -158,7 +158,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .duplicateItem: return .exists
         case .interactionNotAllowed: return .locked
         case .corrupted, .damagedItems: return .damaged
-        case .diskFull, .permissionDenied, .insecurePermissions: return .io
+        case .diskFull, .permissionDenied, .insecurePermissions, .file: return .io
         case .vault(let error): return status(of: error)
         default: return .failure
         }

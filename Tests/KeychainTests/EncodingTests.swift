@@ -111,7 +111,8 @@ import Crypto
         do {
             try keychain.flush()
             Issue.record("the flush succeeded")
-        } catch KeychainError.database(let message) {
+        } catch {
+            guard case .database(let message) = error else { throw error }
             #expect(message.contains("refused by test"))
         }
         #expect(try keychain.password(forService: "svc", account: "acct") == "value")

@@ -472,7 +472,8 @@ func plain(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
         do {
             _ = try Keychain.parseLegacyKeychain(bytes, name: "hostile")
             Issue.record("a property list with a set was parsed")
-        } catch KeychainError.legacyFormat(let detail) {
+        } catch {
+            guard case .legacyFormat(let detail) = error else { throw error }
             #expect(detail == "hostile is refused unparsed: its binary property list holds an object of type 0xc (a set, UID or unknown type), which a legacy keychain never holds")
         }
     }
@@ -494,7 +495,8 @@ func plain(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
         do {
             _ = try Keychain.parseLegacyKeychain(bytes, name: "uid")
             Issue.record("a property list with a UID was parsed")
-        } catch KeychainError.legacyFormat(let detail) {
+        } catch {
+            guard case .legacyFormat(let detail) = error else { throw error }
             #expect(detail.contains("type 0x8"))
         }
     }

@@ -71,12 +71,9 @@ extension CertificateAuthority {
         let secret: SecretBytes
         do {
             secret = try store.keychain.passwordData(forService: Self.revocationListService, account: label)
-        } catch KeychainError.itemNotFound {
-            return nil
-        } catch let error as KeychainError {
-            throw IdentityError.from(error, kind: .certificate, label: label)
         } catch {
-            throw .keychain("\(error)")
+            if case .itemNotFound = error { return nil }
+            throw IdentityError.from(error, kind: .certificate, label: label)
         }
         let bytes = secret.withUnsafeBytes { Array($0) }
         let list = try RevocationList(derEncoded: bytes)
@@ -161,10 +158,8 @@ extension CertificateAuthority {
             try store.keychain.addOrUpdate(secret, for: .generic(service: Self.revocationListService, account: label),
                                            accessibility: .always, label: label,
                                            comment: "revocation list #\(number), \(entries.count) revoked")
-        } catch let error as KeychainError {
-            throw IdentityError.from(error, kind: .certificate, label: label)
         } catch {
-            throw .keychain("\(error)")
+            throw IdentityError.from(error, kind: .certificate, label: label)
         }
         try store.flush()
         return list

@@ -372,12 +372,9 @@ public struct IdentityStore: Sendable {
             do {
                 try keychain.deletePassword(forService: candidate.service, account: label)
                 deleted += 1
-            } catch KeychainError.itemNotFound {
-                continue
-            } catch let error as KeychainError {
-                throw IdentityError.from(error, kind: candidate, label: label)
             } catch {
-                throw .keychain("\(error)")
+                if case .itemNotFound = error { continue }
+                throw IdentityError.from(error, kind: candidate, label: label)
             }
         }
         guard deleted > 0 else { throw .notFound(kind: kind ?? .identity, label: label) }
@@ -416,10 +413,8 @@ public struct IdentityStore: Sendable {
             } else {
                 try keychain.add(record, for: key, accessibility: accessibility, label: label, comment: comment)
             }
-        } catch let error as KeychainError {
-            throw IdentityError.from(error, kind: kind, label: label)
         } catch {
-            throw .keychain("\(error)")
+            throw IdentityError.from(error, kind: kind, label: label)
         }
     }
 
@@ -427,10 +422,8 @@ public struct IdentityStore: Sendable {
         let secret: SecretBytes
         do {
             secret = try keychain.passwordData(forService: kind.service, account: label, requiring: minimum)
-        } catch let error as KeychainError {
-            throw IdentityError.from(error, kind: kind, label: label)
         } catch {
-            throw .keychain("\(error)")
+            throw IdentityError.from(error, kind: kind, label: label)
         }
         defer { secret.wipe() }
         return try IdentityRecord.decode(secret, expecting: kind, label: label)
