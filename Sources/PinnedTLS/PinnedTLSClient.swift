@@ -103,14 +103,14 @@ public struct PinnedTLSClient: Sendable {
         let sni = ChainValidation.isIPAddress(name) ? nil : name
         let mayBlock = policy.evaluationMayBlock(host: name)
         // The handshake of each channel the bootstrap initializes (one per address tried).
-        let handshakes = NIOLockedValueBox<[ObjectIdentifier: EventLoopFuture<Void>]>([:])
+        let handshakes = NIOLockedValueBox<[ObjectIdentifier: EventLoopFuture<PendingAsyncChannel<Inbound, Outbound>>]>([:])
         let timedOut = NIOLockedValueBox(false)
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(timeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let promise = channel.eventLoop.makePromise(of: Void.self)
+                    let promise = channel.eventLoop.makePromise(of: PendingAsyncChannel<Inbound, Outbound>.self)
                     let callback = NIOBridge.callback(
                         outcome: outcome, peer: { name }, cache: cache, evaluationMayBlock: mayBlock,
                         cachedAcceptance: { policy.cachedAcceptance(host: name, cache: $0) }
@@ -120,7 +120,22 @@ public struct PinnedTLSClient: Sendable {
                     let handler = try NIOSSLClientHandler(
                         context: context, serverHostname: sni, customVerificationCallbackWithMetadata: callback)
                     try channel.pipeline.syncOperations.addHandler(handler)
-                    try channel.pipeline.syncOperations.addHandler(HandshakeWaiter(promise: promise))
+                    // The async channel is made in the handshake's completion event itself, on
+                    // the event loop, before the TLS handler decodes the first application
+                    // data: a reply the server sends at once (a refusal right after its
+                    // handshake) is never handed to a pipeline without its reader. Made later
+                    // (when the connect future's callbacks ran, which can be after the
+                    // handshake under load), that data was dropped and the channel seen closed.
+                    // It exists only for an accepted peer; until the caller takes it, it is
+                    // finished and closed if released (see PendingAsyncChannel).
+                    try channel.pipeline.syncOperations.addHandler(HandshakeWaiter { result in
+                        promise.completeWith(result.flatMap {
+                            guard case .accepted = outcome.withLockedValue({ $0 }) else { return .failure(ConnectStage.unverified) }
+                            return Result {
+                                PendingAsyncChannel(try NIOAsyncChannel<Inbound, Outbound>(wrappingChannelSynchronously: channel))
+                            }
+                        })
+                    })
                     try configure(channel.pipeline.syncOperations)
                     handshakes.withLockedValue { $0[ObjectIdentifier(channel)] = promise.futureResult }
                 }
@@ -140,14 +155,7 @@ public struct PinnedTLSClient: Sendable {
                     timedOut.withLockedValue { $0 = true }
                     channel.close(promise: nil)
                 }
-                // Runs on the event loop as the handshake completes, before any application data
-                // is read. The async channel exists only for an accepted peer, so there is none
-                // to finish on a failure; until the caller takes it, it is finished and closed if
-                // released (see PendingAsyncChannel).
-                return handshake.flatMapThrowing { () throws -> PendingAsyncChannel<Inbound, Outbound> in
-                    guard case .accepted = outcome.withLockedValue({ $0 }) else { throw ConnectStage.unverified }
-                    return PendingAsyncChannel(try NIOAsyncChannel<Inbound, Outbound>(wrappingChannelSynchronously: channel))
-                }.flatMapErrorThrowing { error in
+                return handshake.flatMapErrorThrowing { error in
                     timer.cancel()
                     channel.close(promise: nil)
                     if case ConnectStage.unverified = error { throw error }

@@ -156,6 +156,51 @@ struct PinnedServerTests {
         }
     }
 
+    /// A server that speaks first, at once after its handshake, and hangs up (as a receiver
+    /// refusing a revoked device does): our client reads every word of it, every time. Its
+    /// async channel used to be made in a callback of the connect future, which could run
+    /// after the handshake had completed and the server's words had arrived, and been dropped
+    /// at the end of a pipeline with no reader: the client saw a connection closed without a
+    /// word (or "I/O on closed channel"), now and then under load.
+    @Test("A server that speaks first, right after the handshake: the client reads it every time")
+    func aServerThatSpeaksFirstIsHeardEveryTime() async throws {
+        let root = try pki.certificate("root")
+        let policy = TrustPolicy(
+            hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only([root]))], defaultAnchors: nil)
+        let identity = try pki.identity("client")
+        let server = try await PinnedTLSServer.bind(
+            identity: try pki.identity("leaf"), clientAuthentication: ClientAuthentication(anchors: .only([root])),
+            handshakeTimeout: .seconds(30))
+        let running = Task(executorPreference: TestExecutor.shared) {
+            try await server.run(handlersOnEventLoop: true) { connection in
+                try await connection.channel.executeThenClose { _, outbound in
+                    try await outbound.write(ByteBuffer(string: "REFUSED\n"))
+                }
+            }
+        }
+        let client = try PinnedTLSClient(policy: policy, identity: identity)
+        var unheard: [String] = []
+        for round in 0..<60 {
+            do {
+                let connection = try await client.connect(host: "127.0.0.1", port: server.port, serverName: "localhost",
+                                                          timeout: .seconds(30))
+                var heard = ""
+                try await connection.channel.executeThenClose { inbound, _ in
+                    for try await var buffer in inbound {
+                        heard += buffer.readString(length: buffer.readableBytes) ?? ""
+                        if heard.contains("\n") { break }
+                    }
+                }
+                if heard != "REFUSED\n" { unheard.append("round \(round): heard \"\(heard)\"") }
+            } catch {
+                unheard.append("round \(round): \(error)")
+            }
+        }
+        await server.close()
+        _ = await running.result
+        #expect(unheard.isEmpty, "\(unheard)")
+    }
+
     @Test("A client that connects and never sends a ClientHello is dropped after the handshake timeout")
     func silentClientDropped() async throws {
         let log = ServerLog()
