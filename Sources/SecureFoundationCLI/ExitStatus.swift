@@ -88,6 +88,8 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
 
     /// The status for `error`.
     static func of(_ error: any Error) -> Int32 {
+        // What age passes on from the command's own code (a passphrase prompt) keeps its status.
+        if case AgeError.external(let inner) = error { return of(inner.error) }
         if let error = error as? ExitCode { return error.rawValue }
         if let error = error as? CLIFailure { return error.exitCode }
         return status(of: error).rawValue
@@ -169,6 +171,8 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .headerFailure, .headerMACFailure, .payloadFailure, .armorFailure: return .damaged
         case .noMatchingIdentity: return .wrongSecret
         case .io: return .io
+        case .cipher(let cause): return status(of: cause)
+        case .external(let cause): return status(of: cause.error)
         default: return .failure
         }
     }
