@@ -1,5 +1,6 @@
 import ArgumentParser
 import DeviceSharing
+import EmbeddedSecrets
 import Foundation
 import HardwareKeys
 import Migration
@@ -115,6 +116,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case is SecureFile.Failure: return .io
         case let error as ShredError: return status(of: error)
         case VolatileLibraryError.shred(let error): return status(of: error)
+        case EmbeddedSecretsError.cipher(let error): return status(of: error)
         default: return .failure
         }
     }
