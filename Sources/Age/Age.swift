@@ -28,24 +28,26 @@ public enum Age {
     ///   - progress: Called as it goes with the input consumed so far.
     /// - Throws: ``AgeError``.
     public static func encrypt(from input: Int32, to output: Int32, recipients: [any AgeRecipient],
-                               armor: Bool = false, progress: Progress? = nil) throws {
-        if !armor {
-            // Binary: the header, then a chunk pipeline on every core (this thread included),
-            // reading in turn.
-            let cipher = try PayloadStart.write(to: output, recipients: recipients)
-            try ChunkPipeline(direction: .seal, input: input, output: output, cipher: cipher)
-                .run(workers: ChunkWorkers.all, progress: progress)
-            return
+                               armor: Bool = false, progress: Progress? = nil) throws(AgeError) {
+        try ageCall {
+            if !armor {
+                // Binary: the header, then a chunk pipeline on every core (this thread included),
+                // reading in turn.
+                let cipher = try PayloadStart.write(to: output, recipients: recipients)
+                try ChunkPipeline(direction: .seal, input: input, output: output, cipher: cipher)
+                    .run(workers: ChunkWorkers.all, progress: progress)
+                return
+            }
+            let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { try AgeIO.writeAll(output, $0) }
+            var total: Int64 = 0
+            while true {
+                let n = try encryptor.update(readingFrom: input)
+                if n == 0 { break }
+                total += Int64(n)
+                progress?(total)
+            }
+            try encryptor.finish()
         }
-        let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { try AgeIO.writeAll(output, $0) }
-        var total: Int64 = 0
-        while true {
-            let n = try encryptor.update(readingFrom: input)
-            if n == 0 { break }
-            total += Int64(n)
-            progress?(total)
-        }
-        try encryptor.finish()
     }
 
     /// Decrypts everything readable from `input` to `output`. Armor is detected.
@@ -62,55 +64,57 @@ public enum Age {
     ///   - progress: Called as it goes with the input consumed so far.
     /// - Throws: ``AgeError``: header, header MAC, no match, payload or armor failure, or I/O.
     public static func decrypt(from input: Int32, to output: Int32, identities: [any AgeIdentity],
-                               armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
-        // The first bytes tell armor from binary: whitespace alone is read on up to 4 KiB.
-        var leading = [UInt8]()
-        if armor == .auto {
-            var piece = [UInt8](repeating: 0, count: 4096)
-            while leading.count < 4096 && leading.allSatisfy(Armor.isWhitespace) {
-                let n = try AgeIO.read(input, into: &piece)
-                if n == 0 { break }
-                leading += piece[0..<n]
+                               armor: AgeArmorMode = .auto, progress: Progress? = nil) throws(AgeError) {
+        try ageCall {
+            // The first bytes tell armor from binary: whitespace alone is read on up to 4 KiB.
+            var leading = [UInt8]()
+            if armor == .auto {
+                var piece = [UInt8](repeating: 0, count: 4096)
+                while leading.count < 4096 && leading.allSatisfy(Armor.isWhitespace) {
+                    let n = try AgeIO.read(input, into: &piece)
+                    if n == 0 { break }
+                    leading += piece[0..<n]
+                }
             }
-        }
-        let armored = armor == .required || (armor == .auto && leading.first(where: { !Armor.isWhitespace($0) }) == 0x2D)
-        if !armored {
-            // Binary: the header and nonce read here, then the payload through a chunk pipeline.
-            let start = try PayloadStart.read(from: input, leading: leading, identities: identities)
-            progress?(start.length)
-            let pipeline = ChunkPipeline(direction: .open, input: input, output: output, cipher: start.cipher, prefix: start.payloadPrefix)
-            // Progress stays the input consumed: the header, then the payload written.
-            try pipeline.run(workers: ChunkWorkers.all, progress: progress.map { report in { report(start.length + $0) } })
-            return
-        }
-        // Armored: through the push-mode decryptor, its verified plaintext written on a
-        // background thread while the next batch is opened.
-        let writer = BackgroundWriter(fd: output)
-        let decryptor = AgeDecryptor(identities: identities, armor: armor) { try writer.writeAsync($0) }
-        // A writer with real work (file, pipe) gets a core of its own.
-        if ChunkWorkers.writesCostCPU(output) { decryptor.workers = ChunkWorkers.besideWriter }
-        defer {
-            // Never free the batch buffers under a queued write.
-            try? writer.finish()
-            withExtendedLifetime(decryptor) {}
-        }
-        var scratch = [UInt8](repeating: 0, count: 64 * 1024)
-        var total = Int64(leading.count)
-        do {
-            try decryptor.update(leading)
-            progress?(total)
-            while true {
-                let n = try decryptor.update(readingFrom: input, scratch: &scratch)
-                if n == 0 { break }
-                total += Int64(n)
+            let armored = armor == .required || (armor == .auto && leading.first(where: { !Armor.isWhitespace($0) }) == 0x2D)
+            if !armored {
+                // Binary: the header and nonce read here, then the payload through a chunk pipeline.
+                let start = try PayloadStart.read(from: input, leading: leading, identities: identities)
+                progress?(start.length)
+                let pipeline = ChunkPipeline(direction: .open, input: input, output: output, cipher: start.cipher, prefix: start.payloadPrefix)
+                // Progress stays the input consumed: the header, then the payload written.
+                try pipeline.run(workers: ChunkWorkers.all, progress: progress.map { report in { report(start.length + $0) } })
+                return
+            }
+            // Armored: through the push-mode decryptor, its verified plaintext written on a
+            // background thread while the next batch is opened.
+            let writer = BackgroundWriter(fd: output)
+            let decryptor = AgeDecryptor(identities: identities, armor: armor) { try writer.writeAsync($0) }
+            // A writer with real work (file, pipe) gets a core of its own.
+            if ChunkWorkers.writesCostCPU(output) { decryptor.workers = ChunkWorkers.besideWriter }
+            defer {
+                // Never free the batch buffers under a queued write.
+                try? writer.finish()
+                withExtendedLifetime(decryptor) {}
+            }
+            var scratch = [UInt8](repeating: 0, count: 64 * 1024)
+            var total = Int64(leading.count)
+            do {
+                try decryptor.update(leading)
                 progress?(total)
+                while true {
+                    let n = try decryptor.update(readingFrom: input, scratch: &scratch)
+                    if n == 0 { break }
+                    total += Int64(n)
+                    progress?(total)
+                }
+                try decryptor.finish()
+            } catch {
+                try? writer.finish()
+                throw error
             }
-            try decryptor.finish()
-        } catch {
-            try? writer.finish()
-            throw error
+            try writer.finish()
         }
-        try writer.finish()
     }
 
     // MARK: FileHandle
@@ -124,7 +128,7 @@ public enum Age {
     ///   - progress: Called as it goes with the input consumed so far.
     /// - Throws: ``AgeError``.
     public static func encrypt(from input: FileHandle, to output: FileHandle, recipients: [any AgeRecipient],
-                               armor: Bool = false, progress: Progress? = nil) throws {
+                               armor: Bool = false, progress: Progress? = nil) throws(AgeError) {
         try encrypt(from: input.fileDescriptor, to: output.fileDescriptor, recipients: recipients, armor: armor, progress: progress)
     }
 
@@ -137,7 +141,7 @@ public enum Age {
     ///   - progress: Called as it goes with the input consumed so far.
     /// - Throws: ``AgeError``.
     public static func decrypt(from input: FileHandle, to output: FileHandle, identities: [any AgeIdentity],
-                               armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
+                               armor: AgeArmorMode = .auto, progress: Progress? = nil) throws(AgeError) {
         try decrypt(from: input.fileDescriptor, to: output.fileDescriptor, identities: identities, armor: armor, progress: progress)
     }
 
@@ -150,12 +154,14 @@ public enum Age {
     ///   - armor: Write ASCII armor instead of binary.
     /// - Returns: The age file.
     /// - Throws: ``AgeError``.
-    public static func encrypt<Bytes: DataProtocol>(_ plaintext: Bytes, recipients: [any AgeRecipient], armor: Bool = false) throws -> [UInt8] {
-        var out = [UInt8]()
-        let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { out += $0 }
-        try encryptor.update(plaintext)
-        try encryptor.finish()
-        return out
+    public static func encrypt<Bytes: DataProtocol>(_ plaintext: Bytes, recipients: [any AgeRecipient], armor: Bool = false) throws(AgeError) -> [UInt8] {
+        return try ageCall {
+            var out = [UInt8]()
+            let encryptor = try AgeEncryptor(recipients: recipients, armor: armor) { out += $0 }
+            try encryptor.update(plaintext)
+            try encryptor.finish()
+            return out
+        }
     }
 
     /// Decrypts a buffer holding a whole age file; all or nothing.
@@ -165,17 +171,19 @@ public enum Age {
     ///   - armor: Armor handling (detected by default).
     /// - Returns: The plaintext.
     /// - Throws: ``AgeError``.
-    public static func decrypt<Bytes: DataProtocol>(_ file: Bytes, identities: [any AgeIdentity], armor: AgeArmorMode = .auto) throws -> [UInt8] {
-        var out = [UInt8]()
-        let decryptor = AgeDecryptor(identities: identities, armor: armor) { out += $0 }
-        do {
-            try decryptor.update(file)
-            try decryptor.finish()
-        } catch {
-            for i in out.indices { out[i] = 0 }
-            throw error
+    public static func decrypt<Bytes: DataProtocol>(_ file: Bytes, identities: [any AgeIdentity], armor: AgeArmorMode = .auto) throws(AgeError) -> [UInt8] {
+        return try ageCall {
+            var out = [UInt8]()
+            let decryptor = AgeDecryptor(identities: identities, armor: armor) { out += $0 }
+            do {
+                try decryptor.update(file)
+                try decryptor.finish()
+            } catch {
+                for i in out.indices { out[i] = 0 }
+                throw error
+            }
+            return out
         }
-        return out
     }
 
     // MARK: Async sequences
@@ -187,7 +195,7 @@ public enum Age {
     ///   - recipients: One or more recipients.
     ///   - armor: Write ASCII armor instead of binary.
     ///   - output: Receives the age file, in order.
-    /// - Throws: ``AgeError`` or what the sequence or `output` throws.
+    /// - Throws: ``AgeError`` or what the sequence or `output` throws (untyped: both are passed on).
     public static func encrypt<Input: AsyncSequence>(_ input: Input, recipients: [any AgeRecipient], armor: Bool = false,
                                                      output: ([UInt8]) async throws -> Void) async throws where Input.Element == UInt8 {
         let pending = PendingOutput()
@@ -201,7 +209,7 @@ public enum Age {
     ///   - recipients: One or more recipients.
     ///   - armor: Write ASCII armor instead of binary.
     ///   - output: Receives the age file, in order.
-    /// - Throws: ``AgeError`` or what the sequence or `output` throws.
+    /// - Throws: ``AgeError`` or what the sequence or `output` throws (untyped: both are passed on).
     public static func encrypt<Input: AsyncSequence>(_ input: Input, recipients: [any AgeRecipient], armor: Bool = false,
                                                      output: ([UInt8]) async throws -> Void) async throws where Input.Element: DataProtocol {
         let pending = PendingOutput()
@@ -215,7 +223,7 @@ public enum Age {
     ///   - identities: Keys and passphrases to try.
     ///   - armor: Armor handling (detected by default).
     ///   - output: Receives the verified plaintext, in order.
-    /// - Throws: ``AgeError`` or what the sequence or `output` throws.
+    /// - Throws: ``AgeError`` or what the sequence or `output` throws (untyped: both are passed on).
     public static func decrypt<Input: AsyncSequence>(_ input: Input, identities: [any AgeIdentity], armor: AgeArmorMode = .auto,
                                                      output: ([UInt8]) async throws -> Void) async throws where Input.Element == UInt8 {
         let pending = PendingOutput()
@@ -229,7 +237,7 @@ public enum Age {
     ///   - identities: Keys and passphrases to try.
     ///   - armor: Armor handling (detected by default).
     ///   - output: Receives the verified plaintext, in order.
-    /// - Throws: ``AgeError`` or what the sequence or `output` throws.
+    /// - Throws: ``AgeError`` or what the sequence or `output` throws (untyped: both are passed on).
     public static func decrypt<Input: AsyncSequence>(_ input: Input, identities: [any AgeIdentity], armor: AgeArmorMode = .auto,
                                                      output: ([UInt8]) async throws -> Void) async throws where Input.Element: DataProtocol {
         let pending = PendingOutput()
@@ -295,7 +303,7 @@ public enum Age {
     ///   - progress: Called with the plaintext bytes consumed.
     /// - Throws: ``AgeError``.
     public static func encryptFile(at source: String, to destination: String, recipients: [any AgeRecipient],
-                                   armor: Bool = false, progress: Progress? = nil) throws {
+                                   armor: Bool = false, progress: Progress? = nil) throws(AgeError) {
         let input = try AgeIO.openForReading(source)
         defer { close(input) }
         try encrypt(from: input, toFile: destination, recipients: recipients, armor: armor, progress: progress)
@@ -316,11 +324,11 @@ public enum Age {
     /// - Throws: ``AgeError``; ``AgeError/invalidArgument(_:)`` when `destination` is the file
     ///   `input` reads (use ``encryptFileInPlace(at:recipients:armor:shredOptions:progress:)``).
     public static func encrypt(from input: Int32, toFile destination: String, recipients: [any AgeRecipient],
-                               armor: Bool = false, progress: Progress? = nil) throws {
+                               armor: Bool = false, progress: Progress? = nil) throws(AgeError) {
         if AgeIO.isSameFile(input, destination) {
             throw AgeError.invalidArgument("\(destination) is the source file; use encryptFileInPlace(at:recipients:) to replace it")
         }
-        try writeOutput(destination) { output in
+        try writeOutput(destination) { (output: Int32) throws(AgeError) in
             try encrypt(from: input, to: output, recipients: recipients, armor: armor, progress: progress)
         }
     }
@@ -341,7 +349,7 @@ public enum Age {
     ///   succeeded but the overwrite failed.
     @discardableResult
     public static func encryptFileInPlace(at path: String, recipients: [any AgeRecipient], armor: Bool = false,
-                                          shredOptions: ShredOptions = ShredOptions(), progress: Progress? = nil) throws -> ShredReport {
+                                          shredOptions: ShredOptions = ShredOptions(), progress: Progress? = nil) throws(AgeError) -> ShredReport {
         let fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { throw AgeError.io("cannot open \(path) for reading and writing: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
@@ -351,7 +359,7 @@ public enum Age {
         if info.links > 1 && !shredOptions.allowHardLinks {
             throw AgeError.invalidArgument("\(path) has \(info.links) hard links; the other names would keep the plaintext")
         }
-        try atomically(path) { output in
+        try atomically(path) { (output: Int32) throws(AgeError) in
             try encrypt(from: fd, to: output, recipients: recipients, armor: armor, progress: progress)
         }
         do {
@@ -373,7 +381,7 @@ public enum Age {
     ///   - progress: Called as it goes with the input consumed so far.
     /// - Throws: ``AgeError``.
     public static func decryptFile(at source: String, to destination: String, identities: [any AgeIdentity],
-                                   armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
+                                   armor: AgeArmorMode = .auto, progress: Progress? = nil) throws(AgeError) {
         let input = try AgeIO.openForReading(source)
         defer { close(input) }
         try decrypt(from: input, toFile: destination, identities: identities, armor: armor, progress: progress)
@@ -395,21 +403,19 @@ public enum Age {
     ///   - progress: Called as it goes with the input consumed so far.
     /// - Throws: ``AgeError``.
     public static func decrypt(from input: Int32, toFile destination: String, identities: [any AgeIdentity],
-                               armor: AgeArmorMode = .auto, progress: Progress? = nil) throws {
-        try writeOutput(destination) { output in
+                               armor: AgeArmorMode = .auto, progress: Progress? = nil) throws(AgeError) {
+        try writeOutput(destination) { (output: Int32) throws(AgeError) in
             try decrypt(from: input, to: output, identities: identities, armor: armor, progress: progress)
         }
     }
 
     // MARK: Plumbing
 
-    static func atomically(_ destination: String, _ body: (Int32) throws -> Void) throws {
+    static func atomically(_ destination: String, _ body: (Int32) throws(AgeError) -> Void) throws(AgeError) {
         do {
             try SecureFile.replaceAtomically(destination, body)
-        } catch let error as AgeError {
-            throw error
-        } catch let error as SecureFile.Failure {
-            throw AgeError.io(error.description)
+        } catch {
+            throw AgeError.wrap(error)
         }
     }
 
@@ -417,13 +423,19 @@ public enum Age {
     /// regular file is replaced atomically; a character device or FIFO is written in place;
     /// `/dev/stdout` and `/dev/fd/N` write into that descriptor; a symlink, directory, socket or
     /// block device is refused.
-    static func writeOutput(_ destination: String, _ body: (Int32) throws -> Void) throws {
+    static func writeOutput(_ destination: String, _ body: (Int32) throws(AgeError) -> Void) throws(AgeError) {
         do {
             try SecureFile.writeOutput(to: destination, body)
-        } catch let error as AgeError {
-            throw error
-        } catch let error as SecureFile.Failure {
-            throw AgeError.io(error.description)
+        } catch {
+            throw AgeError.wrap(error)
         }
     }
+}
+
+/// Runs `body`, whose errors are those of the age module's internals (``AgeError``, Cipher's
+/// errors, and those of identities, recipients and passphrase providers it calls), and throws
+/// what it throws as an ``AgeError`` (``AgeError/wrap(_:)``): the printed text is unchanged.
+@inline(__always)
+func ageCall<Result>(_ body: () throws -> Result) throws(AgeError) -> Result {
+    do { return try body() } catch { throw AgeError.wrap(error) }
 }

@@ -55,7 +55,8 @@ public final class AgeDecryptor {
 
     deinit { fileKey?.wipe() }
 
-    /// Decrypts more of the encrypted file.
+    /// Decrypts more of the encrypted file. Untyped: it throws ``AgeError`` and, unchanged, what
+    /// the sink throws.
     /// - Parameter bytes: The next bytes of the age file.
     /// - Throws: ``AgeError`` (header, MAC, no match, payload or armor failure), or what the sink throws.
     public func update(_ bytes: UnsafeRawBufferPointer) throws {
@@ -80,6 +81,7 @@ public final class AgeDecryptor {
     }
 
     /// Ends the input: checks the armor END line, the header, and that a final chunk was seen.
+    /// Untyped: it throws ``AgeError`` and, unchanged, what the sink throws.
     /// - Throws: ``AgeError`` (a truncated file, armor or payload failure), or what the sink throws.
     public func finish() throws {
         if let failure { throw failure }

@@ -24,17 +24,22 @@ public final class AgeEncryptor {
     ///   - recipients: One or more recipients; an ``ScryptRecipient`` must be alone.
     ///   - armor: Write ASCII armor (PEM) instead of binary.
     ///   - sink: Receives the encrypted bytes; the buffer is only valid during the call.
-    /// - Throws: ``AgeError/invalidArgument(_:)`` for no recipients or scrypt mixed with others.
+    /// - Throws: ``AgeError/invalidArgument(_:)`` for no recipients or scrypt mixed with others,
+    ///   ``AgeError/cipher(_:)`` when the random generator fails, a recipient's error
+    ///   (``AgeError/wrap(_:)``).
     public convenience init(recipients: [any AgeRecipient], armor: Bool = false,
-                            sink: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
-        let fileKey = try SecretBytes.random(count: 16)
+                            sink: @escaping (UnsafeRawBufferPointer) throws -> Void) throws(AgeError) {
+        let fileKey: SecretBytes
+        do throws(CipherError) { fileKey = try SecretBytes.random(count: 16) } catch { throw .cipher(error) }
         defer { fileKey.wipe() }
-        try self.init(recipients: recipients, armor: armor, fileKey: fileKey, nonce: try SecureRandom.bytes(16), sink: sink)
+        let nonce: [UInt8]
+        do throws(CipherError) { nonce = try SecureRandom.bytes(16) } catch { throw .cipher(error) }
+        try self.init(recipients: recipients, armor: armor, fileKey: fileKey, nonce: nonce, sink: sink)
     }
 
     /// Internal: deterministic file key and nonce (for tests of parallel/sequential equality).
     init(recipients: [any AgeRecipient], armor: Bool, fileKey: SecretBytes, nonce: [UInt8],
-         batchChunks: Int = 16, parallel: Bool = true, sink: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+         batchChunks: Int = 16, parallel: Bool = true, sink: @escaping (UnsafeRawBufferPointer) throws -> Void) throws(AgeError) {
         let start = try PayloadStart.make(recipients: recipients, fileKey: fileKey, nonce: nonce)
         header = start.bytes
         cipher = start.cipher
@@ -62,7 +67,7 @@ public final class AgeEncryptor {
         }
     }
 
-    /// Encrypts more plaintext.
+    /// Encrypts more plaintext. Untyped: it throws ``AgeError`` and, unchanged, what the sink throws.
     /// - Parameter plaintext: The next plaintext bytes.
     /// - Throws: ``AgeError/invalidArgument(_:)`` after ``finish()``, or what the sink throws.
     public func update(_ plaintext: UnsafeRawBufferPointer) throws {
@@ -87,6 +92,7 @@ public final class AgeEncryptor {
     }
 
     /// Writes the final chunk (and the armor's END line). Calling it again does nothing.
+    /// Untyped: it throws ``AgeError`` and, unchanged, what the sink throws.
     /// - Throws: ``AgeError``, or what the sink throws.
     public func finish() throws {
         guard !finished else { return }

@@ -1,4 +1,5 @@
 import Foundation
+import Cipher
 
 /// Everything the age module can fail with.
 ///
@@ -33,6 +34,32 @@ public enum AgeError: Error, Sendable, Equatable, CustomStringConvertible {
     /// In-place encryption replaced the plaintext with the age file, but overwriting the old
     /// plaintext blocks failed; they may still be on the disk.
     case plaintextNotShredded(String)
+    /// A Cipher call failed (for example the system random generator, while making a file key,
+    /// nonce, salt or ephemeral share). Its `description` is the ``CipherError``'s own.
+    case cipher(CipherError)
+    /// An error that is not age's own, passed on with its own text: what an ``AgeIdentity`` or
+    /// ``AgeRecipient`` of another module, or a passphrase provider given to this module, threw,
+    /// or a failure of the crypto library. ``External/error`` is that error.
+    case external(External)
+
+    /// An error thrown by code outside the age module (see ``AgeError/external(_:)``).
+    ///
+    /// Two are equal when they are of the same type and print the same.
+    public struct External: Error, Sendable, Equatable, CustomStringConvertible {
+        /// The error as it was thrown.
+        public let error: any Error
+
+        /// Wraps `error`.
+        /// - Parameter error: The error thrown outside the age module.
+        public init(_ error: any Error) { self.error = error }
+
+        /// The error's own description.
+        public var description: String { String(describing: error) }
+
+        public static func == (a: External, b: External) -> Bool {
+            type(of: a.error) == type(of: b.error) && a.description == b.description
+        }
+    }
 
     public var description: String {
         switch self {
@@ -46,6 +73,18 @@ public enum AgeError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidArgument(let why): return "invalid argument: \(why)"
         case .io(let why): return why
         case .plaintextNotShredded(let why): return "the file was encrypted in place, but its old plaintext blocks could not be overwritten: \(why)"
+        case .cipher(let error): return error.description
+        case .external(let error): return error.description
         }
+    }
+
+    /// `error` as an ``AgeError``, printing as it did: an ``AgeError`` as it is, a
+    /// ``CipherError`` as ``cipher(_:)``, a `SecureFile.Failure` as ``io(_:)`` (its
+    /// description), anything else as ``external(_:)``.
+    static func wrap(_ error: any Error) -> AgeError {
+        if let error = error as? AgeError { return error }
+        if let error = error as? CipherError { return .cipher(error) }
+        if let error = error as? SecureFile.Failure { return .io(error.description) }
+        return .external(External(error))
     }
 }

@@ -9,7 +9,7 @@ package enum AgeIO {
     /// - Parameter path: A path, `-` or nil.
     /// - Returns: A readable descriptor (close-on-exec).
     /// - Throws: ``AgeError/io(_:)`` naming the path and the reason.
-    package static func openInput(_ path: String?) throws -> Int32 {
+    package static func openInput(_ path: String?) throws(AgeError) -> Int32 {
         guard let path, path != "-" else { return 0 }
         return try openForReading(path)
     }
@@ -33,14 +33,14 @@ package enum AgeIO {
         return b.isRegularFile && a.isSameFile(as: b)
     }
 
-    static func openForReading(_ path: String) throws -> Int32 {
+    static func openForReading(_ path: String) throws(AgeError) -> Int32 {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw AgeError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
         return fd
     }
 
     /// Reads once into `buffer` (retrying on EINTR); 0 at end of input.
-    static func read(_ fd: Int32, into buffer: inout [UInt8]) throws -> Int {
+    static func read(_ fd: Int32, into buffer: inout [UInt8]) throws(AgeError) -> Int {
         while true {
             let n = buffer.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
             if n >= 0 { return n }
@@ -49,9 +49,20 @@ package enum AgeIO {
     }
 
     /// Writes all of `bytes` (retrying short writes and EINTR).
-    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(AgeError) {
         do { try SecureFile.writeAll(fd, bytes, path: "output") } catch {
             throw AgeError.io("write failed: \(error)")
         }
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// `withUnsafeBytes` whose body's error type is kept (the standard library's is `rethrows`,
+    /// which a `throws(AgeError)` function cannot call with a throwing body).
+    func withBytes<Result, Failure: Error>(_ body: (UnsafeRawBufferPointer) throws(Failure) -> Result) throws(Failure) -> Result {
+        let outcome: Swift.Result<Result, Failure> = withUnsafeBytes { raw in
+            do throws(Failure) { return .success(try body(raw)) } catch { return .failure(error) }
+        }
+        return try outcome.get()
     }
 }

@@ -29,9 +29,7 @@ final class BackgroundWriter: @unchecked Sendable {
         try waitForPrevious()
         let shared = SharedBuffer(pointer: bytes)
         queue.async {
-            do { try AgeIO.writeAll(self.fd, shared.pointer) } catch let failure as AgeError { self.error = failure } catch {
-                self.error = .io("\(error)")
-            }
+            do throws(AgeError) { try AgeIO.writeAll(self.fd, shared.pointer) } catch { self.error = error }
             self.pending.signal()
         }
     }

@@ -252,7 +252,7 @@ final class ChunkPipeline: @unchecked Sendable {
             do {
                 try AgeIO.writeAll(output, UnsafeRawBufferPointer(start: outputs.pointer.baseAddress! + first * outSize, count: bytes))
             } catch {
-                writeError = error as? AgeError ?? .io("\(error)")
+                writeError = error
             }
         }
         condition.lock()

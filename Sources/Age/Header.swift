@@ -87,7 +87,7 @@ struct AgeHeaderParser {
 
     /// Consumes bytes from `input` up to the end of the header.
     /// - Returns: The number of bytes consumed (less than `input.count` once the header ends).
-    mutating func feed(_ input: UnsafeRawBufferPointer) throws -> Int {
+    mutating func feed(_ input: UnsafeRawBufferPointer) throws(AgeError) -> Int {
         var consumed = 0
         while header == nil && consumed < input.count {
             let byte = input[consumed]
@@ -103,7 +103,7 @@ struct AgeHeaderParser {
     }
 
     /// Called at end of input: throws unless the header is complete.
-    func finish() throws {
+    func finish() throws(AgeError) {
         if header == nil {
             if raw.isEmpty && line.isEmpty { throw AgeError.headerFailure("the input is empty") }
             if state == .version { throw AgeError.headerFailure("the input does not start with age-encryption.org/v1 (not an age file)") }
@@ -111,7 +111,7 @@ struct AgeHeaderParser {
         }
     }
 
-    private mutating func processLine() throws {
+    private mutating func processLine() throws(AgeError) {
         raw += line
         if raw.count > Self.maxHeaderLength { throw AgeError.headerFailure("the header is larger than \(Self.maxHeaderLength) bytes") }
         let content = line.dropLast()  // without LF

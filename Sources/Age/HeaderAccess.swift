@@ -20,7 +20,7 @@ public struct AgeFileHeader: Sendable {
     /// - Returns: The parsed header.
     /// - Throws: ``AgeError/headerFailure(_:)`` for input that is not a binary age file,
     ///   ``AgeError/invalidArgument(_:)`` for an armored file, ``AgeError/io(_:)``.
-    public static func read(fileDescriptor fd: Int32) throws -> AgeFileHeader {
+    public static func read(fileDescriptor fd: Int32) throws(AgeError) -> AgeFileHeader {
         var parser = AgeHeaderParser()
         var offset: Int64 = 0
         var piece = [UInt8](repeating: 0, count: 16 * 1024)
@@ -38,7 +38,7 @@ public struct AgeFileHeader: Sendable {
                     throw AgeError.invalidArgument("the file is armored; this operation needs a binary age file")
                 }
             }
-            let used = try piece.withUnsafeBytes { try parser.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            let used = try piece.withBytes { (bytes: UnsafeRawBufferPointer) throws(AgeError) in try parser.feed(UnsafeRawBufferPointer(rebasing: bytes[0..<n])) }
             offset += Int64(used)
         }
         try parser.finish()
@@ -49,8 +49,8 @@ public struct AgeFileHeader: Sendable {
     /// Unwraps the file key with `identities` and checks the header MAC; the key is wiped at once.
     /// - Parameter identities: Keys and passphrases to try.
     /// - Throws: ``AgeError/noMatchingIdentity(_:)``, ``AgeError/headerMACFailure``,
-    ///   ``AgeError/headerFailure(_:)``.
-    public func verify(identities: [any AgeIdentity]) throws {
+    ///   ``AgeError/headerFailure(_:)``; an identity's own error as ``AgeError/wrap(_:)`` makes it.
+    public func verify(identities: [any AgeIdentity]) throws(AgeError) {
         try PayloadStart.unwrapFileKey(header: parsed, identities: identities).wipe()
     }
 }
@@ -71,7 +71,7 @@ extension Age {
     ///   ``AgeError/headerMACFailure``, ``AgeError/invalidArgument(_:)`` for an armored file or
     ///   no recipients, ``AgeError/io(_:)``.
     package static func rewrapHeader(from input: Int32, to output: Int32, identities: [any AgeIdentity],
-                                    recipients: [any AgeRecipient]) throws {
+                                    recipients: [any AgeRecipient]) throws(AgeError) {
         guard !recipients.isEmpty else { throw AgeError.invalidArgument("no recipients") }
         if recipients.contains(where: { $0.requiresSoleStanza }) && recipients.count > 1 {
             throw AgeError.invalidArgument("a passphrase (scrypt) recipient cannot be combined with other recipients")
@@ -79,10 +79,9 @@ extension Age {
         let header = try AgeFileHeader.read(fileDescriptor: input)
         let fileKey = try PayloadStart.unwrapFileKey(header: header.parsed, identities: identities)
         defer { fileKey.wipe() }
-        var stanzas = [AgeStanza]()
-        for recipient in recipients { stanzas += try recipient.wrap(fileKey: fileKey) }
+        let stanzas = try PayloadStart.wrap(fileKey, for: recipients)
         let newHeader = AgeHeader.encode(stanzas: stanzas, fileKey: fileKey)
-        try newHeader.withUnsafeBytes { try AgeIO.writeAll(output, $0) }
+        try newHeader.withBytes { (bytes: UnsafeRawBufferPointer) throws(AgeError) in try AgeIO.writeAll(output, bytes) }
         var offset = header.length
         var copied: Int64 = 0
         // The payload is copied by the kernel where it can (no trip through user memory);
@@ -103,7 +102,7 @@ extension Age {
                 throw AgeError.io("read failed: \(String(cString: strerror(errno)))")
             }
             if n == 0 { break }
-            try buffer.withUnsafeBytes { try AgeIO.writeAll(output, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            try buffer.withBytes { (bytes: UnsafeRawBufferPointer) throws(AgeError) in try AgeIO.writeAll(output, UnsafeRawBufferPointer(rebasing: bytes[0..<n])) }
             offset += Int64(n)
             copied += Int64(n)
         }

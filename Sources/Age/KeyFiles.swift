@@ -11,7 +11,7 @@ public enum AgeKeys {
     ///   - ui: How plugins talk to the user.
     /// - Returns: The recipient of the matching kind.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
-    public static func recipient(_ string: String, ui: AgePluginUI = .standardError) throws -> any AgeRecipient {
+    public static func recipient(_ string: String, ui: AgePluginUI = .standardError) throws(AgeError) -> any AgeRecipient {
         // Foundation's `.whitespaces` (tab and the space separators), trimmed without it: the
         // CLI's start-up path stays clear of Foundation's character sets.
         let isSpace: (Unicode.Scalar) -> Bool = { $0 == "\t" || $0.properties.generalCategory == .spaceSeparator }
@@ -37,7 +37,7 @@ public enum AgeKeys {
     /// - Parameter text: The public key line.
     /// - Returns: An ``SSHEd25519Recipient`` or an ``SSHRSARecipient``.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
-    public static func sshRecipient(_ text: String) throws -> any AgeRecipient {
+    public static func sshRecipient(_ text: String) throws(AgeError) -> any AgeRecipient {
         switch SSHPublicKey.parse(authorizedKey: text) {
         case .ed25519(let key, let wire)?: return try SSHEd25519Recipient(ed25519: key, wire: wire)
         case .rsa(let n, let e, let wire)?: return try SSHRSARecipient(n: n, e: e, wire: wire)
@@ -72,7 +72,7 @@ public enum AgeKeys {
     /// - Returns: The recipients, in the file's order (at least one).
     /// - Throws: ``AgeError/invalidRecipient(_:)`` naming the line.
     public static func recipients(fileContents: String, name: String = "recipients file", ui: AgePluginUI = .standardError,
-                                  warning: ((String) -> Void)? = nil) throws -> [any AgeRecipient] {
+                                  warning: ((String) -> Void)? = nil) throws(AgeError) -> [any AgeRecipient] {
         var result = [any AgeRecipient]()
         for (number, rawLine) in fileContents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = rawLine.hasSuffix("\r") ? rawLine.dropLast() : rawLine
@@ -80,7 +80,7 @@ public enum AgeKeys {
             guard line.utf8.count <= maximumRecipientLine else {
                 throw AgeError.invalidRecipient("\(name) line \(number + 1) is longer than \(maximumRecipientLine) bytes")
             }
-            do { result.append(try recipient(String(line), ui: ui)) } catch let error as AgeError {
+            do { result.append(try recipient(String(line), ui: ui)) } catch {
                 if let type = sshKeyType(line) {
                     warning?("\(name): ignoring unsupported SSH key of type \(type.debugDescription) at line \(number + 1)")
                     continue
@@ -109,7 +109,7 @@ public enum AgeKeys {
     /// - Throws: ``AgeError/invalidIdentity(_:)`` naming the line.
     public static func identities(fileContents: SecretBytes, name: String = "identity file",
                                   passphrase: (@Sendable () throws -> SecretBytes)? = nil,
-                                  ui: AgePluginUI = .standardError) throws -> [any AgeIdentity] {
+                                  ui: AgePluginUI = .standardError) throws(AgeError) -> [any AgeIdentity] {
         let start: Int = fileContents.withUnsafeBytes { b in
             if b.starts(with: Array("age-encryption".utf8)) || b.starts(with: Array("-----BEGIN AGE".utf8)) { return 1 }
             if b.starts(with: Array("-----BEGIN".utf8)) { return 2 }
@@ -122,7 +122,9 @@ public enum AgeKeys {
             let contents = fileContents.withUnsafeBytes { Array($0) }
             return [AgeEncryptedIdentityFile(contents: contents, name: name, passphrase: passphrase, ui: ui)]
         }
-        if start == 2 { return [try SSHPrivateKeyFile.identity(fileContents, name: name, passphrase: passphrase)] }
+        if start == 2 {
+            do { return [try SSHPrivateKeyFile.identity(fileContents, name: name, passphrase: passphrase)] } catch { throw AgeError.wrap(error) }
+        }
         var lines = [Range<Int>]()
         fileContents.withUnsafeBytes { bytes in
             var start = 0
@@ -152,7 +154,7 @@ public enum AgeKeys {
                 case 3: result.append(try AgePluginIdentity(line.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }, ui: ui))
                 default: throw AgeError.invalidIdentity("not an AGE-SECRET-KEY-1…, AGE-SECRET-KEY-PQ-1… or AGE-PLUGIN-… line")
                 }
-            } catch let error as AgeError {
+            } catch {
                 throw AgeError.invalidIdentity("\(name) line \(number + 1): \(error)")
             }
         }
@@ -201,45 +203,50 @@ public final class AgeEncryptedIdentityFile: AgeIdentity, @unchecked Sendable {
     /// The identities inside (asks for the passphrase the first time).
     /// - Returns: The identities the decrypted file holds.
     /// - Throws: ``AgeError/noMatchingIdentity(_:)`` for a wrong passphrase,
-    ///   ``AgeError/invalidIdentity(_:)`` for what the file holds, the decryption's errors.
-    public func identities() throws -> [any AgeIdentity] {
-        lock.lock()
-        defer { lock.unlock() }
-        if let loaded { return loaded }
-        let secret = try passphrase()
-        defer { secret.wipe() }
-        // The plaintext goes straight into locked memory (at most as long as the file).
-        var length = 0
-        let plain = try SecretBytes(count: contents.count) { buffer in
-            let decryptor = AgeDecryptor(identities: [ScryptIdentity(passphrase: secret)], armor: .auto) { piece in
-                guard length + piece.count <= buffer.count else { throw AgeError.payloadFailure("longer than its file") }
-                (buffer.baseAddress! + length).copyMemory(from: piece.baseAddress!, byteCount: piece.count)
-                length += piece.count
+    ///   ``AgeError/invalidIdentity(_:)`` for what the file holds, the decryption's errors; what
+    ///   the passphrase function throws, as ``AgeError/external(_:)``.
+    public func identities() throws(AgeError) -> [any AgeIdentity] {
+        return try ageCall {
+            lock.lock()
+            defer { lock.unlock() }
+            if let loaded { return loaded }
+            let secret = try passphrase()
+            defer { secret.wipe() }
+            // The plaintext goes straight into locked memory (at most as long as the file).
+            var length = 0
+            let plain = try SecretBytes(count: contents.count) { buffer in
+                let decryptor = AgeDecryptor(identities: [ScryptIdentity(passphrase: secret)], armor: .auto) { piece in
+                    guard length + piece.count <= buffer.count else { throw AgeError.payloadFailure("longer than its file") }
+                    (buffer.baseAddress! + length).copyMemory(from: piece.baseAddress!, byteCount: piece.count)
+                    length += piece.count
+                }
+                do {
+                    try decryptor.update(contents)
+                    try decryptor.finish()
+                } catch AgeError.noMatchingIdentity {
+                    throw AgeError.noMatchingIdentity("the passphrase of the encrypted identity file \(name) is wrong (or it is not passphrase-encrypted)")
+                }
             }
-            do {
-                try decryptor.update(contents)
-                try decryptor.finish()
-            } catch AgeError.noMatchingIdentity {
-                throw AgeError.noMatchingIdentity("the passphrase of the encrypted identity file \(name) is wrong (or it is not passphrase-encrypted)")
-            }
+            defer { plain.wipe() }
+            let inner = plain.slice(0..<length)
+            defer { inner.wipe() }
+            let result = try AgeKeys.identities(fileContents: inner, name: "\(name) (decrypted)", passphrase: nil, ui: ui)
+            loaded = result
+            return result
         }
-        defer { plain.wipe() }
-        let inner = plain.slice(0..<length)
-        defer { inner.wipe() }
-        let result = try AgeKeys.identities(fileContents: inner, name: "\(name) (decrypted)", passphrase: nil, ui: ui)
-        loaded = result
-        return result
     }
 
     /// Unwraps with the identities inside.
     /// - Parameter stanzas: All stanzas of the header.
     /// - Returns: The 16-byte file key, or nil when no identity inside matches.
     /// - Throws: As ``identities()``, and the identities' own unwrap errors.
-    public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
-        for identity in try identities() {
-            if let key = try identity.unwrap(stanzas: stanzas) { return key }
+    public func unwrap(stanzas: [AgeStanza]) throws(AgeError) -> SecretBytes? {
+        return try ageCall {
+            for identity in try identities() {
+                if let key = try identity.unwrap(stanzas: stanzas) { return key }
+            }
+            return nil
         }
-        return nil
     }
 }
 
@@ -254,11 +261,14 @@ public struct LazyPassphraseIdentity: AgeIdentity {
     /// Unwraps an scrypt stanza with the passphrase from `provider`.
     /// - Parameter stanzas: All stanzas of the header.
     /// - Returns: The 16-byte file key, or nil when the header has no scrypt stanza.
-    /// - Throws: What `provider` throws, and as ``ScryptIdentity/unwrap(stanzas:)``.
-    public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
-        guard stanzas.contains(where: { $0.type == "scrypt" }) else { return nil }
-        let passphrase = try provider()
-        defer { passphrase.wipe() }
-        return try ScryptIdentity(passphrase: passphrase).unwrap(stanzas: stanzas)
+    /// - Throws: What `provider` throws, as ``AgeError/external(_:)`` (a ``CipherError`` as
+    ///   ``AgeError/cipher(_:)``), and as ``ScryptIdentity/unwrap(stanzas:)``.
+    public func unwrap(stanzas: [AgeStanza]) throws(AgeError) -> SecretBytes? {
+        return try ageCall {
+            guard stanzas.contains(where: { $0.type == "scrypt" }) else { return nil }
+            let passphrase = try provider()
+            defer { passphrase.wipe() }
+            return try ScryptIdentity(passphrase: passphrase).unwrap(stanzas: stanzas)
+        }
     }
 }

@@ -24,7 +24,7 @@ public struct MLKEM768X25519Recipient: AgeRecipient, CustomStringConvertible {
     /// Parses an `age1pq1…` recipient string.
     /// - Parameter string: The recipient string.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
-    public init(_ string: String) throws {
+    public init(_ string: String) throws(AgeError) {
         guard let (hrp, data) = Bech32.decode(string), hrp == "age1pq" else {
             throw AgeError.invalidRecipient("\(string.prefix(20))… is not an age1pq1… recipient")
         }
@@ -42,11 +42,13 @@ public struct MLKEM768X25519Recipient: AgeRecipient, CustomStringConvertible {
     /// Wraps the file key with HPKE SealBase in an `mlkem768x25519` stanza.
     /// - Parameter fileKey: The 16-byte file key.
     /// - Returns: The stanzas to put in the header.
-    /// - Throws: ``AgeError``, or a random-generator failure.
-    public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
-        var sender = try HPKE.Sender(recipientKey: publicKey, ciphersuite: HybridSuite.ciphersuite, info: HybridSuite.info)
-        let body = try fileKey.withUnsafeBytes { try sender.seal($0) }
-        return [AgeStanza(type: "mlkem768x25519", arguments: [AgeBase64.encodeString(Array(sender.encapsulatedKey))], body: Array(body))]
+    /// - Throws: ``AgeError/external(_:)`` with swift-crypto's error if HPKE fails.
+    public func wrap(fileKey: SecretBytes) throws(AgeError) -> [AgeStanza] {
+        return try ageCall {
+            var sender = try HPKE.Sender(recipientKey: publicKey, ciphersuite: HybridSuite.ciphersuite, info: HybridSuite.info)
+            let body = try fileKey.withUnsafeBytes { try sender.seal($0) }
+            return [AgeStanza(type: "mlkem768x25519", arguments: [AgeBase64.encodeString(Array(sender.encapsulatedKey))], body: Array(body))]
+        }
     }
 }
 
@@ -61,15 +63,15 @@ public struct MLKEM768X25519Identity: AgeIdentity {
 
     /// A new random identity.
     /// - Returns: The identity.
-    /// - Throws: If the key generator fails.
-    public static func generate() throws -> MLKEM768X25519Identity {
-        MLKEM768X25519Identity(privateKey: try .generate())
+    /// - Throws: ``AgeError/external(_:)`` with swift-crypto's error if the key generator fails.
+    public static func generate() throws(AgeError) -> MLKEM768X25519Identity {
+        do { return MLKEM768X25519Identity(privateKey: try .generate()) } catch { throw AgeError.wrap(error) }
     }
 
     /// Parses `AGE-SECRET-KEY-PQ-1…` held in locked memory.
     /// - Parameter encoded: The identity's text.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
-    init(encoded: SecretBytes) throws {
+    init(encoded: SecretBytes) throws(AgeError) {
         guard var (hrp, data) = encoded.withUnsafeBytes({ Bech32.decode($0) }), hrp == "age-secret-key-pq-" else {
             throw AgeError.invalidIdentity("not an AGE-SECRET-KEY-PQ-1… identity")
         }
@@ -83,7 +85,7 @@ public struct MLKEM768X25519Identity: AgeIdentity {
     /// Parses an `AGE-SECRET-KEY-PQ-1…` string.
     /// - Parameter string: The identity string.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
-    public init(_ string: String) throws { try self.init(encoded: SecretBytes(utf8: string)) }
+    public init(_ string: String) throws(AgeError) { try self.init(encoded: SecretBytes(utf8: string)) }
 
     /// The matching recipient.
     public var recipient: MLKEM768X25519Recipient { MLKEM768X25519Recipient(publicKey: privateKey.publicKey) }
@@ -104,7 +106,7 @@ public struct MLKEM768X25519Identity: AgeIdentity {
     /// - Parameter stanzas: All stanzas of the header.
     /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
     /// - Throws: ``AgeError`` (``AgeError/headerFailure(_:)`` for a malformed stanza of this type).
-    public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
+    public func unwrap(stanzas: [AgeStanza]) throws(AgeError) -> SecretBytes? {
         for stanza in stanzas where stanza.type == "mlkem768x25519" {
             guard stanza.arguments.count == 1 else { throw AgeError.headerFailure("an mlkem768x25519 stanza must have exactly two arguments") }
             guard let enc = AgeBase64.decode(Array(stanza.arguments[0].utf8)), enc.count == HybridSuite.encLength else {

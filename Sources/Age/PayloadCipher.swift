@@ -22,7 +22,7 @@ final class PayloadCipher: @unchecked Sendable {
 
     /// payload key = HKDF-SHA-256(ikm = file key, salt = nonce, info = "payload").
     /// - Throws: ``AgeError/io(_:)`` when the cipher cannot be set up.
-    init(fileKey: SecretBytes, nonce: [UInt8]) throws {
+    init(fileKey: SecretBytes, nonce: [UInt8]) throws(AgeError) {
         let derived = KeyDerivation.hkdf(fileKey, salt: nonce, info: "payload")
         defer { derived.wipe() }
         let made = derived.withUnsafeBytes { key in
@@ -52,7 +52,7 @@ final class PayloadCipher: @unchecked Sendable {
 
     /// Seals `plain` into `out` (plain.count + 16 bytes; `out` must not overlap `plain`).
     /// - Throws: ``AgeError/io(_:)`` when sealing fails.
-    func seal(_ plain: UnsafeRawBufferPointer, counter: UInt64, final: Bool, into out: UnsafeMutableRawBufferPointer) throws {
+    func seal(_ plain: UnsafeRawBufferPointer, counter: UInt64, final: Bool, into out: UnsafeMutableRawBufferPointer) throws(AgeError) {
         precondition(out.count >= plain.count + Self.tagSize)
         var written = 0
         let sealed = Self.withChunkNonce(counter, final: final) { nonce in

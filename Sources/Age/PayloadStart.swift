@@ -15,7 +15,7 @@ enum PayloadStart {
     /// - Returns: The header and nonce bytes to write first, and the payload cipher.
     /// - Throws: ``AgeError/invalidArgument(_:)`` for no recipients, scrypt mixed with others or
     ///   a key or nonce of the wrong size; what a recipient's wrapping throws.
-    static func make(recipients: [any AgeRecipient], fileKey: SecretBytes, nonce: [UInt8]) throws -> (bytes: [UInt8], cipher: PayloadCipher) {
+    static func make(recipients: [any AgeRecipient], fileKey: SecretBytes, nonce: [UInt8]) throws(AgeError) -> (bytes: [UInt8], cipher: PayloadCipher) {
         guard !recipients.isEmpty else { throw AgeError.invalidArgument("no recipients") }
         if recipients.contains(where: { $0.requiresSoleStanza }) && recipients.count > 1 {
             throw AgeError.invalidArgument("a passphrase (scrypt) recipient cannot be combined with other recipients")
@@ -23,19 +23,21 @@ enum PayloadStart {
         guard fileKey.count == 16, nonce.count == PayloadCipher.nonceSize else {
             throw AgeError.invalidArgument("the file key and nonce are 16 bytes")
         }
-        var stanzas = [AgeStanza]()
-        for recipient in recipients { stanzas += try recipient.wrap(fileKey: fileKey) }
+        let stanzas = try wrap(fileKey, for: recipients)
         return (AgeHeader.encode(stanzas: stanzas, fileKey: fileKey) + nonce, try PayloadCipher(fileKey: fileKey, nonce: nonce))
     }
 
     /// Writes a new header and nonce for `recipients` (random file key and nonce) to `output`.
     /// - Returns: The payload cipher for what follows.
     /// - Throws: As ``make(recipients:fileKey:nonce:)``; ``AgeError/io(_:)`` for a failed write.
-    static func write(to output: Int32, recipients: [any AgeRecipient]) throws -> PayloadCipher {
-        let fileKey = try SecretBytes.random(count: 16)
+    static func write(to output: Int32, recipients: [any AgeRecipient]) throws(AgeError) -> PayloadCipher {
+        let fileKey: SecretBytes
+        do throws(CipherError) { fileKey = try SecretBytes.random(count: 16) } catch { throw .cipher(error) }
         defer { fileKey.wipe() }
-        let start = try make(recipients: recipients, fileKey: fileKey, nonce: try SecureRandom.bytes(PayloadCipher.nonceSize))
-        try start.bytes.withUnsafeBytes { try AgeIO.writeAll(output, $0) }
+        let nonce: [UInt8]
+        do throws(CipherError) { nonce = try SecureRandom.bytes(PayloadCipher.nonceSize) } catch { throw .cipher(error) }
+        let start = try make(recipients: recipients, fileKey: fileKey, nonce: nonce)
+        try start.bytes.withBytes { (bytes: UnsafeRawBufferPointer) throws(AgeError) in try AgeIO.writeAll(output, bytes) }
         return start.cipher
     }
 
@@ -46,7 +48,7 @@ enum PayloadStart {
     ///   the header and nonce.
     /// - Throws: ``AgeError/headerFailure(_:)``, ``AgeError/noMatchingIdentity(_:)``,
     ///   ``AgeError/headerMACFailure``, ``AgeError/io(_:)``.
-    static func read(from input: Int32, leading: [UInt8], identities: [any AgeIdentity]) throws
+    static func read(from input: Int32, leading: [UInt8], identities: [any AgeIdentity]) throws(AgeError)
         -> (cipher: PayloadCipher, payloadPrefix: [UInt8], length: Int64) {
         var parser = AgeHeaderParser()
         var pending = leading
@@ -55,7 +57,7 @@ enum PayloadStart {
         var piece = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
             if !pending.isEmpty {
-                let used = try pending.withUnsafeBytes { try parser.feed($0) }
+                let used = try pending.withBytes { (bytes: UnsafeRawBufferPointer) throws(AgeError) in try parser.feed(bytes) }
                 consumed += Int64(used)
                 pending.removeFirst(used)
                 if parser.header != nil { break }
@@ -84,7 +86,7 @@ enum PayloadStart {
     /// The payload cipher of a parsed header and its nonce: the file key unwrapped with
     /// `identities`, the header MAC checked, the key wiped.
     /// - Throws: As ``unwrapFileKey(header:identities:)``.
-    static func cipher(header: AgeHeader, nonce: [UInt8], identities: [any AgeIdentity]) throws -> PayloadCipher {
+    static func cipher(header: AgeHeader, nonce: [UInt8], identities: [any AgeIdentity]) throws(AgeError) -> PayloadCipher {
         let fileKey = try unwrapFileKey(header: header, identities: identities)
         defer { fileKey.wipe() }
         return try PayloadCipher(fileKey: fileKey, nonce: nonce)
@@ -92,14 +94,14 @@ enum PayloadStart {
 
     /// Unwraps the file key and checks the header MAC.
     /// - Throws: ``AgeError/noMatchingIdentity(_:)``, ``AgeError/headerMACFailure``,
-    ///   ``AgeError/headerFailure(_:)``.
-    static func unwrapFileKey(header: AgeHeader, identities: [any AgeIdentity]) throws -> SecretBytes {
+    ///   ``AgeError/headerFailure(_:)``; what an identity throws (``AgeError/wrap(_:)``).
+    static func unwrapFileKey(header: AgeHeader, identities: [any AgeIdentity]) throws(AgeError) -> SecretBytes {
         if header.stanzas.contains(where: { $0.type == "scrypt" }) && header.stanzas.count != 1 {
             throw AgeError.headerFailure("an scrypt stanza must be the only stanza in the header")
         }
         var found: SecretBytes?
         for identity in identities {
-            if let key = try identity.unwrap(stanzas: header.stanzas) { found = key; break }
+            if let key = try unwrap(header.stanzas, with: identity) { found = key; break }
         }
         guard let fileKey = found else {
             let types = Set(header.stanzas.map(\.type)).sorted().joined(separator: ", ")
@@ -115,5 +117,22 @@ enum PayloadStart {
             throw AgeError.headerMACFailure
         }
         return fileKey
+    }
+
+    /// The stanzas of `recipients` for `fileKey`, in order. A recipient's error is thrown as an
+    /// ``AgeError`` (``AgeError/wrap(_:)``: another module's recipient's error as
+    /// ``AgeError/external(_:)``).
+    static func wrap(_ fileKey: SecretBytes, for recipients: [any AgeRecipient]) throws(AgeError) -> [AgeStanza] {
+        var stanzas = [AgeStanza]()
+        for recipient in recipients {
+            do { stanzas += try recipient.wrap(fileKey: fileKey) } catch { throw AgeError.wrap(error) }
+        }
+        return stanzas
+    }
+
+    /// What `identity` unwraps from `stanzas`; its error is thrown as an ``AgeError``
+    /// (``AgeError/wrap(_:)``: another module's identity's error as ``AgeError/external(_:)``).
+    static func unwrap(_ stanzas: [AgeStanza], with identity: any AgeIdentity) throws(AgeError) -> SecretBytes? {
+        do { return try identity.unwrap(stanzas: stanzas) } catch { throw AgeError.wrap(error) }
     }
 }

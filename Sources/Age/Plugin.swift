@@ -74,7 +74,7 @@ public enum AgePlugin {
     /// - Parameter name: The plugin name.
     /// - Returns: The identity string.
     /// - Throws: ``AgeError/invalidArgument(_:)`` for a name that is not a plugin name.
-    public static func defaultIdentity(name: String) throws -> String {
+    public static func defaultIdentity(name: String) throws(AgeError) -> String {
         try identity(name: name, data: [])
     }
 
@@ -84,7 +84,7 @@ public enum AgePlugin {
     ///   - data: The identity's data.
     /// - Returns: The identity string.
     /// - Throws: ``AgeError/invalidArgument(_:)`` for a name that is not a plugin name.
-    public static func identity(name: String, data: [UInt8]) throws -> String {
+    public static func identity(name: String, data: [UInt8]) throws(AgeError) -> String {
         guard isValidName(name) else { throw AgeError.invalidArgument("\(name.prefix(40).debugDescription) is not a plugin name (letters, digits, `.`, `_`, `+`, `-`)") }
         return String(decoding: Bech32.encode(hrp: "age-plugin-\(name.lowercased())-", data: data, uppercase: true), as: UTF8.self)
     }
@@ -174,7 +174,7 @@ public struct AgePluginRecipient: AgeRecipient, CustomStringConvertible {
     ///   - ui: How the plugin talks to the user.
     ///   - searchPath: Where to look for `age-plugin-NAME` (directories separated by `:`); nil: `$PATH`.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
-    public init(_ recipient: String, ui: AgePluginUI = .standardError, searchPath: String? = nil) throws {
+    public init(_ recipient: String, ui: AgePluginUI = .standardError, searchPath: String? = nil) throws(AgeError) {
         guard let name = AgePlugin.name(ofRecipient: recipient) else {
             throw AgeError.invalidRecipient("\(recipient.prefix(24))… is not a plugin recipient (age1NAME1…)")
         }
@@ -196,12 +196,12 @@ public struct AgePluginRecipient: AgeRecipient, CustomStringConvertible {
     /// - Returns: The stanzas to put in the header.
     /// - Throws: ``AgeError/invalidRecipient(_:)`` with the plugin's error, or when the plugin
     ///   is missing, fails or breaks the protocol.
-    public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
+    public func wrap(fileKey: SecretBytes) throws(AgeError) -> [AgeStanza] {
         let session = try PluginSession(name: name, stateMachine: "recipient-v1", searchPath: searchPath, failure: AgeError.invalidRecipient)
         defer { session.end() }
         for recipient in recipients { try session.send("add-recipient", [recipient]) }
         for identity in identities { try session.send("add-identity", [identity]) }
-        try fileKey.withUnsafeBytes { try session.send("wrap-file-key", [], body: Array($0)) }
+        try fileKey.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(AgeError) in try session.send("wrap-file-key", [], body: Array(bytes)) }
         try session.send("done", [])
         var stanzas = [AgeStanza]()
         var errors = [String]()
@@ -247,7 +247,7 @@ public struct AgePluginIdentity: AgeIdentity {
     ///   - ui: How the plugin talks to the user.
     ///   - searchPath: Where to look for `age-plugin-NAME` (directories separated by `:`); nil: `$PATH`.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
-    public init(_ identity: String, ui: AgePluginUI = .standardError, searchPath: String? = nil) throws {
+    public init(_ identity: String, ui: AgePluginUI = .standardError, searchPath: String? = nil) throws(AgeError) {
         guard let name = AgePlugin.name(ofIdentity: identity) else {
             throw AgeError.invalidIdentity("not a plugin identity (AGE-PLUGIN-NAME-1…)")
         }
@@ -272,7 +272,7 @@ public struct AgePluginIdentity: AgeIdentity {
     /// - Throws: ``AgeError/headerFailure(_:)`` when the plugin finds a stanza of its type
     ///   malformed, ``AgeError/invalidIdentity(_:)`` for its other errors, a missing plugin or
     ///   a protocol failure.
-    public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
+    public func unwrap(stanzas: [AgeStanza]) throws(AgeError) -> SecretBytes? {
         let session = try PluginSession(name: name, stateMachine: "identity-v1", searchPath: searchPath, failure: AgeError.invalidIdentity)
         defer { session.end() }
         for identity in identities { try session.send("add-identity", [identity]) }
@@ -325,7 +325,7 @@ final class PluginSession {
     private let channel: StanzaChannel
     private var closed = false
 
-    init(name: String, stateMachine: String, searchPath: String?, failure: @escaping (String) -> AgeError) throws {
+    init(name: String, stateMachine: String, searchPath: String?, failure: @escaping (String) -> AgeError) throws(AgeError) {
         self.name = name
         self.makeFailure = failure
         guard let path = AgePlugin.locate(name, searchPath: searchPath) else {
@@ -389,16 +389,16 @@ final class PluginSession {
 
     deinit { end() }
 
-    func send(_ command: String, _ arguments: [String], body: [UInt8] = []) throws {
+    func send(_ command: String, _ arguments: [String], body: [UInt8] = []) throws(AgeError) {
         try channel.send(command, arguments, body: body)
     }
 
     /// Reads one stanza: `-> COMMAND ARGS…` and its base64 body, up to the short line.
-    func receive() throws -> AgeStanza { try channel.receive() }
+    func receive() throws(AgeError) -> AgeStanza { try channel.receive() }
 
     /// Answers the requests both state machines share (messages, PINs, confirmations) and
     /// `unsupported` to anything else.
-    func interact(_ command: AgeStanza, ui: AgePluginUI) throws {
+    func interact(_ command: AgeStanza, ui: AgePluginUI) throws(AgeError) {
         let text = String(decoding: command.body, as: UTF8.self)
         switch command.type {
         case "msg":
@@ -406,7 +406,7 @@ final class PluginSession {
         case "request-secret":
             if let secret = ui.requestSecret(name, text) {
                 defer { secret.wipe() }
-                try secret.withUnsafeBytes { try send("ok", [], body: Array($0)) }
+                try secret.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(AgeError) in try send("ok", [], body: Array(bytes)) }
             } else {
                 try send("fail", [])
             }

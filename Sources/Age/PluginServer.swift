@@ -31,7 +31,7 @@ package enum AgePluginServer {
     ///   stops reading.
     package static func serveIdentityV1(input: Int32, output: Int32,
                                         checkIdentity: (String) -> String?,
-                                        unwrap: (_ identities: [String], _ stanzas: [AgeStanza]) -> Outcome) throws {
+                                        unwrap: (_ identities: [String], _ stanzas: [AgeStanza]) -> Outcome) throws(AgeError) {
         let channel = StanzaChannel(input: input, output: output, failure: { AgeError.invalidArgument("the age client \($0)") },
                                     peerStoppedReading: "stopped reading", peerEnded: "ended before `done`")
         defer { channel.wipe() }
@@ -72,7 +72,7 @@ package enum AgePluginServer {
                 switch unwrap(accepted, files[index] ?? []) {
                 case .fileKey(let key):
                     defer { key.wipe() }
-                    try key.withUnsafeBytes { raw in
+                    try key.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(AgeError) in
                         var body = Array(raw)
                         defer { Scrub.zero(body); body = [] }
                         try exchange(channel, "file-key", [String(index)], body: body)
@@ -91,7 +91,7 @@ package enum AgePluginServer {
 
     /// Answers a `recipient-v1` run with an error (a plugin that only decrypts): reads phase 1
     /// to its `done`, then sends `error internal` with `message`.
-    package static func refuseRecipientV1(input: Int32, output: Int32, message: String) throws {
+    package static func refuseRecipientV1(input: Int32, output: Int32, message: String) throws(AgeError) {
         let channel = StanzaChannel(input: input, output: output, failure: { AgeError.invalidArgument("the age client \($0)") },
                                     peerStoppedReading: "stopped reading", peerEnded: "ended before `done`")
         defer { channel.wipe() }
@@ -107,7 +107,7 @@ package enum AgePluginServer {
     }
 
     /// Sends a command and reads the client's answer (`ok`, `fail`, or `unsupported`).
-    private static func exchange(_ channel: StanzaChannel, _ command: String, _ arguments: [String], body: [UInt8]) throws {
+    private static func exchange(_ channel: StanzaChannel, _ command: String, _ arguments: [String], body: [UInt8]) throws(AgeError) {
         try channel.send(command, arguments, body: body)
         let answer = try channel.receive()
         guard ["ok", "fail", "unsupported"].contains(answer.type) else {

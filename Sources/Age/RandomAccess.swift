@@ -23,9 +23,9 @@ public final class AgeRandomAccessReader: Sendable {
     ///   - path: The binary age file.
     ///   - identities: Keys and passphrases to try.
     /// - Throws: ``AgeError``; ``AgeError/invalidArgument(_:)`` for an armored file (not seekable).
-    public convenience init(path: String, identities: [any AgeIdentity]) throws {
+    public convenience init(path: String, identities: [any AgeIdentity]) throws(AgeError) {
         let fd = try AgeIO.openForReading(path)
-        do { try self.init(fileDescriptor: fd, identities: identities, ownsDescriptor: true) } catch {
+        do throws(AgeError) { try self.init(fileDescriptor: fd, identities: identities, ownsDescriptor: true) } catch {
             close(fd)
             throw error
         }
@@ -36,11 +36,11 @@ public final class AgeRandomAccessReader: Sendable {
     ///   - fileDescriptor: The descriptor open on the binary age file.
     ///   - identities: Keys and passphrases to try.
     /// - Throws: ``AgeError``.
-    public convenience init(fileDescriptor: Int32, identities: [any AgeIdentity]) throws {
+    public convenience init(fileDescriptor: Int32, identities: [any AgeIdentity]) throws(AgeError) {
         try self.init(fileDescriptor: fileDescriptor, identities: identities, ownsDescriptor: false)
     }
 
-    private init(fileDescriptor fd: Int32, identities: [any AgeIdentity], ownsDescriptor: Bool) throws {
+    private init(fileDescriptor fd: Int32, identities: [any AgeIdentity], ownsDescriptor: Bool) throws(AgeError) {
         self.fd = fd
         self.ownsDescriptor = ownsDescriptor
         let info: FileStatus
@@ -61,7 +61,7 @@ public final class AgeRandomAccessReader: Sendable {
                     if start == 0x2D { throw AgeError.invalidArgument("random access needs a binary age file; this one is armored") }
                 }
             }
-            let used = try piece.withUnsafeBytes { try parser.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            let used = try piece.withBytes { (bytes: UnsafeRawBufferPointer) throws(AgeError) in try parser.feed(UnsafeRawBufferPointer(rebasing: bytes[0..<n])) }
             offset += Int64(used)
         }
         try parser.finish()
@@ -94,7 +94,7 @@ public final class AgeRandomAccessReader: Sendable {
         if ownsDescriptor { close(fd) }
     }
 
-    private static func pread(_ fd: Int32, _ buffer: inout [UInt8], at offset: Int64) throws -> Int {
+    private static func pread(_ fd: Int32, _ buffer: inout [UInt8], at offset: Int64) throws(AgeError) -> Int {
         var done = 0
         while done < buffer.count {
             let n = buffer.withUnsafeMutableBytes { Foundation.pread(fd, $0.baseAddress! + done, $0.count - done, off_t(offset) + off_t(done)) }
@@ -109,7 +109,7 @@ public final class AgeRandomAccessReader: Sendable {
     }
 
     /// Decrypts chunk `index` into `out`; returns its plaintext length.
-    private func readChunk(_ index: Int64, into out: inout [UInt8]) throws -> Int {
+    private func readChunk(_ index: Int64, into out: inout [UInt8]) throws(AgeError) -> Int {
         var sealed = [UInt8](repeating: 0, count: PayloadCipher.sealedChunkSize)
         let n = try Self.pread(fd, &sealed, at: payloadStart + index * Int64(PayloadCipher.sealedChunkSize))
         let final = index == chunkCount - 1
@@ -132,7 +132,7 @@ public final class AgeRandomAccessReader: Sendable {
     /// - Returns: The bytes, authenticated.
     /// - Throws: ``AgeError/payloadFailure(_:)`` when a chunk does not authenticate,
     ///   ``AgeError/invalidArgument(_:)`` for an offset outside the plaintext.
-    public func read(offset: Int64, count: Int) throws -> [UInt8] {
+    public func read(offset: Int64, count: Int) throws(AgeError) -> [UInt8] {
         guard offset >= 0, offset <= plaintextSize, count >= 0 else {
             throw AgeError.invalidArgument("offset \(offset) is outside the plaintext (0...\(plaintextSize))")
         }

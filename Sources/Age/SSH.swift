@@ -151,7 +151,7 @@ public struct SSHEd25519Recipient: AgeRecipient, CustomStringConvertible, Hashab
     /// Parses `ssh-ed25519 AAAA… [comment]` (an authorized_keys line or a `.pub` file).
     /// - Parameter authorizedKey: The public key line.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
-    public init(_ authorizedKey: String) throws {
+    public init(_ authorizedKey: String) throws(AgeError) {
         guard case .ed25519(let key, let wire)? = SSHPublicKey.parse(authorizedKey: authorizedKey) else {
             throw AgeError.invalidRecipient("not an ssh-ed25519 public key (`ssh-ed25519 AAAA… [comment]`)")
         }
@@ -161,12 +161,12 @@ public struct SSHEd25519Recipient: AgeRecipient, CustomStringConvertible, Hashab
     /// A recipient for an Ed25519 public key.
     /// - Parameter publicKey: The Ed25519 public key.
     /// - Throws: ``AgeError/invalidRecipient(_:)`` when the key is not a point of the curve.
-    public init(publicKey: Curve25519.Signing.PublicKey) throws {
+    public init(publicKey: Curve25519.Signing.PublicKey) throws(AgeError) {
         let key = Array(publicKey.rawRepresentation)
         try self.init(ed25519: key, wire: SSHWire.string(Array("ssh-ed25519".utf8)) + SSHWire.string(key))
     }
 
-    init(ed25519 key: [UInt8], wire: [UInt8]) throws {
+    init(ed25519 key: [UInt8], wire: [UInt8]) throws(AgeError) {
         guard let u = SSHEd25519Math.montgomery(key), let point = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: u) else {
             throw AgeError.invalidRecipient("the ssh-ed25519 public key is not a valid Ed25519 point")
         }
@@ -193,16 +193,19 @@ public struct SSHEd25519Recipient: AgeRecipient, CustomStringConvertible, Hashab
     /// Wraps the file key in an `ssh-ed25519 TAG SHARE` stanza.
     /// - Parameter fileKey: The 16-byte file key.
     /// - Returns: The stanzas to put in the header.
-    /// - Throws: ``AgeError``, or a random-generator failure.
-    public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
-        let ephemeral = Curve25519.KeyAgreement.PrivateKey()
-        let share = Array(ephemeral.publicKey.rawRepresentation)
-        let shared = try ephemeral.sharedSecretFromKeyAgreement(with: montgomery)
-        let tweaked = try SSHEd25519Math.tweak(shared, sshKey: wire)
-        defer { tweaked.wipe() }
-        let key = SSHEd25519Math.wrapKey(tweaked: tweaked, share: share, recipient: Array(montgomery.rawRepresentation))
-        defer { key.wipe() }
-        return [AgeStanza(type: "ssh-ed25519", arguments: [tag, AgeBase64.encodeString(share)], body: try KeyWrap.seal(fileKey, key: key))]
+    /// - Throws: ``AgeError/external(_:)`` with swift-crypto's error if the key agreement or
+    ///   sealing fails.
+    public func wrap(fileKey: SecretBytes) throws(AgeError) -> [AgeStanza] {
+        return try ageCall {
+            let ephemeral = Curve25519.KeyAgreement.PrivateKey()
+            let share = Array(ephemeral.publicKey.rawRepresentation)
+            let shared = try ephemeral.sharedSecretFromKeyAgreement(with: montgomery)
+            let tweaked = try SSHEd25519Math.tweak(shared, sshKey: wire)
+            defer { tweaked.wipe() }
+            let key = SSHEd25519Math.wrapKey(tweaked: tweaked, share: share, recipient: Array(montgomery.rawRepresentation))
+            defer { key.wipe() }
+            return [AgeStanza(type: "ssh-ed25519", arguments: [tag, AgeBase64.encodeString(share)], body: try KeyWrap.seal(fileKey, key: key))]
+        }
     }
 }
 
@@ -215,14 +218,14 @@ public struct SSHEd25519Identity: AgeIdentity {
     /// An identity for an Ed25519 signing key.
     /// - Parameter privateKey: The Ed25519 private key.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
-    public init(privateKey: Curve25519.Signing.PrivateKey) throws {
+    public init(privateKey: Curve25519.Signing.PrivateKey) throws(AgeError) {
         let seed = Array(privateKey.rawRepresentation)
         defer { Scrub.zero(seed) }
         try self.init(seed: seed, publicKey: Array(privateKey.publicKey.rawRepresentation))
     }
 
     /// The X25519 scalar is the first half of SHA-512 of the seed (clamped by X25519).
-    init(seed: [UInt8], publicKey: [UInt8]) throws {
+    init(seed: [UInt8], publicKey: [UInt8]) throws(AgeError) {
         let digest = Array(SHA512.hash(data: seed))
         defer { Scrub.zero(digest) }
         guard let scalar = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: digest[0..<32]) else {
@@ -241,7 +244,7 @@ public struct SSHEd25519Identity: AgeIdentity {
     /// - Parameter stanzas: All stanzas of the header.
     /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
     /// - Throws: ``AgeError`` (``AgeError/headerFailure(_:)`` for a malformed stanza of this type).
-    public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
+    public func unwrap(stanzas: [AgeStanza]) throws(AgeError) -> SecretBytes? {
         for stanza in stanzas where stanza.type == "ssh-ed25519" {
             guard stanza.arguments.count == 2 else { throw AgeError.headerFailure("an ssh-ed25519 stanza must have exactly three arguments") }
             guard let share = AgeBase64.decode(Array(stanza.arguments[1].utf8)), share.count == 32 else {
@@ -278,14 +281,14 @@ public struct SSHRSARecipient: AgeRecipient, CustomStringConvertible, Hashable {
     /// Parses `ssh-rsa AAAA… [comment]`.
     /// - Parameter authorizedKey: The public key line.
     /// - Throws: ``AgeError/invalidRecipient(_:)`` (also for keys under 2048 bits, as age refuses them).
-    public init(_ authorizedKey: String) throws {
+    public init(_ authorizedKey: String) throws(AgeError) {
         guard case .rsa(let n, let e, let wire)? = SSHPublicKey.parse(authorizedKey: authorizedKey) else {
             throw AgeError.invalidRecipient("not an ssh-rsa public key (`ssh-rsa AAAA… [comment]`)")
         }
         try self.init(n: n, e: e, wire: wire)
     }
 
-    init(n: [UInt8], e: [UInt8], wire: [UInt8]) throws {
+    init(n: [UInt8], e: [UInt8], wire: [UInt8]) throws(AgeError) {
         guard !e.isEmpty else { throw AgeError.invalidRecipient("the ssh-rsa key has a zero exponent") }
         guard n.count >= 256 else {
             throw AgeError.invalidRecipient("the ssh-rsa key has \(n.count * 8) bits or fewer; age needs at least 2048")
@@ -314,8 +317,8 @@ public struct SSHRSARecipient: AgeRecipient, CustomStringConvertible, Hashable {
     /// Wraps the file key in an `ssh-rsa TAG` stanza.
     /// - Parameter fileKey: The 16-byte file key.
     /// - Returns: The stanzas to put in the header.
-    /// - Throws: ``AgeError``, or a random-generator failure.
-    public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
+    /// - Throws: ``AgeError/invalidRecipient(_:)`` when RSA-OAEP refuses the key.
+    public func wrap(fileKey: SecretBytes) throws(AgeError) -> [AgeStanza] {
         var out = [UInt8](repeating: 0, count: n.count + 1)
         var length = 0
         let ok = fileKey.withUnsafeBytes { key in
@@ -338,7 +341,7 @@ public struct SSHRSAIdentity: AgeIdentity {
     /// The recipient this identity decrypts for.
     public let recipient: SSHRSARecipient
 
-    init(n: [UInt8], e: [UInt8], d: [UInt8], p: [UInt8], q: [UInt8]) throws {
+    init(n: [UInt8], e: [UInt8], d: [UInt8], p: [UInt8], q: [UInt8]) throws(AgeError) {
         guard !e.isEmpty, !d.isEmpty, !p.isEmpty, !q.isEmpty else { throw AgeError.invalidIdentity("the RSA private key has a zero parameter") }
         do {
             recipient = try SSHRSARecipient(n: n, e: e, wire: SSHWire.string(Array("ssh-rsa".utf8)) + SSHWire.mpint(e) + SSHWire.mpint(n))
@@ -352,7 +355,7 @@ public struct SSHRSAIdentity: AgeIdentity {
     /// - Parameter stanzas: All stanzas of the header.
     /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
     /// - Throws: ``AgeError`` (``AgeError/headerFailure(_:)`` for a malformed stanza of this type).
-    public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
+    public func unwrap(stanzas: [AgeStanza]) throws(AgeError) -> SecretBytes? {
         for stanza in stanzas where stanza.type == "ssh-rsa" {
             guard stanza.arguments.count == 1 else { throw AgeError.headerFailure("an ssh-rsa stanza must have exactly two arguments") }
             guard stanza.arguments[0] == recipient.tag else { continue }
@@ -430,9 +433,11 @@ package struct EncryptedSSHIdentity: AgeIdentity {
     /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
     /// - Throws: ``AgeError/noMatchingIdentity(_:)`` for a wrong passphrase; ``AgeError/invalidIdentity(_:)``
     ///   when the key cannot be decrypted here; ``AgeError/headerFailure(_:)`` for a malformed stanza of this type.
-    package func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
-        guard stanzas.contains(where: { $0.type == type && $0.arguments.first == tag }) else { return nil }
-        return try identity().unwrap(stanzas: stanzas)
+    package func unwrap(stanzas: [AgeStanza]) throws(AgeError) -> SecretBytes? {
+        return try ageCall {
+            guard stanzas.contains(where: { $0.type == type && $0.arguments.first == tag }) else { return nil }
+            return try identity().unwrap(stanzas: stanzas)
+        }
     }
 
     /// The decrypted identity, checked against the public key in clear.

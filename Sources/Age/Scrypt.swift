@@ -22,7 +22,7 @@ public struct ScryptRecipient: AgeRecipient {
     ///   - passphrase: The passphrase (not copied; wipe it after encryption).
     ///   - policy: A scrypt KDF policy (default `KDFPolicy.sensitive`, 2^18 as age uses).
     /// - Throws: ``AgeError/invalidArgument(_:)`` for a non-scrypt policy or parameters outside Cipher's bounds.
-    public init(passphrase: SecretBytes, policy: KDFPolicy = .sensitive) throws {
+    public init(passphrase: SecretBytes, policy: KDFPolicy = .sensitive) throws(AgeError) {
         guard case let .scrypt(logN, r, p) = policy.parameters, r == 8, p == 1 else {
             throw AgeError.invalidArgument("age passphrase encryption needs a scrypt policy with r = 8, p = 1, not \(policy.parameters.summary)")
         }
@@ -40,7 +40,7 @@ public struct ScryptRecipient: AgeRecipient {
 
     public var requiresSoleStanza: Bool { true }
 
-    static func wrapKey(passphrase: SecretBytes, salt: [UInt8], logN: Int) throws -> SecretBytes {
+    static func wrapKey(passphrase: SecretBytes, salt: [UInt8], logN: Int) throws(AgeError) -> SecretBytes {
         let fullSalt = Array("age-encryption.org/v1/scrypt".utf8) + salt
         // Within Cipher's bounds, go through its KeyDerivation; age files may use lower work
         // factors (the test vectors use 2^10), which Cipher's floor refuses, so those call
@@ -52,18 +52,24 @@ public struct ScryptRecipient: AgeRecipient {
                 throw AgeError.invalidArgument("scrypt failed: \(error)")
             }
         }
-        let key = try passphrase.withUnsafeBytes { pw in
-            try KDF.Scrypt.deriveKey(from: pw, salt: fullSalt, outputByteCount: 32, rounds: 1 << logN, blockSize: 8, parallelism: 1)
+        do {
+            let key = try passphrase.withUnsafeBytes { pw in
+                try KDF.Scrypt.deriveKey(from: pw, salt: fullSalt, outputByteCount: 32, rounds: 1 << logN, blockSize: 8, parallelism: 1)
+            }
+            return SecretBytes(key)
+        } catch {
+            throw AgeError.wrap(error)
         }
-        return SecretBytes(key)
     }
 
     /// Wraps the file key in an `scrypt` stanza with a fresh 16-byte salt.
     /// - Parameter fileKey: The 16-byte file key.
     /// - Returns: The stanzas to put in the header.
-    /// - Throws: ``AgeError``, or a random-generator failure.
-    public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
-        let salt = try SecureRandom.bytes(16)
+    /// - Throws: ``AgeError/cipher(_:)`` when the random generator fails,
+    ///   ``AgeError/invalidArgument(_:)`` or ``AgeError/external(_:)`` when scrypt fails.
+    public func wrap(fileKey: SecretBytes) throws(AgeError) -> [AgeStanza] {
+        let salt: [UInt8]
+        do throws(CipherError) { salt = try SecureRandom.bytes(16) } catch { throw .cipher(error) }
         let key = try Self.wrapKey(passphrase: passphrase, salt: salt, logN: logN)
         defer { key.wipe() }
         return [AgeStanza(type: "scrypt", arguments: [AgeBase64.encodeString(salt), String(logN)], body: try KeyWrap.seal(fileKey, key: key))]
@@ -88,7 +94,7 @@ public struct ScryptIdentity: AgeIdentity {
     /// - Parameter stanzas: All stanzas of the header.
     /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
     /// - Throws: ``AgeError`` (``AgeError/headerFailure(_:)`` for a malformed stanza of this type).
-    public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
+    public func unwrap(stanzas: [AgeStanza]) throws(AgeError) -> SecretBytes? {
         for stanza in stanzas where stanza.type == "scrypt" {
             guard stanzas.count == 1 else { throw AgeError.headerFailure("an scrypt stanza must be the only stanza") }
             guard stanza.arguments.count == 2 else { throw AgeError.headerFailure("an scrypt stanza must have exactly three arguments") }

@@ -46,10 +46,10 @@ package final class StanzaChannel {
     }
 
     /// Writes one stanza (its bytes are zeroed after the write: a body may be a file key).
-    package func send(_ command: String, _ arguments: [String], body: [UInt8] = []) throws {
+    package func send(_ command: String, _ arguments: [String], body: [UInt8] = []) throws(AgeError) {
         var bytes = AgeStanza(type: command, arguments: arguments, body: body).encoded()
         defer { Scrub.zero(bytes); bytes = [] }
-        try bytes.withUnsafeBytes { raw in
+        try bytes.withBytes { (raw: UnsafeRawBufferPointer) throws(AgeError) in
             var offset = 0
             while offset < raw.count {
                 let n = write(output, raw.baseAddress! + offset, raw.count - offset)
@@ -60,7 +60,7 @@ package final class StanzaChannel {
         }
     }
 
-    private func readLine() throws -> [UInt8] {
+    private func readLine() throws(AgeError) -> [UInt8] {
         for _ in 0..<(Self.maxLine / 512 + 2) {
             if let newline = buffer.firstIndex(of: 0x0A) {
                 let line = Array(buffer[..<newline])
@@ -80,7 +80,7 @@ package final class StanzaChannel {
     }
 
     /// Reads one stanza: `-> COMMAND ARGS…` and its base64 body, up to the short line.
-    package func receive() throws -> AgeStanza {
+    package func receive() throws(AgeError) -> AgeStanza {
         let first = try readLine()
         guard first.starts(with: Array("-> ".utf8)) else { throw failure("sent a line that is not a stanza") }
         var arguments = [String]()

@@ -17,7 +17,7 @@ public struct X25519Recipient: AgeRecipient, CustomStringConvertible, Hashable {
     /// Parses an `age1…` recipient string.
     /// - Parameter string: The recipient string.
     /// - Throws: ``AgeError/invalidRecipient(_:)``.
-    public init(_ string: String) throws {
+    public init(_ string: String) throws(AgeError) {
         guard let (hrp, data) = Bech32.decode(string), hrp == "age" else {
             throw AgeError.invalidRecipient("\(string.prefix(20))… is not an age1… X25519 recipient")
         }
@@ -45,17 +45,19 @@ public struct X25519Recipient: AgeRecipient, CustomStringConvertible, Hashable {
     /// Wraps the file key in an `X25519` stanza with a fresh ephemeral share.
     /// - Parameter fileKey: The 16-byte file key.
     /// - Returns: The stanzas to put in the header.
-    /// - Throws: ``AgeError``, or a random-generator failure.
-    public func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
-        let ephemeral = Curve25519.KeyAgreement.PrivateKey()
-        let share = Array(ephemeral.publicKey.rawRepresentation)
-        let shared = try ephemeral.sharedSecretFromKeyAgreement(with: publicKey)
-        let secret = shared.withUnsafeBytes { SecretBytes(copying: $0) }
-        defer { secret.wipe() }
-        let salt = share + Array(publicKey.rawRepresentation)
-        let wrapKey = KeyDerivation.hkdf(secret, salt: salt, info: "age-encryption.org/v1/X25519")
-        defer { wrapKey.wipe() }
-        return [AgeStanza(type: "X25519", arguments: [AgeBase64.encodeString(share)], body: try KeyWrap.seal(fileKey, key: wrapKey))]
+    /// - Throws: ``AgeError/external(_:)`` with swift-crypto's error if the key agreement or sealing fails.
+    public func wrap(fileKey: SecretBytes) throws(AgeError) -> [AgeStanza] {
+        return try ageCall {
+            let ephemeral = Curve25519.KeyAgreement.PrivateKey()
+            let share = Array(ephemeral.publicKey.rawRepresentation)
+            let shared = try ephemeral.sharedSecretFromKeyAgreement(with: publicKey)
+            let secret = shared.withUnsafeBytes { SecretBytes(copying: $0) }
+            defer { secret.wipe() }
+            let salt = share + Array(publicKey.rawRepresentation)
+            let wrapKey = KeyDerivation.hkdf(secret, salt: salt, info: "age-encryption.org/v1/X25519")
+            defer { wrapKey.wipe() }
+            return [AgeStanza(type: "X25519", arguments: [AgeBase64.encodeString(share)], body: try KeyWrap.seal(fileKey, key: wrapKey))]
+        }
     }
 }
 
@@ -75,7 +77,7 @@ public struct X25519Identity: AgeIdentity, Sendable {
     /// Parses `AGE-SECRET-KEY-1…` held in locked memory.
     /// - Parameter encoded: The identity's text.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
-    public init(encoded: SecretBytes) throws {
+    public init(encoded: SecretBytes) throws(AgeError) {
         guard var (hrp, data) = encoded.withUnsafeBytes({ Bech32.decode($0) }), hrp == "age-secret-key-" else {
             throw AgeError.invalidIdentity("not an AGE-SECRET-KEY-1… identity")
         }
@@ -89,7 +91,7 @@ public struct X25519Identity: AgeIdentity, Sendable {
     /// Parses an `AGE-SECRET-KEY-1…` string.
     /// - Parameter string: The identity string.
     /// - Throws: ``AgeError/invalidIdentity(_:)``.
-    public init(_ string: String) throws { try self.init(encoded: SecretBytes(utf8: string)) }
+    public init(_ string: String) throws(AgeError) { try self.init(encoded: SecretBytes(utf8: string)) }
 
     /// The matching recipient.
     public var recipient: X25519Recipient { X25519Recipient(publicKey: privateKey.publicKey) }
@@ -107,7 +109,7 @@ public struct X25519Identity: AgeIdentity, Sendable {
     /// - Parameter stanzas: All stanzas of the header.
     /// - Returns: The 16-byte file key, or nil when no stanza is for this identity.
     /// - Throws: ``AgeError`` (``AgeError/headerFailure(_:)`` for a malformed stanza of this type).
-    public func unwrap(stanzas: [AgeStanza]) throws -> SecretBytes? {
+    public func unwrap(stanzas: [AgeStanza]) throws(AgeError) -> SecretBytes? {
         for stanza in stanzas where stanza.type == "X25519" {
             guard stanza.arguments.count == 1 else { throw AgeError.headerFailure("an X25519 stanza must have exactly two arguments") }
             guard let share = AgeBase64.decode(Array(stanza.arguments[0].utf8)), share.count == 32 else {

@@ -17,8 +17,8 @@ public enum RuntimeShareSource: Sendable, Equatable {
     ///   - namespace: The generated type's name, under which a ``provided`` share is kept.
     ///   - environment: The environment to read (nil: the process's own).
     /// - Returns: The share, or nil.
-    /// - Throws: `CipherError` when a credential file exists but cannot be read.
-    public func read(namespace: String, environment: [String: String]? = nil) throws -> SecretBytes? {
+    /// - Throws: ``EmbeddedSecretsError/cipher(_:)`` when a credential file exists but cannot be read.
+    public func read(namespace: String, environment: [String: String]? = nil) throws(EmbeddedSecretsError) -> SecretBytes? {
         switch self {
         case let .environment(name):
             if let environment {
@@ -36,7 +36,7 @@ public enum RuntimeShareSource: Sendable, Equatable {
             guard let directory, !directory.isEmpty, !name.contains("/") else { return nil }
             let path = directory + "/" + name
             guard access(path, F_OK) == 0 else { return nil }
-            return try SecretBytes(contentsOfFile: path)
+            do throws(CipherError) { return try SecretBytes(contentsOfFile: path) } catch { throw .cipher(error) }
         case .provided:
             return RuntimeShare.current(for: namespace)
         }
@@ -112,7 +112,7 @@ public struct EmbeddedSecretsReader: Sendable {
     }
 
     /// The per-build key: the XOR of the shares.
-    func buildKey() throws -> SecretBytes {
+    func buildKey() throws(EmbeddedSecretsError) -> SecretBytes {
         let words = shares.map { $0() }
         guard !words.isEmpty, words.allSatisfy({ $0.count == 4 }) else {
             throw EmbeddedSecretsError.tampered("the key shares are malformed")
@@ -134,22 +134,26 @@ public struct EmbeddedSecretsReader: Sendable {
     ///   - type: The secret's declared type.
     /// - Returns: The value's bytes in locked memory, or nil.
     /// - Throws: ``EmbeddedSecretsError/tampered(_:)``, ``EmbeddedSecretsError/runtimeShareMissing(_:)``,
-    ///   ``EmbeddedSecretsError/runtimeShareWrong(_:)``, as ``SealedSecretsFormat/open(_:name:type:buildKey:runtimeShare:)``.
-    public func bytes(_ name: String, type: EmbeddedSecretType) throws -> SecretBytes? {
+    ///   ``EmbeddedSecretsError/runtimeShareWrong(_:)``, as ``SealedSecretsFormat/open(_:name:type:buildKey:runtimeShare:)``;
+    ///   ``EmbeddedSecretsError/cipher(_:)`` when a credential file cannot be read.
+    public func bytes(_ name: String, type: EmbeddedSecretType) throws(EmbeddedSecretsError) -> SecretBytes? {
         let key = try buildKey()
         defer { key.wipe() }
-        return try SealedSecretsFormat.open(blob, name: name, type: type, buildKey: key) {
+        let parsed = try SealedSecretsFormat.verified(blob, buildKey: key)
+        var share: SecretBytes?
+        if parsed.needsRuntimeShare {
             guard let runtimeShare else {
                 throw EmbeddedSecretsError.runtimeShareMissing("the generated code names no run-time share source")
             }
-            guard let share = try runtimeShare.read(namespace: namespace, environment: environment) else {
+            guard let found = try runtimeShare.read(namespace: namespace, environment: environment) else {
                 throw EmbeddedSecretsError.runtimeShareMissing("nothing in the \(runtimeShare.summary)")
             }
-            return share
+            share = found
         }
+        return try SealedSecretsFormat.open(parsed, name: name, type: type, buildKey: key, runtimeShare: share)
     }
 
-    private func required(_ name: String, _ type: EmbeddedSecretType) throws -> SecretBytes {
+    private func required(_ name: String, _ type: EmbeddedSecretType) throws(EmbeddedSecretsError) -> SecretBytes {
         guard let value = try bytes(name, type: type) else { throw EmbeddedSecretsError.notFound(name) }
         return value
     }
@@ -161,11 +165,12 @@ public struct EmbeddedSecretsReader: Sendable {
     /// - Returns: The value's bytes.
     /// - Throws: ``EmbeddedSecretsError/notFound(_:)`` when it had no value at build time, or as
     ///   ``bytes(_:type:)``.
-    public func secretBytes(_ name: String, type: EmbeddedSecretType = .data) throws -> SecretBytes {
+    public func secretBytes(_ name: String, type: EmbeddedSecretType = .data) throws(EmbeddedSecretsError) -> SecretBytes {
         try required(name, type)
     }
 
-    /// Calls `body` with the secret's bytes and wipes them afterwards.
+    /// Calls `body` with the secret's bytes and wipes them afterwards. Untyped: it throws
+    /// ``EmbeddedSecretsError`` and, unchanged, what `body` throws.
     /// - Parameters:
     ///   - name: The secret's name in the manifest.
     ///   - type: The secret's declared type.
@@ -184,7 +189,7 @@ public struct EmbeddedSecretsReader: Sendable {
     /// - Returns: The value.
     /// - Throws: ``EmbeddedSecretsError/invalidValue(_:)`` for bytes that are not UTF-8, or as
     ///   ``secretBytes(_:type:)``.
-    public func string(_ name: String) throws -> String {
+    public func string(_ name: String) throws(EmbeddedSecretsError) -> String {
         try Self.decodeString(required(name, .string), name: name)
     }
 
@@ -193,7 +198,7 @@ public struct EmbeddedSecretsReader: Sendable {
     /// - Returns: The value.
     /// - Throws: ``EmbeddedSecretsError/invalidValue(_:)`` for bytes that are not 8, or as
     ///   ``secretBytes(_:type:)``.
-    public func int(_ name: String) throws -> Int {
+    public func int(_ name: String) throws(EmbeddedSecretsError) -> Int {
         try Self.decodeInt(required(name, .int), name: name)
     }
 
@@ -202,7 +207,7 @@ public struct EmbeddedSecretsReader: Sendable {
     /// - Returns: The value.
     /// - Throws: ``EmbeddedSecretsError/invalidValue(_:)`` for anything but one byte 0 or 1, or
     ///   as ``secretBytes(_:type:)``.
-    public func bool(_ name: String) throws -> Bool {
+    public func bool(_ name: String) throws(EmbeddedSecretsError) -> Bool {
         try Self.decodeBool(required(name, .bool), name: name)
     }
 
@@ -212,8 +217,9 @@ public struct EmbeddedSecretsReader: Sendable {
     /// - Returns: The value, or nil when it had none.
     /// - Throws: ``EmbeddedSecretsError/invalidValue(_:)`` for bytes that are not UTF-8, or as
     ///   ``bytes(_:type:)``.
-    public func optionalString(_ name: String) throws -> String? {
-        try bytes(name, type: .string).map { try Self.decodeString($0, name: name) }
+    public func optionalString(_ name: String) throws(EmbeddedSecretsError) -> String? {
+        guard let value = try bytes(name, type: .string) else { return nil }
+        return try Self.decodeString(value, name: name)
     }
 
     /// An `Int` secret that may have had no value at build time.
@@ -221,8 +227,9 @@ public struct EmbeddedSecretsReader: Sendable {
     /// - Returns: The value, or nil when it had none.
     /// - Throws: ``EmbeddedSecretsError/invalidValue(_:)`` for bytes that are not 8, or as
     ///   ``bytes(_:type:)``.
-    public func optionalInt(_ name: String) throws -> Int? {
-        try bytes(name, type: .int).map { try Self.decodeInt($0, name: name) }
+    public func optionalInt(_ name: String) throws(EmbeddedSecretsError) -> Int? {
+        guard let value = try bytes(name, type: .int) else { return nil }
+        return try Self.decodeInt(value, name: name)
     }
 
     /// A `Bool` secret that may have had no value at build time.
@@ -230,29 +237,30 @@ public struct EmbeddedSecretsReader: Sendable {
     /// - Returns: The value, or nil when it had none.
     /// - Throws: ``EmbeddedSecretsError/invalidValue(_:)`` for anything but one byte 0 or 1, or
     ///   as ``bytes(_:type:)``.
-    public func optionalBool(_ name: String) throws -> Bool? {
-        try bytes(name, type: .bool).map { try Self.decodeBool($0, name: name) }
+    public func optionalBool(_ name: String) throws(EmbeddedSecretsError) -> Bool? {
+        guard let value = try bytes(name, type: .bool) else { return nil }
+        return try Self.decodeBool(value, name: name)
     }
 
     /// A `Data` secret that may have had no value at build time, as bytes the caller wipes.
     /// - Parameter name: The secret's name in the manifest.
     /// - Returns: The value's bytes, or nil when it had none.
     /// - Throws: As ``bytes(_:type:)``.
-    public func optionalSecretBytes(_ name: String) throws -> SecretBytes? {
+    public func optionalSecretBytes(_ name: String) throws(EmbeddedSecretsError) -> SecretBytes? {
         try bytes(name, type: .data)
     }
 
-    static func decodeString(_ value: SecretBytes, name: String) throws -> String {
+    static func decodeString(_ value: SecretBytes, name: String) throws(EmbeddedSecretsError) -> String {
         defer { value.wipe() }
-        return try value.withUnsafeBytes { bytes in
+        return try value.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(EmbeddedSecretsError) -> String in
             guard let text = String(validating: bytes, as: UTF8.self) else { throw EmbeddedSecretsError.invalidValue(name) }
             return text
         }
     }
 
-    static func decodeInt(_ value: SecretBytes, name: String) throws -> Int {
+    static func decodeInt(_ value: SecretBytes, name: String) throws(EmbeddedSecretsError) -> Int {
         defer { value.wipe() }
-        return try value.withUnsafeBytes { bytes in
+        return try value.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(EmbeddedSecretsError) -> Int in
             guard bytes.count == 8 else { throw EmbeddedSecretsError.invalidValue(name) }
             var result: UInt64 = 0
             for byte in bytes { result = result << 8 | UInt64(byte) }
@@ -260,9 +268,9 @@ public struct EmbeddedSecretsReader: Sendable {
         }
     }
 
-    static func decodeBool(_ value: SecretBytes, name: String) throws -> Bool {
+    static func decodeBool(_ value: SecretBytes, name: String) throws(EmbeddedSecretsError) -> Bool {
         defer { value.wipe() }
-        return try value.withUnsafeBytes { bytes in
+        return try value.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(EmbeddedSecretsError) -> Bool in
             guard bytes.count == 1, bytes[0] <= 1 else { throw EmbeddedSecretsError.invalidValue(name) }
             return bytes[0] == 1
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Cipher
 
 /// Everything reading an embedded secret can fail with. Messages name the secret, never its value.
 public enum EmbeddedSecretsError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -13,6 +14,11 @@ public enum EmbeddedSecretsError: Error, Equatable, Sendable, CustomStringConver
     case notFound(String)
     /// A value decoded from the blob is not of its declared type (for example an Int that is not a number).
     case invalidValue(String)
+    /// A Cipher call failed: a credential file holding the run-time share cannot be read, the
+    /// system random generator failed, or a salt, nonce, name or value given to
+    /// ``SealedSecretsFormat/seal(_:manifestVersion:buildKey:runtimeShare:)`` is out of range.
+    /// Its `description` is the ``CipherError``'s own.
+    case cipher(CipherError)
 
     public var description: String {
         switch self {
@@ -26,6 +32,8 @@ public enum EmbeddedSecretsError: Error, Equatable, Sendable, CustomStringConver
             return "embedded secrets: no secret \"\(name)\" of that type in the sealed data; regenerate the code from the manifest"
         case let .invalidValue(name):
             return "embedded secrets: the secret \"\(name)\" does not decode as its declared type; regenerate the code from the manifest"
+        case let .cipher(error):
+            return error.description
         }
     }
 }

@@ -97,12 +97,18 @@ public enum SealedSecretsFormat {
     ///   - buildKey: The 32-byte per-build key.
     ///   - runtimeShare: The share the program must be given at run time to open the blob (nil: none).
     /// - Returns: The sealed blob.
-    /// - Throws: ``EmbeddedSecretsError`` for a value out of range, `CipherError` if the system
-    ///   random generator fails.
+    /// - Throws: ``EmbeddedSecretsError`` for a value out of range (``EmbeddedSecretsError/cipher(_:)``
+    ///   for a name or value too long, or if the system random generator fails).
     public static func seal(_ entries: [Entry], manifestVersion: UInt32, buildKey: SecretBytes,
-                            runtimeShare: SecretBytes?) throws -> [UInt8] {
-        let salt = try SecureRandom.bytes(saltLength)
-        let nonces = try entries.map { _ in try SecureRandom.bytes(nonceLength) }
+                            runtimeShare: SecretBytes?) throws(EmbeddedSecretsError) -> [UInt8] {
+        let salt: [UInt8]
+        var nonces = [[UInt8]]()
+        do throws(CipherError) {
+            salt = try SecureRandom.bytes(saltLength)
+            for _ in entries { nonces.append(try SecureRandom.bytes(nonceLength)) }
+        } catch {
+            throw .cipher(error)
+        }
         return try seal(entries, manifestVersion: manifestVersion, buildKey: buildKey, runtimeShare: runtimeShare,
                         salt: salt, nonces: nonces)
     }
@@ -117,16 +123,17 @@ public enum SealedSecretsFormat {
     ///   - salt: The 16-byte salt.
     ///   - nonces: One 12-byte nonce per entry.
     /// - Returns: The sealed blob.
-    /// - Throws: ``EmbeddedSecretsError`` for a key or value out of range, `CipherError` for a
-    ///   salt or nonces of the wrong sizes.
+    /// - Throws: ``EmbeddedSecretsError`` for a key or value out of range,
+    ///   ``EmbeddedSecretsError/cipher(_:)`` for a salt or nonces of the wrong sizes, too many
+    ///   secrets, a name or value too long.
     public static func seal(_ entries: [Entry], manifestVersion: UInt32, buildKey: SecretBytes,
-                            runtimeShare: SecretBytes?, salt: [UInt8], nonces: [[UInt8]]) throws -> [UInt8] {
+                            runtimeShare: SecretBytes?, salt: [UInt8], nonces: [[UInt8]]) throws(EmbeddedSecretsError) -> [UInt8] {
         guard buildKey.count == keyLength else { throw EmbeddedSecretsError.tampered("the per-build key is \(buildKey.count) bytes, not 32") }
         guard salt.count == saltLength, nonces.count == entries.count, nonces.allSatisfy({ $0.count == nonceLength }) else {
-            throw CipherError.invalidParameter("a salt of 16 bytes and one 12-byte nonce per secret are needed")
+            throw .cipher(.invalidParameter("a salt of 16 bytes and one 12-byte nonce per secret are needed"))
         }
         guard entries.count <= maximumCount else {
-            throw CipherError.invalidParameter("\(entries.count) secrets; at most \(maximumCount)")
+            throw .cipher(.invalidParameter("\(entries.count) secrets; at most \(maximumCount)"))
         }
         if let runtimeShare, runtimeShare.count < minimumRuntimeShareLength {
             throw EmbeddedSecretsError.runtimeShareWrong("a run-time share of \(runtimeShare.count) bytes is too short; use at least \(minimumRuntimeShareLength) random bytes")
@@ -141,18 +148,24 @@ public enum SealedSecretsFormat {
         for (index, entry) in entries.enumerated() {
             let nameBytes = Array(entry.name.utf8)
             guard (1...maximumNameLength).contains(nameBytes.count) else {
-                throw CipherError.invalidParameter("the secret name \"\(entry.name)\" must be 1...\(maximumNameLength) bytes")
+                throw .cipher(.invalidParameter("the secret name \"\(entry.name)\" must be 1...\(maximumNameLength) bytes"))
             }
             guard entry.value.count <= maximumValueLength else {
-                throw CipherError.invalidParameter("the secret \"\(entry.name)\" is larger than \(maximumValueLength) bytes")
+                throw .cipher(.invalidParameter("the secret \"\(entry.name)\" is larger than \(maximumValueLength) bytes"))
             }
             let key = secretKey(master: master, salt: salt, name: entry.name)
             defer { key.wipe() }
             let ad = associatedData(name: nameBytes, type: entry.type, manifestVersion: manifestVersion)
-            let box = try entry.value.withUnsafeBytes { plain in
-                try ChaChaPoly.seal(plain, using: key.symmetricKey, nonce: ChaChaPoly.Nonce(data: nonces[index]), authenticating: ad)
+            let box: ChaChaPoly.SealedBox
+            do {
+                box = try entry.value.withUnsafeBytes { plain in
+                    try ChaChaPoly.seal(plain, using: key.symmetricKey, nonce: ChaChaPoly.Nonce(data: nonces[index]), authenticating: ad)
+                }
+            } catch {
+                // The key and nonce are of the right sizes: not reached.
+                throw .cipher(.invalidParameter("ChaCha20-Poly1305 sealing failed: \(error)"))
             }
-            try body.shortField(nameBytes, "secret name")
+            do throws(CipherError) { try body.shortField(nameBytes, "secret name") } catch { throw .cipher(error) }
             body.byte(entry.type.rawValue)
             body.raw(nonces[index])
             body.field(box.ciphertext)
@@ -201,14 +214,19 @@ public enum SealedSecretsFormat {
     }
 
     /// Parses without any key: every length is checked, nothing is trusted yet.
-    static func parse(_ blob: [UInt8]) throws -> Parsed {
+    static func parse(_ blob: [UInt8]) throws(EmbeddedSecretsError) -> Parsed {
         do {
             return try parseFields(blob)
-        } catch CipherError.truncated {
-            throw EmbeddedSecretsError.tampered("the sealed data is truncated")
+        } catch {
+            if let failure = error as? EmbeddedSecretsError { throw failure }
+            guard let failure = error as? CipherError else { throw .tampered("\(error)") }
+            if case .truncated = failure { throw .tampered("the sealed data is truncated") }
+            throw .cipher(failure)
         }
     }
 
+    /// Untyped: it throws ``EmbeddedSecretsError`` and ``CipherError`` (the reader's), which
+    /// ``parse(_:)`` tells apart.
     private static func parseFields(_ blob: [UInt8]) throws -> Parsed {
         var reader = ByteReader(blob)
         guard try reader.take(4).elementsEqual(magic) else { throw EmbeddedSecretsError.tampered("not sealed secrets (no SFES magic)") }
@@ -261,9 +279,18 @@ public enum SealedSecretsFormat {
     ///   - runtimeShare: Called only when the blob needs a share; returns nil when there is none.
     /// - Returns: The value's bytes, or nil when the blob holds no secret of that name (an
     ///   optional secret that had no value at build time).
-    /// - Throws: ``EmbeddedSecretsError`` as listed above, and any error of `runtimeShare`.
+    /// - Throws: ``EmbeddedSecretsError`` as listed above, and any error of `runtimeShare`
+    ///   (untyped: that error is passed on unchanged).
     public static func open(_ blob: [UInt8], name: String, type: EmbeddedSecretType, buildKey: SecretBytes,
                             runtimeShare: () throws -> SecretBytes?) throws -> SecretBytes? {
+        let parsed = try verified(blob, buildKey: buildKey)
+        let share = parsed.needsRuntimeShare ? try runtimeShare() : nil
+        return try open(parsed, name: name, type: type, buildKey: buildKey, runtimeShare: share)
+    }
+
+    /// The blob parsed, its integrity tag checked under the per-build key.
+    /// - Throws: ``EmbeddedSecretsError/tampered(_:)``.
+    static func verified(_ blob: [UInt8], buildKey: SecretBytes) throws(EmbeddedSecretsError) -> Parsed {
         guard buildKey.count == keyLength else { throw EmbeddedSecretsError.tampered("the per-build key is \(buildKey.count) bytes, not 32") }
         let parsed = try parse(blob)
         let integrityKey = KeyDerivation.hkdf(buildKey, salt: parsed.salt, info: "SFES v1 integrity")
@@ -271,9 +298,17 @@ public enum SealedSecretsFormat {
         guard ConstantTime.equals(mac(integrityKey, parsed.body + parsed.check), parsed.integrity) else {
             throw EmbeddedSecretsError.tampered("the integrity tag does not match")
         }
+        return parsed
+    }
+
+    /// Opens the secret `name` of a ``verified(_:buildKey:)`` blob with `runtimeShare` (wiped
+    /// here; looked at only when the blob needs one).
+    /// - Throws: As ``open(_:name:type:buildKey:runtimeShare:)``, after the integrity check.
+    static func open(_ parsed: Parsed, name: String, type: EmbeddedSecretType, buildKey: SecretBytes,
+                     runtimeShare supplied: SecretBytes?) throws(EmbeddedSecretsError) -> SecretBytes? {
         var share: SecretBytes?
         if parsed.needsRuntimeShare {
-            guard let supplied = try runtimeShare(), !supplied.isEmpty else {
+            guard let supplied, !supplied.isEmpty else {
                 throw EmbeddedSecretsError.runtimeShareMissing("the secrets were sealed with a run-time share and none was supplied")
             }
             share = supplied

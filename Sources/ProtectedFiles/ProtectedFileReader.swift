@@ -138,9 +138,9 @@ public final class ProtectedFileReader {
             }
             guard let reader else { throw ProtectedFileError.invalidArgument("\(path) is closed") }
             guard offset >= 0, count >= 0 else { throw ProtectedFileError.invalidArgument("a negative offset or count") }
-            do {
+            do throws(AgeError) {
                 return try reader.read(offset: offset, count: count)
-            } catch let error as AgeError {
+            } catch {
                 throw ProtectedFiles.map(error, path: path, protection)
             }
         }

@@ -90,13 +90,15 @@ extension ProtectedFiles {
                 defer { close(opened.fd) }
                 do {
                     let current = try identity(opened.cls, path: path)
-                    do {
+                    do throws(AgeError) {
                         try opened.header.verify(identities: [current])
                         report.current += 1
                         return
-                    } catch AgeError.noMatchingIdentity {}
+                    } catch {
+                        guard case .noMatchingIdentity = error else { throw error }
+                    }
                     let old = retired.filter { $0.name == opened.cls.name }.compactMap { try? table.openIdentity($0, opened.cls, retired: true) }
-                    do { try opened.header.verify(identities: old) } catch let error as AgeError {
+                    do throws(AgeError) { try opened.header.verify(identities: old) } catch {
                         report.damaged.append(.init(path: path, error: Self.map(error, path: path, opened.cls)))
                         return
                     }

@@ -58,7 +58,7 @@ extension ProtectedFiles {
                 throw ProtectedFileError.notProtectedFile(path: path, reason: "it is not a regular file")
             }
             let header: AgeFileHeader
-            do { header = try AgeFileHeader.read(fileDescriptor: fd) } catch let error as AgeError {
+            do throws(AgeError) { header = try AgeFileHeader.read(fileDescriptor: fd) } catch {
                 switch error {
                 case .io(let why): throw ProtectedFileError.io(why)
                 default:
@@ -85,12 +85,11 @@ extension ProtectedFiles {
             for entry in keys.entries {
                 guard let cls = FileProtectionClass(name: entry.name), let identity = try? table.openIdentity(entry, cls) else { continue }
                 let retired = keys.retired.filter { $0.name == cls.name }.compactMap { try? table.openIdentity($0, cls, retired: true) }
-                do {
+                do throws(AgeError) {
                     try header.verify(identities: [identity] + retired)
                     return OpenedFile(fd: fd, cls: cls, hasClassStanza: false, header: header, stamp: FileStamp(info))
-                } catch AgeError.noMatchingIdentity {
-                    continue
-                } catch let error as AgeError {
+                } catch {
+                    if case .noMatchingIdentity = error { continue }
                     throw Self.map(error, path: path, cls)
                 }
             }

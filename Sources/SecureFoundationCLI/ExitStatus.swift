@@ -1,5 +1,6 @@
 import ArgumentParser
 import DeviceSharing
+import EmbeddedSecrets
 import Foundation
 import HardwareKeys
 import Migration
@@ -88,6 +89,8 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
 
     /// The status for `error`.
     static func of(_ error: any Error) -> Int32 {
+        // What age passes on from the command's own code (a passphrase prompt) keeps its status.
+        if case AgeError.external(let inner) = error { return of(inner.error) }
         if let error = error as? ExitCode { return error.rawValue }
         if let error = error as? CLIFailure { return error.exitCode }
         return status(of: error).rawValue
@@ -113,6 +116,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case is SecureFile.Failure: return .io
         case let error as ShredError: return status(of: error)
         case VolatileLibraryError.shred(let error): return status(of: error)
+        case EmbeddedSecretsError.cipher(let error): return status(of: error)
         default: return .failure
         }
     }
@@ -169,6 +173,8 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .headerFailure, .headerMACFailure, .payloadFailure, .armorFailure: return .damaged
         case .noMatchingIdentity: return .wrongSecret
         case .io: return .io
+        case .cipher(let cause): return status(of: cause)
+        case .external(let cause): return status(of: cause.error)
         default: return .failure
         }
     }

@@ -113,10 +113,10 @@ enum TestKit {
         let output = open(dir + "/out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         defer { close(input); close(output) }
         let outcome: String
-        do {
+        do throws(AgeError) {
             try Age.decrypt(from: input, to: output, identities: identities, armor: vector.armored ? .required : .auto)
             outcome = "success"
-        } catch let error as AgeError {
+        } catch {
             outcome = category(of: error)
         }
         return (outcome, Array(try Data(contentsOf: URL(fileURLWithPath: dir + "/out"))))
