@@ -41,19 +41,21 @@ public struct FileDeviceKeyProvider: DeviceKeyProvider {
     /// - Returns: The 32-byte device key.
     /// - Throws: ``VaultError/insecurePermissions(path:reason:fix:)`` for a file or directory others can reach,
     ///   ``VaultError/deviceKey(_:)`` for a file that is not 32 bytes or cannot be written.
-    public func deviceKey() throws -> SecretBytes {
-        do {
-            try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(path))
-            if access(path, F_OK) != 0 {
-                try KeyFile.createExclusively(path: path, key: SecretBytes.random(count: 32))
+    public func deviceKey() throws(VaultError) -> SecretBytes {
+        return try VaultError.call {
+            do {
+                try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(path))
+                if access(path, F_OK) != 0 {
+                    try KeyFile.createExclusively(path: path, key: SecretBytes.random(count: 32))
+                }
+                return try KeyFile.read(path: path, what: "device key")
+            } catch let error as VaultError {
+                throw error
+            } catch {
+                let wrapped = VaultError.wrap(error)
+                if case .insecurePermissions = wrapped { throw wrapped }
+                throw VaultError.deviceKey("\(path): \(wrapped)")
             }
-            return try KeyFile.read(path: path, what: "device key")
-        } catch let error as VaultError {
-            throw error
-        } catch {
-            let wrapped = VaultError.wrap(error)
-            if case .insecurePermissions = wrapped { throw wrapped }
-            throw VaultError.deviceKey("\(path): \(wrapped)")
         }
     }
 }

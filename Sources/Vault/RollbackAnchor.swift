@@ -72,9 +72,11 @@ public struct RollbackAnchor: Sendable {
     /// - Returns: The counter's value.
     /// - Throws: ``VaultError/corrupted(_:)`` for an anchor that does not parse or names another
     ///   vault; ``VaultError/insecurePermissions(path:reason:fix:)``.
-    public func current(_ name: String) throws -> UInt64 {
-        try Self.checkName(name)
-        return try load()?.counters[name] ?? 0
+    public func current(_ name: String) throws(VaultError) -> UInt64 {
+        try VaultError.call {
+            try Self.checkName(name)
+            return try load()?.counters[name] ?? 0
+        }
     }
 
     func load() throws -> Content? {
@@ -132,13 +134,15 @@ public struct RollbackAnchor: Sendable {
     /// - Throws: ``VaultError/invalidArgument(_:)`` for a value out of range, as ``current(_:)``
     ///   for the anchor, and ``VaultError`` for a file that cannot be written.
     @discardableResult
-    public func advance(_ name: String, to value: UInt64) throws -> UInt64 {
-        try Self.checkName(name)
+    public func advance(_ name: String, to value: UInt64) throws(VaultError) -> UInt64 {
+        try VaultError.call { try Self.checkName(name) }
         guard value <= Self.maximumValue else { throw VaultError.invalidArgument("a generation of \(value) is out of range") }
-        return try update { content in
-            let now = max(content.counters[name] ?? 0, value)
-            content.counters[name] = now
-            return now
+        return try VaultError.call {
+            try update { content in
+                let now = max(content.counters[name] ?? 0, value)
+                content.counters[name] = now
+                return now
+            }
         }
     }
 
@@ -153,7 +157,7 @@ public struct RollbackAnchor: Sendable {
     ///   - file: The file's path, for the error.
     ///   - advancing: Advance the counter to `found` when it is higher.
     /// - Throws: ``VaultError/rolledBack(file:found:expected:)`` when `found` is below the counter.
-    public func check(_ name: String, found: UInt64, file: String, advancing: Bool = true) throws {
+    public func check(_ name: String, found: UInt64, file: String, advancing: Bool = true) throws(VaultError) {
         let expected = try current(name)
         guard found >= expected else { throw VaultError.rolledBack(file: file, found: found, expected: expected) }
         if advancing, found > expected { try advance(name, to: found) }

@@ -27,7 +27,8 @@ struct DeviceKeyProviderTPMTests {
         do {
             _ = try bound.deviceKey()
             Issue.record("unsealed after a PCR change")
-        } catch let VaultError.deviceKey(why) {
+        } catch {
+            guard case let VaultError.deviceKey(why) = error else { throw error }
             #expect(why.contains("PCRs 16 differ from their values at sealing"), "\(why)")
         }
         // The key without PCRs still opens (the PCR change concerns only the bound object).

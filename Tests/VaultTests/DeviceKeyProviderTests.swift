@@ -42,7 +42,8 @@ struct DeviceKeyProviderTests {
         #expect(throws: VaultError.self) { try record.provider().deviceKey() }
         do {
             _ = try record.provider().deviceKey()
-        } catch let VaultError.deviceKey(why) {
+        } catch {
+            guard case let VaultError.deviceKey(why) = error else { throw error }
             #expect(why.contains("is not this vault's"))
         }
         // Hostile records are refused with corrupted, never trusted.

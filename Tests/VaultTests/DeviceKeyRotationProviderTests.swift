@@ -55,7 +55,8 @@ struct DeviceKeyRotationProviderTests {
         do {
             _ = try record.provider(filePath: fixture.keyFile).deviceKey()
             Issue.record("the new key unsealed after a PCR change")
-        } catch let VaultError.deviceKey(why) {
+        } catch {
+            guard case let VaultError.deviceKey(why) = error else { throw error }
             #expect(why.contains("PCRs 16 differ"), "\(why)")
         }
     }
@@ -122,7 +123,8 @@ struct DeviceKeyRotationProviderTests {
         do {
             _ = try DeviceKeyRotation.pending(directory: fixture.home, filePath: fixture.keyFile)
             Issue.record("a journal of version 3 was accepted")
-        } catch let VaultError.corrupted(why) {
+        } catch {
+            guard case let VaultError.corrupted(why) = error else { throw error }
             #expect(why.contains("version 3 is not supported"))
         }
         // The consistent journal is read; one of another vault is refused.

@@ -60,7 +60,8 @@ struct HardeningTests {
         do {
             try manager.unlock(passcode: secret("pin"))
             Issue.record("an unlock over the ceiling ran")
-        } catch let VaultError.corrupted(detail) {
+        } catch {
+            guard case let VaultError.corrupted(detail) = error else { throw error }
             #expect(detail.contains("--legacy-kdf-ceiling") && detail.contains("kdfCeiling: .legacy"), "\(detail)")
         }
         #expect(try fixture.manager().failedAttempts == 0, "a refusal before any work is not a failed attempt")

@@ -41,7 +41,8 @@ struct HostileHomeDeviceKeyTests {
             do {
                 let key = try provider.deviceKey()
                 Issue.record("version \(version): a record planted in the data directory gave a device key (the attacker's: \(key == attackerKey))")
-            } catch let VaultError.deviceKey(why) {
+            } catch {
+                guard case let VaultError.deviceKey(why) = error else { throw error }
                 #expect(why.contains("--adopt") && why.contains("data directory"), "\(why)")
             }
             // The vault itself still opens (only what needs the device key waits).
@@ -103,7 +104,8 @@ struct HostileHomeDeviceKeyTests {
             do {
                 _ = try DeviceKeyRotation.resume(manager: manager, filePath: fixture.keyFile, dependents: [])
                 Issue.record("version \(version): a planted journal was resumed")
-            } catch let VaultError.deviceKey(why) {
+            } catch {
+                guard case let VaultError.deviceKey(why) = error else { throw error }
                 #expect(why.contains("nothing was changed"), "\(why)")
             }
             #expect(FileManager.default.contents(atPath: victim) == Data("the user's own\n".utf8))
@@ -120,7 +122,8 @@ struct HostileHomeDeviceKeyTests {
         do {
             _ = try DeviceKeyRotation.resume(manager: manager, filePath: fixture.keyFile, dependents: [])
             Issue.record("a journal with moves of its own choosing was resumed")
-        } catch let VaultError.corrupted(why) {
+        } catch {
+            guard case let VaultError.corrupted(why) = error else { throw error }
             #expect(why.contains("not the staged files"), "\(why)")
         }
         #expect(FileManager.default.contents(atPath: victim) == Data("the user's own\n".utf8))
@@ -149,7 +152,8 @@ struct HostileHomeDeviceKeyTests {
         do {
             let key = try SystemdCredentialDeviceKeyProvider(name: "sf-device-key", encryptedCredential: path).deviceKey()
             Issue.record("a null-key credential gave a device key (the attacker's: \(key == attackerKey))")
-        } catch let VaultError.deviceKey(why) {
+        } catch {
+            guard case let VaultError.deviceKey(why) = error else { throw error }
             #expect(why.contains("null key"), "\(why)")
         }
         // Nor is such a credential ever written.

@@ -194,7 +194,8 @@ struct KeyTests {
         #expect(throws: VaultError.self) { try manager.hasPasscode }
         do {
             _ = try manager.hasPasscode
-        } catch let VaultError.insecurePermissions(_, reason, _) {
+        } catch {
+            guard case let VaultError.insecurePermissions(_, reason, _) = error else { throw error }
             #expect(reason.contains("owned by uid 12345"))
         }
     }

@@ -67,46 +67,48 @@ package struct DeviceKeyInstallation: Sendable {
     /// - Returns: The record naming where the key is.
     /// - Throws: ``VaultError/invalidArgument(_:)`` for wrong settings; ``VaultError/deviceKey(_:)``
     ///   when a file already holds another key; the providers' errors.
-    package func install(_ key: SecretBytes, home: String, filePath: String?) throws -> DeviceKeyRecord {
-        try validate()
-        let check = DeviceKeyRecord.checkValue(of: key)
-        switch kind {
-        case .file:
-            let path = filePath.map { VaultPaths.absolute($0) } ?? FileDeviceKeyProvider.defaultPath()
-            if access(path, F_OK) == 0 {
-                let existing = try FileDeviceKeyProvider(path: path).deviceKey()
-                defer { existing.wipe() }
-                guard existing == key else {
-                    throw VaultError.deviceKey("\(path) already holds another device key; give another --device-key path")
+    package func install(_ key: SecretBytes, home: String, filePath: String?) throws(VaultError) -> DeviceKeyRecord {
+        return try VaultError.call {
+            try validate()
+            let check = DeviceKeyRecord.checkValue(of: key)
+            switch kind {
+            case .file:
+                let path = filePath.map { VaultPaths.absolute($0) } ?? FileDeviceKeyProvider.defaultPath()
+                if access(path, F_OK) == 0 {
+                    let existing = try FileDeviceKeyProvider(path: path).deviceKey()
+                    defer { existing.wipe() }
+                    guard existing == key else {
+                        throw VaultError.deviceKey("\(path) already holds another device key; give another --device-key path")
+                    }
+                } else {
+                    try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(path))
+                    try key.withUnsafeBytes { try SecureFile.writeAtomically(Array($0), to: path) }
                 }
-            } else {
-                try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(path))
-                try key.withUnsafeBytes { try SecureFile.writeAtomically(Array($0), to: path) }
+                return DeviceKeyRecord(kind: .file, path: path, check: check)
+            case .systemdCredential:
+                let path = VaultPaths.absolute(credentialFile ?? home + "/device-key.cred")
+                try SystemdCredentialDeviceKeyProvider.seal(key, name: credentialName, to: path, withKey: withKey)
+                return DeviceKeyRecord(kind: .systemdCredential, name: credentialName, sealedPath: path, check: check)
+            case .tpm2:
+                let prefix = VaultPaths.absolute(tpmSealed ?? home + "/device-key.tpm")
+                try TPM2DeviceKeyProvider.seal(key, to: prefix, pcrs: pcrs)
+                return DeviceKeyRecord(kind: .tpm2, sealedPath: prefix, pcrs: pcrs, check: check)
+            case .pkcs11:
+                guard let pkcs11URI, let pkcs11Module else { throw VaultError.invalidArgument("the pkcs11 provider needs a URI and a module") }
+                let path = VaultPaths.absolute(pkcs11Wrapped ?? home + "/device-key.pkcs11")
+                try PKCS11DeviceKeyProvider(modulePath: pkcs11Module, uri: pkcs11URI, sealedPath: path, refusing: [home]).seal(key)
+                return DeviceKeyRecord(kind: .pkcs11, sealedPath: path, module: pkcs11Module, uri: pkcs11URI, check: check)
+            case .keyring:
+                var backing = self
+                backing.kind = keyringBacking
+                var record = try backing.install(key, home: home, filePath: filePath)
+                record.backing = record.kind
+                record.backingName = record.kind == .systemdCredential ? record.name : nil
+                record.kind = .keyring
+                record.name = "securefoundation:device-key:" + VaultPaths.digest(of: home)
+                record.timeout = keyringTimeout
+                return record
             }
-            return DeviceKeyRecord(kind: .file, path: path, check: check)
-        case .systemdCredential:
-            let path = VaultPaths.absolute(credentialFile ?? home + "/device-key.cred")
-            try SystemdCredentialDeviceKeyProvider.seal(key, name: credentialName, to: path, withKey: withKey)
-            return DeviceKeyRecord(kind: .systemdCredential, name: credentialName, sealedPath: path, check: check)
-        case .tpm2:
-            let prefix = VaultPaths.absolute(tpmSealed ?? home + "/device-key.tpm")
-            try TPM2DeviceKeyProvider.seal(key, to: prefix, pcrs: pcrs)
-            return DeviceKeyRecord(kind: .tpm2, sealedPath: prefix, pcrs: pcrs, check: check)
-        case .pkcs11:
-            guard let pkcs11URI, let pkcs11Module else { throw VaultError.invalidArgument("the pkcs11 provider needs a URI and a module") }
-            let path = VaultPaths.absolute(pkcs11Wrapped ?? home + "/device-key.pkcs11")
-            try PKCS11DeviceKeyProvider(modulePath: pkcs11Module, uri: pkcs11URI, sealedPath: path, refusing: [home]).seal(key)
-            return DeviceKeyRecord(kind: .pkcs11, sealedPath: path, module: pkcs11Module, uri: pkcs11URI, check: check)
-        case .keyring:
-            var backing = self
-            backing.kind = keyringBacking
-            var record = try backing.install(key, home: home, filePath: filePath)
-            record.backing = record.kind
-            record.backingName = record.kind == .systemdCredential ? record.name : nil
-            record.kind = .keyring
-            record.name = "securefoundation:device-key:" + VaultPaths.digest(of: home)
-            record.timeout = keyringTimeout
-            return record
         }
     }
 
@@ -121,22 +123,24 @@ package struct DeviceKeyInstallation: Sendable {
     /// - Throws: What ``install(_:home:filePath:)`` throws, the providers' errors, and
     ///   ``VaultError/deviceKey(_:)`` when the key read back differs.
     @discardableResult
-    package func migrate(manager: CryptoManager, current: any DeviceKeyProvider, filePath: String?) throws -> DeviceKeyRecord {
-        let previous = try? DeviceKeyRecord.load(directory: manager.directory, filePath: filePath)
-        let key = try current.deviceKey()
-        defer { key.wipe() }
-        let record = try install(key, home: manager.directory, filePath: filePath)
-        // A keyring entry under the new description may be another vault's (an erased one at
-        // this path): the read-back below must take the key from its source.
-        if record.kind == .keyring, let name = record.name { KeyringDeviceKeyProvider.evict(description: name) }
-        let readBack = try record.provider(filePath: filePath).deviceKey()
-        defer { readBack.wipe() }
-        guard readBack == key else { throw VaultError.deviceKey("the new provider returned another key than the one stored; nothing was changed") }
-        try record.save(directory: manager.directory, filePath: filePath)
-        // The old provider's keyring cache no longer names this vault's key source.
-        if let previous, previous.kind == .keyring, let name = previous.name, !(record.kind == .keyring && record.name == name) {
-            KeyringDeviceKeyProvider.evict(description: name)
+    package func migrate(manager: CryptoManager, current: any DeviceKeyProvider, filePath: String?) throws(VaultError) -> DeviceKeyRecord {
+        return try VaultError.call {
+            let previous = try? DeviceKeyRecord.load(directory: manager.directory, filePath: filePath)
+            let key = try current.deviceKey()
+            defer { key.wipe() }
+            let record = try install(key, home: manager.directory, filePath: filePath)
+            // A keyring entry under the new description may be another vault's (an erased one at
+            // this path): the read-back below must take the key from its source.
+            if record.kind == .keyring, let name = record.name { KeyringDeviceKeyProvider.evict(description: name) }
+            let readBack = try record.provider(filePath: filePath).deviceKey()
+            defer { readBack.wipe() }
+            guard readBack == key else { throw VaultError.deviceKey("the new provider returned another key than the one stored; nothing was changed") }
+            try record.save(directory: manager.directory, filePath: filePath)
+            // The old provider's keyring cache no longer names this vault's key source.
+            if let previous, previous.kind == .keyring, let name = previous.name, !(record.kind == .keyring && record.name == name) {
+                KeyringDeviceKeyProvider.evict(description: name)
+            }
+            return record
         }
-        return record
     }
 }

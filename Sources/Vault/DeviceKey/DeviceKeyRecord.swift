@@ -136,21 +136,23 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     /// - Throws: ``VaultError/deviceKey(_:)`` when only a record in the data directory exists
     ///   (written by an earlier version, or planted): it is not used until adopted;
     ///   ``VaultError/corrupted(_:)`` for a record that does not parse or names another vault.
-    public static func load(directory: String, filePath: String? = nil) throws -> DeviceKeyRecord? {
-        guard let vaultID = try vaultID(ofHome: directory) else { return nil }
-        let path = trustedPath(vaultID: vaultID, filePath: filePath)
-        if let record = try readPrivateJSON(DeviceKeyRecord.self, at: path, what: "a device-key provider record", check: { record, path in
-            try record.check(path: path)
-            guard record.version >= 3, record.vaultID == vaultID else {
-                throw VaultError.corrupted("\(path) is not the device-key record of the vault in \(directory)")
+    public static func load(directory: String, filePath: String? = nil) throws(VaultError) -> DeviceKeyRecord? {
+        return try VaultError.call {
+            guard let vaultID = try vaultID(ofHome: directory) else { return nil }
+            let path = trustedPath(vaultID: vaultID, filePath: filePath)
+            if let record = try readPrivateJSON(DeviceKeyRecord.self, at: path, what: "a device-key provider record", check: { record, path in
+                try record.check(path: path)
+                guard record.version >= 3, record.vaultID == vaultID else {
+                    throw VaultError.corrupted("\(path) is not the device-key record of the vault in \(directory)")
+                }
+            }) {
+                return record
             }
-        }) {
-            return record
+            if access(directory + "/" + fileName, F_OK) == 0 {
+                throw VaultError.deviceKey(legacyRefusal(directory: directory))
+            }
+            return nil
         }
-        if access(directory + "/" + fileName, F_OK) == 0 {
-            throw VaultError.deviceKey(legacyRefusal(directory: directory))
-        }
-        return nil
     }
 
     static func legacyRefusal(directory: String) -> String {
@@ -164,11 +166,13 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     /// - Returns: The record, or nil.
     /// - Throws: ``VaultError/corrupted(_:)`` for a record that does not parse or is of version 3
     ///   or later; ``VaultError`` for a file others can reach or that cannot be read.
-    public static func loadLegacy(directory: String) throws -> DeviceKeyRecord? {
-        try readPrivateJSON(DeviceKeyRecord.self, at: directory + "/" + fileName, what: "a device-key provider record") { record, path in
-            try record.check(path: path)
-            guard record.version <= 2 else { throw VaultError.corrupted("\(path): a version-\(record.version) record belongs beside the device key, not in the data directory") }
-            record.upgrade()
+    public static func loadLegacy(directory: String) throws(VaultError) -> DeviceKeyRecord? {
+        return try VaultError.call {
+            try readPrivateJSON(DeviceKeyRecord.self, at: directory + "/" + fileName, what: "a device-key provider record") { record, path in
+                try record.check(path: path)
+                guard record.version <= 2 else { throw VaultError.corrupted("\(path): a version-\(record.version) record belongs beside the device key, not in the data directory") }
+                record.upgrade()
+            }
         }
     }
 
@@ -181,13 +185,15 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     /// - Returns: The adopted record, or nil when the data directory holds none.
     /// - Throws: ``VaultError/deviceKey(_:)`` when the vault already has a record beside the
     ///   device key: a record in the data directory never replaces it (nothing is changed).
-    package static func adoptLegacy(directory: String, filePath: String? = nil) throws -> DeviceKeyRecord? {
-        guard let legacy = try loadLegacy(directory: directory) else { return nil }
-        if let vaultID = try vaultID(ofHome: directory), access(trustedPath(vaultID: vaultID, filePath: filePath), F_OK) == 0 {
-            throw VaultError.deviceKey("the vault already has a device-key record beside the device key; \(directory)/\(fileName) does not replace it (it is not used: delete it)")
+    package static func adoptLegacy(directory: String, filePath: String? = nil) throws(VaultError) -> DeviceKeyRecord? {
+        return try VaultError.call {
+            guard let legacy = try loadLegacy(directory: directory) else { return nil }
+            if let vaultID = try vaultID(ofHome: directory), access(trustedPath(vaultID: vaultID, filePath: filePath), F_OK) == 0 {
+                throw VaultError.deviceKey("the vault already has a device-key record beside the device key; \(directory)/\(fileName) does not replace it (it is not used: delete it)")
+            }
+            try legacy.save(directory: directory, filePath: filePath)
+            return legacy
         }
-        try legacy.save(directory: directory, filePath: filePath)
-        return legacy
     }
 
     /// Reads the private JSON file at `path` (at most 64 KiB), decodes it and lets `check`
@@ -278,20 +284,22 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
     ///   - directory: The vault's data directory (the vault must be set up).
     ///   - filePath: The device-key file (nil: the default).
     /// - Throws: ``VaultError`` when the vault is not set up or a file cannot be written.
-    public func save(directory: String, filePath: String? = nil) throws {
-        guard let vaultID = try Self.vaultID(ofHome: directory) else { throw VaultError.notSetUp }
-        var record = self
-        record.version = Self.currentVersion
-        record.vaultID = vaultID
-        let trusted = Self.trustedDirectory(filePath: filePath)
+    public func save(directory: String, filePath: String? = nil) throws(VaultError) {
         try VaultError.call {
-            try SecureFile.ensurePrivateDirectory(trusted)
-            try SecureFile.writeAtomically(try CanonicalEncoding.encode(record), to: Self.trustedPath(vaultID: vaultID, filePath: filePath))
-        }
-        let legacy = directory + "/" + Self.fileName
-        if access(legacy, F_OK) == 0 {
-            unlink(legacy)
-            try VaultError.call { try SecureFile.syncDirectory(directory) }
+            guard let vaultID = try Self.vaultID(ofHome: directory) else { throw VaultError.notSetUp }
+            var record = self
+            record.version = Self.currentVersion
+            record.vaultID = vaultID
+            let trusted = Self.trustedDirectory(filePath: filePath)
+            try VaultError.call {
+                try SecureFile.ensurePrivateDirectory(trusted)
+                try SecureFile.writeAtomically(try CanonicalEncoding.encode(record), to: Self.trustedPath(vaultID: vaultID, filePath: filePath))
+            }
+            let legacy = directory + "/" + Self.fileName
+            if access(legacy, F_OK) == 0 {
+                unlink(legacy)
+                try VaultError.call { try SecureFile.syncDirectory(directory) }
+            }
         }
     }
 
@@ -355,7 +363,7 @@ struct CheckedDeviceKeyProvider: DeviceKeyProvider {
 }
 
 extension VaultError {
-    static func call<Result>(_ body: () throws -> Result) throws -> Result {
+    static func call<Result>(_ body: () throws -> Result) throws(VaultError) -> Result {
         do { return try body() } catch let error as VaultError { throw error } catch { throw VaultError.wrap(error) }
     }
 }

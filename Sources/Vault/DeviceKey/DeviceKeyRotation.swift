@@ -173,13 +173,13 @@ public enum DeviceKeyRotation {
     ///   - filePath: The device-key file (nil: the default); the journal is beside it.
     /// - Returns: The journal, or nil when no rotation is unfinished.
     /// - Throws: ``VaultError/corrupted(_:)`` for a journal that does not parse or is inconsistent.
-    public static func pending(directory: String, filePath: String? = nil) throws -> Journal? {
-        guard let vaultID = try DeviceKeyRecord.vaultID(ofHome: directory) else { return nil }
-        return try DeviceKeyRecord.readPrivateJSON(Journal.self, at: journalPath(vaultID: vaultID, filePath: filePath),
+    public static func pending(directory: String, filePath: String? = nil) throws(VaultError) -> Journal? {
+        guard let vaultID = try VaultError.call({ try DeviceKeyRecord.vaultID(ofHome: directory) }) else { return nil }
+        return try VaultError.call { try DeviceKeyRecord.readPrivateJSON(Journal.self, at: journalPath(vaultID: vaultID, filePath: filePath),
                                                    what: "a device-key rotation journal") { journal, path in
             try journal.check(path: path)
             guard journal.vaultID == vaultID else { throw VaultError.corrupted("\(path) belongs to another vault") }
-        }
+        } }
     }
 
     /// The provider of the home in `directory`: the recorded one (beside the device-key file),
@@ -193,7 +193,7 @@ public enum DeviceKeyRotation {
     /// - Returns: The provider to get the device key from.
     /// - Throws: ``VaultError/deviceKey(_:)`` while a rotation is unfinished, and as
     ///   ``DeviceKeyRecord/load(directory:filePath:)``.
-    public static func provider(directory: String, filePath: String?) throws -> any DeviceKeyProvider {
+    public static func provider(directory: String, filePath: String?) throws(VaultError) -> any DeviceKeyProvider {
         if try pending(directory: directory, filePath: filePath) != nil {
             return UnavailableDeviceKeyProvider(reason: "a device-key rotation of \(directory) was interrupted: the keychain and the protected-file key table may be under the new key already; finish it with `securefoundation vault rotate-device-key --resume` (with the passcode)",
                                                 recordDirectory: DeviceKeyRecord.trustedDirectory(filePath: filePath))
@@ -201,7 +201,8 @@ public enum DeviceKeyRotation {
         let record: DeviceKeyRecord?
         do {
             record = try DeviceKeyRecord.load(directory: directory, filePath: filePath)
-        } catch VaultError.deviceKey(let reason) {
+        } catch {
+            guard case .deviceKey(let reason) = error else { throw error }
             // Only a record in the data directory: the vault opens, nothing gets a device key.
             return UnavailableDeviceKeyProvider(reason: reason, recordDirectory: DeviceKeyRecord.trustedDirectory(filePath: filePath))
         }

@@ -51,27 +51,29 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
     /// - Returns: The 32-byte device key.
     /// - Throws: ``VaultError/invalidArgument(_:)`` for a provider without a description or
     ///   timeout, ``VaultError/deviceKey(_:)`` from the keyring, and the backing provider's errors.
-    public func deviceKey(accepting accepts: (SecretBytes) -> Bool) throws -> SecretBytes {
-        guard !keyDescription.isEmpty, timeout > 0 else { throw VaultError.invalidArgument("a keyring provider needs a description and a positive timeout") }
-        if let cached = try Self.read(description: keyDescription, keyring: keyring) {
-            if accepts(cached) { return cached }
-            cached.wipe()
-        }
-        let key = try backing.deviceKey()
-        guard accepts(key) else {
-            evict()
+    public func deviceKey(accepting accepts: (SecretBytes) -> Bool) throws(VaultError) -> SecretBytes {
+        return try VaultError.call {
+            guard !keyDescription.isEmpty, timeout > 0 else { throw VaultError.invalidArgument("a keyring provider needs a description and a positive timeout") }
+            if let cached = try Self.read(description: keyDescription, keyring: keyring) {
+                if accepts(cached) { return cached }
+                cached.wipe()
+            }
+            let key = try backing.deviceKey()
+            guard accepts(key) else {
+                evict()
+                return key
+            }
+            // add_key replaces the payload of a key of the same description in the keyring.
+            let serial = key.withUnsafeBytes { sf_keyring_add("user", keyDescription, $0.baseAddress, $0.count, keyring) }
+            guard serial > 0 else {
+                // The key is still good; only the cache failed (no keyring in this container, quota).
+                evict()
+                return key
+            }
+            _ = sf_keyring_set_permissions(serial, Self.permissions)
+            _ = sf_keyring_set_timeout(serial, UInt32(clamping: timeout))
             return key
         }
-        // add_key replaces the payload of a key of the same description in the keyring.
-        let serial = key.withUnsafeBytes { sf_keyring_add("user", keyDescription, $0.baseAddress, $0.count, keyring) }
-        guard serial > 0 else {
-            // The key is still good; only the cache failed (no keyring in this container, quota).
-            evict()
-            return key
-        }
-        _ = sf_keyring_set_permissions(serial, Self.permissions)
-        _ = sf_keyring_set_timeout(serial, UInt32(clamping: timeout))
-        return key
     }
 
     /// The cached key, or nil when the keyring holds none (or it expired).

@@ -86,27 +86,29 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
     /// - Returns: The 32-byte device key.
     /// - Throws: ``VaultError`` naming the token's error (`CKR_…`) or a wrapped file that does
     ///   not open.
-    public func deviceKey() throws -> SecretBytes {
-        let bytes = try VaultError.call { try SecureFile.read(sealedPath, maxLength: 4096) }
-        let header = Self.magic.count + 1 + Self.saltLength
-        guard bytes.count > header, Array(bytes[0..<Self.magic.count]) == Self.magic else {
-            throw VaultError.corrupted("\(sealedPath) is not a device key wrapped by a PKCS #11 token")
-        }
-        guard bytes[Self.magic.count] == Self.version else {
-            throw VaultError.corrupted("\(sealedPath): version \(bytes[Self.magic.count]) is not supported by this version of SecureFoundation")
-        }
-        let salt = Array(bytes[(Self.magic.count + 1)..<header])
-        let kek = try keyEncryptionKey(salt: salt)
-        defer { kek.wipe() }
-        do {
-            let key = try KeyWrap.unwrap(Array(bytes[header...]), under: kek, aad: Array(bytes[0..<header]))
-            guard key.count == 32 else {
-                key.wipe()
-                throw VaultError.corrupted("\(sealedPath) holds a key of \(key.count) bytes, not a 32-byte device key")
+    public func deviceKey() throws(VaultError) -> SecretBytes {
+        return try VaultError.call {
+            let bytes = try VaultError.call { try SecureFile.read(sealedPath, maxLength: 4096) }
+            let header = Self.magic.count + 1 + Self.saltLength
+            guard bytes.count > header, Array(bytes[0..<Self.magic.count]) == Self.magic else {
+                throw VaultError.corrupted("\(sealedPath) is not a device key wrapped by a PKCS #11 token")
             }
-            return key
-        } catch is KeyWrap.WrongKey {
-            throw VaultError.deviceKey("the token's key does not open \(sealedPath): it was wrapped under another token key (another token, or the key was replaced), or the file was changed")
+            guard bytes[Self.magic.count] == Self.version else {
+                throw VaultError.corrupted("\(sealedPath): version \(bytes[Self.magic.count]) is not supported by this version of SecureFoundation")
+            }
+            let salt = Array(bytes[(Self.magic.count + 1)..<header])
+            let kek = try keyEncryptionKey(salt: salt)
+            defer { kek.wipe() }
+            do {
+                let key = try KeyWrap.unwrap(Array(bytes[header...]), under: kek, aad: Array(bytes[0..<header]))
+                guard key.count == 32 else {
+                    key.wipe()
+                    throw VaultError.corrupted("\(sealedPath) holds a key of \(key.count) bytes, not a 32-byte device key")
+                }
+                return key
+            } catch is KeyWrap.WrongKey {
+                throw VaultError.deviceKey("the token's key does not open \(sealedPath): it was wrapped under another token key (another token, or the key was replaced), or the file was changed")
+            }
         }
     }
 
@@ -115,20 +117,22 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
     /// - Parameter key: The 32-byte device key.
     /// - Throws: ``VaultError/invalidArgument(_:)`` for a key that is not 32 bytes, and the
     ///   token's or the file's errors.
-    public func seal(_ key: SecretBytes) throws {
-        guard key.count == 32 else { throw VaultError.invalidArgument("a device key of \(key.count) bytes") }
-        let salt = try SecureRandom.bytes(Self.saltLength)
-        let header = Self.magic + [Self.version] + salt
-        let kek = try keyEncryptionKey(salt: salt)
-        defer { kek.wipe() }
-        let wrapped = try KeyWrap.wrap(key, under: kek, aad: header)
+    public func seal(_ key: SecretBytes) throws(VaultError) {
         try VaultError.call {
-            try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(sealedPath))
-            try SecureFile.writeAtomically(header + wrapped, to: sealedPath)
+            guard key.count == 32 else { throw VaultError.invalidArgument("a device key of \(key.count) bytes") }
+            let salt = try SecureRandom.bytes(Self.saltLength)
+            let header = Self.magic + [Self.version] + salt
+            let kek = try keyEncryptionKey(salt: salt)
+            defer { kek.wipe() }
+            let wrapped = try KeyWrap.wrap(key, under: kek, aad: header)
+            try VaultError.call {
+                try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(sealedPath))
+                try SecureFile.writeAtomically(header + wrapped, to: sealedPath)
+            }
+            let back = try deviceKey()
+            defer { back.wipe() }
+            guard back == key else { throw VaultError.deviceKey("the device key wrapped by the token did not read back the same") }
         }
-        let back = try deviceKey()
-        defer { back.wipe() }
-        guard back == key else { throw VaultError.deviceKey("the device key wrapped by the token did not read back the same") }
     }
 
     /// HMAC-SHA256(token key, context ‖ salt), computed by the token.

@@ -29,46 +29,48 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
     /// - Returns: The 32-byte device key.
     /// - Throws: ``VaultError/deviceKey(_:)`` for an invalid name, a credential that cannot be
     ///   read or decrypted, or one that is not 32 bytes.
-    public func deviceKey() throws -> SecretBytes {
-        guard DeviceKeyRecord.validName(name) else { throw VaultError.deviceKey("\"\(name)\" is not a valid credential name") }
-        if readsCredentialsDirectory, let directory = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"], directory.hasPrefix("/") {
-            let path = directory + "/" + name
-            if access(path, F_OK) == 0 {
-                // systemd makes the directory and file readable by the unit's user only (0400/0440).
-                let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-                guard fd >= 0 else { throw VaultError.deviceKey("cannot open the credential \(path): \(String(cString: strerror(errno)))") }
-                defer { close(fd) }
-                let key = try VaultError.call { try SecretBytes(readingFrom: fd, maxLength: 64, trimNewline: false, name: path) }
-                guard key.count == 32 else {
-                    key.wipe()
-                    throw VaultError.deviceKey("the credential \(path) holds \(key.count) bytes, not a 32-byte device key")
+    public func deviceKey() throws(VaultError) -> SecretBytes {
+        return try VaultError.call {
+            guard DeviceKeyRecord.validName(name) else { throw VaultError.deviceKey("\"\(name)\" is not a valid credential name") }
+            if readsCredentialsDirectory, let directory = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"], directory.hasPrefix("/") {
+                let path = directory + "/" + name
+                if access(path, F_OK) == 0 {
+                    // systemd makes the directory and file readable by the unit's user only (0400/0440).
+                    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+                    guard fd >= 0 else { throw VaultError.deviceKey("cannot open the credential \(path): \(String(cString: strerror(errno)))") }
+                    defer { close(fd) }
+                    let key = try VaultError.call { try SecretBytes(readingFrom: fd, maxLength: 64, trimNewline: false, name: path) }
+                    guard key.count == 32 else {
+                        key.wipe()
+                        throw VaultError.deviceKey("the credential \(path) holds \(key.count) bytes, not a 32-byte device key")
+                    }
+                    return key
                 }
-                return key
             }
+            guard let encryptedCredential else {
+                throw VaultError.deviceKey("the systemd credential \(name) is not in $CREDENTIALS_DIRECTORY; run under a unit with LoadCredentialEncrypted=\(name):PATH, or record the encrypted credential's path")
+            }
+            guard let tool = ExternalTool.find("systemd-creds") else {
+                throw VaultError.deviceKey("systemd-creds is not installed; it is needed to decrypt \(encryptedCredential)")
+            }
+            // Anyone can make a credential with the null key (`--with-key=tpm2-absent`) holding a key
+            // of their choice, and `systemd-creds decrypt` accepts it with only a warning.
+            try Self.refuseNullKey(encryptedCredential)
+            let result = try VaultError.tool { try ExternalTool.run([tool, "decrypt", "--name=" + name, encryptedCredential, "-"], maxOutput: 64) }
+            if result.status == 0, result.error.lowercased().contains("null key") {
+                result.output.wipe()
+                throw VaultError.deviceKey(Self.nullKeyRefusal(encryptedCredential))
+            }
+            guard result.status == 0 else {
+                result.output.wipe()
+                throw VaultError.deviceKey("systemd-creds could not decrypt \(encryptedCredential) (exit \(result.status)): \(result.error)")
+            }
+            guard result.output.count == 32 else {
+                result.output.wipe()
+                throw VaultError.deviceKey("the credential \(encryptedCredential) holds \(result.output.count) bytes, not a 32-byte device key")
+            }
+            return result.output
         }
-        guard let encryptedCredential else {
-            throw VaultError.deviceKey("the systemd credential \(name) is not in $CREDENTIALS_DIRECTORY; run under a unit with LoadCredentialEncrypted=\(name):PATH, or record the encrypted credential's path")
-        }
-        guard let tool = ExternalTool.find("systemd-creds") else {
-            throw VaultError.deviceKey("systemd-creds is not installed; it is needed to decrypt \(encryptedCredential)")
-        }
-        // Anyone can make a credential with the null key (`--with-key=tpm2-absent`) holding a key
-        // of their choice, and `systemd-creds decrypt` accepts it with only a warning.
-        try Self.refuseNullKey(encryptedCredential)
-        let result = try VaultError.tool { try ExternalTool.run([tool, "decrypt", "--name=" + name, encryptedCredential, "-"], maxOutput: 64) }
-        if result.status == 0, result.error.lowercased().contains("null key") {
-            result.output.wipe()
-            throw VaultError.deviceKey(Self.nullKeyRefusal(encryptedCredential))
-        }
-        guard result.status == 0 else {
-            result.output.wipe()
-            throw VaultError.deviceKey("systemd-creds could not decrypt \(encryptedCredential) (exit \(result.status)): \(result.error)")
-        }
-        guard result.output.count == 32 else {
-            result.output.wipe()
-            throw VaultError.deviceKey("the credential \(encryptedCredential) holds \(result.output.count) bytes, not a 32-byte device key")
-        }
-        return result.output
     }
 
     /// The seal-key type of systemd's null key (`CRED_AES256_GCM_BY_NULL`, written by
@@ -103,28 +105,30 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
     ///   - withKey: The `--with-key` value.
     /// - Throws: ``VaultError/invalidArgument(_:)`` for an invalid name or the null key,
     ///   ``VaultError/deviceKey(_:)`` when `systemd-creds` is missing or fails.
-    public static func seal(_ key: SecretBytes, name: String, to path: String, withKey: String = "host") throws {
-        guard DeviceKeyRecord.validName(name) else { throw VaultError.invalidArgument("\"\(name)\" is not a valid credential name") }
-        guard !["tpm2-absent", "null"].contains(withKey.lowercased()) else {
-            throw VaultError.invalidArgument("--with-key \(withKey) seals with systemd's null key, which protects nothing: use host, tpm2 or host+tpm2")
+    public static func seal(_ key: SecretBytes, name: String, to path: String, withKey: String = "host") throws(VaultError) {
+        try VaultError.call {
+            guard DeviceKeyRecord.validName(name) else { throw VaultError.invalidArgument("\"\(name)\" is not a valid credential name") }
+            guard !["tpm2-absent", "null"].contains(withKey.lowercased()) else {
+                throw VaultError.invalidArgument("--with-key \(withKey) seals with systemd's null key, which protects nothing: use host, tpm2 or host+tpm2")
+            }
+            guard let tool = ExternalTool.find("systemd-creds") else {
+                throw VaultError.deviceKey("systemd-creds is not installed (Debian: apt-get install systemd)")
+            }
+            let absolute = VaultPaths.absolute(path)
+            try VaultError.call { try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(absolute)) }
+            let temporary = absolute + ".tmp-" + (try SecureRandom.string(length: 12, alphabet: SecureRandom.alphanumeric))
+            defer { unlink(temporary) }
+            let result = try VaultError.tool { try ExternalTool.run([tool, "encrypt", "--name=" + name, "--with-key=" + withKey, "-", temporary], input: key) }
+            result.output.wipe()
+            guard result.status == 0 else {
+                throw VaultError.deviceKey("systemd-creds could not encrypt the device key (exit \(result.status)): \(result.error)")
+            }
+            // `auto-initrd` falls back to the null key without a TPM: refuse what would be refused on reading.
+            try refuseNullKey(temporary)
+            guard chmod(temporary, 0o600) == 0, rename(temporary, absolute) == 0 else {
+                throw VaultError.io("cannot install \(absolute): \(String(cString: strerror(errno)))")
+            }
+            try VaultError.call { try SecureFile.syncDirectory(SecureFile.directoryOf(absolute)) }
         }
-        guard let tool = ExternalTool.find("systemd-creds") else {
-            throw VaultError.deviceKey("systemd-creds is not installed (Debian: apt-get install systemd)")
-        }
-        let absolute = VaultPaths.absolute(path)
-        try VaultError.call { try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(absolute)) }
-        let temporary = absolute + ".tmp-" + (try SecureRandom.string(length: 12, alphabet: SecureRandom.alphanumeric))
-        defer { unlink(temporary) }
-        let result = try VaultError.tool { try ExternalTool.run([tool, "encrypt", "--name=" + name, "--with-key=" + withKey, "-", temporary], input: key) }
-        result.output.wipe()
-        guard result.status == 0 else {
-            throw VaultError.deviceKey("systemd-creds could not encrypt the device key (exit \(result.status)): \(result.error)")
-        }
-        // `auto-initrd` falls back to the null key without a TPM: refuse what would be refused on reading.
-        try refuseNullKey(temporary)
-        guard chmod(temporary, 0o600) == 0, rename(temporary, absolute) == 0 else {
-            throw VaultError.io("cannot install \(absolute): \(String(cString: strerror(errno)))")
-        }
-        try VaultError.call { try SecureFile.syncDirectory(SecureFile.directoryOf(absolute)) }
     }
 }

@@ -37,35 +37,37 @@ public struct TPM2DeviceKeyProvider: DeviceKeyProvider {
     /// - Returns: The 32-byte device key.
     /// - Throws: ``VaultError`` when the tools are missing, the TPM does not answer, the PCR
     ///   policy fails or the sealed files are not this TPM's.
-    public func deviceKey() throws -> SecretBytes {
-        TPM2.lock.lock()
-        defer { TPM2.lock.unlock() }
-        let scratch = try Self.vault { try TPM2.Scratch() }
-        // The directory goes with the object: keep it until the end.
-        defer { withExtendedLifetime(scratch) {} }
-        let directory = scratch.path
-        try Self.vault { try TPM2.createPrimary(in: directory, tcti: tcti) }
-        try Self.vault {
-            try TPM2.call(["tpm2_load", "-C", directory + "/primary.ctx", "-u", sealedPath + ".pub", "-r", sealedPath + ".priv",
-                           "-c", directory + "/key.ctx"], "load the sealed device key \(sealedPath)", tcti: tcti)
-        }
-        TPM2.flush(tcti: tcti)
-        defer { TPM2.flush(tcti: tcti) }
-        var arguments = ["tpm2_unseal", "-c", directory + "/key.ctx"]
-        if !pcrs.isEmpty { arguments += ["-p", "pcr:" + pcrSelection] }
-        let result = try Self.vault { try TPM2.run(arguments, tcti: tcti, maxOutput: 128) }
-        guard result.status == 0 else {
-            result.output.wipe()
-            if TPM2.isPolicyFailure(result.error) || result.error.contains("policy") {
-                throw VaultError.deviceKey("the TPM refused to unseal the device key: PCRs \(pcrs.map(String.init).joined(separator: ",")) differ from their values at sealing (firmware, boot loader or kernel changed, or this is another machine); re-seal with `securefoundation vault migrate-device-key` from a trusted state, or restore the previous boot chain")
+    public func deviceKey() throws(VaultError) -> SecretBytes {
+        return try VaultError.call {
+            TPM2.lock.lock()
+            defer { TPM2.lock.unlock() }
+            let scratch = try Self.vault { try TPM2.Scratch() }
+            // The directory goes with the object: keep it until the end.
+            defer { withExtendedLifetime(scratch) {} }
+            let directory = scratch.path
+            try Self.vault { try TPM2.createPrimary(in: directory, tcti: tcti) }
+            try Self.vault {
+                try TPM2.call(["tpm2_load", "-C", directory + "/primary.ctx", "-u", sealedPath + ".pub", "-r", sealedPath + ".priv",
+                               "-c", directory + "/key.ctx"], "load the sealed device key \(sealedPath)", tcti: tcti)
             }
-            throw VaultError.deviceKey(TPM2.failure(result.error, "unseal the device key \(sealedPath)", tcti: tcti).description)
+            TPM2.flush(tcti: tcti)
+            defer { TPM2.flush(tcti: tcti) }
+            var arguments = ["tpm2_unseal", "-c", directory + "/key.ctx"]
+            if !pcrs.isEmpty { arguments += ["-p", "pcr:" + pcrSelection] }
+            let result = try Self.vault { try TPM2.run(arguments, tcti: tcti, maxOutput: 128) }
+            guard result.status == 0 else {
+                result.output.wipe()
+                if TPM2.isPolicyFailure(result.error) || result.error.contains("policy") {
+                    throw VaultError.deviceKey("the TPM refused to unseal the device key: PCRs \(pcrs.map(String.init).joined(separator: ",")) differ from their values at sealing (firmware, boot loader or kernel changed, or this is another machine); re-seal with `securefoundation vault migrate-device-key` from a trusted state, or restore the previous boot chain")
+                }
+                throw VaultError.deviceKey(TPM2.failure(result.error, "unseal the device key \(sealedPath)", tcti: tcti).description)
+            }
+            guard result.output.count == 32 else {
+                result.output.wipe()
+                throw VaultError.deviceKey("the TPM unsealed \(result.output.count) bytes, not a 32-byte device key")
+            }
+            return result.output
         }
-        guard result.output.count == 32 else {
-            result.output.wipe()
-            throw VaultError.deviceKey("the TPM unsealed \(result.output.count) bytes, not a 32-byte device key")
-        }
-        return result.output
     }
 
     /// Seals `key` to the TPM: writes `PREFIX.pub` and `PREFIX.priv` (0600), bound to `pcrs`'
@@ -77,27 +79,29 @@ public struct TPM2DeviceKeyProvider: DeviceKeyProvider {
     ///   - tcti: The TCTI (nil: `$TPM2TOOLS_TCTI`).
     /// - Throws: ``VaultError/invalidArgument(_:)`` for a key that is not 32 bytes or a PCR out of
     ///   range, ``VaultError/deviceKey(_:)`` when the TPM tools are missing or fail.
-    public static func seal(_ key: SecretBytes, to prefix: String, pcrs: [Int] = [], tcti: String? = nil) throws {
-        guard key.count == 32 else { throw VaultError.invalidArgument("a device key of \(key.count) bytes") }
-        guard pcrs.allSatisfy({ (0...23).contains($0) }) else { throw VaultError.invalidArgument("PCRs are 0-23") }
-        let prefix = VaultPaths.absolute(prefix)
-        try VaultError.call { try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(prefix)) }
-        TPM2.lock.lock()
-        defer { TPM2.lock.unlock() }
-        let scratch = try vault { try TPM2.Scratch() }
-        let directory = scratch.path
-        try vault { try TPM2.createPrimary(in: directory, tcti: tcti) }
-        var create = ["tpm2_create", "-C", directory + "/primary.ctx", "-g", "sha256", "-i", "-",
-                      "-u", directory + "/key.pub", "-r", directory + "/key.priv"]
-        if !pcrs.isEmpty {
-            try vault { try TPM2.pcrPolicy(pcrs, to: directory + "/policy.dat", tcti: tcti) }
-            create += ["-L", directory + "/policy.dat", "-a", "fixedtpm|fixedparent|noda"]
-        }
-        defer { TPM2.flush(tcti: tcti) }
-        try vault { try TPM2.call(create, "seal the device key", input: key, tcti: tcti) }
-        for suffix in [".pub", ".priv"] {
-            let bytes = try vault { try scratch.read("key" + suffix) }
-            try VaultError.call { try SecureFile.writeAtomically(bytes, to: prefix + suffix) }
+    public static func seal(_ key: SecretBytes, to prefix: String, pcrs: [Int] = [], tcti: String? = nil) throws(VaultError) {
+        try VaultError.call {
+            guard key.count == 32 else { throw VaultError.invalidArgument("a device key of \(key.count) bytes") }
+            guard pcrs.allSatisfy({ (0...23).contains($0) }) else { throw VaultError.invalidArgument("PCRs are 0-23") }
+            let prefix = VaultPaths.absolute(prefix)
+            try VaultError.call { try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(prefix)) }
+            TPM2.lock.lock()
+            defer { TPM2.lock.unlock() }
+            let scratch = try vault { try TPM2.Scratch() }
+            let directory = scratch.path
+            try vault { try TPM2.createPrimary(in: directory, tcti: tcti) }
+            var create = ["tpm2_create", "-C", directory + "/primary.ctx", "-g", "sha256", "-i", "-",
+                          "-u", directory + "/key.pub", "-r", directory + "/key.priv"]
+            if !pcrs.isEmpty {
+                try vault { try TPM2.pcrPolicy(pcrs, to: directory + "/policy.dat", tcti: tcti) }
+                create += ["-L", directory + "/policy.dat", "-a", "fixedtpm|fixedparent|noda"]
+            }
+            defer { TPM2.flush(tcti: tcti) }
+            try vault { try TPM2.call(create, "seal the device key", input: key, tcti: tcti) }
+            for suffix in [".pub", ".priv"] {
+                let bytes = try vault { try scratch.read("key" + suffix) }
+                try VaultError.call { try SecureFile.writeAtomically(bytes, to: prefix + suffix) }
+            }
         }
     }
 
