@@ -68,7 +68,7 @@ public struct StaticDeviceKeyProvider: DeviceKeyProvider {
     /// A copy of the key.
     /// - Returns: The copy (the caller wipes it).
     /// - Throws: ``VaultError/deviceKey(_:)`` when the key is not 32 bytes.
-    public func deviceKey() throws -> SecretBytes {
+    public func deviceKey() throws(VaultError) -> SecretBytes {
         guard key.count == 32 else { throw VaultError.deviceKey("the device key is \(key.count) bytes, not 32") }
         return key.copy()
     }

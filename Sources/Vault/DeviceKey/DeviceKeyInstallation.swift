@@ -40,7 +40,7 @@ package struct DeviceKeyInstallation: Sendable {
 
     /// Checks the settings for ``kind`` without storing anything.
     /// - Throws: ``VaultError/invalidArgument(_:)`` saying which setting is wrong.
-    package func validate() throws {
+    package func validate() throws(VaultError) {
         guard pcrs.allSatisfy({ (0...23).contains($0) }) else { throw VaultError.invalidArgument("PCR numbers are 0-23") }
         switch kind {
         case .pkcs11:

@@ -38,7 +38,7 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
     /// The device key from the keyring, else from the backing provider (then cached).
     /// - Returns: The 32-byte device key.
     /// - Throws: The backing provider's error when the keyring does not hold the key.
-    public func deviceKey() throws -> SecretBytes {
+    public func deviceKey() throws(VaultError) -> SecretBytes {
         try deviceKey(accepting: { _ in true })
     }
 
