@@ -57,7 +57,11 @@ struct KeyRecord {
     }
 
     /// A new key and salt.
-    static func fresh() throws -> Key {
-        Key(salt: try SecretBytes.random(count: saltSize).withUnsafeBytes { Array($0) }, key: try SecretBytes.random(count: keySize))
+    static func fresh() throws(ProtectedDatabaseError) -> Key {
+        do {
+            return Key(salt: try SecretBytes.random(count: saltSize).withUnsafeBytes { Array($0) }, key: try SecretBytes.random(count: keySize))
+        } catch {
+            throw ProtectedDatabaseError.io("\(error)")
+        }
     }
 }

@@ -31,7 +31,7 @@ extension ProtectedDatabase {
     /// place (the one whose salt the file starts with), checking page 1 under it.
     /// `unfinishedRekey`: the record holds a second key (a rekey stopped part-way).
     static func readKey(at path: String, files: ProtectedFiles, expecting: FileProtectionClass?)
-        throws -> (key: KeyRecord.Key, protection: FileProtectionClass, unfinishedRekey: Bool) {
+        throws(ProtectedDatabaseError) -> (key: KeyRecord.Key, protection: FileProtectionClass, unfinishedRekey: Bool) {
         let keyPath = keyPath(for: path)
         guard let status = linkStatus(path) else { throw ProtectedDatabaseError.notFound(path: path) }
         guard status.kind == .regular else {
@@ -65,7 +65,7 @@ extension ProtectedDatabase {
         return (key, cls, record.keys.count > 1)
     }
 
-    static func readRecord(at keyPath: String, path: String, cls: FileProtectionClass, files: ProtectedFiles) throws -> KeyRecord {
+    static func readRecord(at keyPath: String, path: String, cls: FileProtectionClass, files: ProtectedFiles) throws(ProtectedDatabaseError) -> KeyRecord {
         var bytes = try mapFiles(path: path, cls: cls) { try files.read(at: keyPath) }
         defer { bytes.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
         let secret = SecretBytes(copying: bytes)
@@ -77,9 +77,11 @@ extension ProtectedDatabase {
 
     /// Writes the key record atomically: a protected file written at a staging name, synced,
     /// renamed over `keyPath`, and the directory synced.
-    static func writeRecord(_ record: KeyRecord, to keyPath: String, protection: FileProtectionClass, files: ProtectedFiles) throws {
+    static func writeRecord(_ record: KeyRecord, to keyPath: String, protection: FileProtectionClass, files: ProtectedFiles) throws(ProtectedDatabaseError) {
         let bytes = record.encoded()
-        let staging = keyPath + ".new-" + Encoding.hex(try SecretBytes.random(count: 8).withUnsafeBytes { Array($0) })
+        let random: [UInt8]
+        do { random = try SecretBytes.random(count: 8).withUnsafeBytes { Array($0) } } catch { throw ProtectedDatabaseError.io("\(error)") }
+        let staging = keyPath + ".new-" + Encoding.hex(random)
         let databasePath = keyPath.hasSuffix("-key") ? String(keyPath.dropLast(4)) : keyPath
         try mapFiles(path: databasePath, cls: protection) {
             let writer = try files.makeWriter(creating: staging, protection: protection)
@@ -100,7 +102,7 @@ extension ProtectedDatabase {
     }
 
     /// The salt (first 16 bytes) and size of a database file.
-    static func fileSalt(_ path: String) throws -> ([UInt8], Int64) {
+    static func fileSalt(_ path: String) throws(ProtectedDatabaseError) -> ([UInt8], Int64) {
         let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { throw ProtectedDatabaseError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { Foundation.close(fd) }
@@ -110,10 +112,11 @@ extension ProtectedDatabase {
         return (got == salt.count ? salt : [], status.size)
     }
 
-    static func mapFiles<T>(path: String, cls: FileProtectionClass? = nil, _ body: () throws -> T) throws -> T {
+    static func mapFiles<T>(path: String, cls: FileProtectionClass? = nil, _ body: () throws -> T) throws(ProtectedDatabaseError) -> T {
         do {
             return try body()
-        } catch let error as ProtectedFileError {
+        } catch {
+            guard let error = error as? ProtectedFileError else { throw ProtectedDatabaseError.mapping(error) }
             switch error {
             case let .locked(found, _): throw ProtectedDatabaseError.locked(path: path, cls ?? found)
             case let .tampered(file, reason): throw ProtectedDatabaseError.tampered(path: file, reason: reason)
@@ -132,7 +135,7 @@ extension ProtectedDatabase {
     ///   - files: The protected files of the vault, which keep the key record.
     /// - Returns: The database's status.
     /// - Throws: ``ProtectedDatabaseError``.
-    public static func status(at path: String, files: ProtectedFiles) throws -> Status {
+    public static func status(at path: String, files: ProtectedFiles) throws(ProtectedDatabaseError) -> Status {
         guard linkStatus(path) != nil, linkStatus(keyPath(for: path)) != nil else { throw ProtectedDatabaseError.notFound(path: path) }
         let cls = try mapFiles(path: path) { try files.protection(ofItemAt: keyPath(for: path)) }
         let (salt, size) = try fileSalt(path)
@@ -152,7 +155,7 @@ extension ProtectedDatabase {
     /// - Throws: ``ProtectedDatabaseError/classMismatch(path:expected:found:)`` when the
     ///   database is of neither class.
     @discardableResult
-    public static func upgrade(at path: String, from: FileProtectionClass, to: FileProtectionClass, files: ProtectedFiles) throws -> UpgradeOutcome {
+    public static func upgrade(at path: String, from: FileProtectionClass, to: FileProtectionClass, files: ProtectedFiles) throws(ProtectedDatabaseError) -> UpgradeOutcome {
         let keyPath = keyPath(for: path)
         guard linkStatus(path) != nil, linkStatus(keyPath) != nil else { throw ProtectedDatabaseError.notFound(path: path) }
         let cls = try mapFiles(path: path) { try files.protection(ofItemAt: keyPath) }
@@ -174,7 +177,7 @@ extension ProtectedDatabase {
     ///   - files: The protected files of the vault, which keep the key record.
     /// - Throws: ``ProtectedDatabaseError/tampered(path:reason:)`` when page 1 does not
     ///   authenticate under `key` (another key, or other SQLCipher settings).
-    public static func adopt(at path: String, key: SecretBytes, protection: FileProtectionClass, files: ProtectedFiles) throws {
+    public static func adopt(at path: String, key: SecretBytes, protection: FileProtectionClass, files: ProtectedFiles) throws(ProtectedDatabaseError) {
         let fullPath = try codecPath(path)
         guard key.count == KeyRecord.keySize else { throw ProtectedDatabaseError.invalidArgument("a raw key is 32 bytes") }
         let keyPath = keyPath(for: path)
@@ -197,7 +200,7 @@ extension ProtectedDatabase {
         }
         let entry = KeyRecord.Key(salt: salt, key: key.slice(0..<key.count))
         try writeRecord(KeyRecord(keys: [entry]), to: keyPath, protection: protection, files: files)
-        do {
+        do throws(ProtectedDatabaseError) {
             try attach(fullPath, entry)
             defer { _ = sf_db_codec_detach(fullPath) }
             try makeDatabase(at: path, fullPath: fullPath, creating: false)
@@ -215,7 +218,7 @@ extension ProtectedDatabase {
     ///   - files: The protected files of the vault, which keep the key record.
     /// - Returns: The raw key.
     /// - Throws: ``ProtectedDatabaseError``.
-    package static func exportKey(at path: String, files: ProtectedFiles) throws -> SecretBytes {
+    package static func exportKey(at path: String, files: ProtectedFiles) throws(ProtectedDatabaseError) -> SecretBytes {
         let key = try readKey(at: path, files: files, expecting: nil).key.key
         if let wal = linkStatus(path + "-wal"), wal.size > 32 {
             // Transactions still in the WAL (after a kill): into the main file first, the one
@@ -236,7 +239,7 @@ extension ProtectedDatabase {
     ///   - path: The database's path.
     ///   - files: The protected files of the vault, which keep the key record.
     /// - Throws: ``ProtectedDatabaseError``.
-    public static func rekey(at path: String, files: ProtectedFiles) throws {
+    public static func rekey(at path: String, files: ProtectedFiles) throws(ProtectedDatabaseError) {
         let fullPath = try codecPath(path)
         if sf_db_codec_is_live(fullPath) != 0 {
             throw ProtectedDatabaseError.invalidArgument("\(path) is open in this process; close it before a rekey")
@@ -253,10 +256,10 @@ extension ProtectedDatabase {
         let new = try KeyRecord.fresh()
         let stagingFull = try codecPath(staging)
         try writeRecord(KeyRecord(keys: [old, new]), to: keyPath, protection: cls, files: files)
-        try testHooks.afterBothKeys?()
+        try testHooks.run(testHooks.afterBothKeys)
         try attach(fullPath, old)
         var attachedStaging = false
-        do {
+        do throws(ProtectedDatabaseError) {
             defer { _ = sf_db_codec_detach(fullPath) }
             try attach(stagingFull, new)
             attachedStaging = true
@@ -284,7 +287,7 @@ extension ProtectedDatabase {
                 throw ProtectedDatabaseError.io("cannot sync \(staging)")
             }
             Foundation.close(fd)
-            try testHooks.beforeRename?()
+            try testHooks.run(testHooks.beforeRename)
             for stale in [path + "-wal", path + "-shm"] { unlink(stale) }
             guard rename(staging, path) == 0 else {
                 throw ProtectedDatabaseError.io("cannot move \(staging) over \(path): \(String(cString: strerror(errno)))")
@@ -296,7 +299,7 @@ extension ProtectedDatabase {
             throw error
         }
         _ = sf_db_codec_detach(stagingFull)
-        try testHooks.afterRename?()
+        try testHooks.run(testHooks.afterRename)
         try writeRecord(KeyRecord(keys: [new]), to: keyPath, protection: cls, files: files)
     }
 
@@ -305,6 +308,11 @@ extension ProtectedDatabase {
         package var afterBothKeys: (() throws -> Void)?
         package var beforeRename: (() throws -> Void)?
         package var afterRename: (() throws -> Void)?
+
+        /// Runs `hook`; what it throws becomes ``ProtectedDatabaseError/io(_:)`` with its message.
+        func run(_ hook: (() throws -> Void)?) throws(ProtectedDatabaseError) {
+            do { try hook?() } catch { throw ProtectedDatabaseError.io("\(error)") }
+        }
     }
     package static let testHooks = TestHooks()
 }

@@ -107,7 +107,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// - Returns: The open database.
     /// - Throws: ``ProtectedDatabaseError``.
     public static func create(at path: String, protection: FileProtectionClass, files: ProtectedFiles,
-                              kind: Kind = .pool, configuration: Configuration = Configuration()) throws -> ProtectedDatabase {
+                              kind: Kind = .pool, configuration: Configuration = Configuration()) throws(ProtectedDatabaseError) -> ProtectedDatabase {
         let fullPath = try codecPath(path)
         if FileManager.default.fileExists(atPath: path) || isLink(path) { throw ProtectedDatabaseError.exists(path: path) }
         let keyPath = keyPath(for: path)
@@ -116,7 +116,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
         let key = try KeyRecord.fresh()
         // The record first: a database never exists without the key that opens it.
         try writeRecord(KeyRecord(keys: [key]), to: keyPath, protection: protection, files: files)
-        do {
+        do throws(ProtectedDatabaseError) {
             try attach(fullPath, key)
             defer { _ = sf_db_codec_detach(fullPath) }
             try makeDatabase(at: path, fullPath: fullPath)
@@ -141,7 +141,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// - Returns: The open database.
     /// - Throws: ``ProtectedDatabaseError``.
     public static func open(at path: String, files: ProtectedFiles, expecting: FileProtectionClass? = nil,
-                            kind: Kind = .pool, configuration: Configuration = Configuration()) throws -> ProtectedDatabase {
+                            kind: Kind = .pool, configuration: Configuration = Configuration()) throws(ProtectedDatabaseError) -> ProtectedDatabase {
         let fullPath = try codecPath(path)
         let (key, cls, _) = try readKey(at: path, files: files, expecting: expecting)
         return try openAttached(path: path, fullPath: fullPath, key: key, protection: cls,
@@ -151,9 +151,9 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// Opens the GRDB writer on an attached database (one more user of the codec entry,
     /// released by ``close()`` or when the instance is freed).
     private static func openAttached(path: String, fullPath: String, key: KeyRecord.Key, protection: FileProtectionClass,
-                                     manager: CryptoManager, kind: Kind, configuration: Configuration) throws -> ProtectedDatabase {
+                                     manager: CryptoManager, kind: Kind, configuration: Configuration) throws(ProtectedDatabaseError) -> ProtectedDatabase {
         try attach(fullPath, key)
-        do {
+        do throws(ProtectedDatabaseError) {
             var config = configuration
             let guardStatements = protection.protection == .complete
             let lifecycle = Lifecycle()
@@ -192,7 +192,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// Writes page 1 of a new database (4096-byte pages, 80 reserved bytes, WAL mode) into
     /// the main file, so the file carries its salt and SQLCipher opens it; for a database
     /// SQLCipher wrote, switches it to WAL mode.
-    static func makeDatabase(at path: String, fullPath: String, creating: Bool = true) throws {
+    static func makeDatabase(at path: String, fullPath: String, creating: Bool = true) throws(ProtectedDatabaseError) {
         if creating {
             // SQLite would create the file 0644 (and its WAL and shared memory like it): 0600,
             // and never a file that appeared since the caller looked.
@@ -229,25 +229,27 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// Runs `body` in a read transaction.
     /// - Parameter body: Reads through the connection it is given.
     /// - Returns: What `body` returns.
-    /// - Throws: ``ProtectedDatabaseError`` (and what `body` throws).
+    /// - Throws: ``ProtectedDatabaseError`` (and what `body` throws, unchanged: so this stays
+    ///   untyped `throws`).
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
         try checkUsable()
-        return try Self.mapSQLite(path: path, revoked: { self.lifecycle.revoked }) { try writer.read(body) }
+        return try Self.mapSQLiteOnly(path: path, revoked: { self.lifecycle.revoked }) { try writer.read(body) }
     }
 
     /// Runs `body` in a write transaction (rolled back when it throws).
     /// - Parameter body: Writes through the connection it is given.
     /// - Returns: What `body` returns.
-    /// - Throws: ``ProtectedDatabaseError`` (and what `body` throws).
+    /// - Throws: ``ProtectedDatabaseError`` (and what `body` throws, unchanged: so this stays
+    ///   untyped `throws`).
     public func write<T>(_ body: (Database) throws -> T) throws -> T {
         try checkUsable()
-        return try Self.mapSQLite(path: path, revoked: { self.lifecycle.revoked }) { try writer.write(body) }
+        return try Self.mapSQLiteOnly(path: path, revoked: { self.lifecycle.revoked }) { try writer.write(body) }
     }
 
     /// Whether the connections were revoked (a `FileProtection.complete` database after a lock).
     public var isRevoked: Bool { lifecycle.revoked }
 
-    private func checkUsable() throws {
+    private func checkUsable() throws(ProtectedDatabaseError) {
         if lifecycle.closed { throw ProtectedDatabaseError.closed(path: path) }
         if protection.protection == .complete && !manager.isUnlocked { revoke() }
         if lifecycle.revoked { throw ProtectedDatabaseError.locked(path: path, protection) }
@@ -267,7 +269,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// Closes every connection (a checkpoint first, when the key is still there) and wipes
     /// the key of this instance.
     /// - Throws: ``ProtectedDatabaseError``; the instance is closed anyway.
-    public func close() throws {
+    public func close() throws(ProtectedDatabaseError) {
         guard lifecycle.markClosed() else { return }
         observer?.cancel()
         defer { _ = sf_db_codec_detach(fullPath) }
@@ -284,7 +286,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
 
     // MARK: Helpers
 
-    static func codecPath(_ path: String) throws -> String {
+    static func codecPath(_ path: String) throws(ProtectedDatabaseError) -> String {
         guard !path.isEmpty, !path.contains("\0") else { throw ProtectedDatabaseError.invalidArgument("empty path") }
         guard sf_db_codec_register() == 0 else { throw ProtectedDatabaseError.io("the database codec could not be registered with SQLite") }
         var buffer = [CChar](repeating: 0, count: 4097)
@@ -294,7 +296,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
         return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    static func attach(_ fullPath: String, _ key: KeyRecord.Key) throws {
+    static func attach(_ fullPath: String, _ key: KeyRecord.Key) throws(ProtectedDatabaseError) {
         let result = key.key.withUnsafeBytes { raw in
             sf_db_codec_attach(fullPath, raw.bindMemory(to: UInt8.self).baseAddress, raw.count, key.salt, key.salt.count)
         }
@@ -322,7 +324,20 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// Pages checkpoints copied from the WAL as ciphertext in this process (tests).
     static var copiedPageCount: UInt64 { sf_db_codec_copied_count() }
 
-    static func mapSQLite<T>(path: String, revoked: () -> Bool = { false }, _ body: () throws -> T) throws -> T {
+    /// Runs GRDB calls on the database at `path`, mapping SQLite's errors (and passing on
+    /// this module's own, thrown from a connection's preparation; anything else as
+    /// ``ProtectedDatabaseError/mapping(_:)`` says).
+    static func mapSQLite<T>(path: String, revoked: () -> Bool = { false }, _ body: () throws -> T) throws(ProtectedDatabaseError) -> T {
+        do {
+            return try mapSQLiteOnly(path: path, revoked: revoked, body)
+        } catch {
+            throw ProtectedDatabaseError.mapping(error)
+        }
+    }
+
+    /// Runs GRDB calls with a caller's closure: SQLite's errors are mapped, anything else (what
+    /// the closure throws) is passed on unchanged.
+    static func mapSQLiteOnly<T>(path: String, revoked: () -> Bool, _ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as DatabaseError {

@@ -68,3 +68,17 @@ public enum ProtectedDatabaseError: Error, Sendable, Equatable, CustomStringConv
         }
     }
 }
+
+extension ProtectedDatabaseError {
+    /// `error` as a protected-database error with the message it prints today: itself when it
+    /// is one; a protected file's error becomes ``protectedFile(_:)``; anything else from below
+    /// (a random-generator `CipherError`) becomes ``io(_:)`` with its own message. SQLite's
+    /// errors are mapped before this (`mapSQLite`).
+    static func mapping(_ error: any Error) -> ProtectedDatabaseError {
+        switch error {
+        case let error as ProtectedDatabaseError: return error
+        case let error as ProtectedFileError: return .protectedFile(error)
+        default: return .io("\(error)")
+        }
+    }
+}

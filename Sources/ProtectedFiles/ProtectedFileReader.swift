@@ -40,7 +40,7 @@ public final class ProtectedFileReader {
             self.fd = fd
         }
 
-        func withReader<Result>(_ body: (AgeRandomAccessReader?, Bool) throws -> Result) rethrows -> Result {
+        func withReader<Result, Failure: Error>(_ body: (AgeRandomAccessReader?, Bool) throws(Failure) -> Result) throws(Failure) -> Result {
             lock.lock()
             defer { lock.unlock() }
             return try body(reader, wipedByLock)
@@ -120,7 +120,7 @@ public final class ProtectedFileReader {
     /// - Throws: ``ProtectedFileError/locked(_:_:)`` for a complete file after the vault locked,
     ///   ``ProtectedFileError/tampered(path:reason:)``, ``ProtectedFileError/invalidArgument(_:)``
     ///   after close or for a negative range.
-    public func read(offset: Int64, count: Int) throws -> [UInt8] {
+    public func read(offset: Int64, count: Int) throws(ProtectedFileError) -> [UInt8] {
         let complete = protection.protection == .complete
         let locked = complete && !manager.isUnlocked
         if locked { key.wipe(byLock: true) }
@@ -128,7 +128,7 @@ public final class ProtectedFileReader {
         // this thread; for a complete file they are scrubbed at once, so that wiping the key
         // at a lock, on another thread, leaves no copy here.
         defer { if complete { HeapScrub.scrubRecentlyFreed(stackDepth: 8) } }
-        return try key.withReader { reader, wipedByLock in
+        return try key.withReader { (reader, wipedByLock) throws(ProtectedFileError) -> [UInt8] in
             if locked { throw ProtectedFileError.locked(protection, .locked) }
             if wipedByLock {
                 if manager.isUnlocked {
@@ -150,7 +150,7 @@ public final class ProtectedFileReader {
     /// - Parameter count: The number of bytes wanted.
     /// - Returns: The bytes read.
     /// - Throws: As ``read(offset:count:)``.
-    public func read(upToCount count: Int) throws -> [UInt8] {
+    public func read(upToCount count: Int) throws(ProtectedFileError) -> [UInt8] {
         let bytes = try read(offset: position, count: count)
         position += Int64(bytes.count)
         return bytes
@@ -159,7 +159,7 @@ public final class ProtectedFileReader {
     /// Moves ``position``.
     /// - Parameter offset: The new position (past the end is allowed: reads there are empty).
     /// - Throws: ``ProtectedFileError/invalidArgument(_:)`` for a negative offset.
-    public func seek(to offset: Int64) throws {
+    public func seek(to offset: Int64) throws(ProtectedFileError) {
         guard offset >= 0 else { throw ProtectedFileError.invalidArgument("a negative offset") }
         position = offset
     }

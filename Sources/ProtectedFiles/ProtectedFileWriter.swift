@@ -37,7 +37,7 @@ public final class ProtectedFileWriter {
     /// - Parameter bytes: The next plaintext bytes.
     /// - Throws: ``ProtectedFileError/io(_:)`` (a failed write: disk full...), or
     ///   ``ProtectedFileError/invalidArgument(_:)`` after ``finish()`` or ``abort()``.
-    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+    public func write(_ bytes: UnsafeRawBufferPointer) throws(ProtectedFileError) {
         guard let encryptor else { throw ProtectedFileError.invalidArgument("\(path) is already finished or abandoned") }
         try map { try encryptor.update(bytes) }
         count += UInt64(bytes.count)
@@ -45,10 +45,10 @@ public final class ProtectedFileWriter {
 
     /// Writes the final chunk and syncs the file to disk; the file is then complete.
     /// - Throws: ``ProtectedFileError/io(_:)``; the file is removed on failure.
-    public func finish() throws {
+    public func finish() throws(ProtectedFileError) {
         guard let encryptor else { throw ProtectedFileError.invalidArgument("\(path) is already finished or abandoned") }
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
-        do {
+        do throws(ProtectedFileError) {
             try map { try encryptor.finish() }
             do throws(SystemCallError) { try FileCalls.sync(fd) } catch {
                 throw ProtectedFileError.io("fsync of \(path) failed: \(String(cString: strerror(error.code)))")
@@ -72,11 +72,11 @@ public final class ProtectedFileWriter {
         }
     }
 
-    private func map(_ body: () throws -> Void) throws {
-        do { try body() } catch let error as AgeError {
-            throw ProtectedFiles.map(error, path: path, cls)
-        } catch let failure as SecureFile.Failure {
-            throw ClassKeyTable.map(failure, path: path)
+    private func map(_ body: () throws -> Void) throws(ProtectedFileError) {
+        do { try body() } catch {
+            if let error = error as? AgeError { throw ProtectedFiles.map(error, path: path, cls) }
+            if let failure = error as? SecureFile.Failure { throw ClassKeyTable.map(failure, path: path) }
+            throw ProtectedFileError.mapping(error)
         }
     }
 }
@@ -92,8 +92,8 @@ extension ProtectedFiles {
     /// - Throws: ``ProtectedFileError``: ``ProtectedFileError/locked(_:_:)`` when the class is
     ///   not writable now (every class but completeUnlessOpen needs its class key);
     ///   ``ProtectedFileError/io(_:)`` when the file cannot be created.
-    public func makeWriter(creating path: String, protection: FileProtectionClass) throws -> ProtectedFileWriter {
-        let recipient = try writableRecipient(protection)
+    public func makeWriter(creating path: String, protection: FileProtectionClass) throws(ProtectedFileError) -> ProtectedFileWriter {
+        let recipient = try Self.typed { try writableRecipient(protection) }
         let fd = createExclusively(path)
         guard fd >= 0 else { throw ProtectedFileError.io("cannot create \(path): \(String(cString: strerror(errno)))") }
         do {

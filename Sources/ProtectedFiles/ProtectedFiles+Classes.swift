@@ -14,8 +14,8 @@ extension ProtectedFiles {
     /// - Parameter path: The protected file.
     /// - Returns: The file's class.
     /// - Throws: ``ProtectedFileError/notProtectedFile(path:reason:)`` and others.
-    public func protection(ofItemAt path: String) throws -> FileProtectionClass {
-        let opened = try open(path)
+    public func protection(ofItemAt path: String) throws(ProtectedFileError) -> FileProtectionClass {
+        let opened = try Self.typed { try self.open(path) }
         close(opened.fd)
         return opened.cls
     }
@@ -46,8 +46,8 @@ extension ProtectedFiles {
     ///   - protection: The new class.
     ///   - path: The protected file.
     /// - Throws: ``ProtectedFileError``.
-    public func setProtection(_ protection: FileProtectionClass, ofItemAt path: String) throws {
-        _ = try changeProtection(to: protection, ofItemAt: path, onlyFrom: nil)
+    public func setProtection(_ protection: FileProtectionClass, ofItemAt path: String) throws(ProtectedFileError) {
+        _ = try Self.typed { try changeProtection(to: protection, ofItemAt: path, onlyFrom: nil) }
     }
 
     /// What ``changeProtection(to:ofItemAt:onlyFrom:)`` found and did.
@@ -173,7 +173,7 @@ extension ProtectedFiles {
     ///   - to: Their new class.
     /// - Returns: What was changed, left alone, and what failed.
     /// - Throws: ``ProtectedFileError`` when the directory cannot be read.
-    public func upgradeItems(inDirectory directory: String, from: FileProtectionClass, to: FileProtectionClass) throws -> UpgradeReport {
+    public func upgradeItems(inDirectory directory: String, from: FileProtectionClass, to: FileProtectionClass) throws(ProtectedFileError) -> UpgradeReport {
         guard (try? FileCalls.linkStatus(directory))?.kind == .directory else {
             throw ProtectedFileError.invalidArgument("\(directory) is not a directory")
         }
@@ -190,11 +190,8 @@ extension ProtectedFiles {
             let cls: FileProtectionClass
             do {
                 cls = try protection(ofItemAt: path)
-            } catch ProtectedFileError.notProtectedFile {
-                report.skipped += 1
-                continue
-            } catch let error as ProtectedFileError {
-                report.failures.append(.init(path: path, error: error))
+            } catch {
+                if case .notProtectedFile = error { report.skipped += 1 } else { report.failures.append(.init(path: path, error: error)) }
                 continue
             }
             guard cls == from else {
@@ -207,10 +204,8 @@ extension ProtectedFiles {
                 case .alreadyInClass: report.alreadyInClass += 1
                 case .otherClass: report.skipped += 1
                 }
-            } catch let error as ProtectedFileError {
-                report.failures.append(.init(path: path, error: error))
             } catch {
-                report.failures.append(.init(path: path, error: .io("\(error)")))
+                report.failures.append(.init(path: path, error: .mapping(error)))
             }
         }
         return report

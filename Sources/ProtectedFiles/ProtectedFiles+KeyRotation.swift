@@ -48,7 +48,7 @@ extension ProtectedFiles {
 
     /// The number of retired key pairs (replaced by ``rotateKeyPairs()`` and not yet destroyed).
     public var retiredKeyPairCount: Int {
-        get throws { try table.loadFile().retired.count }
+        get throws(ProtectedFileError) { try Self.typed { try table.loadFile().retired.count } }
     }
 
     /// Gives every class that has a key pair a new X25519 key pair. The replaced pairs are
@@ -58,8 +58,8 @@ extension ProtectedFiles {
     /// - Returns: The number of classes given a new pair.
     /// - Throws: ``ProtectedFileError``.
     @discardableResult
-    public func rotateKeyPairs() throws -> Int {
-        try table.rotateKeyPairs()
+    public func rotateKeyPairs() throws(ProtectedFileError) -> Int {
+        try Self.typed { try table.rotateKeyPairs() }
     }
 
     /// Re-wraps every protected file under `directories` (trees; symbolic links are not
@@ -70,11 +70,11 @@ extension ProtectedFiles {
     /// - Parameter directories: The trees to go through.
     /// - Returns: What was re-wrapped, left alone, and what failed.
     /// - Throws: ``ProtectedFileError`` when a directory cannot be read.
-    public func rewrapItems(inDirectories directories: [String]) throws -> RewrapReport {
+    public func rewrapItems(inDirectories directories: [String]) throws(ProtectedFileError) -> RewrapReport {
         var report = RewrapReport()
-        let retired = try table.loadFile().retired
+        let retired = try Self.typed { try table.loadFile().retired }
         for directory in directories {
-            try forEachRegularFile(in: directory) { path in
+            try Self.typed { try forEachRegularFile(in: directory) { path in
                 let opened: OpenedFile
                 do { opened = try openLocked(path) } catch ProtectedFileError.notProtectedFile {
                     report.skipped += 1
@@ -112,7 +112,7 @@ extension ProtectedFiles {
                 } catch {
                     report.failed.append(.init(path: path, error: .io("\(error)")))
                 }
-            }
+            } }
         }
         return report
     }
@@ -123,8 +123,8 @@ extension ProtectedFiles {
     /// - Returns: The number destroyed.
     /// - Throws: ``ProtectedFileError`` when the key table cannot be read, written or erased.
     @discardableResult
-    public func destroyRetiredKeyPairs() throws -> Int {
-        try table.destroyRetired()
+    public func destroyRetiredKeyPairs() throws(ProtectedFileError) -> Int {
+        try Self.typed { try table.destroyRetired() }
     }
 
     /// The whole rotation: new key pairs (unless `resume`, which finishes an interrupted
@@ -141,7 +141,7 @@ extension ProtectedFiles {
     ///   - resume: Finish an interrupted rotation instead of making new pairs.
     /// - Returns: The classes rotated, the re-wrap's report, and the retired pairs destroyed and kept.
     /// - Throws: ``ProtectedFileError``.
-    public func rotateKeyPairs(rewrapping directories: [String], resume: Bool = false) throws -> KeyRotationReport {
+    public func rotateKeyPairs(rewrapping directories: [String], resume: Bool = false) throws(ProtectedFileError) -> KeyRotationReport {
         let rotated = resume ? 0 : try rotateKeyPairs()
         let rewrap = try rewrapItems(inDirectories: directories)
         if rewrap.failed.isEmpty {

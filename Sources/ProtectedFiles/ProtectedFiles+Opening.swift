@@ -101,8 +101,9 @@ extension ProtectedFiles {
     }
 
     /// Runs a vault call, mapping its errors for class `cls`.
-    static func vaultCall<Result>(_ cls: FileProtectionClass, path: String, _ body: () throws -> Result) throws -> Result {
-        do { return try body() } catch let error as VaultError {
+    static func vaultCall<Result>(_ cls: FileProtectionClass, path: String, _ body: () throws -> Result) throws(ProtectedFileError) -> Result {
+        do { return try body() } catch {
+            guard let error = error as? VaultError else { throw ProtectedFileError.mapping(error) }
             switch error {
             case .classKeyUnavailable(_, .deviceKeyMissing): throw ProtectedFileError.wrongDevice(cls, path: path)
             case .classKeyUnavailable(_, let reason): throw ProtectedFileError.locked(cls, reason)
@@ -114,12 +115,19 @@ extension ProtectedFiles {
     }
 
     /// Runs an age call on `path`, mapping its errors.
-    func mapAge<Result>(path: String, _ cls: FileProtectionClass, _ body: () throws -> Result) throws -> Result {
-        do { return try body() } catch let error as AgeError {
-            throw Self.map(error, path: path, cls)
-        } catch let failure as SecureFile.Failure {
-            throw ClassKeyTable.map(failure, path: path)
+    func mapAge<Result>(path: String, _ cls: FileProtectionClass, _ body: () throws -> Result) throws(ProtectedFileError) -> Result {
+        do { return try body() } catch {
+            if let error = error as? AgeError { throw Self.map(error, path: path, cls) }
+            if let failure = error as? SecureFile.Failure { throw ClassKeyTable.map(failure, path: path) }
+            throw ProtectedFileError.mapping(error)
         }
+    }
+
+    /// Runs `body` (the internal plumbing, which throws ``ProtectedFileError`` and maps what
+    /// the modules below throw as it goes), giving what escapes as a ``ProtectedFileError``:
+    /// the public functions' typed boundary (see ``ProtectedFileError/mapping(_:)``).
+    static func typed<Result>(_ body: () throws -> Result) throws(ProtectedFileError) -> Result {
+        do { return try body() } catch { throw ProtectedFileError.mapping(error) }
     }
 
     static func map(_ error: AgeError, path: String, _ cls: FileProtectionClass) -> ProtectedFileError {
@@ -132,6 +140,20 @@ extension ProtectedFiles {
         case .headerFailure(let why): return .tampered(path: path, reason: "the header is malformed: \(why)")
         case .io(let why): return .io(why)
         case .invalidArgument(let why): return .invalidArgument(why)
+        default: return .io("\(error)")
+        }
+    }
+}
+
+extension ProtectedFileError {
+    /// `error` as a protected-file error with the message it prints today: itself when it is
+    /// one; a vault error becomes ``vault(_:)``; anything else from below that the plumbing
+    /// did not map already (a file call's `SecureFile.Failure`, an `AgeError`, a random-generator
+    /// `CipherError`) becomes ``io(_:)`` with its own message.
+    static func mapping(_ error: any Error) -> ProtectedFileError {
+        switch error {
+        case let error as ProtectedFileError: return error
+        case let error as VaultError: return .vault(error)
         default: return .io("\(error)")
         }
     }

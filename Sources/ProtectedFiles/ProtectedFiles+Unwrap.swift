@@ -27,6 +27,7 @@ extension ProtectedFiles {
     ///   two of them, or a malformed `X25519` stanza; ``ProtectedFileError/invalidArgument(_:)``
     ///   for a file of another class than `onlyClass`;
     ///   ``ProtectedFileError/notProtectedFile(path:reason:)`` when no class identity unwraps it.
+    ///   Untyped `throws`: what `permit` throws is passed on unchanged beside ``ProtectedFileError``.
     package func unwrapFileKey(stanzas: [AgeStanza], onlyClass: FileProtectionClass?,
                                permit: (FileProtectionClass) throws -> Void) throws -> SecretBytes {
         let source = Self.stanzaSource

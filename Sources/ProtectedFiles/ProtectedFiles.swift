@@ -68,13 +68,13 @@ public final class ProtectedFiles: Sendable {
     /// - Returns: The classes that have a key pair afterwards.
     /// - Throws: ``ProtectedFileError`` when the key table cannot be read or written.
     @discardableResult
-    public func prepareClasses() throws -> [FileProtectionClass] {
+    public func prepareClasses() throws(ProtectedFileError) -> [FileProtectionClass] {
         var ready: [FileProtectionClass] = []
         for cls in FileProtectionClass.allValues {
             do {
-                _ = try table.entryCreatingIfNeeded(cls)
+                _ = try Self.typed { try table.entryCreatingIfNeeded(cls) }
                 ready.append(cls)
-            } catch let error as ProtectedFileError {
+            } catch {
                 switch error {
                 case .locked, .noKeyPairYet, .wrongDevice: continue
                 default: throw error
@@ -91,8 +91,8 @@ public final class ProtectedFiles: Sendable {
     /// afterwards (as it is once the vault is erased), except with an identity exported earlier.
     /// - Throws: ``ProtectedFileError/io(_:)`` when the table could not be destroyed (it was
     ///   unlinked).
-    public func eraseKeyTable() throws {
-        try table.erase()
+    public func eraseKeyTable() throws(ProtectedFileError) {
+        try Self.typed { try table.erase() }
     }
 
     /// The class recipient (`age1…`): files encrypted to it by any age tool read as this class.
@@ -100,8 +100,8 @@ public final class ProtectedFiles: Sendable {
     /// - Parameter cls: The class.
     /// - Returns: The class's X25519 recipient.
     /// - Throws: ``ProtectedFileError``.
-    public func recipient(for cls: FileProtectionClass) throws -> X25519Recipient {
-        try table.trustedRecipient(cls)
+    public func recipient(for cls: FileProtectionClass) throws(ProtectedFileError) -> X25519Recipient {
+        try Self.typed { try table.trustedRecipient(cls) }
     }
 
     /// The class identity (`AGE-SECRET-KEY-1…`, in locked memory), for interoperability and
@@ -110,28 +110,30 @@ public final class ProtectedFiles: Sendable {
     /// - Parameter cls: The class.
     /// - Returns: The identity's text, `AGE-SECRET-KEY-1…`.
     /// - Throws: ``ProtectedFileError``.
-    public func exportIdentity(for cls: FileProtectionClass) throws -> SecretBytes {
-        try table.openIdentity(try table.entryCreatingIfNeeded(cls), cls).encoded
+    public func exportIdentity(for cls: FileProtectionClass) throws(ProtectedFileError) -> SecretBytes {
+        try Self.typed { try table.openIdentity(try table.entryCreatingIfNeeded(cls), cls).encoded }
     }
 
     /// Re-seals the class identities under the vault's current class keys (after
     /// `CryptoManager.rotateClassKeys()`); needs the vault unlocked.
     /// - Returns: The number of identities re-sealed.
-    /// - Throws: The vault's errors (`VaultError`; it must be unlocked), ``ProtectedFileError``
-    ///   for the key table.
+    /// - Throws: ``ProtectedFileError``: ``ProtectedFileError/locked(_:_:)`` when a class key
+    ///   is unavailable (the vault must be unlocked), ``ProtectedFileError/vault(_:)`` for the
+    ///   vault's other errors, the other cases for the key table.
     @discardableResult
-    public func resealUnderCurrentClassKeys() throws -> Int {
-        try table.resealUnderCurrentClassKeys()
+    public func resealUnderCurrentClassKeys() throws(ProtectedFileError) -> Int {
+        try Self.typed { try table.resealUnderCurrentClassKeys() }
     }
 
     /// Rotates the vault's class keys, then re-seals the class identities under the new keys.
     /// The key pairs themselves do not change; ``rotateKeyPairs(rewrapping:resume:)`` replaces
     /// them and re-wraps the files (docs/PROTECTED-FILES.md, "Rotation").
     /// - Returns: The number of identities re-sealed.
-    /// - Throws: The vault's errors (`VaultError`; it must be unlocked), ``ProtectedFileError``
+    /// - Throws: ``ProtectedFileError``: ``ProtectedFileError/locked(_:_:)`` when the vault is
+    ///   locked, ``ProtectedFileError/vault(_:)`` for the vault's other errors, the other cases
     ///   for the key table.
     @discardableResult
-    public func rotateClassKeys() throws -> Int {
+    public func rotateClassKeys() throws(ProtectedFileError) -> Int {
         try Self.vaultCall(.complete, path: table.path) { try manager.rotateClassKeys() }
         return try resealUnderCurrentClassKeys()
     }
@@ -146,8 +148,8 @@ public final class ProtectedFiles: Sendable {
     ///   - bytes: The plaintext.
     ///   - path: Where the file goes (replaced when it exists).
     ///   - protection: The file's class.
-    public func write<Bytes: DataProtocol>(_ bytes: Bytes, to path: String, protection: FileProtectionClass) throws {
-        let recipient = try writableRecipient(protection)
+    public func write<Bytes: DataProtocol>(_ bytes: Bytes, to path: String, protection: FileProtectionClass) throws(ProtectedFileError) {
+        let recipient = try Self.typed { try writableRecipient(protection) }
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         try mapAge(path: path, protection) {
             _ = try SecureFile.writeOutput(to: path) { fd in
@@ -164,7 +166,7 @@ public final class ProtectedFiles: Sendable {
     ///   - path: Where the file goes (replaced when it exists).
     ///   - protection: The file's class.
     /// - Throws: ``ProtectedFileError``.
-    public func write<Value: Encodable>(value: Value, to path: String, protection: FileProtectionClass) throws {
+    public func write<Value: Encodable>(value: Value, to path: String, protection: FileProtectionClass) throws(ProtectedFileError) {
         var data: Data
         do { data = try JSONEncoder().encode(value) } catch {
             throw ProtectedFileError.invalidArgument("the value does not encode as JSON: \(error)")
@@ -182,8 +184,8 @@ public final class ProtectedFiles: Sendable {
     ///   - progress: When given, called as it goes with the bytes of input consumed so far.
     /// - Throws: ``ProtectedFileError``.
     public func write(from input: Int32, to path: String, protection: FileProtectionClass,
-                      progress: ((Int64) -> Void)? = nil) throws {
-        let recipient = try writableRecipient(protection)
+                      progress: ((Int64) -> Void)? = nil) throws(ProtectedFileError) {
+        let recipient = try Self.typed { try writableRecipient(protection) }
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         try mapAge(path: path, protection) {
             try Age.encrypt(from: input, toFile: path, recipients: [recipient], progress: progress)
@@ -196,10 +198,10 @@ public final class ProtectedFiles: Sendable {
     /// - Parameter path: The protected file.
     /// - Returns: Its plaintext.
     /// - Throws: ``ProtectedFileError``.
-    public func read(at path: String) throws -> [UInt8] {
-        let opened = try open(path)
+    public func read(at path: String) throws(ProtectedFileError) -> [UInt8] {
+        let opened = try Self.typed { try self.open(path) }
         defer { close(opened.fd) }
-        let identities = try identities(opened.cls, path: path)
+        let identities = try Self.typed { try self.identities(opened.cls, path: path) }
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         return try mapAge(path: path, opened.cls) {
             let reader = try AgeRandomAccessReader(fileDescriptor: opened.fd, identities: identities)
@@ -211,7 +213,7 @@ public final class ProtectedFiles: Sendable {
     /// - Parameter path: The protected file.
     /// - Returns: Its plaintext.
     /// - Throws: ``ProtectedFileError``.
-    public func readData(at path: String) throws -> Data { Data(try read(at: path)) }
+    public func readData(at path: String) throws(ProtectedFileError) -> Data { Data(try read(at: path)) }
 
     /// Reads a Codable value written by ``write(value:to:protection:)``.
     /// - Parameters:
@@ -219,7 +221,7 @@ public final class ProtectedFiles: Sendable {
     ///   - path: The protected file.
     /// - Returns: The decoded value.
     /// - Throws: ``ProtectedFileError``.
-    public func read<Value: Decodable>(_ type: Value.Type, at path: String) throws -> Value {
+    public func read<Value: Decodable>(_ type: Value.Type, at path: String) throws(ProtectedFileError) -> Value {
         var bytes = try read(at: path)
         defer { for i in bytes.indices { bytes[i] = 0 } }
         do { return try JSONDecoder().decode(type, from: Data(bytes)) } catch {
@@ -234,10 +236,10 @@ public final class ProtectedFiles: Sendable {
     ///   - output: The descriptor the plaintext is written to.
     ///   - progress: When given, called as it goes with the bytes of input consumed so far.
     /// - Throws: ``ProtectedFileError``.
-    public func read(at path: String, to output: Int32, progress: ((Int64) -> Void)? = nil) throws {
-        let opened = try open(path)
+    public func read(at path: String, to output: Int32, progress: ((Int64) -> Void)? = nil) throws(ProtectedFileError) {
+        let opened = try Self.typed { try self.open(path) }
         defer { close(opened.fd) }
-        let identities = try identities(opened.cls, path: path)
+        let identities = try Self.typed { try self.identities(opened.cls, path: path) }
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         try mapAge(path: path, opened.cls) {
             try Age.decrypt(from: opened.fd, to: output, identities: identities, armor: .none, progress: progress)
@@ -251,10 +253,10 @@ public final class ProtectedFiles: Sendable {
     ///   - destination: The plaintext file to make (replaced when it exists).
     ///   - progress: When given, called as it goes with the bytes of input consumed so far.
     /// - Throws: ``ProtectedFileError``.
-    public func read(at path: String, toFile destination: String, progress: ((Int64) -> Void)? = nil) throws {
-        let opened = try open(path)
+    public func read(at path: String, toFile destination: String, progress: ((Int64) -> Void)? = nil) throws(ProtectedFileError) {
+        let opened = try Self.typed { try self.open(path) }
         defer { close(opened.fd) }
-        let identities = try identities(opened.cls, path: path)
+        let identities = try Self.typed { try self.identities(opened.cls, path: path) }
         defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
         try mapAge(path: path, opened.cls) {
             try Age.decrypt(from: opened.fd, toFile: destination, identities: identities, armor: .none, progress: progress)
@@ -267,10 +269,10 @@ public final class ProtectedFiles: Sendable {
     /// - Parameter path: The protected file.
     /// - Returns: The reader, positioned at offset 0.
     /// - Throws: ``ProtectedFileError``.
-    public func openForReading(at path: String) throws -> ProtectedFileReader {
-        let opened = try open(path)
-        do {
-            let identities = try identities(opened.cls, path: path)
+    public func openForReading(at path: String) throws(ProtectedFileError) -> ProtectedFileReader {
+        let opened = try Self.typed { try self.open(path) }
+        do throws(ProtectedFileError) {
+            let identities = try Self.typed { try self.identities(opened.cls, path: path) }
             let reader = try mapAge(path: path, opened.cls) { try AgeRandomAccessReader(fileDescriptor: opened.fd, identities: identities) }
             return ProtectedFileReader(reader: reader, fd: opened.fd, cls: opened.cls, path: path, manager: manager)
         } catch {

@@ -21,6 +21,8 @@ package struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
     /// Whether the home has a key table.
     package var exists: Bool { access(table.path, F_OK) == 0 }
 
+    /// `DeviceKeyDependent` (Vault's extension point, untyped): throws ``ProtectedFileError``
+    /// for the table, and what `step` throws, unchanged.
     package func rekey(from old: DeviceBoundKeys, to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRekeyResult {
         guard exists else { return DeviceKeyRekeyResult(description: table.path, rekeyed: 0) }
         let newMACKey = new.deviceSubkey(purpose: ClassKeyTable.macPurpose)

@@ -247,6 +247,8 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .notRunning: return .noConnection
         case .timedOut: return .timedOut
         case .insecureDirectory: return .io
+        case .vault(let error): return status(of: error)
+        case .protectedFile(let error): return status(of: error)
         default: return .failure
         }
     }
@@ -283,7 +285,8 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case KeychainError.interactionNotAllowed(_, .notSetUp):
             return "\(CLI.describe(error)): create the vault with `securefoundation vault init`, or store the item with --accessibility always (device key only)"
         case KeychainError.interactionNotAllowed, VaultError.classKeyUnavailable, VaultError.locked,
-             ProtectedFileError.locked, IdentityError.locked, ShareError.locked, ProtectedDatabaseError.locked:
+             ProtectedFileError.locked, IdentityError.locked, ShareError.locked, ProtectedDatabaseError.locked,
+             AgentError.vault(.classKeyUnavailable), AgentError.vault(.locked), AgentError.protectedFile(.locked):
             return "\(CLI.describe(error)) (give the vault passcode with --passcode-file, or unlock a running agent with `securefoundation agent unlock`)"
         default:
             return CLI.describe(error)

@@ -46,18 +46,19 @@ public enum AgentAgePlugin {
         /// The `AGE-PLUGIN-SECUREFOUNDATION-1…` encoding (`home` made absolute).
         /// - Returns: The identity line.
         /// - Throws: `ProtectedFileError.invalidArgument` for a class name or path too long.
-        package func encoded() throws -> String {
-            if home == nil && protection == nil { return try AgePlugin.identity(name: AgentAgePlugin.name, data: []) }
+        package func encoded() throws(ProtectedFileError) -> String {
             let className = Array((protection?.name ?? "").utf8)
             let path = Array((home.map { VaultPaths.absolute($0) } ?? "").utf8)
             guard path.count <= 4096 else { throw ProtectedFileError.invalidArgument("a data directory path of \(path.count) bytes (at most 4096)") }
-            return try AgePlugin.identity(name: AgentAgePlugin.name, data: [AgentAgePlugin.dataVersion, UInt8(className.count)] + className + path)
+            let data = home == nil && protection == nil ? [] : [AgentAgePlugin.dataVersion, UInt8(className.count)] + className + path
+            // Age's error here (only for a name that is not a plugin name) keeps its message.
+            do { return try AgePlugin.identity(name: AgentAgePlugin.name, data: data) } catch { throw ProtectedFileError.io("\(error)") }
         }
 
         /// Parses an `AGE-PLUGIN-SECUREFOUNDATION-1…` identity.
         /// - Parameter identity: The identity line.
         /// - Throws: `ProtectedFileError.invalidArgument` saying what is wrong.
-        package init(parsing identity: String) throws {
+        package init(parsing identity: String) throws(ProtectedFileError) {
             guard let (plugin, data) = AgePlugin.decode(identity: identity), plugin == AgentAgePlugin.name else {
                 throw ProtectedFileError.invalidArgument("not an AGE-PLUGIN-SECUREFOUNDATION-1… identity")
             }
@@ -94,7 +95,7 @@ public enum AgentAgePlugin {
     /// - Throws: ``AgentError/pathInUse(path:reason:)`` when something else is at that path,
     ///   ``AgentError/io(_:)`` when the link cannot be made.
     @discardableResult
-    public static func installLink(in directory: String, target: String) throws -> String {
+    public static func installLink(in directory: String, target: String) throws(AgentError) -> String {
         let link = VaultPaths.absolute(directory) + "/" + programName
         if symlink(target, link) == 0 { return link }
         let code = errno
@@ -165,22 +166,25 @@ public enum AgentAgePlugin {
             let client = AgentClient(home: identity.home, timeout: timeout)
             do {
                 return .fileKey(try client.unwrapFileKey(stanzas: stanzas, onlyClass: identity.protection))
-            } catch ProtectedFileError.notProtectedFile {
-                continue
-            } catch let ProtectedFileError.invalidArgument(why) {
-                // A file of another class than the identity's: not for this identity.
-                notice = notice ?? why
-            } catch let ProtectedFileError.locked(cls, reason) {
-                switch reason {
-                case .locked:
-                    failure = failure ?? "the unlock agent at \(client.socketPath) is locked, so the vault's \(cls.name) files stay closed; unlock it with `securefoundation agent unlock`"
-                case .noFirstUnlockYet:
-                    failure = failure ?? "the unlock agent at \(client.socketPath) has not been unlocked since it started, so the vault's \(cls.name) files stay closed; unlock it once with `securefoundation agent unlock`"
-                default:
-                    failure = failure ?? "\(ProtectedFileError.locked(cls, reason))"
-                }
             } catch {
-                failure = failure ?? "\(error)"
+                switch error {
+                case .protectedFile(.notProtectedFile):
+                    continue
+                case let .protectedFile(.invalidArgument(why)):
+                    // A file of another class than the identity's: not for this identity.
+                    notice = notice ?? why
+                case let .protectedFile(.locked(cls, reason)):
+                    switch reason {
+                    case .locked:
+                        failure = failure ?? "the unlock agent at \(client.socketPath) is locked, so the vault's \(cls.name) files stay closed; unlock it with `securefoundation agent unlock`"
+                    case .noFirstUnlockYet:
+                        failure = failure ?? "the unlock agent at \(client.socketPath) has not been unlocked since it started, so the vault's \(cls.name) files stay closed; unlock it once with `securefoundation agent unlock`"
+                    default:
+                        failure = failure ?? "\(ProtectedFileError.locked(cls, reason))"
+                    }
+                default:
+                    failure = failure ?? "\(error)"
+                }
             }
         }
         return failure.map { .failure($0) } ?? .noMatch(message: notice)

@@ -94,7 +94,7 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     /// The agent's status.
     /// - Returns: The lock state, the data directory served, the TTLs and what remains of them.
     /// - Throws: ``AgentError/notRunning(socket:)`` when no agent answers.
-    public func status() throws -> AgentStatus {
+    public func status() throws(AgentError) -> AgentStatus {
         let payload = try request([AgentProtocol.Operation.status.rawValue])
         defer { payload.wipe() }
         return try decodeStatus(payload)
@@ -107,11 +107,12 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     /// counted as with `CryptoManager.unlock(passcode:)`).
     /// - Parameter passcode: The vault's passcode (1 byte to the frame limit).
     /// - Returns: The status afterwards.
-    /// - Throws: The vault's errors (`VaultError.wrongPasscode` and the rest), ``AgentError``.
+    /// - Throws: ``AgentError``: ``AgentError/vault(_:)`` for the vault's errors
+    ///   (`VaultError.wrongPasscode` and the rest), the other cases for the agent.
     @discardableResult
-    public func unlock(passcode: SecretBytes) throws -> AgentStatus {
+    public func unlock(passcode: SecretBytes) throws(AgentError) -> AgentStatus {
         guard passcode.count > 0, passcode.count <= AgentProtocol.maximumFrame - 3 else {
-            throw VaultError.invalidArgument("a passcode of \(passcode.count) bytes")
+            throw .vault(.invalidArgument("a passcode of \(passcode.count) bytes"))
         }
         let body = SecretBytes(count: 3 + passcode.count) { target in
             target[0] = AgentProtocol.version
@@ -128,12 +129,13 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     /// Unlocks the agent's vault with the answers (one per question, empty for unanswered).
     /// - Parameter answers: The answers, in the questions' order (each at most 4096 bytes).
     /// - Returns: The status afterwards.
-    /// - Throws: `VaultError.invalidArgument` for a wrong number of answers or one too long, the
-    ///   vault's errors (`VaultError.wrongAnswers` and the rest), ``AgentError``.
+    /// - Throws: ``AgentError``: ``AgentError/vault(_:)`` with `VaultError.invalidArgument` for
+    ///   a wrong number of answers or one too long, or the vault's other errors
+    ///   (`VaultError.wrongAnswers` and the rest); the other cases for the agent.
     @discardableResult
-    public func unlock(answers: [SecretBytes]) throws -> AgentStatus {
+    public func unlock(answers: [SecretBytes]) throws(AgentError) -> AgentStatus {
         guard (1...CryptoManager.maximumQuestions).contains(answers.count), answers.allSatisfy({ $0.count <= 4096 }) else {
-            throw VaultError.invalidArgument("\(answers.count) answers (1 to \(CryptoManager.maximumQuestions), each at most 4096 bytes)")
+            throw .vault(.invalidArgument("\(answers.count) answers (1 to \(CryptoManager.maximumQuestions), each at most 4096 bytes)"))
         }
         let total = 4 + answers.reduce(0) { $0 + 2 + $1.count }
         let body = SecretBytes(count: total) { target in
@@ -163,10 +165,11 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     /// file or the environment. The agent holds it in locked memory until it stops (locking
     /// does not forget it); send it before the first ``unlock(passcode:)``.
     /// - Parameter pin: The PIN, 1 to 256 bytes (wiped by the caller).
-    /// - Throws: `VaultError.invalidArgument` for an empty or over-long PIN, ``AgentError``.
-    package func giveTokenPIN(_ pin: SecretBytes) throws {
+    /// - Throws: ``AgentError/vault(_:)`` with `VaultError.invalidArgument` for an empty or
+    ///   over-long PIN, ``AgentError``.
+    package func giveTokenPIN(_ pin: SecretBytes) throws(AgentError) {
         guard (1...AgentProtocol.maximumPIN).contains(pin.count) else {
-            throw VaultError.invalidArgument("a token PIN of \(pin.count) bytes (1 to \(AgentProtocol.maximumPIN))")
+            throw .vault(.invalidArgument("a token PIN of \(pin.count) bytes (1 to \(AgentProtocol.maximumPIN))"))
         }
         let body = SecretBytes(count: 2 + pin.count) { target in
             target[0] = AgentProtocol.version
@@ -180,13 +183,13 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     /// Locks the agent's vault at once (whenUnlocked keys are wiped; afterFirstUnlock keys stay
     /// until the agent stops).
     /// - Throws: ``AgentError/notRunning(socket:)`` when no agent answers, ``AgentError``.
-    public func lock() throws {
+    public func lock() throws(AgentError) {
         try request([AgentProtocol.Operation.lock.rawValue]).wipe()
     }
 
     /// Stops the agent and waits (at most 5 s) until its socket is gone.
     /// - Throws: ``AgentError/notRunning(socket:)`` when no agent answers, ``AgentError``.
-    public func stop() throws {
+    public func stop() throws(AgentError) {
         try request([AgentProtocol.Operation.stop.rawValue]).wipe()
         for _ in 0..<100 {
             if (try? FileCalls.linkStatus(socketPath)) == nil { return }
@@ -199,14 +202,15 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     ///   - accessibility: The keychain accessibility whose class keys are asked for.
     ///   - vaultID: The vault's 16-byte identifier (the agent refuses another vault's).
     /// - Returns: The 32-byte class keys, current first.
-    /// - Throws: `VaultError.classKeyUnavailable` (locked, no first unlock yet), ``AgentError``.
-    public func classKeys(for accessibility: Accessibility, vaultID: Data) throws -> [SecretBytes] {
-        guard vaultID.count == 16 else { throw VaultError.invalidArgument("a vault id of \(vaultID.count) bytes") }
+    /// - Throws: ``AgentError/vault(_:)`` with `VaultError.classKeyUnavailable` (locked, no
+    ///   first unlock yet) or `VaultError.invalidArgument`, ``AgentError``.
+    public func classKeys(for accessibility: Accessibility, vaultID: Data) throws(AgentError) -> [SecretBytes] {
+        guard vaultID.count == 16 else { throw .vault(.invalidArgument("a vault id of \(vaultID.count) bytes")) }
         let body = [AgentProtocol.Operation.classKeys.rawValue, AgentProtocol.classCode(accessibility.protectionClass),
                     accessibility.thisDeviceOnly ? 1 : 0] + Array(vaultID)
         let payload = try request(body)
         defer { payload.wipe() }
-        return try payload.withUnsafeBytes { bytes in
+        return try payload.withUnsafeBytes { (bytes) throws(AgentError) -> [SecretBytes] in
             guard bytes.count >= 1, bytes[0] >= 1, bytes.count == 1 + 32 * Int(bytes[0]) else {
                 throw AgentError.protocolViolation("a class-key answer of \(bytes.count) bytes")
             }
@@ -222,12 +226,16 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     ///   - stanzas: The header's `X25519` stanzas and its class stanza (others are not sent).
     ///   - onlyClass: Serve only files of this class (nil: any class).
     /// - Returns: The 16-byte file key.
-    /// - Throws: `ProtectedFileError.locked` when the class is unavailable in the agent (locked,
-    ///   or not unlocked since it started), ``AgentError/remote(_:)`` for a file the agent's
-    ///   vault does not open (its message says why), ``AgentError`` for the connection.
-    package func unwrapFileKey(stanzas: [AgeStanza], onlyClass: FileProtectionClass?) throws -> SecretBytes {
+    /// - Throws: ``AgentError/protectedFile(_:)`` with `ProtectedFileError.locked` when the
+    ///   class is unavailable in the agent (locked, or not unlocked since it started), or
+    ///   `notProtectedFile`, `tampered`, `invalidArgument` for a file the agent's vault does not
+    ///   open (its message says why); ``AgentError/remote(_:)`` for other refusals,
+    ///   ``AgentError`` for the connection.
+    package func unwrapFileKey(stanzas: [AgeStanza], onlyClass: FileProtectionClass?) throws(AgentError) -> SecretBytes {
         let relevant = stanzas.filter { $0.type == "X25519" || $0.type == "sf-protection" }
-        let body = SecretBytes(copying: try AgentProtocol.unwrapRequest(onlyClass: onlyClass?.name, stanzas: relevant))
+        let encoded: [UInt8]
+        do { encoded = try AgentProtocol.unwrapRequest(onlyClass: onlyClass?.name, stanzas: relevant) } catch { throw AgentError.mapping(error) }
+        let body = SecretBytes(copying: encoded)
         defer { body.wipe() }
         let payload = try request(body)
         guard payload.count == 16 else {
@@ -271,13 +279,14 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     /// running out, the agent stopping: the stream then ends).
     /// - Returns: The stream of lock states.
     /// - Throws: ``AgentError/notRunning(socket:)`` when no agent answers.
-    public func lockStateChanges() throws -> AsyncStream<LockState> {
-        let fd = try connect()
+    public func lockStateChanges() throws(AgentError) -> AsyncStream<LockState> {
+        let fd: Int32
+        do { fd = try connect() } catch { throw AgentError.mapping(error) }
         do {
             try AgentProtocol.writeFrame(fd, [AgentProtocol.version, AgentProtocol.Operation.subscribe.rawValue])
         } catch {
             close(fd)
-            throw error
+            throw AgentError.mapping(error)
         }
         UnixSocket.setTimeouts(fd, seconds: 0)
         let (stream, continuation) = AsyncStream<LockState>.makeStream(bufferingPolicy: .bufferingNewest(16))
@@ -317,7 +326,7 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     }
 
     @discardableResult
-    private func request(_ operation: [UInt8]) throws -> SecretBytes {
+    private func request(_ operation: [UInt8]) throws(AgentError) -> SecretBytes {
         let body = SecretBytes(copying: [AgentProtocol.version] + operation)
         defer { body.wipe() }
         return try request(body)
@@ -325,25 +334,21 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
 
     /// Sends one request and returns the answer's payload (a status-0 frame without its status
     /// byte), all within ``timeout`` seconds; records in ``lastFailure`` whether the agent was reached.
-    private func request(_ body: SecretBytes) throws -> SecretBytes {
+    private func request(_ body: SecretBytes) throws(AgentError) -> SecretBytes {
         if let recent = record.recentTimeout(within: timeout) { throw recent }
         do {
             let answer = try exchangeRetryingBusy(body)
             record.set(nil)
             return answer
-        } catch AgentError.notRunning(let socket) where (try? FileCalls.linkStatus(socketPath)) == nil {
-            record.set(nil)
-            throw AgentError.notRunning(socket: socket)
-        } catch let error as AgentError {
+        } catch {
             switch error {
+            case .notRunning where (try? FileCalls.linkStatus(socketPath)) == nil:
+                record.set(nil)
             case .notRunning, .timedOut, .io, .refused:
                 record.set(error)
             default:
                 record.set(nil)
             }
-            throw error
-        } catch {
-            record.set(nil)
             throw error
         }
     }
@@ -357,7 +362,7 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     /// before its request is read. A client with many threads can meet this on a loaded machine
     /// (each thread's connection is silent between `connect` and `send`). Such a request was
     /// never handled, so it is sent again on a new connection, a few times, after a short pause.
-    private func exchangeRetryingBusy(_ body: SecretBytes) throws -> SecretBytes {
+    private func exchangeRetryingBusy(_ body: SecretBytes) throws(AgentError) -> SecretBytes {
         var attempt = 1
         while true {
             do {
@@ -366,6 +371,10 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
                 guard attempt < Self.attemptsWhenBusy else { throw turnedAway.error }
             } catch AgentError.remote(let message) where message == AgentServer.busyMessage {
                 guard attempt < Self.attemptsWhenBusy else { throw AgentError.remote(message) }
+            } catch {
+                // The plumbing throws `AgentError` (an agent's refusal carries the vault's or
+                // the protected files' typed error inside it).
+                throw AgentError.mapping(error)
             }
             usleep(UInt32(5_000 * attempt))
             attempt += 1
@@ -414,7 +423,7 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
         value == value.rounded() ? String(Int(value)) : String(value)
     }
 
-    private func decodeStatus(_ payload: SecretBytes) throws -> AgentStatus {
+    private func decodeStatus(_ payload: SecretBytes) throws(AgentError) -> AgentStatus {
         do {
             return try payload.withUnsafeBytes { try JSONDecoder().decode(AgentStatus.self, from: Data($0)) }
         } catch {

@@ -1,4 +1,6 @@
 import Foundation
+import Vault
+import ProtectedFiles
 
 /// Everything the unlock agent and its client can fail with, each saying what to do.
 public enum AgentError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -20,6 +22,13 @@ public enum AgentError: Error, Sendable, Equatable, CustomStringConvertible {
     case io(String)
     /// The agent did not answer in time.
     case timedOut(String)
+    /// The agent's vault refused with its own typed error (a wrong passcode or answers, too
+    /// many attempts, a class key unavailable, an invalid argument...); its message is the
+    /// vault's.
+    case vault(VaultError)
+    /// The agent's protected files refused with their own typed error (a class unavailable in
+    /// the agent, a file its vault does not open, a tampered header...); its message is theirs.
+    case protectedFile(ProtectedFileError)
 
     public var description: String {
         switch self {
@@ -41,6 +50,22 @@ public enum AgentError: Error, Sendable, Equatable, CustomStringConvertible {
             return "unlock agent I/O error: \(why)"
         case let .timedOut(why):
             return "the unlock agent did not answer in time: \(why)"
+        case let .vault(error):
+            return "\(error)"
+        case let .protectedFile(error):
+            return "\(error)"
+        }
+    }
+
+    /// `error` as an agent error with the message it prints today: itself when it is one; a
+    /// vault's error becomes ``vault(_:)``, a protected file's ``protectedFile(_:)``. Anything
+    /// else (which the agent's plumbing does not throw) becomes ``remote(_:)``.
+    static func mapping(_ error: any Error) -> AgentError {
+        switch error {
+        case let error as AgentError: return error
+        case let error as VaultError: return .vault(error)
+        case let error as ProtectedFileError: return .protectedFile(error)
+        default: return .remote("\(error)")
         }
     }
 

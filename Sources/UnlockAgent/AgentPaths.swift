@@ -39,7 +39,7 @@ public enum AgentPaths {
     /// - Parameter directory: The directory to create or check.
     /// - Throws: ``AgentError/insecureDirectory(path:reason:fix:)`` saying what to fix,
     ///   ``AgentError/io(_:)`` when it cannot be created or examined.
-    public static func ensurePrivateDirectory(_ directory: String) throws {
+    public static func ensurePrivateDirectory(_ directory: String) throws(AgentError) {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw AgentError.system("mkdir", directory)
         }

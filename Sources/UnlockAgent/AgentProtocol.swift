@@ -220,33 +220,33 @@ struct WireError: Codable, Sendable {
     }
 
     /// The error the client throws.
-    var error: any Error {
+    var error: AgentError {
         let wait = seconds.map { Duration.seconds($0) }
         switch kind {
-        case "wrongPasscode": return VaultError.wrongPasscode(failures: failures ?? 0, nextAttemptAfter: wait)
-        case "wrongAnswers": return VaultError.wrongAnswers(failures: failures ?? 0, nextAttemptAfter: wait)
-        case "tooManyAttempts": return VaultError.tooManyAttempts(retryAfter: wait ?? .zero)
-        case "attemptRecordDamaged": return VaultError.attemptRecordDamaged(retryAfter: wait ?? .zero)
-        case "erased": return VaultError.erased
-        case "notSetUp": return VaultError.notSetUp
-        case "locked": return VaultError.locked
-        case "noPasscode": return VaultError.noPasscode
-        case "noSecurityQuestions": return VaultError.noSecurityQuestions
+        case "wrongPasscode": return .vault(VaultError.wrongPasscode(failures: failures ?? 0, nextAttemptAfter: wait))
+        case "wrongAnswers": return .vault(VaultError.wrongAnswers(failures: failures ?? 0, nextAttemptAfter: wait))
+        case "tooManyAttempts": return .vault(VaultError.tooManyAttempts(retryAfter: wait ?? .zero))
+        case "attemptRecordDamaged": return .vault(VaultError.attemptRecordDamaged(retryAfter: wait ?? .zero))
+        case "erased": return .vault(VaultError.erased)
+        case "notSetUp": return .vault(VaultError.notSetUp)
+        case "locked": return .vault(VaultError.locked)
+        case "noPasscode": return .vault(VaultError.noPasscode)
+        case "noSecurityQuestions": return .vault(VaultError.noSecurityQuestions)
         case "classKeyUnavailable":
             if let name = accessibility, let value = Accessibility(name: name),
                let reason = Self.reasons.first(where: { $0.0 == self.reason })?.1 {
-                return VaultError.classKeyUnavailable(value, reason)
+                return .vault(VaultError.classKeyUnavailable(value, reason))
             }
             return AgentError.remote(message)
         case "fileClassUnavailable":
             if let name = accessibility, let cls = FileProtectionClass(name: name),
                let reason = Self.reasons.first(where: { $0.0 == self.reason })?.1 {
-                return ProtectedFileError.locked(cls, reason)
+                return .protectedFile(ProtectedFileError.locked(cls, reason))
             }
             return AgentError.remote(message)
-        case "notProtectedFile": return ProtectedFileError.notProtectedFile(path: ProtectedFiles.stanzaSource, reason: reason ?? message)
-        case "tampered": return ProtectedFileError.tampered(path: ProtectedFiles.stanzaSource, reason: reason ?? message)
-        case "invalidArgument": return ProtectedFileError.invalidArgument(reason ?? message)
+        case "notProtectedFile": return .protectedFile(ProtectedFileError.notProtectedFile(path: ProtectedFiles.stanzaSource, reason: reason ?? message))
+        case "tampered": return .protectedFile(ProtectedFileError.tampered(path: ProtectedFiles.stanzaSource, reason: reason ?? message))
+        case "invalidArgument": return .protectedFile(ProtectedFileError.invalidArgument(reason ?? message))
         case "refused": return AgentError.refused(message)
         case "protocol": return AgentError.protocolViolation(message)
         default: return AgentError.remote(message)

@@ -144,7 +144,7 @@ public final class AgentServer: @unchecked Sendable {
     /// - Throws: ``AgentError/protocolViolation(_:)`` for TTLs under one second,
     ///   ``AgentError/io(_:)`` when its wake-up pipe cannot be made.
     public init(manager: CryptoManager, socketPath: String, configuration: Configuration = Configuration(),
-                log: (@Sendable (String) -> Void)? = nil) throws {
+                log: (@Sendable (String) -> Void)? = nil) throws(AgentError) {
         guard configuration.idleTTL > 0, configuration.maxTTL > 0 else {
             throw AgentError.protocolViolation("the idle and maximum TTLs must be at least one second")
         }
@@ -178,7 +178,7 @@ public final class AgentServer: @unchecked Sendable {
     /// - Throws: ``AgentError/alreadyRunning(socket:)``, ``AgentError/pathInUse(path:reason:)``
     ///   when something else is at the socket's or the lock's path,
     ///   ``AgentError/insecureDirectory(path:reason:fix:)``, ``AgentError/io(_:)``.
-    public func bind() throws {
+    public func bind() throws(AgentError) {
         let directory = (socketPath as NSString).deletingLastPathComponent
         try AgentPaths.ensurePrivateDirectory(directory)
         let lockPath = socketPath + ".lock"
@@ -191,7 +191,7 @@ public final class AgentServer: @unchecked Sendable {
             close(lockFD)
             throw AgentError.alreadyRunning(socket: socketPath)
         }
-        do {
+        do throws(AgentError) {
             let existing: FileStatus?
             do {
                 existing = try FileCalls.linkStatus(socketPath)
@@ -236,7 +236,7 @@ public final class AgentServer: @unchecked Sendable {
     /// returns. Call ``bind()`` first.
     /// - Throws: ``AgentError/notRunning(socket:)`` when not bound, ``AgentError/io(_:)`` when
     ///   waiting for connections fails.
-    public func run() throws {
+    public func run() throws(AgentError) {
         let listenFD = locked { $0.listenFD }
         guard listenFD >= 0 else { throw AgentError.notRunning(socket: socketPath) }
         while !locked({ $0.stopping }) {

@@ -50,7 +50,7 @@ struct KeyRotationTests {
             do {
                 _ = try attackerFiles.read(at: path)
                 Issue.record("the old data directory opened \(cls.name) after the rotation")
-            } catch let error as ProtectedFileError {
+            } catch {
                 guard case .tampered(path: path, reason: _) = error else { Issue.record("\(cls.name): \(error)"); continue }
             }
             // Nor do its exported identities, through age itself.
@@ -133,7 +133,7 @@ struct KeyRotationTests {
         do {
             _ = try files.exportIdentity(for: .complete)
             Issue.record("a retired pair was accepted as the current one")
-        } catch let error as ProtectedFileError {
+        } catch {
             guard case .keyTable = error else { Issue.record("got \(error)"); return }
         }
         try writeBytes(Array(try JSONEncoder().encode(table)), tablePath)

@@ -216,7 +216,7 @@ struct ProtectedFilesTests {
         try writeBytes(relabelled, path)
         #expect(try files.protection(ofItemAt: path) == .complete)
         #expect(throws: ProtectedFileError.self) { try files.read(at: path) }
-        do { _ = try files.read(at: path) } catch let error as ProtectedFileError {
+        do { _ = try files.read(at: path) } catch {
             guard case .tampered(path: path, reason: _) = error else { Issue.record("expected tampered, got \(error)"); return }
         }
 
@@ -349,7 +349,7 @@ struct ProtectedFilesTests {
         struct Note: Codable, Equatable { var title: String; var count: Int }
         try files.write(value: Note(title: "t", count: 3), to: fixture.path("note"), protection: .complete)
         #expect(try files.read(Note.self, at: fixture.path("note")) == Note(title: "t", count: 3))
-        do { _ = try files.read(at: source); Issue.record("a plain file was read") } catch let error as ProtectedFileError {
+        do { _ = try files.read(at: source); Issue.record("a plain file was read") } catch {
             guard case .notProtectedFile(path: source, reason: _) = error else { Issue.record("got \(error)"); return }
         }
         #expect(throws: ProtectedFileError.self) { try files.protection(ofItemAt: fixture.path("missing")) }

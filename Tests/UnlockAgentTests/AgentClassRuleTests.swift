@@ -20,10 +20,10 @@ struct AgentClassRuleTests {
         let vaultID = try #require(try fixture.manager().vaultID)
         #expect(try client.status().firstUnlockDone == false)
         for accessibility in Self.whenUnlocked {
-            #expect(throws: VaultError.classKeyUnavailable(accessibility, .locked)) { try client.classKeys(for: accessibility, vaultID: vaultID) }
+            #expect(throws: AgentError.vault(.classKeyUnavailable(accessibility, .locked))) { try client.classKeys(for: accessibility, vaultID: vaultID) }
         }
         for accessibility in Self.afterFirstUnlock {
-            #expect(throws: VaultError.classKeyUnavailable(accessibility, .noFirstUnlockYet)) { try client.classKeys(for: accessibility, vaultID: vaultID) }
+            #expect(throws: AgentError.vault(.classKeyUnavailable(accessibility, .noFirstUnlockYet))) { try client.classKeys(for: accessibility, vaultID: vaultID) }
         }
         #expect(client.unlockedClassKeys(.afterFirstUnlock, vaultID: vaultID) == nil)
         #expect(client.unlockedClassKeys(.whenUnlocked, vaultID: vaultID) == nil)
@@ -42,7 +42,7 @@ struct AgentClassRuleTests {
         try client.lock()
         #expect(try client.status().state == .locked)
         for accessibility in Self.whenUnlocked {
-            #expect(throws: VaultError.classKeyUnavailable(accessibility, .locked)) { try client.classKeys(for: accessibility, vaultID: vaultID) }
+            #expect(throws: AgentError.vault(.classKeyUnavailable(accessibility, .locked))) { try client.classKeys(for: accessibility, vaultID: vaultID) }
         }
         let direct = try fixture.manager()
         try direct.unlock(passcode: SecretBytes(utf8: fixture.passcode))

@@ -68,10 +68,10 @@ struct AgentHardeningTests {
 
         try copyFiles(from: backup, to: fixture.home)
         #expect(try fixture.manager().vaultID == vaultID)
-        #expect(throws: VaultError.classKeyUnavailable(.afterFirstUnlock, .noFirstUnlockYet)) {
+        #expect(throws: AgentError.vault(.classKeyUnavailable(.afterFirstUnlock, .noFirstUnlockYet))) {
             try client.classKeys(for: .afterFirstUnlock, vaultID: vaultID)
         }
-        #expect(throws: VaultError.classKeyUnavailable(.whenUnlocked, .locked)) { try client.classKeys(for: .whenUnlocked, vaultID: vaultID) }
+        #expect(throws: AgentError.vault(.classKeyUnavailable(.whenUnlocked, .locked))) { try client.classKeys(for: .whenUnlocked, vaultID: vaultID) }
         status = try client.status()
         #expect(status.state == .locked && !status.firstUnlockDone)
 
@@ -93,10 +93,10 @@ struct AgentHardeningTests {
         other.lock()
         let status = try client.status()
         #expect(status.state == .locked && !status.firstUnlockDone)
-        #expect(throws: VaultError.classKeyUnavailable(.afterFirstUnlock, .noFirstUnlockYet)) {
+        #expect(throws: AgentError.vault(.classKeyUnavailable(.afterFirstUnlock, .noFirstUnlockYet))) {
             try client.classKeys(for: .afterFirstUnlock, vaultID: vaultID)
         }
-        #expect(throws: VaultError.wrongPasscode(failures: 1, nextAttemptAfter: nil)) { try client.unlock(passcode: SecretBytes(utf8: fixture.passcode)) }
+        #expect(throws: AgentError.vault(.wrongPasscode(failures: 1, nextAttemptAfter: nil))) { try client.unlock(passcode: SecretBytes(utf8: fixture.passcode)) }
         try client.unlock(passcode: SecretBytes(utf8: "battery staple"))
         #expect(try client.classKeys(for: .whenUnlocked, vaultID: vaultID).count == 1)
     }

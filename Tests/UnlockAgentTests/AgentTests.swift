@@ -17,8 +17,8 @@ struct AgentTests {
         // (afterFirstUnlock before any unlock is checked from another process, in AgentCLITests:
         // in this process the fixture's set-up already unlocked the vault once.)
         #expect(try client.status().firstUnlockDone == false)
-        #expect(throws: VaultError.classKeyUnavailable(.whenUnlocked, .locked)) { try client.classKeys(for: .whenUnlocked, vaultID: vaultID) }
-        #expect(throws: VaultError.wrongPasscode(failures: 1, nextAttemptAfter: nil)) { try client.unlock(passcode: SecretBytes(utf8: "wrong")) }
+        #expect(throws: AgentError.vault(.classKeyUnavailable(.whenUnlocked, .locked))) { try client.classKeys(for: .whenUnlocked, vaultID: vaultID) }
+        #expect(throws: AgentError.vault(.wrongPasscode(failures: 1, nextAttemptAfter: nil))) { try client.unlock(passcode: SecretBytes(utf8: "wrong")) }
 
         let status = try client.unlock(passcode: SecretBytes(utf8: fixture.passcode))
         #expect(status.state == .unlocked && status.firstUnlockDone)
@@ -46,7 +46,7 @@ struct AgentTests {
 
         try client.lock()
         #expect(try client.status().state == .locked)
-        #expect(throws: VaultError.classKeyUnavailable(.whenUnlocked, .locked)) { try client.classKeys(for: .whenUnlocked, vaultID: vaultID) }
+        #expect(throws: AgentError.vault(.classKeyUnavailable(.whenUnlocked, .locked))) { try client.classKeys(for: .whenUnlocked, vaultID: vaultID) }
         #expect(throws: VaultError.classKeyUnavailable(.whenUnlocked, .locked)) { try viaAgent.classKey(for: .whenUnlocked) }
         // afterFirstUnlock stays from the first unlock until the agent stops.
         #expect(try client.classKeys(for: .afterFirstUnlock, vaultID: vaultID).count == 1)
@@ -69,7 +69,7 @@ struct AgentTests {
         #expect(try client.status().state == .unlocked)
         // Left alone, it locks.
         #expect(try AgentFixture.eventually(within: 15) { try client.status().state == .locked })
-        #expect(throws: VaultError.classKeyUnavailable(.whenUnlocked, .locked)) { try client.classKeys(for: .whenUnlocked, vaultID: vaultID) }
+        #expect(throws: AgentError.vault(.classKeyUnavailable(.whenUnlocked, .locked))) { try client.classKeys(for: .whenUnlocked, vaultID: vaultID) }
     }
 
     @Test func maxTTLLocksWhateverTheUse() throws {

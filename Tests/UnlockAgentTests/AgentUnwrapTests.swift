@@ -37,6 +37,17 @@ struct AgentUnwrapTests {
         return try AgeFileHeader.read(fileDescriptor: fd).stanzas
     }
 
+    /// Whether `body` throws the agent's refusal carrying a protected file's error.
+    static func isProtectedFileError(_ body: () throws -> SecretBytes) -> Bool {
+        do {
+            _ = try body()
+            return false
+        } catch {
+            if case .protectedFile? = error as? AgentError { return true }
+            return false
+        }
+    }
+
     static func plaintext(_ path: String, key: SecretBytes) throws -> String {
         let bytes = try Age.decrypt(Data(contentsOf: URL(fileURLWithPath: path)), identities: [KnownKey(key: key)])
         return String(decoding: bytes, as: UTF8.self)
@@ -57,9 +68,9 @@ struct AgentUnwrapTests {
         for (cls, file) in files {
             switch cls.accessibility.protectionClass {
             case .whenUnlocked:
-                #expect(throws: ProtectedFileError.locked(cls, .locked)) { try client.unwrapFileKey(stanzas: file.stanzas, onlyClass: nil) }
+                #expect(throws: AgentError.protectedFile(.locked(cls, .locked))) { try client.unwrapFileKey(stanzas: file.stanzas, onlyClass: nil) }
             case .afterFirstUnlock:
-                #expect(throws: ProtectedFileError.locked(cls, .noFirstUnlockYet)) { try client.unwrapFileKey(stanzas: file.stanzas, onlyClass: nil) }
+                #expect(throws: AgentError.protectedFile(.locked(cls, .noFirstUnlockYet))) { try client.unwrapFileKey(stanzas: file.stanzas, onlyClass: nil) }
             case .always:
                 let key = try client.unwrapFileKey(stanzas: file.stanzas, onlyClass: nil)
                 #expect(try Self.plaintext(file.path, key: key) == "the \(cls.name) file")
@@ -76,7 +87,7 @@ struct AgentUnwrapTests {
         try client.lock()
         for (cls, file) in files {
             if cls.accessibility.protectionClass == .whenUnlocked {
-                #expect(throws: ProtectedFileError.locked(cls, .locked)) { try client.unwrapFileKey(stanzas: file.stanzas, onlyClass: nil) }
+                #expect(throws: AgentError.protectedFile(.locked(cls, .locked))) { try client.unwrapFileKey(stanzas: file.stanzas, onlyClass: nil) }
             } else {
                 #expect(try Self.plaintext(file.path, key: client.unwrapFileKey(stanzas: file.stanzas, onlyClass: nil)) == "the \(cls.name) file")
             }
@@ -97,38 +108,38 @@ struct AgentUnwrapTests {
         let classStanza = { (name: String) in AgeStanza(type: "sf-protection", arguments: ["1", name], body: []) }
 
         // Locked: relabelled as `none`, the none identity does not unwrap the complete key.
-        #expect(throws: ProtectedFileError.notProtectedFile(path: ProtectedFiles.stanzaSource, reason: "its file key is not wrapped to this vault's none key (written under another vault, or its class stanza was altered)")) {
+        #expect(throws: AgentError.protectedFile(.notProtectedFile(path: ProtectedFiles.stanzaSource, reason: "its file key is not wrapped to this vault's none key (written under another vault, or its class stanza was altered)"))) {
             try client.unwrapFileKey(stanzas: x25519 + [classStanza("none")], onlyClass: nil)
         }
-        #expect(throws: ProtectedFileError.tampered(path: ProtectedFiles.stanzaSource, reason: "the header has more than one class stanza")) {
+        #expect(throws: AgentError.protectedFile(.tampered(path: ProtectedFiles.stanzaSource, reason: "the header has more than one class stanza"))) {
             try client.unwrapFileKey(stanzas: x25519 + [classStanza("none"), classStanza("complete")], onlyClass: nil)
         }
         for bad in [AgeStanza(type: "sf-protection", arguments: ["2", "none"], body: []),
                     AgeStanza(type: "sf-protection", arguments: ["1", "nonsense"], body: []),
                     AgeStanza(type: "sf-protection", arguments: ["1", "none"], body: [1])] {
-            #expect(throws: ProtectedFileError.tampered(path: ProtectedFiles.stanzaSource, reason: "the class stanza is malformed or of an unknown version")) {
+            #expect(throws: AgentError.protectedFile(.tampered(path: ProtectedFiles.stanzaSource, reason: "the class stanza is malformed or of an unknown version"))) {
                 try client.unwrapFileKey(stanzas: x25519 + [bad], onlyClass: nil)
             }
         }
         // A malformed X25519 stanza (a share of the wrong size) is tampering, never a crash.
         let badShare = AgeStanza(type: "X25519", arguments: ["AAAA"], body: x25519[0].body)
-        #expect(throws: ProtectedFileError.self) { try client.unwrapFileKey(stanzas: [badShare, classStanza("none")], onlyClass: nil) }
+        #expect(Self.isProtectedFileError { try client.unwrapFileKey(stanzas: [badShare, classStanza("none")], onlyClass: nil) })
         // No X25519 stanza at all: not a protected file.
-        #expect(throws: ProtectedFileError.self) { try client.unwrapFileKey(stanzas: [classStanza("none")], onlyClass: nil) }
+        #expect(Self.isProtectedFileError { try client.unwrapFileKey(stanzas: [classStanza("none")], onlyClass: nil) })
 
         // Without a class stanza, while locked: the complete key is the only one that could
         // open it, and it is locked, which is what is said.
-        #expect(throws: ProtectedFileError.locked(Self.complete, .locked)) { try client.unwrapFileKey(stanzas: x25519, onlyClass: nil) }
+        #expect(throws: AgentError.protectedFile(.locked(Self.complete, .locked))) { try client.unwrapFileKey(stanzas: x25519, onlyClass: nil) }
         _ = try client.unlock(passcode: SecretBytes(utf8: fixture.passcode))
         let path = try #require(files[Self.complete]).path
         #expect(try Self.plaintext(path, key: client.unwrapFileKey(stanzas: x25519, onlyClass: nil)) == "the complete file")
         // An identity of another class: refused with a message naming both.
-        #expect(throws: ProtectedFileError.invalidArgument("the file is of class complete, and this identity opens none files only; use an identity of class complete, or one without a class (`age -j securefoundation`)")) {
+        #expect(throws: AgentError.protectedFile(.invalidArgument("the file is of class complete, and this identity opens none files only; use an identity of class complete, or one without a class (`age -j securefoundation`)"))) {
             try client.unwrapFileKey(stanzas: complete, onlyClass: Self.none)
         }
         // Stanzas of a file from another vault (a fresh X25519 key): no match, not an error of this vault.
         let foreign = try X25519Identity.generate().recipient.wrap(fileKey: SecretBytes.random(count: 16))
-        #expect(throws: ProtectedFileError.notProtectedFile(path: ProtectedFiles.stanzaSource, reason: "its file key is not wrapped to this vault's complete key (written under another vault, or its class stanza was altered)")) {
+        #expect(throws: AgentError.protectedFile(.notProtectedFile(path: ProtectedFiles.stanzaSource, reason: "its file key is not wrapped to this vault's complete key (written under another vault, or its class stanza was altered)"))) {
             try client.unwrapFileKey(stanzas: foreign + [classStanza("complete")], onlyClass: nil)
         }
     }

@@ -22,7 +22,7 @@ enum AgentSystem {
     }
 
     /// A pipe whose ends are close-on-exec and non-blocking: (read, write).
-    static func wakePipe() throws -> (read: Int32, write: Int32) {
+    static func wakePipe() throws(AgentError) -> (read: Int32, write: Int32) {
         var fds: [Int32] = [0, 0]
         guard sf_pipe_cloexec(&fds) == 0 else { throw AgentError.system("pipe", "wake-up pipe") }
         for fd in fds {
@@ -48,7 +48,7 @@ enum AgentSystem {
     /// the bind), then `chmod` 0600 and `listen`. The caller removed what was there.
     /// - Returns: The listening descriptor.
     /// - Throws: ``AgentError/io(_:)`` naming the call that failed (nothing is left behind).
-    static func listen(at path: String) throws -> Int32 {
+    static func listen(at path: String) throws(AgentError) -> Int32 {
         var address = try UnixSocket.address(path)
         let fd = try UnixSocket.makeSocket()
         let previous = umask(0o177)

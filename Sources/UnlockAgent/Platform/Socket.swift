@@ -10,7 +10,7 @@ enum UnixSocket {
     /// The longest path a `sockaddr_un` holds (107 bytes on Linux, 103 on Darwin).
     static var maximumPathLength: Int { MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1 }
 
-    static func address(_ path: String) throws -> sockaddr_un {
+    static func address(_ path: String) throws(AgentError) -> sockaddr_un {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
@@ -24,7 +24,7 @@ enum UnixSocket {
         return address
     }
 
-    static func makeSocket() throws -> Int32 {
+    static func makeSocket() throws(AgentError) -> Int32 {
         #if os(Linux)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         #else
