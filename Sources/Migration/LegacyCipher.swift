@@ -72,6 +72,12 @@ public enum MigrationError: Error, Equatable, Sendable, CustomStringConvertible 
         public var description: String { "\(subject): \(reason)" }
     }
 
+    /// The body of a legacy decoder with its failure as a ``MigrationError``: the decoders
+    /// throw nothing else (anything else is reported as ``legacyFormat(_:)`` with its text).
+    static func typing<T>(_ body: () throws -> T) throws(MigrationError) -> T {
+        do { return try body() } catch let error as MigrationError { throw error } catch { throw .legacyFormat("\(error)") }
+    }
+
     public var description: String {
         switch self {
         case .legacyDataRejected:
@@ -109,7 +115,7 @@ public enum LegacyCipher {
     ///   - salt: The legacy salt (not empty).
     /// - Returns: The 32-byte key.
     /// - Throws: ``MigrationError/invalidArgument(_:)`` for an empty salt or a failed derivation.
-    package static func deriveKey(_ secret: SecretBytes, salt: [UInt8]) throws -> SecretBytes {
+    package static func deriveKey(_ secret: SecretBytes, salt: [UInt8]) throws(MigrationError) -> SecretBytes {
         guard !salt.isEmpty else { throw MigrationError.invalidArgument("the legacy salt is empty") }
         do {
             let key = try secret.withUnsafeBytes { bytes in

@@ -75,26 +75,30 @@ public struct LegacyCryptoManager: Sendable {
     /// - Returns: The legacy application key.
     /// - Throws: ``MigrationError/wrongPasscode`` (also for a damaged wrapping: the two cannot be
     ///   told apart), ``MigrationError/missingLegacyState(_:)`` when no passcode was set.
-    package func applicationKey(passcode: SecretBytes) throws -> SecretBytes {
-        guard let wrapped = passcodeWrappedKey else {
-            throw MigrationError.missingLegacyState("passcode wrapping of the application key (account shared-key.passcode); use the answers")
+    package func applicationKey(passcode: SecretBytes) throws(MigrationError) -> SecretBytes {
+        return try MigrationError.typing {
+            guard let wrapped = passcodeWrappedKey else {
+                throw MigrationError.missingLegacyState("passcode wrapping of the application key (account shared-key.passcode); use the answers")
+            }
+            let kek = try passcodeKey(passcode)
+            defer { kek.wipe() }
+            return try unwrap(wrapped, kek, MigrationError.wrongPasscode)
         }
-        let kek = try passcodeKey(passcode)
-        defer { kek.wipe() }
-        return try unwrap(wrapped, kek, MigrationError.wrongPasscode)
     }
 
     /// Unwraps the legacy application key with the old answers, in question order.
     /// - Parameter answers: The answers, one per question.
     /// - Returns: The legacy application key.
     /// - Throws: ``MigrationError/wrongAnswers``, ``MigrationError/missingLegacyState(_:)``.
-    package func applicationKey(answers: [SecretBytes]) throws -> SecretBytes {
-        guard let wrapped = answersWrappedKey else {
-            throw MigrationError.missingLegacyState("answers wrapping of the application key (account shared-key.security-answers); use the passcode")
+    package func applicationKey(answers: [SecretBytes]) throws(MigrationError) -> SecretBytes {
+        return try MigrationError.typing {
+            guard let wrapped = answersWrappedKey else {
+                throw MigrationError.missingLegacyState("answers wrapping of the application key (account shared-key.security-answers); use the passcode")
+            }
+            let kek = try answersKey(answers)
+            defer { kek.wipe() }
+            return try unwrap(wrapped, kek, MigrationError.wrongAnswers)
         }
-        let kek = try answersKey(answers)
-        defer { kek.wipe() }
-        return try unwrap(wrapped, kek, MigrationError.wrongAnswers)
     }
 
     /// The GenItem secret (`IMSCryptoManagerGenItemGet`), unwrapped with a passcode: the key of
@@ -105,17 +109,19 @@ public struct LegacyCryptoManager: Sendable {
     /// - Throws: ``MigrationError/genItemNotOpened(_:)`` when the passcode does not unwrap
     ///   `gen-itemk` (or there is none); ``MigrationError/legacyDataRejected`` when it does and
     ///   `gen-item` does not decrypt (damaged).
-    package func genItemSecret(passcode: SecretBytes) throws -> SecretBytes? {
-        guard let genItem else { return nil }
-        guard let genItemKey else {
-            throw MigrationError.genItemNotOpened("there is no GenItem key (account gen-itemk) for a passcode to unwrap")
+    package func genItemSecret(passcode: SecretBytes) throws(MigrationError) -> SecretBytes? {
+        return try MigrationError.typing {
+            guard let genItem else { return nil }
+            guard let genItemKey else {
+                throw MigrationError.genItemNotOpened("there is no GenItem key (account gen-itemk) for a passcode to unwrap")
+            }
+            let kek = try passcodeKey(passcode)
+            defer { kek.wipe() }
+            let itemKey = try unwrap(genItemKey, kek, MigrationError.genItemNotOpened(
+                "this passcode does not unwrap the GenItem key (account gen-itemk), which stays under the passcode in force when the GenItem was made: the original's passcode change never re-wrapped it"))
+            defer { itemKey.wipe() }
+            return try LegacyCipher.open(genItem, key: itemKey)
         }
-        let kek = try passcodeKey(passcode)
-        defer { kek.wipe() }
-        let itemKey = try unwrap(genItemKey, kek, MigrationError.genItemNotOpened(
-            "this passcode does not unwrap the GenItem key (account gen-itemk), which stays under the passcode in force when the GenItem was made: the original's passcode change never re-wrapped it"))
-        defer { itemKey.wipe() }
-        return try LegacyCipher.open(genItem, key: itemKey)
     }
 
     /// The GenItem secret opened with the answers, as `IMSCryptoManagerGenItemReset` does: its
@@ -124,15 +130,17 @@ public struct LegacyCryptoManager: Sendable {
     /// - Parameter answers: The answers in force when the GenItem was made, in question order.
     /// - Returns: nil when the legacy keychain has no GenItem.
     /// - Throws: ``MigrationError/genItemNotOpened(_:)`` when the answers do not open it.
-    package func genItemSecret(answers: [SecretBytes]) throws -> SecretBytes? {
-        guard let genItem else { return nil }
-        let key = try answersKey(answers)
-        defer { key.wipe() }
-        do {
-            return try LegacyCipher.open(genItem, key: key)
-        } catch MigrationError.legacyDataRejected {
-            throw MigrationError.genItemNotOpened(
-                "these answers do not decrypt it (account gen-item): it stays under the answers in force when it was made, as the original's change of answers never re-encrypted it")
+    package func genItemSecret(answers: [SecretBytes]) throws(MigrationError) -> SecretBytes? {
+        return try MigrationError.typing {
+            guard let genItem else { return nil }
+            let key = try answersKey(answers)
+            defer { key.wipe() }
+            do {
+                return try LegacyCipher.open(genItem, key: key)
+            } catch MigrationError.legacyDataRejected {
+                throw MigrationError.genItemNotOpened(
+                    "these answers do not decrypt it (account gen-item): it stays under the answers in force when it was made, as the original's change of answers never re-encrypted it")
+            }
         }
     }
 
