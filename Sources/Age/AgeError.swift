@@ -56,6 +56,11 @@ public enum AgeError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The error's own description.
         public var description: String { String(describing: error) }
 
+        /// Whether two wrapped errors are of the same type and print the same.
+        /// - Parameters:
+        ///   - a: One wrapped error.
+        ///   - b: The other.
+        /// - Returns: True when both are of one type with one description.
         public static func == (a: External, b: External) -> Bool {
             type(of: a.error) == type(of: b.error) && a.description == b.description
         }
