@@ -25,8 +25,8 @@ public final class AgeEncryptor {
     ///   - armor: Write ASCII armor (PEM) instead of binary.
     ///   - sink: Receives the encrypted bytes; the buffer is only valid during the call.
     /// - Throws: ``AgeError/invalidArgument(_:)`` for no recipients or scrypt mixed with others,
-    ///   ``AgeError/cipher(_:)`` when the random generator fails, a recipient's error
-    ///   (``AgeError/wrap(_:)``).
+    ///   ``AgeError/cipher(_:)`` when the random generator fails, a recipient's own error as
+    ///   ``AgeError/external(_:)``.
     public convenience init(recipients: [any AgeRecipient], armor: Bool = false,
                             sink: @escaping (UnsafeRawBufferPointer) throws -> Void) throws(AgeError) {
         let fileKey: SecretBytes

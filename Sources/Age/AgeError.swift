@@ -35,7 +35,7 @@ public enum AgeError: Error, Sendable, Equatable, CustomStringConvertible {
     /// plaintext blocks failed; they may still be on the disk.
     case plaintextNotShredded(String)
     /// A Cipher call failed (for example the system random generator, while making a file key,
-    /// nonce, salt or ephemeral share). Its `description` is the ``CipherError``'s own.
+    /// nonce, salt or ephemeral share). Its `description` is the `CipherError`'s own.
     case cipher(CipherError)
     /// An error that is not age's own, passed on with its own text: what an ``AgeIdentity`` or
     /// ``AgeRecipient`` of another module, or a passphrase provider given to this module, threw,
@@ -84,7 +84,7 @@ public enum AgeError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// `error` as an ``AgeError``, printing as it did: an ``AgeError`` as it is, a
-    /// ``CipherError`` as ``cipher(_:)``, a `SecureFile.Failure` as ``io(_:)`` (its
+    /// `CipherError` as ``cipher(_:)``, a `SecureFile.Failure` as ``io(_:)`` (its
     /// description), anything else as ``external(_:)``.
     static func wrap(_ error: any Error) -> AgeError {
         if let error = error as? AgeError { return error }

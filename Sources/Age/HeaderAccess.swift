@@ -49,7 +49,8 @@ public struct AgeFileHeader: Sendable {
     /// Unwraps the file key with `identities` and checks the header MAC; the key is wiped at once.
     /// - Parameter identities: Keys and passphrases to try.
     /// - Throws: ``AgeError/noMatchingIdentity(_:)``, ``AgeError/headerMACFailure``,
-    ///   ``AgeError/headerFailure(_:)``; an identity's own error as ``AgeError/wrap(_:)`` makes it.
+    ///   ``AgeError/headerFailure(_:)``; an identity's own error as ``AgeError/external(_:)``
+    ///   (a Cipher error as ``AgeError/cipher(_:)``).
     public func verify(identities: [any AgeIdentity]) throws(AgeError) {
         try PayloadStart.unwrapFileKey(header: parsed, identities: identities).wipe()
     }

@@ -261,7 +261,7 @@ public struct LazyPassphraseIdentity: AgeIdentity {
     /// Unwraps an scrypt stanza with the passphrase from `provider`.
     /// - Parameter stanzas: All stanzas of the header.
     /// - Returns: The 16-byte file key, or nil when the header has no scrypt stanza.
-    /// - Throws: What `provider` throws, as ``AgeError/external(_:)`` (a ``CipherError`` as
+    /// - Throws: What `provider` throws, as ``AgeError/external(_:)`` (a `CipherError` as
     ///   ``AgeError/cipher(_:)``), and as ``ScryptIdentity/unwrap(stanzas:)``.
     public func unwrap(stanzas: [AgeStanza]) throws(AgeError) -> SecretBytes? {
         return try ageCall {

@@ -17,7 +17,7 @@ public enum EmbeddedSecretsError: Error, Equatable, Sendable, CustomStringConver
     /// A Cipher call failed: a credential file holding the run-time share cannot be read, the
     /// system random generator failed, or a salt, nonce, name or value given to
     /// ``SealedSecretsFormat/seal(_:manifestVersion:buildKey:runtimeShare:)`` is out of range.
-    /// Its `description` is the ``CipherError``'s own.
+    /// Its `description` is the `CipherError`'s own.
     case cipher(CipherError)
 
     public var description: String {

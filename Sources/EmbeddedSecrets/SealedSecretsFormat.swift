@@ -225,7 +225,7 @@ public enum SealedSecretsFormat {
         }
     }
 
-    /// Untyped: it throws ``EmbeddedSecretsError`` and ``CipherError`` (the reader's), which
+    /// Untyped: it throws ``EmbeddedSecretsError`` and `CipherError` (the reader's), which
     /// ``parse(_:)`` tells apart.
     private static func parseFields(_ blob: [UInt8]) throws -> Parsed {
         var reader = ByteReader(blob)
