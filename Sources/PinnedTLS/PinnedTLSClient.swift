@@ -26,6 +26,10 @@ public struct PinnedTLSClient: Sendable {
     private let group: any EventLoopGroup
     /// Server chains this client validated, owned with its policy (see ``VerifiedChainCache``).
     let verifiedChains: VerifiedChainCache?
+    /// Tests only: the connect future's callbacks are held back this long, as a loaded machine
+    /// may hold them back, so that the handshake (and what the server sends right after it)
+    /// completes first. Nil (no delay) everywhere else.
+    var lateConnectCallbacks: TimeAmount?
 
     /// Prepares a client.
     ///
@@ -140,8 +144,13 @@ public struct PinnedTLSClient: Sendable {
                     handshakes.withLockedValue { $0[ObjectIdentifier(channel)] = promise.futureResult }
                 }
             }
+        let late = lateConnectCallbacks
         let established = bootstrap.connect(host: host, port: port)
             .flatMapErrorThrowing { error in throw ConnectStage.connect(error) }
+            .flatMap { (channel: any Channel) -> EventLoopFuture<any Channel> in
+                guard let late else { return channel.eventLoop.makeSucceededFuture(channel) }
+                return channel.eventLoop.scheduleTask(in: late) { channel }.futureResult
+            }
             .flatMap { channel -> EventLoopFuture<PendingAsyncChannel<Inbound, Outbound>> in
                 let handshake = handshakes.withLockedValue { entries in
                     defer { entries.removeAll() }
