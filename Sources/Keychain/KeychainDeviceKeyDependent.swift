@@ -205,18 +205,11 @@ package struct KeychainDeviceKeyDependent: DeviceKeyDependent {
     /// (``truncateLog(_:)``). Nothing of a row deleted earlier remains in the file afterwards.
     func scrub(_ db: Database) throws {
         try db.execute(sql: "PRAGMA temp_store = MEMORY")
-        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, logWait) * 1e9)
-        var rebuilt = false
-        for _ in 0..<1000 where !rebuilt {
-            do {
-                try db.execute(sql: "VACUUM")
-                rebuilt = true
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
-                guard DispatchTime.now().uptimeNanoseconds < deadline else { break }
-                usleep(50_000)
-            }
-        }
-        guard rebuilt else {
+        do {
+            // The connection's busy timeout (``logWait``) already waits for another
+            // connection's lock.
+            try db.execute(sql: "VACUUM")
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
             throw KeychainError.database("\(path): another program has this keychain open, so the copies of the rows under the old device key could not be cleared from it; close that program, then finish with `vault rotate-device-key --resume`")
         }
         try truncateLog(db)

@@ -291,14 +291,12 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
             record.version = Self.currentVersion
             record.vaultID = vaultID
             let trusted = Self.trustedDirectory(filePath: filePath)
-            try VaultError.call {
-                try SecureFile.ensurePrivateDirectory(trusted)
-                try SecureFile.writeAtomically(try CanonicalEncoding.encode(record), to: Self.trustedPath(vaultID: vaultID, filePath: filePath))
-            }
+            try SecureFile.ensurePrivateDirectory(trusted)
+            try SecureFile.writeAtomically(try CanonicalEncoding.encode(record), to: Self.trustedPath(vaultID: vaultID, filePath: filePath))
             let legacy = directory + "/" + Self.fileName
             if access(legacy, F_OK) == 0 {
                 unlink(legacy)
-                try VaultError.call { try SecureFile.syncDirectory(directory) }
+                try SecureFile.syncDirectory(directory)
             }
         }
     }

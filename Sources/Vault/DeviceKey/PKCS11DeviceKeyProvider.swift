@@ -88,7 +88,7 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
     ///   not open.
     public func deviceKey() throws(VaultError) -> SecretBytes {
         return try VaultError.call {
-            let bytes = try VaultError.call { try SecureFile.read(sealedPath, maxLength: 4096) }
+            let bytes = try SecureFile.read(sealedPath, maxLength: 4096)
             let header = Self.magic.count + 1 + Self.saltLength
             guard bytes.count > header, Array(bytes[0..<Self.magic.count]) == Self.magic else {
                 throw VaultError.corrupted("\(sealedPath) is not a device key wrapped by a PKCS #11 token")
@@ -125,10 +125,8 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
             let kek = try keyEncryptionKey(salt: salt)
             defer { kek.wipe() }
             let wrapped = try KeyWrap.wrap(key, under: kek, aad: header)
-            try VaultError.call {
-                try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(sealedPath))
-                try SecureFile.writeAtomically(header + wrapped, to: sealedPath)
-            }
+            try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(sealedPath))
+            try SecureFile.writeAtomically(header + wrapped, to: sealedPath)
             let back = try deviceKey()
             defer { back.wipe() }
             guard back == key else { throw VaultError.deviceKey("the device key wrapped by the token did not read back the same") }

@@ -39,7 +39,7 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
                     let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
                     guard fd >= 0 else { throw VaultError.deviceKey("cannot open the credential \(path): \(String(cString: strerror(errno)))") }
                     defer { close(fd) }
-                    let key = try VaultError.call { try SecretBytes(readingFrom: fd, maxLength: 64, trimNewline: false, name: path) }
+                    let key = try SecretBytes(readingFrom: fd, maxLength: 64, trimNewline: false, name: path)
                     guard key.count == 32 else {
                         key.wipe()
                         throw VaultError.deviceKey("the credential \(path) holds \(key.count) bytes, not a 32-byte device key")
@@ -115,7 +115,7 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
                 throw VaultError.deviceKey("systemd-creds is not installed (Debian: apt-get install systemd)")
             }
             let absolute = VaultPaths.absolute(path)
-            try VaultError.call { try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(absolute)) }
+            try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(absolute))
             let temporary = absolute + ".tmp-" + (try SecureRandom.string(length: 12, alphabet: SecureRandom.alphanumeric))
             defer { unlink(temporary) }
             let result = try VaultError.tool { try ExternalTool.run([tool, "encrypt", "--name=" + name, "--with-key=" + withKey, "-", temporary], input: key) }
@@ -128,7 +128,7 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
             guard chmod(temporary, 0o600) == 0, rename(temporary, absolute) == 0 else {
                 throw VaultError.io("cannot install \(absolute): \(String(cString: strerror(errno)))")
             }
-            try VaultError.call { try SecureFile.syncDirectory(SecureFile.directoryOf(absolute)) }
+            try SecureFile.syncDirectory(SecureFile.directoryOf(absolute))
         }
     }
 }

@@ -84,7 +84,7 @@ public struct TPM2DeviceKeyProvider: DeviceKeyProvider {
             guard key.count == 32 else { throw VaultError.invalidArgument("a device key of \(key.count) bytes") }
             guard pcrs.allSatisfy({ (0...23).contains($0) }) else { throw VaultError.invalidArgument("PCRs are 0-23") }
             let prefix = VaultPaths.absolute(prefix)
-            try VaultError.call { try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(prefix)) }
+            try SecureFile.ensurePrivateDirectory(SecureFile.directoryOf(prefix))
             TPM2.lock.lock()
             defer { TPM2.lock.unlock() }
             let scratch = try vault { try TPM2.Scratch() }
@@ -100,7 +100,7 @@ public struct TPM2DeviceKeyProvider: DeviceKeyProvider {
             try vault { try TPM2.call(create, "seal the device key", input: key, tcti: tcti) }
             for suffix in [".pub", ".priv"] {
                 let bytes = try vault { try scratch.read("key" + suffix) }
-                try VaultError.call { try SecureFile.writeAtomically(bytes, to: prefix + suffix) }
+                try SecureFile.writeAtomically(bytes, to: prefix + suffix)
             }
         }
     }
