@@ -40,6 +40,7 @@ let package = Package(
         .library(name: "Migration", targets: ["Migration"]),
         .library(name: "UnlockAgent", targets: ["UnlockAgent"]),
         .executable(name: "securefoundation", targets: ["SecureFoundationCLI"]),
+        .executable(name: "securefoundation-front", targets: ["SecureFoundationFront"]),
         .executable(name: "securefoundation-bench", targets: ["SecureFoundationBench"]),
         .library(name: "EmbeddedSecrets", targets: ["EmbeddedSecrets"]),
         .executable(name: "embedded-secrets-generator", targets: ["EmbeddedSecretsGeneratorTool"]),
@@ -126,9 +127,18 @@ let package = Package(
         // Reading what iMAS Secure Foundation wrote (its CBC format, 1,000-round PBKDF2), for
         // migration only: not part of the umbrella module, never used for new data.
         .target(name: "Migration", dependencies: ["Cipher", "Shredder", "Vault", "Keychain", "ProtectedFiles"] + crypto, swiftSettings: strict),
+        // The age commands' command line without the argument parser (requests, the plain
+        // command-line reader, exit statuses, terminal input), shared by the full program and
+        // the front program.
+        .target(name: "AgeCommandLine", dependencies: ["Age", "Cipher", "Shredder"], swiftSettings: strict),
+        // The front program (docs/CLI.md, "Installed programs"): installed as `securefoundation`,
+        // it runs a plain encrypt or decrypt itself and hands every other command line to the full
+        // program. Only the age modules are linked, so it starts as fast as `age`.
+        .executableTarget(name: "SecureFoundationFront", dependencies: ["AgeCommandLine", "Cipher"], swiftSettings: strict),
         .executableTarget(
             name: "SecureFoundationCLI",
             dependencies: [
+                "AgeCommandLine",
                 "SecureFoundation",
                 "Cipher",
                 "CBuildInfo",
@@ -171,7 +181,7 @@ let package = Package(
                                                                .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
         .testTarget(name: "ProtectedFilesTests", dependencies: ["ProtectedFiles", "Age", "Vault", "Cipher", "TestSupport"], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
-        .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "Cipher", "TestSupport",
+        .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "SecureFoundationFront", "AgeCommandLine", "Cipher", "TestSupport",
                                                   .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
         // What tests share: an executor of their own threads for the network tests, temporary
         // directories, and the built executables (BuiltProducts).

@@ -1,3 +1,4 @@
+import AgeCommandLine
 import Foundation
 import SecureFoundation
 

@@ -1,3 +1,4 @@
+import AgeCommandLine
 import ArgumentParser
 import CBuildInfo
 import Foundation
@@ -51,6 +52,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
     static var version: String { String(cString: securefoundation_build_version()) }
 
     static func main() async {
+        // Started by the front program (Sources/SecureFoundationFront): the mark is for this start only.
+        unsetenv(CLI.frontHandOffVariable)
         // Started as age-plugin-securefoundation (the link `agent install-plugin` makes), this
         // program is the age plugin that opens protected files through the unlock agent.
         if let name = CommandLine.arguments.first, name.split(separator: "/").last.map(String.init) == AgentAgePlugin.programName {
@@ -58,7 +61,7 @@ struct SecureFoundationCommand: AsyncParsableCommand {
         }
         let arguments = KeychainCommand.droppingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst()))
         // A plain `encrypt` or `decrypt` starts without building the parser's command tree.
-        if let request = AgeFastPath.request(for: arguments) { AgeFastPath.run(request) }
+        if let request = AgeFastPath.request(for: arguments) { AgeFastPath.run(request) { CLI.fail($0).rawValue } }
         await main(arguments)
     }
 }

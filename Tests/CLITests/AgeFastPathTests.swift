@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import AgeCommandLine
 @testable import SecureFoundationCLI
 import TestSupport
 import Testing

@@ -1,3 +1,4 @@
+import AgeCommandLine
 import ArgumentParser
 import Foundation
 import SecureFoundation
@@ -64,15 +65,6 @@ enum AgentCLI {
         return lines.joined(separator: "\n")
     }
 
-    /// This program's own executable.
-    static func executablePath() -> String {
-        #if os(Linux)
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        if n > 0 { return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) }
-        #endif
-        return VaultPaths.absolute(CommandLine.arguments[0])
-    }
 }
 
 /// Options of the agent process itself.
@@ -146,7 +138,7 @@ struct AgentStartCommand: ParsableCommand {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
             posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
             posix_spawn_file_actions_adddup2(&actions, fds[1], 3)
-            let arguments = [AgentCLI.executablePath(), "agent", "serve", "--ready-fd", "3"] + options.arguments
+            let arguments = [CLI.executablePath(), "agent", "serve", "--ready-fd", "3"] + options.arguments
             var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
             defer { for pointer in argv { free(pointer) } }
             var pid: pid_t = 0

@@ -1,3 +1,4 @@
+import AgeCommandLine
 import ArgumentParser
 import Foundation
 import SecureFoundation
@@ -66,7 +67,7 @@ struct AgentInstallPluginCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            let target = AgentCLI.executablePath()
+            let target = CLI.executablePath()
             let dir = VaultPaths.absolute(directory ?? (target as NSString).deletingLastPathComponent)
             let link = try AgentAgePlugin.installLink(in: dir, target: target)
             try VaultCLI.say("\(link) -> \(target)")

@@ -1,3 +1,4 @@
+import AgeCommandLine
 import ArgumentParser
 import Foundation
 import SecureFoundation

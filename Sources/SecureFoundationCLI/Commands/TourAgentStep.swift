@@ -1,3 +1,4 @@
+import AgeCommandLine
 import Foundation
 import SecureFoundation
 
@@ -62,7 +63,7 @@ extension Tour {
         }
         let bin = root + "/config/bin"
         try SecureFile.ensurePrivateDirectory(bin)
-        try AgentAgePlugin.installLink(in: bin, target: AgentCLI.executablePath())
+        try AgentAgePlugin.installLink(in: bin, target: CLI.executablePath())
         let order = filesDirectory + "/inbox/order-42.json"
         let environment = ["PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
                            "SECUREFOUNDATION_AGENT_SOCKET": socket]

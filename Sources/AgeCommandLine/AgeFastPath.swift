@@ -1,12 +1,12 @@
-import ArgumentParser
 import Foundation
 
 /// What a plain `encrypt` or `decrypt` command line asks for, runnable without the argument
 /// parser: ``EncryptRequest`` and ``DecryptRequest``.
-protocol AgeRequest: Sendable {
+package protocol AgeRequest: Sendable {
     /// Refuses a combination of options, as the command's `validate()` (the same code).
-    func validate() throws
-    /// Does the work; failures are reported as the command's `run()` reports them.
+    func validate() throws(UsageError)
+    /// Does the work; the caller reports a failure (the command's `run()` as every command's,
+    /// ``AgeFastPath/run(_:report:)`` through the function it is given).
     func run() throws
 }
 
@@ -20,21 +20,23 @@ protocol AgeRequest: Sendable {
 /// from their parsed options, and runs its `validate()` and `run()`, the ones those commands run.
 /// Anything else (`--help`, `--name=value`, `-pa`, `--`, an unknown or repeated single option,
 /// a value that looks like an option, a command line `validate()` refuses) goes to the argument
-/// parser, which then reports usage and errors exactly as it always does; errors of `run()` are
-/// reported through the root command's `exit(withError:)`, as the parser's own `main` does.
-enum AgeFastPath {
+/// parser, which then reports usage and errors exactly as it always does. The full program
+/// (`securefoundation`) takes this path before it builds its parser; the front program
+/// (`securefoundation-front`, installed as `securefoundation`) takes it and hands every other
+/// command line to the full program, so it never links the argument parser at all.
+package enum AgeFastPath {
     /// One option of a command as the fast path reads it. The names are the argument parser's:
     /// tests check each one parses to the same request both ways, and that the tables below name
     /// exactly the options the parser defines, with the same value and repetition
     /// (`AgeFastPathTests.sameOptionsAsTheParser`, from `--experimental-dump-help`).
-    struct Option<Request>: Sendable {
-        let names: [String]
+    package struct Option<Request>: Sendable {
+        package let names: [String]
         /// Takes the next argument as its value; otherwise a flag.
-        let takesValue: Bool
+        package let takesValue: Bool
         /// May be given more than once (array options).
-        let repeatable: Bool
+        package let repeatable: Bool
         /// Sets the option on the request (`value` is empty for a flag).
-        let apply: @Sendable (inout Request, String) -> Void
+        package let apply: @Sendable (inout Request, String) -> Void
 
         init(_ names: [String], value takesValue: Bool = true, repeatable: Bool = false, _ apply: @escaping @Sendable (inout Request, String) -> Void) {
             self.names = names
@@ -44,7 +46,7 @@ enum AgeFastPath {
         }
     }
 
-    static let encryptOptions: [Option<EncryptRequest>] = [
+    package static let encryptOptions: [Option<EncryptRequest>] = [
         // age's mode flag: accepted, changes nothing.
         Option(["-e", "--encrypt"], value: false) { _, _ in },
         Option(["-r", "--recipient"], repeatable: true) { $0.recipients.append($1) },
@@ -57,7 +59,7 @@ enum AgeFastPath {
         Option(["-o", "--output"]) { $0.output = $1 },
     ]
 
-    static let decryptOptions: [Option<DecryptRequest>] = [
+    package static let decryptOptions: [Option<DecryptRequest>] = [
         Option(["-d", "--decrypt"], value: false) { _, _ in },
         Option(["-i", "--identity"], repeatable: true) { $0.identityFiles.append($1) },
         Option(["-j"], repeatable: true) { $0.plugins.append($1) },
@@ -67,7 +69,7 @@ enum AgeFastPath {
 
     /// The request `arguments` (without the program name) make, when they are a plain
     /// `encrypt` or `decrypt` command line that `validate()` accepts; nil for anything else.
-    static func request(for arguments: [String]) -> (any AgeRequest)? {
+    package static func request(for arguments: [String]) -> (any AgeRequest)? {
         guard let name = arguments.first else { return nil }
         let rest = arguments.dropFirst()
         switch name {
@@ -88,7 +90,7 @@ enum AgeFastPath {
 
     /// Reads `arguments` into `request`; false when they are not plain (see the type's
     /// description), leaving the decision to the argument parser.
-    static func parse<Request>(_ arguments: ArraySlice<String>, options: [Option<Request>], into request: inout Request,
+    package static func parse<Request>(_ arguments: ArraySlice<String>, options: [Option<Request>], into request: inout Request,
                                input: (inout Request, String) -> Void) -> Bool {
         var seen = [Bool](repeating: false, count: options.count)
         var sawInput = false
@@ -122,14 +124,22 @@ enum AgeFastPath {
         return true
     }
 
-    /// Runs `request` and ends the process: status 0, or the error reported and its status as
-    /// the argument parser's `main` would (``SecureFoundationCommand``'s `exit(withError:)`).
-    static func run(_ request: any AgeRequest) -> Never {
+    /// Runs `request` and ends the process: status 0, or the status `report` gives for the
+    /// error after reporting it (the full program: as every command reports its errors; the
+    /// front program: ``report(_:)``).
+    package static func run(_ request: any AgeRequest, report: (any Error) -> Int32) -> Never {
         do {
             try request.run()
         } catch {
-            SecureFoundationCommand.exit(withError: error)
+            Foundation.exit(report(error))
         }
         Foundation.exit(0)
+    }
+
+    /// Reports `error` on standard error as the full program reports an error of the age
+    /// commands (`securefoundation: error: MESSAGE`) and returns its exit status (``ExitStatus``).
+    package static func report(_ error: any Error) -> Int32 {
+        CLI.warn("securefoundation: error: \(CLI.describe(error))")
+        return ExitStatus.exitCode(of: error)
     }
 }

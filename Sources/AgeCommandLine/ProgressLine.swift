@@ -6,7 +6,7 @@ import Foundation
 /// ends. Only when standard error is a terminal, and unless `SECUREFOUNDATION_PROGRESS=off`:
 /// a pipe or a file never gets it. It appears once the work has run for a second
 /// (`SECUREFOUNDATION_PROGRESS_DELAY`, seconds, changes that; 0 draws it at once).
-final class ProgressLine: @unchecked Sendable {
+package final class ProgressLine: @unchecked Sendable {
     private let condition = NSCondition()
     private let label: String
     private let total: Int64?
@@ -27,18 +27,18 @@ final class ProgressLine: @unchecked Sendable {
     }
 
     /// Whether progress is drawn at all: standard error is a terminal and it is not turned off.
-    static var enabled: Bool {
+    package static var enabled: Bool {
         isatty(2) == 1 && ProcessInfo.processInfo.environment["SECUREFOUNDATION_PROGRESS"] != "off"
     }
 
-    static var delay: TimeInterval {
+    package static var delay: TimeInterval {
         ProcessInfo.processInfo.environment["SECUREFOUNDATION_PROGRESS_DELAY"].flatMap(TimeInterval.init)
             .map { min(max($0, 0), 60) } ?? 1
     }
 
     /// Runs `body` with a progress line. `body` gets a callback for the amount done so far (of
     /// `total` bytes, when known); without a terminal the callback does nothing.
-    static func run<T>(_ label: String, total: Int64? = nil, _ body: (_ report: @escaping (Int64) -> Void) throws -> T) rethrows -> T {
+    package static func run<T>(_ label: String, total: Int64? = nil, _ body: (_ report: @escaping (Int64) -> Void) throws -> T) rethrows -> T {
         guard enabled else { return try body { _ in } }
         let line = ProgressLine(label: label, total: total.flatMap { $0 > 0 ? $0 : nil })
         let delay = delay
@@ -54,7 +54,7 @@ final class ProgressLine: @unchecked Sendable {
     }
 
     /// Clears the line before a message is written to standard error (it is drawn again later).
-    static func clearForMessage() {
+    package static func clearForMessage() {
         guard let line = currentLock.withLock({ current }) else { return }
         line.condition.withLock { line.clear() }
     }
@@ -104,12 +104,12 @@ final class ProgressLine: @unchecked Sendable {
         drawn = false
     }
 
-    static func mebibytes(_ bytes: Int64) -> String {
+    package static func mebibytes(_ bytes: Int64) -> String {
         let value = Double(bytes) / 1_048_576
         return String(format: value < 10 ? "%.1f" : "%.0f", value)
     }
 
-    static func emit(_ text: String) {
+    package static func emit(_ text: String) {
         let bytes = Array(text.utf8)
         var offset = 0
         while offset < bytes.count {
@@ -117,40 +117,6 @@ final class ProgressLine: @unchecked Sendable {
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { return }
             offset += n
-        }
-    }
-}
-
-/// Progress of files received by `share serve` (docs/CLI.md, "Progress"): one line per file,
-/// `share serve: NAME from DEVICE… 42% 1.5/3.0 MiB`, redrawn at most 5 times a second as the
-/// bytes arrive and cleared before each line the server prints. Only where ``ProgressLine``
-/// draws (standard error a terminal, not turned off).
-final class ReceiveProgressLine: @unchecked Sendable {
-    private let lock = NSLock()
-    // Guarded by `lock`.
-    private var lastDraw = Date.distantPast
-    private var drawn = false
-
-    /// Draws the line for `name` (throttled; the last piece of a file is always drawn).
-    func report(name: String, device: String, received: UInt64, size: UInt64) {
-        lock.withLock {
-            let now = Date()
-            guard received >= size || now.timeIntervalSince(lastDraw) >= 0.2 else { return }
-            lastDraw = now
-            let percent = size == 0 ? 100 : Int(min(100, Double(received) * 100 / Double(size)))
-            ProgressLine.emit("\r\u{1B}[2Kshare serve: \(name) from \(device)… \(percent)% "
-                              + "\(ProgressLine.mebibytes(Int64(clamping: received)))/\(ProgressLine.mebibytes(Int64(clamping: size))) MiB")
-            drawn = true
-        }
-    }
-
-    /// Clears the line (before a message, or when the file is done).
-    func clear() {
-        lock.withLock {
-            guard drawn else { return }
-            ProgressLine.emit("\r\u{1B}[2K")
-            drawn = false
-            lastDraw = .distantPast
         }
     }
 }

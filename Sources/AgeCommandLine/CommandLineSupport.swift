@@ -1,42 +1,69 @@
-import ArgumentParser
+// Shared command-line plumbing: standard streams, secret input, failures and their exit status
+// (ExitStatus.swift). The full program (`securefoundation`) and the front program that runs
+// `encrypt` and `decrypt` itself (`securefoundation-front`) both use it.
+import Cipher
 import Foundation
-import SecureFoundation
 
-/// Shared CLI plumbing: standard streams, secret input, error reporting (ExitStatus.swift).
+/// A command line the command refuses (conflicting or missing options): exit status 64. The
+/// full program reports it through the argument parser, with the command's usage.
+package struct UsageError: Error, CustomStringConvertible, Equatable {
+    package let description: String
+    package init(_ description: String) { self.description = description }
+}
+
 /// A failure found while a command runs (not a mistake in its arguments): reported as
 /// `securefoundation: error: …` without the usage text that a `ValidationError` brings.
-struct CLIFailure: Error, CustomStringConvertible {
-    let description: String
+package struct CLIFailure: Error, CustomStringConvertible {
+    package let description: String
     /// The exit status, from the one table (``ExitStatus``): 1, or for example 64 for a
     /// refusal of how the command was used, such as binary output to a terminal.
-    let exitCode: Int32
-    init(_ description: String, exitCode: Int32 = ExitStatus.failure.rawValue) {
+    package let exitCode: Int32
+    package init(_ description: String, exitCode: Int32 = ExitStatus.failure.rawValue) {
         self.description = description
         self.exitCode = exitCode
     }
-    init(_ description: String, status: ExitStatus) {
+    package init(_ description: String, status: ExitStatus) {
         self.init(description, exitCode: status.rawValue)
     }
 }
 
-enum CLI {
+package enum CLI {
     /// Writes `message` and a newline to standard error.
-    static func warn(_ message: String) {
+    package static func warn(_ message: String) {
         ProgressLine.clearForMessage()
         FileHandle.standardError.write(Data((message + "\n").utf8))
     }
 
     /// The human message of any error (CustomStringConvertible first, then localized).
-    static func describe(_ error: any Error) -> String {
+    package static func describe(_ error: any Error) -> String {
         String(describing: error)
     }
 
+    /// Set by the front program (`securefoundation-front`) for the full program it starts; the
+    /// full program removes it at once. A front program that finds it set does not hand off
+    /// again (a front program installed where the full one belongs would otherwise loop).
+    package static let frontHandOffVariable = "SECUREFOUNDATION_FRONT_HANDOFF"
+
+    /// This program's own executable, symbolic links resolved (Linux: `/proc/self/exe`).
+    package static func executablePath() -> String {
+        #if os(Linux)
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        if n > 0 { return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        #endif
+        let named = Bundle.main.executablePath ?? CommandLine.arguments[0]
+        let absolute = named.hasPrefix("/") ? named : FileManager.default.currentDirectoryPath + "/" + named
+        guard let resolved = realpath(absolute, nil) else { return absolute }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     /// Writes bytes to standard output, all of them.
-    static func writeStdout(_ bytes: UnsafeRawBufferPointer) throws {
+    package static func writeStdout(_ bytes: UnsafeRawBufferPointer) throws {
         try SecureFile.writeAll(1, bytes, path: "standard output")
     }
 
-    static func writeStdout(_ bytes: [UInt8]) throws {
+    package static func writeStdout(_ bytes: [UInt8]) throws {
         try bytes.withUnsafeBytes { try writeStdout($0) }
     }
 
@@ -44,19 +71,19 @@ enum CLI {
     /// replaced atomically with mode 0600, a character device or FIFO is written in place,
     /// `/dev/stdout` and `/dev/fd/N` write into that descriptor, and a symbolic link, directory,
     /// socket or block device is refused. `-` is standard output.
-    static func writeOutput(to path: String, _ body: (Int32) throws -> Void) throws {
+    package static func writeOutput(to path: String, _ body: (Int32) throws -> Void) throws {
         if path == "-" { try body(1); return }
         try SecureFile.writeOutput(to: path, body)
     }
 
     /// Writes `bytes` to `-o PATH` (see ``writeOutput(to:_:)``) or, without one, to standard output.
-    static func writeOutput(_ bytes: [UInt8], to path: String?) throws {
+    package static func writeOutput(_ bytes: [UInt8], to path: String?) throws {
         guard let path else { try writeStdout(bytes); return }
         try writeOutput(to: path) { fd in try bytes.withUnsafeBytes { try SecureFile.writeAll(fd, $0, path: path) } }
     }
 
     /// Reads all of standard input or a file (`-` is standard input) into memory, up to `maxLength`.
-    static func readInput(_ path: String?, maxLength: Int = 1 << 30) throws -> [UInt8] {
+    package static func readInput(_ path: String?, maxLength: Int = 1 << 30) throws -> [UInt8] {
         if let path, path != "-" { return try SecureFile.read(path, maxLength: maxLength) }
         var result = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 65536)
@@ -75,7 +102,7 @@ enum CLI {
 
     /// Reads a passphrase from the terminal without echo (prompting on stderr), or throws if
     /// there is no terminal.
-    static func readPassphrase(prompt: String, confirm: Bool = false) throws -> SecretBytes {
+    package static func readPassphrase(prompt: String, confirm: Bool = false) throws -> SecretBytes {
         let first = try Terminal.readSecret(prompt: prompt)
         if confirm {
             let second = try Terminal.readSecret(prompt: "Confirm: ")
@@ -93,7 +120,7 @@ enum CLI {
     /// - Parameters:
     ///   - what: what the secret is called in messages ("passphrase", "passcode").
     ///   - option: the option that names the file, for messages.
-    static func passphrase(file: String?, prompt: String = "Passphrase: ", confirm: Bool = false,
+    package static func passphrase(file: String?, prompt: String = "Passphrase: ", confirm: Bool = false,
                            what: String = "passphrase", option: String = "--passphrase-file") throws -> SecretBytes {
         if let file {
             let secret = file == "-" ? try SecretBytes(readingFrom: 0, name: "standard input")
@@ -114,15 +141,15 @@ enum CLI {
 /// `defer`), and on SIGINT, SIGTERM, SIGHUP or SIGQUIT, whose handler (installed only for the
 /// read, and only where the signal had its default action) restores them and then dies of the
 /// same signal.
-enum Terminal {
-    struct NoTerminal: Error, CustomStringConvertible {
-        var description: String { "no terminal to read a secret from; give it with a file option (for example --passphrase-file)" }
+package enum Terminal {
+    package struct NoTerminal: Error, CustomStringConvertible {
+        package var description: String { "no terminal to read a secret from; give it with a file option (for example --passphrase-file)" }
     }
 
     /// The signals that end the process while echo is off.
-    static let fatalSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
+    package static let fatalSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
 
-    static func readSecret(prompt: String) throws -> SecretBytes {
+    package static func readSecret(prompt: String) throws -> SecretBytes {
         let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw NoTerminal() }
         defer { close(fd) }
@@ -182,10 +209,10 @@ private func restoreTerminalAndDie(_ signal: Int32) {
     _ = raise(signal)
 }
 
-enum TerminalRestore {
+package enum TerminalRestore {
     /// Installs the restoring handler for each of `signals` that has its default action now,
     /// and returns what to put back.
-    static func arm(fd: Int32, settings: termios, signals: [Int32]) -> [(Int32, sigaction)] {
+    package static func arm(fd: Int32, settings: termios, signals: [Int32]) -> [(Int32, sigaction)] {
         restoreSettings = settings
         restoreDescriptor = fd
         var replaced: [(Int32, sigaction)] = []
@@ -212,7 +239,7 @@ enum TerminalRestore {
     }
 
     /// Puts back the handlers `arm` replaced.
-    static func disarm(_ replaced: [(Int32, sigaction)]) {
+    package static func disarm(_ replaced: [(Int32, sigaction)]) {
         for (signal, action) in replaced {
             var action = action
             _ = sigaction(signal, &action, nil)

@@ -1,0 +1,61 @@
+import AgeCommandLine
+import Cipher
+import Foundation
+
+/// The full `securefoundation` program, which the front program hands every command line to
+/// that it does not run itself (docs/CLI.md, "Installed programs").
+///
+/// It is looked for relative to this program's own file (symbolic links resolved), never on the
+/// PATH or through an environment variable, so it is exactly as trusted as this program:
+/// 1. `../libexec/securefoundation/securefoundation`: the installed layout (`scripts/build-release
+///    --install DIR` puts this program in DIR and the full one there);
+/// 2. `securefoundation` in the same directory: a build directory (`swift build` puts
+///    `securefoundation-front` beside `securefoundation`).
+///
+/// A candidate that is this very file (this program installed as `securefoundation` next to
+/// nothing else) is skipped. A full program that is in fact another front program would hand the
+/// command line back; the variable `CLI.frontHandOffVariable` marks a hand-off, so a front
+/// program started by another stops with an error instead of starting a loop (the full program removes the
+/// mark at its start, so nothing it starts inherits it).
+enum FullProgram {
+    private static var handOffVariable: String { CLI.frontHandOffVariable }
+
+    /// Where the full program is looked for, in order, for a front program at `ownPath`.
+    static func candidates(ownPath: String) -> [String] {
+        let components = ownPath.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+        let directory = components.joined(separator: "/")
+        // The directory's parent, written out (the path is resolved, so `..` would name it too).
+        let parent = components.count > 1 ? components.dropLast().joined(separator: "/") : ""
+        return [parent + "/libexec/securefoundation/securefoundation", directory + "/securefoundation"]
+    }
+
+    /// Replaces this process with the full program, with the same arguments (the program name
+    /// included) and environment. Returns only by ending the process with an error (status 1):
+    /// no full program found, or it cannot be started.
+    static func handOff() -> Never {
+        let own = CLI.executablePath()
+        if getenv(handOffVariable) != nil {
+            fail("\(own) was started by another front program (\(handOffVariable) is set): it is installed where the full program belongs; install the full program there (scripts/build-release --install)")
+        }
+        let ownFile = try? FileCalls.status(atPath: own)
+        var looked: [String] = []
+        for candidate in candidates(ownPath: own) {
+            looked.append(candidate)
+            guard let info = try? FileCalls.status(atPath: candidate), info.kind == .regular,
+                  info.permissions & 0o111 != 0 else { continue }
+            if let ownFile, ownFile.device == info.device, ownFile.inode == info.inode { continue }
+            setenv(handOffVariable, "1", 1)
+            execv(candidate, CommandLine.unsafeArgv)
+            let reason = String(cString: strerror(errno))
+            unsetenv(handOffVariable)
+            fail("cannot start the full program \(candidate): \(reason)")
+        }
+        fail("this is the front program, which runs encrypt and decrypt only, and the full program is not installed beside it: looked for "
+             + looked.joined(separator: " and ") + " (scripts/build-release --install DIR installs both)")
+    }
+
+    private static func fail(_ message: String) -> Never {
+        CLI.warn("securefoundation: error: \(message)")
+        exit(ExitStatus.failure.rawValue)
+    }
+}

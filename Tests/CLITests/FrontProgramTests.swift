@@ -1,0 +1,173 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// The front program (`securefoundation-front`, installed as `securefoundation`; docs/CLI.md,
+/// "Installed programs"): a plain `encrypt` or `decrypt` runs in it, every other command line
+/// in the full program it starts, with the same bytes, messages and exit statuses either way.
+@Suite("front program")
+struct FrontProgramTests {
+    /// The built front program (`$SECUREFOUNDATION_FRONT_BIN` when set, for example the one
+    /// `scripts/build-release` installs; the full program must then be where it looks).
+    static var front: String {
+        get throws { try BuiltProducts.executable("securefoundation-front", environment: "SECUREFOUNDATION_FRONT_BIN") }
+    }
+
+    static func run(_ program: String, _ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:]) throws -> CLIRunner.Result {
+        CLIRunner.Result(try ChildProcess.run(program, arguments, stdin: .bytes(stdin), environment: environment, timeout: .seconds(120)))
+    }
+
+    static func bytes(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 5) } }
+
+    /// `directory/bin/securefoundation`: a copy of the front program, alone or with the full
+    /// program at `directory/libexec/securefoundation/securefoundation` (`full`: what to put
+    /// there, copied; nil for nothing).
+    static func install(in directory: String, full: String?) throws -> String {
+        let manager = FileManager.default
+        try manager.createDirectory(atPath: directory + "/bin", withIntermediateDirectories: true)
+        let installed = directory + "/bin/securefoundation"
+        try manager.copyItem(atPath: try front, toPath: installed)
+        if let full {
+            try manager.createDirectory(atPath: directory + "/libexec/securefoundation", withIntermediateDirectories: true)
+            try manager.copyItem(atPath: full, toPath: directory + "/libexec/securefoundation/securefoundation")
+        }
+        return installed
+    }
+
+    @Test("encrypt and decrypt run in the front program alone, interoperable with age; anything else needs the full program")
+    func frontAlone() throws {
+        let temporary = try TemporaryDirectory(prefix: "sf-front")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = URL(fileURLWithPath: temporary.path).resolvingSymlinksInPath().path
+        let key = try CLIRunner.run(["keygen", "-o", dir + "/key.txt"])
+        #expect(key.status == 0, "\(key.stderr)")
+        let recipient = String(key.stderr.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Public key: ".count))
+        // No full program anywhere near this copy: what works, works in the front program itself.
+        let alone = try Self.install(in: dir + "/alone", full: nil)
+        let plaintext = Self.bytes(200_000)
+        let encrypted = try Self.run(alone, ["encrypt", "-r", recipient], stdin: plaintext)
+        #expect(encrypted.status == 0 && encrypted.stderr.isEmpty, "\(encrypted.stderr)")
+        #expect(encrypted.stdout.starts(with: Array("age-encryption.org/v1\n".utf8)))
+        let decrypted = try Self.run(alone, ["decrypt", "-i", dir + "/key.txt"], stdin: encrypted.stdout)
+        #expect(decrypted.status == 0 && decrypted.stdout == plaintext, "\(decrypted.stderr)")
+        if let age = CLIRunner.which("age") {
+            let theirs = try CLIRunner.runTool(age, ["-d", "-i", dir + "/key.txt"], stdin: encrypted.stdout)
+            #expect(theirs.status == 0 && theirs.stdout == plaintext, "\(theirs.stderr)")
+            let fromAge = try CLIRunner.runTool(age, ["-r", recipient, "-a"], stdin: plaintext)
+            let ours = try Self.run(alone, ["decrypt", "-i", dir + "/key.txt", "-o", dir + "/from-age"], stdin: fromAge.stdout)
+            #expect(ours.status == 0, "\(ours.stderr)")
+            #expect(try Array(Data(contentsOf: URL(fileURLWithPath: dir + "/from-age"))) == plaintext)
+        }
+        // Errors of the work itself are reported by the front program, as the full one reports them.
+        let missing = try Self.run(alone, ["decrypt", "-i", dir + "/none.txt"], stdin: encrypted.stdout)
+        #expect(missing.status == 74)
+        #expect(missing.stderr == "securefoundation: error: cannot open \(dir)/none.txt: No such file or directory\n")
+        // Everything else is the full program's; without it, one line says what is missing.
+        for line in [["--version"], ["encrypt"], ["encrypt", "--help"], ["keygen"], ["decrypt", "-i", "a", "-i", "-", "--passphrase-file", "-", "x"]] {
+            let result = try Self.run(alone, line)
+            #expect(result.status == 1, "\(line)")
+            #expect(result.stdout.isEmpty)
+            #expect(result.stderr == "securefoundation: error: this is the front program, which runs encrypt and decrypt only, and the full program is not installed beside it: looked for \(dir)/alone/libexec/securefoundation/securefoundation and \(dir)/alone/bin/securefoundation (scripts/build-release --install DIR installs both)\n", "\(line)")
+        }
+    }
+
+    @Test("the same command lines give the same output, messages and exit status through the front program as in the full program")
+    func sameAsTheFullProgram() throws {
+        let temporary = try TemporaryDirectory(prefix: "sf-front")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
+        let full = try BuiltProducts.commandLine
+        let key = try CLIRunner.run(["keygen", "-o", dir + "/key.txt"])
+        let other = try CLIRunner.run(["keygen", "-o", dir + "/other.txt"])
+        #expect(key.status == 0 && other.status == 0)
+        let recipient = String(key.stderr.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Public key: ".count))
+        let plaintext = Self.bytes(70_000)
+        try Data(plaintext).write(to: URL(fileURLWithPath: dir + "/plain"))
+        let sealed = try CLIRunner.run(["encrypt", "-r", recipient, "-o", dir + "/sealed.age", dir + "/plain"])
+        #expect(sealed.status == 0, "\(sealed.stderr)")
+        var damaged = try Array(Data(contentsOf: URL(fileURLWithPath: dir + "/sealed.age")))
+        damaged[damaged.count - 100] ^= 1
+        try Data(damaged).write(to: URL(fileURLWithPath: dir + "/damaged.age"))
+        try Data("pass\n".utf8).write(to: URL(fileURLWithPath: dir + "/pass.txt"))
+        let lines: [(arguments: [String], stdin: [UInt8])] = [
+            // Run by the front program.
+            (["decrypt", "-i", dir + "/key.txt", dir + "/sealed.age"], []),
+            (["decrypt", "-i", dir + "/other.txt", dir + "/sealed.age"], []),
+            (["decrypt", "-i", dir + "/key.txt", dir + "/damaged.age"], []),
+            (["decrypt", "-i", dir + "/key.txt", "-o", dir + "/link", dir + "/sealed.age"], []),
+            (["decrypt", "-i", dir + "/key.txt", dir + "/missing.age"], []),
+            (["encrypt", "-r", "age1notakey", dir + "/plain"], []),
+            (["encrypt", "-r", recipient, "-o", dir + "/no/such/dir/x.age", dir + "/plain"], []),
+            (["encrypt", "-R", dir + "/missing.txt", dir + "/plain"], []),
+            (["decrypt", "--passphrase-file", dir + "/pass.txt", dir + "/sealed.age"], []),
+            // Handed to the full program: usage errors, help, other commands, the version.
+            (["encrypt"], []),
+            (["encrypt", "-p", "-r", recipient, dir + "/plain"], []),
+            (["decrypt", "--output=" + dir + "/x", dir + "/sealed.age"], []),
+            (["decrypt", "--help"], []),
+            (["keygen", "-y", dir + "/key.txt"], []),
+            (["keygen", "-y"], Array(try String(contentsOfFile: dir + "/key.txt", encoding: .utf8).utf8)),
+            (["hash", "-a", "sha256", dir + "/plain"], []),
+            (["--version"], []),
+            (["no-such-command"], []),
+            ([], []),
+        ]
+        try FileManager.default.createSymbolicLink(atPath: dir + "/link", withDestinationPath: dir + "/elsewhere")
+        for (arguments, stdin) in lines {
+            let ours = try Self.run(try Self.front, arguments, stdin: stdin)
+            let theirs = try Self.run(full, arguments, stdin: stdin)
+            #expect(ours.status == theirs.status, "\(arguments): \(ours.stderr)")
+            #expect(ours.stdout == theirs.stdout, "\(arguments)")
+            #expect(ours.stderr == theirs.stderr, "\(arguments)")
+        }
+        // The front program's own output of an encryption opens as the full program's does.
+        let encrypted = try Self.run(try Self.front, ["encrypt", "-r", recipient, "-a", dir + "/plain"])
+        #expect(encrypted.status == 0 && encrypted.text.hasPrefix("-----BEGIN AGE ENCRYPTED FILE-----\n"))
+        let opened = try Self.run(full, ["decrypt", "-i", dir + "/key.txt"], stdin: encrypted.stdout)
+        #expect(opened.status == 0 && opened.stdout == plaintext)
+    }
+
+    @Test("installed: bin/securefoundation finds libexec/securefoundation/securefoundation, with the program name and environment it was given")
+    func installedLayout() throws {
+        let temporary = try TemporaryDirectory(prefix: "sf-front")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.path
+        let full = try BuiltProducts.commandLine
+        let installed = try Self.install(in: dir, full: full)
+        let version = try Self.run(installed, ["--version"])
+        let expected = try Self.run(full, ["--version"])
+        #expect(version.status == 0 && version.stdout == expected.stdout && !version.stdout.isEmpty, "\(version.stderr)")
+        // Reached through a symbolic link elsewhere: found relative to the file itself.
+        try FileManager.default.createDirectory(atPath: dir + "/elsewhere", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: dir + "/elsewhere/securefoundation", withDestinationPath: installed)
+        let viaLink = try Self.run(dir + "/elsewhere/securefoundation", ["random", "-n", "16", "--hex"])
+        #expect(viaLink.status == 0 && viaLink.text.count == 33, "\(viaLink.stderr)")
+        // The program name goes along: started as the age plugin, the full program is the plugin.
+        try FileManager.default.createSymbolicLink(atPath: dir + "/elsewhere/age-plugin-securefoundation", withDestinationPath: installed)
+        try FileManager.default.createSymbolicLink(atPath: dir + "/age-plugin-securefoundation", withDestinationPath: full)
+        let plugin = try Self.run(dir + "/elsewhere/age-plugin-securefoundation", ["--age-plugin=no-such-state-machine"])
+        let direct = try Self.run(dir + "/age-plugin-securefoundation", ["--age-plugin=no-such-state-machine"])
+        #expect(plugin.status == direct.status && plugin.stdout == direct.stdout && plugin.stderr == direct.stderr)
+        #expect(plugin.status != 0 && !plugin.stderr.contains("front program"), "\(plugin.stderr)")
+        // The mark of a hand-off: set, the front program does not hand off again.
+        let marked = try Self.run(installed, ["--version"], environment: ["SECUREFOUNDATION_FRONT_HANDOFF": "1"])
+        #expect(marked.status == 1 && marked.stderr.contains("was started by another front program"), "\(marked.stderr)")
+    }
+
+    @Test("a front program installed where the full one belongs stops with an error instead of starting itself again")
+    func noLoop() throws {
+        let temporary = try TemporaryDirectory(prefix: "sf-front")
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = URL(fileURLWithPath: temporary.path).resolvingSymlinksInPath().path
+        let installed = try Self.install(in: dir, full: try Self.front)
+        let result = try Self.run(installed, ["--version"])
+        #expect(result.status == 1)
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr == "securefoundation: error: \(dir)/libexec/securefoundation/securefoundation was started by another front program (SECUREFOUNDATION_FRONT_HANDOFF is set): it is installed where the full program belongs; install the full program there (scripts/build-release --install)\n")
+        // A plain encryption still works: it never needs the full program.
+        let key = try CLIRunner.run(["keygen"])
+        let recipient = String(key.text.split(separator: "\n")[1].dropFirst("# public key: ".count))
+        let encrypted = try Self.run(installed, ["encrypt", "-r", recipient], stdin: Self.bytes(10))
+        #expect(encrypted.status == 0, "\(encrypted.stderr)")
+    }
+}
