@@ -39,10 +39,31 @@ package enum CLI {
         String(describing: error)
     }
 
-    /// Set by the front program (`securefoundation-front`) for the full program it starts; the
-    /// full program removes it at once. A front program that finds it set does not hand off
-    /// again (a front program installed where the full one belongs would otherwise loop).
+    /// Set by the front program (`securefoundation-front`) for the full program it starts, to
+    /// the front program's own path; the full program takes it out at once
+    /// (``takeFrontHandOff()``). A front program that finds it set does not hand off again (a
+    /// front program installed where the full one belongs would otherwise loop).
     package static let frontHandOffVariable = "SECUREFOUNDATION_FRONT_HANDOFF"
+
+    /// The front program that started this one, when it did (``takeFrontHandOff()``).
+    nonisolated(unsafe) package private(set) static var frontProgramPath: String?
+
+    /// Reads and removes ``frontHandOffVariable``, so that nothing this program starts inherits
+    /// it. The full program calls it first thing in `main`, before any other thread exists.
+    package static func takeFrontHandOff() {
+        if let value = getenv(frontHandOffVariable) {
+            let path = String(cString: value)
+            frontProgramPath = path.hasPrefix("/") ? path : nil
+            unsetenv(frontHandOffVariable)
+        }
+    }
+
+    /// The program the user ran: the front program when it handed this command line on, else
+    /// this one (``executablePath()``). Links meant to be found beside the command
+    /// (`agent install-plugin`) go in its directory.
+    package static func invokedProgramPath() -> String {
+        frontProgramPath ?? executablePath()
+    }
 
     /// This program's own executable, symbolic links resolved (Linux: `/proc/self/exe`).
     package static func executablePath() -> String {

@@ -52,8 +52,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
     static var version: String { String(cString: securefoundation_build_version()) }
 
     static func main() async {
-        // Started by the front program (Sources/SecureFoundationFront): the mark is for this start only.
-        unsetenv(CLI.frontHandOffVariable)
+        // Started by the front program (Sources/SecureFoundationFront): its mark is for this start only.
+        CLI.takeFrontHandOff()
         // Started as age-plugin-securefoundation (the link `agent install-plugin` makes), this
         // program is the age plugin that opens protected files through the unlock agent.
         if let name = CommandLine.arguments.first, name.split(separator: "/").last.map(String.init) == AgentAgePlugin.programName {

@@ -44,7 +44,7 @@ enum FullProgram {
             guard let info = try? FileCalls.status(atPath: candidate), info.kind == .regular,
                   info.permissions & 0o111 != 0 else { continue }
             if let ownFile, ownFile.device == info.device, ownFile.inode == info.inode { continue }
-            setenv(handOffVariable, "1", 1)
+            setenv(handOffVariable, own, 1)
             execv(candidate, CommandLine.unsafeArgv)
             let reason = String(cString: strerror(errno))
             unsetenv(handOffVariable)

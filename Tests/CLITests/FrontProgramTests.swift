@@ -131,7 +131,7 @@ struct FrontProgramTests {
     func installedLayout() throws {
         let temporary = try TemporaryDirectory(prefix: "sf-front")
         defer { withExtendedLifetime(temporary) {} }
-        let dir = temporary.path
+        let dir = URL(fileURLWithPath: temporary.path).resolvingSymlinksInPath().path
         let full = try BuiltProducts.commandLine
         let installed = try Self.install(in: dir, full: full)
         let version = try Self.run(installed, ["--version"])
@@ -149,6 +149,13 @@ struct FrontProgramTests {
         let direct = try Self.run(dir + "/age-plugin-securefoundation", ["--age-plugin=no-such-state-machine"])
         #expect(plugin.status == direct.status && plugin.stdout == direct.stdout && plugin.stderr == direct.stderr)
         #expect(plugin.status != 0 && !plugin.stderr.contains("front program"), "\(plugin.stderr)")
+        // `agent install-plugin` links the full program into the directory of the command the
+        // user ran (on the PATH), not into libexec.
+        let link = try Self.run(installed, ["agent", "install-plugin"])
+        #expect(link.status == 0, "\(link.stderr)")
+        #expect(link.text == "\(dir)/bin/age-plugin-securefoundation -> \(dir)/libexec/securefoundation/securefoundation\n")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation")
+                == dir + "/libexec/securefoundation/securefoundation")
         // The mark of a hand-off: set, the front program does not hand off again.
         let marked = try Self.run(installed, ["--version"], environment: ["SECUREFOUNDATION_FRONT_HANDOFF": "1"])
         #expect(marked.status == 1 && marked.stderr.contains("was started by another front program"), "\(marked.stderr)")

@@ -53,8 +53,8 @@ struct AgentInstallPluginCommand: ParsableCommand {
         abstract: "Install age-plugin-securefoundation (a symbolic link to this program) beside it, or in --dir.",
         discussion: """
         `age` runs plugins found on $PATH; this program acts as age-plugin-securefoundation when \
-        started under that name. The link is made in this program's own directory unless --dir \
-        names another one (which must be on $PATH for age to find it). An existing link to this \
+        started under that name. The link is made in the directory of the `securefoundation` you ran \
+        (for an installed one, where the front program is; docs/CLI.md) unless --dir names another one (which must be on $PATH for age to find it). An existing link to this \
         program is kept; anything else at that path is refused.
 
         Examples:
@@ -62,13 +62,15 @@ struct AgentInstallPluginCommand: ParsableCommand {
           securefoundation agent install-plugin --dir ~/.local/bin
         """)
 
-    @Option(name: .customLong("dir"), help: ArgumentHelp("Where to put the link (default: this program's directory).", valueName: "dir"))
+    @Option(name: .customLong("dir"), help: ArgumentHelp("Where to put the link (default: the directory of the securefoundation you ran).", valueName: "dir"))
     var directory: String?
 
     func run() throws {
         try CLI.run {
+            // The link names the full program; it goes beside the command the user ran (the
+            // front program's directory, on the PATH, when that handed this command on).
             let target = CLI.executablePath()
-            let dir = VaultPaths.absolute(directory ?? (target as NSString).deletingLastPathComponent)
+            let dir = VaultPaths.absolute(directory ?? (CLI.invokedProgramPath() as NSString).deletingLastPathComponent)
             let link = try AgentAgePlugin.installLink(in: dir, target: target)
             try VaultCLI.say("\(link) -> \(target)")
         }
