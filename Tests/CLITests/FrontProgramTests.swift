@@ -13,9 +13,18 @@ struct FrontProgramTests {
         get throws { try BuiltProducts.executable("securefoundation-front", environment: "SECUREFOUNDATION_FRONT_BIN") }
     }
 
+    /// The built full program (`$SECUREFOUNDATION_FULL_BIN` when set, for example the one
+    /// `scripts/build-release` installs in libexec): not `$SECUREFOUNDATION_BIN`, which may name
+    /// a front program when the whole command-line suite runs through one.
+    static var full: String {
+        get throws { try BuiltProducts.executable("securefoundation", environment: "SECUREFOUNDATION_FULL_BIN") }
+    }
+
     static func run(_ program: String, _ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:]) throws -> CLIRunner.Result {
         CLIRunner.Result(try ChildProcess.run(program, arguments, stdin: .bytes(stdin), environment: environment, timeout: .seconds(120)))
     }
+
+    static func runFull(_ arguments: [String]) throws -> CLIRunner.Result { try run(try full, arguments) }
 
     static func bytes(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 5) } }
 
@@ -39,7 +48,7 @@ struct FrontProgramTests {
         let temporary = try TemporaryDirectory(prefix: "sf-front")
         defer { withExtendedLifetime(temporary) {} }
         let dir = URL(fileURLWithPath: temporary.path).resolvingSymlinksInPath().path
-        let key = try CLIRunner.run(["keygen", "-o", dir + "/key.txt"])
+        let key = try Self.runFull(["keygen", "-o", dir + "/key.txt"])
         #expect(key.status == 0, "\(key.stderr)")
         let recipient = String(key.stderr.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Public key: ".count))
         // No full program anywhere near this copy: what works, works in the front program itself.
@@ -76,14 +85,14 @@ struct FrontProgramTests {
         let temporary = try TemporaryDirectory(prefix: "sf-front")
         defer { withExtendedLifetime(temporary) {} }
         let dir = temporary.path
-        let full = try BuiltProducts.commandLine
-        let key = try CLIRunner.run(["keygen", "-o", dir + "/key.txt"])
-        let other = try CLIRunner.run(["keygen", "-o", dir + "/other.txt"])
+        let full = try Self.full
+        let key = try Self.runFull(["keygen", "-o", dir + "/key.txt"])
+        let other = try Self.runFull(["keygen", "-o", dir + "/other.txt"])
         #expect(key.status == 0 && other.status == 0)
         let recipient = String(key.stderr.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Public key: ".count))
         let plaintext = Self.bytes(70_000)
         try Data(plaintext).write(to: URL(fileURLWithPath: dir + "/plain"))
-        let sealed = try CLIRunner.run(["encrypt", "-r", recipient, "-o", dir + "/sealed.age", dir + "/plain"])
+        let sealed = try Self.runFull(["encrypt", "-r", recipient, "-o", dir + "/sealed.age", dir + "/plain"])
         #expect(sealed.status == 0, "\(sealed.stderr)")
         var damaged = try Array(Data(contentsOf: URL(fileURLWithPath: dir + "/sealed.age")))
         damaged[damaged.count - 100] ^= 1
@@ -132,7 +141,7 @@ struct FrontProgramTests {
         let temporary = try TemporaryDirectory(prefix: "sf-front")
         defer { withExtendedLifetime(temporary) {} }
         let dir = URL(fileURLWithPath: temporary.path).resolvingSymlinksInPath().path
-        let full = try BuiltProducts.commandLine
+        let full = try Self.full
         let installed = try Self.install(in: dir, full: full)
         let version = try Self.run(installed, ["--version"])
         let expected = try Self.run(full, ["--version"])
@@ -172,7 +181,7 @@ struct FrontProgramTests {
         #expect(result.stdout.isEmpty)
         #expect(result.stderr == "securefoundation: error: \(dir)/libexec/securefoundation/securefoundation was started by another front program (SECUREFOUNDATION_FRONT_HANDOFF is set): it is installed where the full program belongs; install the full program there (scripts/build-release --install)\n")
         // A plain encryption still works: it never needs the full program.
-        let key = try CLIRunner.run(["keygen"])
+        let key = try Self.runFull(["keygen"])
         let recipient = String(key.text.split(separator: "\n")[1].dropFirst("# public key: ".count))
         let encrypted = try Self.run(installed, ["encrypt", "-r", recipient], stdin: Self.bytes(10))
         #expect(encrypted.status == 0, "\(encrypted.stderr)")
