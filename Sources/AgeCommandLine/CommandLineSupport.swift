@@ -50,12 +50,32 @@ package enum CLI {
 
     /// Reads and removes ``frontHandOffVariable``, so that nothing this program starts inherits
     /// it. The full program calls it first thing in `main`, before any other thread exists.
+    /// The path is kept only when it names a regular file that is a front program of this one:
+    /// this program is what a front program there starts (`../libexec/securefoundation/
+    /// securefoundation` or `securefoundation` beside it, the same file). Anything else (a stray
+    /// or planted value) is dropped, and this program behaves as if started directly.
     package static func takeFrontHandOff() {
-        if let value = getenv(frontHandOffVariable) {
-            let path = String(cString: value)
-            frontProgramPath = path.hasPrefix("/") ? path : nil
-            unsetenv(frontHandOffVariable)
-        }
+        guard let value = getenv(frontHandOffVariable) else { return }
+        let path = String(cString: value)
+        unsetenv(frontHandOffVariable)
+        guard path.hasPrefix("/"), let front = try? FileCalls.status(atPath: path), front.kind == .regular,
+              let own = ownExecutable(), let this = try? FileCalls.status(atPath: own),
+              fullProgramCandidates(frontPath: path).contains(where: { candidate in
+                  guard let info = try? FileCalls.status(atPath: candidate) else { return false }
+                  return info.device == this.device && info.inode == this.inode
+              }) else { return }
+        frontProgramPath = path
+    }
+
+    /// Where a front program at `frontPath` (resolved) looks for the full program, in order
+    /// (docs/CLI.md, "Installed programs"): `../libexec/securefoundation/securefoundation` from
+    /// its directory, then `securefoundation` in its directory.
+    package static func fullProgramCandidates(frontPath: String) -> [String] {
+        let components = frontPath.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+        let directory = components.joined(separator: "/")
+        // The directory's parent, written out (the path is resolved, so `..` would name it too).
+        let parent = components.count > 1 ? components.dropLast().joined(separator: "/") : ""
+        return [parent + "/libexec/securefoundation/securefoundation", directory + "/securefoundation"]
     }
 
     /// The program the user ran: the front program when it handed this command line on, else
@@ -65,18 +85,33 @@ package enum CLI {
         frontProgramPath ?? executablePath()
     }
 
-    /// This program's own executable, symbolic links resolved (Linux: `/proc/self/exe`).
-    package static func executablePath() -> String {
+    /// This program's own file, symbolic links resolved, as the system knows it (Linux:
+    /// `/proc/self/exe`; macOS: `_NSGetExecutablePath`, then `realpath`), or nil when it cannot
+    /// be read. Never derived from the program name, the `PATH`, the working directory or the
+    /// environment: the front program starts the full one relative to it.
+    package static func ownExecutable() -> String? {
         #if os(Linux)
         var buffer = [CChar](repeating: 0, count: 4096)
         let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        if n > 0 { return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) }
-        #endif
-        let named = Bundle.main.executablePath ?? CommandLine.arguments[0]
-        let absolute = named.hasPrefix("/") ? named : FileManager.default.currentDirectoryPath + "/" + named
-        guard let resolved = realpath(absolute, nil) else { return absolute }
+        guard n > 0 else { return nil }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        #elseif canImport(Darwin)
+        var size = UInt32(4096)
+        var buffer = [CChar](repeating: 0, count: Int(size))
+        guard _NSGetExecutablePath(&buffer, &size) == 0, let resolved = realpath(buffer, nil) else { return nil }
         defer { free(resolved) }
         return String(cString: resolved)
+        #else
+        return nil
+        #endif
+    }
+
+    /// This program's own executable (``ownExecutable()``), or else its name made absolute: for
+    /// starting this program again (the unlock agent) and naming it in the plugin link.
+    package static func executablePath() -> String {
+        if let own = ownExecutable() { return own }
+        let named = CommandLine.arguments[0]
+        return named.hasPrefix("/") ? named : FileManager.default.currentDirectoryPath + "/" + named
     }
 
     /// Writes bytes to standard output, all of them.

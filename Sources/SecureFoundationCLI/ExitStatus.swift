@@ -11,6 +11,8 @@ import SecureFoundation
 extension ExitStatus {
     /// The status for `error`.
     static func of(_ error: any Error) -> Int32 {
+        // What age passes on from the command's own code (a passphrase prompt) keeps its status.
+        if case AgeError.external(let inner) = error { return of(inner.error) }
         if let error = error as? ExitCode { return error.rawValue }
         // The age commands' rows (AgeCommandLine's ExitStatus.swift) first, then this table's.
         return exitCode(of: error) { (other: any Error) in status(of: other) }

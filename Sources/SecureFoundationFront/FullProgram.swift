@@ -20,26 +20,19 @@ import Foundation
 enum FullProgram {
     private static var handOffVariable: String { CLI.frontHandOffVariable }
 
-    /// Where the full program is looked for, in order, for a front program at `ownPath`.
-    static func candidates(ownPath: String) -> [String] {
-        let components = ownPath.split(separator: "/", omittingEmptySubsequences: false).dropLast()
-        let directory = components.joined(separator: "/")
-        // The directory's parent, written out (the path is resolved, so `..` would name it too).
-        let parent = components.count > 1 ? components.dropLast().joined(separator: "/") : ""
-        return [parent + "/libexec/securefoundation/securefoundation", directory + "/securefoundation"]
-    }
-
     /// Replaces this process with the full program, with the same arguments (the program name
     /// included) and environment. Returns only by ending the process with an error (status 1):
     /// no full program found, or it cannot be started.
     static func handOff() -> Never {
-        let own = CLI.executablePath()
+        guard let own = CLI.ownExecutable() else {
+            fail("cannot find this program's own file (/proc/self/exe), so not the full program beside it either")
+        }
         if getenv(handOffVariable) != nil {
-            fail("\(own) was started by another front program (\(handOffVariable) is set): it is installed where the full program belongs; install the full program there (scripts/build-release --install)")
+            fail("\(own) was started with \(handOffVariable) set: by another front program, so this front program is installed where the full program belongs (install the full program there: scripts/build-release --install), or the variable was left in the environment (unset it)")
         }
         let ownFile = try? FileCalls.status(atPath: own)
         var looked: [String] = []
-        for candidate in candidates(ownPath: own) {
+        for candidate in CLI.fullProgramCandidates(frontPath: own) {
             looked.append(candidate)
             guard let info = try? FileCalls.status(atPath: candidate), info.kind == .regular,
                   info.permissions & 0o111 != 0 else { continue }

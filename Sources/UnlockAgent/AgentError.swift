@@ -39,7 +39,7 @@ public enum AgentError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .insecureDirectory(path, reason, fix):
             return "the agent's socket directory \(path) \(reason); \(fix)"
         case let .pathInUse(path, reason):
-            return "\(path) \(reason); remove it or give another path with --socket"
+            return "\(path) \(reason); remove it or give another path (--socket for the agent, --dir for the plugin link)"
         case let .refused(why):
             return "the unlock agent refused the connection: \(why)"
         case let .protocolViolation(why):

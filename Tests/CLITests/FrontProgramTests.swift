@@ -158,6 +158,15 @@ struct FrontProgramTests {
         let direct = try Self.run(dir + "/age-plugin-securefoundation", ["--age-plugin=no-such-state-machine"])
         #expect(plugin.status == direct.status && plugin.stdout == direct.stdout && plugin.stderr == direct.stderr)
         #expect(plugin.status != 0 && !plugin.stderr.contains("front program"), "\(plugin.stderr)")
+        // An upgrade: the link the one program made (to bin/securefoundation, now the front
+        // program) still works and is kept.
+        try FileManager.default.createSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation", withDestinationPath: installed)
+        let kept = try Self.run(installed, ["agent", "install-plugin"])
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(kept.text == "\(dir)/bin/age-plugin-securefoundation -> \(installed)\n")
+        let viaOldLink = try Self.run(dir + "/bin/age-plugin-securefoundation", ["--age-plugin=no-such-state-machine"])
+        #expect(viaOldLink.status == direct.status && viaOldLink.stderr == direct.stderr)
+        unlink(dir + "/bin/age-plugin-securefoundation")
         // `agent install-plugin` links the full program into the directory of the command the
         // user ran (on the PATH), not into libexec.
         let link = try Self.run(installed, ["agent", "install-plugin"])
@@ -165,9 +174,19 @@ struct FrontProgramTests {
         #expect(link.text == "\(dir)/bin/age-plugin-securefoundation -> \(dir)/libexec/securefoundation/securefoundation\n")
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation")
                 == dir + "/libexec/securefoundation/securefoundation")
+        // A planted mark, given to the full program directly, names no front program of it: ignored.
+        let fullInstalled = dir + "/libexec/securefoundation/securefoundation"
+        try FileManager.default.createDirectory(atPath: dir + "/planted/bin", withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: dir + "/planted/bin/securefoundation"))
+        unlink(dir + "/bin/age-plugin-securefoundation")
+        let planted = try Self.run(fullInstalled, ["agent", "install-plugin"],
+                                   environment: ["SECUREFOUNDATION_FRONT_HANDOFF": dir + "/planted/bin/securefoundation"])
+        #expect(planted.status == 0, "\(planted.stderr)")
+        #expect(planted.text == "\(dir)/libexec/securefoundation/age-plugin-securefoundation -> \(fullInstalled)\n")
+        #expect(access(dir + "/planted/bin/age-plugin-securefoundation", F_OK) != 0)
         // The mark of a hand-off: set, the front program does not hand off again.
         let marked = try Self.run(installed, ["--version"], environment: ["SECUREFOUNDATION_FRONT_HANDOFF": "1"])
-        #expect(marked.status == 1 && marked.stderr.contains("was started by another front program"), "\(marked.stderr)")
+        #expect(marked.status == 1 && marked.stderr.contains("was started with SECUREFOUNDATION_FRONT_HANDOFF set"), "\(marked.stderr)")
     }
 
     @Test("a front program installed where the full one belongs stops with an error instead of starting itself again")
@@ -179,7 +198,7 @@ struct FrontProgramTests {
         let result = try Self.run(installed, ["--version"])
         #expect(result.status == 1)
         #expect(result.stdout.isEmpty)
-        #expect(result.stderr == "securefoundation: error: \(dir)/libexec/securefoundation/securefoundation was started by another front program (SECUREFOUNDATION_FRONT_HANDOFF is set): it is installed where the full program belongs; install the full program there (scripts/build-release --install)\n")
+        #expect(result.stderr == "securefoundation: error: \(dir)/libexec/securefoundation/securefoundation was started with SECUREFOUNDATION_FRONT_HANDOFF set: by another front program, so this front program is installed where the full program belongs (install the full program there: scripts/build-release --install), or the variable was left in the environment (unset it)\n")
         // A plain encryption still works: it never needs the full program.
         let key = try Self.runFull(["keygen"])
         let recipient = String(key.text.split(separator: "\n")[1].dropFirst("# public key: ".count))

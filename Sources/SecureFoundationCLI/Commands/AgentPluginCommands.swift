@@ -65,12 +65,31 @@ struct AgentInstallPluginCommand: ParsableCommand {
     @Option(name: .customLong("dir"), help: ArgumentHelp("Where to put the link (default: the directory of the securefoundation you ran).", valueName: "dir"))
     var directory: String?
 
+    /// What the plugin link in `directory` points to, when it is a symbolic link to the front
+    /// program that started this one (the same file); nil otherwise.
+    static func existingLinkToFrontProgram(in directory: String) -> String? {
+        let link = directory + "/" + AgentAgePlugin.programName
+        guard let front = CLI.frontProgramPath,
+              let info = try? FileCalls.linkStatus(link), info.kind == .symbolicLink,
+              let linked = try? FileCalls.status(atPath: link), let frontFile = try? FileCalls.status(atPath: front),
+              linked.device == frontFile.device, linked.inode == frontFile.inode,
+              let destination = try? FileManager.default.destinationOfSymbolicLink(atPath: link) else { return nil }
+        return destination
+    }
+
     func run() throws {
         try CLI.run {
             // The link names the full program; it goes beside the command the user ran (the
             // front program's directory, on the PATH, when that handed this command on).
             let target = CLI.executablePath()
             let dir = VaultPaths.absolute(directory ?? (CLI.invokedProgramPath() as NSString).deletingLastPathComponent)
+            // A link made before the tool was two programs names the front program (installed
+            // where the one program was); it still works (the front program hands the plugin
+            // name on), so it is kept as a link to this program is.
+            if let kept = Self.existingLinkToFrontProgram(in: dir) {
+                try VaultCLI.say("\(dir)/\(AgentAgePlugin.programName) -> \(kept)")
+                return
+            }
             let link = try AgentAgePlugin.installLink(in: dir, target: target)
             try VaultCLI.say("\(link) -> \(target)")
         }
