@@ -157,7 +157,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "SecureFoundationBench", dependencies: [
-            "SecureFoundation", "Vault", "PinnedTLS", "DeviceSharing", "HardwareKeys",
+            "AgeCommandLine", "SecureFoundation", "Vault", "PinnedTLS", "DeviceSharing", "HardwareKeys",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),

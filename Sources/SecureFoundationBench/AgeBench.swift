@@ -1,3 +1,4 @@
+import AgeCommandLine
 import Foundation
 import SecureFoundation
 
@@ -325,15 +326,11 @@ enum AgeBench {
     }
 
     /// The full program a front program at `path` hands other commands to (the places it looks,
-    /// Sources/SecureFoundationFront/FullProgram.swift), or nil when `path` is itself the full one.
+    /// `CLI.fullProgramCandidates(frontPath:)`), or nil when `path` is itself the full one.
     static func fullProgram(beside path: String) -> String? {
-        let own = URL(fileURLWithPath: path).resolvingSymlinksInPath()
-        let directory = own.deletingLastPathComponent()
-        for candidate in [directory.deletingLastPathComponent().appendingPathComponent("libexec/securefoundation/securefoundation"),
-                          directory.appendingPathComponent("securefoundation")]
-        where candidate.path != own.path && FileManager.default.isExecutableFile(atPath: candidate.path) {
-            return candidate.path
+        let own = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        return CLI.fullProgramCandidates(frontPath: own).first { candidate in
+            URL(fileURLWithPath: candidate).resolvingSymlinksInPath().path != own && FileManager.default.isExecutableFile(atPath: candidate)
         }
-        return nil
     }
 }

@@ -39,7 +39,6 @@ extension ExitStatus {
         }
     }
 
-
     private static func status(of error: HardwareKeyError) -> ExitStatus {
         switch error {
         case .invalidURI, .pinUnavailable: return .usage
@@ -81,8 +80,6 @@ extension ExitStatus {
         default: return .failure
         }
     }
-
-
 
     private static func status(of error: ProtectedFileError) -> ExitStatus {
         switch error {

@@ -6,11 +6,9 @@ import Foundation
 /// that it does not run itself (docs/CLI.md, "Installed programs").
 ///
 /// It is looked for relative to this program's own file (symbolic links resolved), never on the
-/// PATH or through an environment variable, so it is exactly as trusted as this program:
-/// 1. `../libexec/securefoundation/securefoundation`: the installed layout (`scripts/build-release
-///    --install DIR` puts this program in DIR and the full one there);
-/// 2. `securefoundation` in the same directory: a build directory (`swift build` puts
-///    `securefoundation-front` beside `securefoundation`).
+/// PATH, in the working directory or through an environment variable, so it is exactly as
+/// trusted as this program: the places `CLI.fullProgramCandidates(frontPath:)` lists, the
+/// installed layout first, then a build directory.
 ///
 /// A candidate that is this very file (this program installed as `securefoundation` next to
 /// nothing else) is skipped. A full program that is in fact another front program would hand the

@@ -20,8 +20,10 @@ struct FrontProgramTests {
         get throws { try BuiltProducts.executable("securefoundation", environment: "SECUREFOUNDATION_FULL_BIN") }
     }
 
-    static func run(_ program: String, _ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:]) throws -> CLIRunner.Result {
-        CLIRunner.Result(try ChildProcess.run(program, arguments, stdin: .bytes(stdin), environment: environment, timeout: .seconds(120)))
+    static func run(_ program: String, _ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:],
+                    directory: String? = nil) throws -> CLIRunner.Result {
+        CLIRunner.Result(try ChildProcess.run(program, arguments, stdin: .bytes(stdin), environment: environment, directory: directory,
+                                              timeout: .seconds(120)))
     }
 
     static func runFull(_ arguments: [String]) throws -> CLIRunner.Result { try run(try full, arguments) }
@@ -78,6 +80,16 @@ struct FrontProgramTests {
             #expect(result.stdout.isEmpty)
             #expect(result.stderr == "securefoundation: error: this is the front program, which runs encrypt and decrypt only, and the full program is not installed beside it: looked for \(dir)/alone/libexec/securefoundation/securefoundation and \(dir)/alone/bin/securefoundation (scripts/build-release --install DIR installs both)\n", "\(line)")
         }
+        // A `securefoundation` in the working directory and on the PATH (one who controls either
+        // chooses it) is never taken for the full program: the same refusal, and the decoy never ran.
+        let decoy = dir + "/decoy"
+        try FileManager.default.createDirectory(atPath: decoy, withIntermediateDirectories: true)
+        try Data("#!/bin/sh\ntouch \(decoy)/ran\n".utf8).write(to: URL(fileURLWithPath: decoy + "/securefoundation"))
+        #expect(chmod(decoy + "/securefoundation", 0o755) == 0)
+        let lured = try Self.run(alone, ["--version"], environment: ["PATH": decoy + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")],
+                                 directory: decoy)
+        #expect(lured.status == 1 && lured.stderr.contains("the full program is not installed beside it"), "\(lured.stderr)")
+        #expect(access(decoy + "/ran", F_OK) != 0)
     }
 
     @Test("the same command lines give the same output, messages and exit status through the front program as in the full program")

@@ -64,7 +64,6 @@ enum AgentCLI {
         if let max = status.maxRemaining { lines.append("locks at the latest in: \(max) s") }
         return lines.joined(separator: "\n")
     }
-
 }
 
 /// Options of the agent process itself.
