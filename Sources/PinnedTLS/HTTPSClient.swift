@@ -119,9 +119,20 @@ public struct PinnedHTTPSClient: Sendable {
                 head.headers.add(name: "Connection", value: "close")
                 if let body { head.headers.add(name: "Content-Length", value: String(body.count)) }
                 for (name, value) in headers { head.headers.add(name: name, value: value) }
-                try await outbound.write(.head(head))
-                if let body, !body.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
-                try await outbound.write(.end(nil))
+                // The whole request in one write: written part by part, a server that answers
+                // once it has the head (as most do for a GET) could answer and close before the
+                // next part, which then failed with "I/O on closed channel" and lost the answer.
+                var request: [HTTPClientRequestPart] = [.head(head)]
+                if let body, !body.isEmpty { request.append(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
+                request.append(.end(nil))
+                // A server may also answer before it has read the request (an early refusal such
+                // as 413 or 401) and close: its answer is still read and returned.
+                var sent = true
+                do {
+                    try await outbound.write(contentsOf: request)
+                } catch {
+                    sent = false
+                }
                 var status: Int?
                 var responseHeaders: [(name: String, value: String)] = []
                 var received: [UInt8] = []
@@ -141,14 +152,17 @@ public struct PinnedHTTPSClient: Sendable {
                                              peerChain: evaluation.validatedChain, warnings: evaluation.warnings)
                     }
                 }
+                if !sent {
+                    throw PinnedTLSError.http("the server closed the connection before the request was sent, without an answer")
+                }
                 throw PinnedTLSError.http("the server closed the connection before the response was complete")
             }
-        } catch let error as PinnedTLSError {
-            throw error
         } catch {
+            // The timer closes the channel: whatever that made the exchange see, it timed out.
             if timedOut.withLockedValue({ $0 }) {
                 throw PinnedTLSError.timedOut(what: "HTTPS exchange with \(host):\(port)", seconds: timeout.seconds)
             }
+            if let error = error as? PinnedTLSError { throw error }
             throw PinnedTLSError.http("\(error)")
         }
     }

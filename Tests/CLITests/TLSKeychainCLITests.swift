@@ -45,7 +45,7 @@ struct TLSKeychainCLITests {
         // Mutual TLS: the client identity from the keychain, the server checked against the exported root.
         let fetched = try run(["tls", "fetch", "https://localhost:\(port)/", "--ca", root, "--identity", "device-1",
                                "--connect-to", "127.0.0.1", "--timeout", "20"])
-        #expect(fetched.status == 0, "\(fetched.stderr)")
+        #expect(fetched.status == 0, "\(fetched.stderr)server: \(String(decoding: server.stderr, as: UTF8.self))")
         #expect(fetched.text.contains("client: CN=device-1"))
 
         // A policy whose anchors are the CA certificate kept in the keychain under "ca".
@@ -54,7 +54,7 @@ struct TLSKeychainCLITests {
             """.utf8))
         let byPolicy = try run(["tls", "fetch", "https://localhost:\(port)/", "--policy", policy, "--identity", "device-1",
                                 "--connect-to", "127.0.0.1", "--timeout", "20"])
-        #expect(byPolicy.status == 0, "\(byPolicy.stderr)")
+        #expect(byPolicy.status == 0, "\(byPolicy.stderr)server: \(String(decoding: server.stderr, as: UTF8.self))")
         #expect(byPolicy.text.contains("client: CN=device-1"))
         #expect(try server.wait(timeout: .seconds(120)).status == 0)
 
@@ -72,7 +72,7 @@ struct TLSKeychainCLITests {
         #expect(anonymous.status != 0)
         let member = try run(["tls", "fetch", "https://localhost:\(policedPort)/", "--ca", root, "--identity", "device-1",
                               "--connect-to", "127.0.0.1", "--timeout", "20"])
-        #expect(member.status == 0, "\(member.stderr)")
+        #expect(member.status == 0, "\(member.stderr)server: \(String(decoding: policed.stderr, as: UTF8.self))")
         #expect(member.text.contains("client: CN=device-1"))
         try policed.wait(timeout: .seconds(120))
         let noAnchors = try scratch.file("none.json", Array("""

@@ -67,4 +67,49 @@ struct HTTPSClientTests {
         await server.close()
         _ = await running.result
     }
+
+    /// A server that answers once it has the request's head, without reading the body (an early
+    /// refusal: 413 for a body too large), and closes. The client returns that answer. Written
+    /// part by part, the request's later parts met a closed channel and the exchange failed
+    /// with "I/O on closed channel", the answer lost (seen in the whole suite under load with a
+    /// GET: the server answered after the head and closed before the request's end was written).
+    @Test("An answer that comes before the whole request is written is read, not lost to the closed channel")
+    func earlyAnswerIsRead() async throws {
+        let pki = try TestPKI.get()
+        let server = try await PinnedTLSServer.bind(identity: try pki.identity("leaf"), handshakeTimeout: .seconds(120))
+        let running = Task(executorPreference: TestExecutor.shared) {
+            try await server.run(handlersOnEventLoop: true) { connection in
+                try await connection.channel.executeThenClose { inbound, outbound in
+                    var received: [UInt8] = []
+                    for try await var buffer in inbound {
+                        received += buffer.readBytes(length: buffer.readableBytes) ?? []
+                        if received.firstRange(of: Array("\r\n\r\n".utf8)) != nil || received.count > 1 << 16 { break }
+                    }
+                    try await outbound.write(ByteBuffer(string:
+                        "HTTP/1.1 413 Content Too Large\r\nContent-Length: 9\r\nConnection: close\r\n\r\ntoo large"))
+                }
+            }
+        }
+        defer { running.cancel() }
+        let policy = TrustPolicy(
+            hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only([try pki.certificate("root")]))],
+            defaultAnchors: nil)
+        let client = PinnedHTTPSClient(client: try PinnedTLSClient(policy: policy))
+        let url = "https://localhost:\(server.port)/upload"
+        var failures: [String] = []
+        for round in 0..<10 {
+            do {
+                let response = try await client.post(url, body: Array(repeating: 0x61, count: 8 << 20),
+                                                     connectTo: "127.0.0.1", timeout: .seconds(120))
+                if response.status != 413 || response.body != Array("too large".utf8) {
+                    failures.append("round \(round): \(response.status) \(String(decoding: response.body, as: UTF8.self))")
+                }
+            } catch {
+                failures.append("round \(round): \(error)")
+            }
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        await server.close()
+        _ = await running.result
+    }
 }
