@@ -38,11 +38,7 @@ package enum AgeCLI {
     /// path atomically; a device or FIFO in place; `/dev/stdout` into the descriptor; a symlink
     /// refused), or streams to stdout without one.
     package static func withOutput(_ output: String?, _ body: (Int32) throws -> Void) throws {
-        if let output, output != "-" {
-            try CLI.writeOutput(to: output, body)
-        } else {
-            try body(1)
-        }
+        try CLI.writeOutput(to: output ?? "-", body)
     }
 
     /// Plugins talk to the user on the terminal: messages on stderr, PINs and values read

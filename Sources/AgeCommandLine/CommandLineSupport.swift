@@ -255,14 +255,28 @@ private func restoreTerminalAndDie(_ signal: Int32) {
         _ = write(restoreDescriptor, "\n", 1)
     }
     var standard = sigaction()
-    #if os(Linux)
-    standard.__sigaction_handler.sa_handler = SIG_DFL
-    #else
-    standard.__sigaction_u.__sa_handler = SIG_DFL
-    #endif
+    setHandler(&standard, SIG_DFL)
     _ = sigaction(signal, &standard, nil)
     // Delivered once this handler returns (the signal is blocked while it runs).
     _ = raise(signal)
+}
+
+/// The plain handler of `action` (its field has another name on Linux than on Darwin).
+private func handler(of action: sigaction) -> (@convention(c) (Int32) -> Void)? {
+    #if os(Linux)
+    action.__sigaction_handler.sa_handler
+    #else
+    action.__sigaction_u.__sa_handler
+    #endif
+}
+
+/// Sets the plain handler of `action` (async-signal-safe: a field is written).
+private func setHandler(_ action: inout sigaction, _ handler: (@convention(c) (Int32) -> Void)?) {
+    #if os(Linux)
+    action.__sigaction_handler.sa_handler = handler
+    #else
+    action.__sigaction_u.__sa_handler = handler
+    #endif
 }
 
 package enum TerminalRestore {
@@ -275,18 +289,10 @@ package enum TerminalRestore {
         for signal in signals {
             var current = sigaction()
             guard sigaction(signal, nil, &current) == 0 else { continue }
-            #if os(Linux)
-            let isDefault = current.__sigaction_handler.sa_handler == nil
-            #else
-            let isDefault = current.__sigaction_u.__sa_handler == nil
-            #endif
-            guard isDefault else { continue }
+            // SIG_DFL is the null handler.
+            guard handler(of: current) == nil else { continue }
             var handler = sigaction()
-            #if os(Linux)
-            handler.__sigaction_handler.sa_handler = restoreTerminalAndDie
-            #else
-            handler.__sigaction_u.__sa_handler = restoreTerminalAndDie
-            #endif
+            setHandler(&handler, restoreTerminalAndDie)
             sigemptyset(&handler.sa_mask)
             for other in signals { sigaddset(&handler.sa_mask, other) }
             if sigaction(signal, &handler, nil) == 0 { replaced.append((signal, current)) }

@@ -108,7 +108,6 @@ extension ExitStatus {
         }
     }
 
-
     package static func status(of error: ShredError) -> ExitStatus {
         if case .system = error { return .io }
         return .failure

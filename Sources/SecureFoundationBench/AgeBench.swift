@@ -303,10 +303,9 @@ enum AgeBench {
                 ourTimes.append(m.seconds); ourCPU.append(m.cpuSeconds)
                 ageTimes.append(a.seconds); ageCPU.append(a.cpuSeconds)
             }
-            func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
             func ms(_ seconds: Double) -> String { BenchSupport.format(seconds * 1000, 1) + " ms" }
-            let wall = median(ourTimes) / median(ageTimes)
-            print("    \(label.padding(toLength: 13, withPad: " ", startingAt: 0)) securefoundation \(ms(median(ourTimes))) wall, \(ms(median(ourCPU))) CPU; age \(ms(median(ageTimes))) wall, \(ms(median(ageCPU))) CPU; ours/age \(BenchSupport.format(wall))x wall, \(BenchSupport.format(median(ourCPU) / max(median(ageCPU), 1e-6)))x CPU (target 1.3x wall: \(wall <= 1.3 ? "met" : "not met"))")
+            let wall = BenchSupport.median(ourTimes) / BenchSupport.median(ageTimes)
+            print("    \(label.padding(toLength: 13, withPad: " ", startingAt: 0)) securefoundation \(ms(BenchSupport.median(ourTimes))) wall, \(ms(BenchSupport.median(ourCPU))) CPU; age \(ms(BenchSupport.median(ageTimes))) wall, \(ms(BenchSupport.median(ageCPU))) CPU; ours/age \(BenchSupport.format(wall))x wall, \(BenchSupport.format(BenchSupport.median(ourCPU) / max(BenchSupport.median(ageCPU), 1e-6)))x CPU (target 1.3x wall: \(wall <= 1.3 ? "met" : "not met"))")
         }
         // The hand-off: `--version` through the front program and in the full program it starts.
         guard let full = fullProgram(beside: ours) else { return }
@@ -321,8 +320,7 @@ enum AgeBench {
             throughFront.append(f.seconds)
             direct.append(d.seconds)
         }
-        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-        print("    --version     through the front program \(BenchSupport.format(median(throughFront) * 1000, 1)) ms wall, the full program (\(full)) alone \(BenchSupport.format(median(direct) * 1000, 1)) ms: the hand-off costs \(BenchSupport.format((median(throughFront) - median(direct)) * 1000, 1)) ms")
+        print("    --version     through the front program \(BenchSupport.format(BenchSupport.median(throughFront) * 1000, 1)) ms wall, the full program (\(full)) alone \(BenchSupport.format(BenchSupport.median(direct) * 1000, 1)) ms: the hand-off costs \(BenchSupport.format((BenchSupport.median(throughFront) - BenchSupport.median(direct)) * 1000, 1)) ms")
     }
 
     /// The full program a front program at `path` hands other commands to (the places it looks,

@@ -73,14 +73,14 @@ enum AgeRecipientBench {
                     }
                 }
                 let label = "\(count) \(kind.name)".padding(toLength: 16, withPad: " ", startingAt: 0)
-                var line = "    \(label) library: header \(ms(median(encryptTimes))), unwrap \(ms(median(decryptTimes)))"
+                var line = "    \(label) library: header \(ms(BenchSupport.median(encryptTimes))), unwrap \(ms(BenchSupport.median(decryptTimes)))"
                 if failed {
                     line += "; commands: a run FAILED"
                 } else {
-                    line += "; commands: encrypt \(ms(median(ourEncrypt))), decrypt \(ms(median(ourDecrypt)))"
+                    line += "; commands: encrypt \(ms(BenchSupport.median(ourEncrypt))), decrypt \(ms(BenchSupport.median(ourDecrypt)))"
                     if age != nil {
-                        line += "; age: encrypt \(ms(median(ageEncrypt))), decrypt \(ms(median(ageDecrypt)))"
-                        line += " (ours/age \(BenchSupport.format(median(ourEncrypt) / median(ageEncrypt)))x, \(BenchSupport.format(median(ourDecrypt) / median(ageDecrypt)))x)"
+                        line += "; age: encrypt \(ms(BenchSupport.median(ageEncrypt))), decrypt \(ms(BenchSupport.median(ageDecrypt)))"
+                        line += " (ours/age \(BenchSupport.format(BenchSupport.median(ourEncrypt) / BenchSupport.median(ageEncrypt)))x, \(BenchSupport.format(BenchSupport.median(ourDecrypt) / BenchSupport.median(ageDecrypt)))x)"
                     }
                 }
                 print(line)
@@ -89,7 +89,6 @@ enum AgeRecipientBench {
         if !havePlugin { print("    no plugin figures: python3 with python3-cryptography, and \(plugin), are needed") }
     }
 
-    static func median(_ values: [Double]) -> Double { values.isEmpty ? 0 : values.sorted()[values.count / 2] }
     static func ms(_ seconds: Double) -> String { BenchSupport.format(seconds * 1000, 2) + " ms" }
 
     static func x25519(_ count: Int, dir: String) throws -> Kind {

@@ -47,6 +47,13 @@ enum Bench {
 
 /// Helpers shared by the benchmark sections.
 enum BenchSupport {
+    /// The middle value of `values` once sorted (the upper of the two middle ones for an even
+    /// count), 0 for none.
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+    }
+
     /// Runs `body` on the cooperative pool and waits for it on this (the main) thread, which a
     /// bench section's synchronous `run()` must do; rethrows its error.
     static func runBlocking(_ body: @escaping @Sendable () async throws -> Void) throws {

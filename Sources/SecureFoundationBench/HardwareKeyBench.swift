@@ -197,14 +197,14 @@ extension HardwareKeyBench {
         }
         func line(_ label: String, _ runs: [(rate: Double, cpu: Double)]) -> String {
             let label = label.padding(toLength: max(label.count, hardwareLabel.count), withPad: " ", startingAt: 0)
-            return "  \(label) \(BenchSupport.format(TLSBench.median(runs.map(\.rate)), 0))/s, "
-                + "CPU \(BenchSupport.format(TLSBench.median(runs.map(\.cpu)) * 1e6, 0)) µs/handshake  "
+            return "  \(label) \(BenchSupport.format(BenchSupport.median(runs.map(\.rate)), 0))/s, "
+                + "CPU \(BenchSupport.format(BenchSupport.median(runs.map(\.cpu)) * 1e6, 0)) µs/handshake  "
                 + "runs \(runs.map { BenchSupport.format($0.rate, 0) }.joined(separator: ", "))"
         }
         print("handshakes/s (connect, handshake, 1-byte round trip, close), \(handshakes) each:")
         print(line(hardwareLabel, hardwareRuns))
         print(line("key in memory", softwareRuns))
-        let ratio = TLSBench.median(hardwareRuns.map(\.rate)) / TLSBench.median(softwareRuns.map(\.rate))
+        let ratio = BenchSupport.median(hardwareRuns.map(\.rate)) / BenchSupport.median(softwareRuns.map(\.rate))
         print("  ratio \(ratioLabel): \(BenchSupport.format(ratio, ratioDigits))")
         await hardwareServer.close()
         await softwareServer.close()

@@ -87,17 +87,17 @@ enum ProtectBench {
             }
             if c.output != "/dev/null" { unlink(c.output) }
             guard !failed else { print("  \(c.name): a run failed"); continue }
-            let medians = times.map(median)
+            let medians = times.map(BenchSupport.median)
             let cells = c.tools.indices.map {
-                "\(c.tools[$0].0) \(BenchSupport.format(mib / medians[$0], 0)) MiB/s, CPU \(BenchSupport.format(median(cpu[$0]))) s (RSS \(BenchSupport.format(Double(rss[$0]) / 1024, 1)) MiB)"
+                "\(c.tools[$0].0) \(BenchSupport.format(mib / medians[$0], 0)) MiB/s, CPU \(BenchSupport.format(BenchSupport.median(cpu[$0]))) s (RSS \(BenchSupport.format(Double(rss[$0]) / 1024, 1)) MiB)"
             }
             let ratio = medians[1] / medians[0]
             // Each run's protect and ours ran back to back: the ratio within a run is less
             // exposed to the load of a shared machine drifting between runs.
             let paired = zip(times[1], times[0]).map { $0 / $1 }.sorted()
-            let cpuRatio = median(cpu[0]) / median(cpu[1])
+            let cpuRatio = BenchSupport.median(cpu[0]) / BenchSupport.median(cpu[1])
             print("  \(c.name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(cells.joined(separator: ", "))")
-            print("  \("".padding(toLength: 18, withPad: " ", startingAt: 0)) protect/ours throughput: medians \(BenchSupport.format(ratio))x, per run \(paired.map { BenchSupport.format($0) }.joined(separator: " ")) (median \(BenchSupport.format(median(paired)))x), CPU time protect/ours \(BenchSupport.format(cpuRatio))x (target ≥ 0.95x: \(median(paired) >= 0.95 ? "met" : "not met"))")
+            print("  \("".padding(toLength: 18, withPad: " ", startingAt: 0)) protect/ours throughput: medians \(BenchSupport.format(ratio))x, per run \(paired.map { BenchSupport.format($0) }.joined(separator: " ")) (median \(BenchSupport.format(BenchSupport.median(paired)))x), CPU time protect/ours \(BenchSupport.format(cpuRatio))x (target ≥ 0.95x: \(BenchSupport.median(paired) >= 0.95 ? "met" : "not met"))")
         }
 
         // A class change of the 1 GiB file (header rewritten, payload copied) beside `cp`.
@@ -138,16 +138,13 @@ enum ProtectBench {
             }
             for name in ["new", "victim"] { unlink(dir + "/" + name) }
         }
-        let change = median(changeTimes)
-        let copy = median(copyTimes)
-        let replace = median(replaceTimes)
-        let fixed = median(fixedTimes)
-        print("  class change of \(size) MiB: \(BenchSupport.format(change)) s, CPU \(BenchSupport.format(median(changeCPU))) s (RSS \(BenchSupport.format(Double(changeRSS) / 1024, 1)) MiB); of a small file (fixed cost): \(BenchSupport.format(fixed)) s")
+        let change = BenchSupport.median(changeTimes)
+        let copy = BenchSupport.median(copyTimes)
+        let replace = BenchSupport.median(replaceTimes)
+        let fixed = BenchSupport.median(fixedTimes)
+        print("  class change of \(size) MiB: \(BenchSupport.format(change)) s, CPU \(BenchSupport.format(BenchSupport.median(changeCPU))) s (RSS \(BenchSupport.format(Double(changeRSS) / 1024, 1)) MiB); of a small file (fixed cost): \(BenchSupport.format(fixed)) s")
         print("  cp: \(BenchSupport.format(copy)) s; cp + mv over a file (copy and free of the replaced one): \(BenchSupport.format(replace)) s")
         print("  ratio \(BenchSupport.format(copy > 0 ? change / copy : 0))x a sequential copy, \(BenchSupport.format(replace > 0 ? change / replace : 0))x a copy that replaces a file (the change also fsyncs the copy and the directory)")
     }
 
-    static func median(_ values: [Double]) -> Double {
-        values.isEmpty ? 0 : values.sorted()[values.count / 2]
-    }
 }

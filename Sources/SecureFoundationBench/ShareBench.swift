@@ -71,12 +71,12 @@ enum ShareBench {
             }
         }
 
-        let oursSeconds = median(ours.map(\.seconds))
+        let oursSeconds = BenchSupport.median(ours.map(\.seconds))
         let oursRate = Double(mib) / oursSeconds
-        func rate(_ runs: [Peer]) -> Double? { runs.isEmpty ? nil : Double(mib) / median(runs.map(\.seconds)) }
+        func rate(_ runs: [Peer]) -> Double? { runs.isEmpty ? nil : Double(mib) / BenchSupport.median(runs.map(\.seconds)) }
         func show(_ value: Double?) -> String { value.map { BenchSupport.format($0, 0) + " MiB/s" } ?? "n/a" }
-        func cpu(_ values: [Double]) -> String { values.isEmpty ? "n/a" : BenchSupport.format(median(values), 2) + " s" }
-        let fixedCost = median(fixed.map(\.seconds))
+        func cpu(_ values: [Double]) -> String { values.isEmpty ? "n/a" : BenchSupport.format(BenchSupport.median(values), 2) + " s" }
+        let fixedCost = BenchSupport.median(fixed.map(\.seconds))
         let steadyRate = Double(mib) / max(0.001, oursSeconds - fixedCost)
         print("share send → share serve (mTLS, protected file written and synced, end marker checked): \(show(oursRate))")
         print("  of which fixed costs (start, vault unlock, handshake; a 1-byte file): \(BenchSupport.format(fixedCost, 2)) s;"
@@ -85,7 +85,7 @@ enum ShareBench {
         print("  peak RSS: receiver \(receiver.map { "\($0 / 1024) MiB" } ?? "n/a"), sender \(sender.map { "\($0 / 1024) MiB" } ?? "n/a")")
         print("  CPU (user + system): receiver \(cpu(ours.compactMap(\.receiverCPU))), sender \(cpu(ours.compactMap(\.senderCPU)))"
               + "; the 1-byte transfer: receiver \(cpu(fixed.compactMap(\.receiverCPU))), sender \(cpu(fixed.compactMap(\.senderCPU)))")
-        let plainRate = Double(mib) / median(plain.map(\.seconds))
+        let plainRate = Double(mib) / BenchSupport.median(plain.map(\.seconds))
         print("the same pipeline without the TLS handler (two processes; protected file written and synced, end marker"
               + " checked; no encryption on the wire, no identities): \(show(plainRate))")
         let plainReceiver = plain.compactMap(\.receiverKiB).max(), plainSender = plain.compactMap(\.senderKiB).max()
@@ -419,10 +419,6 @@ enum ShareBench {
         ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "?").split(separator: " ").prefix(3).joined(separator: " ")
     }
 
-    static func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
-    }
 
 
     /// A child process: output collected by a thread, waits bounded in time, and its peak RSS

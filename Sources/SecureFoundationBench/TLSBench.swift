@@ -141,10 +141,10 @@ enum TLSBench {
             plainRuns.append(try await rate(handshakes, plainLoop))
             coldRuns.append(try await rate(handshakes, coldLoop))
         }
-        let policyRate = median(policyRuns.map(\.rate)), plainRate = median(plainRuns.map(\.rate))
-        let coldRate = median(coldRuns.map(\.rate))
-        let policyCPU = median(policyRuns.map(\.cpu)), plainCPU = median(plainRuns.map(\.cpu))
-        let coldCPU = median(coldRuns.map(\.cpu))
+        let policyRate = BenchSupport.median(policyRuns.map(\.rate)), plainRate = BenchSupport.median(plainRuns.map(\.rate))
+        let coldRate = BenchSupport.median(coldRuns.map(\.rate))
+        let policyCPU = BenchSupport.median(policyRuns.map(\.cpu)), plainCPU = BenchSupport.median(plainRuns.map(\.cpu))
+        let coldCPU = BenchSupport.median(coldRuns.map(\.cpu))
         func line(_ label: String, _ rate: Double, _ cpu: Double, _ runs: [(rate: Double, cpu: Double)]) -> String {
             "  \(label) \(BenchSupport.format(rate, 0))/s, CPU \(BenchSupport.format(cpu * 1e6, 0)) µs/handshake  runs \(runs.map { BenchSupport.format($0.rate, 0) }.joined(separator: ", "))"
         }
@@ -170,8 +170,8 @@ enum TLSBench {
             })
         }
         print("bulk, \(mib) MiB client → server:")
-        print("  PinnedTLS:                   \(BenchSupport.format(median(policyBulk), 0)) MiB/s")
-        print("  swift-nio-ssl default:       \(BenchSupport.format(median(plainBulk), 0)) MiB/s")
+        print("  PinnedTLS:                   \(BenchSupport.format(BenchSupport.median(policyBulk), 0)) MiB/s")
+        print("  swift-nio-ssl default:       \(BenchSupport.format(BenchSupport.median(plainBulk), 0)) MiB/s")
 
         // openssl s_client → openssl s_server, and openssl s_client → our server.
         let payload = dir + "/payload"
@@ -203,8 +203,8 @@ enum TLSBench {
             if client?.status == 0, counter.value == bytes { oursFromOpenSSL.append(Double(mib) / seconds) }
         }
         print("bulk, \(mib) MiB, with openssl (process start and handshake included):")
-        print("  openssl s_client → openssl s_server: \(opensslBulk.isEmpty ? "n/a" : BenchSupport.format(median(opensslBulk), 0) + " MiB/s")")
-        print("  openssl s_client → PinnedTLSServer:  \(oursFromOpenSSL.isEmpty ? "n/a" : BenchSupport.format(median(oursFromOpenSSL), 0) + " MiB/s")")
+        print("  openssl s_client → openssl s_server: \(opensslBulk.isEmpty ? "n/a" : BenchSupport.format(BenchSupport.median(opensslBulk), 0) + " MiB/s")")
+        print("  openssl s_client → PinnedTLSServer:  \(oursFromOpenSSL.isEmpty ? "n/a" : BenchSupport.format(BenchSupport.median(oursFromOpenSSL), 0) + " MiB/s")")
 
         await pinnedServer.close()
         _ = try? await pinnedServerTask.value
@@ -224,10 +224,6 @@ enum TLSBench {
         var value: Int { lock.lock(); defer { lock.unlock() }; return total }
     }
 
-    static func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
-    }
 
     /// Handshakes per second over `count` runs of `body`, and the process's CPU time (user and
     /// system, every thread: client and server) per run.

@@ -16,8 +16,6 @@ import Foundation
 /// program started by another stops with an error instead of starting a loop (the full program removes the
 /// mark at its start, so nothing it starts inherits it).
 enum FullProgram {
-    private static var handOffVariable: String { CLI.frontHandOffVariable }
-
     /// Replaces this process with the full program, with the same arguments (the program name
     /// included) and environment. Returns only by ending the process with an error (status 1):
     /// no full program found, or it cannot be started.
@@ -25,8 +23,8 @@ enum FullProgram {
         guard let own = CLI.ownExecutable() else {
             fail("cannot find this program's own file (/proc/self/exe), so not the full program beside it either")
         }
-        if getenv(handOffVariable) != nil {
-            fail("\(own) was started with \(handOffVariable) set: by another front program, so this front program is installed where the full program belongs (install the full program there: scripts/build-release --install), or the variable was left in the environment (unset it)")
+        if getenv(CLI.frontHandOffVariable) != nil {
+            fail("\(own) was started with \(CLI.frontHandOffVariable) set: by another front program, so this front program is installed where the full program belongs (install the full program there: scripts/build-release --install), or the variable was left in the environment (unset it)")
         }
         let ownFile = try? FileCalls.status(atPath: own)
         var looked: [String] = []
@@ -35,10 +33,10 @@ enum FullProgram {
             guard let info = try? FileCalls.status(atPath: candidate), info.kind == .regular,
                   info.permissions & 0o111 != 0 else { continue }
             if let ownFile, ownFile.device == info.device, ownFile.inode == info.inode { continue }
-            setenv(handOffVariable, own, 1)
+            setenv(CLI.frontHandOffVariable, own, 1)
             execv(candidate, CommandLine.unsafeArgv)
             let reason = String(cString: strerror(errno))
-            unsetenv(handOffVariable)
+            unsetenv(CLI.frontHandOffVariable)
             fail("cannot start the full program \(candidate): \(reason)")
         }
         fail("this is the front program, which runs encrypt and decrypt only, and the full program is not installed beside it: looked for "
