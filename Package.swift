@@ -121,7 +121,7 @@ let package = Package(
         .target(name: "UnlockAgent", dependencies: ["Cipher", "Vault", "Age", "ProtectedFiles", "CPlatform"] + crypto, swiftSettings: strict),
         .target(
             name: "SecureFoundation",
-            dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles", "ProtectedDatabase", "UnlockAgent"],
+            dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles", "ProtectedDatabase", "UnlockAgent", "CPlatform"] + crypto,
             swiftSettings: strict
         ),
         // Reading what iMAS Secure Foundation wrote (its CBC format, 1,000-round PBKDF2), for

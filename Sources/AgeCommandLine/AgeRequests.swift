@@ -170,7 +170,9 @@ package struct EncryptRequest: Equatable, AgeRequest {
         }
     }
 
-    package func run() throws {
+    /// The recipients these options name (`-r`, `-R`, `-i`, `-j`, or a passphrase, read and
+    /// confirmed now); the passphrase is returned too, for the caller to wipe once encrypted.
+    package func recipientList() throws -> (recipients: [any AgeRecipient], passphrase: SecretBytes?) {
         var list = [any AgeRecipient]()
         for text in recipients { list.append(try AgeKeys.recipient(text, ui: AgeCLI.pluginUI)) }
         for file in recipientsFiles {
@@ -190,13 +192,22 @@ package struct EncryptRequest: Equatable, AgeRequest {
         }
         // One run of each plugin per file, for all its recipients.
         list = AgePlugin.grouped(list)
-        var secret: SecretBytes?
-        defer { secret?.wipe() }
         if passphrase || passphraseFile != nil {
             let value = try CLI.passphrase(file: passphraseFile, confirm: true)
-            secret = value
-            list.append(try ScryptRecipient(passphrase: value, policy: .sensitive))
+            do {
+                list.append(try ScryptRecipient(passphrase: value, policy: .sensitive))
+            } catch {
+                value.wipe()
+                throw error
+            }
+            return (list, value)
         }
+        return (list, nil)
+    }
+
+    package func run() throws {
+        let (list, secret) = try recipientList()
+        defer { secret?.wipe() }
         if !armor {
             // Standard output, or a descriptor named as -o (/dev/stdout, /dev/fd/N), on a terminal.
             var descriptor: Int32? = 1
@@ -263,21 +274,33 @@ package struct DecryptRequest: Equatable, AgeRequest {
         }
     }
 
-    package func run() throws {
+    /// The identities these options name (`-i`, `-j`, `--passphrase-file`, else a passphrase
+    /// asked on the terminal when needed); the passphrase is returned too, for the caller to wipe.
+    package func identityList() throws -> (identities: [any AgeIdentity], passphrase: SecretBytes?) {
         // --passphrase-file serves a passphrase-encrypted input and encrypted identity files.
         var secret: SecretBytes?
-        defer { secret?.wipe() }
         if let passphraseFile { secret = try CLI.passphrase(file: passphraseFile) }
-        var identities = try AgeCLI.identities(files: identityFiles, passphrase: secret)
-        for name in plugins {
-            identities.append(try AgePluginIdentity(try AgePlugin.defaultIdentity(name: name), ui: AgeCLI.pluginUI))
+        do {
+            var identities = try AgeCLI.identities(files: identityFiles, passphrase: secret)
+            for name in plugins {
+                identities.append(try AgePluginIdentity(try AgePlugin.defaultIdentity(name: name), ui: AgeCLI.pluginUI))
+            }
+            // One run of each plugin per file, for all its identities.
+            identities = AgePlugin.grouped(identities)
+            if let secret { identities.append(ScryptIdentity(passphrase: secret)) }
+            if identities.isEmpty {
+                identities.append(LazyPassphraseIdentity { try Terminal.readSecret(prompt: "Enter passphrase: ") })
+            }
+            return (identities, secret)
+        } catch {
+            secret?.wipe()
+            throw error
         }
-        // One run of each plugin per file, for all its identities.
-        identities = AgePlugin.grouped(identities)
-        if let secret { identities.append(ScryptIdentity(passphrase: secret)) }
-        if identities.isEmpty {
-            identities.append(LazyPassphraseIdentity { try Terminal.readSecret(prompt: "Enter passphrase: ") })
-        }
+    }
+
+    package func run() throws {
+        let (identities, secret) = try identityList()
+        defer { secret?.wipe() }
         let inputFD = try AgeIO.openInput(input)
         defer { if inputFD != 0 { close(inputFD) } }
         let progress = AgeCLI.progressBar(total: AgeCLI.regularFileSize(inputFD))

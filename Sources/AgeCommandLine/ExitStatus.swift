@@ -32,6 +32,8 @@ package enum ExitStatus: Int32, CaseIterable, Sendable {
     case notFound = 44
     /// Exists already: an item or identity with that name, or a vault in that directory.
     case exists = 45
+    /// `backup restore`: the backup is of another vault than the home it would replace.
+    case otherVault = 46
     /// `share`: the peer is not of this group, is revoked, or is another device.
     case shareRefused = 50
     /// `share`: the receiver did not store the file (digest mismatch, refused name or size).
@@ -62,6 +64,7 @@ package enum ExitStatus: Int32, CaseIterable, Sendable {
         case .locked: return "locked: a class key is unavailable"
         case .notFound: return "not found: item, identity, group member"
         case .exists: return "exists already: item, identity, vault"
+        case .otherVault: return "backup of another vault than the home"
         case .peerRefused: return "TLS peer refused by the policy"
         case .usage: return "usage: wrong or conflicting arguments"
         case .shareRefused: return "share: peer refused"

@@ -280,6 +280,19 @@ int sf_rename_noreplace(int olddirfd, const char *oldname, int newdirfd, const c
     return 0;
 }
 
+int sf_rename_exchange(const char *first, const char *second) {
+#if defined(__linux__) && defined(SYS_renameat2)
+    if (syscall(SYS_renameat2, AT_FDCWD, first, AT_FDCWD, second, 2 /* RENAME_EXCHANGE */) == 0) return 0;
+    return errno;
+#elif defined(__APPLE__)
+    if (renameatx_np(AT_FDCWD, first, AT_FDCWD, second, RENAME_SWAP) == 0) return 0;
+    return errno;
+#else
+    (void)first; (void)second;
+    return ENOSYS;
+#endif
+}
+
 int sf_memfd_create(const char *name) {
 #if defined(__linux__) && defined(SYS_memfd_create)
     return (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);

@@ -96,11 +96,12 @@ struct ClassKeyTable: Sendable {
     func load() throws -> [ClassKeyEntry] { try loadFile().entries }
 
     /// The whole table (an empty one when the file does not exist and no table was written
-    /// before, as the rollback anchor tells).
-    func loadFile() throws -> ClassKeyTableFile {
+    /// before, as the rollback anchor tells). `checkingAnchor` false: an older table is read too
+    /// (a restore from an authenticated backup, whose next write goes past the anchor).
+    func loadFile(checkingAnchor: Bool = true) throws -> ClassKeyTableFile {
         do { _ = try FileCalls.linkStatus(path) } catch {
             if error.code == ENOENT {
-                if try anchoredGeneration() > 0 {
+                if checkingAnchor, try anchoredGeneration() > 0 {
                     throw ProtectedFileError.keyTable("\(path) is missing, but this vault wrote one already (the rollback anchor beside the device key says so): it was deleted or rolled back; restore it from the newest backup of the data directory")
                 }
                 var empty = ClassKeyTableFile()
@@ -132,7 +133,7 @@ struct ClassKeyTable: Sendable {
         } else if file.generation != nil {
             throw ProtectedFileError.keyTable("\(path) has format \(file.format) with a generation, which format \(file.format) does not have: the file was altered")
         }
-        try checkAnchor(found: file.generation ?? 0)
+        if checkingAnchor { try checkAnchor(found: file.generation ?? 0) }
         var seen = Set<String>()
         for entry in file.entries {
             guard FileProtectionClass(name: entry.name) != nil, seen.insert(entry.name).inserted else {

@@ -13,10 +13,18 @@ import Vault
 /// resumed rotation skips what is done.
 package struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
     let table: ClassKeyTable
+    /// A re-binding after a restore: a table older than the rollback anchor is accepted (its
+    /// next generation goes past the anchor).
+    let restoring: Bool
     package var description: String { table.path }
 
-    /// - Parameter manager: The vault whose home holds the table.
-    package init(manager: CryptoManager) { table = ClassKeyTable(manager: manager) }
+    /// - Parameters:
+    ///   - manager: The vault whose home holds the table.
+    ///   - restoring: Accept a table older than the rollback anchor (a restore from a backup).
+    package init(manager: CryptoManager, restoring: Bool = false) {
+        table = ClassKeyTable(manager: manager)
+        self.restoring = restoring
+    }
 
     /// Whether the home has a key table.
     package var exists: Bool { access(table.path, F_OK) == 0 }
@@ -74,6 +82,85 @@ package struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
                 try step("protected-files committed")
             }
             return DeviceKeyRekeyResult(description: table.path, rekeyed: rekeyed, alreadyNew: alreadyNew, unreadable: unreadable)
+        }
+    }
+
+    /// Re-binds the table to `new` when the old device key is lost: the entries of the
+    /// thisDeviceOnly classes (and their retired key pairs) are removed and named, since their
+    /// identities open only under the lost key; every other entry whose identity opens with its
+    /// class key gets a MAC under the new device sub-key (an entry of the class `none`, whose
+    /// key lies in the data directory, is reported as unverified). One atomic write.
+    /// - Parameters:
+    ///   - new: The keys bound to the new device key.
+    ///   - step: Called after the write.
+    /// - Returns: What was re-bound and left behind.
+    /// - Throws: ``ProtectedFileError`` for the table; what `step` throws.
+    package func rebind(to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRebindResult {
+        var result = DeviceKeyRebindResult(description: table.path, rebound: 0)
+        guard exists else { return result }
+        let newMACKey = new.deviceSubkey(purpose: ClassKeyTable.macPurpose)
+        defer { newMACKey.wipe() }
+        let vaultID = try table.vaultID()
+        return try table.withLock {
+            var file = try table.loadFile(checkingAnchor: !restoring)
+            var kept: [ClassKeyEntry] = []
+            var changed = false
+            for entry in file.entries {
+                guard let cls = FileProtectionClass(name: entry.name) else { result.unreadable.append(entry.name); kept.append(entry); continue }
+                if table.macMatches(entry, format: file.format, vaultID: vaultID, generation: file.generation ?? 0, key: newMACKey) {
+                    result.alreadyNew += 1
+                    file.vouch(entry)
+                    kept.append(entry)
+                    continue
+                }
+                changed = true
+                if cls.thisDeviceOnly {
+                    result.leftBehind.append("protected-file class \(cls.name)")
+                    continue
+                }
+                guard (try? open(entry, cls, new)) != nil else { result.unreadable.append(entry.name); kept.append(entry); continue }
+                file.vouch(entry)
+                kept.append(entry)
+                result.rebound += 1
+                if cls.accessibility.protectionClass == .always { result.unverified.append("protected-file class \(cls.name)") }
+            }
+            file.entries = kept
+            let retired = file.retired.filter { FileProtectionClass(name: $0.name)?.thisDeviceOnly != true }
+            if retired.count != file.retired.count {
+                result.leftBehind.append("\(file.retired.count - retired.count) retired thisDeviceOnly key pair(s)")
+                file.retired = retired
+                changed = true
+            }
+            if changed {
+                try table.save(file, macKey: newMACKey)
+                try step("protected-files committed")
+            }
+            return result
+        }
+    }
+
+    /// The key table as it goes into a backup: the entries (and retired key pairs) of the
+    /// thisDeviceOnly classes removed, their class names returned; the others as they are
+    /// (their MACs stay those of this table's generation, and a restore checks each identity
+    /// against its class key). Nil when the home has no table.
+    /// - Returns: The table's bytes and the classes left out.
+    /// - Throws: ``ProtectedFileError/keyTable(_:)`` as a read of the table does.
+    package func backupCopy() throws -> (bytes: [UInt8], leftBehind: [String])? {
+        guard exists else { return nil }
+        return try table.withLock {
+            var file = try table.loadFile()
+            var leftBehind = file.entries.filter { FileProtectionClass(name: $0.name)?.thisDeviceOnly == true }.map(\.name)
+            file.entries.removeAll { FileProtectionClass(name: $0.name)?.thisDeviceOnly == true }
+            let retired = file.retired.count
+            file.retired.removeAll { FileProtectionClass(name: $0.name)?.thisDeviceOnly == true }
+            if file.retired.count != retired { leftBehind.append("\(retired - file.retired.count) retired thisDeviceOnly key pair(s)") }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+            do {
+                return (Array(try encoder.encode(file)), leftBehind)
+            } catch {
+                throw ProtectedFileError.io("cannot encode the key table: \(error)")
+            }
         }
     }
 

@@ -23,6 +23,7 @@ extension ExitStatus {
         switch error {
         case is ValidationError: return .usage
         case let error as VaultError: return status(of: error)
+        case let error as BackupError: return status(of: error)
         case let error as KeychainError: return status(of: error)
         case let error as ProtectedFileError: return status(of: error)
         case let error as ProtectedDatabaseError: return status(of: error)
@@ -56,9 +57,19 @@ extension ExitStatus {
         }
     }
 
+    private static func status(of error: BackupError) -> ExitStatus {
+        switch error {
+        case .damaged: return .damaged
+        case .otherVault: return .otherVault
+        case .exists: return .exists
+        case .invalidArgument: return .usage
+        case .io: return .io
+        }
+    }
+
     private static func status(of error: VaultError) -> ExitStatus {
         switch error {
-        case .wrongPasscode, .wrongAnswers, .unverifiedAnswers: return .wrongSecret
+        case .wrongPasscode, .wrongAnswers, .unverifiedAnswers, .wrongRecoveryKey: return .wrongSecret
         case .tooManyAttempts, .attemptRecordDamaged: return .wait
         case .erased, .notSetUp: return .noVault
         case .locked, .classKeyUnavailable: return .locked

@@ -32,6 +32,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
             InspectCommand.self,
             // Crypto manager
             VaultCommand.self,
+            // Backup, restore on another machine
+            BackupCommand.self,
             // Keychain
             KeychainCommand.self,
             // Protected files

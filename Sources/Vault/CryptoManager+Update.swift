@@ -196,6 +196,10 @@ extension CryptoManager {
                     next.questions = try wrapAnswers(questions: set.questions, normalized: normalized, threshold: set.threshold,
                                                      appKey: newKey, state: next)
                 }
+                // The recovery key stays valid: the new key is wrapped to its public key.
+                if let recovery = state.recovery {
+                    next.recovery = try RecoveryKey.wrap(newKey, to: recovery.publicKey, state: next)
+                }
                 let current = try keys.secretsCopy()
                 let previous: SecretBytes
                 do { previous = try keys.appKey.copyKey() } catch { current.wipe(); throw error }
@@ -289,13 +293,14 @@ extension CryptoManager {
     }
 
     /// Writes `next` with the same application key as `keys` and the secrets `given` (consumed;
-    /// a copy of `keys`' secrets when nil) through ``commitChange(_:appKey:secrets:expecting:during:beforeCommit:)``.
+    /// a copy of `keys`' secrets when nil) through ``commitChange(_:appKey:secrets:expecting:during:generationBase:beforeCommit:)``.
     func rewrite(_ next: VaultState, keys: UnlockedKeys, expecting expected: VaultState, secrets given: VaultSecrets? = nil,
-                 during operation: String, beforeCommit: () throws -> Void = {}) throws {
+                 during operation: String, generationBase: UInt64? = nil, beforeCommit: () throws -> Void = {}) throws {
         let secrets = try given ?? keys.secretsCopy()
         let appKey: SecretBytes
         do { appKey = try keys.appKey.copyKey() } catch { secrets.wipe(); throw error }
-        try commitChange(next, appKey: appKey, secrets: secrets, expecting: expected, during: operation, beforeCommit: beforeCommit)
+        try commitChange(next, appKey: appKey, secrets: secrets, expecting: expected, during: operation, generationBase: generationBase,
+                         beforeCommit: beforeCommit)
     }
 
     /// The one way a change reaches `vault.state`: seals `secrets` into `next` (written in the
@@ -306,14 +311,15 @@ extension CryptoManager {
     /// - Throws: ``VaultError/corrupted(_:)`` naming `operation` when the vault changed meanwhile
     ///   (nothing is written), I/O errors.
     func commitChange(_ next: VaultState, appKey: SecretBytes, secrets: VaultSecrets, expecting expected: VaultState,
-                      during operation: String, beforeCommit: () throws -> Void = {}) throws {
+                      during operation: String, generationBase: UInt64? = nil, beforeCommit: () throws -> Void = {}) throws {
         var next = next
         next.version = VaultState.currentVersion
         next.eraseAfter = expected.eraseAfter ?? (expected.version < 2 ? attemptPolicy.eraseAfter : nil)
         if next.questions != nil, next.questions?.normalization == nil { next.questions?.normalization = VaultState.currentNormalization }
         // Version 3: one generation more than the state replaced, and the device key's check
         // value (kept; recorded when the replaced state had none and the key can be read).
-        next.generation = (expected.generation ?? 0) + 1
+        // (A re-binding that restores over an anchored home counts from `generationBase`.)
+        next.generation = (generationBase ?? expected.generation ?? 0) + 1
         if next.deviceCheck == nil { next.deviceCheck = readableDeviceCheck() }
         let anchor = anchor(for: expected)
         do {
@@ -323,7 +329,7 @@ extension CryptoManager {
                     throw VaultError.corrupted("the vault changed while \(operation); try again")
                 }
                 // A state older than the anchor is not the base of a change.
-                try anchor?.check(RollbackAnchor.vaultState, found: expected.generation ?? 0, file: statePath)
+                try anchor?.check(RollbackAnchor.vaultState, found: generationBase ?? expected.generation ?? 0, file: statePath)
                 try beforeCommit()
                 return try commit(next)
             }

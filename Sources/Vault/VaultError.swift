@@ -30,6 +30,10 @@ public enum VaultError: Error, Sendable, Equatable, CustomStringConvertible {
     case noPasscode
     /// The vault has no security questions.
     case noSecurityQuestions
+    /// The recovery key does not open this vault. Counted as a failed attempt, as a wrong passcode.
+    case wrongRecoveryKey(failures: Int, nextAttemptAfter: Duration?)
+    /// The vault has no recovery key (make one with `vault recovery-key create`).
+    case noRecoveryKey
     /// A file or directory of the vault is accessible to others or owned by another user.
     case insecurePermissions(path: String, reason: String, fix: String)
     /// The state is damaged or was modified.
@@ -75,6 +79,10 @@ public enum VaultError: Error, Sendable, Equatable, CustomStringConvertible {
             return "this vault has no passcode; unlock it with the security answers"
         case .noSecurityQuestions:
             return "this vault has no security questions; unlock it with the passcode"
+        case let .wrongRecoveryKey(failures, wait):
+            return "the recovery key does not open this vault: it is another vault's, or one that was replaced since (\(failures) failed attempt\(failures == 1 ? "" : "s") in a row)" + VaultError.waitText(wait)
+        case .noRecoveryKey:
+            return "this vault has no recovery key; unlock it with the passcode or the answers (and make one with `securefoundation vault recovery-key create`)"
         case let .insecurePermissions(path, reason, fix):
             return "refusing \(path): \(reason). Fix it with: \(fix)"
         case let .corrupted(why):

@@ -10,8 +10,12 @@ struct VaultState: Codable, Equatable {
     /// Version 2 adds the stored erase policy, the answer-normalization version and secret
     /// layout 2 (retired class masters). Version 3 adds the generation (checked against the
     /// rollback anchor) and the device key's check value, both authenticated by the secret
-    /// section. Versions 1 and 2 are read and upgraded on the next write or unlock.
-    static let currentVersion = 3
+    /// section. Version 4 adds the recovery key's wrapping and the record of device-key
+    /// re-bindings, both authenticated by the secret section. Versions 1 to 3 are read and
+    /// upgraded on the next write or unlock.
+    static let currentVersion = 4
+    /// How many re-binding records are kept (the oldest is dropped beyond this).
+    static let maximumRebindings = 16
     /// The answer normalization this code implements (``AnswerNormalization``).
     static let currentNormalization = 1
     /// nonce (12) ‖ application key (32) ‖ tag (16).
@@ -42,6 +46,31 @@ struct VaultState: Codable, Equatable {
         var normalization: Int?
     }
 
+    /// The application key wrapped to the recovery key (version 4): an X25519 key pair whose
+    /// private half is derived from the recovery key, so the wrapping can be renewed at a key
+    /// rotation without the recovery key.
+    struct RecoveryWrap: Codable, Equatable {
+        /// The recovery key's X25519 public key (32 bytes).
+        var publicKey: Data
+        /// The ephemeral X25519 public key of this wrapping (32 bytes).
+        var ephemeral: Data
+        /// nonce (12) ‖ application key (32) ‖ tag (16).
+        var wrapped: Data
+    }
+
+    /// One re-binding of the vault to a new device key (version 4): when, from which key to
+    /// which (check values), and with which credential.
+    struct Rebinding: Codable, Equatable {
+        /// Seconds since 1970.
+        var at: UInt64
+        /// The check value the state recorded before (absent when it recorded none).
+        var from: Data?
+        /// The new device key's check value.
+        var to: Data
+        /// `passcode`, `answers` or `recovery-key`.
+        var by: String
+    }
+
     var format: String = VaultState.formatName
     var version: Int = VaultState.currentVersion
     /// 16 random bytes naming this vault (bound into every wrapping).
@@ -59,6 +88,10 @@ struct VaultState: Codable, Equatable {
     /// The check value (``DeviceKeyRecord/checkValue(of:)``) of the device key the vault uses
     /// (version 3; nil when no device key could be read when it was written).
     var deviceCheck: Data?
+    /// The recovery key's wrapping (version 4; nil: no recovery key).
+    var recovery: RecoveryWrap?
+    /// Re-bindings to a new device key, oldest first (version 4; at most ``maximumRebindings``).
+    var rebindings: [Rebinding]?
     /// The secret section (class master, retired keys), AES-256-GCM under the state key with the
     /// digest of every other field as associated data.
     var secrets: Data
@@ -79,6 +112,11 @@ struct VaultState: Codable, Equatable {
         aad += [UInt8(clamping: questions.threshold), UInt8(clamping: questions.questions.count), UInt8(clamping: indices.count)]
         aad += indices.map { UInt8(clamping: $0) }
         return aad
+    }
+
+    /// Associated data of the recovery wrapping.
+    func recoveryAAD() -> [UInt8] {
+        Array((VaultState.label + " recovery").utf8) + [0] + Array(vaultID) + Array(keyID)
     }
 
     /// Associated data of the secret section: a digest of every public field.
@@ -132,6 +170,24 @@ struct VaultState: Codable, Equatable {
                 input.field(deviceCheck)
             } else {
                 input.byte(0)
+            }
+        }
+        if version >= 4 {
+            if let recovery {
+                input.byte(1)
+                input.field(recovery.publicKey)
+                input.field(recovery.ephemeral)
+                input.field(recovery.wrapped)
+            } else {
+                input.byte(0)
+            }
+            let rebindings = rebindings ?? []
+            input.uint32(UInt32(clamping: rebindings.count))
+            for entry in rebindings {
+                input.uint64(entry.at)
+                input.field(entry.from ?? Data())
+                input.field(entry.to)
+                input.field(Array(entry.by.utf8))
             }
         }
         return Array((VaultState.label + " secrets").utf8) + [0] + Array(SHA256.hash(data: input.bytes))
@@ -197,6 +253,20 @@ struct VaultState: Codable, Equatable {
             }
         } else if generation != nil || deviceCheck != nil {
             throw VaultError.corrupted("\(path): a version-\(version) state has no generation or device check")
+        }
+        if version >= 4 {
+            if let recovery {
+                guard recovery.publicKey.count == 32, recovery.ephemeral.count == 32, recovery.wrapped.count == VaultState.wrappedKeyLength else {
+                    throw VaultError.corrupted("\(path): the recovery-key wrapping is malformed")
+                }
+            }
+            let rebindings = rebindings ?? []
+            guard rebindings.count <= VaultState.maximumRebindings,
+                  rebindings.allSatisfy({ ($0.from?.count ?? 16) == 16 && $0.to.count == 16 && ["passcode", "answers", "recovery-key"].contains($0.by) }) else {
+                throw VaultError.corrupted("\(path): the record of device-key re-bindings is malformed")
+            }
+        } else if recovery != nil || rebindings != nil {
+            throw VaultError.corrupted("\(path): a version-\(version) state has no recovery key or re-binding record")
         }
         if let passcode {
             try passcode.kdf.validateForVault(path: path)

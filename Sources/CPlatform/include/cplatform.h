@@ -70,6 +70,11 @@ unsigned int sf_dev_minor(dev_t dev);
 /// renameatx_np RENAME_EXCL on Darwin, a check-then-rename elsewhere). Returns 0 or an errno value.
 int sf_rename_noreplace(int olddirfd, const char *oldname, int newdirfd, const char *newname);
 
+/// Exchanges two paths atomically (renameat2 RENAME_EXCHANGE on Linux, renameatx_np RENAME_SWAP
+/// on Darwin). Returns 0 or an errno value (ENOSYS where neither exists: no emulation, since a
+/// non-atomic exchange is what a caller of this must avoid).
+int sf_rename_exchange(const char *first, const char *second);
+
 /// memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING). Returns the descriptor or -1 with errno
 /// (ENOSYS off Linux).
 int sf_memfd_create(const char *name);

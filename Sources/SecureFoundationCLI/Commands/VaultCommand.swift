@@ -32,7 +32,8 @@ struct VaultCommand: ParsableCommand {
         subcommands: [
             VaultInitCommand.self, VaultStatusCommand.self, VaultUnlockCommand.self, VaultChangePasscodeCommand.self,
             VaultChangeQuestionsCommand.self, VaultRotateKeyCommand.self, VaultRotateClassKeysCommand.self, VaultEraseCommand.self,
-            VaultMigrateDeviceKeyCommand.self, VaultRotateDeviceKeyCommand.self,
+            VaultMigrateDeviceKeyCommand.self, VaultRotateDeviceKeyCommand.self, VaultRecoveryKeyCommand.self,
+            VaultRebindDeviceKeyCommand.self,
         ]
     )
 }
@@ -77,6 +78,12 @@ struct VaultInitCommand: ParsableCommand {
 
     @OptionGroup var providerOptions: DeviceKeyProviderOptions
 
+    @Flag(name: .customLong("recovery-key"), help: "Also make a recovery key and print it once (docs/RECOVERY.md): it unlocks the vault, and binds it to a new device key, when the passcode and answers are lost.")
+    var recoveryKey = false
+
+    @Option(name: .customLong("recovery-key-output"), help: ArgumentHelp("Write the recovery key to this file (0600) instead of standard output (implies --recovery-key).", valueName: "file"))
+    var recoveryKeyOutput: String?
+
     func validate() throws {
         if let deviceKeyProvider { _ = try DeviceKeyProviderOptions.kind(deviceKeyProvider, option: "--device-key-provider") }
         guard questions.isEmpty == (answersFile == nil) else { throw ValidationError("--question and --answers-file go together") }
@@ -109,6 +116,11 @@ struct VaultInitCommand: ParsableCommand {
             if !questions.isEmpty { try manager.storeTemporarySecurityQuestions(questions, answers: answers, threshold: threshold) }
             try manager.finalize()
             try record?.save(directory: manager.directory, filePath: home.deviceKey)
+            if recoveryKey || recoveryKeyOutput != nil {
+                let key = try manager.createRecoveryKey()
+                defer { key.wipe() }
+                try VaultCLI.showRecoveryKey(key, output: recoveryKeyOutput)
+            }
             // Every class's key pair, while the class keys are at hand: a completeUnlessOpen file
             // can then be written before the first unlock. A table left by an erased vault of
             // this directory goes first. A failure here leaves a working vault (the pairs are
@@ -141,6 +153,15 @@ struct VaultStatusCommand: ParsableCommand {
     @Flag(name: .customLong("json"), help: "Print the status as JSON (docs/CLI.md, \"JSON output\").")
     var json = false
 
+    /// One re-binding to a new device key, from the vault's record.
+    struct Rebinding: Encodable {
+        /// Seconds since 1970.
+        var at: Int
+        var from: String?
+        var to: String
+        var credential: String
+    }
+
     /// What `status` reports, as text or (`--json`) as JSON.
     struct Report: Encodable {
         var version = JSONOutput.schemaVersion
@@ -153,6 +174,8 @@ struct VaultStatusCommand: ParsableCommand {
         var answerThreshold: Int?
         var keyID: String?
         var eraseAfter: Int?
+        var recoveryKey: Bool?
+        var rebindings: [Rebinding]?
         var deviceKey: String
         var failedAttempts: Int
         var nextAttemptSeconds: Int
@@ -175,6 +198,11 @@ struct VaultStatusCommand: ParsableCommand {
                 }
                 lines.append("key id: \(report.keyID ?? "")")
                 lines.append("erase after: \(report.eraseAfter.map { "\($0) failed attempts in a row" } ?? "never (unless --erase-after is given)")")
+                lines.append("recovery key: \(report.recoveryKey == true ? "yes" : "no")")
+                for entry in report.rebindings ?? [] {
+                    let when = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(entry.at)))
+                    lines.append("re-bound to a new device key: \(when), \(entry.from ?? "none") -> \(entry.to), with the \(entry.credential)")
+                }
             }
             lines.append("device key: \(report.deviceKey)")
             if report.directoryExists {
@@ -204,6 +232,10 @@ struct VaultStatusCommand: ParsableCommand {
             if !questions.isEmpty { report.answerThreshold = try manager.answerThreshold ?? questions.count }
             report.keyID = VaultCLI.keyID(manager)
             report.eraseAfter = try manager.storedEraseAfter
+            report.recoveryKey = try manager.hasRecoveryKey
+            report.rebindings = try manager.rebindingRecord.map {
+                Rebinding(at: Int($0.at.timeIntervalSince1970), from: $0.from.map { Encoding.hex(Array($0)) }, to: Encoding.hex(Array($0.to)), credential: $0.credential)
+            }
         } else if manager.isErased {
             report.state = "erased"
         }
@@ -249,7 +281,7 @@ struct VaultUnlockCommand: ParsableCommand {
         try CLI.run {
             let manager = try home.manager(eraseAfter: erase.eraseAfter)
             // The passcode itself is checked: a running agent does not stand in for it.
-            try VaultCLI.unlock(manager, passcodeFile: credentials.passcodeFile, answersFile: credentials.answersFile)
+            try credentials.unlock(manager, needsApplicationKey: true)
             manager.lock()
             try VaultCLI.say("unlocked (key id \(VaultCLI.keyID(manager)))")
         }
@@ -267,6 +299,7 @@ struct VaultChangePasscodeCommand: ParsableCommand {
         Examples:
           securefoundation vault change-passcode --passcode-file old.txt --new-passcode-file new.txt
           securefoundation vault change-passcode --answers-file answers.txt --new-passcode-file new.txt
+          securefoundation vault change-passcode --recovery-key-file recovery.txt --new-passcode-file new.txt
         """
     )
 
@@ -283,7 +316,13 @@ struct VaultChangePasscodeCommand: ParsableCommand {
         try CLI.run {
             let manager = try home.manager(policy: policy)
             try VaultCLI.requireSetUp(manager)
-            if let answersFile = credentials.answersFile {
+            if let recoveryKeyFile = credentials.recoveryKeyFile {
+                let key = try VaultCLI.recoveryKey(file: recoveryKeyFile)
+                defer { key.wipe() }
+                let new = try VaultCLI.passcode(file: newPasscodeFile, prompt: "New passcode: ", confirm: true)
+                defer { new.wipe() }
+                try manager.resetPasscode(recoveryKey: key, new: new)
+            } else if let answersFile = credentials.answersFile {
                 let answers = try VaultCLI.readAnswers(answersFile)
                 defer { answers.forEach { $0.wipe() } }
                 let new = try VaultCLI.passcode(file: newPasscodeFile, prompt: "New passcode: ", confirm: true)

@@ -100,18 +100,38 @@ struct VaultCredentialOptions: ParsableArguments {
     @Option(name: .customLong("answers-file"), help: "Unlock with the answers in this file instead, one per line.")
     var answersFile: String?
 
+    @Option(name: .customLong("recovery-key-file"), help: "Unlock with the recovery key in this file instead (`-` for stdin; dashes, spaces and case are ignored).")
+    var recoveryKeyFile: String?
+
     func validate() throws {
-        if passcodeFile != nil && answersFile != nil { throw ValidationError("give --passcode-file or --answers-file, not both") }
+        if [passcodeFile, answersFile, recoveryKeyFile].compactMap({ $0 }).count > 1 {
+            throw ValidationError("give one of --passcode-file, --answers-file and --recovery-key-file")
+        }
     }
 
     /// Whether a file was given.
-    var given: Bool { passcodeFile != nil || answersFile != nil }
+    var given: Bool { passcodeFile != nil || answersFile != nil || recoveryKeyFile != nil }
 
     /// Unlocks `manager` with the given file, or the passcode from the terminal; without a
     /// file, a running unlock agent holding this vault unlocked is used instead of asking
     /// (unless `needsApplicationKey`: the agent serves class keys only).
     func unlock(_ manager: CryptoManager, needsApplicationKey: Bool = false) throws {
+        if let recoveryKeyFile {
+            try VaultCLI.requireSetUp(manager)
+            let key = try VaultCLI.recoveryKey(file: recoveryKeyFile)
+            defer { key.wipe() }
+            try manager.unlock(recoveryKey: key)
+            return
+        }
         try VaultCLI.unlock(manager, passcodeFile: passcodeFile, answersFile: answersFile, agentMayServe: !needsApplicationKey)
+    }
+
+    /// The credential these options name: the recovery key, the answers, or the passcode (from
+    /// its file, else the terminal). The caller wipes it (``VaultCLI/wipe(_:)``).
+    func credential(prompt: String = "Passcode: ") throws -> VaultCredential {
+        if let recoveryKeyFile { return .recoveryKey(try VaultCLI.recoveryKey(file: recoveryKeyFile)) }
+        if let answersFile { return .answers(try VaultCLI.readAnswers(answersFile)) }
+        return .passcode(try VaultCLI.passcode(file: passcodeFile, prompt: prompt))
     }
 }
 
@@ -187,6 +207,22 @@ enum VaultCLI {
     /// A passcode from a file or the terminal.
     static func passcode(file: String?, prompt: String, confirm: Bool = false) throws -> SecretBytes {
         try CLI.passphrase(file: file, prompt: prompt, confirm: confirm, what: "passcode", option: "--passcode-file")
+    }
+
+    /// A recovery key from a file (`-`: standard input) or the terminal, its checksum checked.
+    static func recoveryKey(file: String?) throws -> RecoveryKey {
+        let text = try CLI.passphrase(file: file, prompt: "Recovery key: ", confirm: false, what: "recovery key", option: "--recovery-key-file")
+        defer { text.wipe() }
+        return try RecoveryKey(text: text)
+    }
+
+    /// Wipes the secrets of a credential.
+    static func wipe(_ credential: VaultCredential) {
+        switch credential {
+        case .passcode(let passcode): passcode.wipe()
+        case .answers(let answers): answers.forEach { $0.wipe() }
+        case .recoveryKey(let key): key.wipe()
+        }
     }
 
     static func keyID(_ manager: CryptoManager) -> String {

@@ -19,6 +19,60 @@ public protocol DeviceKeyDependent: Sendable {
     /// - Returns: What was moved, found moved already, or left unreadable.
     /// - Throws: The store's errors, and what `step` throws (the rotation stops there).
     func rekey(from old: DeviceBoundKeys, to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRekeyResult
+
+    /// Moves everything to `new` when the old device key is lost (``DeviceKeyRebinding``): what
+    /// the class keys alone open is kept and re-bound, what needed the old device key (the
+    /// thisDeviceOnly parts) is removed and named. Parts already under `new` are left alone;
+    /// each commit leaves the store wholly under one key. The default refuses.
+    /// - Parameters:
+    ///   - new: The device-bound keys to move everything to.
+    ///   - step: Called with a name at each commit (fault-injection tests stop there).
+    /// - Returns: What was re-bound, left behind, or re-bound without a check.
+    /// - Throws: The store's errors, and what `step` throws.
+    func rebind(to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRebindResult
+}
+
+extension DeviceKeyDependent {
+    /// Refuses: a dependent that cannot be re-bound without its old device key.
+    /// - Throws: ``VaultError/deviceKey(_:)``.
+    public func rebind(to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRebindResult {
+        throw VaultError.deviceKey("\(description) cannot be re-bound without its old device key")
+    }
+}
+
+/// What re-binding one dependent to a new device key did (the old key being lost).
+public struct DeviceKeyRebindResult: Sendable, Equatable {
+    /// What was re-bound.
+    public var description: String
+    /// Parts moved to the new key now.
+    public var rebound: Int
+    /// Parts found already under the new key (an earlier, interrupted run).
+    public var alreadyNew: Int
+    /// ThisDeviceOnly parts: they opened only with the lost device key, so they were removed.
+    /// Each is named as well as the store can without that key (an item id and its class).
+    public var leftBehind: [String]
+    /// Parts re-bound without the check that needed the lost key: items of the class `always`,
+    /// whose key lies in the data directory, so one planted there cannot be told from a real one.
+    public var unverified: [String]
+    /// Parts that open with no key (damaged), left as they were.
+    public var unreadable: [String]
+
+    /// A step's outcome.
+    /// - Parameters:
+    ///   - description: What was re-bound.
+    ///   - rebound: Parts moved to the new key now.
+    ///   - alreadyNew: Parts found already under the new key.
+    ///   - leftBehind: ThisDeviceOnly parts removed.
+    ///   - unverified: Parts re-bound without the lost key's check.
+    ///   - unreadable: Parts that could not be opened, left as they were.
+    public init(description: String, rebound: Int, alreadyNew: Int = 0, leftBehind: [String] = [], unverified: [String] = [], unreadable: [String] = []) {
+        self.description = description
+        self.rebound = rebound
+        self.alreadyNew = alreadyNew
+        self.leftBehind = leftBehind
+        self.unverified = unverified
+        self.unreadable = unreadable
+    }
 }
 
 /// What re-keying one dependent did.

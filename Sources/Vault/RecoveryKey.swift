@@ -1,0 +1,206 @@
+import Foundation
+import Crypto
+import Cipher
+
+/// A vault's recovery key: 160 random bits that unlock the vault (and allow a re-binding to a new
+/// device key) when the passcode and the answers are lost, as `systemd-cryptenroll
+/// --recovery-key` and FileVault's recovery key do.
+///
+/// A person sees it once, as 40 characters of Crockford's base32 in eight groups of five
+/// (`7KQ2M-…`): the 20 random bytes followed by a 5-byte checksum, so a mistyped character is
+/// caught when the text is read, before any attempt is counted. Reading is forgiving where
+/// people slip: case, spaces and dashes are ignored, `O` reads as `0`, `I` and `L` as `1`.
+///
+/// The vault keeps no verifier: only the X25519 public key derived from it and a wrapping of the
+/// application key to that public key (docs/FORMATS.md, "Recovery key"). Thread safety: the
+/// value owns its bytes; ``wipe()`` must not race other calls.
+public final class RecoveryKey: @unchecked Sendable, CustomStringConvertible {
+    /// The random part's length in bytes (160 bits).
+    public static let seedLength = 20
+    static let checksumLength = 5
+    /// The characters written, in value order (Crockford's base32: no I, L, O or U).
+    static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".utf8)
+    static let groupLength = 5
+
+    let seed: SecretBytes
+
+    init(seed: SecretBytes) { self.seed = seed }
+
+    deinit { seed.wipe() }
+
+    /// A new random recovery key.
+    /// - Returns: The key (show ``text()`` to the person once, then wipe it).
+    /// - Throws: ``VaultError/crypto(_:)`` when the system random generator fails.
+    public static func generate() throws(VaultError) -> RecoveryKey {
+        do {
+            return RecoveryKey(seed: try SecretBytes.random(count: seedLength))
+        } catch {
+            throw VaultError.crypto("the system random generator failed: \(error)")
+        }
+    }
+
+    /// Reads a recovery key as a person typed it.
+    /// - Parameter text: The 40 characters (dashes, spaces, a trailing newline and case are ignored).
+    /// - Throws: ``VaultError/invalidArgument(_:)`` naming what is wrong: a character outside the
+    ///   alphabet, too few or too many characters, or a checksum that does not match (a typo).
+    public init(text: SecretBytes) throws(VaultError) {
+        var symbols = [UInt8](repeating: 0, count: 40)
+        defer { for index in symbols.indices { symbols[index] = 0 } }
+        let count: Int = try text.withUnsafeBytes { (bytes) throws(VaultError) -> Int in
+            var count = 0
+            for byte in bytes {
+                switch byte {
+                case 0x2D, 0x20, 0x0A, 0x0D, 0x09: continue
+                default: break
+                }
+                guard let value = RecoveryKey.value(of: byte) else {
+                    throw VaultError.invalidArgument("the recovery key holds a character that is not in its alphabet (0-9 and A-Z without U): check what was typed")
+                }
+                if count < symbols.count { symbols[count] = value }
+                count += 1
+            }
+            return count
+        }
+        guard count == 40 else {
+            throw VaultError.invalidArgument("the recovery key has \(count) characters, not 40 (eight groups of five): check what was typed")
+        }
+        var bits = 0, accumulator: UInt64 = 0
+        var raw = [UInt8]()
+        raw.reserveCapacity(RecoveryKey.seedLength + RecoveryKey.checksumLength)
+        defer { for index in raw.indices { raw[index] = 0 }; accumulator = 0 }
+        for symbol in symbols {
+            accumulator = (accumulator << 5) | UInt64(symbol)
+            bits += 5
+            if bits >= 8 {
+                bits -= 8
+                raw.append(UInt8(truncatingIfNeeded: accumulator >> UInt64(bits)))
+            }
+        }
+        let seedBytes = Array(raw[0..<RecoveryKey.seedLength])
+        let candidate = SecretBytes(count: RecoveryKey.seedLength) { target in seedBytes.withUnsafeBytes { target.copyMemory(from: $0) } }
+        var copy = seedBytes
+        for index in copy.indices { copy[index] = 0 }
+        guard ConstantTime.equals(RecoveryKey.checksum(of: candidate), Array(raw[RecoveryKey.seedLength...])) else {
+            candidate.wipe()
+            throw VaultError.invalidArgument("the recovery key's checksum does not match: a character was mistyped (nothing was tried against the vault)")
+        }
+        seed = candidate
+    }
+
+    /// Reads a recovery key from a `String` (its storage cannot be wiped; prefer ``init(text:)`` with `SecretBytes`).
+    /// - Parameter text: The 40 characters.
+    /// - Throws: ``VaultError/invalidArgument(_:)``, as ``init(text:)``.
+    public convenience init(text: String) throws(VaultError) {
+        let bytes = SecretBytes(utf8: text)
+        defer { bytes.wipe() }
+        let parsed = try RecoveryKey(text: bytes)
+        self.init(seed: parsed.seed.copy())
+    }
+
+    /// The key as a person writes it down: eight groups of five characters joined by dashes
+    /// (47 bytes, no newline), in locked memory.
+    /// - Returns: The text (wipe it when shown).
+    public func text() -> SecretBytes {
+        var raw = [UInt8](repeating: 0, count: RecoveryKey.seedLength)
+        seed.withUnsafeBytes { source in raw.withUnsafeMutableBytes { $0.copyMemory(from: source) } }
+        raw += RecoveryKey.checksum(of: seed)
+        defer { for index in raw.indices { raw[index] = 0 } }
+        var symbols: [UInt8] = []
+        var bits = 0, accumulator: UInt64 = 0
+        for byte in raw {
+            accumulator = (accumulator << 8) | UInt64(byte)
+            bits += 8
+            while bits >= 5 {
+                bits -= 5
+                symbols.append(RecoveryKey.alphabet[Int((accumulator >> UInt64(bits)) & 31)])
+            }
+        }
+        accumulator = 0
+        var out: [UInt8] = []
+        for (index, symbol) in symbols.enumerated() {
+            if index > 0 && index % RecoveryKey.groupLength == 0 { out.append(0x2D) }
+            out.append(symbol)
+        }
+        defer {
+            for index in symbols.indices { symbols[index] = 0 }
+            for index in out.indices { out[index] = 0 }
+        }
+        return SecretBytes(count: out.count) { target in out.withUnsafeBytes { target.copyMemory(from: $0) } }
+    }
+
+    /// Wipes the key.
+    public func wipe() { seed.wipe() }
+
+    public var description: String { "RecoveryKey(redacted)" }
+
+    /// The first 5 bytes of SHA-256("securefoundation recovery key v1\n" ‖ seed).
+    static func checksum(of seed: SecretBytes) -> [UInt8] {
+        var hasher = SHA256()
+        hasher.update(data: Array("securefoundation recovery key v1\n".utf8))
+        seed.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+        return Array(hasher.finalize().prefix(checksumLength))
+    }
+
+    /// The value of a typed character, or nil.
+    static func value(of byte: UInt8) -> UInt8? {
+        var upper = byte
+        if (0x61...0x7A).contains(upper) { upper -= 0x20 }
+        switch upper {
+        case 0x4F: return 0          // O reads as 0
+        case 0x49, 0x4C: return 1    // I and L read as 1
+        default: break
+        }
+        guard let index = alphabet.firstIndex(of: upper) else { return nil }
+        return UInt8(index)
+    }
+
+    /// The X25519 private key the seed stands for: HKDF-SHA256(seed, info "securefoundation vault recovery key v1").
+    func agreementKey() throws(VaultError) -> Curve25519.KeyAgreement.PrivateKey {
+        let raw = KeyDerivation.hkdf(seed, info: "securefoundation vault recovery key v1")
+        defer { raw.wipe() }
+        do {
+            return try raw.withUnsafeBytes { try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: $0) }
+        } catch {
+            throw VaultError.crypto("the recovery key's X25519 key could not be made: \(error)")
+        }
+    }
+
+    /// The KEK of a recovery wrapping: HKDF-SHA256 of the X25519 shared secret, salt
+    /// `ephemeral public key ‖ recovery public key`, info "securefoundation vault v4 recovery wrap".
+    static func kek(shared: SharedSecret, ephemeral: Data, publicKey: Data) -> SecretBytes {
+        let derived = shared.hkdfDerivedSymmetricKey(using: SHA256.self, salt: Array(ephemeral) + Array(publicKey),
+                                                     sharedInfo: Array("securefoundation vault v4 recovery wrap".utf8), outputByteCount: 32)
+        return SecretBytes(derived)
+    }
+
+    /// Wraps `appKey` to the recovery public key `publicKey` for `state` (a new ephemeral key each time).
+    static func wrap(_ appKey: SecretBytes, to publicKey: Data, state: VaultState) throws(VaultError) -> VaultState.RecoveryWrap {
+        do {
+            let recipient = try Curve25519.KeyAgreement.PublicKey(rawRepresentation: publicKey)
+            let ephemeral = Curve25519.KeyAgreement.PrivateKey()
+            let shared = try ephemeral.sharedSecretFromKeyAgreement(with: recipient)
+            let ephemeralPublic = ephemeral.publicKey.rawRepresentation
+            let kek = kek(shared: shared, ephemeral: ephemeralPublic, publicKey: publicKey)
+            defer { kek.wipe() }
+            let wrapped = try KeyWrap.wrap(appKey, under: kek, aad: state.recoveryAAD())
+            return VaultState.RecoveryWrap(publicKey: publicKey, ephemeral: ephemeralPublic, wrapped: Data(wrapped))
+        } catch {
+            throw VaultError.crypto("wrapping the application key to the recovery key failed: \(error)")
+        }
+    }
+
+    /// The application key if this recovery key opens `state`'s recovery wrapping, else nil.
+    func open(_ state: VaultState) throws(VaultError) -> SecretBytes? {
+        guard let wrap = state.recovery else { return nil }
+        let privateKey = try agreementKey()
+        guard privateKey.publicKey.rawRepresentation == wrap.publicKey else { return nil }
+        do {
+            let shared = try privateKey.sharedSecretFromKeyAgreement(with: try Curve25519.KeyAgreement.PublicKey(rawRepresentation: wrap.ephemeral))
+            let kek = RecoveryKey.kek(shared: shared, ephemeral: wrap.ephemeral, publicKey: wrap.publicKey)
+            defer { kek.wipe() }
+            return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.recoveryAAD())
+        } catch {
+            return nil
+        }
+    }
+}
