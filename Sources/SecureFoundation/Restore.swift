@@ -45,7 +45,10 @@ extension Backup {
         public var stayOnDevice: [String]
         /// Items and key pairs re-bound to this machine's device key.
         public var rebound: Int
-        /// Items re-bound without a class binding check (class always; see ``DeviceKeyRebindResult/unverified``).
+        /// Items re-bound without any check: always empty for a restore, whose contents were
+        /// checked when the backup was made (each keychain row's class binding) and are
+        /// authenticated under the vault's keys (a re-binding of a copied data directory has no
+        /// such check for the class always, ``DeviceKeyRebindResult/unverified``).
         public var unverified: [String]
         /// This machine's device key (its check value, 32 hex digits).
         public var deviceCheck: String
@@ -180,7 +183,7 @@ extension Backup {
                              homeFiles: manifest.entries.filter { $0.kind == "home" }.map(\.name), paths: placed,
                              leftBehind: manifest.leftBehind.map { .init(name: $0.name, class: $0.class) } + removed,
                              stayOnDevice: manifest.stayOnDevice, rebound: report.dependents.reduce(0) { $0 + $1.rebound },
-                             unverified: report.unverified, deviceCheck: Encoding.hex(Array(report.newCheck)), replaced: existing.hasFiles)
+                             unverified: [], deviceCheck: Encoding.hex(Array(report.newCheck)), replaced: existing.hasFiles)
     }
 
     /// What a restore read from the backup.

@@ -194,7 +194,7 @@ extension CryptoManager {
         return try? provider.deviceKey()
     }
 
-    static let otherDeviceKeyText = "the device key is not the one this vault was made with (its check value differs from the one vault.state records): the key file or provider was replaced, or the data directory was restored from another machine; put back this vault's device key (or its provider record beside it)"
+    static let otherDeviceKeyText = "the device key is not the one this vault was made with (its check value differs from the one vault.state records): the key file or provider was replaced, or the data directory was restored from another machine; put back this vault's device key (or its provider record beside it); if that key is lost, bind the vault to this machine's with `securefoundation vault rebind-device-key` and the passcode, the answers or the recovery key (docs/RECOVERY.md)"
 
     // MARK: Attempts
 

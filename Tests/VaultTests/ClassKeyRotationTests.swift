@@ -28,7 +28,7 @@ struct ClassKeyRotationTests {
         }
         let new = try manager.classKey(for: .whenUnlocked)
         let newAlways = try manager.classKey(for: .always)
-        #expect(try VaultState.load(directory: fixture.home)?.version == 3)
+        #expect(try VaultState.load(directory: fixture.home)?.version == VaultState.currentVersion)
 
         // A fresh unlock reads the same generations back.
         manager.lock()

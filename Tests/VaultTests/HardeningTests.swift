@@ -80,7 +80,7 @@ struct HardeningTests {
         defer { fixture.cleanup() }
         try fixture.manager(attemptPolicy: AttemptPolicy.unlimited.erasing(after: 3)).setUp(passcode: secret("pin"))
         let state = try #require(try VaultState.load(directory: fixture.home))
-        #expect(state.eraseAfter == 3 && state.version == 3)
+        #expect(state.eraseAfter == 3 && state.version == VaultState.currentVersion)
         // Opened without the policy: the stored one applies.
         let manager = try fixture.manager(attemptPolicy: .unlimited)
         #expect(throws: VaultError.wrongPasscode(failures: 1, nextAttemptAfter: nil)) { try manager.unlock(passcode: secret("x")) }

@@ -212,7 +212,7 @@ struct RollbackAnchorTests {
         let manager = try manager(fixture)
         try manager.unlock(answers: ["rex", "", "Mrs Dupont"])
         let upgraded = try #require(try VaultState.load(directory: fixture.home))
-        #expect(upgraded.version == 3 && upgraded.generation == 1)
+        #expect(upgraded.version == VaultState.currentVersion && upgraded.generation == 1)
         #expect(upgraded.deviceCheck == DeviceKeyRecord.checkValue(of: try FileDeviceKeyProvider(path: fixture.keyFile).deviceKey()))
         #expect(try #require(try manager.rollbackAnchor).current(RollbackAnchor.vaultState) == 1)
         manager.lock()

@@ -39,7 +39,7 @@ struct StateFileTests {
             expectCorrupted(label)
         }
         let mutations: [(String, (inout [String: Any]) -> Void)] = [
-            ("version 4", { $0["version"] = 4 }),
+            ("version 5", { $0["version"] = 5 }),
             ("other format", { $0["format"] = "something-else" }),
             ("short vault id", { $0["vaultID"] = "AAAA" }),
             ("no unlock method", { $0.removeValue(forKey: "passcode"); $0.removeValue(forKey: "questions") }),

@@ -42,7 +42,7 @@ struct VaultKnownAnswerTests {
         #expect(try manager.classKey(for: .whenUnlocked) == key(Self.whenUnlockedV1))
         #expect(try manager.classKey(for: .afterFirstUnlock) == key(Self.afterFirstUnlockV1))
         let upgraded = try #require(try VaultState.load(directory: fixture.home))
-        #expect(upgraded.version == 3 && upgraded.generation == 1 && upgraded.questions?.normalization == 1 && upgraded.eraseAfter == nil)
+        #expect(upgraded.version == VaultState.currentVersion && upgraded.generation == 1 && upgraded.questions?.normalization == 1 && upgraded.eraseAfter == nil)
         #expect(Array(upgraded.keyID) == Array(try #require(Data(base64Encoded: "AXOsliwtt6E="))))
         manager.lock()
         try manager.unlock(answers: ["", "LYON", "  mrs   dupont "])
@@ -66,7 +66,7 @@ struct VaultKnownAnswerTests {
         // Upgraded to version 3 by the unlock: same keys and wrappings, a generation and the
         // device key's check value, authenticated by the secret section.
         let upgraded = try #require(try VaultState.load(directory: fixture.home))
-        #expect(upgraded.eraseAfter == 7 && upgraded.version == 3 && upgraded.generation == 1)
+        #expect(upgraded.eraseAfter == 7 && upgraded.version == VaultState.currentVersion && upgraded.generation == 1)
         #expect(upgraded.deviceCheck == DeviceKeyRecord.checkValue(of: fixture.deviceKey))
         #expect(Array(upgraded.keyID) == Array(try #require(Data(base64Encoded: "xPXq89byIwc="))))
         let v3 = try SecureFile.read(fixture.statePath)

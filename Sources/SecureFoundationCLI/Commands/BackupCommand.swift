@@ -121,9 +121,11 @@ struct BackupCreateCommand: ParsableCommand {
                 secret = resolved.passphrase
             }
             defer { manager.lock() }
+            let step = FaultInjection.stepHook()
             let report = try ProgressLine.run("backup") { progress in
                 try Backup.write(manager: manager, recipients: list, toFile: output, armor: armor, includePaths: include) { done, _ in
                     progress(Int64(clamping: done))
+                    try? step?("backup progress")
                 }
             }
             if json { try JSONOutput.write(report); return }
