@@ -150,11 +150,7 @@ package struct KeychainDeviceKeyDependent: DeviceKeyDependent {
         guard ConstantTime.equals(expected, row.mac) else { throw KeychainError.corrupted("\(label) failed its class binding check") }
         let accessibility = try ItemCodec.accessibility(code: Int64(row.accessibility))
         guard let itemClass = ItemClass(rawValue: row.itemClass) else { throw KeychainError.corrupted("\(label) has an unknown item class") }
-        var keys = [try SealingKey(key: try old.classKeyCopy(for: accessibility))]
-        for raw in old.retiredClassKeys(for: accessibility) {
-            guard let key = try? SealingKey(key: raw), !keys.contains(where: { $0.id == key.id }) else { raw.wipe(); continue }
-            keys.append(key)
-        }
+        let keys = try Self.sealingKeys(old, accessibility)
         defer { keys.forEach { $0.key.wipe() } }
         var plain: [UInt8]
         do {
@@ -165,15 +161,33 @@ package struct KeychainDeviceKeyDependent: DeviceKeyDependent {
         defer { ItemCodec.zero(&plain) }
         let (names, _) = try ItemCodec.splitItem(plain)
         let (key, _, _) = try ItemCodec.decodeNames(plain[names], itemClass: itemClass)
-        let oldID = ItemID(itemClass: itemClass.rawValue,
-                           group: ItemCodec.mac16(ItemCodec.serviceIndexInput(itemClass: itemClass, name: key.groupName), prototype: oldMAC),
-                           name: ItemCodec.mac16(ItemCodec.nameIndexInput(key), prototype: oldMAC))
-        guard oldID == row.id else { throw KeychainError.corrupted("\(label): its names do not match its id") }
-        let newID = ItemID(itemClass: itemClass.rawValue,
-                           group: ItemCodec.mac16(ItemCodec.serviceIndexInput(itemClass: itemClass, name: key.groupName), prototype: newMAC),
-                           name: ItemCodec.mac16(ItemCodec.nameIndexInput(key), prototype: newMAC))
+        guard Self.itemID(key, under: oldMAC) == row.id else { throw KeychainError.corrupted("\(label): its names do not match its id") }
         let sealing = try SealingKey(key: try new.classKeyCopy(for: accessibility))
         defer { sealing.key.wipe() }
+        return try Self.resealed(row, plain: plain, key: key, sealing: sealing, keychainID: keychainID, newMAC: newMAC)
+    }
+
+    /// The current and retired keys of `accessibility` in `keys`, current first, each once.
+    static func sealingKeys(_ keys: DeviceBoundKeys, _ accessibility: Accessibility) throws -> [SealingKey] {
+        var ring = [try SealingKey(key: try keys.classKeyCopy(for: accessibility))]
+        for raw in keys.retiredClassKeys(for: accessibility) {
+            guard let key = try? SealingKey(key: raw), !ring.contains(where: { $0.id == key.id }) else { raw.wipe(); continue }
+            ring.append(key)
+        }
+        return ring
+    }
+
+    /// The id of the item named `key` under the blind-index MAC `mac`.
+    static func itemID(_ key: ItemKey, under mac: HMAC<SHA256>) -> ItemID {
+        ItemID(itemClass: key.itemClass.rawValue,
+               group: ItemCodec.mac16(ItemCodec.serviceIndexInput(itemClass: key.itemClass, name: key.groupName), prototype: mac),
+               name: ItemCodec.mac16(ItemCodec.nameIndexInput(key), prototype: mac))
+    }
+
+    /// `row`'s record `plain` (its names `key`) under its id for `newMAC`, sealed with `sealing`, with its new row MAC.
+    static func resealed(_ row: StoredRow, plain: [UInt8], key: ItemKey, sealing: SealingKey, keychainID: [UInt8],
+                         newMAC: HMAC<SHA256>) throws -> StoredRow {
+        let newID = itemID(key, under: newMAC)
         let sealed: [UInt8]
         do {
             sealed = try Sealed.seal(plain, with: sealing, context: ItemCodec.itemContext(accessibility: row.accessibility, id: newID))

@@ -114,22 +114,12 @@ extension KeychainDeviceKeyDependent {
     func rebindRow(_ row: StoredRow, accessibility: Accessibility, keychainID: [UInt8], new: DeviceBoundKeys,
                    newMAC: HMAC<SHA256>) throws -> (StoredRow, ItemKey) {
         guard let itemClass = ItemClass(rawValue: row.itemClass) else { throw KeychainError.corrupted("an unknown item class") }
-        var keys = [try SealingKey(key: try new.classKeyCopy(for: accessibility))]
-        for raw in new.retiredClassKeys(for: accessibility) {
-            guard let key = try? SealingKey(key: raw), !keys.contains(where: { $0.id == key.id }) else { raw.wipe(); continue }
-            keys.append(key)
-        }
+        let keys = try Self.sealingKeys(new, accessibility)
         defer { keys.forEach { $0.key.wipe() } }
         var plain = try Sealed.open(row.sealed, with: try Keyring(keys), context: ItemCodec.itemContext(accessibility: row.accessibility, id: row.id))
         defer { ItemCodec.zero(&plain) }
         let (names, _) = try ItemCodec.splitItem(plain)
         let (key, _, _) = try ItemCodec.decodeNames(plain[names], itemClass: itemClass)
-        let newID = ItemID(itemClass: itemClass.rawValue,
-                           group: ItemCodec.mac16(ItemCodec.serviceIndexInput(itemClass: itemClass, name: key.groupName), prototype: newMAC),
-                           name: ItemCodec.mac16(ItemCodec.nameIndexInput(key), prototype: newMAC))
-        let sealing = keys[0]
-        let sealed = try Sealed.seal(plain, with: sealing, context: ItemCodec.itemContext(accessibility: row.accessibility, id: newID))
-        return (StoredRow(id: newID, accessibility: row.accessibility, sealed: sealed, created: row.created, modified: row.modified,
-                          mac: ItemCodec.rowMAC(keychain: keychainID, id: newID, accessibility: row.accessibility, sealed: sealed, prototype: newMAC)), key)
+        return (try Self.resealed(row, plain: plain, key: key, sealing: keys[0], keychainID: keychainID, newMAC: newMAC), key)
     }
 }

@@ -98,7 +98,8 @@ struct ClassKeyTable: Sendable {
     /// The whole table (an empty one when the file does not exist and no table was written
     /// before, as the rollback anchor tells). `checkingAnchor` false: an older table is read too
     /// (a restore from an authenticated backup, whose next write goes past the anchor).
-    func loadFile(checkingAnchor: Bool = true) throws -> ClassKeyTableFile {
+    /// `expectingDigest`: the SHA-256 the file's bytes must have (a restore's authenticated copy).
+    func loadFile(checkingAnchor: Bool = true, expectingDigest: [UInt8]? = nil) throws -> ClassKeyTableFile {
         do { _ = try FileCalls.linkStatus(path) } catch {
             if error.code == ENOENT {
                 if checkingAnchor, try anchoredGeneration() > 0 {
@@ -116,6 +117,9 @@ struct ClassKeyTable: Sendable {
         let bytes: [UInt8]
         do { bytes = try SecureFile.read(path, maxLength: Self.maximumSize) } catch let failure {
             throw Self.map(failure, path: path)
+        }
+        if let expectingDigest, Array(SHA256.hash(data: bytes)) != expectingDigest {
+            throw ProtectedFileError.keyTable("\(path) is not the table the restore authenticated: it was changed after the restored home was put in place; restore again")
         }
         guard let file = try? JSONDecoder().decode(ClassKeyTableFile.self, from: Data(bytes)) else {
             throw ProtectedFileError.keyTable("\(path) does not parse; restore it from a backup of the data directory")

@@ -16,14 +16,18 @@ package struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
     /// A re-binding after a restore: a table older than the rollback anchor is accepted (its
     /// next generation goes past the anchor).
     let restoring: Bool
+    /// With `restoring`: the SHA-256 the table's bytes must have (the restore's authenticated copy).
+    let expectedDigest: [UInt8]?
     package var description: String { table.path }
 
     /// - Parameters:
     ///   - manager: The vault whose home holds the table.
     ///   - restoring: Accept a table older than the rollback anchor (a restore from a backup).
-    package init(manager: CryptoManager, restoring: Bool = false) {
+    ///   - expectedDigest: With `restoring`, the SHA-256 the table's bytes must have.
+    package init(manager: CryptoManager, restoring: Bool = false, expectedDigest: [UInt8]? = nil) {
         table = ClassKeyTable(manager: manager)
         self.restoring = restoring
+        self.expectedDigest = expectedDigest
     }
 
     /// Whether the home has a key table.
@@ -102,7 +106,7 @@ package struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
         defer { newMACKey.wipe() }
         let vaultID = try table.vaultID()
         return try table.withLock {
-            var file = try table.loadFile(checkingAnchor: !restoring)
+            var file = try table.loadFile(checkingAnchor: !restoring, expectingDigest: restoring ? expectedDigest : nil)
             var kept: [ClassKeyEntry] = []
             var changed = false
             for entry in file.entries {
@@ -131,7 +135,9 @@ package struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
                 file.retired = retired
                 changed = true
             }
-            if changed {
+            // A restored table is always written again: its next generation goes past the
+            // rollback anchor, which may hold a later one (an older backup restored on purpose).
+            if changed || restoring {
                 try table.save(file, macKey: newMACKey)
                 try step("protected-files committed")
             }

@@ -88,6 +88,8 @@ public enum Backup {
         let statePath = home + "/vault.state"
         let state = try readPrivate(statePath)
         var homeFiles: [(name: String, bytes: [UInt8])] = [("vault.state", state)]
+        // always.key is a key in the clear: zeroed once written.
+        defer { for index in homeFiles.indices { for byte in homeFiles[index].bytes.indices { homeFiles[index].bytes[byte] = 0 } } }
         if access(home + "/always.key", F_OK) == 0 { homeFiles.append(("always.key", try readPrivate(home + "/always.key"))) }
         var leftBehind: [BackupManifest.LeftBehind] = []
         if let table = try ProtectedFilesDeviceKeyDependent(manager: manager).backupCopy() {

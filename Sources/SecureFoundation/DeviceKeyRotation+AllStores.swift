@@ -18,9 +18,11 @@ extension DeviceKeyRebinding {
     /// - Parameters:
     ///   - manager: The vault whose data directory is searched.
     ///   - restoring: The home was just restored from a backup (the key table may be older than the rollback anchor).
+    ///   - tableDigest: With `restoring`, the SHA-256 of the key table the restore authenticated.
     /// - Returns: The dependents.
-    package static func dependents(of manager: CryptoManager, restoring: Bool) -> [any DeviceKeyDependent] {
-        [ProtectedFilesDeviceKeyDependent(manager: manager, restoring: restoring)] + KeychainDeviceKeyDependent.keychains(in: manager.directory)
+    package static func dependents(of manager: CryptoManager, restoring: Bool, tableDigest: [UInt8]? = nil) -> [any DeviceKeyDependent] {
+        [ProtectedFilesDeviceKeyDependent(manager: manager, restoring: restoring, expectedDigest: tableDigest)]
+            + KeychainDeviceKeyDependent.keychains(in: manager.directory)
     }
 
     /// Binds `manager`'s vault to this machine's device key when the one it was made with is

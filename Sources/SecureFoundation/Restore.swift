@@ -21,6 +21,10 @@ extension Backup {
         public var deviceKeyFile: String?
         /// Where a new device key is kept (nil: the file, or the provider recorded beside it).
         package var installation: DeviceKeyInstallation?
+        /// Restore a vault that this machine's configuration directory already anchors into a
+        /// home that does not hold it (the home it lived in is gone). Without it that is refused:
+        /// a second copy would raise the anchor the first one is checked against.
+        public var takeOver = false
         /// Called with each step's name (fault-injection tests stop the process there).
         public var step: (@Sendable (String) throws -> Void)?
 
@@ -95,6 +99,8 @@ extension Backup {
             throw BackupError.exists("\(home) holds files already: restore into an empty or new directory, or give --replace to replace the vault in it (atomically; its other files are kept)")
         }
 
+        let trusted = DeviceKeyRecord.trustedDirectory(filePath: VaultPaths.absolute(options.deviceKeyFile ?? FileDeviceKeyProvider.defaultPath()))
+
         let staging = parent + "/." + base + ".restore-" + (try SecureRandom.string(length: 12, alphabet: SecureRandom.alphanumeric))
         guard mkdir(staging, 0o700) == 0 else { throw BackupError.io("cannot create \(staging): \(String(cString: strerror(errno)))") }
         let lock = open(staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
@@ -109,27 +115,33 @@ extension Backup {
         }
 
         // 1. Read, decrypt and stage every record.
-        let staged = try stage(from: fd, identities: identities, into: staging, existingVaultID: existing.vaultID)
+        let staged = try stage(from: fd, identities: identities, into: staging, existingVaultID: existing.vaultID,
+                               freeSpaceOf: parent)
         try options.step?("staged")
+        if existing.vaultID != staged.manifest.vaultID, !options.takeOver,
+           access(RollbackAnchor(directory: trusted, vaultID: staged.manifest.vaultID).path, F_OK) == 0 {
+            throw BackupError.exists("this machine already holds vault \(Encoding.hex(Array(staged.manifest.vaultID))) in another home (its rollback anchor is in \(trusted)): restore over that home with --replace, or, if that home is gone, give --take-over (the anchor moves to this home, and a copy elsewhere is then refused as rolled back)")
+        }
 
-        // 2. Authenticate the whole under the vault's keys, opened with the credential.
+        // 2. Authenticate the whole under the vault's keys, opened with the credential. The staged
+        // state is opened without unlocking anything: no key of it is kept before the MAC holds.
         let device = try SecretBytes.random(count: 32)
         defer { device.wipe() }
         let check = try CryptoManager(directory: staging, deviceKeyProvider: StaticDeviceKeyProvider(key: device))
         guard try check.vaultID == staged.manifest.vaultID else {
             throw BackupError.damaged("its vault.state is of another vault than its manifest names")
         }
-        _ = try check.unlockForRebinding(credential, restoring: true)
-        let classKey = try check.classKey(for: .whenUnlocked)
+        var stateDigest: [UInt8] = []
+        let classKey = try check.whenUnlockedKey(opening: credential, stateDigest: &stateDigest)
         let macKey = BackupArchive.macKey(classKey: classKey)
         classKey.wipe()
         let expected = HMACSHA256.mac(staged.digest, key: macKey)
         macKey.wipe()
-        check.lock()
         guard ConstantTime.equals(expected, staged.mac) else {
             throw BackupError.damaged("its contents do not authenticate under its vault's keys: it was altered, or made by someone who can encrypt to your recipients but does not hold the vault")
         }
         unlink(staging + "/attempts")
+        let tableDigest = (try? SecureFile.read(staging + "/protected-files.keys", maxLength: 64 << 20)).map { Array(SHA256.hash(data: $0)) }
         try options.step?("authenticated")
 
         // 3. The included paths, each atomically (checked first: nothing is written when one is refused).
@@ -169,12 +181,14 @@ extension Backup {
         let manager = try CryptoManager(directory: home, deviceKeyProvider: try DeviceKeyRotation.provider(directory: home, filePath: options.deviceKeyFile))
         let report: DeviceKeyRebinding.Report
         do {
+            // The state and the key table must be the ones authenticated above: the home is
+            // writable again since the rename.
             report = try DeviceKeyRebinding.rebind(manager: manager, credential: credential, filePath: options.deviceKeyFile,
                                                    installation: options.installation,
-                                                   dependents: DeviceKeyRebinding.dependents(of: manager, restoring: true), restoring: true,
-                                                   step: { try options.step?($0) })
+                                                   dependents: DeviceKeyRebinding.dependents(of: manager, restoring: true, tableDigest: tableDigest),
+                                                   restoring: true, expectedState: stateDigest, step: { try options.step?($0) })
         } catch {
-            throw BackupError.io("\(home) is restored, but binding it to this machine's device key failed: \(error). Finish with `securefoundation vault rebind-device-key --home \(home)`")
+            throw BackupError.io("\(home) is restored, but binding it to this machine's device key failed: \(error). Run the same `backup restore` again with --replace (or `securefoundation vault rebind-device-key --home \(home)` where this machine has no rollback anchor of the vault)")
         }
         manager.lock()
         let manifest = staged.manifest
@@ -196,7 +210,8 @@ extension Backup {
 
     /// Decrypts the backup from `fd` and writes its files into `staging`, checking every record
     /// against the manifest.
-    static func stage(from fd: Int32, identities: [any AgeIdentity], into staging: String, existingVaultID: Data?) throws -> Staged {
+    static func stage(from fd: Int32, identities: [any AgeIdentity], into staging: String, existingVaultID: Data?,
+                      freeSpaceOf parent: String) throws -> Staged {
         var manifestBytes: [UInt8] = []
         var manifest: BackupManifest?
         var index = 0
@@ -216,12 +231,12 @@ extension Backup {
                 guard index < manifest.entries.count else { throw BackupError.damaged("it holds more records than its manifest lists") }
                 let entry = manifest.entries[index]
                 let expectedKind = entry.kind == "home" ? BackupArchive.homeFileKind : BackupArchive.pathKind
-                guard kind == expectedKind, name == entry.name, size == entry.size else {
+                guard kind == expectedKind, Array(name.utf8) == Array(entry.name.utf8), size == entry.size else {
                     throw BackupError.damaged("record \(index + 1) is not the one its manifest lists")
                 }
                 if entry.kind == "home" {
-                    currentPath = staging + "/" + name
-                    if name.contains("/") {
+                    currentPath = staging + "/" + entry.name
+                    if entry.name.contains("/") {
                         let directory = SecureFile.directoryOf(currentPath)
                         if access(directory, F_OK) != 0, mkdir(directory, 0o700) != 0 {
                             throw BackupError.io("cannot create \(directory): \(String(cString: strerror(errno)))")
@@ -232,7 +247,7 @@ extension Backup {
                         throw BackupError.io("cannot create \(staging)/.paths: \(String(cString: strerror(errno)))")
                     }
                     currentPath = staging + "/.paths/\(index)"
-                    paths.append((name, currentPath))
+                    paths.append((entry.name, currentPath))
                 }
                 current = open(currentPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
                 guard current >= 0 else { throw BackupError.io("cannot create \(currentPath): \(String(cString: strerror(errno)))") }
@@ -249,6 +264,13 @@ extension Backup {
                         throw BackupError.damaged("its manifest does not parse: \(error)")
                     }
                     try decoded.check()
+                    // Room for every file it lists, before any is written (a hostile stream must
+                    // not fill the disk before its MAC is checked).
+                    var space = statvfs()
+                    let total = decoded.entries.reduce(UInt64(0)) { $0 &+ $1.size }
+                    if statvfs(parent, &space) == 0, total > UInt64(space.f_bavail) &* UInt64(space.f_frsize) {
+                        throw BackupError.io("the backup lists \(total) bytes, more than the \(UInt64(space.f_bavail) &* UInt64(space.f_frsize)) free beside the home: free some space")
+                    }
                     if let existingVaultID, existingVaultID != decoded.vaultID {
                         throw BackupError.otherVault("the backup is of vault \(Encoding.hex(Array(decoded.vaultID))), and the home holds vault \(Encoding.hex(Array(existingVaultID))): restore it into another directory, or erase that vault first (`securefoundation vault erase --yes`)")
                     }
@@ -307,7 +329,7 @@ extension Backup {
             guard let status = try? FileCalls.linkStatus(from) else { continue }
             switch status.kind {
             case .directory:
-                if access(to, F_OK) != 0, mkdir(to, mode_t(status.permissions & 0o7777)) != 0 {
+                if access(to, F_OK) != 0, mkdir(to, mode_t(status.permissions & 0o700)) != 0 {
                     throw BackupError.io("cannot create \(to): \(String(cString: strerror(errno)))")
                 }
                 try carryOver(from: from, to: to, top: false)
@@ -355,22 +377,37 @@ extension Backup {
     }
 
     /// Removes a staging directory (or a replaced home): files with one name are crypto-erased,
-    /// files with other names (carried over into the restored home) only unlinked.
+    /// files with other names (carried over into the restored home) only unlinked. The walk goes
+    /// through directory descriptors (`O_NOFOLLOW`), and each file is named through its
+    /// directory's descriptor (`/proc/self/fd/N/NAME`), so a directory swapped for a symbolic link
+    /// meanwhile is never followed.
     static func destroyTree(_ path: String) {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        destroyContents(of: fd)
+        close(fd)
+        rmdir(path)
+    }
+
+    static func destroyContents(of directory: Int32) {
+        let base = "/proc/self/fd/\(directory)"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []
         var erase: [String] = []
         for name in names {
-            let child = path + "/" + name
-            guard let status = try? FileCalls.linkStatus(child) else { continue }
+            guard let status = try? FileCalls.linkStatus(in: directory, name) else { continue }
             switch status.kind {
-            case .directory: destroyTree(child)
-            case .regular where status.links == 1: erase.append(child)
-            default: unlink(child)
+            case .directory:
+                if let child = try? FileCalls.open(in: directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) {
+                    destroyContents(of: child)
+                    close(child)
+                }
+                try? FileCalls.unlink(in: directory, name, isDirectory: true)
+            case .regular where status.links == 1: erase.append(base + "/" + name)
+            default: try? FileCalls.unlink(in: directory, name)
             }
         }
         if !erase.isEmpty { _ = try? CryptoErase.destroy(keyFiles: erase) }
         for child in erase where access(child, F_OK) == 0 { unlink(child) }
-        rmdir(path)
     }
 
     /// Removes the staging directories of restores that died (`.NAME.restore-*` beside the home

@@ -19,6 +19,7 @@ enum Bench {
         ("tls", TLSBench.run),
         ("hwkeys", HardwareKeyBench.run),
         ("share", ShareBench.run),
+        ("backup", BackupBench.run),
     ]
 
     static func main() {

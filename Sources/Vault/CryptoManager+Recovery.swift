@@ -1,4 +1,5 @@
 import Foundation
+import Crypto
 import Cipher
 
 /// What a person proves they may open a vault with: the passcode, the answers, or the recovery key.
@@ -43,10 +44,9 @@ extension CryptoManager {
         try checkSameVault(state, unlocked)
         let key = try RecoveryKey.generate()
         do throws(VaultError) {
-            let publicKey = try key.agreementKey().publicKey.rawRepresentation
             try vaultCall {
                 var next = state
-                next.recovery = try RecoveryKey.wrap(unlocked.appKey, to: publicKey, state: state)
+                next.recovery = try key.wrap(unlocked.appKey, state: state)
                 try rewrite(next, keys: unlocked, expecting: state, during: "a recovery key was being made")
             }
         } catch {
@@ -93,14 +93,7 @@ extension CryptoManager {
     public func resetPasscode(recoveryKey: RecoveryKey, new: SecretBytes) throws(VaultError) {
         guard !new.isEmpty else { throw VaultError.invalidArgument("an empty passcode is not accepted") }
         try unlock(recoveryKey: recoveryKey)
-        let unlocked = try requireUnlocked()
-        let state = try requireState()
-        try checkSameVault(state, unlocked)
-        try vaultCall {
-            var next = state
-            next.passcode = try wrapPasscode(new, appKey: unlocked.appKey, state: state)
-            try rewrite(next, keys: unlocked, expecting: state, during: "the passcode was being changed")
-        }
+        try replacePasscodeUnlocked(new)
     }
 
     /// Unlocks with any credential.
@@ -122,7 +115,7 @@ extension CryptoManager {
         case .recoveryKey(let key):
             guard state.recovery != nil else { throw VaultError.noRecoveryKey }
             return try attempt(state: state, wrong: { VaultError.wrongRecoveryKey(failures: $0, nextAttemptAfter: $1) }) {
-                try key.open(state)
+                key.open(state)
             }
         case .answers(let answers):
             guard let set = state.questions else { throw VaultError.noSecurityQuestions }
@@ -141,6 +134,33 @@ extension CryptoManager {
         }
     }
 
+    /// The vault's current whenUnlocked class key, opened with `credential` (one counted
+    /// attempt) without unlocking this manager: nothing is kept in memory, nor in the process's
+    /// afterFirstUnlock cache. For checking a backup before its vault is trusted.
+    /// - Parameters:
+    ///   - credential: The passcode, the answers or the recovery key.
+    ///   - stateDigest: Set to SHA-256 of the `vault.state` bytes the key came from.
+    /// - Returns: The key (the caller wipes it).
+    /// - Throws: The credential's unlock errors.
+    package func whenUnlockedKey(opening credential: VaultCredential, stateDigest: inout [UInt8]) throws(VaultError) -> SecretBytes {
+        let state = try requireState()
+        stateDigest = try Self.digest(of: state)
+        let appKey = try checkCredential(credential, state: state)
+        defer { appKey.wipe() }
+        let secrets = try openSecrets(of: state, appKey: appKey)
+        defer { secrets.wipe() }
+        return KeyHierarchy.classKey(.whenUnlocked, master: secrets.classMaster)
+    }
+
+    /// SHA-256 of a state's canonical encoding.
+    static func digest(of state: VaultState) throws(VaultError) -> [UInt8] {
+        Array(SHA256.hash(data: try vaultCallStatic { try state.encoded() }))
+    }
+
+    static func vaultCallStatic<Result>(_ body: () throws -> Result) throws(VaultError) -> Result {
+        do { return try body() } catch { throw VaultError.wrap(error) }
+    }
+
     // MARK: Re-binding to a new device key
 
     /// Unlocks with `credential` without comparing the device key with the one the state names:
@@ -152,12 +172,20 @@ extension CryptoManager {
     /// - Parameters:
     ///   - credential: The passcode, the answers or the recovery key.
     ///   - restoring: Accept a generation below the rollback anchor's.
+    ///   - expectedState: The digest (``whenUnlockedKey(opening:stateDigest:)``) the state must
+    ///     have: the one a restore authenticated before it put the home in place.
     /// - Returns: The device key's check value the state records (nil: none).
-    /// - Throws: The credential's unlock errors; ``VaultError/rolledBack(file:found:expected:)``.
+    /// - Throws: The credential's unlock errors; ``VaultError/rolledBack(file:found:expected:)``;
+    ///   ``VaultError/corrupted(_:)`` for a state other than the expected one.
     @discardableResult
-    package func unlockForRebinding(_ credential: VaultCredential, restoring: Bool = false) throws(VaultError) -> Data? {
+    package func unlockForRebinding(_ credential: VaultCredential, restoring: Bool = false, expectedState: [UInt8]? = nil) throws(VaultError) -> Data? {
         let identity = FileIdentity(path: statePath)
         let state = try requireState()
+        if let expectedState {
+            guard try Self.digest(of: state) == expectedState else {
+                throw VaultError.corrupted("\(statePath) is not the state the restore authenticated: it was changed after the restored home was put in place; restore again")
+            }
+        }
         let appKey = try checkCredential(credential, state: state)
         do {
             let secrets = try openSecrets(of: state, appKey: appKey)

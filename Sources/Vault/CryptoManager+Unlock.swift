@@ -50,19 +50,7 @@ extension CryptoManager {
     public func unlock(answers: [SecretBytes]) throws(VaultError) {
         let identity = FileIdentity(path: statePath)
         let state = try requireState()
-        guard let set = state.questions else { throw VaultError.noSecurityQuestions }
-        guard answers.count == set.questions.count else {
-            throw VaultError.invalidArgument("\(set.questions.count) questions but \(answers.count) answers; give one entry per question (empty for unanswered)")
-        }
-        let normalized = try normalizeAll(answers)
-        defer { normalized.forEach { $0.wipe() } }
-        let given = Set(normalized.indices.filter { !normalized[$0].isEmpty })
-        guard given.count >= set.threshold else {
-            throw VaultError.invalidArgument("\(given.count) answers given; \(set.threshold) of the \(set.questions.count) questions must be answered")
-        }
-        let appKey = try attempt(state: state, wrong: { VaultError.wrongAnswers(failures: $0, nextAttemptAfter: $1) }) { () -> SecretBytes? in
-            try openWithAnswers(state: state, set: set, normalized: normalized, given: given)?.key
-        }
+        let appKey = try checkCredential(.answers(answers), state: state)
         try finishUnlock(state: state, appKey: appKey, identity: identity)
     }
 

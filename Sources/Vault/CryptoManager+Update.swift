@@ -48,6 +48,12 @@ extension CryptoManager {
     public func resetPasscode(answers: [SecretBytes], new: SecretBytes) throws(VaultError) {
         guard !new.isEmpty else { throw VaultError.invalidArgument("an empty passcode is not accepted") }
         try unlock(answers: answers)
+        try replacePasscodeUnlocked(new)
+    }
+
+    /// Wraps the application key of the unlocked vault under `new` (the recovery paths: the
+    /// answers or the recovery key were just checked).
+    func replacePasscodeUnlocked(_ new: SecretBytes) throws(VaultError) {
         let unlocked = try requireUnlocked()
         let state = try requireState()
         try checkSameVault(state, unlocked)
@@ -196,9 +202,10 @@ extension CryptoManager {
                     next.questions = try wrapAnswers(questions: set.questions, normalized: normalized, threshold: set.threshold,
                                                      appKey: newKey, state: next)
                 }
-                // The recovery key stays valid: the new key is wrapped to its public key.
+                // The recovery key stays valid: the new key is wrapped under its KEK (unsealed with
+                // the current key).
                 if let recovery = state.recovery {
-                    next.recovery = try RecoveryKey.wrap(newKey, to: recovery.publicKey, state: next)
+                    next.recovery = try RecoveryKey.rewrap(recovery, from: keys.appKey, state: state, to: newKey, next: next)
                 }
                 let current = try keys.secretsCopy()
                 let previous: SecretBytes

@@ -11,9 +11,10 @@ import Cipher
 /// caught when the text is read, before any attempt is counted. Reading is forgiving where
 /// people slip: case, spaces and dashes are ignored, `O` reads as `0`, `I` and `L` as `1`.
 ///
-/// The vault keeps no verifier: only the X25519 public key derived from it and a wrapping of the
-/// application key to that public key (docs/FORMATS.md, "Recovery key"). Thread safety: the
-/// value owns its bytes; ``wipe()`` must not race other calls.
+/// The vault keeps no verifier: a wrapping of the application key under a KEK derived from it
+/// (so only the holder of the recovery key, or of the application key, can make one it opens),
+/// and that KEK sealed under the application key, for key rotations (docs/FORMATS.md, "Recovery
+/// key"). Thread safety: the value owns its bytes; ``wipe()`` must not race other calls.
 public final class RecoveryKey: @unchecked Sendable, CustomStringConvertible {
     /// The random part's length in bytes (160 bits).
     public static let seedLength = 20
@@ -66,7 +67,7 @@ public final class RecoveryKey: @unchecked Sendable, CustomStringConvertible {
         }
         var bits = 0, accumulator: UInt64 = 0
         var raw = [UInt8]()
-        raw.reserveCapacity(RecoveryKey.seedLength + RecoveryKey.checksumLength)
+        raw.reserveCapacity(RecoveryKey.seedLength + RecoveryKey.checksumLength + 1)
         defer { for index in raw.indices { raw[index] = 0 }; accumulator = 0 }
         for symbol in symbols {
             accumulator = (accumulator << 5) | UInt64(symbol)
@@ -76,10 +77,10 @@ public final class RecoveryKey: @unchecked Sendable, CustomStringConvertible {
                 raw.append(UInt8(truncatingIfNeeded: accumulator >> UInt64(bits)))
             }
         }
-        let seedBytes = Array(raw[0..<RecoveryKey.seedLength])
-        let candidate = SecretBytes(count: RecoveryKey.seedLength) { target in seedBytes.withUnsafeBytes { target.copyMemory(from: $0) } }
-        var copy = seedBytes
-        for index in copy.indices { copy[index] = 0 }
+        // The seed goes straight from `raw` (reserved once, so never reallocated) into locked memory.
+        let candidate = raw.withUnsafeBytes { bytes in
+            SecretBytes(count: RecoveryKey.seedLength) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[0..<RecoveryKey.seedLength])) }
+        }
         guard ConstantTime.equals(RecoveryKey.checksum(of: candidate), Array(raw[RecoveryKey.seedLength...])) else {
             candidate.wipe()
             throw VaultError.invalidArgument("the recovery key's checksum does not match: a character was mistyped (nothing was tried against the vault)")
@@ -101,31 +102,33 @@ public final class RecoveryKey: @unchecked Sendable, CustomStringConvertible {
     /// (47 bytes, no newline), in locked memory.
     /// - Returns: The text (wipe it when shown).
     public func text() -> SecretBytes {
-        var raw = [UInt8](repeating: 0, count: RecoveryKey.seedLength)
+        // Every buffer is reserved at its final size (no reallocation leaves a copy behind) and
+        // zeroed before it is freed.
+        var raw = [UInt8](repeating: 0, count: RecoveryKey.seedLength + RecoveryKey.checksumLength)
         seed.withUnsafeBytes { source in raw.withUnsafeMutableBytes { $0.copyMemory(from: source) } }
-        raw += RecoveryKey.checksum(of: seed)
-        defer { for index in raw.indices { raw[index] = 0 } }
-        var symbols: [UInt8] = []
-        var bits = 0, accumulator: UInt64 = 0
-        for byte in raw {
-            accumulator = (accumulator << 8) | UInt64(byte)
-            bits += 8
-            while bits >= 5 {
-                bits -= 5
-                symbols.append(RecoveryKey.alphabet[Int((accumulator >> UInt64(bits)) & 31)])
+        let checksum = RecoveryKey.checksum(of: seed)
+        for index in 0..<RecoveryKey.checksumLength { raw[RecoveryKey.seedLength + index] = checksum[index] }
+        let length = 40 + 40 / RecoveryKey.groupLength - 1
+        let result = SecretBytes(count: length) { out in
+            var bits = 0, accumulator: UInt64 = 0, written = 0, symbols = 0
+            for byte in raw {
+                accumulator = (accumulator << 8) | UInt64(byte)
+                bits += 8
+                while bits >= 5 {
+                    bits -= 5
+                    if symbols > 0 && symbols % RecoveryKey.groupLength == 0 {
+                        out[written] = 0x2D
+                        written += 1
+                    }
+                    out[written] = RecoveryKey.alphabet[Int((accumulator >> UInt64(bits)) & 31)]
+                    written += 1
+                    symbols += 1
+                }
             }
+            accumulator = 0
         }
-        accumulator = 0
-        var out: [UInt8] = []
-        for (index, symbol) in symbols.enumerated() {
-            if index > 0 && index % RecoveryKey.groupLength == 0 { out.append(0x2D) }
-            out.append(symbol)
-        }
-        defer {
-            for index in symbols.indices { symbols[index] = 0 }
-            for index in out.indices { out[index] = 0 }
-        }
-        return SecretBytes(count: out.count) { target in out.withUnsafeBytes { target.copyMemory(from: $0) } }
+        for index in raw.indices { raw[index] = 0 }
+        return result
     }
 
     /// Wipes the key.
@@ -154,53 +157,59 @@ public final class RecoveryKey: @unchecked Sendable, CustomStringConvertible {
         return UInt8(index)
     }
 
-    /// The X25519 private key the seed stands for: HKDF-SHA256(seed, info "securefoundation vault recovery key v1").
-    func agreementKey() throws(VaultError) -> Curve25519.KeyAgreement.PrivateKey {
-        let raw = KeyDerivation.hkdf(seed, info: "securefoundation vault recovery key v1")
-        defer { raw.wipe() }
-        do {
-            return try raw.withUnsafeBytes { try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: $0) }
-        } catch {
-            throw VaultError.crypto("the recovery key's X25519 key could not be made: \(error)")
-        }
+    /// The KEK of a recovery wrapping: HKDF-SHA256(seed, salt, info "securefoundation vault v4 recovery kek").
+    func kek(salt: Data) -> SecretBytes {
+        KeyDerivation.hkdf(seed, salt: Array(salt), info: "securefoundation vault v4 recovery kek")
     }
 
-    /// The KEK of a recovery wrapping: HKDF-SHA256 of the X25519 shared secret, salt
-    /// `ephemeral public key ‖ recovery public key`, info "securefoundation vault v4 recovery wrap".
-    static func kek(shared: SharedSecret, ephemeral: Data, publicKey: Data) -> SecretBytes {
-        let derived = shared.hkdfDerivedSymmetricKey(using: SHA256.self, salt: Array(ephemeral) + Array(publicKey),
-                                                     sharedInfo: Array("securefoundation vault v4 recovery wrap".utf8), outputByteCount: 32)
-        return SecretBytes(derived)
+    /// The key that seals the recovery KEK: HKDF-SHA256(application key, info "securefoundation vault v4 recovery kek seal").
+    static func sealingKey(appKey: SecretBytes) -> SecretBytes {
+        KeyDerivation.hkdf(appKey, info: "securefoundation vault v4 recovery kek seal")
     }
 
-    /// Wraps `appKey` to the recovery public key `publicKey` for `state` (a new ephemeral key each time).
-    static func wrap(_ appKey: SecretBytes, to publicKey: Data, state: VaultState) throws(VaultError) -> VaultState.RecoveryWrap {
+    /// The wrappings of a new recovery key (this one, with a new salt) for `appKey` in `state`.
+    func wrap(_ appKey: SecretBytes, state: VaultState) throws(VaultError) -> VaultState.RecoveryWrap {
+        let salt: [UInt8]
+        do { salt = try SecureRandom.bytes(16) } catch { throw VaultError.crypto("the system random generator failed: \(error)") }
+        let kek = kek(salt: Data(salt))
+        defer { kek.wipe() }
+        return try RecoveryKey.wrap(appKey, kek: kek, salt: Data(salt), state: state)
+    }
+
+    /// Wraps `appKey` under `kek` and seals `kek` under `appKey` (for `state`'s vault and key ids).
+    static func wrap(_ appKey: SecretBytes, kek: SecretBytes, salt: Data, state: VaultState) throws(VaultError) -> VaultState.RecoveryWrap {
+        let sealing = sealingKey(appKey: appKey)
+        defer { sealing.wipe() }
         do {
-            let recipient = try Curve25519.KeyAgreement.PublicKey(rawRepresentation: publicKey)
-            let ephemeral = Curve25519.KeyAgreement.PrivateKey()
-            let shared = try ephemeral.sharedSecretFromKeyAgreement(with: recipient)
-            let ephemeralPublic = ephemeral.publicKey.rawRepresentation
-            let kek = kek(shared: shared, ephemeral: ephemeralPublic, publicKey: publicKey)
-            defer { kek.wipe() }
             let wrapped = try KeyWrap.wrap(appKey, under: kek, aad: state.recoveryAAD())
-            return VaultState.RecoveryWrap(publicKey: publicKey, ephemeral: ephemeralPublic, wrapped: Data(wrapped))
+            let sealed = try KeyWrap.wrap(kek, under: sealing, aad: state.recoveryKEKAAD())
+            return VaultState.RecoveryWrap(salt: salt, wrapped: Data(wrapped), sealedKEK: Data(sealed))
         } catch {
             throw VaultError.crypto("wrapping the application key to the recovery key failed: \(error)")
         }
     }
 
-    /// The application key if this recovery key opens `state`'s recovery wrapping, else nil.
-    func open(_ state: VaultState) throws(VaultError) -> SecretBytes? {
-        guard let wrap = state.recovery else { return nil }
-        let privateKey = try agreementKey()
-        guard privateKey.publicKey.rawRepresentation == wrap.publicKey else { return nil }
+    /// The recovery wrapping of `state` renewed for a new application key `newKey` in `next`,
+    /// with the KEK unsealed under the current key `appKey` (no recovery key needed).
+    static func rewrap(_ wrap: VaultState.RecoveryWrap, from appKey: SecretBytes, state: VaultState,
+                       to newKey: SecretBytes, next: VaultState) throws(VaultError) -> VaultState.RecoveryWrap {
+        let sealing = sealingKey(appKey: appKey)
+        defer { sealing.wipe() }
+        let kek: SecretBytes
         do {
-            let shared = try privateKey.sharedSecretFromKeyAgreement(with: try Curve25519.KeyAgreement.PublicKey(rawRepresentation: wrap.ephemeral))
-            let kek = RecoveryKey.kek(shared: shared, ephemeral: wrap.ephemeral, publicKey: wrap.publicKey)
-            defer { kek.wipe() }
-            return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.recoveryAAD())
+            kek = try KeyWrap.unwrap(Array(wrap.sealedKEK), under: sealing, aad: state.recoveryKEKAAD())
         } catch {
-            return nil
+            throw VaultError.corrupted("the recovery key's sealed KEK does not open under the application key: the state was altered")
         }
+        defer { kek.wipe() }
+        return try RecoveryKey.wrap(newKey, kek: kek, salt: wrap.salt, state: next)
+    }
+
+    /// The application key if this recovery key opens `state`'s recovery wrapping, else nil.
+    func open(_ state: VaultState) -> SecretBytes? {
+        guard let wrap = state.recovery else { return nil }
+        let kek = kek(salt: wrap.salt)
+        defer { kek.wipe() }
+        return try? KeyWrap.unwrap(Array(wrap.wrapped), under: kek, aad: state.recoveryAAD())
     }
 }

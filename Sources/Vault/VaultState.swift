@@ -46,16 +46,17 @@ struct VaultState: Codable, Equatable {
         var normalization: Int?
     }
 
-    /// The application key wrapped to the recovery key (version 4): an X25519 key pair whose
-    /// private half is derived from the recovery key, so the wrapping can be renewed at a key
-    /// rotation without the recovery key.
+    /// The recovery key's wrappings (version 4): the application key wrapped under a KEK derived
+    /// from the recovery key (only its holder can make a wrapping it opens), and that KEK sealed
+    /// under a key derived from the application key, so a key rotation can wrap the new key
+    /// without the recovery key.
     struct RecoveryWrap: Codable, Equatable {
-        /// The recovery key's X25519 public key (32 bytes).
-        var publicKey: Data
-        /// The ephemeral X25519 public key of this wrapping (32 bytes).
-        var ephemeral: Data
-        /// nonce (12) ‖ application key (32) ‖ tag (16).
+        /// 16 random bytes: the salt of the KEK's derivation, new with every recovery key.
+        var salt: Data
+        /// nonce (12) ‖ application key (32) ‖ tag (16), under the KEK.
         var wrapped: Data
+        /// nonce (12) ‖ KEK (32) ‖ tag (16), under HKDF(application key, "securefoundation vault v4 recovery kek seal").
+        var sealedKEK: Data
     }
 
     /// One re-binding of the vault to a new device key (version 4): when, from which key to
@@ -119,6 +120,11 @@ struct VaultState: Codable, Equatable {
         Array((VaultState.label + " recovery").utf8) + [0] + Array(vaultID) + Array(keyID)
     }
 
+    /// Associated data of the sealed recovery KEK.
+    func recoveryKEKAAD() -> [UInt8] {
+        Array((VaultState.label + " recovery kek").utf8) + [0] + Array(vaultID) + Array(keyID)
+    }
+
     /// Associated data of the secret section: a digest of every public field.
     func secretsAAD() -> [UInt8] {
         var input = ByteWriter(Array((VaultState.label + " public").utf8) + [0])
@@ -175,9 +181,9 @@ struct VaultState: Codable, Equatable {
         if version >= 4 {
             if let recovery {
                 input.byte(1)
-                input.field(recovery.publicKey)
-                input.field(recovery.ephemeral)
+                input.field(recovery.salt)
                 input.field(recovery.wrapped)
+                input.field(recovery.sealedKEK)
             } else {
                 input.byte(0)
             }
@@ -256,7 +262,8 @@ struct VaultState: Codable, Equatable {
         }
         if version >= 4 {
             if let recovery {
-                guard recovery.publicKey.count == 32, recovery.ephemeral.count == 32, recovery.wrapped.count == VaultState.wrappedKeyLength else {
+                guard recovery.salt.count == 16, recovery.wrapped.count == VaultState.wrappedKeyLength,
+                      recovery.sealedKEK.count == VaultState.wrappedKeyLength else {
                     throw VaultError.corrupted("\(path): the recovery-key wrapping is malformed")
                 }
             }

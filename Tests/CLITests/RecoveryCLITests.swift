@@ -312,6 +312,29 @@ import Testing
         #expect(rolledBack.status == 2 && rolledBack.stderr.contains("rolled back"), "\(rolledBack.stderr)")
     }
 
+    @Test func aSecondCopyOnTheSameMachineNeedsTakeOver() throws {
+        let world = try World()
+        let a = Machine(root: world.root, name: "a")
+        try world.populated(a)
+        let backup = world.root + "/app.age"
+        #expect(try a.run(["backup", "create", "--to-passcode", "--passcode-file", world.pin, "-o", backup]).status == 0)
+        // The same configuration directory (the same machine), another home: the anchor of the
+        // vault would move away from the home that still uses it.
+        let copy = try CLIRunner.run(["backup", "restore", backup, "--passphrase-file", world.pin, "--passcode-file", world.pin,
+                                      "--home", world.root + "/second", "--device-key", a.deviceKey], environment: a.environment)
+        #expect(copy.status == 45 && copy.stderr.contains("--take-over"), "\(copy.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: world.root + "/second"))
+        try world.expectPortableState(a, deviceOnlyGone: false)
+        // The first home is gone: --take-over restores it elsewhere.
+        #expect(try CLIRunner.runTool("/bin/rm", ["-rf", a.home]).status == 0)
+        let moved = try CLIRunner.run(["backup", "restore", backup, "--passphrase-file", world.pin, "--passcode-file", world.pin,
+                                       "--home", world.root + "/second", "--device-key", a.deviceKey, "--take-over"], environment: a.environment)
+        #expect(moved.status == 0, "\(moved.stderr)")
+        let item = try CLIRunner.run(["keychain", "find-generic-password", "-s", "svc", "-a", "whenUnlocked", "-w", "--passcode-file", world.pin,
+                                      "--home", world.root + "/second", "--device-key", a.deviceKey], environment: a.environment)
+        #expect(item.text == "pw-whenUnlocked\n", "\(item.stderr)")
+    }
+
     @Test func killedRestoresLeaveTheOldHomeOrTheRestoredOne() throws {
         let world = try World()
         let a = Machine(root: world.root, name: "a")

@@ -136,13 +136,22 @@ import Cipher
         // of their own: the secret section no longer opens (the passcode still counts as right).
         let attacker = try RecoveryKey.generate()
         var planted = state
-        planted.recovery = try RecoveryKey.wrap(try SecretBytes.random(count: 32), to: try attacker.agreementKey().publicKey.rawRepresentation, state: state)
+        planted.recovery = try attacker.wrap(try SecretBytes.random(count: 32), state: state)
         for variant in [planted, { var s = state; s.recovery = nil; return s }()] {
             try SecureFile.writeAtomically(try variant.encoded(), to: fixture.statePath)
             let fresh = try fixture.manager()
             #expect(throws: VaultError.self) { try fresh.unlock(passcode: secret("pin")) }
             #expect(!fresh.isUnlocked)
         }
+        // A state of their own, built from the public fields (vault id, key id, the salt of the
+        // recovery wrapping) with an application key they chose: the user's recovery key does
+        // not open it, since the wrapping needs the KEK only the recovery key gives.
+        let chosen = try SecretBytes.random(count: 32)
+        var forged = state
+        let guessedKEK = try SecretBytes.random(count: 32)
+        forged.recovery = try RecoveryKey.wrap(chosen, kek: guessedKEK, salt: try #require(state.recovery?.salt), state: state)
+        try SecureFile.writeAtomically(try forged.encoded(), to: fixture.statePath)
+        #expect(throws: VaultError.wrongRecoveryKey(failures: 1, nextAttemptAfter: nil)) { try fixture.manager().unlock(recoveryKey: key) }
         try SecureFile.writeAtomically(try state.encoded(), to: fixture.statePath)
         try fixture.manager().unlock(recoveryKey: key)
     }

@@ -180,6 +180,9 @@ struct BackupRestoreCommand: ParsableCommand {
     @Flag(name: .customLong("skip-paths"), help: "Do not restore the included files.")
     var skipPaths = false
 
+    @Flag(name: .customLong("take-over"), help: "This machine holds the vault in another home that is gone: restore it here all the same (its rollback anchor moves here).")
+    var takeOver = false
+
     @Option(name: .customLong("device-key-provider"), help: "Keep this machine's device key here: file (default), systemd-credential, keyring, tpm2 or pkcs11.")
     var deviceKeyProvider: String?
 
@@ -205,6 +208,7 @@ struct BackupRestoreCommand: ParsableCommand {
             options.replace = replace
             options.pathsRoot = pathsTo
             options.skipPaths = skipPaths
+            options.takeOver = takeOver
             options.deviceKeyFile = home.deviceKey
             options.installation = try deviceKeyProvider.map { try providerOptions.installation(kind: DeviceKeyProviderOptions.kind($0, option: "--device-key-provider")) }
             options.step = FaultInjection.stepHook()

@@ -64,19 +64,22 @@ public enum DeviceKeyRebinding {
     ///   - dependents: Everything in the home that depends on the device key, made for `manager`.
     ///   - restoring: The home was just restored from an authenticated backup: a generation below
     ///     the rollback anchor's is accepted, and the new state and key table go past it.
+    ///   - expectedState: With `restoring`: the digest of the state the restore authenticated
+    ///     (``CryptoManager/whenUnlockedKey(opening:stateDigest:)``); another state is refused.
     ///   - step: Called with each step's name (fault-injection tests stop the process there).
     /// - Returns: What was re-bound, left behind, and what to redo.
     /// - Throws: The credential's unlock errors (a wrong one is a counted attempt),
     ///   ``VaultError/deviceKey(_:)`` when the new key cannot be stored or read, the dependents' errors.
     package static func rebind(manager: CryptoManager, credential: VaultCredential, filePath: String?,
                                installation: DeviceKeyInstallation? = nil, dependents: [any DeviceKeyDependent],
-                               restoring: Bool = false, step: (String) throws -> Void = { _ in }) throws -> Report {
+                               restoring: Bool = false, expectedState: [UInt8]? = nil,
+                               step: (String) throws -> Void = { _ in }) throws -> Report {
         let directory = manager.directory
         return try FileLock.withExclusiveLock(path: directory + "/" + DeviceKeyRotation.lockName) {
             if try DeviceKeyRotation.pending(directory: directory, filePath: filePath) != nil {
                 throw VaultError.deviceKey("a device-key rotation of \(directory) is unfinished; finish it with `securefoundation vault rotate-device-key --resume` (it needs the old device key) before re-binding")
             }
-            let recorded = try manager.unlockForRebinding(credential, restoring: restoring)
+            let recorded = try manager.unlockForRebinding(credential, restoring: restoring, expectedState: expectedState)
             try step("unlocked")
             let (key, location) = try newDeviceKey(manager: manager, filePath: filePath, installation: installation,
                                                    recorded: recorded)
