@@ -101,12 +101,30 @@ package struct ProtectedFilesDeviceKeyDependent: DeviceKeyDependent {
     /// - Throws: ``ProtectedFileError`` for the table; what `step` throws.
     package func rebind(to new: DeviceBoundKeys, step: (String) throws -> Void) throws -> DeviceKeyRebindResult {
         var result = DeviceKeyRebindResult(description: table.path, rebound: 0)
+        if restoring, let expectedDigest {
+            // The restore's pin: the table it authenticated, or (empty digest) none at all.
+            if expectedDigest.isEmpty && exists {
+                throw ProtectedFileError.keyTable("\(table.path) appeared after the restore was authenticated (the backup held no key table); restore again")
+            }
+            if !expectedDigest.isEmpty && !exists {
+                throw ProtectedFileError.keyTable("\(table.path) was removed after the restore was authenticated; restore again")
+            }
+            if !exists {
+                // No table: one the anchor may count must not be missed as rolled back afterwards.
+                if try table.anchoredGeneration() > 0 {
+                    let key = new.deviceSubkey(purpose: ClassKeyTable.macPurpose)
+                    defer { key.wipe() }
+                    try table.withLock { try table.save(ClassKeyTableFile(), macKey: key) }
+                }
+                return result
+            }
+        }
         guard exists else { return result }
         let newMACKey = new.deviceSubkey(purpose: ClassKeyTable.macPurpose)
         defer { newMACKey.wipe() }
         let vaultID = try table.vaultID()
         return try table.withLock {
-            var file = try table.loadFile(checkingAnchor: !restoring, expectingDigest: restoring ? expectedDigest : nil)
+            var file = try table.loadFile(checkingAnchor: !restoring, expectingDigest: restoring ? expectedDigest.flatMap { $0.isEmpty ? nil : $0 } : nil)
             var kept: [ClassKeyEntry] = []
             var changed = false
             for entry in file.entries {

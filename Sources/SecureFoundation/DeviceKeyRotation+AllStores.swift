@@ -18,7 +18,8 @@ extension DeviceKeyRebinding {
     /// - Parameters:
     ///   - manager: The vault whose data directory is searched.
     ///   - restoring: The home was just restored from a backup (the key table may be older than the rollback anchor).
-    ///   - tableDigest: With `restoring`, the SHA-256 of the key table the restore authenticated.
+    ///   - tableDigest: With `restoring`, the SHA-256 of the key table the restore authenticated,
+    ///     or empty when the backup held none (a table found then is refused).
     /// - Returns: The dependents.
     package static func dependents(of manager: CryptoManager, restoring: Bool, tableDigest: [UInt8]? = nil) -> [any DeviceKeyDependent] {
         [ProtectedFilesDeviceKeyDependent(manager: manager, restoring: restoring, expectedDigest: tableDigest)]

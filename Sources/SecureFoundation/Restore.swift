@@ -49,10 +49,10 @@ extension Backup {
         public var stayOnDevice: [String]
         /// Items and key pairs re-bound to this machine's device key.
         public var rebound: Int
-        /// Items re-bound without any check: always empty for a restore, whose contents were
-        /// checked when the backup was made (each keychain row's class binding) and are
-        /// authenticated under the vault's keys (a re-binding of a copied data directory has no
-        /// such check for the class always, ``DeviceKeyRebindResult/unverified``).
+        /// Items of the class `always` re-bound without a class binding check. Their rows were
+        /// checked when the backup was made and are authenticated under the vault's keys, but the
+        /// keychain file is written into the home before the re-binding reads it back, so this
+        /// lists them as a re-binding of a data directory does (``DeviceKeyRebindResult/unverified``).
         public var unverified: [String]
         /// This machine's device key (its check value, 32 hex digits).
         public var deviceCheck: String
@@ -116,11 +116,19 @@ extension Backup {
 
         // 1. Read, decrypt and stage every record.
         let staged = try stage(from: fd, identities: identities, into: staging, existingVaultID: existing.vaultID,
-                               freeSpaceOf: parent)
+                               freeSpaceOf: parent) { manifest throws in
+            // Before the files are written: a vault this machine anchors, restored into a home that does not hold it.
+            if existing.vaultID != manifest.vaultID, !options.takeOver,
+               access(RollbackAnchor(directory: trusted, vaultID: manifest.vaultID).path, F_OK) == 0 {
+                throw BackupError.exists("this machine already holds vault \(Encoding.hex(Array(manifest.vaultID))) in another home (its rollback anchor is in \(trusted)): restore over that home with --replace, or, if that home is gone, give --take-over (the anchor moves to this home, and a copy elsewhere is then refused as rolled back)")
+            }
+        }
         try options.step?("staged")
-        if existing.vaultID != staged.manifest.vaultID, !options.takeOver,
-           access(RollbackAnchor(directory: trusted, vaultID: staged.manifest.vaultID).path, F_OK) == 0 {
-            throw BackupError.exists("this machine already holds vault \(Encoding.hex(Array(staged.manifest.vaultID))) in another home (its rollback anchor is in \(trusted)): restore over that home with --replace, or, if that home is gone, give --take-over (the anchor moves to this home, and a copy elsewhere is then refused as rolled back)")
+        // The staged files must be the bytes the stream carried (whose MAC is checked below).
+        for (name, digest) in staged.homeDigests {
+            let bytes: [UInt8]
+            do { bytes = try SecureFile.read(staging + "/" + name, maxLength: 1 << 40) } catch { throw BackupError.io("cannot read back \(staging)/\(name): \(error)") }
+            guard Array(SHA256.hash(data: bytes)) == digest else { throw BackupError.io("\(staging)/\(name) changed while the backup was restored; restore again") }
         }
 
         // 2. Authenticate the whole under the vault's keys, opened with the credential. The staged
@@ -141,7 +149,8 @@ extension Backup {
             throw BackupError.damaged("its contents do not authenticate under its vault's keys: it was altered, or made by someone who can encrypt to your recipients but does not hold the vault")
         }
         unlink(staging + "/attempts")
-        let tableDigest = (try? SecureFile.read(staging + "/protected-files.keys", maxLength: 64 << 20)).map { Array(SHA256.hash(data: $0)) }
+        // Pinned for the re-binding after the rename: the table the stream carried, or none.
+        let tableDigest = staged.homeDigests["protected-files.keys"]
         try options.step?("authenticated")
 
         // 3. The included paths, each atomically (checked first: nothing is written when one is refused).
@@ -185,7 +194,7 @@ extension Backup {
             // writable again since the rename.
             report = try DeviceKeyRebinding.rebind(manager: manager, credential: credential, filePath: options.deviceKeyFile,
                                                    installation: options.installation,
-                                                   dependents: DeviceKeyRebinding.dependents(of: manager, restoring: true, tableDigest: tableDigest),
+                                                   dependents: DeviceKeyRebinding.dependents(of: manager, restoring: true, tableDigest: tableDigest ?? []),
                                                    restoring: true, expectedState: stateDigest, step: { try options.step?($0) })
         } catch {
             throw BackupError.io("\(home) is restored, but binding it to this machine's device key failed: \(error). Run the same `backup restore` again with --replace (or `securefoundation vault rebind-device-key --home \(home)` where this machine has no rollback anchor of the vault)")
@@ -197,13 +206,15 @@ extension Backup {
                              homeFiles: manifest.entries.filter { $0.kind == "home" }.map(\.name), paths: placed,
                              leftBehind: manifest.leftBehind.map { .init(name: $0.name, class: $0.class) } + removed,
                              stayOnDevice: manifest.stayOnDevice, rebound: report.dependents.reduce(0) { $0 + $1.rebound },
-                             unverified: [], deviceCheck: Encoding.hex(Array(report.newCheck)), replaced: existing.hasFiles)
+                             unverified: report.unverified, deviceCheck: Encoding.hex(Array(report.newCheck)), replaced: existing.hasFiles)
     }
 
     /// What a restore read from the backup.
     struct Staged {
         var manifest: BackupManifest
         var paths: [(path: String, staged: String)]
+        /// SHA-256 of each home file as the stream carried it.
+        var homeDigests: [String: [UInt8]]
         var digest: [UInt8]
         var mac: [UInt8]
     }
@@ -211,8 +222,10 @@ extension Backup {
     /// Decrypts the backup from `fd` and writes its files into `staging`, checking every record
     /// against the manifest.
     static func stage(from fd: Int32, identities: [any AgeIdentity], into staging: String, existingVaultID: Data?,
-                      freeSpaceOf parent: String) throws -> Staged {
+                      freeSpaceOf parent: String, checkManifest: @escaping (BackupManifest) throws -> Void) throws -> Staged {
         var manifestBytes: [UInt8] = []
+        var homeDigests: [String: [UInt8]] = [:]
+        var hasher: SHA256?
         var manifest: BackupManifest?
         var index = 0
         var current: Int32 = -1
@@ -235,6 +248,7 @@ extension Backup {
                     throw BackupError.damaged("record \(index + 1) is not the one its manifest lists")
                 }
                 if entry.kind == "home" {
+                    hasher = SHA256()
                     currentPath = staging + "/" + entry.name
                     if entry.name.contains("/") {
                         let directory = SecureFile.directoryOf(currentPath)
@@ -255,6 +269,7 @@ extension Backup {
                 if manifest == nil {
                     manifestBytes += bytes
                 } else {
+                    hasher?.update(bufferPointer: bytes)
                     try SecureFile.writeAll(current, bytes, path: currentPath)
                 }
             case .end:
@@ -267,19 +282,29 @@ extension Backup {
                     // Room for every file it lists, before any is written (a hostile stream must
                     // not fill the disk before its MAC is checked).
                     var space = statvfs()
-                    let total = decoded.entries.reduce(UInt64(0)) { $0 &+ $1.size }
-                    if statvfs(parent, &space) == 0, total > UInt64(space.f_bavail) &* UInt64(space.f_frsize) {
-                        throw BackupError.io("the backup lists \(total) bytes, more than the \(UInt64(space.f_bavail) &* UInt64(space.f_frsize)) free beside the home: free some space")
+                    var total: UInt64 = 0
+                    for entry in decoded.entries {
+                        let (sum, overflow) = total.addingReportingOverflow(entry.size)
+                        guard !overflow else { throw BackupError.damaged("its manifest lists sizes beyond any disk") }
+                        total = sum
+                    }
+                    guard statvfs(parent, &space) == 0 else { throw BackupError.io("cannot tell the free space beside the home (\(parent)): \(String(cString: strerror(errno)))") }
+                    let free = UInt64(space.f_bavail).multipliedReportingOverflow(by: UInt64(space.f_frsize))
+                    if !free.overflow, total > free.partialValue {
+                        throw BackupError.io("the backup lists \(total) bytes, more than the \(free.partialValue) free beside the home: free some space")
                     }
                     if let existingVaultID, existingVaultID != decoded.vaultID {
                         throw BackupError.otherVault("the backup is of vault \(Encoding.hex(Array(decoded.vaultID))), and the home holds vault \(Encoding.hex(Array(existingVaultID))): restore it into another directory, or erase that vault first (`securefoundation vault erase --yes`)")
                     }
+                    try checkManifest(decoded)
                     manifest = decoded
                     return
                 }
                 try FileCalls.sync(current)
                 close(current)
                 current = -1
+                if let done = hasher, let manifest { homeDigests[manifest.entries[index].name] = Array(done.finalize()) }
+                hasher = nil
                 index += 1
             }
         }
@@ -298,7 +323,7 @@ extension Backup {
             throw BackupError.damaged("it ends before every file its manifest lists")
         }
         _ = try? SecureFile.syncDirectory(staging)
-        return Staged(manifest: manifest, paths: paths, digest: digest, mac: mac)
+        return Staged(manifest: manifest, paths: paths, homeDigests: homeDigests, digest: digest, mac: mac)
     }
 
     /// Whether `home` exists, holds files, and which vault.
@@ -384,30 +409,49 @@ extension Backup {
     static func destroyTree(_ path: String) {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return }
-        destroyContents(of: fd)
+        destroyContents(of: fd, path: path)
         close(fd)
         rmdir(path)
     }
 
-    static func destroyContents(of directory: Int32) {
-        let base = "/proc/self/fd/\(directory)"
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []
+    /// The names in the directory open as `directory` (listed through a duplicate of it).
+    static func names(in directory: Int32) -> [String] {
+        let copy = dup(directory)
+        guard copy >= 0, let stream = fdopendir(copy) else {
+            if copy >= 0 { close(copy) }
+            return []
+        }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    static func destroyContents(of directory: Int32, path: String) {
+        // Files are named through the directory's descriptor where /proc is mounted, else by path.
+        let base = access("/proc/self/fd/\(directory)", F_OK) == 0 ? "/proc/self/fd/\(directory)" : path
         var erase: [String] = []
-        for name in names {
+        for name in names(in: directory) {
             guard let status = try? FileCalls.linkStatus(in: directory, name) else { continue }
             switch status.kind {
             case .directory:
                 if let child = try? FileCalls.open(in: directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) {
-                    destroyContents(of: child)
+                    destroyContents(of: child, path: path + "/" + name)
                     close(child)
                 }
                 try? FileCalls.unlink(in: directory, name, isDirectory: true)
-            case .regular where status.links == 1: erase.append(base + "/" + name)
+            case .regular where status.links == 1: erase.append(name)
             default: try? FileCalls.unlink(in: directory, name)
             }
         }
-        if !erase.isEmpty { _ = try? CryptoErase.destroy(keyFiles: erase) }
-        for child in erase where access(child, F_OK) == 0 { unlink(child) }
+        if !erase.isEmpty { _ = try? CryptoErase.destroy(keyFiles: erase.map { base + "/" + $0 }) }
+        // Whatever the shredder refused is unlinked all the same.
+        for name in erase { try? FileCalls.unlink(in: directory, name) }
     }
 
     /// Removes the staging directories of restores that died (`.NAME.restore-*` beside the home

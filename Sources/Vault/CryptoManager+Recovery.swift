@@ -32,7 +32,8 @@ extension CryptoManager {
 
     /// Makes a new recovery key for the vault, replacing (and so revoking) any earlier one. Needs
     /// the vault unlocked in this process. Show the key's ``RecoveryKey/text()`` to the person
-    /// once; the vault keeps only its public key and a wrapping of the application key to it.
+    /// once; the vault keeps only a wrapping of the application key under a KEK derived from it
+    /// (and that KEK sealed under the application key, for key rotations).
     ///
     /// A copy of `vault.state` taken before the change still opens with the earlier recovery
     /// key, as it does with an earlier passcode.
@@ -167,22 +168,25 @@ extension CryptoManager {
     /// the first step of a re-binding (``DeviceKeyRebinding``), for a vault whose device key is
     /// lost. The rollback anchor is still checked, unless `restoring` (a restore from a backup
     /// authenticated under the vault's keys puts back an older state on purpose; its re-binding
-    /// then raises the anchor past the generation found, ``recordRebinding(to:by:minimumGeneration:)``). Class keys of the thisDeviceOnly classes are
+    /// then raises the anchor past the generation found, ``recordRebinding(to:by:minimumGeneration:expectedState:)``). Class keys of the thisDeviceOnly classes are
     /// not available from this manager until the re-binding recorded the new key.
     /// - Parameters:
     ///   - credential: The passcode, the answers or the recovery key.
     ///   - restoring: Accept a generation below the rollback anchor's.
     ///   - expectedState: The digest (``whenUnlockedKey(opening:stateDigest:)``) the state must
     ///     have: the one a restore authenticated before it put the home in place.
-    /// - Returns: The device key's check value the state records (nil: none).
+    /// - Returns: The device key's check value the state records (nil: none), and the state's
+    ///   digest, which ``recordRebinding(to:by:minimumGeneration:expectedState:)`` requires.
     /// - Throws: The credential's unlock errors; ``VaultError/rolledBack(file:found:expected:)``;
     ///   ``VaultError/corrupted(_:)`` for a state other than the expected one.
     @discardableResult
-    package func unlockForRebinding(_ credential: VaultCredential, restoring: Bool = false, expectedState: [UInt8]? = nil) throws(VaultError) -> Data? {
+    package func unlockForRebinding(_ credential: VaultCredential, restoring: Bool = false,
+                                    expectedState: [UInt8]? = nil) throws(VaultError) -> (deviceCheck: Data?, digest: [UInt8]) {
         let identity = FileIdentity(path: statePath)
         let state = try requireState()
+        let digest = try Self.digest(of: state)
         if let expectedState {
-            guard try Self.digest(of: state) == expectedState else {
+            guard digest == expectedState else {
                 throw VaultError.corrupted("\(statePath) is not the state the restore authenticated: it was changed after the restored home was put in place; restore again")
             }
         }
@@ -205,7 +209,7 @@ extension CryptoManager {
             appKey.wipe()
             throw VaultError.wrap(error)
         }
-        return state.deviceCheck
+        return (state.deviceCheck, digest)
     }
 
     /// The check value `vault.state` records for the device key (nil: none recorded).
@@ -216,16 +220,21 @@ extension CryptoManager {
 
     /// Records in `vault.state` that the vault is now bound to the device key of check value
     /// `check` (a rewrite: a new generation, one more entry in the re-binding record). Needs the
-    /// keys installed by ``unlockForRebinding(_:)``.
+    /// keys installed by ``unlockForRebinding(_:restoring:expectedState:)``.
     /// - Parameters:
     ///   - check: The new device key's check value.
     ///   - credential: The name of the credential the re-binding was made with.
     ///   - minimumGeneration: The new state's generation is at least this; a restore gives one
     ///     more than the rollback anchor holds, so the restored state is the newest.
-    /// - Throws: ``VaultError/locked``, the errors of a rewrite.
-    package func recordRebinding(to check: Data, by credential: String, minimumGeneration: UInt64 = 0) throws(VaultError) {
+    ///   - expectedState: The digest the state must still have (the one unlocked): no other
+    ///     state is written past the anchor.
+    /// - Throws: ``VaultError/locked``, ``VaultError/corrupted(_:)`` for another state, the errors of a rewrite.
+    package func recordRebinding(to check: Data, by credential: String, minimumGeneration: UInt64 = 0, expectedState: [UInt8]) throws(VaultError) {
         let unlocked = try requireUnlocked()
         let state = try requireState()
+        guard try Self.digest(of: state) == expectedState else {
+            throw VaultError.corrupted("\(statePath) changed while the vault was being re-bound: run the re-binding (or the restore) again")
+        }
         try checkSameVault(state, unlocked)
         forgetDeviceKey()
         try vaultCall {

@@ -79,7 +79,7 @@ public enum DeviceKeyRebinding {
             if try DeviceKeyRotation.pending(directory: directory, filePath: filePath) != nil {
                 throw VaultError.deviceKey("a device-key rotation of \(directory) is unfinished; finish it with `securefoundation vault rotate-device-key --resume` (it needs the old device key) before re-binding")
             }
-            let recorded = try manager.unlockForRebinding(credential, restoring: restoring, expectedState: expectedState)
+            let (recorded, unlockedDigest) = try manager.unlockForRebinding(credential, restoring: restoring, expectedState: expectedState)
             try step("unlocked")
             let (key, location) = try newDeviceKey(manager: manager, filePath: filePath, installation: installation,
                                                    recorded: recorded)
@@ -100,7 +100,7 @@ public enum DeviceKeyRebinding {
             if restoring, let anchor = try manager.rollbackAnchor {
                 minimum = try anchor.current(RollbackAnchor.vaultState) + 1
             }
-            try manager.recordRebinding(to: check, by: credential.name, minimumGeneration: minimum)
+            try manager.recordRebinding(to: check, by: credential.name, minimumGeneration: minimum, expectedState: unlockedDigest)
             try step("state recorded")
             manager.forgetDeviceKey()
             return Report(newCheck: check, previousCheck: recorded, alreadyBound: false, dependents: results, keyLocation: location)
