@@ -198,6 +198,9 @@ extension ProtectedDatabase {
         guard check == 1 else {
             throw ProtectedDatabaseError.tampered(path: path, reason: "its first page does not authenticate under this key (SQLCipher 4 defaults and a raw key are needed)")
         }
+        // SQLCipher leaves the file as the umask made it (0644): 0600 before anything else, and
+        // so its WAL and shared memory, which SQLite creates with the main file's mode.
+        privateModes(path)
         let entry = KeyRecord.Key(salt: salt, key: key.slice(0..<key.count))
         try writeRecord(KeyRecord(keys: [entry]), to: keyPath, protection: protection, files: files)
         do throws(ProtectedDatabaseError) {

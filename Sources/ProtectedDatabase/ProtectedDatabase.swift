@@ -152,6 +152,7 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// released by ``close()`` or when the instance is freed).
     private static func openAttached(path: String, fullPath: String, key: KeyRecord.Key, protection: FileProtectionClass,
                                      manager: CryptoManager, kind: Kind, configuration: Configuration) throws(ProtectedDatabaseError) -> ProtectedDatabase {
+        privateModes(path)
         try attach(fullPath, key)
         do throws(ProtectedDatabaseError) {
             var config = configuration
@@ -317,6 +318,20 @@ public final class ProtectedDatabase: @unchecked Sendable {
 
     /// What `lstat` says about `path`, or nil when there is nothing there.
     static func linkStatus(_ path: String) -> FileStatus? { try? FileCalls.linkStatus(path) }
+
+    /// Makes the database, its WAL and its shared memory 0600 when they are the user's regular
+    /// files and group or others could read them (a database SQLCipher or another program made;
+    /// SQLite gives a new WAL and shared memory the main file's mode). Opened without following
+    /// a link; anything else is left alone (the open then refuses it as usual).
+    static func privateModes(_ path: String) {
+        for name in [path, path + "-wal", path + "-shm"] {
+            let fd = Foundation.open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+            guard fd >= 0 else { continue }
+            defer { Foundation.close(fd) }
+            guard let status = try? FileCalls.status(fd), status.isRegularFile, status.owner == geteuid(), status.permissions & 0o077 != 0 else { continue }
+            _ = fchmod(fd, 0o600)
+        }
+    }
 
     /// Pages that failed authentication in this process (diagnostics, tests).
     static var tamperedPageCount: UInt64 { sf_db_codec_tamper_count() }

@@ -116,8 +116,15 @@ struct ProtectedDatabaseTests {
         let theirHex = theirKey.withUnsafeBytes { Encoding.hex(Array($0)) }
         let written = try #require(try sqlcipher(write, [theirs, theirHex]))
         #expect(written.0 == 0, "\(written.2)")
+        // SQLCipher made it 0644 (the umask's mode): adopted, every file of it is 0600.
+        chmod(theirs, 0o644)
         try ProtectedDatabase.adopt(at: theirs, key: theirKey, protection: .completeUntilFirstUserAuthentication, files: files)
         let db = try ProtectedDatabase.open(at: theirs, files: files, expecting: .completeUntilFirstUserAuthentication)
+        try db.write { try $0.execute(sql: "CREATE TABLE IF NOT EXISTS mode_probe (x)") }
+        for name in [theirs, theirs + "-wal", theirs + "-shm"] {
+            var info = stat()
+            #expect(lstat(name, &info) == 0 && info.st_mode & 0o777 == 0o600, "\(name): \(String(info.st_mode & 0o777, radix: 8))")
+        }
         #expect(try db.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM s") } == 3000)
         #expect(try db.read { try String.fetchOne($0, sql: "SELECT v FROM s WHERE id = 3000") } == "row 2999")
         try db.write { try $0.execute(sql: "INSERT INTO s(v) VALUES ('added by the project')") }
