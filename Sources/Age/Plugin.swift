@@ -104,15 +104,10 @@ public enum AgePlugin {
             && !name.hasPrefix(".")
     }
 
-    /// The path of `age-plugin-NAME` in `searchPath` (directories separated by `:`; nil:
-    /// `$PATH`), or nil.
+    /// The path of `age-plugin-NAME` in an absolute directory of `searchPath` (directories
+    /// separated by `:`; nil: `$PATH`), or nil (``ProgramSearch``).
     static func locate(_ name: String, searchPath: String? = nil) -> String? {
-        let path = searchPath ?? ProcessInfo.processInfo.environment["PATH"] ?? ""
-        for directory in path.split(separator: ":") where !directory.isEmpty {
-            let candidate = directory + "/age-plugin-" + name
-            if access(candidate, X_OK) == 0, (try? FileCalls.status(atPath: candidate))?.kind == .regular { return candidate }
-        }
-        return nil
+        ProgramSearch.locate("age-plugin-" + name, searchPath: searchPath)
     }
 
     /// Groups the plugin recipients of `recipients` by plugin, one ``AgePluginRecipient`` each,
@@ -329,6 +324,9 @@ final class PluginSession {
         self.name = name
         self.makeFailure = failure
         guard let path = AgePlugin.locate(name, searchPath: searchPath) else {
+            if let entry = ProgramSearch.refusedEntry("age-plugin-" + name, searchPath: searchPath) {
+                throw failure("age-plugin-\(name) was found only through the relative PATH entry \(entry.debugDescription), which names a directory of the working directory: it was not run (age refuses this too); put the plugin's directory in PATH as an absolute path")
+            }
             throw failure("age-plugin-\(name) is not on the PATH; install the plugin (or put it in a directory of $PATH)")
         }
         var stdinPipe: [Int32] = [0, 0], stdoutPipe: [Int32] = [0, 0]

@@ -121,13 +121,10 @@ enum SSHKeyDecryption {
     /// `ssh-keygen` in a directory of `searchPath` (nil: `$PATH`), or nil.
     static func locate(searchPath: String? = nil) -> String? {
         #if os(Linux)
-        let path = searchPath ?? ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for directory in path.split(separator: ":") where directory.hasPrefix("/") {
-            let candidate = String(directory) + "/ssh-keygen"
-            if access(candidate, X_OK) == 0, (try? FileCalls.status(atPath: candidate))?.kind == .regular { return candidate }
-        }
-        #endif
+        return ProgramSearch.locate("ssh-keygen", searchPath: searchPath, fallback: "/usr/bin:/bin")
+        #else
         return nil
+        #endif
     }
 
     private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {

@@ -136,3 +136,26 @@ import Testing
         #expect(result.status == 1 && result.stderr.contains("agent start"), "\(result.stderr)")
     }
 }
+
+/// A plugin is looked for in absolute `PATH` entries only: `decrypt -j NAME` in a directory an
+/// attacker prepared (`node_modules/.bin/age-plugin-NAME`, with a relative `PATH` entry) never
+/// runs it, as age refuses it.
+@Suite struct RelativePluginPathCLITests {
+    @Test func aPluginInARelativePathEntryIsNotRun() throws {
+        let dir = try TemporaryDirectory(prefix: "sf-relative-plugin")
+        try FileManager.default.createDirectory(atPath: dir.path + "/work/node_modules/.bin", withIntermediateDirectories: true)
+        let marker = dir.path + "/ran"
+        let plugin = dir.path + "/work/node_modules/.bin/age-plugin-planted"
+        try Data("#!/bin/sh\ntouch \(marker)\nexit 1\n".utf8).write(to: URL(fileURLWithPath: plugin))
+        chmod(plugin, 0o755)
+        #expect(try CLIRunner.run(["keygen", "-o", dir.path + "/key.txt"]).status == 0)
+        let recipient = try #require(try String(contentsOfFile: dir.path + "/key.txt", encoding: .utf8)
+            .split(separator: "\n").first { $0.hasPrefix("# public key: ") }?.dropFirst("# public key: ".count))
+        #expect(try CLIRunner.run(["encrypt", "-r", String(recipient), "-o", dir.path + "/work/in.age"], stdin: Array("x".utf8)).status == 0)
+        let result = try CLIRunner.run(["decrypt", "-j", "planted", "in.age"], environment: ["PATH": "node_modules/.bin:/usr/bin:/bin"],
+                                       directory: dir.path + "/work")
+        #expect(result.status != 0)
+        #expect(!FileManager.default.fileExists(atPath: marker), "the planted plugin ran")
+        #expect(result.stderr.contains("relative PATH entry"), "\(result.stderr)")
+    }
+}
