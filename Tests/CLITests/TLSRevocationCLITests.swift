@@ -78,6 +78,13 @@ struct TLSRevocationCLITests {
             let hex = String(serial.text.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("serial=".count))
             #expect(hex.count == 40)
             #expect(text.text.contains("Serial Number: \(hex)") == listed, "\(name)")
+            if name == "device-1" {
+                // Printed as openssl prints a serial: every byte two digits, colons between.
+                var pairs: [String] = []
+                var rest = Substring(hex.lowercased())
+                while !rest.isEmpty { pairs.append(String(rest.prefix(2))); rest = rest.dropFirst(2) }
+                #expect(revoked.text.contains("serial \(pairs.joined(separator: ":"))\n"), "\(revoked.text)")
+            }
             let verify = try Self.openssl(home, ["verify", "-crl_check", "-CAfile", ca, "-CRLfile", home.path + "/crl.pem",
                                                   try #require(leaves[name])])
             if listed {

@@ -47,6 +47,13 @@ struct TLSRevokeCommand: ParsableCommand {
         guard (1...366).contains(days) else { throw ValidationError("--days must be between 1 and 366") }
     }
 
+    /// A serial number as openssl prints it (`x509 -text`, `crl -text`): each byte as two
+    /// lower-case hex digits, colon-separated (`71:6b:ce:aa:07:…`).
+    static func serialText(_ bytes: some Collection<UInt8>) -> String {
+        let digits = Array("0123456789abcdef")
+        return bytes.map { String([digits[Int($0 >> 4)], digits[Int($0 & 0x0f)]]) }.joined(separator: ":")
+    }
+
     func run() throws {
         try CLI.run {
             let identities = IdentityStore(keychain: try store.open())
@@ -56,7 +63,7 @@ struct TLSRevokeCommand: ParsableCommand {
                                                      validity: TimeInterval(days) * 86_400)
             let state = added ? "revoked" : "already revoked"
             try CLI.writeStdout(Array("""
-            \(state): \(certificate.subject), serial \(certificate.serialNumber)
+            \(state): \(certificate.subject), serial \(Self.serialText(certificate.serialNumber.bytes))
             revocation list: number \(list.number), \(list.entries.count) revoked
 
             """.utf8))
