@@ -139,6 +139,11 @@ extension ProtectedDatabase {
         guard linkStatus(path) != nil, linkStatus(keyPath(for: path)) != nil else { throw ProtectedDatabaseError.notFound(path: path) }
         let cls = try mapFiles(path: path) { try files.protection(ofItemAt: keyPath(for: path)) }
         let (salt, size) = try fileSalt(path)
+        // A plain SQLite file beside a key record (copied, or left by another database): its
+        // first bytes are SQLite's header, not a salt.
+        if salt == Array("SQLite format 3\u{0}".utf8) {
+            throw ProtectedDatabaseError.notProtectedDatabase(path: path, reason: "it is a plain SQLite database (it starts with SQLite's header, not a salt), so \(keyPath(for: path)) is not its key record")
+        }
         let walSize = linkStatus(path + "-wal")?.size ?? 0
         return Status(protection: cls, pageCount: Int(size / Int64(SF_DB_PAGE_SIZE)), walSize: walSize, salt: Encoding.hex(salt))
     }

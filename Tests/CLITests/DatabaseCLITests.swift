@@ -70,6 +70,19 @@ struct DatabaseCLITests {
     }
 
     /// kill -9 in a transaction and at every step of a rekey: the database opens, whole.
+    @Test func statusOfAPlainSQLiteFileWithACopiedKeyRecordSaysWhatItIs() throws {
+        let ws = try Workspace()
+        #expect(try ws.db(["create", ws.db, "--class", "none"], unlocked: true).status == 0)
+        let plain = ws.root + "/plain.db"
+        let made = try CLIRunner.runTool("/usr/bin/python3", ["-c", "import sqlite3; c = sqlite3.connect('\(plain)'); c.execute('CREATE TABLE t(x)'); c.commit()"])
+        #expect(made.status == 0, "\(made.stderr)")
+        #expect(try CLIRunner.runTool("/bin/cp", [ws.db + "-key", plain + "-key"]).status == 0)
+        let status = try ws.db(["status", plain])
+        #expect(status.status != 0, "\(status.text)")
+        #expect(status.stderr.contains("plain SQLite database"), "\(status.stderr)")
+        #expect(!status.text.contains("salt"))
+    }
+
     @Test func killedInATransactionOrARekey() throws {
         let ws = try Workspace()
         #expect(try ws.db(["create", ws.db, "--class", "completeUnlessOpen"]).status == 0)
