@@ -120,14 +120,12 @@ package struct KeychainDeviceKeyDependent: DeviceKeyDependent {
                         }
                         for (oldID, row) in rows {
                             try db.execute(sql: KeychainSchema.deleteSQL, arguments: [oldID])
-                            try db.execute(sql: "INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified, row_mac) VALUES (?, ?, ?, ?, ?, ?)",
-                                           arguments: [row.id.data, Int64(row.accessibility), Data(row.sealed), row.created.seconds, row.modified, Data(row.mac)])
+                            try Self.insert(row, in: db)
                         }
                         rekeyed += rows.count
                         try step("keychain batch")
                     }
-                    try db.execute(sql: "UPDATE keychain_meta SET value = ? WHERE key = 'index_key_check'", arguments: [newCheck])
-                    _ = try Int64.fetchOne(db, sql: KeychainSchema.bumpGenerationSQL)
+                    try Self.markKeyed(db, check: newCheck)
                     return .commit
                 }
                 // The old rows' cells are zeroed (secure_delete), but copies of some may remain in
@@ -165,6 +163,18 @@ package struct KeychainDeviceKeyDependent: DeviceKeyDependent {
         let sealing = try SealingKey(key: try new.classKeyCopy(for: accessibility))
         defer { sealing.key.wipe() }
         return try Self.resealed(row, plain: plain, key: key, sealing: sealing, keychainID: keychainID, newMAC: newMAC)
+    }
+
+    /// Inserts a re-keyed row.
+    static func insert(_ row: StoredRow, in db: Database) throws {
+        try db.execute(sql: "INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified, row_mac) VALUES (?, ?, ?, ?, ?, ?)",
+                       arguments: [row.id.data, Int64(row.accessibility), Data(row.sealed), row.created.seconds, row.modified, Data(row.mac)])
+    }
+
+    /// Records that every row is under the blind-index key of `check`, as the last write of the transaction.
+    static func markKeyed(_ db: Database, check: Data) throws {
+        try db.execute(sql: "UPDATE keychain_meta SET value = ? WHERE key = 'index_key_check'", arguments: [check])
+        _ = try Int64.fetchOne(db, sql: KeychainSchema.bumpGenerationSQL)
     }
 
     /// The current and retired keys of `accessibility` in `keys`, current first, each once.

@@ -89,15 +89,13 @@ extension KeychainDeviceKeyDependent {
                                 result.unverified.append("\(key) (\(accessibility.name)): removed, a row of a stronger class has the same names")
                                 continue
                             }
-                            try db.execute(sql: "INSERT INTO keychain_items (item_id, accessibility, sealed, created, modified, row_mac) VALUES (?, ?, ?, ?, ?, ?)",
-                                           arguments: [nextID, Int64(next.accessibility), Data(next.sealed), next.created.seconds, next.modified, Data(next.mac)])
+                            try Self.insert(next, in: db)
                             if accessibility.protectionClass == .always { result.unverified.append("\(key) (\(accessibility.name))") }
                             result.rebound += 1
                         }
                         try step("keychain batch")
                     }
-                    try db.execute(sql: "UPDATE keychain_meta SET value = ? WHERE key = 'index_key_check'", arguments: [newCheck])
-                    _ = try Int64.fetchOne(db, sql: KeychainSchema.bumpGenerationSQL)
+                    try Self.markKeyed(db, check: newCheck)
                     return .commit
                 }
                 try scrub(db)
