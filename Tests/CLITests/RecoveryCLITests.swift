@@ -104,6 +104,9 @@ import Testing
         #expect(text.count == 48 && text.split(separator: "-").count == 8)
         #expect(try a.run(["vault", "status"]).text.contains("recovery key: yes"))
         #expect(try a.run(["vault", "unlock", "--recovery-key-file", world.root + "/recovery.txt"]).status == 0)
+        // The agent takes the passcode or the answers only: the option is refused, not ignored.
+        let agent = try a.run(["agent", "unlock", "--recovery-key-file", world.root + "/recovery.txt"])
+        #expect(agent.status == 64 && agent.stderr.contains("not the recovery key"), "\(agent.stderr)")
 
         // A typo is caught by the checksum, before any attempt counts.
         var typed = Array(text)

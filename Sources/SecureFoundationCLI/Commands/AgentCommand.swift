@@ -254,6 +254,9 @@ struct AgentUnlockCommand: ParsableCommand {
 
     func validate() throws {
         if askTokenPIN && tokenPINFile != nil { throw ValidationError("give --token-pin or --token-pin-file, not both") }
+        if credentials.recoveryKeyFile != nil {
+            throw ValidationError("the unlock agent is unlocked with the passcode or the answers, not the recovery key; to replace a lost passcode, run `securefoundation vault change-passcode --recovery-key-file FILE`")
+        }
     }
 
     func run() throws {
