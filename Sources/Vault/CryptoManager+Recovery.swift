@@ -155,11 +155,7 @@ extension CryptoManager {
 
     /// SHA-256 of a state's canonical encoding.
     static func digest(of state: VaultState) throws(VaultError) -> [UInt8] {
-        Array(SHA256.hash(data: try vaultCallStatic { try state.encoded() }))
-    }
-
-    static func vaultCallStatic<Result>(_ body: () throws -> Result) throws(VaultError) -> Result {
-        do { return try body() } catch { throw VaultError.wrap(error) }
+        Array(SHA256.hash(data: try VaultError.call { try state.encoded() }))
     }
 
     // MARK: Re-binding to a new device key
