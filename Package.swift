@@ -178,7 +178,9 @@ let package = Package(
                                                        "TestSupport"],
                     exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "ProtectedDatabaseTests", dependencies: ["ProtectedDatabase", "ProtectedFiles", "Vault", "Cipher", "TestSupport",
-                                                               .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
+                                                               .product(name: "GRDB", package: "GRDB.swift"),
+                                                               .product(name: "Crypto", package: "swift-crypto"),
+                                                               .product(name: "CryptoExtras", package: "swift-crypto")], swiftSettings: strict),
         .testTarget(name: "ProtectedFilesTests", dependencies: ["ProtectedFiles", "Age", "Vault", "Cipher", "TestSupport"], swiftSettings: strict),
         // Runs the built `securefoundation` binary: exit codes, stdout bytes, interop with real tools.
         .testTarget(name: "CLITests", dependencies: ["SecureFoundationCLI", "SecureFoundationFront", "AgeCommandLine", "Cipher", "TestSupport",

@@ -1,4 +1,6 @@
+#define _GNU_SOURCE
 #include "sfdbcodec.h"
+#include "walindex.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +27,15 @@
 // key with that IV; the HMAC, keyed with PBKDF2-HMAC-SHA512(key, salt XOR 0x3a, 2, 32), covers
 // ciphertext ‖ IV ‖ page number (4 bytes, little-endian). Page 1 keeps the salt in its first
 // 16 bytes (where the plaintext has "SQLite format 3\0"); its encryption starts at offset 16.
+//
+// The WAL (version 2 of this codec's WAL): SQLite computes the two checksum words of every
+// header over the plaintext, before the VFS sees the bytes. They are stored masked: XOR with
+// the first 8 bytes of HMAC-SHA256(wal key, ...), the wal key being HMAC-SHA256(key, "securefoundation
+// database wal mask v2"). The file header's words are masked with the MAC of "H" ‖ its first
+// 24 bytes (which also marks the WAL as version 2: a version 1 WAL has SQLite's checksum
+// there in clear, and is read as such); a frame's words with the MAC of "F" ‖ the frame's
+// offset (8 bytes, big-endian) ‖ its header's first 16 bytes ‖ the IV of its page. The IV is
+// new at every write of the page, so no mask is used twice.
 // ---------------------------------------------------------------------------------------------
 
 #define PAGE SF_DB_PAGE_SIZE
@@ -52,6 +63,7 @@ typedef struct sf_entry {
     AES_KEY enc;
     AES_KEY dec;
     HMAC_CTX mac;   // keyed template, copied for each page
+    HMAC_CTX wal_mac;   // keyed with the wal key: masks of WAL checksums, the index's name
     uint64_t generation;   // one more at every key set, so a remembered page names its key
 } sf_entry;
 
@@ -70,8 +82,17 @@ typedef struct sf_file {
     unsigned epoch;          // the entry's revoke epoch when the file was opened
     int kind;
     char *temp_name;         // temporary files: the name given to the wrapped VFS
-    sqlite3_int64 last_header_offset;
-    uint32_t last_header_pgno;
+    // WAL: the frame header SQLite wrote last, held until its page comes (see wal_write).
+    int has_pending;
+    // WAL: the offset of the whole frame this connection read last, 0 after any other use.
+    sqlite3_int64 frame_read_offset;
+    sqlite3_int64 pending_offset;
+    uint8_t pending_header[WAL_FRAME_HEADER];
+    // WAL: the version of the WAL whose header has these salts (WAL_V1, WAL_V2, 0: unknown).
+    int wal_version;
+    uint8_t wal_salts[8];
+    // Main file: the WAL index on the memory file system.
+    sf_walindex index;
     sqlite3_file *real;      // the wrapped VFS's file object, right after this struct
 } sf_file;
 
@@ -113,6 +134,7 @@ static sf_entry *find_entry(const char *path) {
 static void wipe_key_locked(sf_entry *e) {
     if (e->has_key) {
         CCryptoBoringSSL_HMAC_CTX_cleanup(&e->mac);
+        CCryptoBoringSSL_HMAC_CTX_cleanup(&e->wal_mac);
     }
     CCryptoBoringSSL_OPENSSL_cleanse(e->raw_key, sizeof e->raw_key);
     CCryptoBoringSSL_OPENSSL_cleanse(&e->enc, sizeof e->enc);
@@ -127,16 +149,27 @@ static int derive_mac_key(const uint8_t *key, const uint8_t *salt, uint8_t *out)
                                               CCryptoBoringSSL_EVP_sha512(), 32, out);
 }
 
+static const char wal_key_label[] = "securefoundation database wal mask v2";
+
 static int set_key_locked(sf_entry *e, const uint8_t *key, const uint8_t *salt) {
     uint8_t mac_key[32];
+    uint8_t wal_key[32];
+    unsigned int wal_key_len = 0;
     if (derive_mac_key(key, salt, mac_key) != 1) { return 0; }
     CCryptoBoringSSL_HMAC_CTX_init(&e->mac);
+    CCryptoBoringSSL_HMAC_CTX_init(&e->wal_mac);
     int ok = CCryptoBoringSSL_HMAC_Init_ex(&e->mac, mac_key, sizeof mac_key, CCryptoBoringSSL_EVP_sha512(), NULL) == 1
+        && CCryptoBoringSSL_HMAC(CCryptoBoringSSL_EVP_sha256(), key, SF_DB_KEY_SIZE, (const uint8_t *)wal_key_label,
+                                 sizeof wal_key_label - 1, wal_key, &wal_key_len) != NULL
+        && wal_key_len == sizeof wal_key
+        && CCryptoBoringSSL_HMAC_Init_ex(&e->wal_mac, wal_key, sizeof wal_key, CCryptoBoringSSL_EVP_sha256(), NULL) == 1
         && CCryptoBoringSSL_AES_set_encrypt_key(key, 256, &e->enc) == 0
         && CCryptoBoringSSL_AES_set_decrypt_key(key, 256, &e->dec) == 0;
     CCryptoBoringSSL_OPENSSL_cleanse(mac_key, sizeof mac_key);
+    CCryptoBoringSSL_OPENSSL_cleanse(wal_key, sizeof wal_key);
     if (!ok) {
         CCryptoBoringSSL_HMAC_CTX_cleanup(&e->mac);
+        CCryptoBoringSSL_HMAC_CTX_cleanup(&e->wal_mac);
         return 0;
     }
     memcpy(e->raw_key, key, SF_DB_KEY_SIZE);
@@ -339,15 +372,65 @@ static int decrypt_page(const sf_entry *e, uint32_t pgno, uint8_t *page) {
     return 1;
 }
 
+
+int sf_db_codec_read_start(const char *path, uint8_t *out, size_t len, int64_t *size) {
+    if (sf_db_codec_register() != SQLITE_OK || path == NULL || out == NULL || len > INT32_MAX) { return SF_DB_ERROR; }
+    // A file of a database that may be open in this process: a descriptor of our own, closed
+    // after, would drop every POSIX lock SQLite holds on it (another process could then take
+    // the exclusive lock and delete the WAL). The wrapped VFS keeps such a descriptor open
+    // until its locks go.
+    struct stat st;
+    if (lstat(path, &st) != 0) { return SF_DB_NOT_ATTACHED; }
+    if (!S_ISREG(st.st_mode)) { return SF_DB_ERROR; }
+    char *full = sqlite3_malloc(real_vfs->mxPathname + 1);
+    sqlite3_file *file = sqlite3_malloc(real_vfs->szOsFile);
+    if (full == NULL || file == NULL) { sqlite3_free(full); sqlite3_free(file); return SF_DB_ERROR; }
+    memset(file, 0, (size_t)real_vfs->szOsFile);
+    int result = SF_DB_ERROR;
+    int rc = real_vfs->xFullPathname(real_vfs, path, real_vfs->mxPathname + 1, full);
+    if ((rc == SQLITE_OK || rc == (SQLITE_OK | (2 << 8)))
+        && real_vfs->xOpen(real_vfs, full, file, SQLITE_OPEN_READONLY | SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_NOFOLLOW, NULL) == SQLITE_OK) {
+        sqlite3_int64 file_size = 0;
+        if (file->pMethods->xFileSize(file, &file_size) == SQLITE_OK) {
+            *size = file_size;
+            memset(out, 0, len);
+            rc = len == 0 ? SQLITE_OK : file->pMethods->xRead(file, out, (int)len, 0);
+            result = rc == SQLITE_OK ? SF_DB_OK : (rc == SQLITE_IOERR_SHORT_READ ? SF_DB_BUSY : SF_DB_ERROR);
+        }
+        file->pMethods->xClose(file);
+    }
+    sqlite3_free(full);
+    sqlite3_free(file);
+    return result;
+}
+
+void sf_db_codec_make_private(const char *path) {
+    if (path == NULL) { return; }
+#ifdef O_PATH
+    int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+#else
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+#endif
+    if (fd < 0) { return; }
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) != 0) {
+#ifdef O_PATH
+        char name[64];
+        snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
+        (void)chmod(name, 0600);
+#else
+        (void)fchmod(fd, 0600);
+#endif
+    }
+    close(fd);
+}
+
 int sf_db_codec_check_first_page(const char *path, const uint8_t *key, size_t key_len, uint8_t *salt_out) {
     if (path == NULL || key == NULL || key_len != SF_DB_KEY_SIZE) { return -1; }
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) { return -1; }
     uint8_t *page = malloc(PAGE);
-    if (page == NULL) { close(fd); return -1; }
-    ssize_t got = pread(fd, page, PAGE, 0);
-    close(fd);
-    if (got != PAGE) { free(page); return -1; }
+    if (page == NULL) { return -1; }
+    int64_t size = 0;
+    if (sf_db_codec_read_start(path, page, PAGE, &size) != SF_DB_OK) { free(page); return -1; }
     if (salt_out != NULL) { memcpy(salt_out, page, SF_DB_SALT_SIZE); }
     sf_entry e;
     memset(&e, 0, sizeof e);
@@ -375,10 +458,16 @@ static int begin_key_use(sf_file *f) {
 
 static void end_key_use(sf_file *f) { pthread_rwlock_unlock(&f->entry->key_lock); }
 
+static int settle(sf_file *f);
+
 static int x_close(sqlite3_file *file) {
     sf_file *f = (sf_file *)file;
-    int rc = SQLITE_OK;
-    if (f->real->pMethods != NULL) { rc = f->real->pMethods->xClose(f->real); }
+    int rc = settle(f);
+    if (f->entry != NULL && f->kind == KIND_MAIN) { sf_walindex_close(&f->index, 0); }
+    if (f->real->pMethods != NULL) {
+        int close_rc = f->real->pMethods->xClose(f->real);
+        if (rc == SQLITE_OK) { rc = close_rc; }
+    }
     if (f->temp_name != NULL) { sqlite3_free(f->temp_name); f->temp_name = NULL; }
     return rc;
 }
@@ -466,20 +555,203 @@ static int main_write(sf_file *f, const uint8_t *in, int amount, sqlite3_int64 o
     return rc;
 }
 
-/// The page number in the WAL frame header at `header_offset`, read from the file (another
-/// connection may have rewritten the WAL since this one wrote a header there).
-static int wal_frame_pgno(sf_file *f, sqlite3_int64 header_offset, uint32_t *pgno) {
-    uint8_t header[4];
-    int rc = f->real->pMethods->xRead(f->real, header, 4, header_offset);
-    if (rc != SQLITE_OK) { return rc == SQLITE_IOERR_SHORT_READ ? SQLITE_IOERR_DATA : rc; }
-    *pgno = ((uint32_t)header[0] << 24) | ((uint32_t)header[1] << 16) | ((uint32_t)header[2] << 8) | header[3];
-    return SQLITE_OK;
+// MARK: WAL
+
+enum { WAL_INVALID = 0, WAL_V1 = 1, WAL_V2 = 2 };
+
+static uint32_t get_be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static uint32_t get_le32(const uint8_t *p) {
+    return ((uint32_t)p[3] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[1] << 8) | p[0];
+}
+
+static void put_be32(uint8_t *p, uint32_t value) {
+    p[0] = (uint8_t)(value >> 24); p[1] = (uint8_t)(value >> 16); p[2] = (uint8_t)(value >> 8); p[3] = (uint8_t)value;
+}
+
+/// SQLite's WAL checksum of `count` bytes (a multiple of 8) from the words `s` (updated).
+static void wal_checksum(const uint8_t *data, size_t count, int big_endian, uint32_t *s) {
+    uint32_t s1 = s[0], s2 = s[1];
+    for (size_t i = 0; i + 8 <= count; i += 8) {
+        uint32_t x0 = big_endian ? get_be32(data + i) : get_le32(data + i);
+        uint32_t x1 = big_endian ? get_be32(data + i + 4) : get_le32(data + i + 4);
+        s1 += x0 + s2;
+        s2 += x1 + s1;
+    }
+    s[0] = s1;
+    s[1] = s2;
+}
+
+/// The first 8 bytes of HMAC-SHA256(wal key, input).
+static void wal_mask(const sf_entry *e, const uint8_t *input, size_t len, uint8_t out[8]) {
+    HMAC_CTX ctx;
+    CCryptoBoringSSL_HMAC_CTX_init(&ctx);
+    uint8_t mac[32];
+    unsigned int mac_len = 0;
+    if (CCryptoBoringSSL_HMAC_CTX_copy_ex(&ctx, &e->wal_mac) == 1 && CCryptoBoringSSL_HMAC_Update(&ctx, input, len) == 1
+        && CCryptoBoringSSL_HMAC_Final(&ctx, mac, &mac_len) == 1 && mac_len == sizeof mac) {
+        memcpy(out, mac, 8);
+    } else {
+        CCryptoBoringSSL_RAND_bytes(out, 8);   // words that check nothing rather than words in clear
+    }
+    CCryptoBoringSSL_HMAC_CTX_cleanup(&ctx);
+    CCryptoBoringSSL_OPENSSL_cleanse(mac, sizeof mac);
+}
+
+static void header_mask(const sf_entry *e, const uint8_t *header, uint8_t out[8]) {
+    uint8_t input[1 + 24];
+    input[0] = 'H';
+    memcpy(input + 1, header, 24);
+    wal_mask(e, input, sizeof input, out);
+}
+
+static void frame_mask(const sf_entry *e, sqlite3_int64 offset, const uint8_t *frame_header, const uint8_t *iv, uint8_t out[8]) {
+    uint8_t input[1 + 8 + 16 + IV_SIZE];
+    input[0] = 'F';
+    for (int i = 0; i < 8; i++) { input[1 + i] = (uint8_t)((uint64_t)offset >> (56 - 8 * i)); }
+    memcpy(input + 9, frame_header, 16);
+    memcpy(input + 25, iv, IV_SIZE);
+    wal_mask(e, input, sizeof input, out);
+}
+
+/// XORs `mask` onto the bytes of `out` (file bytes [offset, end)) that fall in [at, at + 8).
+static void apply_mask(uint8_t *out, sqlite3_int64 offset, sqlite3_int64 end, sqlite3_int64 at, const uint8_t *mask) {
+    for (int i = 0; i < 8; i++) {
+        if (at + i >= offset && at + i < end) { out[at + i - offset] ^= mask[i]; }
+    }
+}
+
+/// The version of a WAL from its 32-byte header: V1 when its checksum is SQLite's in clear,
+/// V2 when masked, INVALID when neither (SQLite then takes the WAL as empty).
+static int header_version(const sf_entry *e, const uint8_t *header) {
+    uint32_t magic = get_be32(header);
+    if ((magic & 0xFFFFFFFEu) != 0x377f0682u) { return WAL_INVALID; }
+    uint32_t s[2] = { 0, 0 };
+    wal_checksum(header, 24, (int)(magic & 1), s);
+    uint8_t expected[8];
+    put_be32(expected, s[0]);
+    put_be32(expected + 4, s[1]);
+    if (memcmp(header + 24, expected, 8) == 0) { return WAL_V1; }
+    uint8_t mask[8];
+    header_mask(e, header, mask);
+    for (int i = 0; i < 8; i++) { expected[i] ^= mask[i]; }
+    return memcmp(header + 24, expected, 8) == 0 ? WAL_V2 : WAL_INVALID;
+}
+
+/// Reads exactly `amount` bytes of the file as they are on disk; 0 when it cannot.
+static int raw_read(sf_file *f, void *out, int amount, sqlite3_int64 offset) {
+    return f->real->pMethods->xRead(f->real, out, amount, offset) == SQLITE_OK;
+}
+
+/// The version of the WAL whose header carries `salts` (8 bytes); the file's header is read
+/// when this connection has not seen those salts. INVALID for a frame of an earlier WAL.
+static int wal_version_for(sf_file *f, const uint8_t *salts) {
+    if (f->wal_version != WAL_INVALID && memcmp(f->wal_salts, salts, 8) == 0) { return f->wal_version; }
+    uint8_t header[WAL_HEADER];
+    if (!raw_read(f, header, WAL_HEADER, 0)) { return WAL_INVALID; }
+    int version = header_version(f->entry, header);
+    if (version != WAL_INVALID) {
+        f->wal_version = version;
+        memcpy(f->wal_salts, header + 16, 8);
+    }
+    return memcmp(header + 16, salts, 8) == 0 ? version : WAL_INVALID;
+}
+
+/// Puts SQLite's checksum words back into `out` (the bytes of [offset, offset + amount) as
+/// read from disk): those of the file header and of every frame header in range.
+static void unmask_checksums(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset) {
+    sqlite3_int64 end = offset + amount;
+    if (offset < WAL_HEADER && end > 24) {
+        uint8_t header[WAL_HEADER];
+        const uint8_t *h = offset == 0 && end >= WAL_HEADER ? out : (raw_read(f, header, WAL_HEADER, 0) ? header : NULL);
+        int version = h != NULL ? header_version(f->entry, h) : WAL_INVALID;
+        if (version != WAL_INVALID) {
+            f->wal_version = version;
+            memcpy(f->wal_salts, h + 16, 8);
+        }
+        if (version == WAL_V2) {
+            uint8_t mask[8];
+            header_mask(f->entry, h, mask);
+            apply_mask(out, offset, end, 24, mask);
+        }
+    }
+    if (end <= WAL_HEADER) { return; }
+    sqlite3_int64 start = offset < WAL_HEADER ? WAL_HEADER : offset;
+    for (sqlite3_int64 frame = (start - WAL_HEADER) / WAL_FRAME; frame <= (end - 1 - WAL_HEADER) / WAL_FRAME; frame++) {
+        sqlite3_int64 header_at = WAL_HEADER + frame * WAL_FRAME;
+        sqlite3_int64 words_at = header_at + 16;
+        if (words_at + 8 <= offset || words_at >= end) { continue; }
+        uint8_t header[WAL_FRAME_HEADER], iv[IV_SIZE];
+        const uint8_t *h = header, *v = iv;
+        sqlite3_int64 iv_at = header_at + WAL_FRAME_HEADER + PAGE - RESERVE;
+        if (header_at >= offset && header_at + WAL_FRAME_HEADER <= end) {
+            h = out + (header_at - offset);
+        } else if (!raw_read(f, header, WAL_FRAME_HEADER, header_at)) {
+            continue;
+        }
+        if (iv_at >= offset && iv_at + IV_SIZE <= end) {
+            v = out + (iv_at - offset);
+        } else if (!raw_read(f, iv, IV_SIZE, iv_at)) {
+            continue;   // a header without its page: nothing it could check
+        }
+        if (wal_version_for(f, h + 8) != WAL_V2) { continue; }
+        uint8_t mask[8];
+        frame_mask(f->entry, header_at, h, v, mask);
+        apply_mask(out, offset, end, words_at, mask);
+    }
+}
+
+/// The frame at `header_offset` in one write: `frame` holds SQLite's header (checksum words in
+/// clear) and the encrypted page; the words are masked under the page's IV first.
+static int write_frame(sf_file *f, sqlite3_int64 header_offset, uint8_t *frame) {
+    uint8_t mask[8];
+    frame_mask(f->entry, header_offset, frame, frame + WAL_FRAME_HEADER + PAGE - RESERVE, mask);
+    for (int i = 0; i < 8; i++) { frame[16 + i] ^= mask[i]; }
+    return f->real->pMethods->xWrite(f->real, frame, WAL_FRAME, header_offset);
+}
+
+/// Writes a frame header whose page is on disk already: SQLite writing new checksums for a
+/// frame (after a page of the transaction was written again, the words of every later frame
+/// change; it reads each whole frame, then writes its header). The page is stored again under
+/// a new IV, so the new words get a mask never used before.
+static int rewrite_header(sf_file *f, sqlite3_int64 at, const uint8_t *header) {
+    uint8_t *frame = sqlite3_malloc(WAL_FRAME);
+    uint8_t *plain = sqlite3_malloc(PAGE);
+    if (frame == NULL || plain == NULL) { sqlite3_free(frame); sqlite3_free(plain); return SQLITE_IOERR_NOMEM; }
+    memcpy(frame, header, WAL_FRAME_HEADER);
+    uint32_t pgno = get_be32(frame);
+    int rc = f->real->pMethods->xRead(f->real, plain, PAGE, at + WAL_FRAME_HEADER);
+    if (rc == SQLITE_OK && pgno != 0 && decrypt_page(f->entry, pgno, plain)
+        && encrypt_page(f->entry, pgno, plain, frame + WAL_FRAME_HEADER)) {
+        rc = write_frame(f, at, frame);
+    } else if (rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ) {
+        // No page that goes with the header: words that check nothing.
+        CCryptoBoringSSL_RAND_bytes(frame + 16, 8);
+        rc = f->real->pMethods->xWrite(f->real, frame, WAL_FRAME_HEADER, at);
+    }
+    CCryptoBoringSSL_OPENSSL_cleanse(plain, PAGE);
+    sqlite3_free(plain);
+    sqlite3_free(frame);
+    return rc;
+}
+
+/// Writes the frame header held back by wal_write when its page did not come next (SQLite
+/// stopped between the two writes): as a header of a page on disk, or words that check
+/// nothing.
+static int flush_pending(sf_file *f) {
+    if (!f->has_pending) { return SQLITE_OK; }
+    f->has_pending = 0;
+    return rewrite_header(f, f->pending_offset, f->pending_header);
 }
 
 static int wal_read(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset) {
+    f->frame_read_offset = 0;
     int rc = f->real->pMethods->xRead(f->real, out, amount, offset);
     if (rc != SQLITE_OK && rc != SQLITE_IOERR_SHORT_READ) { return rc; }
     int short_read = rc == SQLITE_IOERR_SHORT_READ;
+    unmask_checksums(f, out, amount, offset);
     sqlite3_int64 end = offset + amount;
     if (end <= WAL_HEADER) { return rc; }
     sqlite3_int64 first = offset < WAL_HEADER ? 0 : (offset - WAL_HEADER) / WAL_FRAME;
@@ -494,10 +766,12 @@ static int wal_read(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset) 
         uint32_t pgno;
         if (header_at >= offset && header_at + 4 <= end) {
             const uint8_t *h = out + (header_at - offset);
-            pgno = ((uint32_t)h[0] << 24) | ((uint32_t)h[1] << 16) | ((uint32_t)h[2] << 8) | h[3];
+            pgno = get_be32(h);
         } else {
-            int hrc = wal_frame_pgno(f, header_at, &pgno);
-            if (hrc != SQLITE_OK) { rc = hrc; break; }
+            uint8_t h[4];
+            int hrc = f->real->pMethods->xRead(f->real, h, 4, header_at);
+            if (hrc != SQLITE_OK) { rc = hrc == SQLITE_IOERR_SHORT_READ ? SQLITE_IOERR_DATA : hrc; break; }
+            pgno = get_be32(h);
         }
         uint8_t *data;
         int in_place = data_at >= offset && data_end <= end;
@@ -542,54 +816,114 @@ static int wal_read(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset) 
     }
     if (page != NULL) { CCryptoBoringSSL_OPENSSL_cleanse(page, PAGE); sqlite3_free(page); }
     if (rc != SQLITE_OK && rc != SQLITE_IOERR_SHORT_READ) { memset(out, 0, (size_t)amount); return rc; }
+    f->frame_read_offset = !short_read && amount == WAL_FRAME && offset >= WAL_HEADER && (offset - WAL_HEADER) % WAL_FRAME == 0
+        ? offset : 0;
     return short_read ? SQLITE_IOERR_SHORT_READ : SQLITE_OK;
 }
 
 static int wal_write(sf_file *f, const uint8_t *in, int amount, sqlite3_int64 offset) {
+    sqlite3_int64 frame_read = f->frame_read_offset;
+    f->frame_read_offset = 0;
     if (offset < WAL_HEADER) {
-        return offset == 0 && amount == WAL_HEADER ? f->real->pMethods->xWrite(f->real, in, amount, offset) : SQLITE_IOERR_WRITE;
-    }
-    sqlite3_int64 within = (offset - WAL_HEADER) % WAL_FRAME;
-    if (within == 0 && amount == WAL_FRAME_HEADER) {
-        f->last_header_offset = offset;
-        f->last_header_pgno = ((uint32_t)in[0] << 24) | ((uint32_t)in[1] << 16) | ((uint32_t)in[2] << 8) | in[3];
-        return f->real->pMethods->xWrite(f->real, in, amount, offset);
-    }
-    if (within == WAL_FRAME_HEADER && amount == PAGE) {
-        uint32_t pgno;
-        int rc = SQLITE_OK;
-        if (f->last_header_offset == offset - WAL_FRAME_HEADER && f->last_header_pgno != 0) {
-            // The header this connection wrote just before (the usual order of a frame).
-            pgno = f->last_header_pgno;
-        } else {
-            rc = wal_frame_pgno(f, offset - WAL_FRAME_HEADER, &pgno);
-        }
-        f->last_header_pgno = 0;
+        if (offset != 0 || amount != WAL_HEADER) { return SQLITE_IOERR_WRITE; }
+        int rc = flush_pending(f);
         if (rc != SQLITE_OK) { return rc; }
-        uint8_t *page = sqlite3_malloc(PAGE);
-        if (page == NULL) { return SQLITE_IOERR_NOMEM; }
-        rc = encrypt_page(f->entry, pgno, in, page) ? f->real->pMethods->xWrite(f->real, page, PAGE, offset) : SQLITE_IOERR_WRITE;
-        sqlite3_free(page);
+        // A new WAL (SQLite restarts it after a checkpoint): version 2 from its header on.
+        uint8_t header[WAL_HEADER], mask[8];
+        memcpy(header, in, WAL_HEADER);
+        header_mask(f->entry, header, mask);
+        for (int i = 0; i < 8; i++) { header[24 + i] ^= mask[i]; }
+        rc = f->real->pMethods->xWrite(f->real, header, WAL_HEADER, 0);
+        if (rc == SQLITE_OK) {
+            f->wal_version = WAL_V2;
+            memcpy(f->wal_salts, header + 16, 8);
+        }
         return rc;
     }
-    if (within == 0 && amount == WAL_FRAME) {
-        uint32_t pgno = ((uint32_t)in[0] << 24) | ((uint32_t)in[1] << 16) | ((uint32_t)in[2] << 8) | in[3];
+    sqlite3_int64 within = (offset - WAL_HEADER) % WAL_FRAME;
+    sqlite3_int64 header_offset = offset - within;
+    if (within == 0 && amount == WAL_FRAME_HEADER) {
+        int rc = flush_pending(f);
+        if (rc != SQLITE_OK) { return rc; }
+        if (wal_version_for(f, in + 8) == WAL_V1) {
+            // A version 1 WAL keeps its form until SQLite restarts it.
+            return f->real->pMethods->xWrite(f->real, in, amount, offset);
+        }
+        // New checksums for the frame just read whole: its page is on disk.
+        if (frame_read == offset) { return rewrite_header(f, offset, in); }
+        // A new frame: the header is held until its page comes (the next write; the mask
+        // needs the page's IV).
+        memcpy(f->pending_header, in, WAL_FRAME_HEADER);
+        f->pending_offset = offset;
+        f->has_pending = 1;
+        return SQLITE_OK;
+    }
+    if ((within == WAL_FRAME_HEADER && amount == PAGE) || (within == 0 && amount == WAL_FRAME)) {
+        int whole = amount == WAL_FRAME;
+        const uint8_t *page_in = whole ? in + WAL_FRAME_HEADER : in;
         uint8_t *frame = sqlite3_malloc(WAL_FRAME);
         if (frame == NULL) { return SQLITE_IOERR_NOMEM; }
-        memcpy(frame, in, WAL_FRAME_HEADER);
-        int rc = encrypt_page(f->entry, pgno, in + WAL_FRAME_HEADER, frame + WAL_FRAME_HEADER)
-            ? f->real->pMethods->xWrite(f->real, frame, WAL_FRAME, offset) : SQLITE_IOERR_WRITE;
+        int rc = SQLITE_OK;
+        int known = 1;   // the header's checksum words are SQLite's, in clear
+        if (whole) {
+            rc = flush_pending(f);
+            memcpy(frame, in, WAL_FRAME_HEADER);
+        } else if (f->has_pending && f->pending_offset == header_offset) {
+            // The usual order: the header just written, then its page.
+            memcpy(frame, f->pending_header, WAL_FRAME_HEADER);
+            f->has_pending = 0;
+        } else {
+            // A page written again in its transaction: the header on disk stays.
+            rc = flush_pending(f);
+            if (rc == SQLITE_OK) { rc = f->real->pMethods->xRead(f->real, frame, WAL_FRAME_HEADER, header_offset); }
+            if (rc == SQLITE_IOERR_SHORT_READ) { rc = SQLITE_IOERR_DATA; }
+            known = 0;
+        }
+        uint32_t pgno = get_be32(frame);
+        if (rc == SQLITE_OK && !encrypt_page(f->entry, pgno, page_in, frame + WAL_FRAME_HEADER)) { rc = SQLITE_IOERR_WRITE; }
+        if (rc == SQLITE_OK) {
+            int v1 = wal_version_for(f, frame + 8) == WAL_V1;
+            if (v1 && !whole && !known) {
+                rc = f->real->pMethods->xWrite(f->real, frame + WAL_FRAME_HEADER, PAGE, offset);
+            } else if (v1) {
+                rc = f->real->pMethods->xWrite(f->real, frame, WAL_FRAME, header_offset);
+            } else {
+                if (!known) {
+                    // Its words were masked under the IV of the page replaced: unmask them
+                    // with that one (SQLite rewrites them at the commit anyway).
+                    uint8_t old_iv[IV_SIZE], mask[8];
+                    if (raw_read(f, old_iv, IV_SIZE, offset + PAGE - RESERVE)) {
+                        frame_mask(f->entry, header_offset, frame, old_iv, mask);
+                        for (int i = 0; i < 8; i++) { frame[16 + i] ^= mask[i]; }
+                    } else {
+                        CCryptoBoringSSL_RAND_bytes(frame + 16, 8);
+                    }
+                }
+                rc = write_frame(f, header_offset, frame);
+            }
+        }
         sqlite3_free(frame);
         return rc;
     }
     return SQLITE_IOERR_WRITE;   // a shape SQLite does not write with power-safe overwrite
 }
 
+/// Writes a frame header held back by wal_write before any other use of the WAL.
+static int settle(sf_file *f) {
+    if (f->entry == NULL || f->kind != KIND_WAL || !f->has_pending) { return SQLITE_OK; }
+    if (!begin_key_use(f)) { f->has_pending = 0; return SQLITE_IOERR_AUTH; }
+    int rc = flush_pending(f);
+    end_key_use(f);
+    return rc;
+}
+
 static int x_read(sqlite3_file *file, void *buffer, int amount, sqlite3_int64 offset) {
     sf_file *f = (sf_file *)file;
     if (f->entry == NULL) { return f->real->pMethods->xRead(f->real, buffer, amount, offset); }
     if (!begin_key_use(f)) { memset(buffer, 0, (size_t)amount); return SQLITE_IOERR_AUTH; }
-    int rc = f->kind == KIND_WAL ? wal_read(f, buffer, amount, offset) : main_read(f, buffer, amount, offset);
+    int rc = f->kind == KIND_WAL ? flush_pending(f) : SQLITE_OK;
+    if (rc != SQLITE_OK) { memset(buffer, 0, (size_t)amount); }
+    else { rc = f->kind == KIND_WAL ? wal_read(f, buffer, amount, offset) : main_read(f, buffer, amount, offset); }
     end_key_use(f);
     return rc;
 }
@@ -610,17 +944,20 @@ static int revoked(sf_file *f) {
 static int x_truncate(sqlite3_file *file, sqlite3_int64 size) {
     sf_file *f = (sf_file *)file;
     if (revoked(f)) { return SQLITE_IOERR_AUTH; }
-    return f->real->pMethods->xTruncate(f->real, size);
+    int rc = settle(f);
+    return rc != SQLITE_OK ? rc : f->real->pMethods->xTruncate(f->real, size);
 }
 
 static int x_sync(sqlite3_file *file, int flags) {
     sf_file *f = (sf_file *)file;
-    return f->real->pMethods->xSync(f->real, flags);
+    int rc = settle(f);
+    return rc != SQLITE_OK ? rc : f->real->pMethods->xSync(f->real, flags);
 }
 
 static int x_file_size(sqlite3_file *file, sqlite3_int64 *size) {
     sf_file *f = (sf_file *)file;
-    return f->real->pMethods->xFileSize(f->real, size);
+    int rc = settle(f);
+    return rc != SQLITE_OK ? rc : f->real->pMethods->xFileSize(f->real, size);
 }
 
 static int x_lock(sqlite3_file *file, int level) {
@@ -668,26 +1005,66 @@ static int x_device_characteristics(sqlite3_file *file) {
     return f->entry != NULL ? (characteristics | SQLITE_IOCAP_POWERSAFE_OVERWRITE) : characteristics;
 }
 
+// The WAL index of an attached database lives on the memory file system (walindex.h): it
+// holds the checksum of the WAL's last frame, a function of the plaintext. Elsewhere (no
+// /dev/shm) the wrapped VFS keeps it in DB-shm.
+
+static int own_index(const sf_file *f) { return f->entry != NULL && sf_walindex_available(); }
+
+/// Opens the index of this connection: /dev/shm/securefoundation-wal-index-NAME, NAME a MAC
+/// (under the database's key) of the main file's device and inode, so that every connection
+/// with the key finds the same index, a replaced file gets a new one, and no other user can
+/// take the name in advance.
+static int open_index(sf_file *f) {
+    if (f->index.fd >= 0) { return SQLITE_OK; }
+    struct stat st;
+    if (stat(f->entry->path, &st) != 0) { return SQLITE_IOERR_SHMOPEN; }
+    uint8_t input[1 + 16], name[8];
+    uint64_t device = (uint64_t)st.st_dev, inode = (uint64_t)st.st_ino;
+    input[0] = 'I';
+    for (int i = 0; i < 8; i++) {
+        input[1 + i] = (uint8_t)(device >> (56 - 8 * i));
+        input[9 + i] = (uint8_t)(inode >> (56 - 8 * i));
+    }
+    if (!begin_key_use(f)) { return SQLITE_IOERR_AUTH; }
+    wal_mask(f->entry, input, sizeof input, name);
+    end_key_use(f);
+    char index_path[80];
+    snprintf(index_path, sizeof index_path, "/dev/shm/securefoundation-wal-index-%02x%02x%02x%02x%02x%02x%02x%02x",
+             name[0], name[1], name[2], name[3], name[4], name[5], name[6], name[7]);
+    char *guard_path = sqlite3_mprintf("%s-shm", f->entry->path);
+    if (guard_path == NULL) { return SQLITE_NOMEM; }
+    int rc = sf_walindex_open(&f->index, index_path, guard_path);
+    sqlite3_free(guard_path);
+    return rc;
+}
+
 static int x_shm_map(sqlite3_file *file, int region, int size, int extend, void volatile **out) {
     sf_file *f = (sf_file *)file;
-    if (revoked(f)) { *out = NULL; return SQLITE_IOERR_AUTH; }
-    return f->real->pMethods->xShmMap(f->real, region, size, extend, out);
+    *out = NULL;
+    if (revoked(f)) { return SQLITE_IOERR_AUTH; }
+    if (!own_index(f)) { return f->real->pMethods->xShmMap(f->real, region, size, extend, out); }
+    int rc = open_index(f);
+    return rc != SQLITE_OK ? rc : sf_walindex_map(&f->index, region, size, extend, out);
 }
 
 static int x_shm_lock(sqlite3_file *file, int offset, int count, int flags) {
     sf_file *f = (sf_file *)file;
     if ((flags & SQLITE_SHM_LOCK) && revoked(f)) { return SQLITE_IOERR_AUTH; }
-    return f->real->pMethods->xShmLock(f->real, offset, count, flags);
+    if (!own_index(f)) { return f->real->pMethods->xShmLock(f->real, offset, count, flags); }
+    int rc = open_index(f);
+    return rc != SQLITE_OK ? rc : sf_walindex_lock(&f->index, offset, count, flags);
 }
 
 static void x_shm_barrier(sqlite3_file *file) {
     sf_file *f = (sf_file *)file;
-    f->real->pMethods->xShmBarrier(f->real);
+    if (own_index(f)) { sf_walindex_barrier(); } else { f->real->pMethods->xShmBarrier(f->real); }
 }
 
 static int x_shm_unmap(sqlite3_file *file, int delete_flag) {
     sf_file *f = (sf_file *)file;
-    return f->real->pMethods->xShmUnmap(f->real, delete_flag);
+    if (!own_index(f)) { return f->real->pMethods->xShmUnmap(f->real, delete_flag); }
+    return sf_walindex_close(&f->index, delete_flag);
 }
 
 static const sqlite3_io_methods codec_methods = {
@@ -739,6 +1116,7 @@ static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file, i
     }
 
     memset(f, 0, sizeof(sf_file));
+    sf_walindex_init(&f->index);
     f->real = (sqlite3_file *)(((char *)file) + ((sizeof(sf_file) + 15) & ~(size_t)15));
     f->entry = entry;
     f->epoch = entry != NULL ? atomic_load(&entry->revoke_epoch) : 0;

@@ -101,15 +101,19 @@ extension ProtectedDatabase {
         _ = SecureFile.syncParent(of: keyPath)
     }
 
-    /// The salt (first 16 bytes) and size of a database file.
+    /// The salt (first 16 bytes) and size of a database file, read through SQLite's VFS (a
+    /// descriptor of our own, closed after, would drop the locks this process's connections
+    /// hold on the file).
     static func fileSalt(_ path: String) throws(ProtectedDatabaseError) -> ([UInt8], Int64) {
-        let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { throw ProtectedDatabaseError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
-        defer { Foundation.close(fd) }
-        guard let status = try? FileCalls.status(fd) else { throw ProtectedDatabaseError.io("cannot stat \(path)") }
         var salt = [UInt8](repeating: 0, count: KeyRecord.saltSize)
-        let got = pread(fd, &salt, salt.count, 0)
-        return (got == salt.count ? salt : [], status.size)
+        var size: Int64 = 0
+        let result = sf_db_codec_read_start(path, &salt, salt.count, &size)
+        switch result {
+        case SF_DB_OK: return (salt, size)
+        case SF_DB_BUSY: return ([], size)
+        case SF_DB_NOT_ATTACHED: throw ProtectedDatabaseError.io("cannot open \(path): No such file or directory")
+        default: throw ProtectedDatabaseError.io("cannot open \(path): not a regular file, or it cannot be read")
+        }
     }
 
     static func mapFiles<T>(path: String, cls: FileProtectionClass? = nil, _ body: () throws -> T) throws(ProtectedDatabaseError) -> T {

@@ -323,14 +323,10 @@ public final class ProtectedDatabase: @unchecked Sendable {
     /// files and group or others could read them (a database SQLCipher or another program made;
     /// SQLite gives a new WAL and shared memory the main file's mode). Opened without following
     /// a link; anything else is left alone (the open then refuses it as usual).
+    /// On Linux the descriptor is a path descriptor (O_PATH): closing it keeps the locks this
+    /// process's connections hold on the files, which closing a read descriptor would drop.
     static func privateModes(_ path: String) {
-        for name in [path, path + "-wal", path + "-shm"] {
-            let fd = Foundation.open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-            guard fd >= 0 else { continue }
-            defer { Foundation.close(fd) }
-            guard let status = try? FileCalls.status(fd), status.isRegularFile, status.owner == geteuid(), status.permissions & 0o077 != 0 else { continue }
-            _ = fchmod(fd, 0o600)
-        }
+        for name in [path, path + "-wal", path + "-shm"] { sf_db_codec_make_private(name) }
     }
 
     /// Pages that failed authentication in this process (diagnostics, tests).

@@ -70,6 +70,18 @@ uint64_t sf_db_codec_tamper_count(void);
 /// second encryption) since the process started (for tests and diagnostics).
 uint64_t sf_db_codec_copied_count(void);
 
+/// Reads the first `len` bytes of the file at `path` (a regular file, no link) into `out`,
+/// zeros past its end, and its size into `size`, through the wrapped VFS: a descriptor of
+/// SQLite's, so that closing it keeps the locks other connections of this process hold on the
+/// file. SF_DB_OK; SF_DB_BUSY when the file is shorter than `len` (`out` then holds what there
+/// is); SF_DB_NOT_ATTACHED when there is no file; SF_DB_ERROR otherwise.
+int sf_db_codec_read_start(const char *path, uint8_t *out, size_t len, int64_t *size);
+
+/// Makes the file at `path` 0600 when it is a regular file of this user (not a link) that
+/// group or others may read; anything else is left alone. Never drops a lock this process
+/// holds on the file (Linux: an O_PATH descriptor, whose close releases no POSIX lock).
+void sf_db_codec_make_private(const char *path);
+
 /// Reads the salt of a database file written in this format (its first 16 bytes) and checks
 /// that page 1 authenticates under `key`: 1 when it does, 0 when it does not, -1 when the file
 /// is shorter than a page or cannot be read.
