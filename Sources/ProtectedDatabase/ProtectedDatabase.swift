@@ -78,7 +78,10 @@ public final class ProtectedDatabase: @unchecked Sendable {
             let changes = manager.lockStateChanges
             observer = Task.detached { [weak self] in
                 for await state in changes where state == .locked {
-                    self?.revoke()
+                    // (A manager that an unlock agent serves is locked itself: its lock comes
+                    // from the agent, seen at the next use.)
+                    guard let self, !Self.servedBySource(self.manager) else { continue }
+                    self.revoke()
                     break
                 }
             }
@@ -252,8 +255,17 @@ public final class ProtectedDatabase: @unchecked Sendable {
 
     private func checkUsable() throws(ProtectedDatabaseError) {
         if lifecycle.closed { throw ProtectedDatabaseError.closed(path: path) }
-        if protection.protection == .complete && !manager.isUnlocked { revoke() }
+        if protection.protection == .complete && !manager.isUnlocked && !Self.servedBySource(manager) { revoke() }
         if lifecycle.revoked { throw ProtectedDatabaseError.locked(path: path, protection) }
+    }
+
+    /// Whether the manager's unlocked-key source (an unlock agent) serves the `complete` class
+    /// now, asked at every use while the manager itself is locked: a lock of the agent takes
+    /// effect at the next read or write, as it does for protected files.
+    static func servedBySource(_ manager: CryptoManager) -> Bool {
+        guard manager.unlockedKeySource != nil, let key = try? manager.classKey(for: .whenUnlocked) else { return false }
+        key.wipe()
+        return true
     }
 
     /// Revokes the database now, as a lock does to a `FileProtection.complete` one: the key

@@ -223,4 +223,29 @@ import Testing
         #expect(start.stderr.contains("is not a socket"))
         #expect(try String(contentsOfFile: target, encoding: .utf8) == "keep")
     }
+
+    /// The `db` commands take class keys from the agent as every other command does: a
+    /// `complete` database opens while the agent holds the vault unlocked, and `agent lock`
+    /// locks it for the next command (exit 36), as it does a protected file.
+    @Test func databaseCommandsUseTheAgentAndLockWithIt() throws {
+        let setup = try Setup()
+        defer { setup.cleanup() }
+        #expect(try setup.run(["vault", "init", "--passcode-file", setup.passcodeFile] + setup.home).status == 0)
+        let db = setup.root + "/notes.db"
+        let create = try setup.run(["db", "create", db, "--class", "complete", "--passcode-file", setup.passcodeFile] + setup.home)
+        #expect(create.status == 0, "\(create.stderr)")
+        let table = try setup.run(["db", "sql", db, "CREATE TABLE notes(body TEXT)", "--passcode-file", setup.passcodeFile] + setup.home)
+        #expect(table.status == 0, "\(table.stderr)")
+        #expect(try setup.run(["agent", "start", "--socket", setup.socket] + setup.home).status == 0)
+        #expect(try setup.run(["agent", "unlock", "--socket", setup.socket, "--passcode-file", setup.passcodeFile]).status == 0)
+        let insert = try setup.run(["db", "sql", db, "INSERT INTO notes VALUES ('through the agent')"] + setup.home)
+        #expect(insert.status == 0, "\(insert.stderr)")
+        let select = try setup.run(["db", "sql", db, "SELECT body FROM notes"] + setup.home)
+        #expect(select.status == 0, "\(select.stderr)")
+        #expect(select.text.contains("through the agent"))
+        #expect(try setup.run(["agent", "lock", "--socket", setup.socket]).status == 0)
+        let locked = try setup.run(["db", "sql", db, "SELECT body FROM notes"] + setup.home)
+        #expect(locked.status == 36, "\(locked.stderr)")
+        #expect(!locked.text.contains("through the agent"))
+    }
 }
