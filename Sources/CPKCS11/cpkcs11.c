@@ -1,3 +1,4 @@
+#include <stdio.h>
 // PKCS #11 through one dlopen'd module. pkcs11.h is the p11-kit project's header (vendored
 // beside this file; its notice grants unlimited permission to copy it with the notice kept).
 #include "cpkcs11.h"
@@ -21,7 +22,7 @@ struct cpk_module {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cpk_module *registry = NULL;
 
-unsigned long cpk_module_load(const char *path, cpk_module **module, char *message, size_t message_length) {
+unsigned long cpk_module_load(const char *path, int fd, cpk_module **module, char *message, size_t message_length) {
     if (message_length > 0) message[0] = 0;
     pthread_mutex_lock(&registry_lock);
     for (struct cpk_module *m = registry; m != NULL; m = m->next) {
@@ -31,7 +32,20 @@ unsigned long cpk_module_load(const char *path, cpk_module **module, char *messa
             return CKR_OK;
         }
     }
-    void *library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    // The very file the caller checked, through its descriptor (a name could be replaced
+    // between the check and the load). The loader takes a name it saw before for the library
+    // it loaded then (an earlier /proc/self/fd/N with the same N): each load spells the path
+    // anew ("/proc/self/fd/./././N").
+    static unsigned loads = 0;
+    char load_path[256];
+    if (fd >= 0) {
+        unsigned spelling = loads++;
+        if (spelling > 100) { pthread_mutex_unlock(&registry_lock); return CPK_LOAD_DLOPEN_FAILED; }
+        size_t used = (size_t)snprintf(load_path, sizeof load_path, "/proc/self/fd/");
+        for (unsigned i = 0; i < spelling && used + 2 < sizeof load_path - 16; i++) { load_path[used++] = '.'; load_path[used++] = '/'; }
+        snprintf(load_path + used, sizeof load_path - used, "%d", fd);
+    }
+    void *library = dlopen(fd >= 0 ? load_path : path, RTLD_NOW | RTLD_LOCAL);
     if (library == NULL) {
         const char *error = dlerror();
         if (error != NULL && message_length > 0) {

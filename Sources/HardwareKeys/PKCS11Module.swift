@@ -8,8 +8,10 @@ internal import CPKCS11
 /// found in a data directory; it must be absolute; it is resolved (symbolic links followed)
 /// and the resolved file must be a regular file outside every directory in `refusing` (the
 /// data directory: a writer of it must not choose code that runs in this process), owned by
-/// root or the effective user, and neither the file nor its directory writable by group or
-/// others. The module is loaded with `dlopen(RTLD_NOW | RTLD_LOCAL)`, `C_GetFunctionList` is
+/// root or the effective user, and writable by no one else, and so must every directory from
+/// the root down to it (owned by root or the user, writable by no one else unless sticky). The
+/// file is opened once, through those directories without following a link, and that
+/// descriptor is what `dlopen(RTLD_NOW | RTLD_LOCAL)` loads (`/proc/self/fd/N` on Linux), `C_GetFunctionList` is
 /// called, and `C_Initialize` with `CKF_OS_LOCKING_OK` once per process; it is never
 /// finalized (another part of the process may hold sessions).
 public final class PKCS11Module: @unchecked Sendable {
@@ -35,13 +37,18 @@ public final class PKCS11Module: @unchecked Sendable {
     ///   ``HardwareKeyError/pkcs11(function:returnValue:)`` when `C_Initialize` fails.
     /// - Returns: the loaded module, shared by every caller that loads the same resolved path.
     public static func load(path: String, refusing: [String] = []) throws(HardwareKeyError) -> PKCS11Module {
-        let resolved = try check(path: path, refusing: refusing)
+        let (resolved, fd) = try openChecked(path: path, refusing: refusing)
+        defer { close(fd) }
         loaded.lock()
         defer { loaded.unlock() }
         if let module = modules[resolved] { return module }
         var handle: OpaquePointer?
         var message = [CChar](repeating: 0, count: 512)
-        let rv = cpk_module_load(resolved, &handle, &message, message.count)
+        #if os(Linux)
+        let rv = cpk_module_load(resolved, fd, &handle, &message, message.count)
+        #else
+        let rv = cpk_module_load(resolved, -1, &handle, &message, message.count)
+        #endif
         switch rv {
         case 0:
             guard let handle else { throw .moduleUnavailable(path: resolved, reason: "no module returned") }
@@ -60,7 +67,86 @@ public final class PKCS11Module: @unchecked Sendable {
         }
     }
 
-    /// Applies the loading rules; returns the resolved path.
+    /// Applies the loading rules and opens the module: the resolved path, walked from the root
+    /// one component at a time without following links (`openat`, `O_NOFOLLOW`), every
+    /// directory on the way owned by root or this user and writable by no one else (unless
+    /// sticky), then the file itself checked on its descriptor. Returns the resolved path and
+    /// the open descriptor, which is what gets loaded: a file renamed into place after the
+    /// checks is not.
+    static func openChecked(path: String, refusing: [String]) throws(HardwareKeyError) -> (String, Int32) {
+        let resolved = try check(path: path, refusing: refusing)
+        var directory = Foundation.open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { throw .moduleUnavailable(path: resolved, reason: String(cString: strerror(errno))) }
+        var walked = "/"
+        var components = resolved.split(separator: "/").map(String.init)
+        let name = components.removeLast()
+        do throws(HardwareKeyError) {
+            try checkDirectory(directory, walked, path: path)
+            for component in components {
+                let next = openat(directory, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                let code = errno
+                close(directory)
+                directory = -1
+                guard next >= 0 else {
+                    if code == ELOOP || code == ENOTDIR {
+                        throw HardwareKeyError.moduleRefused(path: path, reason: "\(walked)\(component) changed into a symbolic link or a file while it was checked")
+                    }
+                    throw HardwareKeyError.moduleUnavailable(path: resolved, reason: String(cString: strerror(code)))
+                }
+                directory = next
+                walked += component + "/"
+                try checkDirectory(directory, walked, path: path)
+            }
+        } catch {
+            if directory >= 0 { close(directory) }
+            throw error
+        }
+        let fd = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        let code = errno
+        close(directory)
+        guard fd >= 0 else {
+            if code == ELOOP { throw .moduleRefused(path: path, reason: "\(resolved) changed into a symbolic link while it was checked") }
+            throw .moduleUnavailable(path: resolved, reason: String(cString: strerror(code)))
+        }
+        do throws(HardwareKeyError) {
+            let info: FileStatus
+            do { info = try FileCalls.status(fd) } catch { throw HardwareKeyError.moduleUnavailable(path: resolved, reason: String(cString: strerror(error.code))) }
+            try checkFile(info, path: path)
+        } catch {
+            close(fd)
+            throw error
+        }
+        return (resolved, fd)
+    }
+
+    /// A directory on the module's path: anyone who can rename entries in it can replace the
+    /// module.
+    private static func checkDirectory(_ fd: Int32, _ name: String, path: String) throws(HardwareKeyError) {
+        let info: FileStatus
+        do { info = try FileCalls.status(fd) } catch {
+            throw .moduleUnavailable(path: path, reason: "\(name): \(String(cString: strerror(error.code)))")
+        }
+        guard info.owner == 0 || info.owner == geteuid() else {
+            throw .moduleRefused(path: path, reason: "the directory \(name) is owned by uid \(info.owner), neither root nor this user: that user can replace the module")
+        }
+        // A directory writable by others lets them replace the module, unless it is sticky (/tmp).
+        if info.permissions & 0o022 != 0, info.permissions & 0o1000 == 0 {
+            throw .moduleRefused(path: path, reason: "its directory \(name) is writable by group or others")
+        }
+    }
+
+    /// The module file itself: a regular file of root or this user, writable by no one else.
+    private static func checkFile(_ info: FileStatus, path: String) throws(HardwareKeyError) {
+        guard info.kind == .regular else { throw .moduleRefused(path: path, reason: "it is not a regular file") }
+        guard info.owner == 0 || info.owner == geteuid() else {
+            throw .moduleRefused(path: path, reason: "it is owned by uid \(info.owner), neither root nor this user")
+        }
+        guard info.permissions & 0o022 == 0 else {
+            throw .moduleRefused(path: path, reason: "it is writable by group or others")
+        }
+    }
+
+    /// Applies the loading rules by path; returns the resolved path.
     static func check(path: String, refusing: [String]) throws(HardwareKeyError) -> String {
         guard path.hasPrefix("/") else { throw .moduleRefused(path: path, reason: "the path is not absolute") }
         // The data-directory rule on the path as given (a link planted there is refused even if
@@ -89,18 +175,7 @@ public final class PKCS11Module: @unchecked Sendable {
         do { info = try FileCalls.status(atPath: resolved) } catch {
             throw .moduleUnavailable(path: resolved, reason: String(cString: strerror(error.code)))
         }
-        guard info.kind == .regular else { throw .moduleRefused(path: path, reason: "it is not a regular file") }
-        guard info.owner == 0 || info.owner == geteuid() else {
-            throw .moduleRefused(path: path, reason: "it is owned by uid \(info.owner), neither root nor this user")
-        }
-        guard info.permissions & 0o022 == 0 else {
-            throw .moduleRefused(path: path, reason: "it is writable by group or others")
-        }
-        let directory = (resolved as NSString).deletingLastPathComponent
-        // A directory writable by others lets them replace the module, unless it is sticky (/tmp).
-        if let directoryInfo = try? FileCalls.status(atPath: directory), directoryInfo.permissions & 0o022 != 0, directoryInfo.permissions & 0o1000 == 0 {
-            throw .moduleRefused(path: path, reason: "its directory \(directory) is writable by group or others")
-        }
+        try checkFile(info, path: path)
         return resolved
     }
 

@@ -218,6 +218,45 @@ struct PKCS11ModuleRuleTests {
         #expect(reason(home.path, refusing: []) == "it is not a regular file")
     }
 
+    /// A 0755 directory of another user passed the old directory test (it only looked at the
+    /// mode), yet that user can rename any file in it: a library of uid 65534 ran in a root
+    /// process. Every directory up the path must be root's or this user's.
+    @Test("a module in a directory another user owns is refused, at any depth")
+    func directoryOfAnotherUser() throws {
+        guard SoftHSM.available() else { return }
+        guard geteuid() == 0 else {
+            Issue.record("needs root to make a directory of another user (CI runs as root)")
+            return
+        }
+        let base = try TemporaryDirectory(prefix: "sf-module")
+        for nested in [false, true] {
+            let theirs = base.path(nested ? "theirs-nested" : "theirs")
+            let moduleDirectory = nested ? theirs + "/lib" : theirs
+            try FileManager.default.createDirectory(atPath: moduleDirectory, withIntermediateDirectories: true)
+            let module = moduleDirectory + "/libsofthsm2.so"
+            try FileManager.default.copyItem(atPath: SoftHSM.resolvedModule, toPath: module)
+            chmod(module, 0o755)
+            chmod(theirs, 0o755)
+            chmod(moduleDirectory, 0o755)
+            #expect(chown(theirs, 65534, 65534) == 0)
+            do {
+                _ = try PKCS11Module.load(path: module)
+                Issue.record("a module under a directory of uid 65534 was loaded (nested: \(nested))")
+            } catch {
+                guard case .moduleRefused(_, let reason) = error else { Issue.record("\(error)"); continue }
+                #expect(reason.contains("is owned by uid 65534"), "\(reason)")
+            }
+        }
+        // The same file in a directory of this user loads, through its descriptor.
+        let ours = base.path("ours")
+        try FileManager.default.createDirectory(atPath: ours, withIntermediateDirectories: true)
+        chmod(ours, 0o755)
+        try FileManager.default.copyItem(atPath: SoftHSM.resolvedModule, toPath: ours + "/libsofthsm2.so")
+        chmod(ours + "/libsofthsm2.so", 0o755)
+        let loaded = try PKCS11Module.load(path: ours + "/libsofthsm2.so")
+        #expect(loaded.path == ours + "/libsofthsm2.so")
+    }
+
     @Test("a library that is not a PKCS #11 module, or no file, cannot be loaded")
     func notAModule() throws {
         let libc = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6"]

@@ -25,9 +25,11 @@ typedef struct cpk_module cpk_module;
 
 /// Loads the module at `path` (already checked by the caller) with dlopen, calls
 /// C_GetFunctionList and C_Initialize (CKF_OS_LOCKING_OK) the first time this path is loaded
-/// in the process; later calls return the same module. On a dlopen failure, `message` gets
+/// in the process; later calls return the same module. With `fd` >= 0 (the caller's open
+/// descriptor of the checked file) the library is loaded through /proc/self/fd/FD, so the file
+/// loaded is the file checked; `path` then only names it. On a dlopen failure, `message` gets
 /// dlerror()'s text (truncated to `message_length`).
-unsigned long cpk_module_load(const char *path, cpk_module **module, char *message, size_t message_length);
+unsigned long cpk_module_load(const char *path, int fd, cpk_module **module, char *message, size_t message_length);
 
 /// The slots that have a token, up to `*count`; `*count` is set to the number found.
 unsigned long cpk_slots(cpk_module *module, unsigned long *slots, unsigned long *count);
