@@ -199,7 +199,6 @@ public struct AgePluginRecipient: AgeRecipient, CustomStringConvertible {
         try fileKey.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(AgeError) in try session.send("wrap-file-key", [], body: Array(bytes)) }
         try session.send("done", [])
         var stanzas = [AgeStanza]()
-        var errors = [String]()
         for _ in 0..<PluginSession.maxCommands {
             let command = try session.receive()
             switch command.type {
@@ -210,10 +209,10 @@ public struct AgePluginRecipient: AgeRecipient, CustomStringConvertible {
                 stanzas.append(AgeStanza(type: command.arguments[1], arguments: Array(command.arguments.dropFirst(2)), body: command.body))
                 try session.send("ok", [])
             case "error":
-                errors.append(String(decoding: command.body, as: UTF8.self))
-                try session.send("ok", [])
+                // As age: the first error ends the run (the plugin may exit right after it).
+                try? session.send("ok", [])
+                throw session.failure(String(decoding: command.body, as: UTF8.self))
             case "done":
-                guard errors.isEmpty else { throw session.failure(errors.joined(separator: "; ")) }
                 guard !stanzas.isEmpty else { throw session.failure("returned no stanza") }
                 guard stanzas.count <= recipients.count + identities.count else { throw session.failure("returned more stanzas than recipients") }
                 if stanzas.contains(where: { $0.type == "scrypt" }) { throw session.failure("returned an scrypt stanza") }
@@ -274,8 +273,6 @@ public struct AgePluginIdentity: AgeIdentity {
         for stanza in stanzas { try session.send("recipient-stanza", ["0", stanza.type] + stanza.arguments, body: stanza.body) }
         try session.send("done", [])
         var fileKey: SecretBytes?
-        var stanzaErrors = [String]()
-        var errors = [String]()
         for _ in 0..<PluginSession.maxCommands {
             let command = try session.receive()
             switch command.type {
@@ -287,15 +284,14 @@ public struct AgePluginIdentity: AgeIdentity {
                 Scrub.zero(command.body)
                 try session.send("ok", [])
             case "error":
+                // As age: the first error ends the run (the plugin may exit right after it, as
+                // the project's own plugin does), and it is what the user sees.
+                fileKey?.wipe()
+                try? session.send("ok", [])
                 let text = String(decoding: command.body, as: UTF8.self)
-                if command.arguments.first == "stanza" { stanzaErrors.append(text) } else { errors.append(text) }
-                try session.send("ok", [])
+                if command.arguments.first == "stanza" { throw AgeError.headerFailure("age-plugin-\(name): \(text)") }
+                throw session.failure(text)
             case "done":
-                if !stanzaErrors.isEmpty {
-                    fileKey?.wipe()
-                    throw AgeError.headerFailure("age-plugin-\(name): \(stanzaErrors.joined(separator: "; "))")
-                }
-                if fileKey == nil && !errors.isEmpty { throw session.failure(errors.joined(separator: "; ")) }
                 return fileKey
             default:
                 try session.interact(command, ui: ui)

@@ -87,6 +87,12 @@ import Testing
         result = try setup.age(["-d", "-j", "securefoundation", afterFirst])
         #expect(result.status == 1)
         #expect(result.stderr.contains("has not been unlocked since it started"), "\(result.stderr)")
+        // The project's own decrypt shows the plugin's reason as age does (it said only that the
+        // plugin "exited before the end of the protocol").
+        let own = try setup.run(["decrypt", "-j", "securefoundation", complete])
+        #expect(own.status == 1 && own.stdout.isEmpty)
+        #expect(own.stderr.contains("is locked, so the vault's complete files stay closed; unlock it with `securefoundation agent unlock`"), "\(own.stderr)")
+        #expect(!own.stderr.contains("exited before the end of the protocol"), "\(own.stderr)")
         result = try setup.age(["-d", "-j", "securefoundation", setup.root + "/none.age"])
         #expect(result.status == 0 && result.text == "meeting notes\n", "\(result.stderr)")
 
