@@ -72,8 +72,7 @@ public enum HardwareKeyError: Error, Equatable, Sendable, CustomStringConvertibl
         case .unsupportedKey(let what):
             return "unsupported key: \(what); use an EC P-256/P-384 or RSA (2048 bits or more) key"
         case .pinUnavailable(let reason):
-            return "the token's PIN cannot be read: \(reason). Give it with --pin-file FILE, --pin-env NAME, "
-                + "pin-source=file:/PATH in the URI, or type it at the prompt"
+            return "the token's PIN cannot be read: \(reason)"
         case .tpmToolsMissing(let program):
             return "\(program) is not installed: the TPM is used through tpm2-tools (Debian: apt-get install tpm2-tools)"
         case .tpmUnreachable(let tcti, let detail):
@@ -90,6 +89,9 @@ public enum HardwareKeyError: Error, Equatable, Sendable, CustomStringConvertibl
             return "the TPM could not \(operation): \(detail)"
         }
     }
+
+    /// The return values that mean the PIN given is wrong (a wrong secret, exit status 3).
+    public static let wrongPINNames: Set<String> = ["CKR_PIN_INCORRECT", "CKR_PIN_INVALID", "CKR_PIN_LEN_RANGE"]
 
     /// What to do about a return value.
     static func advice(_ name: String) -> String {

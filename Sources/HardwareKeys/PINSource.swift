@@ -34,6 +34,8 @@ public enum PKCS11PINSource: Sendable {
         case .prompt(let ask):
             do {
                 return try ask()
+            } catch let error as HardwareKeyError {
+                throw error
             } catch {
                 throw .pinUnavailable("\(error)")
             }

@@ -47,7 +47,7 @@ extension ExitStatus {
         case .tokenNotFound, .keyNotFound: return .notFound
         case .pkcs11:
             switch error.returnValueName {
-            case "CKR_PIN_INCORRECT", "CKR_PIN_INVALID", "CKR_PIN_LEN_RANGE": return .wrongSecret
+            case let name? where HardwareKeyError.wrongPINNames.contains(name): return .wrongSecret
             default: return .failure
             }
         case .ambiguousKey, .unsupportedKey: return .failure
@@ -69,7 +69,8 @@ extension ExitStatus {
 
     private static func status(of error: VaultError) -> ExitStatus {
         switch error {
-        case .wrongPasscode, .wrongAnswers, .unverifiedAnswers, .wrongRecoveryKey: return .wrongSecret
+        case .wrongPasscode, .wrongAnswers, .unverifiedAnswers, .wrongRecoveryKey, .wrongTokenPIN: return .wrongSecret
+        case .tokenPINUnavailable: return .usage
         case .tooManyAttempts, .attemptRecordDamaged: return .wait
         case .erased, .notSetUp: return .noVault
         case .locked, .classKeyUnavailable: return .locked

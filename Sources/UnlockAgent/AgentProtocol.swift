@@ -201,6 +201,8 @@ struct WireError: Codable, Sendable {
         case VaultError.locked: self.init(kind: "locked", message: message)
         case VaultError.noPasscode: self.init(kind: "noPasscode", message: message)
         case VaultError.noSecurityQuestions: self.init(kind: "noSecurityQuestions", message: message)
+        case let VaultError.wrongTokenPIN(why): self.init(kind: "wrongTokenPIN", message: message, reason: why)
+        case let VaultError.tokenPINUnavailable(why): self.init(kind: "tokenPINUnavailable", message: message, reason: why)
         case let AgentError.remote(why): self.init(kind: "other", message: why)
         case let AgentError.protocolViolation(why): self.init(kind: "protocol", message: why)
         case let ProtectedFileError.locked(cls, reason):
@@ -232,6 +234,8 @@ struct WireError: Codable, Sendable {
         case "locked": return .vault(VaultError.locked)
         case "noPasscode": return .vault(VaultError.noPasscode)
         case "noSecurityQuestions": return .vault(VaultError.noSecurityQuestions)
+        case "wrongTokenPIN": return .vault(VaultError.wrongTokenPIN(reason ?? message))
+        case "tokenPINUnavailable": return .vault(VaultError.tokenPINUnavailable(reason ?? message))
         case "classKeyUnavailable":
             if let name = accessibility, let value = Accessibility(name: name),
                let reason = Self.reasons.first(where: { $0.0 == self.reason })?.1 {

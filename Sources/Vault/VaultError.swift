@@ -46,6 +46,12 @@ public enum VaultError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidArgument(String)
     /// The device key cannot be read or created.
     case deviceKey(String)
+    /// The token that holds the device key refused its PIN (`CKR_PIN_INCORRECT` and the like):
+    /// a wrong secret, as a wrong passcode is. The text names the token's answer.
+    case wrongTokenPIN(String)
+    /// The PIN of the token that holds the device key was not given (or cannot be read from
+    /// where it was to come from). The text says where it is looked for.
+    case tokenPINUnavailable(String)
     /// A file operation failed.
     case io(String)
     /// A cryptographic operation failed (for example the system random generator).
@@ -93,6 +99,10 @@ public enum VaultError: Error, Sendable, Equatable, CustomStringConvertible {
             return "invalid argument: \(why)"
         case let .deviceKey(why):
             return "device key: \(why)"
+        case let .wrongTokenPIN(why):
+            return "the device key's token refused the PIN: \(why)"
+        case let .tokenPINUnavailable(why):
+            return "the device key's token needs its PIN, which cannot be read: \(why)"
         case let .io(why):
             return why
         case let .crypto(why):

@@ -58,12 +58,16 @@ struct DeviceKeyTokenTests {
         #expect(try setup.run(setup.find).text == "s3cret\n")
         #expect(try setup.run(["vault", "status"] + setup.home).text.contains("device key: pkcs11 \(setup.uri)"))
 
+        // A wrong PIN is a wrong secret (3), as for `tls serve`; no PIN is a usage error (64),
+        // said once, with advice that fits (no --pin-file here, no prompt).
         let wrong = try setup.run(setup.find, pin: "0000")
-        #expect(wrong.status != 0)
+        #expect(wrong.status == 3, "\(wrong.errorText)")
         #expect(wrong.errorText.contains("CKR_PIN_INCORRECT"), "\(wrong.errorText)")
         let none = try setup.run(setup.find, pin: nil)
-        #expect(none.status != 0)
+        #expect(none.status == 64, "\(none.errorText)")
         #expect(none.errorText.contains("SECUREFOUNDATION_TOKEN_PIN"), "\(none.errorText)")
+        #expect(none.errorText.components(separatedBy: "cannot be read").count == 2, "\(none.errorText)")
+        #expect(!none.errorText.contains("--pin-file") && !none.errorText.contains("at the prompt"), "\(none.errorText)")
 
         // The disk without the token: the token's storage moved away.
         try FileManager.default.moveItem(atPath: setup.hsm.tokens, toPath: setup.hsm.tokens + ".away")
@@ -143,7 +147,7 @@ struct DeviceKeyTokenTests {
         let wrongFile = try setup.directory.file("wrong-pin", "0000\n")
         _ = try setup.run(["agent", "lock"] + agentHome, pin: nil)
         let wrong = try setup.run(["agent", "unlock", "--token-pin-file", wrongFile, "--passcode-file", setup.passcodeFile] + agentHome, pin: nil)
-        #expect(wrong.status != 0)
+        #expect(wrong.status == 3, "\(wrong.errorText)")
         #expect(wrong.errorText.contains("CKR_PIN_INCORRECT"), "\(wrong.errorText)")
 
         let pinFile = try setup.directory.file("pin", SoftHSM.pin + "\n")

@@ -10,12 +10,12 @@ struct VaultTypedThrowsTests {
     /// The exit-status-like class of a vault error, by an exhaustive switch.
     static func kind(_ error: VaultError) -> String {
         switch error {
-        case .wrongPasscode, .wrongAnswers, .unverifiedAnswers, .wrongRecoveryKey: return "wrong secret"
+        case .wrongPasscode, .wrongAnswers, .unverifiedAnswers, .wrongRecoveryKey, .wrongTokenPIN: return "wrong secret"
         case .tooManyAttempts, .attemptRecordDamaged: return "wait"
         case .erased, .notSetUp: return "no vault"
         case .locked, .classKeyUnavailable: return "locked"
         case .alreadySetUp: return "exists"
-        case .noPasscode, .noSecurityQuestions, .noRecoveryKey, .invalidArgument: return "usage"
+        case .noPasscode, .noSecurityQuestions, .noRecoveryKey, .invalidArgument, .tokenPINUnavailable: return "usage"
         case .corrupted, .rolledBack: return "damaged"
         case .insecurePermissions, .io: return "io"
         case .deviceKey, .crypto: return "failure"

@@ -30,7 +30,14 @@ struct HardwareKeyOptions: ParsableArguments {
         switch (pinFile, pinEnv) {
         case (let file?, nil): return .file(file)
         case (nil, let name?): return .environment(name)
-        case (nil, nil): return .prompt({ try CLI.readPassphrase(prompt: "Token PIN: ") })
+        case (nil, nil):
+            return .prompt({
+                do {
+                    return try CLI.readPassphrase(prompt: "Token PIN: ")
+                } catch {
+                    throw HardwareKeyError.pinUnavailable("\(error); give it with --pin-file FILE, --pin-env NAME or pin-source=file:/PATH in the URI, or type it at the prompt of a terminal")
+                }
+            })
         default: throw ValidationError("give --pin-file or --pin-env, not both")
         }
     }

@@ -141,6 +141,10 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
                                                 refusing: refusing + [SecureFile.directoryOf(sealedPath)], pin: pin)
             return try secretKey.hmacSHA256(Self.context + salt)
         } catch {
+            if case .pinUnavailable(let reason) = error { throw VaultError.tokenPINUnavailable(reason) }
+            if let name = error.returnValueName, HardwareKeyError.wrongPINNames.contains(name) {
+                throw VaultError.wrongTokenPIN(error.description)
+            }
             throw VaultError.deviceKey("the PKCS #11 token cannot unwrap the device key: \(error)")
         }
     }
