@@ -63,6 +63,8 @@ int sf_is_dumpable(void) {
 #define SF_KEY_SPEC_SESSION_KEYRING -3
 #define SF_KEY_SPEC_USER_KEYRING -4
 #define SF_KEYCTL_SETPERM 5
+#define SF_KEYCTL_LINK 8
+#define SF_KEYCTL_UNLINK 9
 #define SF_KEYCTL_SEARCH 10
 #define SF_KEYCTL_READ 11
 #define SF_KEYCTL_SET_TIMEOUT 15
@@ -116,6 +118,24 @@ int sf_keyring_invalidate(int32_t key) {
     return syscall(SYS_keyctl, SF_KEYCTL_INVALIDATE, key) < 0 ? -errno : 0;
 #else
     (void)key;
+    return -ENOSYS;
+#endif
+}
+
+int sf_keyring_link(int32_t key, int32_t keyring) {
+#if defined(__linux__) && defined(SYS_keyctl)
+    return syscall(SYS_keyctl, SF_KEYCTL_LINK, key, keyring) < 0 ? -errno : 0;
+#else
+    (void)key; (void)keyring;
+    return -ENOSYS;
+#endif
+}
+
+int sf_keyring_unlink(int32_t key, int32_t keyring) {
+#if defined(__linux__) && defined(SYS_keyctl)
+    return syscall(SYS_keyctl, SF_KEYCTL_UNLINK, key, keyring) < 0 ? -errno : 0;
+#else
+    (void)key; (void)keyring;
     return -ENOSYS;
 #endif
 }

@@ -49,4 +49,9 @@ int sf_keyring_invalidate(int32_t key);
 /// keyctl(KEYCTL_SETPERM): the key's permission mask. 0 or -errno.
 int sf_keyring_set_permissions(int32_t key, uint32_t permissions);
 
+/// Links `key` into `keyring` (KEYCTL_LINK: a key of the same type and description there is
+/// displaced), or unlinks it (KEYCTL_UNLINK). 0 or -errno.
+int sf_keyring_link(int32_t key, int32_t keyring);
+int sf_keyring_unlink(int32_t key, int32_t keyring);
+
 #endif

@@ -32,7 +32,8 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
         self.backing = backing
     }
 
-    /// Possessor: everything; same user: view, read, search (the same-uid boundary of the agent).
+    /// Possessor: everything; same user: view, read, search (the same-uid boundary of the
+    /// agent; search also lets a session that does not possess the key invalidate it).
     static let permissions: UInt32 = 0x3f0b_0000
 
     /// The device key from the keyring, else from the backing provider (then cached).
@@ -63,17 +64,35 @@ public struct KeyringDeviceKeyProvider: DeviceKeyProvider {
                 evict()
                 return key
             }
-            // add_key replaces the payload of a key of the same description in the keyring.
-            let serial = key.withUnsafeBytes { sf_keyring_add("user", keyDescription, $0.baseAddress, $0.count, keyring) }
-            guard serial > 0 else {
-                // The key is still good; only the cache failed (no keyring in this container, quota).
+            if !cache(key) {
+                // The key is still good; only the cache failed (no keyring in this container,
+                // quota): nothing stays cached without its timeout and permissions.
                 evict()
-                return key
             }
-            _ = sf_keyring_set_permissions(serial, Self.permissions)
-            _ = sf_keyring_set_timeout(serial, UInt32(clamping: timeout))
             return key
         }
+    }
+
+    /// Caches `key` in `keyring` with its permissions and timeout set before anyone else can
+    /// find it. The key is made in this process's keyring, which this process possesses, so
+    /// that setting them is allowed even where the target keyring is not reachable from the
+    /// session (a service's own session keyring does not link the user keyring: a key added
+    /// there directly got the kernel's default mask and no timeout, which the process could
+    /// then not change, and the same user's other sessions could not evict it); then it is
+    /// linked into `keyring` (displacing an entry of the same description) and unlinked from
+    /// the process keyring. Returns whether the key is cached.
+    func cache(_ key: SecretBytes) -> Bool {
+        let staging = sf_keyring_spec_process()
+        let serial = key.withUnsafeBytes { sf_keyring_add("user", keyDescription, $0.baseAddress, $0.count, staging) }
+        guard serial > 0 else { return false }
+        defer { _ = sf_keyring_unlink(serial, staging) }
+        guard sf_keyring_set_permissions(serial, Self.permissions) == 0,
+              sf_keyring_set_timeout(serial, UInt32(clamping: timeout)) == 0,
+              sf_keyring_link(serial, keyring) == 0 else {
+            _ = sf_keyring_invalidate(serial)
+            return false
+        }
+        return true
     }
 
     /// The cached key, or nil when the keyring holds none (or it expired).
