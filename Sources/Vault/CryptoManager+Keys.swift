@@ -281,7 +281,34 @@ extension CryptoManager {
     /// - Returns: A copy of the 32-byte device key (the caller wipes it).
     /// - Throws: ``VaultError/deviceKey(_:)`` and the provider's errors.
     package func deviceKeyForAgent() throws(VaultError) -> SecretBytes {
-        try cachedDeviceKey()
+        // A token can be pulled out: it is asked again at every request (as a TLS key in a
+        // token is used at every handshake), so the agent stops serving the key once the token
+        // is gone instead of serving what it read before.
+        if deviceKeyIsOnARemovableToken {
+            let old = memory.withLock { memory -> SecretBytes? in
+                defer { memory.deviceKey = nil }
+                return memory.deviceKey
+            }
+            old?.wipe()
+        }
+        return try cachedDeviceKey()
+    }
+
+    /// Whether the device key comes from a PKCS #11 token (which can be removed at any time).
+    var deviceKeyIsOnARemovableToken: Bool {
+        let provider = (deviceKeyProvider as? CheckedDeviceKeyProvider)?.inner ?? deviceKeyProvider
+        return provider is PKCS11DeviceKeyProvider
+    }
+
+    /// Reads the device key from its provider and checks that it is this vault's, as every use
+    /// of a device-bound class or of the keychain will: the token's PIN, the token itself, the
+    /// TPM, the credential. `vault unlock` runs it after the passcode so that a right passcode
+    /// with a wrong token PIN (or no token) is not reported as unlocked.
+    /// - Throws: The provider's ``VaultError`` (``VaultError/wrongTokenPIN(_:)``,
+    ///   ``VaultError/tokenPINUnavailable(_:)``, ``VaultError/deviceKey(_:)``, …).
+    public func checkDeviceKey() throws(VaultError) {
+        let key = try cachedDeviceKey()
+        key.wipe()
     }
 
     /// The always-class keys, current first: `always.key` in the data directory, created on

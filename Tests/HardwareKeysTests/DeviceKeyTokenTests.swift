@@ -62,6 +62,12 @@ struct DeviceKeyTokenTests {
         // said once, with advice that fits (no --pin-file here, no prompt).
         let wrong = try setup.run(setup.find, pin: "0000")
         #expect(wrong.status == 3, "\(wrong.errorText)")
+        // `vault unlock` checks the device key too: a right passcode with a wrong PIN is not
+        // "unlocked" (exit 3, saying the passcode was right).
+        let unlockWrongPIN = try setup.run(["vault", "unlock", "--passcode-file", setup.passcodeFile] + setup.home, pin: "0000")
+        #expect(unlockWrongPIN.status == 3, "\(unlockWrongPIN.text) \(unlockWrongPIN.errorText)")
+        #expect(!unlockWrongPIN.text.contains("unlocked") && unlockWrongPIN.errorText.contains("the passcode is right"), "\(unlockWrongPIN.errorText)")
+        #expect(try setup.run(["vault", "unlock", "--passcode-file", setup.passcodeFile] + setup.home).status == 0)
         #expect(wrong.errorText.contains("CKR_PIN_INCORRECT"), "\(wrong.errorText)")
         let none = try setup.run(setup.find, pin: nil)
         #expect(none.status == 64, "\(none.errorText)")
@@ -156,6 +162,19 @@ struct DeviceKeyTokenTests {
         let found = try setup.run(setup.find, pin: nil, agent: true)
         #expect(found.status == 0, "\(found.errorText) / \(findThroughAgent.errorText)")
         #expect(found.text == "s3cret\n")
+        // The token removed (its storage moved away): the agent notices at the next request,
+        // as `tls serve` does with a key in a token, instead of serving the key it read before.
+        try FileManager.default.moveItem(atPath: setup.hsm.tokens, toPath: setup.hsm.tokens + ".away")
+        let removed = try setup.run(setup.find, pin: nil, agent: true)
+        #expect(removed.status != 0 && !removed.text.contains("s3cret"), "served after the token was removed: \(removed.text)")
+        try FileManager.default.moveItem(atPath: setup.hsm.tokens + ".away", toPath: setup.hsm.tokens)
+        // Put back: the module in the agent may not see the token again (SoftHSM2 does not);
+        // restarting and unlocking the agent does.
+        _ = try setup.run(["agent", "stop"] + agentHome, pin: nil)
+        #expect(try setup.run(["agent", "start"] + setup.home, pin: nil).status == 0)
+        #expect(try setup.run(["agent", "unlock", "--token-pin-file", pinFile, "--passcode-file", setup.passcodeFile] + agentHome, pin: nil).status == 0)
+        let back = try setup.run(setup.find, pin: nil, agent: true)
+        #expect(back.status == 0 && back.text == "s3cret\n", "\(back.errorText)")
         // Without the agent the same process has no PIN.
         let alone = try setup.run(setup.find, pin: nil)
         #expect(alone.status != 0 && alone.errorText.contains("agent unlock --token-pin"), "\(alone.errorText)")

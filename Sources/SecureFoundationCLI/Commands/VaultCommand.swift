@@ -262,8 +262,13 @@ struct VaultUnlockCommand: ParsableCommand {
         The check counts as an unlock attempt. Nothing stays unlocked after the command ends: \
         no background process is started.
 
-        Exit status: 0 unlocked, 3 wrong passcode or answers, 4 too many attempts (the message \
-        says how long to wait), 5 no vault (not set up, or erased), 1 other errors (docs/CLI.md).
+        The device key is read and checked as well (its token PIN, the token, the TPM): a right \
+        passcode with a device key that cannot be read exits with the device key's status and \
+        says the passcode was right.
+
+        Exit status: 0 unlocked, 3 wrong passcode, answers or token PIN, 4 too many attempts (the \
+        message says how long to wait), 5 no vault (not set up, or erased), 64 the token's PIN \
+        was not given, 1 other errors (docs/CLI.md).
 
         Examples:
           securefoundation vault unlock --passcode-file pin.txt
@@ -282,6 +287,15 @@ struct VaultUnlockCommand: ParsableCommand {
             let manager = try home.manager(eraseAfter: erase.eraseAfter)
             // The passcode itself is checked: a running agent does not stand in for it.
             try credentials.unlock(manager, needsApplicationKey: true)
+            // The device key too: every device-bound class and the keychain need it, so a right
+            // passcode with a wrong token PIN (or no token) is not "unlocked".
+            do {
+                try manager.checkDeviceKey()
+            } catch {
+                manager.lock()
+                CLI.warn("securefoundation: the \(credentials.name) is right, but the device key cannot be read, so data bound to this device and the keychain stay closed")
+                throw error
+            }
             manager.lock()
             try VaultCLI.say("unlocked (key id \(VaultCLI.keyID(manager)))")
         }

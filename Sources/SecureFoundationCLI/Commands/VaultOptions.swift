@@ -112,6 +112,9 @@ struct VaultCredentialOptions: ParsableArguments {
     /// Whether a file was given.
     var given: Bool { passcodeFile != nil || answersFile != nil || recoveryKeyFile != nil }
 
+    /// What the user gave, for messages: "passcode", "answers" or "recovery key".
+    var name: String { answersFile != nil ? "answers" : (recoveryKeyFile != nil ? "recovery key" : "passcode") }
+
     /// Unlocks `manager` with the given file, or the passcode from the terminal; without a
     /// file, a running unlock agent holding this vault unlocked is used instead of asking
     /// (unless `needsApplicationKey`: the agent serves class keys only).
