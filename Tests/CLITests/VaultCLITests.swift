@@ -289,6 +289,6 @@ struct VaultCLITests {
         #expect(noTTY.status == 1)
         #expect(noTTY.stderr.contains("no terminal"))
         let help = try ws.vault(["unlock", "--help"])
-        #expect(help.stdout.contains("Exit status: 0 unlocked, 3 wrong passcode or answers"))
+        #expect(help.stdout.contains("Exit status: 0 unlocked, 3 wrong passcode, answers or token PIN"))
     }
 }
