@@ -65,6 +65,7 @@ typedef struct sf_entry {
     HMAC_CTX mac;   // keyed template, copied for each page
     HMAC_CTX wal_mac;   // keyed with the wal key: masks of WAL checksums, the index's name
     uint64_t generation;   // one more at every key set, so a remembered page names its key
+    atomic_int saw_v1_wal;   // a version 1 WAL was read (sf_db_codec_take_v1_wal)
 } sf_entry;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -84,8 +85,10 @@ typedef struct sf_file {
     char *temp_name;         // temporary files: the name given to the wrapped VFS
     // WAL: the frame header SQLite wrote last, held until its page comes (see wal_write).
     int has_pending;
-    // WAL: the offset of the whole frame this connection read last, 0 after any other use.
+    // WAL: the offset of the whole frame this connection read last and found authentic, with
+    // its header's first 16 bytes; 0 after any other use.
     sqlite3_int64 frame_read_offset;
+    uint8_t frame_read_header[16];
     sqlite3_int64 pending_offset;
     uint8_t pending_header[WAL_FRAME_HEADER];
     // WAL: the version of the WAL whose header has these salts (WAL_V1, WAL_V2, 0: unknown).
@@ -254,6 +257,11 @@ int sf_db_codec_is_live(const char *full_path) {
 }
 
 uint64_t sf_db_codec_tamper_count(void) { return atomic_load(&tamper_count); }
+
+int sf_db_codec_take_v1_wal(const char *full_path) {
+    sf_entry *e = find_entry(full_path);
+    return e != NULL && atomic_exchange(&e->saw_v1_wal, 0) ? 1 : 0;
+}
 
 uint64_t sf_db_codec_copied_count(void) { return atomic_load(&copied_count); }
 
@@ -584,36 +592,36 @@ static void wal_checksum(const uint8_t *data, size_t count, int big_endian, uint
     s[1] = s2;
 }
 
-/// The first 8 bytes of HMAC-SHA256(wal key, input).
-static void wal_mask(const sf_entry *e, const uint8_t *input, size_t len, uint8_t out[8]) {
+/// The first 8 bytes of HMAC-SHA256(wal key, input). 0 when the MAC cannot be computed (no
+/// memory): the caller fails with SQLITE_IOERR_NOMEM rather than guess (random words would
+/// make SQLite take the WAL as empty and restart it over committed frames).
+static int wal_mask(const sf_entry *e, const uint8_t *input, size_t len, uint8_t out[8]) {
     HMAC_CTX ctx;
     CCryptoBoringSSL_HMAC_CTX_init(&ctx);
     uint8_t mac[32];
     unsigned int mac_len = 0;
-    if (CCryptoBoringSSL_HMAC_CTX_copy_ex(&ctx, &e->wal_mac) == 1 && CCryptoBoringSSL_HMAC_Update(&ctx, input, len) == 1
-        && CCryptoBoringSSL_HMAC_Final(&ctx, mac, &mac_len) == 1 && mac_len == sizeof mac) {
-        memcpy(out, mac, 8);
-    } else {
-        CCryptoBoringSSL_RAND_bytes(out, 8);   // words that check nothing rather than words in clear
-    }
+    int ok = CCryptoBoringSSL_HMAC_CTX_copy_ex(&ctx, &e->wal_mac) == 1 && CCryptoBoringSSL_HMAC_Update(&ctx, input, len) == 1
+        && CCryptoBoringSSL_HMAC_Final(&ctx, mac, &mac_len) == 1 && mac_len == sizeof mac;
+    if (ok) { memcpy(out, mac, 8); }
     CCryptoBoringSSL_HMAC_CTX_cleanup(&ctx);
     CCryptoBoringSSL_OPENSSL_cleanse(mac, sizeof mac);
+    return ok;
 }
 
-static void header_mask(const sf_entry *e, const uint8_t *header, uint8_t out[8]) {
+static int header_mask(const sf_entry *e, const uint8_t *header, uint8_t out[8]) {
     uint8_t input[1 + 24];
     input[0] = 'H';
     memcpy(input + 1, header, 24);
-    wal_mask(e, input, sizeof input, out);
+    return wal_mask(e, input, sizeof input, out);
 }
 
-static void frame_mask(const sf_entry *e, sqlite3_int64 offset, const uint8_t *frame_header, const uint8_t *iv, uint8_t out[8]) {
+static int frame_mask(const sf_entry *e, sqlite3_int64 offset, const uint8_t *frame_header, const uint8_t *iv, uint8_t out[8]) {
     uint8_t input[1 + 8 + 16 + IV_SIZE];
     input[0] = 'F';
     for (int i = 0; i < 8; i++) { input[1 + i] = (uint8_t)((uint64_t)offset >> (56 - 8 * i)); }
     memcpy(input + 9, frame_header, 16);
     memcpy(input + 25, iv, IV_SIZE);
-    wal_mask(e, input, sizeof input, out);
+    return wal_mask(e, input, sizeof input, out);
 }
 
 /// XORs `mask` onto the bytes of `out` (file bytes [offset, end)) that fall in [at, at + 8).
@@ -624,8 +632,9 @@ static void apply_mask(uint8_t *out, sqlite3_int64 offset, sqlite3_int64 end, sq
 }
 
 /// The version of a WAL from its 32-byte header: V1 when its checksum is SQLite's in clear,
-/// V2 when masked, INVALID when neither (SQLite then takes the WAL as empty).
-static int header_version(const sf_entry *e, const uint8_t *header) {
+/// V2 when masked, INVALID when neither (SQLite then takes the WAL as empty); -1 when the mask
+/// cannot be computed.
+static int header_version(sf_entry *e, const uint8_t *header) {
     uint32_t magic = get_be32(header);
     if ((magic & 0xFFFFFFFEu) != 0x377f0682u) { return WAL_INVALID; }
     uint32_t s[2] = { 0, 0 };
@@ -633,9 +642,12 @@ static int header_version(const sf_entry *e, const uint8_t *header) {
     uint8_t expected[8];
     put_be32(expected, s[0]);
     put_be32(expected + 4, s[1]);
-    if (memcmp(header + 24, expected, 8) == 0) { return WAL_V1; }
+    if (memcmp(header + 24, expected, 8) == 0) {
+        atomic_store(&e->saw_v1_wal, 1);
+        return WAL_V1;
+    }
     uint8_t mask[8];
-    header_mask(e, header, mask);
+    if (!header_mask(e, header, mask)) { return -1; }
     for (int i = 0; i < 8; i++) { expected[i] ^= mask[i]; }
     return memcmp(header + 24, expected, 8) == 0 ? WAL_V2 : WAL_INVALID;
 }
@@ -652,6 +664,7 @@ static int wal_version_for(sf_file *f, const uint8_t *salts) {
     uint8_t header[WAL_HEADER];
     if (!raw_read(f, header, WAL_HEADER, 0)) { return WAL_INVALID; }
     int version = header_version(f->entry, header);
+    if (version < 0) { return -1; }
     if (version != WAL_INVALID) {
         f->wal_version = version;
         memcpy(f->wal_salts, header + 16, 8);
@@ -661,23 +674,24 @@ static int wal_version_for(sf_file *f, const uint8_t *salts) {
 
 /// Puts SQLite's checksum words back into `out` (the bytes of [offset, offset + amount) as
 /// read from disk): those of the file header and of every frame header in range.
-static void unmask_checksums(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset) {
+static int unmask_checksums(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset) {
     sqlite3_int64 end = offset + amount;
     if (offset < WAL_HEADER && end > 24) {
         uint8_t header[WAL_HEADER];
         const uint8_t *h = offset == 0 && end >= WAL_HEADER ? out : (raw_read(f, header, WAL_HEADER, 0) ? header : NULL);
         int version = h != NULL ? header_version(f->entry, h) : WAL_INVALID;
+        if (version < 0) { return SQLITE_IOERR_NOMEM; }
         if (version != WAL_INVALID) {
             f->wal_version = version;
             memcpy(f->wal_salts, h + 16, 8);
         }
         if (version == WAL_V2) {
             uint8_t mask[8];
-            header_mask(f->entry, h, mask);
+            if (!header_mask(f->entry, h, mask)) { return SQLITE_IOERR_NOMEM; }
             apply_mask(out, offset, end, 24, mask);
         }
     }
-    if (end <= WAL_HEADER) { return; }
+    if (end <= WAL_HEADER) { return SQLITE_OK; }
     sqlite3_int64 start = offset < WAL_HEADER ? WAL_HEADER : offset;
     for (sqlite3_int64 frame = (start - WAL_HEADER) / WAL_FRAME; frame <= (end - 1 - WAL_HEADER) / WAL_FRAME; frame++) {
         sqlite3_int64 header_at = WAL_HEADER + frame * WAL_FRAME;
@@ -696,18 +710,21 @@ static void unmask_checksums(sf_file *f, uint8_t *out, int amount, sqlite3_int64
         } else if (!raw_read(f, iv, IV_SIZE, iv_at)) {
             continue;   // a header without its page: nothing it could check
         }
-        if (wal_version_for(f, h + 8) != WAL_V2) { continue; }
+        int version = wal_version_for(f, h + 8);
+        if (version < 0) { return SQLITE_IOERR_NOMEM; }
+        if (version != WAL_V2) { continue; }
         uint8_t mask[8];
-        frame_mask(f->entry, header_at, h, v, mask);
+        if (!frame_mask(f->entry, header_at, h, v, mask)) { return SQLITE_IOERR_NOMEM; }
         apply_mask(out, offset, end, words_at, mask);
     }
+    return SQLITE_OK;
 }
 
 /// The frame at `header_offset` in one write: `frame` holds SQLite's header (checksum words in
 /// clear) and the encrypted page; the words are masked under the page's IV first.
 static int write_frame(sf_file *f, sqlite3_int64 header_offset, uint8_t *frame) {
     uint8_t mask[8];
-    frame_mask(f->entry, header_offset, frame, frame + WAL_FRAME_HEADER + PAGE - RESERVE, mask);
+    if (!frame_mask(f->entry, header_offset, frame, frame + WAL_FRAME_HEADER + PAGE - RESERVE, mask)) { return SQLITE_IOERR_NOMEM; }
     for (int i = 0; i < 8; i++) { frame[16 + i] ^= mask[i]; }
     return f->real->pMethods->xWrite(f->real, frame, WAL_FRAME, header_offset);
 }
@@ -716,20 +733,33 @@ static int write_frame(sf_file *f, sqlite3_int64 header_offset, uint8_t *frame) 
 /// frame (after a page of the transaction was written again, the words of every later frame
 /// change; it reads each whole frame, then writes its header). The page is stored again under
 /// a new IV, so the new words get a mask never used before.
-static int rewrite_header(sf_file *f, sqlite3_int64 at, const uint8_t *header) {
+/// When the page on disk does not go with the header (it does not authenticate under the
+/// header's page number): with `final`, the header alone with words that check nothing (a
+/// frame whose page never came); otherwise the header is held as a new frame's (its page is
+/// the next write).
+static int rewrite_header(sf_file *f, sqlite3_int64 at, const uint8_t *header, int final) {
     uint8_t *frame = sqlite3_malloc(WAL_FRAME);
     uint8_t *plain = sqlite3_malloc(PAGE);
     if (frame == NULL || plain == NULL) { sqlite3_free(frame); sqlite3_free(plain); return SQLITE_IOERR_NOMEM; }
     memcpy(frame, header, WAL_FRAME_HEADER);
     uint32_t pgno = get_be32(frame);
     int rc = f->real->pMethods->xRead(f->real, plain, PAGE, at + WAL_FRAME_HEADER);
-    if (rc == SQLITE_OK && pgno != 0 && decrypt_page(f->entry, pgno, plain)
-        && encrypt_page(f->entry, pgno, plain, frame + WAL_FRAME_HEADER)) {
-        rc = write_frame(f, at, frame);
+    int authentic = rc == SQLITE_OK && pgno != 0 && decrypt_page(f->entry, pgno, plain);
+    if (rc == SQLITE_OK && pgno != 0 && !authentic) {
+        atomic_fetch_sub(&tamper_count, 1);   // a page of an earlier frame, not an attack
+    }
+    if (authentic) {
+        rc = encrypt_page(f->entry, pgno, plain, frame + WAL_FRAME_HEADER) ? write_frame(f, at, frame) : SQLITE_IOERR_WRITE;
     } else if (rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ) {
-        // No page that goes with the header: words that check nothing.
-        CCryptoBoringSSL_RAND_bytes(frame + 16, 8);
-        rc = f->real->pMethods->xWrite(f->real, frame, WAL_FRAME_HEADER, at);
+        if (final) {
+            CCryptoBoringSSL_RAND_bytes(frame + 16, 8);
+            rc = f->real->pMethods->xWrite(f->real, frame, WAL_FRAME_HEADER, at);
+        } else {
+            memcpy(f->pending_header, header, WAL_FRAME_HEADER);
+            f->pending_offset = at;
+            f->has_pending = 1;
+            rc = SQLITE_OK;
+        }
     }
     CCryptoBoringSSL_OPENSSL_cleanse(plain, PAGE);
     sqlite3_free(plain);
@@ -743,7 +773,7 @@ static int rewrite_header(sf_file *f, sqlite3_int64 at, const uint8_t *header) {
 static int flush_pending(sf_file *f) {
     if (!f->has_pending) { return SQLITE_OK; }
     f->has_pending = 0;
-    return rewrite_header(f, f->pending_offset, f->pending_header);
+    return rewrite_header(f, f->pending_offset, f->pending_header, 1);
 }
 
 static int wal_read(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset) {
@@ -751,7 +781,12 @@ static int wal_read(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset) 
     int rc = f->real->pMethods->xRead(f->real, out, amount, offset);
     if (rc != SQLITE_OK && rc != SQLITE_IOERR_SHORT_READ) { return rc; }
     int short_read = rc == SQLITE_IOERR_SHORT_READ;
-    unmask_checksums(f, out, amount, offset);
+    int unmasked = unmask_checksums(f, out, amount, offset);
+    if (unmasked != SQLITE_OK) { memset(out, 0, (size_t)amount); return unmasked; }
+    int single_frame = !short_read && amount == WAL_FRAME && offset >= WAL_HEADER && (offset - WAL_HEADER) % WAL_FRAME == 0;
+    int single_frame_authentic = 0;
+    uint8_t single_frame_header[16];
+    if (single_frame) { memcpy(single_frame_header, out, 16); }
     sqlite3_int64 end = offset + amount;
     if (end <= WAL_HEADER) { return rc; }
     sqlite3_int64 first = offset < WAL_HEADER ? 0 : (offset - WAL_HEADER) / WAL_FRAME;
@@ -790,6 +825,7 @@ static int wal_read(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset) 
         if (short_read && is_zero(data, PAGE)) {
             // Past the end of the WAL: zeros, as SQLite expects.
         } else if (decrypt_page(f->entry, pgno, data)) {
+            single_frame_authentic = single_frame;
             if (remember) {
                 last_wal_read.buffer = data;
                 last_wal_read.entry = f->entry;
@@ -816,8 +852,10 @@ static int wal_read(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset) 
     }
     if (page != NULL) { CCryptoBoringSSL_OPENSSL_cleanse(page, PAGE); sqlite3_free(page); }
     if (rc != SQLITE_OK && rc != SQLITE_IOERR_SHORT_READ) { memset(out, 0, (size_t)amount); return rc; }
-    f->frame_read_offset = !short_read && amount == WAL_FRAME && offset >= WAL_HEADER && (offset - WAL_HEADER) % WAL_FRAME == 0
-        ? offset : 0;
+    if (single_frame_authentic) {
+        f->frame_read_offset = offset;
+        memcpy(f->frame_read_header, single_frame_header, 16);
+    }
     return short_read ? SQLITE_IOERR_SHORT_READ : SQLITE_OK;
 }
 
@@ -831,7 +869,7 @@ static int wal_write(sf_file *f, const uint8_t *in, int amount, sqlite3_int64 of
         // A new WAL (SQLite restarts it after a checkpoint): version 2 from its header on.
         uint8_t header[WAL_HEADER], mask[8];
         memcpy(header, in, WAL_HEADER);
-        header_mask(f->entry, header, mask);
+        if (!header_mask(f->entry, header, mask)) { return SQLITE_IOERR_NOMEM; }
         for (int i = 0; i < 8; i++) { header[24 + i] ^= mask[i]; }
         rc = f->real->pMethods->xWrite(f->real, header, WAL_HEADER, 0);
         if (rc == SQLITE_OK) {
@@ -845,12 +883,21 @@ static int wal_write(sf_file *f, const uint8_t *in, int amount, sqlite3_int64 of
     if (within == 0 && amount == WAL_FRAME_HEADER) {
         int rc = flush_pending(f);
         if (rc != SQLITE_OK) { return rc; }
-        if (wal_version_for(f, in + 8) == WAL_V1) {
-            // A version 1 WAL keeps its form until SQLite restarts it.
+        int version = wal_version_for(f, in + 8);
+        if (version < 0) { return SQLITE_IOERR_NOMEM; }
+        if (version == WAL_V1) {
+            // A version 1 WAL keeps its form until SQLite restarts it (the open checkpoints
+            // one away: sf_db_codec_take_v1_wal).
             return f->real->pMethods->xWrite(f->real, in, amount, offset);
         }
-        // New checksums for the frame just read whole: its page is on disk.
-        if (frame_read == offset) { return rewrite_header(f, offset, in); }
+        // New checksums for the frame this connection just read whole (walRewriteChecksums:
+        // the same page number and commit size; the salts may differ, as SQLite writes zeros
+        // there for frames it will rewrite): its page is on disk, and the header is written at
+        // once (held, a commit's last header could stay unwritten when the commit returns). A
+        // new frame taken for this (an append at the offset of a frame read in recovery) is
+        // still written right: its page is the next write, which masks the words anew; and a
+        // page on disk that does not go with the header leaves the header held for it.
+        if (frame_read == offset && memcmp(in, f->frame_read_header, 8) == 0) { return rewrite_header(f, offset, in, 0); }
         // A new frame: the header is held until its page comes (the next write; the mask
         // needs the page's IV).
         memcpy(f->pending_header, in, WAL_FRAME_HEADER);
@@ -861,45 +908,59 @@ static int wal_write(sf_file *f, const uint8_t *in, int amount, sqlite3_int64 of
     if ((within == WAL_FRAME_HEADER && amount == PAGE) || (within == 0 && amount == WAL_FRAME)) {
         int whole = amount == WAL_FRAME;
         const uint8_t *page_in = whole ? in + WAL_FRAME_HEADER : in;
+        // The header held for this page is taken first: whatever happens next, it is never
+        // written later (after an error SQLite may give the write lock, and that frame, to
+        // another connection).
+        uint8_t held[WAL_FRAME_HEADER];
+        int has_held = !whole && f->has_pending && f->pending_offset == header_offset;
+        if (has_held) {
+            memcpy(held, f->pending_header, WAL_FRAME_HEADER);
+            f->has_pending = 0;
+        }
+        int rc = has_held ? SQLITE_OK : flush_pending(f);
+        if (rc != SQLITE_OK) { return rc; }
         uint8_t *frame = sqlite3_malloc(WAL_FRAME);
         if (frame == NULL) { return SQLITE_IOERR_NOMEM; }
-        int rc = SQLITE_OK;
         int known = 1;   // the header's checksum words are SQLite's, in clear
         if (whole) {
-            rc = flush_pending(f);
             memcpy(frame, in, WAL_FRAME_HEADER);
-        } else if (f->has_pending && f->pending_offset == header_offset) {
+        } else if (has_held) {
             // The usual order: the header just written, then its page.
-            memcpy(frame, f->pending_header, WAL_FRAME_HEADER);
-            f->has_pending = 0;
+            memcpy(frame, held, WAL_FRAME_HEADER);
         } else {
             // A page written again in its transaction: the header on disk stays.
-            rc = flush_pending(f);
-            if (rc == SQLITE_OK) { rc = f->real->pMethods->xRead(f->real, frame, WAL_FRAME_HEADER, header_offset); }
+            rc = f->real->pMethods->xRead(f->real, frame, WAL_FRAME_HEADER, header_offset);
             if (rc == SQLITE_IOERR_SHORT_READ) { rc = SQLITE_IOERR_DATA; }
             known = 0;
         }
-        uint32_t pgno = get_be32(frame);
-        if (rc == SQLITE_OK && !encrypt_page(f->entry, pgno, page_in, frame + WAL_FRAME_HEADER)) { rc = SQLITE_IOERR_WRITE; }
+        int version = rc == SQLITE_OK ? wal_version_for(f, frame + 8) : WAL_INVALID;
+        if (version < 0) { rc = SQLITE_IOERR_NOMEM; }
+        uint8_t old_iv[IV_SIZE];
+        int has_old_iv = 0;
+        if (rc == SQLITE_OK && !known && version != WAL_V1) {
+            // Read before the page is replaced: its IV unmasks the words on disk.
+            has_old_iv = raw_read(f, old_iv, IV_SIZE, offset + PAGE - RESERVE);
+        }
+        if (rc == SQLITE_OK && !encrypt_page(f->entry, get_be32(frame), page_in, frame + WAL_FRAME_HEADER)) { rc = SQLITE_IOERR_WRITE; }
         if (rc == SQLITE_OK) {
-            int v1 = wal_version_for(f, frame + 8) == WAL_V1;
-            if (v1 && !whole && !known) {
+            if (version == WAL_V1 && !known) {
                 rc = f->real->pMethods->xWrite(f->real, frame + WAL_FRAME_HEADER, PAGE, offset);
-            } else if (v1) {
+            } else if (version == WAL_V1) {
                 rc = f->real->pMethods->xWrite(f->real, frame, WAL_FRAME, header_offset);
             } else {
                 if (!known) {
                     // Its words were masked under the IV of the page replaced: unmask them
                     // with that one (SQLite rewrites them at the commit anyway).
-                    uint8_t old_iv[IV_SIZE], mask[8];
-                    if (raw_read(f, old_iv, IV_SIZE, offset + PAGE - RESERVE)) {
-                        frame_mask(f->entry, header_offset, frame, old_iv, mask);
+                    uint8_t mask[8];
+                    if (!has_old_iv) {
+                        CCryptoBoringSSL_RAND_bytes(frame + 16, 8);
+                    } else if (frame_mask(f->entry, header_offset, frame, old_iv, mask)) {
                         for (int i = 0; i < 8; i++) { frame[16 + i] ^= mask[i]; }
                     } else {
-                        CCryptoBoringSSL_RAND_bytes(frame + 16, 8);
+                        rc = SQLITE_IOERR_NOMEM;
                     }
                 }
-                rc = write_frame(f, header_offset, frame);
+                if (rc == SQLITE_OK) { rc = write_frame(f, header_offset, frame); }
             }
         }
         sqlite3_free(frame);
@@ -1027,8 +1088,9 @@ static int open_index(sf_file *f) {
         input[9 + i] = (uint8_t)(inode >> (56 - 8 * i));
     }
     if (!begin_key_use(f)) { return SQLITE_IOERR_AUTH; }
-    wal_mask(f->entry, input, sizeof input, name);
+    int named = wal_mask(f->entry, input, sizeof input, name);
     end_key_use(f);
+    if (!named) { return SQLITE_IOERR_NOMEM; }
     char index_path[80];
     snprintf(index_path, sizeof index_path, "/dev/shm/securefoundation-wal-index-%02x%02x%02x%02x%02x%02x%02x%02x",
              name[0], name[1], name[2], name[3], name[4], name[5], name[6], name[7]);

@@ -16,6 +16,11 @@
 // switch" (a shared lock while the index is in use, exclusive to reset it) at byte 128.
 #define LOCK_BASE 120
 #define DMS_BYTE (LOCK_BASE + SQLITE_SHM_NLOCK)
+// In DB-shm only, beyond SQLite's bytes: held shared by every connection whose index is live,
+// exclusive for a moment by a connection that starts an index. Two live indexes of one WAL
+// (the memory file system cleared under open connections, by logind's RemoveIPC or by hand,
+// or processes that do not share /dev/shm) would corrupt it: the second is refused.
+#define LIVE_BYTE 136
 
 #ifdef F_OFD_SETLK
 
@@ -65,8 +70,9 @@ void sf_walindex_init(sf_walindex *w) {
 }
 
 static void release(sf_walindex *w) {
-    for (int i = 0; i < w->region_count; i++) {
-        if (w->regions[i] != NULL) { munmap(w->regions[i], (size_t)w->region_size); }
+    int per_chunk = w->chunk_regions > 0 ? w->chunk_regions : 1;
+    for (int i = 0; i < w->region_count; i += per_chunk) {
+        if (w->regions[i] != NULL) { munmap(w->regions[i], (size_t)per_chunk * (size_t)w->region_size); }
     }
     free(w->regions);
     w->regions = NULL;
@@ -101,8 +107,20 @@ static int open_guard(sf_walindex *w, int first) {
         sqlite3_log(SQLITE_BUSY, "securefoundation: %s is in use by a program without the codec", w->guard_path);
         return SQLITE_BUSY;
     }
-    // The first user wipes what an earlier version (or a plain SQLite) left in it.
-    if (first && st.st_size > 0) { (void)ftruncate(fd, 0); }
+    if (first) {
+        if (ofd_lock(fd, F_WRLCK, LIVE_BYTE, 1, 0) != 0) {
+            close(fd);
+            sqlite3_log(SQLITE_BUSY, "securefoundation: another WAL index of %s is in use (was /dev/shm cleared under an open "
+                        "connection, or does another process see another /dev/shm?)", w->guard_path);
+            return SQLITE_BUSY;
+        }
+        // The first user wipes what an earlier version (or a plain SQLite) left in it.
+        if (st.st_size > 0) { (void)ftruncate(fd, 0); }
+        if (ofd_lock(fd, F_RDLCK, LIVE_BYTE, 1, 0) != 0) { close(fd); return SQLITE_IOERR_SHMOPEN; }
+    } else if (ofd_lock(fd, F_RDLCK, LIVE_BYTE, 1, 1) != 0) {
+        close(fd);
+        return SQLITE_IOERR_SHMOPEN;
+    }
     w->guard_fd = fd;
     return SQLITE_OK;
 }
@@ -117,7 +135,7 @@ static int open_index_file(sf_walindex *w) {
     if (fd < 0) { return -1; }
     struct stat st, now;
     // /dev/shm is shared by every user: the index must be this user's own file, private.
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0 || st.st_nlink != 1) {
         sqlite3_log(SQLITE_IOERR_SHMOPEN, "securefoundation: %s is not a private file of this user", w->index_path);
         close(fd);
         return -1;
@@ -155,29 +173,41 @@ int sf_walindex_open(sf_walindex *w, const char *index_path, const char *guard_p
 
 int sf_walindex_map(sf_walindex *w, int region, int size, int extend, void volatile **out) {
     *out = NULL;
-    if (w->fd < 0 || region < 0 || size <= 0 || (w->region_size != 0 && size != w->region_size)) { return SQLITE_IOERR_SHMMAP; }
-    if (region >= w->region_count) {
-        void **grown = realloc(w->regions, sizeof(void *) * (size_t)(region + 1));
+    if (w->fd < 0 || region < 0 || region > 1 << 20 || size <= 0 || (w->region_size != 0 && size != w->region_size)) {
+        return SQLITE_IOERR_SHMMAP;
+    }
+    // Mappings start at multiples of the memory page: with pages larger than a region (64 KiB
+    // pages) one mapping holds several regions, as in SQLite's unix VFS.
+    long page_size = sysconf(_SC_PAGESIZE);
+    int per_chunk = page_size > size ? (int)(page_size / size) : 1;
+    int chunk_first = region - region % per_chunk;
+    if (chunk_first + per_chunk > w->region_count) {
+        int count = chunk_first + per_chunk;
+        void **grown = realloc(w->regions, sizeof(void *) * (size_t)count);
         if (grown == NULL) { return SQLITE_IOERR_NOMEM; }
-        for (int i = w->region_count; i <= region; i++) { grown[i] = NULL; }
+        for (int i = w->region_count; i < count; i++) { grown[i] = NULL; }
         w->regions = grown;
-        w->region_count = region + 1;
+        w->region_count = count;
     }
     w->region_size = size;
     if (w->regions[region] == NULL) {
-        off_t need = (off_t)(region + 1) * size;
+        off_t need = (off_t)(chunk_first + per_chunk) * size;
         struct stat st;
         if (fstat(w->fd, &st) != 0) { return SQLITE_IOERR_SHMSIZE; }
-        if (st.st_size < need) {
+        if (st.st_size < (off_t)(region + 1) * size) {
             if (!extend) { return SQLITE_OK; }
+        }
+        if (st.st_size < need) {
             // Allocated now, so a full memory file system is an error here, not a signal later.
             int rc = posix_fallocate(w->fd, 0, need);
             if (rc != 0 && (rc != EOPNOTSUPP && rc != EINVAL)) { return SQLITE_IOERR_SHMSIZE; }
             if (rc != 0 && ftruncate(w->fd, need) != 0) { return SQLITE_IOERR_SHMSIZE; }
         }
-        void *map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd, (off_t)region * size);
+        size_t length = (size_t)per_chunk * (size_t)size;
+        void *map = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd, (off_t)chunk_first * size);
         if (map == MAP_FAILED) { return SQLITE_IOERR_SHMMAP; }
-        w->regions[region] = map;
+        for (int i = 0; i < per_chunk; i++) { w->regions[chunk_first + i] = (char *)map + (size_t)i * (size_t)size; }
+        w->chunk_regions = per_chunk;
     }
     *out = w->regions[region];
     return SQLITE_OK;
@@ -196,7 +226,11 @@ int sf_walindex_close(sf_walindex *w, int delete_flag) {
     if (w->fd < 0) { return SQLITE_OK; }
     // The last user removes the index (the next first user would empty it anyway), so none is
     // left on /dev/shm when a WAL outlives its connections (a read-only last connection).
-    if (ofd_lock(w->fd, F_WRLCK, DMS_BYTE, 1, 0) == 0) { (void)unlink(w->index_path); }
+    struct stat own, named;
+    if (ofd_lock(w->fd, F_WRLCK, DMS_BYTE, 1, 0) == 0 && fstat(w->fd, &own) == 0 && stat(w->index_path, &named) == 0
+        && own.st_dev == named.st_dev && own.st_ino == named.st_ino) {
+        (void)unlink(w->index_path);
+    }
     if (delete_flag && w->guard_fd >= 0 && ofd_lock(w->guard_fd, F_WRLCK, LOCK_BASE, SQLITE_SHM_NLOCK + 1, 0) == 0) {
         (void)unlink(w->guard_path);
     }

@@ -22,6 +22,7 @@ typedef struct sf_walindex {
     char *guard_path;
     int region_count;
     int region_size;
+    int chunk_regions;     // regions per mapping (more than 1 where memory pages are larger)
     void **regions;
 } sf_walindex;
 

@@ -175,12 +175,24 @@ public final class ProtectedDatabase: @unchecked Sendable {
             case .pool:
                 writer = try mapSQLite(path: path) { try DatabasePool(path: path, configuration: config) }
             }
+            upgradeVersionOneWAL(writer, fullPath: fullPath)
             return ProtectedDatabase(path: path, fullPath: fullPath, protection: protection, writer: writer, manager: manager,
                                      lifecycle: lifecycle)
         } catch {
             _ = sf_db_codec_detach(fullPath)
             throw error
         }
+    }
+
+    /// A WAL left by an earlier version (SQLite's checksums in clear: version 1, FORMATS.md) is
+    /// read as it is, but frames appended to it would keep the clear checksums: the first read
+    /// (which recovers the WAL) tells, and a TRUNCATE checkpoint empties it, so the next WAL is
+    /// version 2. A checkpoint that cannot run now (another connection reading) is tried again
+    /// at the next open.
+    static func upgradeVersionOneWAL(_ writer: any DatabaseWriter, fullPath: String) {
+        _ = try? writer.read { try Int.fetchOne($0, sql: "PRAGMA schema_version") }
+        guard sf_db_codec_take_v1_wal(fullPath) != 0 else { return }
+        _ = try? writer.writeWithoutTransaction { try $0.checkpoint(.truncate) }
     }
 
     /// What every connection runs first: the codec check and reserve, the statement guard,

@@ -146,8 +146,9 @@ struct WALChecksumTests {
         try writeFileBytes(try fileBytes(ProtectedDatabase.keyPath(for: path)), ProtectedDatabase.keyPath(for: old))
         let reopened = try ProtectedDatabase.open(at: old, files: files)
         #expect(try reopened.read { try String.fetchAll($0, sql: "SELECT pin FROM secrets ORDER BY pin") } == ["271828", "271829", "271830"])
-        // A checkpoint that restarts the WAL, then a write: the new WAL is version 2.
-        _ = try reopened.writer.writeWithoutTransaction { try $0.checkpoint(.truncate) }
+        // The open checkpointed it away (frames appended to it would carry clear checksums, and
+        // a version 1 WAL put back must not make later commits leak): the next write starts a
+        // version 2 WAL.
         try reopened.write { try $0.execute(sql: "INSERT INTO secrets VALUES ('card 9', '314159')") }
         let fresh = try fileBytes(old + "-wal")
         let freshChain = try Self.clearChain(wal: fresh, key: key)
@@ -236,6 +237,78 @@ struct WALChecksumTests {
         holder.closeInput()
         _ = try holder.wait()
         #expect(try Self.count(path, files, table: "secrets") == 3)
+    }
+
+    /// A connection that recovered the WAL read its first stale frame whole (an earlier WAL's
+    /// frame beyond the restart, whose page still authenticates) and then appends a frame at
+    /// that very offset: that is a new frame, not SQLite rewriting the stale one's checksums.
+    /// Taken for a rewrite, its words were destroyed and a later recovery lost every commit from
+    /// it on. Each commit made after the recovery must survive a kill.
+    @Test func anAppendAtTheFirstStaleFrameIsANewFrame() throws {
+        let fixture = try DatabaseFixture()
+        defer { fixture.cleanup() }
+        let (_, files) = try fixture.setUp()
+        let path = fixture.path("stale.db")
+        let db = try ProtectedDatabase.create(at: path, protection: .completeUnlessOpen, files: files, kind: .queue)
+        try db.write { conn in
+            try conn.execute(sql: "CREATE TABLE hot(id INTEGER PRIMARY KEY, v TEXT)")
+            try conn.execute(sql: "CREATE TABLE other(id INTEGER PRIMARY KEY, v TEXT)")
+        }
+        for index in 0..<30 { try db.write { try $0.execute(sql: "INSERT INTO hot(v) VALUES (?)", arguments: ["hot \(index)"]) } }
+        // Copied to the main file; the next write restarts the WAL over the old frames.
+        _ = try db.writer.writeWithoutTransaction { try $0.checkpoint(.passive) }
+        try db.write { try $0.execute(sql: "INSERT INTO hot(v) VALUES ('after the restart')") }
+        let killed = fixture.path("killed.db")
+        for suffix in ["", "-wal", "-key"] { try writeFileBytes(try fileBytes(path + suffix), killed + suffix) }
+        try db.close()
+        let wal = try fileBytes(killed + "-wal")
+        #expect(wal.count > 32 + 5 * (24 + 4096), "stale frames beyond the restarted WAL")
+
+        // One connection recovers (reading frames whole up to the first stale one), then
+        // commits to the other table: new frames at the stale frames' offsets.
+        // (No read of a page in the WAL in between: the open's first read recovers, then the
+        // writes; the open's own read touches page 1 only.)
+        let recovering = try ProtectedDatabase.open(at: killed, files: files, kind: .queue)
+        for index in 0..<3 { try recovering.write { try $0.execute(sql: "INSERT INTO other(v) VALUES (?)", arguments: ["other \(index)"]) } }
+        let again = fixture.path("again.db")
+        for suffix in ["", "-wal", "-key"] { try writeFileBytes(try fileBytes(killed + suffix), again + suffix) }
+        try recovering.close()
+        let reopened = try ProtectedDatabase.open(at: again, files: files, kind: .queue)
+        #expect(try reopened.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM other") } == 3)
+        #expect(try reopened.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM hot") } == 31)
+        try reopened.close()
+    }
+
+    /// The index is a file on /dev/shm: cleared under open connections (logind's RemoveIPC at
+    /// logout, `rm /dev/shm/*`), a new connection would start a second index of the same WAL
+    /// and both would append at the same offsets. The lock every live index holds on `DB-shm`
+    /// refuses the second; once the first connections close, the database opens again.
+    @Test func aSecondIndexOfTheSameWALIsRefused() throws {
+        let fixture = try DatabaseFixture()
+        defer { fixture.cleanup() }
+        let (_, files) = try fixture.setUp()
+        let path = fixture.path("live.db")
+        let before = Set((try? FileManager.default.contentsOfDirectory(atPath: "/dev/shm")) ?? [])
+        let first = try ProtectedDatabase.create(at: path, protection: .completeUnlessOpen, files: files, kind: .queue)
+        try first.write { try $0.execute(sql: "CREATE TABLE t(v TEXT); INSERT INTO t VALUES ('one')") }
+        let created = Set((try? FileManager.default.contentsOfDirectory(atPath: "/dev/shm")) ?? []).subtracting(before)
+            .filter { $0.hasPrefix("securefoundation-wal-index-") }
+        guard let index = created.first else {
+            // No /dev/shm here: SQLite's own DB-shm is the index, nothing to clear.
+            try first.close()
+            return
+        }
+        #expect(unlink("/dev/shm/" + index) == 0)
+        #expect(throws: ProtectedDatabaseError.self) {
+            let second = try ProtectedDatabase.open(at: path, files: files, kind: .queue)
+            defer { try? second.close() }
+            try second.write { try $0.execute(sql: "INSERT INTO t VALUES ('two')") }
+        }
+        try first.write { try $0.execute(sql: "INSERT INTO t VALUES ('three')") }
+        try first.close()
+        let reopened = try ProtectedDatabase.open(at: path, files: files, kind: .queue)
+        #expect(try reopened.read { try String.fetchAll($0, sql: "SELECT v FROM t ORDER BY rowid") } == ["one", "three"])
+        try reopened.close()
     }
 
     static func count(_ path: String, _ files: ProtectedFiles, table: String) throws -> Int {

@@ -66,6 +66,11 @@ int sf_db_codec_prepare_connection(void *db, const char *full_path, int guard);
 /// diagnostics).
 uint64_t sf_db_codec_tamper_count(void);
 
+/// Whether a version 1 WAL (SQLite's checksums in clear, written before they were masked) of
+/// the database at `full_path` was read since the last call: the caller then checkpoints it
+/// away (TRUNCATE), so that no frame is appended to it in clear. Clears the flag.
+int sf_db_codec_take_v1_wal(const char *full_path);
+
 /// The number of pages a checkpoint copied from the WAL to the main file as ciphertext (no
 /// second encryption) since the process started (for tests and diagnostics).
 uint64_t sf_db_codec_copied_count(void);
