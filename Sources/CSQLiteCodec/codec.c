@@ -86,9 +86,9 @@ typedef struct sf_file {
     // WAL: the frame header SQLite wrote last, held until its page comes (see wal_write).
     int has_pending;
     // WAL: the offset of the whole frame this connection read last and found authentic, with
-    // its header's first 16 bytes; 0 after any other use.
+    // its page number and commit size; 0 after any other use.
     sqlite3_int64 frame_read_offset;
-    uint8_t frame_read_header[16];
+    uint8_t frame_read_header[8];
     sqlite3_int64 pending_offset;
     uint8_t pending_header[WAL_FRAME_HEADER];
     // WAL: the version of the WAL whose header has these salts (WAL_V1, WAL_V2, 0: unknown).
@@ -471,6 +471,8 @@ static int settle(sf_file *f);
 static int x_close(sqlite3_file *file) {
     sf_file *f = (sf_file *)file;
     int rc = settle(f);
+    // The held header carries SQLite's clear checksum words.
+    CCryptoBoringSSL_OPENSSL_cleanse(f->pending_header, sizeof f->pending_header);
     if (f->entry != NULL && f->kind == KIND_MAIN) { sf_walindex_close(&f->index, 0); }
     if (f->real->pMethods != NULL) {
         int close_rc = f->real->pMethods->xClose(f->real);
@@ -785,8 +787,8 @@ static int wal_read(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset) 
     if (unmasked != SQLITE_OK) { memset(out, 0, (size_t)amount); return unmasked; }
     int single_frame = !short_read && amount == WAL_FRAME && offset >= WAL_HEADER && (offset - WAL_HEADER) % WAL_FRAME == 0;
     int single_frame_authentic = 0;
-    uint8_t single_frame_header[16];
-    if (single_frame) { memcpy(single_frame_header, out, 16); }
+    uint8_t single_frame_header[8];
+    if (single_frame) { memcpy(single_frame_header, out, 8); }
     sqlite3_int64 end = offset + amount;
     if (end <= WAL_HEADER) { return rc; }
     sqlite3_int64 first = offset < WAL_HEADER ? 0 : (offset - WAL_HEADER) / WAL_FRAME;
@@ -854,7 +856,7 @@ static int wal_read(sf_file *f, uint8_t *out, int amount, sqlite3_int64 offset) 
     if (rc != SQLITE_OK && rc != SQLITE_IOERR_SHORT_READ) { memset(out, 0, (size_t)amount); return rc; }
     if (single_frame_authentic) {
         f->frame_read_offset = offset;
-        memcpy(f->frame_read_header, single_frame_header, 16);
+        memcpy(f->frame_read_header, single_frame_header, 8);
     }
     return short_read ? SQLITE_IOERR_SHORT_READ : SQLITE_OK;
 }
