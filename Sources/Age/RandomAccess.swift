@@ -125,6 +125,43 @@ public final class AgeRandomAccessReader: Sendable {
         return opened.count
     }
 
+    /// Reads the plaintext from `offset` into `buffer` (as much as fits, fewer bytes at the end of
+    /// the plaintext), with no copy in between: for plaintext that must end up in wipeable memory.
+    /// - Parameters:
+    ///   - offset: The plaintext position, 0 ≤ offset ≤ ``plaintextSize``.
+    ///   - buffer: Where the bytes go.
+    /// - Returns: The number of bytes written into `buffer`, all authenticated.
+    /// - Throws: As ``read(offset:count:)``; on a failure `buffer` is zeroed.
+    public func read(offset: Int64, into buffer: UnsafeMutableRawBufferPointer) throws(AgeError) -> Int {
+        guard offset >= 0, offset <= plaintextSize else {
+            throw AgeError.invalidArgument("offset \(offset) is outside the plaintext (0...\(plaintextSize))")
+        }
+        let end = min(plaintextSize, offset + Int64(buffer.count))
+        var position = offset
+        var written = 0
+        var chunk = [UInt8](repeating: 0, count: PayloadCipher.chunkSize)
+        defer { for i in chunk.indices { chunk[i] = 0 } }
+        do throws(AgeError) {
+            while position < end {
+                let index = position / Int64(PayloadCipher.chunkSize)
+                let length = try readChunk(index, into: &chunk)
+                let start = Int(position - index * Int64(PayloadCipher.chunkSize))
+                let stop = min(length, Int(end - index * Int64(PayloadCipher.chunkSize)))
+                guard stop > start else { break }
+                chunk.withUnsafeBytes { source in
+                    UnsafeMutableRawBufferPointer(rebasing: buffer[written..<(written + stop - start)])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[start..<stop]))
+                }
+                written += stop - start
+                position = index * Int64(PayloadCipher.chunkSize) + Int64(stop)
+            }
+        } catch {
+            if let base = buffer.baseAddress { memset(base, 0, buffer.count) }
+            throw error
+        }
+        return written
+    }
+
     /// Reads up to `count` plaintext bytes starting at `offset`.
     /// - Parameters:
     ///   - offset: The plaintext position, 0 ≤ offset ≤ ``plaintextSize``.

@@ -433,13 +433,11 @@ void sf_db_codec_make_private(const char *path) {
     close(fd);
 }
 
-int sf_db_codec_check_first_page(const char *path, const uint8_t *key, size_t key_len, uint8_t *salt_out) {
-    if (path == NULL || key == NULL || key_len != SF_DB_KEY_SIZE) { return -1; }
+int sf_db_codec_check_page_one(const uint8_t *page_in, size_t len, const uint8_t *key, size_t key_len) {
+    if (page_in == NULL || len != PAGE || key == NULL || key_len != SF_DB_KEY_SIZE) { return -1; }
     uint8_t *page = malloc(PAGE);
     if (page == NULL) { return -1; }
-    int64_t size = 0;
-    if (sf_db_codec_read_start(path, page, PAGE, &size) != SF_DB_OK) { free(page); return -1; }
-    if (salt_out != NULL) { memcpy(salt_out, page, SF_DB_SALT_SIZE); }
+    memcpy(page, page_in, PAGE);
     sf_entry e;
     memset(&e, 0, sizeof e);
     int result = 0;
@@ -449,6 +447,18 @@ int sf_db_codec_check_first_page(const char *path, const uint8_t *key, size_t ke
         wipe_key_locked(&e);
     }
     CCryptoBoringSSL_OPENSSL_cleanse(page, PAGE);
+    free(page);
+    return result;
+}
+
+int sf_db_codec_check_first_page(const char *path, const uint8_t *key, size_t key_len, uint8_t *salt_out) {
+    if (path == NULL || key == NULL || key_len != SF_DB_KEY_SIZE) { return -1; }
+    uint8_t *page = malloc(PAGE);
+    if (page == NULL) { return -1; }
+    int64_t size = 0;
+    if (sf_db_codec_read_start(path, page, PAGE, &size) != SF_DB_OK) { free(page); return -1; }
+    if (salt_out != NULL) { memcpy(salt_out, page, SF_DB_SALT_SIZE); }
+    int result = sf_db_codec_check_page_one(page, PAGE, key, key_len);
     free(page);
     return result;
 }

@@ -343,6 +343,25 @@ public enum SecureFile {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw Failure.system(operation: "open", path: path, errno: errno) }
         defer { close(fd) }
+        return try readAll(fd, path: path, maxLength: maxLength)
+    }
+
+    /// Reads the whole file at `path` as ``read(_:maxLength:)``, with the file's status taken
+    /// just before and just after the read (equal when nothing changed the file meanwhile, within
+    /// the file system's time-stamp granularity).
+    package static func readWithStatus(_ path: String, maxLength: Int) throws(SecureFile.Failure) -> ([UInt8], FileStatus, FileStatus) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw Failure.system(operation: "open", path: path, errno: errno) }
+        defer { close(fd) }
+        let before: FileStatus
+        do { before = try FileCalls.status(fd) } catch { throw Failure(error, path: path) }
+        let bytes = try readAll(fd, path: path, maxLength: maxLength)
+        let after: FileStatus
+        do { after = try FileCalls.status(fd) } catch { throw Failure(error, path: path) }
+        return (bytes, before, after)
+    }
+
+    private static func readAll(_ fd: Int32, path: String, maxLength: Int) throws(SecureFile.Failure) -> [UInt8] {
         var result = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {

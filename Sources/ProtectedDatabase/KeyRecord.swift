@@ -12,6 +12,8 @@ struct KeyRecord {
     static let version: UInt8 = 1
     static let saltSize = 16
     static let keySize = 32
+    /// The largest record: two keys.
+    static let maximumEncodedSize = magic.count + 2 + 2 * (saltSize + keySize)
 
     struct Key {
         var salt: [UInt8]

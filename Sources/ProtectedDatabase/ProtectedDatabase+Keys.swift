@@ -38,12 +38,24 @@ extension ProtectedDatabase {
             throw ProtectedDatabaseError.notProtectedDatabase(path: path, reason: "not a regular file")
         }
         guard linkStatus(keyPath) != nil else { throw ProtectedDatabaseError.notFound(path: path) }
-        let cls = try mapFiles(path: path) { try files.protection(ofItemAt: keyPath) }
-        if let expecting, expecting != cls {
-            throw ProtectedDatabaseError.classMismatch(path: path, expected: expecting, found: cls)
+        // One open and one read of the record, straight into wipeable memory; its class is
+        // checked from the header before any key is used.
+        let (secret, cls) = try mapFiles(path: path) {
+            try files.readSecret(at: keyPath, maxLength: KeyRecord.maximumEncodedSize) { cls in
+                if let expecting, expecting != cls {
+                    throw ProtectedDatabaseError.classMismatch(path: path, expected: expecting, found: cls)
+                }
+            }
         }
-        let record = try readRecord(at: keyPath, path: path, cls: cls, files: files)
-        let (salt, size) = try fileSalt(path)
+        defer { secret.wipe() }
+        guard let record = KeyRecord.decode(secret) else {
+            throw ProtectedDatabaseError.tampered(path: keyPath, reason: "it is a protected file but not a database key record")
+        }
+        // Page 1 is read once: its first 16 bytes are the salt that picks the key, and the
+        // whole page is checked under that key.
+        let (page, size) = try firstPage(path)
+        defer { page.wipe() }
+        let salt = page.withUnsafeBytes { Array($0.prefix(KeyRecord.saltSize)) }
         guard size >= Int64(SF_DB_PAGE_SIZE) else {
             throw ProtectedDatabaseError.notProtectedDatabase(path: path, reason: "the file is shorter than one page (\(size) bytes)")
         }
@@ -52,7 +64,10 @@ extension ProtectedDatabase {
         }
         guard let key = record.keys.first(where: { $0.salt == salt }) else { throw ProtectedDatabaseError.keyMismatch(path: path) }
         let check = key.key.withUnsafeBytes { raw in
-            sf_db_codec_check_first_page(path, raw.bindMemory(to: UInt8.self).baseAddress, raw.count, nil)
+            page.withUnsafeBytes { pageBytes in
+                sf_db_codec_check_page_one(pageBytes.bindMemory(to: UInt8.self).baseAddress, pageBytes.count,
+                                           raw.bindMemory(to: UInt8.self).baseAddress, raw.count)
+            }
         }
         switch check {
         case 1: break
@@ -63,16 +78,6 @@ extension ProtectedDatabase {
         // (which needs the database to itself) keeps the right one before it starts, so no
         // reader ever rewrites the record behind a running rekey.
         return (key, cls, record.keys.count > 1)
-    }
-
-    static func readRecord(at keyPath: String, path: String, cls: FileProtectionClass, files: ProtectedFiles) throws(ProtectedDatabaseError) -> KeyRecord {
-        var bytes = try mapFiles(path: path, cls: cls) { try files.read(at: keyPath) }
-        defer { bytes.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
-        let secret = SecretBytes(copying: bytes)
-        guard let record = KeyRecord.decode(secret) else {
-            throw ProtectedDatabaseError.tampered(path: keyPath, reason: "it is a protected file but not a database key record")
-        }
-        return record
     }
 
     /// Writes the key record atomically: a protected file written at a staging name, synced,
@@ -111,6 +116,21 @@ extension ProtectedDatabase {
         switch result {
         case SF_DB_OK: return (salt, size)
         case SF_DB_BUSY: return ([], size)
+        case SF_DB_NOT_ATTACHED: throw ProtectedDatabaseError.io("cannot open \(path): No such file or directory")
+        default: throw ProtectedDatabaseError.io("cannot open \(path): not a regular file, or it cannot be read")
+        }
+    }
+
+    /// Page 1 of a database file (zeros past the end of a shorter file) and the file's size,
+    /// read once through SQLite's VFS (as ``fileSalt(_:)``).
+    static func firstPage(_ path: String) throws(ProtectedDatabaseError) -> (SecretBytes, Int64) {
+        var size: Int64 = 0
+        var result: Int32 = SF_DB_ERROR
+        let page = SecretBytes(count: Int(SF_DB_PAGE_SIZE)) { buffer in
+            result = sf_db_codec_read_start(path, buffer.bindMemory(to: UInt8.self).baseAddress, buffer.count, &size)
+        }
+        switch result {
+        case SF_DB_OK, SF_DB_BUSY: return (page, size)
         case SF_DB_NOT_ATTACHED: throw ProtectedDatabaseError.io("cannot open \(path): No such file or directory")
         default: throw ProtectedDatabaseError.io("cannot open \(path): not a regular file, or it cannot be read")
         }

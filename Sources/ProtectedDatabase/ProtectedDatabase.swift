@@ -262,6 +262,35 @@ public final class ProtectedDatabase: @unchecked Sendable {
         return try Self.mapSQLiteOnly(path: path, revoked: { self.lifecycle.revoked }) { try writer.write(body) }
     }
 
+    /// What ``verify()`` found in a sound database.
+    public struct Verification: Sendable, Equatable {
+        /// The pages in the database file (SQLite's `page_count`).
+        public let pageCount: Int
+        /// The tables in its schema.
+        public let tableCount: Int
+    }
+
+    /// Reads every page and checks the whole database, in one read transaction: each page
+    /// authenticates under the key (the codec), and SQLite's `integrity_check` finds the
+    /// authenticated pages consistent (no page moved or rolled back from another version).
+    /// - Returns: The page and table counts.
+    /// - Throws: ``ProtectedDatabaseError/tampered(path:reason:)`` with SQLite's first findings
+    ///   when the check fails, and what ``read(_:)`` throws.
+    public func verify() throws(ProtectedDatabaseError) -> Verification {
+        let found: ([String], Int, Int)
+        do {
+            found = try read { db in
+                (try String.fetchAll(db, sql: "PRAGMA integrity_check"),
+                 try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
+                 try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema WHERE type = 'table'") ?? 0)
+            }
+        } catch { throw ProtectedDatabaseError.mapping(error) }
+        guard found.0 == ["ok"] else {
+            throw ProtectedDatabaseError.tampered(path: path, reason: "SQLite's integrity check: " + found.0.prefix(5).joined(separator: "; "))
+        }
+        return Verification(pageCount: found.1, tableCount: found.2)
+    }
+
     /// Whether the connections were revoked (a `FileProtection.complete` database after a lock).
     public var isRevoked: Bool { lifecycle.revoked }
 

@@ -46,7 +46,7 @@ struct ClassKeyEntry: Codable, Equatable {
 /// id and the generation, and the rollback anchor beside the device key holds the highest
 /// generation written, so an older table (or one copied from another vault's home) is refused.
 /// Formats 1 and 2 are read and written as format 3 by the next write.
-struct ClassKeyTableFile: Codable {
+struct ClassKeyTableFile: Codable, Sendable {
     static let currentFormat = 3
     static let readableFormats = 1...3
     /// The most retired pairs kept (a rotation beyond that asks for a re-wrap first).
@@ -111,16 +111,37 @@ struct ClassKeyTable: Sendable {
             }
             throw ProtectedFileError.io("cannot read \(path): \(String(cString: strerror(error.code)))")
         }
-        do { try SecureFile.checkPrivate(path, isDirectory: false) } catch let failure {
-            throw Self.map(failure, path: path)
+        let file: ClassKeyTableFile
+        if let expectingDigest {
+            let bytes: [UInt8]
+            do {
+                try SecureFile.checkPrivate(path, isDirectory: false)
+                bytes = try SecureFile.read(path, maxLength: Self.maximumSize)
+            } catch let failure {
+                throw Self.map(failure, path: path)
+            }
+            if Array(SHA256.hash(data: bytes)) != expectingDigest {
+                throw ProtectedFileError.keyTable("\(path) is not the table the restore authenticated: it was changed after the restored home was put in place; restore again")
+            }
+            file = try Self.parse(bytes, path: path)
+        } else {
+            // Parsed and checked once while the file is unchanged (CheckedFileCache); the anchor
+            // is checked below at every load.
+            do {
+                file = try CheckedFileCache.value(at: path, kind: ClassKeyTableFile.self, maxLength: Self.maximumSize) { bytes, _ in
+                    try SecureFile.checkPrivate(path, isDirectory: false)
+                    return try Self.parse(bytes, path: path)
+                }
+            } catch let failure as SecureFile.Failure {
+                throw Self.map(failure, path: path)
+            }
         }
-        let bytes: [UInt8]
-        do { bytes = try SecureFile.read(path, maxLength: Self.maximumSize) } catch let failure {
-            throw Self.map(failure, path: path)
-        }
-        if let expectingDigest, Array(SHA256.hash(data: bytes)) != expectingDigest {
-            throw ProtectedFileError.keyTable("\(path) is not the table the restore authenticated: it was changed after the restored home was put in place; restore again")
-        }
+        if checkingAnchor { try checkAnchor(found: file.generation ?? 0) }
+        return file
+    }
+
+    /// The table's structure, checked (everything but the rollback anchor and the MACs).
+    static func parse(_ bytes: [UInt8], path: String) throws -> ClassKeyTableFile {
         guard let file = try? JSONDecoder().decode(ClassKeyTableFile.self, from: Data(bytes)) else {
             throw ProtectedFileError.keyTable("\(path) does not parse; restore it from a backup of the data directory")
         }
@@ -137,7 +158,6 @@ struct ClassKeyTable: Sendable {
         } else if file.generation != nil {
             throw ProtectedFileError.keyTable("\(path) has format \(file.format) with a generation, which format \(file.format) does not have: the file was altered")
         }
-        if checkingAnchor { try checkAnchor(found: file.generation ?? 0) }
         var seen = Set<String>()
         for entry in file.entries {
             guard FileProtectionClass(name: entry.name) != nil, seen.insert(entry.name).inserted else {

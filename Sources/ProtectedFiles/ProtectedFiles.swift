@@ -209,6 +209,34 @@ public final class ProtectedFiles: Sendable {
         }
     }
 
+    /// Reads a whole small protected file straight into wipeable memory (one open, one read of
+    /// the header, no plaintext copy left behind), for files that hold keys.
+    /// - Parameters:
+    ///   - path: The protected file.
+    ///   - maxLength: A larger plaintext is refused as not this kind of file.
+    ///   - checkClass: Called with the file's class (from its header) before any key is used:
+    ///     throw to refuse the file (for a class other than the one expected).
+    /// - Returns: The plaintext and the file's class.
+    /// - Throws: What `checkClass` throws, or ``ProtectedFileError``.
+    package func readSecret(at path: String, maxLength: Int,
+                            checkClass: (FileProtectionClass) throws -> Void = { _ in }) throws -> (SecretBytes, FileProtectionClass) {
+        let opened = try Self.typed { try self.open(path) }
+        defer { close(opened.fd) }
+        try checkClass(opened.cls)
+        let identities = try Self.typed { try self.identities(opened.cls, path: path) }
+        defer { HeapScrub.scrubRecentlyFreed(stackDepth: 32) }
+        let secret = try mapAge(path: path, opened.cls) { () throws -> SecretBytes in
+            let reader = try AgeRandomAccessReader(fileDescriptor: opened.fd, identities: identities)
+            guard reader.plaintextSize <= Int64(maxLength) else {
+                throw ProtectedFileError.notProtectedFile(path: path, reason: "it holds \(reader.plaintextSize) bytes, more than the \(maxLength) expected")
+            }
+            return try SecretBytes(count: Int(reader.plaintextSize)) { (buffer) throws(AgeError) in
+                _ = try reader.read(offset: 0, into: buffer)
+            }
+        }
+        return (secret, opened.cls)
+    }
+
     /// Reads a whole protected file as `Data`.
     /// - Parameter path: The protected file.
     /// - Returns: Its plaintext.

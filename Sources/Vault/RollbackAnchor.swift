@@ -49,7 +49,7 @@ public struct RollbackAnchor: Sendable {
     var lockPath: String { path + ".lock" }
 
     /// The file's content.
-    struct Content: Codable, Equatable {
+    struct Content: Codable, Equatable, Sendable {
         var format: String = RollbackAnchor.formatName
         var version: Int = RollbackAnchor.currentVersion
         var vaultID: Data
@@ -59,7 +59,7 @@ public struct RollbackAnchor: Sendable {
         var attempts: Attempts?
     }
 
-    struct Attempts: Codable, Equatable {
+    struct Attempts: Codable, Equatable, Sendable {
         var failures: Int
         var lastFailure: Double
         var uncounted: Int?
@@ -83,14 +83,16 @@ public struct RollbackAnchor: Sendable {
         guard access(path, F_OK) == 0 || errno != ENOENT else { return nil }
         return try VaultError.call {
             try SecureFile.checkPrivate(directory, isDirectory: true)
-            try SecureFile.checkPrivate(path, isDirectory: false)
-            let bytes = try SecureFile.read(path, maxLength: 64 * 1024)
-            let content: Content
-            do { content = try CanonicalEncoding.decode(Content.self, from: bytes) } catch {
-                throw VaultError.corrupted("\(path) is not a rollback anchor: \(error); it lives beside the device key, where only you write: restore it from a backup of that directory")
+            // Parsed and checked once while the file is unchanged (CheckedFileCache).
+            return try CheckedFileCache.value(at: path, kind: Content.self, maxLength: 64 * 1024) { bytes, _ in
+                try SecureFile.checkPrivate(path, isDirectory: false)
+                let content: Content
+                do { content = try CanonicalEncoding.decode(Content.self, from: bytes) } catch {
+                    throw VaultError.corrupted("\(path) is not a rollback anchor: \(error); it lives beside the device key, where only you write: restore it from a backup of that directory")
+                }
+                try check(content)
+                return content
             }
-            try check(content)
-            return content
         }
     }
 
@@ -171,7 +173,11 @@ public struct RollbackAnchor: Sendable {
                 var content = try load() ?? Content(vaultID: vaultID)
                 let before = content
                 let result = try body(&content)
-                if content != before { try SecureFile.writeAtomically(try CanonicalEncoding.encode(content), to: path) }
+                if content != before {
+                    try SecureFile.writeAtomically(try CanonicalEncoding.encode(content), to: path)
+                    // The anchor's directory is the user's own and its writers hold this lock.
+                    CheckedFileCache.keep(content, at: path)
+                }
                 return result
             }
         }

@@ -222,16 +222,18 @@ struct VaultState: Codable, Equatable {
     static func load(directory: String) throws -> VaultState? {
         let path = path(in: directory)
         guard access(path, F_OK) == 0 else { return nil }
-        try SecureFile.checkPrivate(path, isDirectory: false)
-        let bytes = try SecureFile.read(path, maxLength: 4 << 20)
-        let state: VaultState
-        do {
-            state = try CanonicalEncoding.decode(VaultState.self, from: bytes)
-        } catch {
-            throw VaultError.corrupted("\(path) is not a vault state file: \(error)")
+        // Parsed and checked once while the file is unchanged (CheckedFileCache).
+        return try CheckedFileCache.value(at: path, kind: VaultState.self, maxLength: 4 << 20) { bytes, _ in
+            try SecureFile.checkPrivate(path, isDirectory: false)
+            let state: VaultState
+            do {
+                state = try CanonicalEncoding.decode(VaultState.self, from: bytes)
+            } catch {
+                throw VaultError.corrupted("\(path) is not a vault state file: \(error)")
+            }
+            try state.check(path: path)
+            return state
         }
-        try state.check(path: path)
-        return state
     }
 
     /// Structural checks done before any key derivation.

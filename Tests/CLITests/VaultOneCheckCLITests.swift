@@ -78,7 +78,7 @@ struct VaultOneCheckCLITests {
 }
 
 /// Whether inotify works here (Linux, not exhausted).
-private func inotifyAvailable() -> Bool {
+func inotifyAvailable() -> Bool {
     #if os(Linux)
     let fd = inotify_init1(0)
     guard fd >= 0 else { return false }

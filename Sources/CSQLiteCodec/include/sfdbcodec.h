@@ -92,4 +92,9 @@ void sf_db_codec_make_private(const char *path);
 /// is shorter than a page or cannot be read.
 int sf_db_codec_check_first_page(const char *path, const uint8_t *key, size_t key_len, uint8_t *salt_out);
 
+/// Checks that `page` (page 1 as read from the file, `len` = 4096 bytes, left unchanged)
+/// authenticates under `key`: 1 when it does, 0 when it does not, -1 for bad arguments. For a
+/// caller that read the page once for its salt and size (sf_db_codec_read_start).
+int sf_db_codec_check_page_one(const uint8_t *page, size_t len, const uint8_t *key, size_t key_len);
+
 #endif

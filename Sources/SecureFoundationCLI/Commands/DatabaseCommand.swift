@@ -105,16 +105,9 @@ struct DatabaseOpenCommand: ParsableCommand {
         try CLI.run {
             let db = try opening.open(path)
             defer { try? db.close() }
-            let (check, pages, tables) = try db.read { db in
-                (try String.fetchAll(db, sql: "PRAGMA integrity_check"),
-                 try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
-                 try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema WHERE type = 'table'") ?? 0)
-            }
-            guard check == ["ok"] else {
-                throw ProtectedDatabaseError.tampered(path: path, reason: "SQLite's integrity check: " + check.prefix(5).joined(separator: "; "))
-            }
+            let verified = try db.verify()
             try db.close()
-            try VaultCLI.say("ok: \(db.protection.name), \(pages) pages, \(tables) tables")
+            try VaultCLI.say("ok: \(db.protection.name), \(verified.pageCount) pages, \(verified.tableCount) tables")
         }
     }
 }
@@ -172,27 +165,40 @@ struct DatabaseSQLCommand: ParsableCommand {
         try CLI.run {
             let db = try opening.open(path)
             defer { try? db.close() }
-            let output: String = try db.write { db in
-                let prepared: Statement
-                do {
-                    prepared = try db.makeStatement(sql: statement)
-                } catch let error as DatabaseError {
-                    throw ValidationError("the statement is not valid SQL: \(error.message ?? "\(error)")")
-                }
-                if prepared.columnCount == 0 {
-                    try prepared.execute()
-                    return "changes \(db.changesCount)\n"
-                }
-                var text = ""
-                let rows = try Row.fetchCursor(prepared)
-                while let row = try rows.next() {
-                    text += row.databaseValues.map(Self.field).joined(separator: "\t") + "\n"
-                }
-                return text
+            // A statement that only reads runs in a read transaction (no write lock, no WAL
+            // frame); any other in a write transaction of its own.
+            let output: String
+            if let read = try db.read({ db in try Self.prepare(statement, db).isReadonly ? try Self.run(statement, db) : nil }) {
+                output = read
+            } else {
+                output = try db.write { db in try Self.run(statement, db) }
             }
             try db.close()
             try CLI.writeStdout(Array(output.utf8))
         }
+    }
+
+    static func prepare(_ statement: String, _ db: Database) throws -> Statement {
+        do {
+            return try db.makeStatement(sql: statement)
+        } catch let error as DatabaseError {
+            throw ValidationError("the statement is not valid SQL: \(error.message ?? "\(error)")")
+        }
+    }
+
+    /// Runs the statement: its rows, one a line, or `changes N`.
+    static func run(_ statement: String, _ db: Database) throws -> String {
+        let prepared = try prepare(statement, db)
+        if prepared.columnCount == 0 {
+            try prepared.execute()
+            return "changes \(db.changesCount)\n"
+        }
+        var text = ""
+        let rows = try Row.fetchCursor(prepared)
+        while let row = try rows.next() {
+            text += row.databaseValues.map(Self.field).joined(separator: "\t") + "\n"
+        }
+        return text
     }
 
     static func field(_ value: DatabaseValue) -> String {
@@ -309,16 +315,7 @@ struct DatabaseExportKeyCommand: ParsableCommand {
             let key = try ProtectedDatabase.exportKey(at: path, files: files)
             defer { key.wipe() }
             CLI.warn("securefoundation: warning: this key opens \(path) without the vault; keep it secret (SQLCipher: PRAGMA key = \"x'…'\")")
-            let hex = SecretBytes(count: key.count * 2 + 1) { out in
-                key.withUnsafeBytes { raw in
-                    let digits = Array("0123456789abcdef".utf8)
-                    for (index, byte) in raw.enumerated() {
-                        out[2 * index] = digits[Int(byte >> 4)]
-                        out[2 * index + 1] = digits[Int(byte & 0x0F)]
-                    }
-                }
-                out[key.count * 2] = 0x0A
-            }
+            let hex = key.hexEncoded(newline: true)
             defer { hex.wipe() }
             try hex.withUnsafeBytes { bytes in
                 if let output, output != "-" {
@@ -360,7 +357,7 @@ struct DatabaseAdoptCommand: ParsableCommand {
     func run() throws {
         try CLI.run {
             let cls = try ProtectCLI.parseClass(className)
-            let key = try CLIKeyFile.read(keyFile)
+            let key = try KeyFile.read(keyFile)
             defer { key.wipe() }
             let files = try vault.files()
             try ProtectedDatabase.adopt(at: path, key: key, protection: cls, files: files)

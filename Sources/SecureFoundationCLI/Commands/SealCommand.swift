@@ -18,58 +18,11 @@ struct SealKeyOptions: ParsableArguments {
         guard passphraseFile == nil || keyFile == nil else { throw ValidationError("give --passphrase-file or --key-file, not both") }
     }
 
-    /// Loads the key file as a sealing key (``CLIKeyFile/read(_:)``).
+    /// Loads the key file as a sealing key (Cipher's ``KeyFile``: docs/FORMATS.md, "Key files").
     func loadKey() throws -> SealingKey? {
         guard let keyFile else { return nil }
         // The sealing key keeps these bytes (wiped when it goes).
-        return try SealingKey(key: try CLIKeyFile.read(keyFile))
-    }
-}
-
-/// The CLI's 32-byte key files (docs/FORMATS.md, "Key files of the CLI"): exactly 32 raw
-/// bytes (read as they are, so a key ending in 0x0A or 0x0D keeps it), or 64 hex digits (either
-/// case) with at most one trailing newline (`\n` or `\r\n`). `seal`/`open --key-file` and
-/// `db adopt --key-file` read them; `db export-key` writes the hex form.
-enum CLIKeyFile {
-    /// The key, in locked memory.
-    /// - Throws: ``CipherError/io(_:)`` when the file cannot be opened, `CLIFailure` when it is
-    ///   not a key file.
-    static func read(_ keyFile: String) throws -> SecretBytes {
-        let fd = open(keyFile, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw CipherError.io("cannot open \(keyFile): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        let raw = try SecretBytes(readingFrom: fd, maxLength: 1024, trimNewline: false, name: keyFile)
-        defer { raw.wipe() }
-        if raw.count == 32 { return raw.slice(0..<32) }
-        let newline = raw.withUnsafeBytes { bytes -> Bool in
-            switch bytes.count {
-            case 65: return bytes[64] == 0x0A
-            case 66: return bytes[64] == 0x0D && bytes[65] == 0x0A
-            default: return bytes.count == 64
-            }
-        }
-        if (64...66).contains(raw.count) && newline {
-            return try raw.withUnsafeBytes { bytes -> SecretBytes in
-                try SecretBytes(count: 32) { target in
-                    for index in 0..<32 {
-                        guard let high = hexValue(bytes[2 * index]), let low = hexValue(bytes[2 * index + 1]) else {
-                            throw CLIFailure("\(keyFile) is neither 32 raw bytes nor 64 hex digits")
-                        }
-                        target[index] = high << 4 | low
-                    }
-                }
-            }
-        }
-        throw CLIFailure("\(keyFile) holds \(raw.count) bytes; a key file is exactly 32 raw bytes, or 64 hex digits and at most one newline")
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: return c - 0x30
-        case 0x61...0x66: return c - 0x61 + 10
-        case 0x41...0x46: return c - 0x41 + 10
-        default: return nil
-        }
+        return try SealingKey(key: try KeyFile.read(keyFile))
     }
 }
 

@@ -1,0 +1,118 @@
+import Foundation
+
+/// What a small trusted file (the vault's state, its rollback anchor, the protected files' key
+/// table) parsed to and passed its checks with, kept for the process while the file is unchanged,
+/// so that one command, or one request to a long-running agent, reads and checks each such file
+/// once instead of at every property it asks.
+///
+/// A value is reused only when the path still names (`lstat`, no symlink followed) the same
+/// regular file as when it was read: the same device, inode, size, permissions, owner,
+/// modification time and change time. Every writer of these files replaces them atomically (a
+/// new inode), and a change in place or of the permissions moves the change time, which no
+/// process can set back (it is the kernel's clock). Two guards keep that sound:
+/// - the file's status is taken before and after the read; a file that changed meanwhile is used
+///   for this call but not kept;
+/// - a file whose change time is less than ``settleInterval`` before now is not kept (as git's
+///   "racily clean" index entries): a change within the file system's time-stamp granularity
+///   (one clock tick, or a whole second on some file systems) would not move the time stamps.
+///
+/// What a cached value protects against stays what its checks protected against: whoever can
+/// write the data directory can replace the file, which changes its identity, and the value is
+/// then read and checked again. Checks that depend on another file (the rollback anchor) are
+/// made by the caller on every use, from that file's own cached value.
+package enum CheckedFileCache {
+    /// How old (by the change time) a file must be before its value is kept.
+    package static let settleInterval: Double = 2
+
+    /// The identity of one version of a file.
+    struct Stamp: Equatable {
+        var device: UInt64
+        var inode: UInt64
+        var size: Int64
+        var permissions: UInt32
+        var owner: UInt32
+        var modified: FileStatus.Time
+        var changed: FileStatus.Time
+
+        init(_ status: FileStatus) {
+            device = status.device
+            inode = status.inode
+            size = status.size
+            permissions = status.permissions
+            owner = status.owner
+            modified = status.modified
+            changed = status.changed
+        }
+    }
+
+    private struct Entry {
+        var stamp: Stamp
+        var value: any Sendable
+    }
+
+    private final class Store: @unchecked Sendable {
+        let lock = NSLock()
+        var entries: [String: Entry] = [:]
+    }
+
+    private static let store = Store()
+
+    /// The value `parse` made of the file at `path`, from the cache when the file is unchanged.
+    /// - Parameters:
+    ///   - path: The file (an absolute path, or one relative to a directory the process does not
+    ///     leave; the path is the cache's key).
+    ///   - kind: The kind of value (files are cached separately per kind).
+    ///   - maxLength: Larger files are refused (`EFBIG`), as ``SecureFile/read(_:maxLength:)``.
+    ///   - parse: Parses and checks the bytes read (with the file's status as read); its errors
+    ///     pass through, and nothing is kept.
+    /// - Returns: The value.
+    /// - Throws: ``SecureFile/Failure`` for a file that cannot be read; whatever `parse` throws.
+    package static func value<Value: Sendable>(
+        at path: String, kind: Value.Type, maxLength: Int,
+        parse: (_ bytes: [UInt8], _ status: FileStatus) throws -> Value
+    ) throws -> Value {
+        let key = String(describing: kind) + "\u{0}" + path
+        if let current = try? FileCalls.linkStatus(path), current.kind == .regular {
+            let stamp = Stamp(current)
+            let cached: (any Sendable)? = store.lock.withLock {
+                guard let entry = store.entries[key], entry.stamp == stamp else { return nil }
+                return entry.value
+            }
+            if let value = cached as? Value { return value }
+        }
+        let (bytes, before, after) = try SecureFile.readWithStatus(path, maxLength: maxLength)
+        let value: Value
+        do { value = try parse(bytes, after) } catch {
+            forget(path: path, kind: kind)
+            throw error
+        }
+        let stamp = Stamp(after)
+        let changed = Double(after.changed.seconds) + Double(after.changed.nanoseconds) / 1e9
+        if Stamp(before) == stamp, changed + settleInterval <= Date().timeIntervalSince1970 {
+            store.lock.withLock { store.entries[key] = Entry(stamp: stamp, value: value) }
+        } else {
+            forget(path: path, kind: kind)
+        }
+        return value
+    }
+
+    /// Keeps `value` as what the file at `path` holds now: for a writer that has just replaced
+    /// the file with the bytes of `value`, under a lock that every writer of the file takes, in
+    /// a directory that only the user writes (so no one changes the file in place within the
+    /// time-stamp granularity, which ``settleInterval`` guards against for files read).
+    package static func keep<Value: Sendable>(_ value: Value, at path: String) {
+        let key = String(describing: Value.self) + "\u{0}" + path
+        guard let current = try? FileCalls.linkStatus(path), current.kind == .regular else {
+            forget(path: path, kind: Value.self)
+            return
+        }
+        store.lock.withLock { store.entries[key] = Entry(stamp: Stamp(current), value: value) }
+    }
+
+    /// Drops what is kept for `path` (a writer of this process calls it after replacing the file;
+    /// the new identity alone would do, this frees the memory at once).
+    package static func forget<Value>(path: String, kind: Value.Type) {
+        let key = String(describing: kind) + "\u{0}" + path
+        _ = store.lock.withLock { store.entries.removeValue(forKey: key) }
+    }
+}
