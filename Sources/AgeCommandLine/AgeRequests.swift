@@ -148,9 +148,6 @@ package struct EncryptRequest: Equatable, AgeRequest {
         if !usesPassphrase && !hasRecipients {
             throw UsageError("give at least one -r RECIPIENT, -R FILE, -i IDENTITY_FILE, -j PLUGIN, -p or --passphrase-file")
         }
-        if passphrase && passphraseFile != nil {
-            throw UsageError("give -p or --passphrase-file, not both")
-        }
         if passphraseFile == "-" && (input == nil || input == "-") {
             throw UsageError("stdin cannot hold both the passphrase and the input")
         }

@@ -187,7 +187,11 @@ package enum CLI {
             }
             return secret
         }
-        return try readPassphrase(prompt: prompt, confirm: confirm)
+        do {
+            return try readPassphrase(prompt: prompt, confirm: confirm)
+        } catch is Terminal.NoTerminal {
+            throw Terminal.NoTerminal(option: option, what: what)
+        }
     }
 }
 
@@ -198,8 +202,19 @@ package enum CLI {
 /// read, and only where the signal had its default action) restores them and then dies of the
 /// same signal.
 package enum Terminal {
+    /// No terminal to read a secret from (a usage error, exit 64): the message names the option
+    /// that gives the secret from a file, when the caller knows it.
     package struct NoTerminal: Error, CustomStringConvertible {
-        package var description: String { "no terminal to read a secret from; give it with a file option (for example --passphrase-file)" }
+        package var option: String?
+        package var what: String
+        package init(option: String? = nil, what: String = "secret") {
+            self.option = option
+            self.what = what
+        }
+        package var description: String {
+            if let option { return "no terminal to read the \(what) from; give it with \(option) FILE (`-` for standard input)" }
+            return "no terminal to read a secret from; give it with the command's file option (see --help)"
+        }
     }
 
     /// The signals that end the process while echo is off.

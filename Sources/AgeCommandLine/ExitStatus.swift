@@ -102,7 +102,7 @@ extension ExitStatus {
     /// The row for `error` (see ``exitCode(of:otherwise:)``).
     package static func status(of error: any Error, otherwise: (any Error) -> ExitStatus) -> ExitStatus {
         switch error {
-        case is UsageError: return .usage
+        case is UsageError, is Terminal.NoTerminal: return .usage
         case let error as AgeError: return status(of: error, otherwise: otherwise)
         case let error as CipherError: return status(of: error)
         case is SecureFile.Failure: return .io
@@ -131,7 +131,9 @@ extension ExitStatus {
 
     package static func status(of error: CipherError) -> ExitStatus {
         switch error {
-        case .tampered, .truncated, .unknownVersion: return .damaged
+        // A header whose parameters are out of range or unknown was altered (or comes from
+        // elsewhere): damaged data, as a failing tag in key mode.
+        case .tampered, .truncated, .unknownVersion, .kdfParametersTooWeak, .kdfParametersTooExpensive, .unsupportedAlgorithm: return .damaged
         case .wrongKey: return .wrongSecret
         case .io: return .io
         default: return .failure

@@ -49,6 +49,9 @@ struct SecureFoundationCommand: AsyncParsableCommand {
         ]
     )
 
+    /// One prefix for every error, the parser's own included (which would say "Error: ").
+    static var _errorPrefix: String { "securefoundation: error: " }
+
     /// This build's version (docs/CLI.md, "Version"): set by the build through
     /// `SECUREFOUNDATION_VERSION` (scripts/build-release: `git describe`), else 0.0.0-dev.
     static var version: String { String(cString: securefoundation_build_version()) }

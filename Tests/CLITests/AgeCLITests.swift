@@ -111,8 +111,11 @@ struct AgeCLITests {
         let both = try Self.run(["encrypt", "-R", "-"], stdin: Array(recipient.utf8))
         #expect(both.status == 64 && both.stderr.contains("stdin cannot hold both the recipients"))
         try "pass phrase\n".write(toFile: dir + "/pass.txt", atomically: true, encoding: .utf8)
-        let conflicting = try Self.run(["encrypt", "-p", "--passphrase-file", dir + "/pass.txt", dir + "/plain"])
-        #expect(conflicting.status == 64 && conflicting.stderr.contains("give -p or --passphrase-file, not both"))
+        // -p with a file: the passphrase comes from the file (as age's -p reads it from a terminal).
+        let withFile = try Self.run(["encrypt", "-p", "--passphrase-file", dir + "/pass.txt", "-o", dir + "/p.age", dir + "/plain"])
+        #expect(withFile.status == 0, "\(withFile.stderr)")
+        let opened = try Self.run(["decrypt", "--passphrase-file", dir + "/pass.txt", dir + "/p.age"])
+        #expect(opened.status == 0 && opened.stdout == plaintext, "\(opened.stderr)")
         // An empty passphrase file is a run-time error: the message alone, no usage text.
         try Data().write(to: URL(fileURLWithPath: dir + "/empty.txt"))
         let empty = try Self.run(["encrypt", "--passphrase-file", dir + "/empty.txt", "-o", dir + "/e.age", dir + "/plain"])

@@ -175,8 +175,8 @@ import Cipher
         // setsid detaches from any controlling terminal, as in CI.
         if let setsid = CLIRunner.which("setsid") {
             let noTTY = try CLIRunner.runTool(setsid, ["-w", CLIRunner.executable, "open"], stdin: [1, 2, 3])
-            #expect(noTTY.status == 1)
-            #expect(noTTY.stderr.contains("no terminal"))
+            #expect(noTTY.status == 64)
+            #expect(noTTY.stderr.contains("no terminal to read the passphrase from; give it with --passphrase-file FILE"), "\(noTTY.stderr)")
         }
     }
 

@@ -183,11 +183,47 @@ struct JSONOutputCLITests {
         #expect(!pin.text.contains(body))
     }
 
-    @Test func agentStatusWithoutAnAgentPrintsNothing() throws {
+    @Test func agentStatusWithoutAnAgent() throws {
         let setup = try Setup()
-        // No agent: exit 7 and nothing on standard output.
+        // No agent: exit 7, and the answer as JSON on standard output for scripts.
         let none = try CLIRunner.run(["agent", "status", "--json", "--home", setup.scratch.path + "/home"])
-        #expect(none.status == 7)
-        #expect(none.stdout.isEmpty)
+        #expect(none.status == 7, "\(none.stderr)")
+        let object = try Self.object(none)
+        #expect(object["running"] as? Bool == false)
+        #expect((object["socket"] as? String)?.hasSuffix(".sock") == true || object["socket"] is String, "\(object)")
+    }
+
+    @Test func hashDatabaseStatusAndTLSListings() throws {
+        let setup = try Setup()
+        let file = try setup.scratch.file("data", Array("abc".utf8))
+        let hashed = try CLIRunner.run(["hash", "--json", file, setup.scratch.path + "/missing"])
+        #expect(hashed.status == 1)
+        let digests = try Self.object(hashed)
+        #expect(digests["algorithm"] as? String == "sha256")
+        let files = try #require(digests["files"] as? [[String: Any]])
+        #expect(files.count == 2)
+        #expect(files.first?["digest"] as? String == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(files.last?["path"] as? String == setup.scratch.path + "/missing" && files.last?["error"] is String)
+        #expect(try CLIRunner.run(["hash", "--json", "--check", file]).status == 64)
+
+        #expect(try setup.run(["vault", "init", "--passcode-file", setup.pin]).status == 0)
+        let db = setup.scratch.path + "/app.db"
+        #expect(try setup.run(["db", "create", db, "--class", "completeUnlessOpen"]).status == 0)
+        let status = try Self.object(try setup.run(["db", "status", db, "--json"]))
+        #expect(status["class"] as? String == "completeUnlessOpen")
+        #expect((status["pages"] as? Int ?? 0) >= 1)
+        #expect(status["walBytes"] is Int)
+        #expect((status["salt"] as? String)?.count == 32)
+
+        let empty = try Self.object(try setup.run(["tls", "list", "--json", "--passcode-file", setup.pin]))
+        #expect((empty["items"] as? [Any])?.isEmpty == true)
+        #expect(empty["unreadable"] as? Int == 0)
+        #expect(try setup.run(["tls", "ca", "init", "--common-name", "Home CA", "--passcode-file", setup.pin]).status == 0)
+        let listed = try Self.object(try setup.run(["tls", "list", "--json", "--passcode-file", setup.pin]))
+        let items = try #require(listed["items"] as? [[String: Any]])
+        #expect(!items.isEmpty && items.allSatisfy { $0["kind"] is String && $0["label"] is String && $0["accessibility"] is String }, "\(items)")
+        let keys = try Self.object(try setup.run(["tls", "keys", "--json", "--passcode-file", setup.pin]))
+        let entries = try #require(keys["keys"] as? [[String: Any]])
+        #expect(!entries.isEmpty && entries.allSatisfy { $0["location"] as? String == "keychain" }, "\(entries)")
     }
 }

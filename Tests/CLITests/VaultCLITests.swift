@@ -285,9 +285,13 @@ struct VaultCLITests {
         let ws = try Workspace()
         #expect(try ws.vault(["init", "--question", "Pet?"]).status == 64)
         #expect(try ws.vault(["unlock", "--passcode-file", "a", "--answers-file", "b"]).status == 64)
-        let noTTY = try ws.vault(["init"])
-        #expect(noTTY.status == 1)
-        #expect(noTTY.stderr.contains("no terminal"))
+        // No terminal and no --passcode-file: a usage error that names the option, and nothing
+        // is created (no data directory, lock or device key).
+        let fresh = try ScratchDirectory()
+        let noTTY = try CLIRunner.run(["vault", "init", "--home", fresh.path + "/home", "--device-key", fresh.path + "/config/device.key"])
+        #expect(noTTY.status == 64)
+        #expect(noTTY.stderr.contains("no terminal to read the passcode from; give it with --passcode-file FILE"), "\(noTTY.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: fresh.path).isEmpty)
         let help = try ws.vault(["unlock", "--help"])
         #expect(help.stdout.contains("Exit status: 0 unlocked, 3 wrong passcode, answers or token PIN"))
     }

@@ -47,7 +47,7 @@ struct EncryptCommand: ParsableCommand {
     @Flag(name: [.customShort("p"), .customLong("passphrase")], help: "Encrypt with a passphrase read from the terminal (scrypt, N = 2^18).")
     var passphrase = false
 
-    @Option(name: .customLong("passphrase-file"), help: "Encrypt with the passphrase in this file (`-` for stdin; one trailing newline dropped).")
+    @Option(name: .customLong("passphrase-file"), help: "Encrypt with the passphrase in this file (`-` for stdin; one trailing newline dropped); with or without -p.")
     var passphraseFile: String?
 
     @Flag(name: [.customShort("a"), .customLong("armor")], help: "Write PEM-armored text instead of binary.")

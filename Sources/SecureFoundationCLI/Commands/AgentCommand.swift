@@ -309,7 +309,14 @@ struct AgentStatusCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            let status = try socket.client.status()
+            let status: AgentStatus
+            do {
+                status = try socket.client.status()
+            } catch AgentError.notRunning(let path) where json {
+                // Scripts read the answer from standard output; the status (7) still tells.
+                try JSONOutput.write(NotRunningJSON(socket: path))
+                throw AgentError.notRunning(socket: path)
+            }
             if json {
                 try JSONOutput.write(StatusJSON(status: status))
             } else {
@@ -320,17 +327,26 @@ struct AgentStatusCommand: ParsableCommand {
 }
 
 extension AgentStatusCommand {
-    /// The agent's status object with the schema's `"version": 1` beside its fields.
+    /// The agent's status object with `"running": true` and the schema's `"version": 1`
+    /// beside its fields.
     struct StatusJSON: Encodable {
         var status: AgentStatus
 
-        enum Key: String, CodingKey { case version }
+        enum Key: String, CodingKey { case running, version }
 
         func encode(to encoder: any Encoder) throws {
             try status.encode(to: encoder)
             var container = encoder.container(keyedBy: Key.self)
+            try container.encode(true, forKey: .running)
             try container.encode(JSONOutput.schemaVersion, forKey: .version)
         }
+    }
+
+    /// `agent status --json` with no agent: `{"running": false, "socket": PATH, "version": 1}`.
+    struct NotRunningJSON: Encodable {
+        var running = false
+        var socket: String
+        var version = JSONOutput.schemaVersion
     }
 }
 

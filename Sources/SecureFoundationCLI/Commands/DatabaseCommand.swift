@@ -128,12 +128,31 @@ struct DatabaseStatusCommand: ParsableCommand {
     @Argument(help: "The database file.")
     var path: String
 
+    @Flag(name: .customLong("json"), help: "Print the status as JSON (CLI.md, \"JSON output\").")
+    var json = false
+
+    /// `db status --json`: `{"class", "pages", "salt", "version": 1, "walBytes"}`.
+    struct StatusJSON: Encodable {
+        var protection: String
+        var pages: Int
+        var walBytes: Int64
+        var salt: String
+        var version = JSONOutput.schemaVersion
+
+        enum CodingKeys: String, CodingKey { case protection = "class", pages, walBytes, salt, version }
+    }
+
     @OptionGroup var vault: ProtectVaultOptions
 
     func run() throws {
         try CLI.run {
             let files = try vault.files()
             let status = try ProtectedDatabase.status(at: path, files: files)
+            if json {
+                try JSONOutput.write(StatusJSON(protection: status.protection.name, pages: status.pageCount,
+                                                walBytes: status.walSize, salt: status.salt))
+                return
+            }
             try VaultCLI.say("class \(status.protection.name)\npages \(status.pageCount)\nwal \(status.walSize) bytes\nsalt \(status.salt)")
         }
     }

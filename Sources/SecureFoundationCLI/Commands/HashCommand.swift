@@ -49,6 +49,9 @@ struct HashCommand: ParsableCommand {
     @Flag(help: "With --check: print nothing; the exit status alone tells.")
     var status = false
 
+    @Flag(name: .customLong("json"), help: "Print the digests as JSON (CLI.md, \"JSON output\"): each file with its digest or its error.")
+    var json = false
+
     @Argument(help: "Files to hash (with --check: lists to check); `-` or none for standard input.")
     var files: [String] = []
 
@@ -56,21 +59,42 @@ struct HashCommand: ParsableCommand {
         if !check && (quiet || status) {
             throw ValidationError("--quiet and --status apply only with --check.")
         }
+        if check && json { throw ValidationError("--json applies to digests, not to --check (whose exit status tells).") }
     }
 
     func run() throws {
         if check { return try runCheck() }
         var failed = false
+        var entries: [FileJSON] = []
         for name in files.isEmpty ? ["-"] : files {
             do {
                 let digest = try compute(name)
-                print(Self.sumLine(hex: Encoding.hex(digest), name: name))
+                if json {
+                    entries.append(FileJSON(path: name, digest: Encoding.hex(digest)))
+                } else {
+                    print(Self.sumLine(hex: Encoding.hex(digest), name: name))
+                }
             } catch {
                 CLI.warn("securefoundation: \(name): \(CLI.describe(error))")
+                if json { entries.append(FileJSON(path: name, error: CLI.describe(error))) }
                 failed = true
             }
         }
+        if json { try CLI.run { try JSONOutput.write(ListJSON(algorithm: algorithm.rawValue, files: entries)) } }
         if failed { throw ExitCode(1) }
+    }
+
+    /// `hash --json`: `{"algorithm": A, "files": [{"path": P, "digest": HEX} or {"path": P, "error": E}], "version": 1}`.
+    struct ListJSON: Encodable {
+        var algorithm: String
+        var files: [FileJSON]
+        var version = JSONOutput.schemaVersion
+    }
+
+    struct FileJSON: Encodable {
+        var path: String
+        var digest: String?
+        var error: String?
     }
 
     // MARK: - Lines in sha256sum's format

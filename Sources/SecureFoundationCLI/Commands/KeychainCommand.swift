@@ -40,7 +40,17 @@ struct KeychainStoreOptions: ParsableArguments {
     /// Opens the crypto manager (unlocking it when a passcode file is given) and its keychain.
     /// Without a passcode file it stays locked: always items open, and a running agent that
     /// holds the vault unlocked serves the other classes' keys.
-    func open() throws -> Keychain {
+    /// - Parameter readOnly: The command only reads or deletes: in a data directory that holds
+    ///   neither a vault nor a keychain, nothing is created (no directory, lock, keychain or
+    ///   device key) and the command fails with ``VaultError/notSetUp`` (exit 5).
+    func open(readOnly: Bool = false) throws -> Keychain {
+        if readOnly {
+            let directory = home.directory
+            let exists = { (name: String) in access(directory + "/" + name, F_OK) == 0 || errno != ENOENT }
+            if !exists("vault.state") && !exists("keychain.sqlite") {
+                throw exists("erased") ? VaultError.erased : VaultError.notSetUp
+            }
+        }
         let manager = try home.manager()
         try VaultCLI.unlock(manager, passcodeFile: passcodeFile, withoutFile: .stayLocked)
         return try Keychain(manager: manager)
@@ -265,7 +275,7 @@ struct FindGenericPassword: ParsableCommand {
     func run() throws {
         try CLI.run {
             let minimum = try minimumAccessibility.map { try KeychainCommand.accessibility($0) }
-            let keychain = try store.open()
+            let keychain = try store.open(readOnly: true)
             let query = KeychainQuery(service: service, account: account, minimumAccessibility: minimum, limit: .one,
                                       returning: json && passwordOnly ? [.attributes, .data] : passwordOnly ? .data : .attributes)
             guard let match = try keychain.copyMatching(query).first else {
@@ -329,7 +339,7 @@ struct DeleteGenericPassword: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            let keychain = try store.open()
+            let keychain = try store.open(readOnly: true)
             try keychain.deletePassword(forService: service, account: account)
             try keychain.flush()
             CLI.warn("password has been deleted.")
@@ -378,7 +388,7 @@ struct DumpKeychain: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            let keychain = try store.open()
+            let keychain = try store.open(readOnly: true)
             let listing = try keychain.listing()
             if json {
                 try JSONOutput.write(ListingJSON(

@@ -311,9 +311,31 @@ struct TLSListCommand: ParsableCommand {
 
     @OptionGroup var store: KeychainStoreOptions
 
+    @Flag(name: .customLong("json"), help: "Print the items as JSON (CLI.md, \"JSON output\"): kind, label, accessibility, summary; the count not readable now.")
+    var json = false
+
+    /// `tls list --json`: `{"items": [{"accessibility", "kind", "label", "summary"}], "unreadable": N, "version": 1}`.
+    struct ListJSON: Encodable {
+        struct Item: Encodable {
+            var kind: String
+            var label: String
+            var accessibility: String
+            var summary: String?
+        }
+        var items: [Item]
+        var unreadable: Int
+        var version = JSONOutput.schemaVersion
+    }
+
     func run() throws {
         try CLI.run {
             let listing = try IdentityStore(keychain: try store.open()).list()
+            if json {
+                try JSONOutput.write(ListJSON(items: listing.items.map {
+                    ListJSON.Item(kind: "\($0.kind)", label: $0.label, accessibility: $0.accessibility.name, summary: $0.summary)
+                }, unreadable: listing.unreadable))
+                return
+            }
             var text = ""
             for item in listing.items {
                 text += "\(item.kind)\t\(item.label)\t\(item.accessibility.name)\t\(item.summary ?? "-")\n"
@@ -357,6 +379,28 @@ struct TLSKeysCommand: ParsableCommand {
     @Flag(name: .customLong("pkcs11-only"), help: "List the token's keys only, not the keychain's.")
     var pkcs11Only = false
 
+    @Flag(name: .customLong("json"), help: "Print the keys as JSON (CLI.md, \"JSON output\"), one object per key with the fields of the text form.")
+    var json = false
+
+    /// `tls keys --json`: `{"keys": [KEY], "unreadable": N, "version": 1}`; a KEY has
+    /// `location` (keychain, tpm, pkcs11), `kind`, and `label`, `accessibility`, `keyAt` (the
+    /// TPM or token location of an identity's key) or `uri`, `sensitive`, `extractable`.
+    struct KeysJSON: Encodable {
+        struct Key: Encodable {
+            var location: String
+            var kind: String
+            var label: String?
+            var accessibility: String?
+            var keyAt: String?
+            var uri: String?
+            var sensitive: Bool?
+            var extractable: Bool?
+        }
+        var keys: [Key]
+        var unreadable: Int
+        var version = JSONOutput.schemaVersion
+    }
+
     func validate() throws {
         if pkcs11Only && hardware.module == nil { throw ValidationError("--pkcs11-only needs --module") }
     }
@@ -364,12 +408,16 @@ struct TLSKeysCommand: ParsableCommand {
     func run() throws {
         try CLI.run {
             var text = ""
+            var keys: [KeysJSON.Key] = []
+            var unreadable = 0
             if !pkcs11Only {
                 let identities = IdentityStore(keychain: try store.open())
                 let listing = try identities.list()
                 for item in listing.items where item.kind == .privateKey || item.kind == .identity {
                     // The record says where the key is; a record that cannot be read now (locked) is listed as kept.
                     let location = item.kind == .identity ? (try? identities.hardwareKeyLocation(label: item.label)) ?? nil : nil
+                    keys.append(KeysJSON.Key(location: location?.hasPrefix("tpm:") == true ? "tpm" : "keychain", kind: "\(item.kind)",
+                                             label: item.label, accessibility: item.accessibility.name, keyAt: location))
                     if let location, location.hasPrefix("tpm:") {
                         text += "tpm\t\(item.kind)\t\(item.label)\t\(item.accessibility.name)\t\(location)\n"
                     } else {
@@ -377,6 +425,7 @@ struct TLSKeysCommand: ParsableCommand {
                             + (location.map { "\tkey at \($0)" } ?? "") + "\n"
                     }
                 }
+                unreadable = listing.unreadable
                 if listing.unreadable > 0 {
                     CLI.warn("\(listing.unreadable) keychain item(s) could not be read (vault locked, or damaged); give --passcode-file to list them")
                 }
@@ -388,8 +437,11 @@ struct TLSKeysCommand: ParsableCommand {
                     let flags = [key.sensitive == true ? "sensitive" : "not-sensitive",
                                  key.extractable == false ? "not-extractable" : "extractable"].joined(separator: ",")
                     text += "pkcs11\t\(key.keyType)\t\(key.uri)\t\(flags)\n"
+                    keys.append(KeysJSON.Key(location: "pkcs11", kind: "\(key.keyType)", uri: "\(key.uri)",
+                                             sensitive: key.sensitive, extractable: key.extractable))
                 }
             }
+            if json { return try JSONOutput.write(KeysJSON(keys: keys, unreadable: unreadable)) }
             try CLI.writeStdout(Array(text.utf8))
         }
     }

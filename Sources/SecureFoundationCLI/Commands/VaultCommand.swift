@@ -94,6 +94,12 @@ struct VaultInitCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
+            // The secrets first: without them (no terminal, an empty file) nothing is created.
+            guard access(home.directory + "/vault.state", F_OK) != 0 else { throw VaultError.alreadySetUp }
+            let passcode = noPasscode ? nil : try VaultCLI.passcode(file: passcodeFile, prompt: "New passcode: ", confirm: true)
+            defer { passcode?.wipe() }
+            let answers = try answersFile.map { try VaultCLI.readAnswers($0) } ?? []
+            defer { answers.forEach { $0.wipe() } }
             var manager = try home.manager(policy: policy)
             guard try !manager.isSetUp else { throw VaultError.alreadySetUp }
             var record: DeviceKeyRecord?
@@ -108,10 +114,6 @@ struct VaultInitCommand: ParsableCommand {
                 record = installed
                 manager = try home.manager(policy: policy, provider: installed.provider(filePath: home.deviceKey))
             }
-            let passcode = noPasscode ? nil : try VaultCLI.passcode(file: passcodeFile, prompt: "New passcode: ", confirm: true)
-            defer { passcode?.wipe() }
-            let answers = try answersFile.map { try VaultCLI.readAnswers($0) } ?? []
-            defer { answers.forEach { $0.wipe() } }
             if let passcode { try manager.storeTemporaryPasscode(passcode) }
             if !questions.isEmpty { try manager.storeTemporarySecurityQuestions(questions, answers: answers, threshold: threshold) }
             try manager.finalize()
