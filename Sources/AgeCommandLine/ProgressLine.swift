@@ -53,6 +53,24 @@ package final class ProgressLine: @unchecked Sendable {
         return try body { value in line.condition.withLock { line.done = value } }
     }
 
+    /// As ``run(_:total:_:)``, for asynchronous work (a transfer): the callback may be called
+    /// from any task.
+    package static func run<T>(_ label: String, total: Int64? = nil,
+                               _ body: (_ report: @escaping @Sendable (Int64) -> Void) async throws -> T) async rethrows -> T {
+        guard enabled else { return try await body { _ in } }
+        let line = ProgressLine(label: label, total: total.flatMap { $0 > 0 ? $0 : nil })
+        let delay = delay
+        currentLock.withLock { current = line }
+        if delay == 0 { line.condition.withLock { line.draw() } }
+        let thread = Thread { line.loop(delay: delay) }
+        thread.start()
+        defer {
+            line.finish()
+            currentLock.withLock { if current === line { current = nil } }
+        }
+        return try await body { value in line.condition.withLock { line.done = value } }
+    }
+
     /// Clears the line before a message is written to standard error (it is drawn again later).
     package static func clearForMessage() {
         guard let line = currentLock.withLock({ current }) else { return }

@@ -105,9 +105,16 @@ public enum Hashing {
     ///   - fd: An open descriptor, read from its current offset; not closed.
     /// - Returns: The digest.
     /// - Throws: ``CipherError/io(_:)``.
-    public static func digest(_ algorithm: HashAlgorithm, ofFileDescriptor fd: Int32) throws(CipherError) -> [UInt8] {
+    public static func digest(_ algorithm: HashAlgorithm, ofFileDescriptor fd: Int32,
+                              progress: ((Int64) -> Void)? = nil) throws(CipherError) -> [UInt8] {
+        try digest(algorithm, ofFileDescriptor: fd, named: "descriptor \(fd)", progress: progress)
+    }
+
+    /// As ``digest(_:ofFileDescriptor:progress:)``, with the name errors give the input.
+    package static func digest(_ algorithm: HashAlgorithm, ofFileDescriptor fd: Int32, named name: String,
+                               progress: ((Int64) -> Void)?) throws(CipherError) -> [UInt8] {
         var hasher = IncrementalDigest(algorithm)
-        try feed(&hasher, from: fd, name: "descriptor \(fd)")
+        try feed(&hasher, from: fd, name: name, progress: progress)
         return hasher.finalize()
     }
 
@@ -173,9 +180,11 @@ public enum Hashing {
         try feed(&hasher, from: fd, name: path)
     }
 
-    static func feed(_ hasher: inout IncrementalDigest, from fd: Int32, name: String) throws(CipherError) {
+    static func feed(_ hasher: inout IncrementalDigest, from fd: Int32, name: String,
+                     progress: ((Int64) -> Void)? = nil) throws(CipherError) {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
         defer { buffer.deallocate() }
+        var total: Int64 = 0
         while true {
             let n = read(fd, buffer.baseAddress!, chunkSize)
             if n < 0 {
@@ -184,6 +193,8 @@ public enum Hashing {
             }
             if n == 0 { break }
             hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            total += Int64(n)
+            progress?(total)
         }
     }
 
@@ -230,9 +241,16 @@ public enum Hashing {
         ///   - fd: An open descriptor, read from its current offset; not closed.
         /// - Returns: The digest.
         /// - Throws: ``CipherError/io(_:)`` on a read error.
-        public static func digest(_ algorithm: Algorithm, ofFileDescriptor fd: Int32) throws(CipherError) -> [UInt8] {
+        public static func digest(_ algorithm: Algorithm, ofFileDescriptor fd: Int32,
+                                  progress: ((Int64) -> Void)? = nil) throws(CipherError) -> [UInt8] {
+            try digest(algorithm, ofFileDescriptor: fd, named: "descriptor \(fd)", progress: progress)
+        }
+
+        /// As ``digest(_:ofFileDescriptor:progress:)``, with the name errors give the input.
+        package static func digest(_ algorithm: Algorithm, ofFileDescriptor fd: Int32, named name: String,
+                                   progress: ((Int64) -> Void)?) throws(CipherError) -> [UInt8] {
             var hasher = IncrementalDigest(insecure: algorithm)
-            try Hashing.feed(&hasher, from: fd, name: "descriptor \(fd)")
+            try Hashing.feed(&hasher, from: fd, name: name, progress: progress)
             return hasher.finalize()
         }
     }

@@ -27,6 +27,7 @@ struct AgeFastPathTests {
         lines.append(["plain", "--armor", "--recipient", recipient, "--output", "x.age"])
         lines.append(["-R", "-", "in"])
         lines.append(["-e", "-r", recipient, "-a", "in"])
+        lines.append(["-p", "--passphrase-file", "pass.txt", "plain"])
         return lines
     }
 
@@ -114,7 +115,7 @@ struct AgeFastPathTests {
             ["encrypt", "-r", r, "plain", "other"], ["encrypt", "-r", r, "--no-such-flag", "plain"], ["encrypt", "-r"],
             ["encrypt", "-r", r, "-o", "-x", "plain"], ["encrypt", "-r", "", "plain"], ["encrypt", "-r", r, "-i"], ["encrypt", "-i", "-", "-R", "-", "plain"], ["encrypt", "-i", "-"],
             // What validate() refuses: reported with the usage by the parser.
-            ["encrypt", "-p", "-r", r, "plain"], ["encrypt", "-p", "--passphrase-file", "p.txt", "plain"],
+            ["encrypt", "-p", "-r", r, "plain"],
             ["encrypt", "--passphrase-file", "-"], ["encrypt", "-R", "-"], ["encrypt", "-R", "-", "-R", "-", "plain"],
             ["decrypt", "--passphrase-file", "-"], ["decrypt", "-i", "-", "--passphrase-file", "-", "f.age"],
             ["decrypt", "-r", r, "f.age"], ["decrypt", "--version"], ["--version"], ["keygen"], [],

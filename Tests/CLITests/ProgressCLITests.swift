@@ -58,6 +58,32 @@ struct ProgressCLITests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: setup.scratch.path + "/back.bin")) == Data(repeating: 0x5A, count: 3 << 20))
     }
 
+    /// One style everywhere: `encrypt`, `decrypt` and `hash` draw the same line as `protect`
+    /// (age's bar of earlier versions is gone).
+    @Test func ageCommandsAndHashDrawTheSameLine() throws {
+        let setup = try Setup()
+        let key = setup.scratch.path + "/key.txt"
+        #expect(try CLIRunner.run(["keygen", "-o", key]).status == 0)
+        let recipient = try #require(try CLIRunner.run(["keygen", "-y", key]).text.split(separator: "\n").first.map(String.init))
+        let encrypted = try setup.onTerminal(["encrypt", "-r", recipient, "-o", setup.scratch.path + "/out.age", setup.input],
+                                             stdout: setup.scratch.path + "/enc.out")
+        #expect(encrypted.status == 0, "\(encrypted.transcript)")
+        #expect(encrypted.transcript.contains(Self.clearLine + "encrypt… "), "\(encrypted.transcript.debugDescription)")
+        #expect(encrypted.transcript.contains("/3.0 MiB"), "\(encrypted.transcript.debugDescription)")
+        #expect(!encrypted.transcript.contains("[#"), "\(encrypted.transcript.debugDescription)")
+        #expect((encrypted.transcript.components(separatedBy: Self.clearLine).last ?? "?").isEmpty)
+        let decrypted = try setup.onTerminal(["decrypt", "-i", key, "-o", setup.scratch.path + "/back.bin", setup.scratch.path + "/out.age"],
+                                             stdout: setup.scratch.path + "/dec.out")
+        #expect(decrypted.status == 0, "\(decrypted.transcript)")
+        #expect(decrypted.transcript.contains(Self.clearLine + "decrypt… "), "\(decrypted.transcript.debugDescription)")
+        let hashed = try setup.onTerminal(["hash", setup.input], stdout: setup.scratch.path + "/hash.out")
+        #expect(hashed.status == 0, "\(hashed.transcript)")
+        #expect(hashed.transcript.contains(Self.clearLine + "hash \(setup.input)… "), "\(hashed.transcript.debugDescription)")
+        #expect(hashed.transcript.contains("/3.0 MiB"), "\(hashed.transcript.debugDescription)")
+        let line = try String(contentsOfFile: setup.scratch.path + "/hash.out", encoding: .utf8)
+        #expect(line.hasSuffix("  \(setup.input)\n"), "\(line)")
+    }
+
     @Test func offOnATerminalWhenAsked() throws {
         let setup = try Setup()
         let binary = try BuiltProducts.commandLine

@@ -216,15 +216,20 @@ struct HashCommand: ParsableCommand {
         if failed || mismatched > 0 || unreadable > 0 { throw ExitCode(1) }
     }
 
+    /// The digest of the file `name` (`-`: standard input), with the progress line of a long
+    /// read (the amount known for a regular file).
     private func compute(_ name: String) throws -> [UInt8] {
-        switch algorithm {
-        case .md5:
-            return name == "-" ? try Hashing.Insecure.digest(.md5, ofFileDescriptor: 0)
-                               : try Hashing.Insecure.digest(.md5, ofFile: name)
-        case .sha256, .sha384, .sha512:
-            let kind = HashAlgorithm(rawValue: algorithm.rawValue)!
-            return name == "-" ? try Hashing.digest(kind, ofFileDescriptor: 0)
-                               : try Hashing.digest(kind, ofFile: name)
+        let fd = name == "-" ? 0 : open(name, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw CipherError.io("cannot open \(name): \(String(cString: strerror(errno)))") }
+        defer { if fd != 0 { close(fd) } }
+        return try AgeCLI.withProgress("hash \(name)", input: fd) { progress in
+            switch algorithm {
+            case .md5:
+                return try Hashing.Insecure.digest(.md5, ofFileDescriptor: fd, named: name == "-" ? "standard input" : name, progress: progress)
+            case .sha256, .sha384, .sha512:
+                return try Hashing.digest(HashAlgorithm(rawValue: algorithm.rawValue)!, ofFileDescriptor: fd,
+                                          named: name == "-" ? "standard input" : name, progress: progress)
+            }
         }
     }
 }

@@ -167,27 +167,25 @@ struct ShareSendCommand: AsyncParsableCommand {
             let membership = try group.membership()
             let client = try ShareClient(membership: membership,
                                          isRevoked: { pin in (try? group.revokedPins().contains(pin)) ?? true })
-            let terminal = isatty(2) == 1
             var found: DiscoveredPeer?
             let timeout = timeout, device = device, to = to
             func sendOne(_ path: String) async throws -> ShareClient.Sent {
                 let name = (path as NSString).lastPathComponent
-                let progress: @Sendable (UInt64, UInt64) -> Void = { done, total in
-                    guard terminal else { return }
-                    let percent = total == 0 ? 100 : Int(done * 100 / total)
-                    FileHandle.standardError.write(Data("\r\(name): \(percent)% of \(total) bytes".utf8))
+                let size = (try? FileCalls.status(atPath: path)).map(\.size)
+                // The command line's one progress line (`share send NAME… 42% …`), cleared at the end.
+                return try await ProgressLine.run("share send \(name)", total: size) { report in
+                    let progress: @Sendable (UInt64, UInt64) -> Void = { done, _ in report(Int64(clamping: done)) }
+                    let sent: ShareClient.Sent
+                    if let address {
+                        sent = try await client.send(path, to: address.0, port: address.1, device: device, timeout: .seconds(timeout), progress: progress)
+                    } else if let peer = found {
+                        sent = try await client.send(path, to: peer, device: to, timeout: .seconds(timeout), progress: progress)
+                    } else {
+                        (sent, found) = try await ShareCLI.sendToDiscovered(path, device: to, client: client, membership: membership,
+                                                                             timeout: timeout, progress: progress)
+                    }
+                    return sent
                 }
-                let sent: ShareClient.Sent
-                if let address {
-                    sent = try await client.send(path, to: address.0, port: address.1, device: device, timeout: .seconds(timeout), progress: progress)
-                } else if let peer = found {
-                    sent = try await client.send(path, to: peer, device: to, timeout: .seconds(timeout), progress: progress)
-                } else {
-                    (sent, found) = try await ShareCLI.sendToDiscovered(path, device: to, client: client, membership: membership,
-                                                                         timeout: timeout, progress: progress)
-                }
-                if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
-                return sent
             }
             if let watch {
                 let stateFile = ShareFolderWatcher.defaultStateFile(home: options.home.directory, directory: watch, receiver: to)
