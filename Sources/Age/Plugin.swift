@@ -325,34 +325,29 @@ final class PluginSession {
             }
             throw failure("age-plugin-\(name) is not on the PATH; install the plugin (or put it in a directory of $PATH)")
         }
-        var stdinPipe: [Int32] = [0, 0], stdoutPipe: [Int32] = [0, 0]
-        guard sf_pipe_cloexec(&stdinPipe) == 0 else { throw AgeError.io("pipe: \(String(cString: strerror(errno)))") }
-        guard sf_pipe_cloexec(&stdoutPipe) == 0 else {
-            close(stdinPipe[0]); close(stdinPipe[1])
-            throw AgeError.io("pipe: \(String(cString: strerror(errno)))")
+        let stdinPipe: (read: Int32, write: Int32), stdoutPipe: (read: Int32, write: Int32)
+        do { stdinPipe = try ProcessSpawn.pipe() } catch { throw AgeError.io("pipe: \(String(cString: strerror(error.code)))") }
+        do { stdoutPipe = try ProcessSpawn.pipe() } catch {
+            close(stdinPipe.read); close(stdinPipe.write)
+            throw AgeError.io("pipe: \(String(cString: strerror(error.code)))")
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
-        let arguments = [path, "--age-plugin=\(stateMachine)"]
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var child: pid_t = 0
-        let spawned = posix_spawn(&child, path, &actions, nil, &argv, environ)
-        close(stdinPipe[0]); close(stdoutPipe[1])
-        guard spawned == 0 else {
-            close(stdinPipe[1]); close(stdoutPipe[0])
-            throw failure("cannot run \(path): \(String(cString: strerror(spawned)))")
+        let child: pid_t
+        do {
+            child = try ProcessSpawn.spawn([path, "--age-plugin=\(stateMachine)"],
+                                           actions: [.duplicate(stdinPipe.read, as: 0), .duplicate(stdoutPipe.write, as: 1)])
+        } catch {
+            close(stdinPipe.read); close(stdoutPipe.write)
+            close(stdinPipe.write); close(stdoutPipe.read)
+            throw failure("cannot run \(path): \(String(cString: strerror(error.code)))")
         }
+        close(stdinPipe.read); close(stdoutPipe.write)
         // A plugin that exits early must not end this process by SIGPIPE.
         signal(SIGPIPE, SIG_IGN)
         pid = child
-        input = stdinPipe[1]
-        output = stdoutPipe[0]
+        input = stdinPipe.write
+        output = stdoutPipe.read
         let label = "age-plugin-\(name)"
-        channel = StanzaChannel(input: stdoutPipe[0], output: stdinPipe[1],
+        channel = StanzaChannel(input: stdoutPipe.read, output: stdinPipe.write,
                                 failure: { failure("\(label): \($0)") },
                                 peerStoppedReading: "stopped reading its input (it exited, or failed; see its messages above)",
                                 peerEnded: "exited before the end of the protocol (see its messages above)")
@@ -367,17 +362,7 @@ final class PluginSession {
         closed = true
         Glibc.close(input)
         Glibc.close(output)
-        var status: Int32 = 0
-        var reaped = false
-        for _ in 0..<500 {
-            let result = waitpid(pid, &status, WNOHANG)
-            if result == pid || (result < 0 && errno != EINTR) { reaped = true; break }
-            usleep(10_000)
-        }
-        if !reaped {
-            kill(pid, SIGKILL)
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        }
+        _ = ProcessSpawn.wait(pid, timeout: 5)
         channel.wipe()
     }
 

@@ -64,39 +64,35 @@ enum SSHKeyDecryption {
         let scriptFD = try keep(sf_memory_file("securefoundation-askpass"), "a memory file for the askpass script")
         guard fchmod(scriptFD, 0o700) == 0 else { throw AgeError.io("fchmod: \(String(cString: strerror(errno)))") }
         try Array("#!/bin/sh\nexec cat <&3\n".utf8).withUnsafeBytes { try writeAll(scriptFD, $0) }
-        var passPipe: [Int32] = [0, 0], errorPipe: [Int32] = [0, 0]
-        guard sf_pipe_cloexec(&passPipe) == 0 else { throw AgeError.io("pipe: \(String(cString: strerror(errno)))") }
-        let passRead = try keep(passPipe[0], "pipe")
-        let passWrite = try keep(passPipe[1], "pipe")
-        guard sf_pipe_cloexec(&errorPipe) == 0 else { throw AgeError.io("pipe: \(String(cString: strerror(errno)))") }
-        let errorRead = try keep(errorPipe[0], "pipe")
-        let errorWrite = try keep(errorPipe[1], "pipe")
+        let passPipe: (read: Int32, write: Int32), errorPipe: (read: Int32, write: Int32)
+        do { passPipe = try ProcessSpawn.pipe() } catch { throw AgeError.io("pipe: \(String(cString: strerror(error.code)))") }
+        let passRead = try keep(passPipe.read, "pipe")
+        let passWrite = try keep(passPipe.write, "pipe")
+        do { errorPipe = try ProcessSpawn.pipe() } catch { throw AgeError.io("pipe: \(String(cString: strerror(error.code)))") }
+        let errorRead = try keep(errorPipe.read, "pipe")
+        let errorWrite = try keep(errorPipe.write, "pipe")
         // The passphrase and a newline fit in the pipe's buffer (64 KiB): written before the start.
         try passphrase.withUnsafeBytes { try writeAll(passWrite, $0) }
         try [UInt8(0x0A)].withUnsafeBytes { try writeAll(passWrite, $0) }
         close(passWrite)
         opened.removeAll { $0 == passWrite }
 
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, errorWrite, 2)
-        posix_spawn_file_actions_adddup2(&actions, passRead, 3)
-        posix_spawn_file_actions_adddup2(&actions, keyFD, 4)
-        posix_spawn_file_actions_adddup2(&actions, scriptFD, 5)
         let arguments = [program, "-p", "-N", "", "-f", "/proc/self/fd/4"]
         let environment = ["PATH=" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
                            "SSH_ASKPASS=/proc/self/fd/5", "SSH_ASKPASS_REQUIRE=force"]
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
-        var child: pid_t = 0
-        let spawned = posix_spawn(&child, program, &actions, nil, &argv, &envp)
+        let spawned: Result<pid_t, SystemCallError> = Result { () throws(SystemCallError) in
+            try ProcessSpawn.spawn(arguments, actions: [.open(fd: 0, path: "/dev/null", flags: O_RDONLY), .open(fd: 1, path: "/dev/null", flags: O_WRONLY),
+                                                        .duplicate(errorWrite, as: 2), .duplicate(passRead, as: 3),
+                                                        .duplicate(keyFD, as: 4), .duplicate(scriptFD, as: 5)],
+                                   environment: environment)
+        }
         close(errorWrite)
         opened.removeAll { $0 == errorWrite }
-        guard spawned == 0 else { throw AgeError.invalidIdentity("cannot run \(program): \(String(cString: strerror(spawned)))") }
+        let child: pid_t
+        switch spawned {
+        case .success(let pid): child = pid
+        case .failure(let error): throw AgeError.invalidIdentity("cannot run \(program): \(String(cString: strerror(error.code)))")
+        }
         let message = readBounded(errorRead, limit: 4096)
         let status = wait(for: child)
         guard status == 0 else {
@@ -157,20 +153,6 @@ enum SSHKeyDecryption {
 
     /// Waits for `pid` (at most ``timeout`` seconds, then kills it); its exit status, or -1.
     private static func wait(for pid: pid_t) -> Int32 {
-        var status: Int32 = 0
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            let result = waitpid(pid, &status, WNOHANG)
-            if result == pid { break }
-            if result < 0 && errno != EINTR { return -1 }
-            if Date() > deadline {
-                kill(pid, SIGKILL)
-                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-                return -1
-            }
-            usleep(10_000)
-        }
-        // WIFEXITED / WEXITSTATUS, which Swift does not import as macros.
-        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
+        ProcessSpawn.wait(pid, timeout: timeout) ?? -1
     }
 }

@@ -174,11 +174,15 @@ public final class AgentServer: @unchecked Sendable {
 
     /// Takes the socket: checks its directory, takes `SOCKET.lock` (else
     /// ``AgentError/alreadyRunning(socket:)``), removes a stale socket left by a killed agent,
-    /// binds (0600) and listens.
+    /// binds (0600) and listens. The process is made non-dumpable first (`PR_SET_DUMPABLE` 0 on
+    /// Linux): another process of the same user can then neither ptrace it nor read its memory
+    /// through `/proc/PID/mem`, and it leaves no core dump with the keys it will hold.
     /// - Throws: ``AgentError/alreadyRunning(socket:)``, ``AgentError/pathInUse(path:reason:)``
     ///   when something else is at the socket's or the lock's path,
     ///   ``AgentError/insecureDirectory(path:reason:fix:)``, ``AgentError/io(_:)``.
     public func bind() throws(AgentError) {
+        let dumpable = sf_set_nondumpable()
+        guard dumpable == 0 else { throw AgentError.io("cannot make the agent non-dumpable (prctl PR_SET_DUMPABLE): \(String(cString: strerror(dumpable)))") }
         let directory = (socketPath as NSString).deletingLastPathComponent
         try AgentPaths.ensurePrivateDirectory(directory)
         let lockPath = socketPath + ".lock"

@@ -11,6 +11,36 @@ public enum VaultCredential: Sendable {
     /// The recovery key (``RecoveryKey``).
     case recoveryKey(RecoveryKey)
 
+    /// Reads security answers from a file: one answer per line, in the order of the questions,
+    /// each line straight into locked memory (never a `String`); a `\r` before a newline is
+    /// dropped, and an empty line is an answer left empty.
+    /// - Parameter path: The answers file.
+    /// - Returns: The answers.
+    /// - Throws: ``VaultError/io(_:)`` when the file cannot be read (64 KiB at most).
+    public static func answers(fromFile path: String) throws(VaultError) -> [SecretBytes] {
+        let all: SecretBytes
+        do { all = try SecretBytes(contentsOfFile: path) } catch {
+            if case .io(let why) = error { throw VaultError.io(why) }
+            throw VaultError.io("\(error)")
+        }
+        defer { all.wipe() }
+        var lines: [SecretBytes] = []
+        all.withUnsafeBytes { bytes in
+            var start = 0
+            for index in 0...bytes.count where index == bytes.count || bytes[index] == 0x0A {
+                var end = index
+                if end > start, bytes[end - 1] == 0x0D { end -= 1 }
+                let from = start
+                let count = end - from
+                lines.append(SecretBytes(count: count) { target in
+                    if count > 0 { target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[from..<from + count])) }
+                })
+                start = index + 1
+            }
+        }
+        return lines
+    }
+
     /// The name recorded in the state's re-binding record: `passcode`, `answers` or `recovery-key`.
     public var name: String {
         switch self {

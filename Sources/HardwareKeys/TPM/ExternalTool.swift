@@ -36,78 +36,72 @@ package enum ExternalTool {
     /// collects at most `maxOutput` bytes of standard output and 64 KiB of standard error.
     package static func run(_ arguments: [String], input: SecretBytes? = nil, maxOutput: Int = 4096,
                     environment: [String: String] = [:]) throws -> Result {
-        var stdinPipe: [Int32] = [0, 0], stdoutPipe: [Int32] = [0, 0], stderrPipe: [Int32] = [0, 0]
-        // Close-on-exec from the start, so no other program started meanwhile (by another
-        // thread) keeps an end open and the reads below always see end-of-file.
-        guard sf_pipe_cloexec(&stdinPipe) == 0, sf_pipe_cloexec(&stdoutPipe) == 0, sf_pipe_cloexec(&stderrPipe) == 0 else {
-            throw Failure(message: "pipe: \(String(cString: strerror(errno)))")
+        // Close-on-exec from the start (ProcessSpawn), so no other program started meanwhile
+        // (by another thread) keeps an end open and the reads below always see end-of-file.
+        let stdinPipe: (read: Int32, write: Int32), stdoutPipe: (read: Int32, write: Int32), stderrPipe: (read: Int32, write: Int32)
+        do {
+            stdinPipe = try ProcessSpawn.pipe()
+            stdoutPipe = try ProcessSpawn.pipe()
+            stderrPipe = try ProcessSpawn.pipe()
+        } catch {
+            throw Failure(message: "pipe: \(String(cString: strerror(error.code)))")
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, stderrPipe[1], 2)
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        var envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
+        let pid: pid_t
+        do {
+            pid = try ProcessSpawn.spawn(arguments, actions: [.duplicate(stdinPipe.read, as: 0), .duplicate(stdoutPipe.write, as: 1),
+                                                              .duplicate(stderrPipe.write, as: 2)],
+                                         environment: env.map { "\($0.key)=\($0.value)" })
+        } catch {
+            close(stdinPipe.read); close(stdoutPipe.write); close(stderrPipe.write)
+            close(stdinPipe.write); close(stdoutPipe.read); close(stderrPipe.read)
+            throw Failure(message: "cannot run \(arguments[0]): \(String(cString: strerror(error.code)))")
         }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, arguments[0], &actions, nil, &argv, &envp)
-        close(stdinPipe[0]); close(stdoutPipe[1]); close(stderrPipe[1])
-        guard spawned == 0 else {
-            close(stdinPipe[1]); close(stdoutPipe[0]); close(stderrPipe[0])
-            throw Failure(message: "cannot run \(arguments[0]): \(String(cString: strerror(spawned)))")
-        }
+        close(stdinPipe.read); close(stdoutPipe.write); close(stderrPipe.write)
         // Input is small (a key): written whole before reading, then closed.
         signal(SIGPIPE, SIG_IGN)
         if let input {
             input.withUnsafeBytes { bytes in
                 var offset = 0
                 while offset < bytes.count {
-                    let n = write(stdinPipe[1], bytes.baseAddress! + offset, bytes.count - offset)
+                    let n = write(stdinPipe.write, bytes.baseAddress! + offset, bytes.count - offset)
                     if n < 0 && errno == EINTR { continue }
                     if n <= 0 { break }
                     offset += n
                 }
             }
         }
-        close(stdinPipe[1])
+        close(stdinPipe.write)
         var total = 0
         var overflow = false
         let output = SecretBytes(count: maxOutput) { buffer in
             while true {
                 if total == buffer.count {
                     var sink = [UInt8](repeating: 0, count: 4096)
-                    let n = read(stdoutPipe[0], &sink, sink.count)
+                    let n = read(stdoutPipe.read, &sink, sink.count)
                     if n < 0 && errno == EINTR { continue }
                     if n <= 0 { break }
                     overflow = true
                     continue
                 }
-                let n = read(stdoutPipe[0], buffer.baseAddress! + total, buffer.count - total)
+                let n = read(stdoutPipe.read, buffer.baseAddress! + total, buffer.count - total)
                 if n < 0 && errno == EINTR { continue }
                 if n <= 0 { break }
                 total += n
             }
         }
-        close(stdoutPipe[0])
+        close(stdoutPipe.read)
         var errorBytes = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 4096)
         while errorBytes.count < 65536 {
-            let n = read(stderrPipe[0], &chunk, chunk.count)
+            let n = read(stderrPipe.read, &chunk, chunk.count)
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
             errorBytes += chunk[0..<n]
         }
-        close(stderrPipe[0])
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        let exit = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        close(stderrPipe.read)
+        let exit = ProcessSpawn.wait(pid)
         let result = output.slice(0..<total)
         output.wipe()
         if overflow {

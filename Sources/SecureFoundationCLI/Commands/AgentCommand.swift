@@ -123,46 +123,8 @@ struct AgentStartCommand: ParsableCommand {
         try CLI.run {
             let socket = options.socketPath
             if AgentClient(socketPath: socket).isRunning { throw AgentError.alreadyRunning(socket: socket) }
-            var fds: [Int32] = [0, 0]
-            guard sf_pipe_cloexec(&fds) == 0 else { throw AgentError.io("pipe: \(String(cString: strerror(errno)))") }
-            // The agent must not keep anything this process inherited (a caller's pipes would
-            // never see end-of-file): every descriptor from 3 up is closed on exec.
-            if let inherited = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
-                for name in inherited { if let fd = Int32(name), fd > 2 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) } }
-            }
-            var actions = posix_spawn_file_actions_t()
-            posix_spawn_file_actions_init(&actions)
-            defer { posix_spawn_file_actions_destroy(&actions) }
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-            posix_spawn_file_actions_adddup2(&actions, fds[1], 3)
-            let arguments = [CLI.executablePath(), "agent", "serve", "--ready-fd", "3"] + options.arguments
-            var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-            defer { for pointer in argv { free(pointer) } }
-            var pid: pid_t = 0
-            let spawned = posix_spawn(&pid, arguments[0], &actions, nil, &argv, environ)
-            close(fds[1])
-            defer { close(fds[0]) }
-            guard spawned == 0 else { throw AgentError.io("starting \(arguments[0]): \(String(cString: strerror(spawned)))") }
-            // The agent writes "ready" once it listens, or why it could not start (at most 30 s).
-            var message = [UInt8]()
-            var buffer = [UInt8](repeating: 0, count: 1024)
-            for _ in 0..<300 {
-                var entry = pollfd(fd: fds[0], events: Int16(POLLIN), revents: 0)
-                guard poll(&entry, 1, 100) >= 0 || errno == EINTR else { break }
-                guard entry.revents != 0 else { continue }
-                let n = read(fds[0], &buffer, buffer.count)
-                if n > 0 { message += buffer[0..<n]; if message.count > 65536 { break }; continue }
-                if n < 0 && errno == EINTR { continue }
-                break
-            }
-            let text = String(decoding: message, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            guard text == "ready" else {
-                var status: Int32 = 0
-                _ = waitpid(pid, &status, WNOHANG)
-                throw AgentError.remote(text.isEmpty ? "the agent exited without saying why" : text)
-            }
+            let pid = try AgentDaemon.start(arguments: [CLI.executablePath(), "agent", "serve", "--ready-fd", String(AgentDaemon.readyDescriptor)]
+                                                + options.arguments)
             try VaultCLI.say("agent started (pid \(pid)), socket \(socket)")
         }
     }
@@ -183,43 +145,22 @@ struct AgentServeCommand: ParsableCommand {
     }
 
     static func serve(_ options: AgentServeOptions, readyFD: Int32?) throws {
-        func tell(_ text: String) {
-            guard let readyFD else { return }
-            _ = Array((text + "\n").utf8).withUnsafeBytes { write(readyFD, $0.baseAddress!, $0.count) }
-            close(readyFD)
-        }
-        if readyFD != nil { _ = setsid() }
-        // Same-uid processes cannot ptrace the agent or read its memory; no core dumps.
-        _ = sf_set_nondumpable()
-        signal(SIGPIPE, SIG_IGN)
-        let server: AgentServer
+        // Attached (a systemd user unit): log lines on standard error.
+        var log: (@Sendable (String) -> Void)?
+        if readyFD == nil { log = { (line: String) in CLI.warn("securefoundation agent: " + line) } }
         do {
-            let manager = try options.home.manager(useAgent: false)
-            try VaultCLI.requireSetUp(manager)
-            var log: (@Sendable (String) -> Void)?
-            if readyFD == nil { log = { (line: String) in CLI.warn("securefoundation agent: " + line) } }
-            server = try AgentServer(manager: manager, socketPath: options.socketPath,
-                                     configuration: .init(idleTTL: options.idleTTL, maxTTL: options.maxTTL), log: log)
-            try server.bind()
+            try AgentDaemon.serve(readyDescriptor: readyFD, listening: {
+                if readyFD == nil { CLI.warn("securefoundation agent: listening on \(options.socketPath) (pid \(getpid()))") }
+            }, make: {
+                let manager = try options.home.manager(useAgent: false)
+                try VaultCLI.requireSetUp(manager)
+                return try AgentServer(manager: manager, socketPath: options.socketPath,
+                                       configuration: .init(idleTTL: options.idleTTL, maxTTL: options.maxTTL), log: log)
+            })
         } catch {
-            tell(CLI.describe(error))
             if readyFD == nil { throw CLI.fail(error) }
             throw ExitCode(1)
         }
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
-        signal(SIGHUP, SIG_IGN)
-        var sources: [any DispatchSourceSignal] = []
-        for number in [SIGTERM, SIGINT, SIGHUP] {
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { server.stop() }
-            source.resume()
-            sources.append(source)
-        }
-        if readyFD == nil { CLI.warn("securefoundation agent: listening on \(options.socketPath) (pid \(getpid()))") }
-        tell("ready")
-        do { try server.run() } catch { throw CLI.fail(error) }
-        sources.forEach { $0.cancel() }
     }
 }
 

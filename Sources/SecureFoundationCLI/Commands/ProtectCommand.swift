@@ -195,55 +195,22 @@ struct ProtectStatusCommand: ParsableCommand {
         var failed = false
         try CLI.run {
             let files = try vault.files()
-            var readable: [FileProtectionClass: ProtectedFileError?] = [:]
             var report: [FileJSON] = []
-            for path in paths {
-                for file in try Self.regularFiles(path) {
-                    var entry = FileJSON(path: file, state: "error")
-                    do {
-                        let cls = try files.protection(ofItemAt: file)
-                        entry.protectionClass = cls.name
-                        if readable[cls] == nil { readable[cls] = .some(files.readError(for: cls)) }
-                        if case let .some(.some(error)) = readable[cls] {
-                            switch error {
-                            case let .locked(_, reason): entry.state = "locked"; entry.reason = "\(reason)"
-                            case .wrongDevice: entry.state = "otherDevice"
-                            default: entry.state = "unreadable"; entry.reason = "\(error)"
-                            }
-                        } else {
-                            entry.state = "readable"
-                        }
-                    } catch ProtectedFileError.notProtectedFile {
-                        entry.state = "notProtected"
-                    } catch {
-                        entry.reason = "\(error)"
-                        failed = true
-                    }
-                    if json { report.append(entry) } else { try VaultCLI.say(entry.line) }
+            for status in try files.status(of: paths) {
+                var entry = FileJSON(path: status.path, state: "error", protectionClass: status.protection?.name)
+                switch status.state {
+                case .readable: entry.state = "readable"
+                case .locked(let reason): entry.state = "locked"; entry.reason = reason
+                case .otherDevice: entry.state = "otherDevice"
+                case .unreadable(let reason): entry.state = "unreadable"; entry.reason = reason
+                case .notProtected: entry.state = "notProtected"
+                case .error(let why): entry.reason = why; failed = true
                 }
+                if json { report.append(entry) } else { try VaultCLI.say(entry.line) }
             }
             if json { try JSONOutput.write(ReportJSON(files: report)) }
         }
         if failed { throw ExitCode(1) }
-    }
-
-    /// `path` itself, or the regular files under it (sorted), without following symbolic links.
-    static func regularFiles(_ path: String) throws -> [String] {
-        let info: FileStatus
-        do { info = try FileCalls.linkStatus(path) } catch {
-            throw ProtectedFileError.io("cannot examine \(path): \(String(cString: strerror(error.code)))")
-        }
-        guard info.kind == .directory else { return [path] }
-        guard let enumerator = FileManager.default.enumerator(atPath: path) else {
-            throw ProtectedFileError.permission(path: path, reason: "the directory cannot be read")
-        }
-        let base = path.hasSuffix("/") ? path : path + "/"
-        var result: [String] = []
-        while let relative = enumerator.nextObject() as? String {
-            let file = base + relative
-            if (try? FileCalls.linkStatus(file))?.isRegularFile == true { result.append(file) }
-        }
-        return result.sorted()
     }
 }
 

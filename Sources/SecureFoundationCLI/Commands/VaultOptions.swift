@@ -186,25 +186,14 @@ enum VaultCLI {
         return status.state == .unlocked && status.home == manager.directory
     }
 
-    /// Reads answers from a file, one per line, straight into locked memory (never a String).
+    /// Reads answers from a file, one per line, straight into locked memory (the format is the
+    /// vault's: ``VaultCredential/answers(fromFile:)``).
     static func readAnswers(_ path: String) throws -> [SecretBytes] {
-        let all = try SecretBytes(contentsOfFile: path)
-        defer { all.wipe() }
-        var lines: [SecretBytes] = []
-        all.withUnsafeBytes { bytes in
-            var start = 0
-            for index in 0...bytes.count where index == bytes.count || bytes[index] == 0x0A {
-                var end = index
-                if end > start, bytes[end - 1] == 0x0D { end -= 1 }
-                let from = start
-                let count = end - from
-                lines.append(SecretBytes(count: count) { target in
-                    if count > 0 { target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[from..<from + count])) }
-                })
-                start = index + 1
-            }
+        do { return try VaultCredential.answers(fromFile: path) } catch {
+            // As before: a file that cannot be read is the CLI's I/O error on that path.
+            if case .io(let why) = error { throw CipherError.io(why) }
+            throw error
         }
-        return lines
     }
 
     /// A passcode from a file or the terminal.
