@@ -146,7 +146,6 @@ let package = Package(
                 "Migration",
                 "DeviceSharing",
                 "HardwareKeys",
-                "CPlatform",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -187,7 +186,7 @@ let package = Package(
                                                   .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
         // What tests share: an executor of their own threads for the network tests, temporary
         // directories, and the built executables (BuiltProducts).
-        .target(name: "TestSupport", dependencies: ["PinnedTLS", "HardwareKeys"], path: "Tests/TestSupport", swiftSettings: strict),
+        .target(name: "TestSupport", dependencies: ["PinnedTLS", "HardwareKeys", "Cipher"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher", "TestSupport", "HardwareKeys",
                                                        .product(name: "NIOCore", package: "swift-nio"),
                                                        .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -1,5 +1,5 @@
 import Foundation
-import HardwareKeys
+import Cipher
 #if canImport(Glibc)
 import Glibc
 #endif

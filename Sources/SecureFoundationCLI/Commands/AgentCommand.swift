@@ -2,7 +2,6 @@ import AgeCommandLine
 import ArgumentParser
 import Foundation
 import SecureFoundation
-import CPlatform
 
 /// `securefoundation agent …`: the unlock agent (as gpg-agent and ssh-agent, for the vault).
 struct AgentCommand: ParsableCommand {

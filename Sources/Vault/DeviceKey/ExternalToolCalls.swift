@@ -1,9 +1,7 @@
-import HardwareKeys
+import Cipher
 
-/// The helper-program runner lives in HardwareKeys (the TPM plumbing shares it); the device-key
-/// providers reach it by this name and report its failures as ``VaultError/deviceKey(_:)``.
-typealias ExternalTool = HardwareKeys.ExternalTool
-
+// The helper-program runner (`ExternalTool`) lives in Cipher's platform layer, beside the one
+// owner of posix_spawn; the device-key providers report its failures as `VaultError.deviceKey`.
 extension VaultError {
     /// Runs `body`, reporting a helper program that could not be run as a device-key error.
     static func tool<Result>(_ body: () throws -> Result) throws -> Result {

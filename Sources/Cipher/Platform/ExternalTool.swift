@@ -1,5 +1,4 @@
 import Foundation
-import Cipher
 import CPlatform
 #if canImport(Glibc)
 import Glibc
@@ -7,8 +6,8 @@ import Glibc
 
 /// Runs a helper program (systemd-creds, tpm2-tools) with secret input on standard input and
 /// secret output read from standard output straight into locked memory; never through a file
-/// or a `String`. Used by the vault's device-key providers and by the TPM plumbing here
-/// (``TPM2``).
+/// or a `String`. Used by the vault's device-key providers and by the TPM plumbing
+/// (`TPM2` in HardwareKeys). Lives in the platform layer beside ``ProcessSpawn``.
 package enum ExternalTool {
     package struct Result {
         package var status: Int32
