@@ -314,19 +314,6 @@ struct TLSListCommand: ParsableCommand {
     @Flag(name: .customLong("json"), help: "Print the items as JSON (CLI.md, \"JSON output\"): kind, label, accessibility, summary; the count not readable now.")
     var json = false
 
-    /// `tls list --json`: `{"items": [{"accessibility", "kind", "label", "summary"}], "unreadable": N, "version": 1}`.
-    struct ListJSON: Encodable {
-        struct Item: Encodable {
-            var kind: String
-            var label: String
-            var accessibility: String
-            var summary: String?
-        }
-        var items: [Item]
-        var unreadable: Int
-        var version = JSONOutput.schemaVersion
-    }
-
     func run() throws {
         try CLI.run {
             let listing = try IdentityStore(keychain: try store.open()).list()
@@ -381,25 +368,6 @@ struct TLSKeysCommand: ParsableCommand {
 
     @Flag(name: .customLong("json"), help: "Print the keys as JSON (CLI.md, \"JSON output\"), one object per key with the fields of the text form.")
     var json = false
-
-    /// `tls keys --json`: `{"keys": [KEY], "unreadable": N, "version": 1}`; a KEY has
-    /// `location` (keychain, tpm, pkcs11), `kind`, and `label`, `accessibility`, `keyAt` (the
-    /// TPM or token location of an identity's key) or `uri`, `sensitive`, `extractable`.
-    struct KeysJSON: Encodable {
-        struct Key: Encodable {
-            var location: String
-            var kind: String
-            var label: String?
-            var accessibility: String?
-            var keyAt: String?
-            var uri: String?
-            var sensitive: Bool?
-            var extractable: Bool?
-        }
-        var keys: [Key]
-        var unreadable: Int
-        var version = JSONOutput.schemaVersion
-    }
 
     func validate() throws {
         if pkcs11Only && hardware.module == nil { throw ValidationError("--pkcs11-only needs --module") }
