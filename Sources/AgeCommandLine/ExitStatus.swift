@@ -76,7 +76,7 @@ package enum ExitStatus: Int32, CaseIterable, Sendable {
 
     /// The table, one row a line, for the top-level help.
     package static var helpTable: String {
-        "Exit status, the same for every command (docs/CLI.md):\n"
+        "Exit status, the same for every command (CLI.md in the documentation):\n"
             + allCases.map { status in
                 // Padded by hand: Foundation's `padding(toLength:)` costs about a millisecond
                 // at every start (the table is built for the command tree, help or not).

@@ -13,6 +13,11 @@ struct SecureFoundationCommand: AsyncParsableCommand {
         Every command is a thin layer over the SecureFoundation library. Run \
         `securefoundation COMMAND --help` for a command's options and an example.
 
+        The documents this help names (CLI.md, VAULT.md, PROTECTED-FILES.md and the others) are \
+        installed in PREFIX/share/doc/securefoundation, beside the manual page (for example \
+        /usr/local/share/doc/securefoundation); in the source tree they are in the directory \
+        `docs`.
+
         """ + "\n" + ExitStatus.helpTable,
         version: SecureFoundationCommand.version,
         subcommands: [

@@ -3,7 +3,9 @@ import Testing
 
 /// The help of every command, walked from the command tree (`--experimental-dump-help`):
 /// value placeholders that say what they are, `-o` always with `--output`, the vault's policy
-/// options only where they act, and text that wraps to the terminal.
+/// options only where they act, text that wraps to the terminal, and help a person can copy
+/// from: examples whose lines stay whole at 80 columns, usage lines that fit, an example for
+/// every command, documents named without a path of the source tree.
 @Suite("help text")
 struct HelpCLITests {
     /// One command of the tree: its path of names and its options (name lists).
@@ -11,7 +13,31 @@ struct HelpCLITests {
         var path: [String]
         var options: [[String]]
         var valueNames: [String]
+        /// Whether it has no subcommands (`help` aside).
+        var isLeaf: Bool
     }
+
+    /// A command's `--help` as a terminal of some width shows it.
+    struct RenderedHelp {
+        var command: Command
+        var status: Int32
+        var stderr: String
+        var text: String
+
+        var name: String { command.path.joined(separator: " ") }
+        var lines: [Substring] { text.split(separator: "\n", omittingEmptySubsequences: false) }
+    }
+
+    /// Every command's help with `COLUMNS=width`.
+    static func rendered(width: Int) throws -> [RenderedHelp] {
+        try commands().map { command in
+            let result = try CLIRunner.run(command.path + ["--help"], environment: ["COLUMNS": String(width)])
+            return RenderedHelp(command: command, status: result.status, stderr: result.stderr, text: result.text)
+        }
+    }
+
+    /// Every command's help at 80 columns, rendered once for the tests that read it.
+    static let atEightyColumns = Result { try rendered(width: 80) }
 
     /// Every command, from the root, as the parser describes it.
     static func commands() throws -> [Command] {
@@ -21,6 +47,7 @@ struct HelpCLITests {
         let root = try #require(json?["command"] as? [String: Any])
         var found: [Command] = []
         func walk(_ node: [String: Any], _ path: [String]) {
+            let subcommands = (node["subcommands"] as? [[String: Any]] ?? []).filter { $0["commandName"] as? String != "help" }
             var options: [[String]] = []
             var valueNames: [String] = []
             for argument in node["arguments"] as? [[String: Any]] ?? [] {
@@ -33,9 +60,9 @@ struct HelpCLITests {
                     valueNames.append(valueName)
                 }
             }
-            found.append(Command(path: path, options: options, valueNames: valueNames))
-            for sub in node["subcommands"] as? [[String: Any]] ?? [] {
-                guard let name = sub["commandName"] as? String, name != "help" else { continue }
+            found.append(Command(path: path, options: options, valueNames: valueNames, isLeaf: subcommands.isEmpty))
+            for sub in subcommands {
+                guard let name = sub["commandName"] as? String else { continue }
                 walk(sub, path + [name])
             }
         }
@@ -107,6 +134,69 @@ struct HelpCLITests {
         #expect(result.status == 0)
         #expect(result.text.contains("Exit status, the same for every command"))
     }
+
+    /// At 80 columns the parser wraps a discussion line of 80 columns or more, which would cut
+    /// a command in two: every line of an example block is a line of the example as written
+    /// (indented by two), and a line continued with ` \` goes on indented further.
+    @Test func examplesCanBePasted() throws {
+        var blocks = 0
+        for help in try Self.atEightyColumns.get() {
+            #expect(help.status == 0, "\(help.name): \(help.stderr)")
+            var inExample = false
+            var previous: Substring = ""
+            for line in help.lines {
+                if line == "Example:" || line == "Examples:" {
+                    inExample = true
+                    previous = ""
+                    blocks += 1
+                    continue
+                }
+                guard inExample else { continue }
+                if line.isEmpty {
+                    inExample = false
+                    continue
+                }
+                #expect(line.hasPrefix("  "), "`\(help.name) --help`: an example line is broken at 80 columns: \(line)")
+                if previous.hasSuffix(" \\") {
+                    #expect(line.hasPrefix("    "), "`\(help.name) --help`: the line after `\(previous)` does not continue it: \(line)")
+                }
+                previous = line
+            }
+        }
+        #expect(blocks > 70)
+    }
+
+    /// The parser prints a usage line whole, however long: each one (and each line of a usage
+    /// of several) fits in 80 columns.
+    @Test func usageLinesFitEightyColumns() throws {
+        for help in try Self.atEightyColumns.get() {
+            let lines = help.lines
+            guard let start = lines.firstIndex(where: { $0.hasPrefix("USAGE: ") }) else {
+                Issue.record("`\(help.name) --help` has no USAGE line")
+                continue
+            }
+            for line in lines[start...].prefix(while: { !$0.isEmpty }) {
+                #expect(line.count <= 80, "`\(help.name) --help` has a usage line of \(line.count) columns: \(line)")
+            }
+        }
+    }
+
+    @Test func everyLeafCommandHasAnExample() throws {
+        var leaves = 0
+        for help in try Self.atEightyColumns.get() where help.command.isLeaf {
+            leaves += 1
+            #expect(help.lines.contains { $0 == "Example:" || $0 == "Examples:" }, "`\(help.name) --help` has no example")
+        }
+        #expect(leaves > 60)
+    }
+
+    /// An installed program comes without the source tree: the help names a document by its
+    /// file name ("CLI.md in the documentation"), never by its path there.
+    @Test func helpNamesNoSourcePaths() throws {
+        for help in try Self.atEightyColumns.get() {
+            #expect(!help.text.contains("docs/"), "`\(help.name) --help` names a path of the source tree")
+        }
+    }
 }
 
 /// `--generate-completion-script`: each shell's script names the commands and subcommands, and
@@ -119,6 +209,11 @@ struct CompletionCLITests {
         #expect(result.status == 0, "\(result.stderr)")
         for name in ["vault", "keychain", "protect", "share", "tls", "agent", "encrypt", "find-generic-password", "rotate-class-keys"] {
             #expect(result.text.contains(name), "the \(shell) completion does not name \(name)")
+        }
+        // The words of the options that take one of a fixed set: a protection class, the KDF
+        // work, a device-key provider, an accessibility.
+        for word in ["completeUnlessOpen", "fips-interactive", "systemd-credential", "afterFirstUnlockThisDeviceOnly"] {
+            #expect(result.text.contains(word), "the \(shell) completion does not offer \(word)")
         }
         let checker: [String]? = switch shell {
         case "bash": ["-n"]

@@ -7,6 +7,7 @@ struct EncryptCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "encrypt",
         abstract: "Encrypt a file to age recipients or a passphrase (age v1 format, interoperable with age).",
+        usage: "securefoundation encrypt [options] [-r RECIPIENT ...] [-o OUTPUT] [INPUT]",
         discussion: """
         Reads INPUT (or stdin) and writes the age file to OUTPUT (or stdout). With -o the output \
         is written to a temporary file and renamed into place, so a failure leaves nothing; a \
@@ -23,7 +24,8 @@ struct EncryptCommand: ParsableCommand {
         Examples:
           securefoundation keygen -o key.txt
           securefoundation encrypt -R ~/.ssh/id_ed25519.pub -o doc.pdf.age doc.pdf
-          securefoundation encrypt -r age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p -o doc.pdf.age doc.pdf
+          securefoundation encrypt -o doc.pdf.age \\
+              -r age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p doc.pdf
           securefoundation encrypt -R team.txt -a < notes.txt > notes.txt.age
           securefoundation encrypt -p -o secrets.tar.age secrets.tar
         """
@@ -79,6 +81,7 @@ struct DecryptCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "decrypt",
         abstract: "Decrypt an age file (binary or armored) with identity files or a passphrase.",
+        usage: "securefoundation decrypt [options] [-i IDENTITY ...] [-o OUTPUT] [INPUT]",
         discussion: """
         Reads INPUT (or stdin) and writes the plaintext to OUTPUT (or stdout). With -o FILE the \
         plaintext appears only once the whole file authenticated; on stdout (or a device or \
@@ -91,13 +94,13 @@ struct DecryptCommand: ParsableCommand {
         on the terminal when first needed, or read from --passphrase-file). -j NAME uses the \
         plugin age-plugin-NAME with its default identity.
 
-        Exit status (docs/CLI.md): 0 success, 2 damaged or tampered (header, header MAC, \
+        Exit status (CLI.md in the documentation): 0 success, 2 damaged or tampered (header, header MAC, \
         payload, armor), 3 no identity or passphrase matched, 74 a file cannot be read or \
         written, 1 anything else, 64 usage.
 
         Examples:
           securefoundation decrypt -i key.txt -o doc.pdf doc.pdf.age
-          securefoundation decrypt --passphrase-file pass.txt < secrets.tar.age > secrets.tar
+          securefoundation decrypt --passphrase-file pass.txt < notes.age > notes.txt
           securefoundation decrypt -i ~/.ssh/id_ed25519 -o doc.pdf doc.pdf.age
           securefoundation decrypt -j yubikey -o doc.pdf doc.pdf.age
         """
@@ -140,6 +143,10 @@ struct KeygenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keygen",
         abstract: "Generate an age identity, or print the recipient of one (-y).",
+        usage: """
+        securefoundation keygen [--pq] [--passphrase] [-o OUTPUT]
+        securefoundation keygen -y [INPUT]
+        """,
         discussion: """
         Writes an identity file in age-keygen's format:
           # created: 2026-01-02T15:04:05Z

@@ -99,6 +99,7 @@ struct AgentStartCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "start",
         abstract: "Start the agent in the background (locked; then run `agent unlock`).",
+        usage: "securefoundation agent start [options] [--foreground]",
         discussion: """
         Prints the socket and the agent's pid once it listens. A socket left by an agent that was \
         killed is replaced; a running agent is not (exit 1). With --foreground the agent stays \
@@ -131,8 +132,20 @@ struct AgentStartCommand: ParsableCommand {
 
 /// The agent process (`agent start` runs it detached; hidden).
 struct AgentServeCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the agent (used by `agent start`).",
-                                                    shouldDisplay: false)
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the agent (used by `agent start`).",
+        usage: "securefoundation agent serve [options] [--ready-fd FD]",
+        discussion: """
+        Runs the agent in this process until it is stopped (`agent stop`, SIGTERM, SIGINT or \
+        SIGHUP). Without --ready-fd it logs to standard error, as `agent start --foreground` \
+        does; with --ready-fd (as `agent start` runs it) it writes `ready`, or why it could not \
+        start, to that descriptor, starts a session of its own and logs nothing.
+
+        Example:
+          securefoundation agent serve --home ~/.app --idle-ttl 300
+        """,
+        shouldDisplay: false)
 
     @OptionGroup var options: AgentServeOptions
 
@@ -167,15 +180,16 @@ struct AgentUnlockCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "unlock",
         abstract: "Unlock the agent's vault: the passcode (or the answers) goes to the agent, which runs the KDF.",
+        usage: "securefoundation agent unlock [options] [--passcode-file FILE]",
         discussion: """
         Counts as an unlock attempt, as `vault unlock` does. The passcode is wiped in both \
         processes once the KDF has run.
 
         A vault whose device key is wrapped by a PKCS #11 token (the pkcs11 provider) needs the \
         token's PIN in the agent: --token-pin asks for it on the terminal, --token-pin-file reads \
-        it; the agent holds it until it stops (docs/HARDWARE-KEYS.md).
+        it; the agent holds it until it stops (HARDWARE-KEYS.md in the documentation).
 
-        Example:
+        Examples:
           securefoundation agent unlock --passcode-file pin.txt
           securefoundation agent unlock --token-pin
         """
@@ -225,7 +239,17 @@ struct AgentUnlockCommand: ParsableCommand {
 }
 
 struct AgentLockCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "lock", abstract: "Lock the agent's vault now (whenUnlocked keys are wiped).")
+    static let configuration = CommandConfiguration(
+        commandName: "lock",
+        abstract: "Lock the agent's vault now (whenUnlocked keys are wiped).",
+        discussion: """
+        The agent keeps running: afterFirstUnlock keys stay served, and `agent unlock` unlocks \
+        it again.
+
+        Examples:
+          securefoundation agent lock
+          securefoundation agent lock --home ~/.app
+        """)
 
     @OptionGroup var socket: AgentSocketOptions
 
@@ -240,7 +264,12 @@ struct AgentLockCommand: ParsableCommand {
 struct AgentStatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show whether an agent runs, whether it holds the vault unlocked, and its TTLs (exit 7: no agent).")
+        abstract: "Show whether an agent runs, whether it holds the vault unlocked, and its TTLs (exit 7: no agent).",
+        discussion: """
+        Examples:
+          securefoundation agent status
+          securefoundation agent status --home ~/.app --json
+        """)
 
     @OptionGroup var socket: AgentSocketOptions
 
@@ -291,7 +320,14 @@ extension AgentStatusCommand {
 }
 
 struct AgentStopCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "stop", abstract: "Lock the vault and stop the agent (afterFirstUnlock keys go too).")
+    static let configuration = CommandConfiguration(
+        commandName: "stop",
+        abstract: "Lock the vault and stop the agent (afterFirstUnlock keys go too).",
+        discussion: """
+        Examples:
+          securefoundation agent stop
+          securefoundation agent stop --home ~/.app
+        """)
 
     @OptionGroup var socket: AgentSocketOptions
 

@@ -26,7 +26,7 @@ struct AgentPluginIdentityCommand: ParsableCommand {
     @Option(name: .customLong("home"), help: ArgumentHelp("The vault's data directory (default: as the vault commands).", valueName: "dir"))
     var home: String?
 
-    @Option(name: .customLong("class"), help: ArgumentHelp("Open only files of this class (default: any class).", valueName: "class"))
+    @Option(name: .customLong("class"), help: ArgumentHelp("Open only files of this class (default: any class).", valueName: "class"), completion: CompletionValues.fileProtectionClasses)
     var protection: String?
 
     func run() throws {
@@ -54,7 +54,7 @@ struct AgentInstallPluginCommand: ParsableCommand {
         discussion: """
         `age` runs plugins found on $PATH; this program acts as age-plugin-securefoundation when \
         started under that name. The link is made in the directory of the `securefoundation` you ran \
-        (for an installed one, where the front program is; docs/CLI.md) unless --dir names another one (which must be on $PATH for age to find it). An existing link to this \
+        (for an installed one, where the front program is; CLI.md in the documentation) unless --dir names another one (which must be on $PATH for age to find it). An existing link to this \
         program is kept; anything else at that path is refused.
 
         Examples:

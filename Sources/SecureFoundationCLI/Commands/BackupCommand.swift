@@ -19,7 +19,7 @@ struct BackupCommand: ParsableCommand {
         listed. Applications may keep running.
 
         `backup restore` puts it into an empty home (or, with --replace, replaces the same \
-        vault atomically), then binds the vault to this machine's device key. docs/RECOVERY.md.
+        vault atomically), then binds the vault to this machine's device key. See RECOVERY.md in the documentation.
 
         Exit status: 0 success, 2 damaged or altered backup, 3 no identity opens it, or a wrong \
         credential, 45 the home (or a path) exists, 46 the backup is of another vault than the \
@@ -39,9 +39,12 @@ struct BackupCreateCommand: ParsableCommand {
         databases; a database's -key record comes along, and a database still open is refused).
 
         Examples:
-          securefoundation backup create -r age1… -o /backups/app.age --passcode-file pin.txt
-          securefoundation backup create -j yubikey --include /srv/app/data.db -o app.age
-          securefoundation backup create --to-passcode --passcode-file pin.txt -o app.age
+          securefoundation backup create -R recipients.txt -o /backups/app.age \\
+              --passcode-file pin.txt
+          securefoundation backup create -j yubikey --include /srv/app/data.db \\
+              -o app.age
+          securefoundation backup create --to-passcode --passcode-file pin.txt \\
+              -o app.age
         """
     )
 
@@ -152,9 +155,12 @@ struct BackupRestoreCommand: ParsableCommand {
         an existing file without --replace), or under --paths-to DIR.
 
         Examples:
-          securefoundation backup restore app.age -i backup-key.txt --home /var/lib/app --passcode-file pin.txt
-          securefoundation backup restore app.age --passphrase-file pin.txt --passcode-file pin.txt --home ~/.local/share/app
-          securefoundation backup restore app.age -j yubikey --recovery-key-file recovery.txt --device-key-provider tpm2
+          securefoundation backup restore app.age -i backup-key.txt \\
+              --home /var/lib/app --passcode-file pin.txt
+          securefoundation backup restore app.age --passphrase-file pin.txt \\
+              --passcode-file pin.txt --home ~/.local/share/app
+          securefoundation backup restore app.age -j yubikey \\
+              --recovery-key-file recovery.txt --device-key-provider tpm2
         """
     )
 
@@ -183,7 +189,7 @@ struct BackupRestoreCommand: ParsableCommand {
     @Flag(name: .customLong("take-over"), help: "This machine holds the vault in another home that is gone: restore it here all the same (its rollback anchor moves here).")
     var takeOver = false
 
-    @Option(name: .customLong("device-key-provider"), help: "Keep this machine's device key here: file (default), systemd-credential, keyring, tpm2 or pkcs11.")
+    @Option(name: .customLong("device-key-provider"), help: "Keep this machine's device key here: file (default), systemd-credential, keyring, tpm2 or pkcs11.", completion: CompletionValues.deviceKeyProviders)
     var deviceKeyProvider: String?
 
     @OptionGroup var providerOptions: DeviceKeyProviderOptions

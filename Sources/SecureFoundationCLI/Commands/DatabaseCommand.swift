@@ -8,26 +8,30 @@ import SecureFoundation
 struct DatabaseCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "db",
-        abstract: "SQLite databases under a data-protection class, in SQLCipher 4's format (docs/PROTECTED-DATABASE.md).",
+        abstract: "SQLite databases under a data-protection class, in SQLCipher 4's format.",
         discussion: """
         A protected database is an SQLite file encrypted and authenticated page by page \
         (SQLCipher 4: AES-256-CBC, HMAC-SHA512, 4096-byte pages) under a random key kept in \
         its key record PATH-key, a protected file of the database's class. The classes mean \
         what they mean for protected files: complete opens only while unlocked (and an open \
         database refuses every read at the lock), completeUnlessOpen can be created while \
-        locked, completeUntilFirstUserAuthentication and none open locked.
+        locked, completeUntilFirstUserAuthentication and none open locked. \
+        PROTECTED-DATABASE.md in the documentation describes the format and its guarantees.
 
         Each command runs locked unless given --passcode-file, --answers-file or --unlock.
 
-        Exit status (docs/CLI.md): 0 success, 1 error, 2 damaged or tampered database or key \
+        Exit status (CLI.md in the documentation): 0 success, 1 error, 2 damaged or tampered database or key \
         record, 3 wrong passcode, 36 the class is locked, 44 no database, 45 exists already, 64 \
         usage error, 74 a file cannot be read or written (disk full).
 
         Examples:
           securefoundation db create app.db --class complete --passcode-file pin.txt
-          securefoundation db sql app.db "CREATE TABLE notes(body TEXT)" --passcode-file pin.txt
-          securefoundation db sql app.db "SELECT count(*) FROM notes" --passcode-file pin.txt
-          securefoundation db upgrade app.db --from complete --to completeUnlessOpen --passcode-file pin.txt
+          securefoundation db sql app.db "CREATE TABLE notes(body TEXT)" \\
+              --passcode-file pin.txt
+          securefoundation db sql app.db "SELECT count(*) FROM notes" \\
+              --passcode-file pin.txt
+          securefoundation db upgrade app.db --from complete --to completeUnlessOpen \\
+              --passcode-file pin.txt
           securefoundation db status app.db
         """,
         subcommands: [
@@ -39,7 +43,7 @@ struct DatabaseCommand: ParsableCommand {
 
 /// How `db open` and `db sql` open a database: the vault flags and the class to expect.
 struct DatabaseOpenOptions: ParsableArguments {
-    @Option(name: .customLong("expect"), help: "Refuse the database unless it is of this class.")
+    @Option(name: .customLong("expect"), help: "Refuse the database unless it is of this class.", completion: CompletionValues.fileProtectionClasses)
     var expect: String?
 
     @OptionGroup var vault: ProtectVaultOptions
@@ -55,19 +59,21 @@ struct DatabaseCreateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "create",
         abstract: "Create an empty protected database and its key record.",
+        usage: "securefoundation db create [options] --class CLASS PATH",
         discussion: """
         A completeUnlessOpen database can be created while the vault is locked; the other \
         classes need their class key.
 
         Example:
-          securefoundation db create app.db --class completeUntilFirstUserAuthentication --passcode-file pin.txt
+          securefoundation db create app.db \\
+              --class completeUntilFirstUserAuthentication --passcode-file pin.txt
         """
     )
 
     @Argument(help: "The database file to create (PATH-key is created beside it).")
     var path: String
 
-    @Option(name: .customLong("class"), help: "The protection class.")
+    @Option(name: .customLong("class"), help: "The protection class.", completion: CompletionValues.fileProtectionClasses)
     var className: String
 
     @OptionGroup var vault: ProtectVaultOptions
@@ -87,6 +93,7 @@ struct DatabaseOpenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "open",
         abstract: "Open a database and check it: every page authenticates and SQLite's integrity check passes.",
+        usage: "securefoundation db open [options] [--expect CLASS] PATH",
         discussion: """
         Prints `ok: CLASS, N pages, N tables`. With --expect, a database of another class is \
         refused (exit 1), as an application that states its class refuses it.
@@ -116,6 +123,7 @@ struct DatabaseStatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "The class, size and salt of a database (no key needed).",
+        usage: "securefoundation db status [options] PATH",
         discussion: """
         Prints `class CLASS`, `pages N`, `wal N bytes` and `salt HEX` (SQLCipher's database \
         identifier, the file's first 16 bytes).
@@ -162,13 +170,15 @@ struct DatabaseSQLCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sql",
         abstract: "Run one SQL statement on a database (for inspection and scripts).",
+        usage: "securefoundation db sql [options] [--expect CLASS] PATH STATEMENT",
         discussion: """
         Rows go to standard output, one a line, columns separated by tabs (NULL as an empty \
         field, blobs as X'hex'); a statement that returns no rows prints `changes N`. The \
         statement runs in a transaction of its own.
 
         Example:
-          securefoundation db sql app.db "SELECT id, body FROM notes ORDER BY id" --passcode-file pin.txt
+          securefoundation db sql app.db "SELECT id, body FROM notes ORDER BY id" \\
+              --passcode-file pin.txt
         """
     )
 
@@ -235,22 +245,24 @@ struct DatabaseUpgradeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "upgrade",
         abstract: "Change a database's class (its key record is re-wrapped; the pages are not touched).",
+        usage: "securefoundation db upgrade [options] --from CLASS --to CLASS PATH",
         discussion: """
         Atomic: the key record is of the old class or the new one, never neither. Prints \
         `changed` or `already CLASS`. A database of neither class is refused (exit 1).
 
         Example:
-          securefoundation db upgrade app.db --from completeUnlessOpen --to complete --passcode-file pin.txt
+          securefoundation db upgrade app.db --from completeUnlessOpen --to complete \\
+              --passcode-file pin.txt
         """
     )
 
     @Argument(help: "The database file.")
     var path: String
 
-    @Option(name: .customLong("from"), help: "The class it has now.")
+    @Option(name: .customLong("from"), help: "The class it has now.", completion: CompletionValues.fileProtectionClasses)
     var from: String
 
-    @Option(name: .customLong("to"), help: "The class it gets.")
+    @Option(name: .customLong("to"), help: "The class it gets.", completion: CompletionValues.fileProtectionClasses)
     var to: String
 
     @OptionGroup var vault: ProtectVaultOptions
@@ -272,6 +284,7 @@ struct DatabaseRekeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rekey",
         abstract: "Re-encrypt every page under a new key and salt (for a key that leaked), crash-safely.",
+        usage: "securefoundation db rekey [options] PATH",
         discussion: """
         The key record first holds the old and the new key, the database is copied page by \
         page under the new key beside the old one (PATH-rekey) and renamed over it, then the \
@@ -309,6 +322,7 @@ struct DatabaseExportKeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export-key",
         abstract: "Print a database's raw key (64 hex digits), for SQLCipher and recovery.",
+        usage: "securefoundation db export-key [options] [-o OUTPUT] PATH",
         discussion: """
         Whoever holds the key reads and writes the database without the vault, on any \
         device: keep it as you would the passcode. SQLCipher 4 opens the database with \
@@ -351,6 +365,7 @@ struct DatabaseAdoptCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "adopt",
         abstract: "Take in a database written by SQLCipher 4 with a raw key: write its key record of a class.",
+        usage: "securefoundation db adopt [options] --key-file FILE --class CLASS PATH",
         discussion: """
         The key file holds SQLCipher's raw key (`PRAGMA key = "x'HEX'"`, SQLCipher 4's \
         default settings) as a key file of the CLI: 64 hex digits with at most one newline (what \
@@ -358,7 +373,8 @@ struct DatabaseAdoptCommand: ParsableCommand {
         SQLCipher first.
 
         Example:
-          securefoundation db adopt legacy.db --key-file legacy.key --class complete --passcode-file pin.txt
+          securefoundation db adopt legacy.db --key-file legacy.key --class complete \\
+              --passcode-file pin.txt
         """
     )
 
@@ -368,7 +384,7 @@ struct DatabaseAdoptCommand: ParsableCommand {
     @Option(name: .customLong("key-file"), help: "SQLCipher's raw key: 64 hex digits (as `db export-key` writes) or 32 raw bytes.")
     var keyFile: String
 
-    @Option(name: .customLong("class"), help: "The protection class of its key record.")
+    @Option(name: .customLong("class"), help: "The protection class of its key record.", completion: CompletionValues.fileProtectionClasses)
     var className: String
 
     @OptionGroup var vault: ProtectVaultOptions

@@ -23,7 +23,7 @@ struct DeviceKeyProviderOptions: ParsableArguments {
     @Option(name: .customLong("keyring-timeout"), help: "keyring: seconds the key stays cached in the kernel keyring (default 600).")
     var keyringTimeout = 600
 
-    @Option(name: .customLong("keyring-backing"), help: "keyring: the provider behind the cache: file, systemd-credential, tpm2 or pkcs11 (default file).")
+    @Option(name: .customLong("keyring-backing"), help: "keyring: the provider behind the cache: file, systemd-credential, tpm2 or pkcs11 (default file).", completion: CompletionValues.keyringBackings)
     var keyringBacking = "file"
 
     @Option(name: [.customLong("pkcs11-uri"), .customLong("uri")], help: "pkcs11: the token's secret key (pkcs11:token=…;object=…, a sensitive, non-extractable generic secret); the PIN from pin-source=file:/PATH in the URI or $SECUREFOUNDATION_TOKEN_PIN.")
@@ -88,16 +88,18 @@ struct VaultMigrateDeviceKeyCommand: ParsableCommand {
 
         Examples:
           securefoundation vault migrate-device-key --to tpm2 --pcrs 7
-          securefoundation vault migrate-device-key --to systemd-credential --with-key host+tpm2
-          SECUREFOUNDATION_TOKEN_PIN=… securefoundation vault migrate-device-key --to pkcs11 \\
-              --pkcs11-module /usr/lib/softhsm/libsofthsm2.so --pkcs11-uri 'pkcs11:token=fleet;object=device-key'
+          securefoundation vault migrate-device-key --to systemd-credential \\
+              --with-key host+tpm2
+          SECUREFOUNDATION_TOKEN_PIN=… securefoundation vault migrate-device-key \\
+              --to pkcs11 --pkcs11-module /usr/lib/softhsm/libsofthsm2.so \\
+              --pkcs11-uri 'pkcs11:token=fleet;object=device-key'
           securefoundation vault migrate-device-key --adopt
         """
     )
 
     @OptionGroup var home: HomeOptions
 
-    @Option(name: [.customLong("to"), .customLong("provider")], help: "The new provider: file, systemd-credential, keyring, tpm2 or pkcs11.")
+    @Option(name: [.customLong("to"), .customLong("provider")], help: "The new provider: file, systemd-credential, keyring, tpm2 or pkcs11.", completion: CompletionValues.deviceKeyProviders)
     var to: String?
 
     @Flag(name: .customLong("adopt"), help: "Move the record an earlier version kept in the data directory beside the device key.")
@@ -136,6 +138,7 @@ struct VaultRotateDeviceKeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rotate-device-key",
         abstract: "Replace the device key with a new one under the same provider and re-key everything that depends on it.",
+        usage: "securefoundation vault rotate-device-key [options] [--resume]",
         discussion: """
         A new random device key is stored by the vault's provider (file, systemd-credential, \
         keyring, tpm2) beside the old one, every keychain of the home (HOME/keychain.sqlite, \

@@ -7,6 +7,10 @@ struct HashCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hash",
         abstract: "Print or check digests of files in sha256sum's format.",
+        usage: """
+        securefoundation hash [-a ALGORITHM] [FILE ...]
+        securefoundation hash -c [options] [LIST ...]
+        """,
         discussion: """
         Output lines are `HEX  NAME`, exactly as sha256sum prints them, so `sha256sum -c` accepts \
         them. A name containing a backslash or a newline is escaped as GNU sha256sum escapes it: \

@@ -21,7 +21,7 @@ struct InspectCommand: ParsableCommand {
         """
     )
 
-    @Flag(name: .customLong("json"), help: "Print the description as JSON (docs/CLI.md, \"JSON output\").")
+    @Flag(name: .customLong("json"), help: "Print the description as JSON (CLI.md in the documentation, \"JSON output\").")
     var json = false
 
     @Argument(help: "The age file; `-` or none for stdin.")

@@ -12,18 +12,19 @@ struct KeychainCommand: ParsableCommand {
         The keychain is the SQLite database HOME/keychain.sqlite, where HOME is --home, \
         else $SECUREFOUNDATION_HOME, else $XDG_DATA_HOME/securefoundation, else \
         ~/.local/share/securefoundation. Service and account names and passwords are stored \
-        encrypted (docs/KEYCHAIN.md).
+        encrypted (KEYCHAIN.md in the documentation).
 
         Items of the whenUnlocked and afterFirstUnlock classes need the vault unlocked: give its \
         passcode with --passcode-file. Items of the always class need only the device key.
 
-        Exit status (docs/CLI.md): 0 success, 44 item not found (as `security`), 45 duplicate \
+        Exit status (CLI.md in the documentation): 0 success, 44 item not found (as `security`), 45 duplicate \
         item, 36 class key unavailable (vault locked), 3 wrong passcode, 4 too many attempts \
         (wait), 5 no vault, 2 damaged keychain, 74 a file cannot be read or written, 64 usage, \
         1 any other error.
 
-        Example:
-          securefoundation keychain add-generic-password -s mail -a alice -w - --accessibility always < pw.txt
+        Examples:
+          securefoundation keychain add-generic-password -s mail -a alice -w - \\
+              --accessibility always < pw.txt
           securefoundation keychain find-generic-password -s mail -a alice -w
         """,
         subcommands: [AddGenericPassword.self, FindGenericPassword.self, DeleteGenericPassword.self, DumpKeychain.self]
@@ -181,6 +182,10 @@ struct AddGenericPassword: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add-generic-password",
         abstract: "Add a generic password item.",
+        usage: """
+        securefoundation keychain add-generic-password -s SERVICE -a ACCOUNT
+            [-w PASSWORD] [-U] [options]
+        """,
         discussion: """
         Without -U an existing item with the same service and account is an error (exit 45); \
         with -U the item is added or replaced in one write, so concurrent -U never fails. \
@@ -188,8 +193,10 @@ struct AddGenericPassword: ParsableCommand {
         (also when -w is the last argument, as in macOS `security`).
 
         Examples:
-          securefoundation keychain add-generic-password -s mail -a alice -w - --accessibility always < pw.txt
-          securefoundation keychain add-generic-password -U -s api -a token -w - --passcode-file passcode.txt < token.txt
+          securefoundation keychain add-generic-password -s mail -a alice -w - \\
+              --accessibility always < pw.txt
+          securefoundation keychain add-generic-password -U -s api -a token -w - \\
+              --passcode-file passcode.txt < token.txt
         """
     )
 
@@ -211,7 +218,7 @@ struct AddGenericPassword: ParsableCommand {
     @Option(name: .customShort("j"), help: ArgumentHelp("A comment.", valueName: "comment"))
     var comment: String?
 
-    @Option(name: .customLong("accessibility"), help: "whenUnlocked (default), afterFirstUnlock or always, optionally followed by ThisDeviceOnly.")
+    @Option(name: .customLong("accessibility"), help: "whenUnlocked (default), afterFirstUnlock or always, optionally followed by ThisDeviceOnly.", completion: CompletionValues.accessibilities)
     var accessibilityName: String = "whenUnlocked"
 
     @OptionGroup var store: KeychainStoreOptions
@@ -243,13 +250,19 @@ struct FindGenericPassword: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "find-generic-password",
         abstract: "Find a generic password item and print its attributes, or only its password with -w.",
+        usage: """
+        securefoundation keychain find-generic-password [-s SERVICE] [-a ACCOUNT]
+            [-w] [--json] [options]
+        """,
         discussion: """
         Prints the first item matching the given service and/or account. Exit 44 when none does.
 
         Examples:
           securefoundation keychain find-generic-password -s mail -a alice
-          securefoundation keychain find-generic-password -s mail -a alice -w --passcode-file passcode.txt
-          securefoundation keychain find-generic-password -s api -a token -w --minimum-accessibility whenUnlocked --passcode-file passcode.txt
+          securefoundation keychain find-generic-password -s mail -a alice -w \\
+              --passcode-file passcode.txt
+          securefoundation keychain find-generic-password -s api -a token -w \\
+              --minimum-accessibility whenUnlocked --passcode-file passcode.txt
         """
     )
 
@@ -262,12 +275,12 @@ struct FindGenericPassword: ParsableCommand {
     @Flag(name: .customShort("w"), help: "Print only the password (followed by a newline); with --json, the attributes and the password.")
     var passwordOnly = false
 
-    @Flag(name: .customLong("json"), help: "Print the item as JSON (docs/CLI.md, \"JSON output\"): its attributes, the password only with -w.")
+    @Flag(name: .customLong("json"), help: "Print the item as JSON (CLI.md in the documentation, \"JSON output\"): its attributes, the password only with -w.")
     var json = false
 
     @Option(name: .customLong("minimum-accessibility"), help: ArgumentHelp(
         "Refuse (exit 1) an item stored under a weaker class than this one (whenUnlocked > afterFirstUnlock > always; ThisDeviceOnly also requires a device-bound item).",
-        valueName: "accessibility"))
+        valueName: "accessibility"), completion: CompletionValues.accessibilities)
     var minimumAccessibility: String?
 
     @OptionGroup var store: KeychainStoreOptions
@@ -320,6 +333,10 @@ struct DeleteGenericPassword: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete-generic-password",
         abstract: "Delete a generic password item.",
+        usage: """
+        securefoundation keychain delete-generic-password -s SERVICE -a ACCOUNT
+            [options]
+        """,
         discussion: """
         Deletes the item with this service and account (exit 44 when there is none). No class key \
         is needed to delete.
@@ -351,6 +368,7 @@ struct DumpKeychain: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "dump-keychain",
         abstract: "List every item's attributes, without secrets.",
+        usage: "securefoundation keychain dump-keychain [options] [--json]",
         discussion: """
         Items whose names are sealed under a class key that is unavailable (vault locked) are \
         listed with their class and accessibility only; give --passcode-file to see them.
@@ -364,7 +382,7 @@ struct DumpKeychain: ParsableCommand {
         """
     )
 
-    @Flag(name: .customLong("json"), help: "Print the listing as JSON (docs/CLI.md, \"JSON output\"), damaged items included.")
+    @Flag(name: .customLong("json"), help: "Print the listing as JSON (CLI.md in the documentation, \"JSON output\"), damaged items included.")
     var json = false
 
     @OptionGroup var store: KeychainStoreOptions

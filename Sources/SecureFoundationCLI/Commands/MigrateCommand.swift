@@ -14,7 +14,7 @@ struct MigrateCommand: ParsableCommand {
         also turns the legacy crypto manager into a vault with the same passcode and questions, \
         decrypts the values, data and files the old library encrypted, and re-seals them in this \
         library's formats. The old format (AES-CBC with an 8-bit checksum, PBKDF2 with 1,000 \
-        rounds) is read only here, never written. docs/MIGRATING.md walks through a migration.
+        rounds) is read only here, never written. MIGRATING.md in the documentation walks through a migration.
         """,
         subcommands: [MigrateIMASKeychainCommand.self, MigrateIMASDataCommand.self]
     )
@@ -24,6 +24,7 @@ struct MigrateIMASKeychainCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "imas-keychain",
         abstract: "Import an iMAS keychain file (Library/... or Library/.imskeychain) as keychain items.",
+        usage: "securefoundation migrate imas-keychain [options] [--overwrite] FILE",
         discussion: """
         Each entry {service: {account: data}} becomes a generic password of class --accessibility \
         (default always, as the legacy file needed no unlock). Values are imported as they are: \
@@ -33,7 +34,7 @@ struct MigrateIMASKeychainCommand: ParsableCommand {
         Prints one line per entry not imported (with the reason) and a summary:
           imported 3, skipped 1, failed 0
 
-        Exit status (docs/CLI.md): 0 every entry imported or skipped, 2 some entries could not \
+        Exit status (CLI.md in the documentation): 0 every entry imported or skipped, 2 some entries could not \
         be read (the others were imported), 74 the file is missing or unreadable, 1 the file is \
         not a legacy keychain or another error. In an installation of March 2013 or later, \
         Library/.imskeychain is the original's decoy (the same fake entries on every install): \
@@ -88,7 +89,7 @@ struct MigrateIMASDataCommand: ParsableCommand {
         kept, existing items and outputs holding what their inputs decrypt to are skipped, and \
         after a run whose shredding stopped short it shreds what is left.
 
-        Exit status (docs/CLI.md): 0 done, 2 damaged legacy data, 3 wrong old passcode or \
+        Exit status (CLI.md in the documentation): 0 done, 2 damaged legacy data, 3 wrong old passcode or \
         answers (or a GenItem they do not open), 74 an input missing or unreadable, 1 any \
         other error (nothing was written when the inputs could not all be read), 1 also when \
         the migration is done but some legacy files were not shredded (each listed).
@@ -129,7 +130,7 @@ struct MigrateIMASDataCommand: ParsableCommand {
     @Option(name: .customLong("file"), help: "A file encrypted by IMSCryptoUtilsEncryptFileToPath under the application key, written as the protected file FILE.protected (repeat).")
     var files: [String] = []
 
-    @Option(name: .customLong("protection"), help: "The protection class of the --file outputs (default complete).")
+    @Option(name: .customLong("protection"), help: "The protection class of the --file outputs (default complete).", completion: CompletionValues.fileProtectionClasses)
     var protection = "complete"
 
     @Flag(name: .customLong("overwrite"), help: "Replace existing items and output files.")

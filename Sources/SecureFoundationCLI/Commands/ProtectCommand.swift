@@ -18,14 +18,16 @@ struct ProtectCommand: ParsableCommand {
 
         Each command runs locked unless given --passcode-file, --answers-file or --unlock.
 
-        Exit status (docs/CLI.md): 0 success, 1 error, 2 damaged or tampered file, 3 wrong \
+        Exit status (CLI.md in the documentation): 0 success, 1 error, 2 damaged or tampered file, 3 wrong \
         passcode or answers, 4 too many attempts, 5 no vault (not set up, or erased), 36 the \
         class is locked (unlock and try again; 6 before this release), 64 usage error, 74 a \
         file cannot be read or written.
 
         Examples:
-          echo data | securefoundation protect write --class completeUnlessOpen -o inbox/1.sf
-          securefoundation protect upgrade --from completeUnlessOpen --to complete inbox --passcode-file pin.txt
+          echo data | securefoundation protect write --class completeUnlessOpen \\
+              -o inbox/1.sf
+          securefoundation protect upgrade --from completeUnlessOpen --to complete \\
+              --passcode-file pin.txt inbox
           securefoundation protect read inbox/1.sf --passcode-file pin.txt
           securefoundation protect status inbox
         """,
@@ -74,13 +76,15 @@ struct ProtectWriteCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "write",
         abstract: "Write standard input or a file as a protected file of a class (atomic, 0600).",
+        usage: "securefoundation protect write [options] --class CLASS [-o FILE] [INPUT]",
         discussion: """
         Example:
-          securefoundation protect write --class completeUnlessOpen -o photo.sf photo.jpg
+          securefoundation protect write --class completeUnlessOpen \\
+              -o photo.sf photo.jpg
         """
     )
 
-    @Option(name: .customLong("class"), help: "The protection class.")
+    @Option(name: .customLong("class"), help: "The protection class.", completion: CompletionValues.fileProtectionClasses)
     var className: String
 
     @Option(name: .shortAndLong, help: "The protected file to write (default: standard output).")
@@ -113,6 +117,7 @@ struct ProtectReadCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "read",
         abstract: "Decrypt a protected file (streaming; -o is written atomically once authenticated).",
+        usage: "securefoundation protect read [options] [-o OUTPUT] FILE",
         discussion: """
         Example:
           securefoundation protect read -o photo.jpg photo.sf --passcode-file pin.txt
@@ -146,6 +151,7 @@ struct ProtectStatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "The class of each protected file, and whether it is readable now.",
+        usage: "securefoundation protect status [options] [--json] PATH ...",
         discussion: """
         One line per file: `PATH: CLASS, readable` or `PATH: CLASS, locked (REASON)`, or \
         `PATH: not a protected file`. Directories are walked (symbolic links are not followed). \
@@ -161,7 +167,7 @@ struct ProtectStatusCommand: ParsableCommand {
 
     @OptionGroup var vault: ProtectVaultOptions
 
-    @Flag(name: .customLong("json"), help: "Print the files' status as JSON (docs/CLI.md, \"JSON output\").")
+    @Flag(name: .customLong("json"), help: "Print the files' status as JSON (CLI.md in the documentation, \"JSON output\").")
     var json = false
 
     /// One file of the report.
@@ -218,6 +224,7 @@ struct ProtectUpgradeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "upgrade",
         abstract: "Change every protected file of one class under a directory to another class (header only, atomic).",
+        usage: "securefoundation protect upgrade [options] --from CLASS --to CLASS DIR",
         discussion: """
         Prints `changed N, already in the class A, skipped M, failed K` and one line per \
         failure; exit status 1 when any file failed. Runs over the same tree at the same time \
@@ -225,14 +232,15 @@ struct ProtectUpgradeCommand: ParsableCommand {
         run changed counts as already in the class, so every file is counted once.
 
         Example:
-          securefoundation protect upgrade --from completeUnlessOpen --to complete inbox --passcode-file pin.txt
+          securefoundation protect upgrade --from completeUnlessOpen --to complete \\
+              --passcode-file pin.txt inbox
         """
     )
 
-    @Option(name: .customLong("from"), help: "The class of the files to change.")
+    @Option(name: .customLong("from"), help: "The class of the files to change.", completion: CompletionValues.fileProtectionClasses)
     var from: String
 
-    @Option(name: .customLong("to"), help: "The class to give them.")
+    @Option(name: .customLong("to"), help: "The class to give them.", completion: CompletionValues.fileProtectionClasses)
     var to: String
 
     @Argument(help: "The directory.")
@@ -261,17 +269,19 @@ struct ProtectExportIdentityCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export-identity",
         abstract: "Print a class's age identity (AGE-SECRET-KEY-1…), for `age -d -i` and recovery.",
+        usage: "securefoundation protect export-identity [options] --class CLASS",
         discussion: """
         Whoever holds the identity reads every file of the class without the vault, on any \
         device: keep it as you would the passcode. The class recipient (age1…) goes to stderr \
         with the warning, so files encrypted by `age -r` to it read as that class.
 
         Example:
-          securefoundation protect export-identity --class complete -o complete.key --passcode-file pin.txt
+          securefoundation protect export-identity --class complete -o complete.key \\
+              --passcode-file pin.txt
         """
     )
 
-    @Option(name: .customLong("class"), help: "The protection class.")
+    @Option(name: .customLong("class"), help: "The protection class.", completion: CompletionValues.fileProtectionClasses)
     var className: String
 
     @Option(name: .shortAndLong, help: "Write the identity to this file (0600) instead of standard output.")
@@ -304,6 +314,7 @@ struct ProtectRotateKeysCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rotate-keys",
         abstract: "Give every class a new key pair, re-wrap the files under the directories, destroy the old pairs.",
+        usage: "securefoundation protect rotate-keys [options] [--resume] DIR ...",
         discussion: """
         Every class that has a key pair gets a new X25519 key pair; the replaced pairs are kept \
         (retired) while every protected file under the directories is re-wrapped to the new \

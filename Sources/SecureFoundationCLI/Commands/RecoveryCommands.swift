@@ -33,11 +33,12 @@ struct VaultRecoveryKeyCommand: ParsableCommand {
         checksum (a typo is caught before any attempt counts). It unlocks the vault (`vault \
         unlock --recovery-key-file`), sets a new passcode (`change-passcode \
         --recovery-key-file`), and binds the vault to a new device key (`vault \
-        rebind-device-key`). Making a new one revokes the old one. docs/RECOVERY.md.
+        rebind-device-key`). Making a new one revokes the old one. See RECOVERY.md in the documentation.
 
         Examples:
           securefoundation vault recovery-key create --passcode-file pin.txt
-          securefoundation vault recovery-key create --passcode-file pin.txt --output /media/usb/recovery.txt
+          securefoundation vault recovery-key create --passcode-file pin.txt \\
+              --output /media/usb/recovery.txt
           securefoundation vault recovery-key remove --passcode-file pin.txt
         """,
         subcommands: [VaultRecoveryKeyCreateCommand.self, VaultRecoveryKeyRemoveCommand.self]
@@ -47,7 +48,18 @@ struct VaultRecoveryKeyCommand: ParsableCommand {
 struct VaultRecoveryKeyCreateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "create",
-        abstract: "Make a new recovery key (replacing and revoking any earlier one) and print it once."
+        abstract: "Make a new recovery key (replacing and revoking any earlier one) and print it once.",
+        usage: "securefoundation vault recovery-key create [options] [-o FILE]",
+        discussion: """
+        Unlocks the vault with the passcode (from the terminal, or --passcode-file), the answers \
+        or the current recovery key. Keep the new key offline: it unlocks the vault without the \
+        passcode.
+
+        Examples:
+          securefoundation vault recovery-key create --passcode-file pin.txt
+          securefoundation vault recovery-key create --passcode-file pin.txt \\
+              -o /media/usb/recovery.txt
+        """
     )
 
     @OptionGroup var home: HomeOptions
@@ -75,7 +87,12 @@ struct VaultRecoveryKeyCreateCommand: ParsableCommand {
 struct VaultRecoveryKeyRemoveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "remove",
-        abstract: "Remove the recovery key: it opens nothing afterwards."
+        abstract: "Remove the recovery key: it opens nothing afterwards.",
+        usage: "securefoundation vault recovery-key remove [options]",
+        discussion: """
+        Example:
+          securefoundation vault recovery-key remove --passcode-file pin.txt
+        """
     )
 
     @OptionGroup var home: HomeOptions
@@ -107,14 +124,15 @@ struct VaultRebindDeviceKeyCommand: ParsableCommand {
         lost key opened) are removed and listed. vault.state records the re-binding (when, \
         from which key to which, with which credential); `vault status` shows it. Without a \
         credential nothing changes. Running it again after an interruption finishes it. \
-        docs/RECOVERY.md.
+        See RECOVERY.md in the documentation.
 
         Exit status: 0 success (also when the vault was bound to this key already), 3 wrong \
         credential, 4 wait, 5 no vault, 64 usage, 74 a file cannot be written.
 
         Examples:
           securefoundation vault rebind-device-key --passcode-file pin.txt
-          securefoundation vault rebind-device-key --recovery-key-file recovery.txt --device-key-provider tpm2
+          securefoundation vault rebind-device-key --recovery-key-file recovery.txt \\
+              --device-key-provider tpm2
         """
     )
 
@@ -122,7 +140,7 @@ struct VaultRebindDeviceKeyCommand: ParsableCommand {
 
     @OptionGroup var credentials: VaultCredentialOptions
 
-    @Option(name: .customLong("device-key-provider"), help: "Keep the new device key here: file (default), systemd-credential, keyring, tpm2 or pkcs11 (recorded beside the device key).")
+    @Option(name: .customLong("device-key-provider"), help: "Keep the new device key here: file (default), systemd-credential, keyring, tpm2 or pkcs11 (recorded beside the device key).", completion: CompletionValues.deviceKeyProviders)
     var deviceKeyProvider: String?
 
     @OptionGroup var providerOptions: DeviceKeyProviderOptions

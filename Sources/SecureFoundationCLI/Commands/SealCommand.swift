@@ -30,15 +30,17 @@ struct SealCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "seal",
         abstract: "Seal data (authenticated encryption) with a passphrase or a key file.",
+        usage: "securefoundation seal [options] [-o OUTPUT] [INPUT]",
         discussion: """
-        Reads INPUT (or stdin) and writes the sealed-data envelope (docs/FORMATS.md) to OUTPUT \
+        Reads INPUT (or stdin) and writes the sealed-data envelope (FORMATS.md in the documentation) to OUTPUT \
         (or stdout). Without --key-file or --passphrase-file the passphrase is read from the \
         terminal without echo.
 
         Examples:
-          securefoundation seal --passphrase-file pass.txt secrets.json > secrets.sealed
+          securefoundation seal --passphrase-file pass.txt config.json > config.sealed
           securefoundation random -n 32 > app.key
-          securefoundation seal --key-file app.key --context invoices -o note.sealed note.txt
+          securefoundation seal --key-file app.key --context invoices \\
+              -o note.sealed note.txt
         """
     )
 
@@ -95,13 +97,14 @@ struct OpenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "open",
         abstract: "Open data sealed by `seal`.",
+        usage: "securefoundation open [options] [-o OUTPUT] [INPUT]",
         discussion: """
         Writes the whole plaintext or nothing: a wrong passphrase or key exits with status 3; \
-        tampering, truncation or an unknown version with status 2 (docs/CLI.md); a message goes \
+        tampering, truncation or an unknown version with status 2 (CLI.md in the documentation); a message goes \
         to stderr and no output is written.
 
         Example:
-          securefoundation open --passphrase-file pass.txt secrets.sealed > secrets.json
+          securefoundation open --passphrase-file pass.txt config.sealed > config.json
         """
     )
 

@@ -12,10 +12,10 @@ struct SecretsCommand: ParsableCommand {
         discussion: """
         The same generator the SecretsPlugin build-tool plugin runs. Values come from the \
         environment, `.env.<environment>` and `.env` next to the manifest, and \
-        $CREDENTIALS_DIRECTORY; messages name secrets, never values. See docs/EMBEDDED-SECRETS.md.
+        $CREDENTIALS_DIRECTORY; messages name secrets, never values. See EMBEDDED-SECRETS.md in the documentation.
 
         Examples:
-          securefoundation secrets generate --manifest secrets.json --output Generated.swift
+          securefoundation secrets generate --manifest secrets.json -o Generated.swift
           securefoundation secrets check --manifest secrets.json --environment staging
           securefoundation secrets levels
         """,
@@ -53,12 +53,14 @@ struct SecretsGenerateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "generate",
         abstract: "Seal the manifest's secrets into a Swift file (a new key and different bytes every time).",
+        usage: "securefoundation secrets generate [--manifest FILE] [options] -o OUTPUT",
         discussion: """
         A missing required value fails with the secret's name and where it was looked for. \
         Do not commit the output; the plugin writes it into the build directory instead.
 
         Example:
-          API_TOKEN=… securefoundation secrets generate --manifest secrets.json --output Generated.swift
+          API_TOKEN=… securefoundation secrets generate --manifest secrets.json \\
+              --output Generated.swift
         """
     )
 
@@ -83,9 +85,14 @@ struct SecretsCheckCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check",
         abstract: "List the manifest's secrets and whether each has a value (never the value).",
+        usage: "securefoundation secrets check [--manifest FILE] [options]",
         discussion: """
         One line per secret: NAME TYPE required|optional set|MISSING and where the value was \
         found. Exits 1 when a required secret has no value.
+
+        Examples:
+          securefoundation secrets check
+          securefoundation secrets check --manifest secrets.json --environment staging
         """
     )
 
@@ -119,15 +126,17 @@ struct SecretsLevelsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "levels",
         abstract: "Show what a `strings` scan finds for each level: plaintext, XOR-obfuscated, sealed.",
+        usage: "securefoundation secrets levels [--binary PROGRAM [--variable NAME]]",
         discussion: """
         Builds the bytes each level puts into a program for one demonstration token, scans them \
         as `strings` does (runs of 6 or more printable characters) and searches for the token, \
         its hex and its base64. With --binary, scans a built program for the value of \
         --variable instead.
 
-        Example:
+        Examples:
           securefoundation secrets levels
-          API_TOKEN=… securefoundation secrets levels --binary .build/debug/App --variable API_TOKEN
+          API_TOKEN=… securefoundation secrets levels --binary .build/debug/App \\
+              --variable API_TOKEN
         """
     )
 
@@ -215,6 +224,7 @@ struct SecretsDeviceShareCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "device-share",
         abstract: "Print (base64) the vault device sub-key a program uses as its run-time share.",
+        usage: "securefoundation secrets device-share [options] [-o OUTPUT]",
         discussion: """
         For manifests with "runtimeShare": {"source": "provided", "name": NAME}: give the output \
         to the build as NAME, and in the program call \

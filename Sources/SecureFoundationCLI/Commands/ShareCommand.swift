@@ -15,23 +15,40 @@ struct ShareCommand: AsyncParsableCommand {
         A group has its own root certificate: every member's certificate is issued by it, and \
         both sides trust that root only (never the system roots). Received files are stored in \
         the inbox (default HOME/share-inbox) as protected files of class completeUnlessOpen: \
-        receiving works while the vault is locked, reading needs an unlock. See docs/SHARING.md.
+        receiving works while the vault is locked, reading needs an unlock. See SHARING.md in the documentation.
 
-        Set up:
-          securefoundation share init --new-group --name laptop --passcode-file pass.txt
-          securefoundation share invite -o invite.json --passcode-file pass.txt       (on laptop)
-          securefoundation share join invite.json --name desktop -o request.json --passcode-file pass.txt
-          securefoundation share approve request.json -o desktop.pem --passcode-file pass.txt   (on laptop)
-          securefoundation share join --certificate desktop.pem --passcode-file pass.txt
+        Set up: laptop (192.168.1.10) makes the group, desktop (192.168.1.20) joins:
+          # on laptop
+          securefoundation share init --new-group --name laptop \\
+              --passcode-file pass.txt
+          securefoundation share invite -o invite.json --passcode-file pass.txt
+          # on desktop, with invite.json
+          securefoundation share join invite.json --name desktop -o request.json \\
+              --passcode-file pass.txt
+          # on laptop, with request.json
+          securefoundation share approve request.json -o desktop.pem \\
+              --passcode-file pass.txt
+          # on desktop, with desktop.pem
+          securefoundation share join --certificate desktop.pem \\
+              --passcode-file pass.txt
         or over the network, in one step:
-          securefoundation share invite -o invite.json --listen 0.0.0.0:7444 --passcode-file pass.txt   (on laptop)
-          securefoundation share join invite.json --name desktop --connect 192.168.1.10:7444 --passcode-file pass.txt
+          # on laptop
+          securefoundation share invite -o invite.json --listen 0.0.0.0:7444 \\
+              --passcode-file pass.txt
+          # on desktop, with invite.json
+          securefoundation share join invite.json --name desktop \\
+              --connect 192.168.1.10:7444 --passcode-file pass.txt
 
         Use:
+          # on desktop
           securefoundation share serve --listen 0.0.0.0:7443 --passcode-file pass.txt
-          securefoundation share send photo.jpg --to 192.168.1.20:7443 --device desktop --passcode-file pass.txt
+          # on laptop
+          securefoundation share send photo.jpg --to 192.168.1.20:7443 \\
+              --device desktop --passcode-file pass.txt
+          # on desktop
           securefoundation share list
           securefoundation share open photo.jpg -o photo.jpg --passcode-file pass.txt
+
 
         """ + ShareCLI.exitStatus,
         subcommands: [ShareInitCommand.self, ShareInviteCommand.self, ShareJoinCommand.self, ShareApproveCommand.self,
@@ -46,7 +63,7 @@ enum ShareCLI {
     64 usage, 50 the peer was refused (not of this group, revoked, another device), 51 the \
     receiver did not store the file (digest mismatch, refused name or size), 52 invalid or \
     expired enrolment, 7 no connection, 74 a file cannot be read or written, 2 the revocation \
-    list cannot be trusted (the data directory was changed), 1 any other error (docs/CLI.md).
+    list cannot be trusted (the data directory was changed), 1 any other error (CLI.md in the documentation).
     """
 
     /// Reports `error` on stderr and returns the exit code of the one table (docs/CLI.md).

@@ -21,6 +21,12 @@ struct ShareInitCommand: ParsableCommand {
         --root-key takes the same forms for the group root's key (with --new-group): the root \
         is self-signed there, and `share approve` and `share invite --listen` sign the devices' \
         certificates there.
+
+        Examples:
+          securefoundation share init --new-group --name laptop \\
+              --passcode-file pass.txt
+          securefoundation share init --invitation invite.json --name desktop \\
+              -o request.json --passcode-file pass.txt
         """
     )
 
@@ -80,6 +86,7 @@ struct ShareInviteCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "invite",
         abstract: "Write a one-time, short-lived invitation for a new device (on the machine holding the group root).",
+        usage: "securefoundation share invite [options] [--listen HOST:PORT] [-o OUTPUT]",
         discussion: """
         The invitation holds the group root certificate, a one-time secret and an expiry: carry \
         it to the new machine privately (whoever has it can enrol one device until it expires). \
@@ -87,6 +94,11 @@ struct ShareInviteCommand: AsyncParsableCommand {
         network (`share join INVITATION --name NAME --connect HOST:PORT`): it prints `listening \
         on HOST:PORT`, then `enrolled DEVICE` and exits 0; exit 52 if the invitation expires \
         first or 10 requests were refused.
+
+        Examples:
+          securefoundation share invite -o invite.json --passcode-file pass.txt
+          securefoundation share invite -o invite.json --minutes 15 \\
+              --listen 0.0.0.0:7444 --passcode-file pass.txt
         """
     )
 
@@ -144,6 +156,14 @@ struct ShareJoinCommand: AsyncParsableCommand {
         and the token's PIN) this device's key is that token key, never a new keychain key; give \
         --module and the PIN to step 2 too. With --key tpm (or tpm:pcrs=0,7) the TPM (--tcti or \
         $TPM2TOOLS_TCTI) makes this device's key; give --tcti to step 2 too.
+
+        Examples:
+          securefoundation share join invite.json --name desktop -o request.json \\
+              --passcode-file pass.txt
+          securefoundation share join --certificate desktop.pem \\
+              --passcode-file pass.txt
+          securefoundation share join invite.json --name desktop \\
+              --connect 192.168.1.10:7444 --passcode-file pass.txt
         """
     )
 
@@ -214,7 +234,17 @@ struct ShareJoinCommand: AsyncParsableCommand {
 struct ShareApproveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "approve",
-        abstract: "Issue the certificate of a device that joined with one of this machine's invitations."
+        abstract: "Issue the certificate of a device that joined with one of this machine's invitations.",
+        usage: "securefoundation share approve [options] [-o OUTPUT] REQUEST",
+        discussion: """
+        Checks the request (written by `share join INVITATION`) against the invitation of this \
+        machine it answers (unused, not expired), then writes the device's certificate chain: \
+        give it to that device, which runs `share join --certificate FILE`.
+
+        Example:
+          securefoundation share approve request.json -o desktop.pem \\
+              --passcode-file pass.txt
+        """
     )
 
     @Argument(help: "The request file.")
@@ -242,9 +272,14 @@ struct ShareRevokeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "revoke",
         abstract: "Refuse a device from now on (by the name it enrolled with here, or its sha256/ pin).",
+        usage: "securefoundation share revoke [options] (DEVICE | sha256/PIN)",
         discussion: """
         The revocation list is a keychain item of this machine (always class, MAC'd like every \
         item): run revoke on every member that should refuse the device.
+
+        Examples:
+          securefoundation share list --devices
+          securefoundation share revoke desktop
         """
     )
 

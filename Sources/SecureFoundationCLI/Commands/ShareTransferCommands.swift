@@ -19,6 +19,11 @@ struct ShareServeCommand: AsyncParsableCommand {
         only with --advertise-name). A device revoked with `share revoke` is refused \
         from its next connection; on the machine that holds the group root, so is a device not \
         enrolled there.
+
+        Examples:
+          securefoundation share serve --listen 0.0.0.0:7443 --passcode-file pass.txt
+          securefoundation share serve --listen 0.0.0.0:7443 --advertise \\
+              --passcode-file pass.txt
         """
     )
 
@@ -120,6 +125,14 @@ struct ShareSendCommand: AsyncParsableCommand {
         port), the receiver is found by DNS-SD (`share serve --advertise`; avahi-daemon on \
         Linux): each service of this group's tag is tried in turn until one proves by its \
         certificate to be DEVICE; discovery itself is not trusted.
+
+        Examples:
+          securefoundation share send photo.jpg --to 192.168.1.20:7443 \\
+              --device desktop --passcode-file pass.txt
+          securefoundation share send photo.jpg notes.pdf --to desktop \\
+              --passcode-file pass.txt
+          securefoundation share send --watch ~/Pictures/outbox --to desktop \\
+              --passcode-file pass.txt
         """
     )
 
@@ -257,6 +270,11 @@ struct ShareListCommand: AsyncParsableCommand {
         discussion: """
         One line per received file: its name and its size on disk (encrypted). With \
         --passcode-file, files still of class completeUnlessOpen are first upgraded to complete.
+
+        Examples:
+          securefoundation share list
+          securefoundation share list --devices
+          securefoundation share list --nearby --passcode-file pass.txt
         """
     )
 
@@ -266,7 +284,7 @@ struct ShareListCommand: AsyncParsableCommand {
     @Flag(name: .customLong("devices"), help: "List the devices enrolled here and the revoked ones instead.")
     var devices = false
 
-    @Flag(name: .customLong("json"), help: "Print the list as JSON (docs/CLI.md, \"JSON output\").")
+    @Flag(name: .customLong("json"), help: "Print the list as JSON (CLI.md in the documentation, \"JSON output\").")
     var json = false
 
     @Flag(name: .customLong("nearby"), help: "List the sharing services found by DNS-SD instead, with their state (member, revoked, unknown).")
@@ -347,7 +365,14 @@ struct ShareOpenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "open",
         abstract: "Read a received file (needs --passcode-file).",
-        discussion: "Writes the file's bytes to standard output or -o. Received files are upgraded to class complete first."
+        usage: "securefoundation share open [options] [--inbox DIR] [-o OUTPUT] NAME",
+        discussion: """
+        Writes the file's bytes to standard output or -o. Received files are upgraded to class \
+        complete first.
+
+        Example:
+          securefoundation share open photo.jpg -o photo.jpg --passcode-file pass.txt
+        """
     )
 
     @Argument(help: "The file's name in the inbox.")

@@ -7,6 +7,7 @@ struct ShredCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "shred",
         abstract: "Overwrite files with random data, optionally remove them, and report how far that can be trusted.",
+        usage: "securefoundation shred [-n PASSES] [-z] [-u] [-r] [-v] [options] FILE ...",
         discussion: """
         Only the allocated extents are overwritten (holes stay holes), with a CSPRNG stream, \
         one pass by default (NIST SP 800-88 "clear"; GNU shred defaults to 3), fdatasync after \

@@ -12,7 +12,7 @@ struct TLSCommand: AsyncParsableCommand {
         commandName: "tls",
         abstract: "TLS with the application's own anchors, certificate pinning and mutual TLS; keys, certificates and a certificate authority in the keychain.",
         discussion: """
-        A policy file (JSON, see docs/TLS.md) lists, per host pattern, the anchors (system store, \
+        A policy file (JSON, see TLS.md in the documentation) lists, per host pattern, the anchors (system store, \
         certificate files, keychain labels), the pins (sha256/ over the DER SubjectPublicKeyInfo), \
         their expiry and the mode (enforce or report).
 
@@ -75,9 +75,11 @@ struct TLSPinCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pin",
         abstract: "Print the sha256/ pin of each certificate in a PEM file or presented by a server.",
+        usage: "securefoundation tls pin [options] (FILE | HOST:PORT)",
         discussion: """
         The pin is SHA-256 over the DER SubjectPublicKeyInfo, in base64, as openssl computes it:
-          openssl x509 -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64
+          openssl x509 -pubkey -noout | openssl pkey -pubin -outform der \\
+              | openssl dgst -sha256 -binary | base64
         A server's chain is read without trusting it: check the pins you copy.
 
         Exit status: 0 printed, 1 unreadable file, 7 no connection, 28 timeout, 64 usage.
@@ -97,7 +99,7 @@ struct TLSPinCommand: AsyncParsableCommand {
     @Option(help: "Seconds to wait for the server.")
     var timeout: Int = 10
 
-    @Flag(name: .customLong("json"), help: "Print the pins as JSON (docs/CLI.md, \"JSON output\").")
+    @Flag(name: .customLong("json"), help: "Print the pins as JSON (CLI.md in the documentation, \"JSON output\").")
     var json = false
 
     struct PinsJSON: Encodable {
@@ -135,6 +137,7 @@ struct TLSLintCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lint",
         abstract: "Check a TLS policy file before it breaks production.",
+        usage: "securefoundation tls lint [--live [--port PORT] [--address ADDRESS]] FILE",
         discussion: """
         Errors: malformed JSON, unknown version or keys, fewer than two pins while enforcing, bad \
         pins, expired pin sets, and with --live, pins absent from the chain a host presents. \
@@ -224,9 +227,11 @@ struct TLSServeCommand: AsyncParsableCommand {
 
         Exit status: 0 stopped after --max-connections, 1 cannot listen, 64 usage.
 
-        Example:
-          securefoundation tls serve --cert server-chain.pem --key server.key --client-ca ca.pem --port 8443
-          securefoundation tls serve --identity my-server --passcode-file pin.txt --policy clients.json --port 8443
+        Examples:
+          securefoundation tls serve --cert server-chain.pem --key server.key \\
+              --client-ca ca.pem --port 8443
+          securefoundation tls serve --identity my-server --passcode-file pin.txt \\
+              --policy clients.json --port 8443
         """
     )
 
@@ -415,9 +420,12 @@ struct TLSFetchCommand: AsyncParsableCommand {
         7 no connection, 28 timeout, 64 usage, 1 any other error.
 
         Examples:
-          securefoundation tls fetch https://api.example.com/status --policy policy.json
-          securefoundation tls fetch https://device.local:8443/ --ca ca.pem --cert me.pem --key me.key
-          securefoundation tls fetch https://device.local:8443/ --ca ca.pem --identity my-device --passcode-file pin.txt
+          securefoundation tls fetch https://api.example.com/status \\
+              --policy policy.json
+          securefoundation tls fetch https://device.local:8443/ --ca ca.pem \\
+              --cert me.pem --key me.key
+          securefoundation tls fetch https://device.local:8443/ --ca ca.pem \\
+              --identity my-device --passcode-file pin.txt
         """
     )
 

@@ -85,8 +85,10 @@ struct TLSCertificateAuthorityInit: ParsableCommand {
         must be the root's key whenever it is loaded.
 
         Examples:
-          securefoundation tls ca init --common-name "Example devices CA" --passcode-file passcode.txt
-          securefoundation tls ca init --key 'pkcs11:token=ca;object=root' --module /usr/lib/softhsm/libsofthsm2.so --pin-file pin.txt
+          securefoundation tls ca init --common-name "Example devices CA" \\
+              --passcode-file passcode.txt
+          securefoundation tls ca init --key 'pkcs11:token=ca;object=root' \\
+              --module /usr/lib/softhsm/libsofthsm2.so --pin-file pin.txt
           securefoundation tls ca init --key tpm --tcti swtpm:host=127.0.0.1,port=2321
           securefoundation tls export ca -o ca.pem
         """
@@ -174,8 +176,10 @@ struct TLSIssueCommand: ParsableCommand {
         it: tls serve --identity LABEL.
 
         Examples:
-          securefoundation tls issue api.example.com --name 10.0.0.5 --server --passcode-file passcode.txt
-          securefoundation tls issue device-42 --client --csr device-42.csr -o device-42.pem --passcode-file passcode.txt
+          securefoundation tls issue api.example.com --name 10.0.0.5 --server \\
+              --passcode-file passcode.txt
+          securefoundation tls issue device-42 --client --csr device-42.csr \\
+              -o device-42.pem --passcode-file passcode.txt
         """
     )
 
@@ -299,6 +303,7 @@ struct TLSListCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
         abstract: "List the stored keys, certificates and identities (without secrets).",
+        usage: "securefoundation tls list [options]",
         discussion: """
         One line per item: kind, label, accessibility, and for certificates and identities the \
         leaf's subject and expiry, separated by tabs. Items sealed under a class that is \
@@ -341,6 +346,7 @@ struct TLSKeysCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
         abstract: "List the private keys by location: the keychain, the TPM, and a PKCS #11 token with --module (never their bytes).",
+        usage: "securefoundation tls keys [options] [--module PATH [--uri URI]]",
         discussion: """
         One line per key, tab-separated: the location (keychain, tpm or pkcs11), the kind, then \
         for the keychain the label and the sealing class, for an identity whose key stays in \
@@ -353,7 +359,8 @@ struct TLSKeysCommand: ParsableCommand {
         listed unless --pkcs11-only.
 
         Example:
-          securefoundation tls keys --module /usr/lib/softhsm/libsofthsm2.so --uri 'pkcs11:token=fleet' --pin-file pin.txt
+          securefoundation tls keys --module /usr/lib/softhsm/libsofthsm2.so \\
+              --uri 'pkcs11:token=fleet' --pin-file pin.txt
         """
     )
 
@@ -421,6 +428,10 @@ struct TLSImportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
         abstract: "Import an identity from PKCS#12 or PEM, or certificates from PEM.",
+        usage: """
+        securefoundation tls import [options] LABEL (--pkcs12 FILE
+            | --key FILE --chain FILE | --certificates FILE)
+        """,
         discussion: """
         --pkcs12 FILE: a .p12/.pfx file with a private key and its chain (password from \
         --password-file; none if not given). --key FILE with --chain FILE: a PEM private key \
@@ -431,8 +442,10 @@ struct TLSImportCommand: ParsableCommand {
         key's certificate (a key that matches no certificate is refused). `-` reads standard input.
 
         Examples:
-          securefoundation tls import server --pkcs12 server.p12 --password-file p12pass.txt --passcode-file passcode.txt
-          securefoundation tls import server --key server.key --chain server.pem --passcode-file passcode.txt
+          securefoundation tls import server --pkcs12 server.p12 \\
+              --password-file p12pass.txt --passcode-file passcode.txt
+          securefoundation tls import server --key server.key --chain server.pem \\
+              --passcode-file passcode.txt
           securefoundation tls import partners --certificates partner-roots.pem
         """
     )
@@ -510,6 +523,7 @@ struct TLSExportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
         abstract: "Write the certificates stored under a label as PEM (never a private key).",
+        usage: "securefoundation tls export [options] [-o OUTPUT] LABEL",
         discussion: """
         Writes the certificate item of the label (leaf first, then the chain), or else the \
         identity's chain, to standard output or -o FILE (mode 0600, written atomically).
@@ -541,6 +555,7 @@ struct TLSDeleteCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete",
         abstract: "Delete the key, certificate and identity items stored under a label.",
+        usage: "securefoundation tls delete [options] [--kind KIND] LABEL",
         discussion: """
         Deletes every kind stored under the label, or only --kind key, certificate or identity. \
         No class key is needed. Exit 44 when there is nothing to delete.
@@ -553,7 +568,7 @@ struct TLSDeleteCommand: ParsableCommand {
     @Argument(help: "The label.")
     var label: String
 
-    @Option(name: .customLong("kind"), help: "key, certificate or identity (default: all three).")
+    @Option(name: .customLong("kind"), help: "key, certificate or identity (default: all three).", completion: CompletionValues.identityItemKinds)
     var kind: String?
 
     @OptionGroup var store: KeychainStoreOptions
@@ -577,7 +592,7 @@ struct TLSDeleteCommand: ParsableCommand {
 /// The keychain a command adds items to and the class that seals them: `--accessibility`
 /// with the keychain's `--home` and `--passcode-file`. Each command gives its own default class.
 struct ItemStoreOptions: ParsableArguments {
-    @Option(name: .customLong("accessibility"), help: "The class that seals what is stored: whenUnlocked, afterFirstUnlock or always, optionally with ThisDeviceOnly (the default depends on the command; classes other than always need --passcode-file).")
+    @Option(name: .customLong("accessibility"), help: "The class that seals what is stored: whenUnlocked, afterFirstUnlock or always, optionally with ThisDeviceOnly (the default depends on the command; classes other than always need --passcode-file).", completion: CompletionValues.accessibilities)
     var accessibilityName: String?
 
     @OptionGroup var store: KeychainStoreOptions

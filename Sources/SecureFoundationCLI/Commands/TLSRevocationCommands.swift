@@ -10,6 +10,7 @@ struct TLSRevokeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "revoke",
         abstract: "Revoke a certificate the certificate authority issued: add it to the authority's revocation list.",
+        usage: "securefoundation tls revoke [options] [--ca LABEL] NAME",
         discussion: """
         NAME is the label a certificate is stored under (by `tls issue` or `tls import`), or the \
         sha256/ pin of a stored certificate's key. The certificate must be issued by the \
@@ -17,14 +18,14 @@ struct TLSRevokeCommand: ParsableCommand {
         list, which is signed again (new CRL number, valid --days) and kept in the keychain \
         beside the authority. Revoking a certificate listed already changes nothing (exit 0). \
         Export the list with `tls crl` and give it to the peers that check it (a policy's \
-        "revocationList", see docs/TLS.md). An authority whose key is in a token signs the \
+        "revocationList", see TLS.md in the documentation). An authority whose key is in a token signs the \
         list there: give --module and the token's PIN.
 
         Exit status: 0 revoked (or listed already), 44 no certificate under that label or pin, \
         1 not issued by the authority, 36 vault locked (give --passcode-file), 2 stored list \
         damaged.
 
-        Example:
+        Examples:
           securefoundation tls revoke device-42 --passcode-file passcode.txt
           securefoundation tls crl -o crl.pem --passcode-file passcode.txt
         """
@@ -77,6 +78,7 @@ struct TLSRevocationListCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "crl",
         abstract: "Sign and export the certificate authority's revocation list (PEM, or DER with --der).",
+        usage: "securefoundation tls crl [options] [--ca LABEL] [--der] [-o OUTPUT]",
         discussion: """
         Signs the authority's revocation list again (the revoked serial numbers so far, none if \
         nothing was revoked; thisUpdate now, nextUpdate --days later, the next CRL number), keeps \
@@ -90,7 +92,7 @@ struct TLSRevocationListCommand: ParsableCommand {
         Exit status: 0 success, 44 no authority under --ca, 36 vault locked (give \
         --passcode-file), 2 stored list damaged, 64 DER to a terminal.
 
-        Example:
+        Examples:
           securefoundation tls crl -o crl.pem --passcode-file passcode.txt
           securefoundation tls crl --der -o crl.der --passcode-file passcode.txt
         """

@@ -18,13 +18,14 @@ struct VaultCommand: ParsableCommand {
         read from --answers-file, one per line in question order (an empty line = not answered); \
         they are compared after Unicode NFKC, case folding and whitespace collapsing.
 
-        Exit status (one table for every command, docs/CLI.md): 0 success, 1 error, 2 damaged \
+        Exit status (one table for every command, CLI.md in the documentation): 0 success, 1 error, 2 damaged \
         state, 3 wrong passcode or answers, 4 too many attempts (wait), 5 no vault (not set up, \
         or erased), 45 a vault exists already (init), 64 usage error, 74 a file cannot be read \
         or written.
 
         Examples:
-          securefoundation vault init --passcode-file pin.txt --question "First pet?" --question "Birth town?" \\
+          securefoundation vault init --passcode-file pin.txt \\
+              --question "First pet?" --question "Birth town?" \\
               --question "First teacher?" --answers-file answers.txt --threshold 2
           securefoundation vault unlock --passcode-file pin.txt
           securefoundation vault status
@@ -49,8 +50,8 @@ struct VaultInitCommand: ParsableCommand {
 
         Example:
           securefoundation vault init --home ~/.app --passcode-file pin.txt \\
-              --question "First pet?" --question "Birth town?" --question "First teacher?" \\
-              --answers-file answers.txt --threshold 2
+              --question "First pet?" --question "Birth town?" \\
+              --question "First teacher?" --answers-file answers.txt --threshold 2
         """
     )
 
@@ -73,12 +74,12 @@ struct VaultInitCommand: ParsableCommand {
     @Option(name: .customLong("threshold"), help: "How many answers unlock (K of N; default N).")
     var threshold: Int?
 
-    @Option(name: .customLong("device-key-provider"), help: "Where the device key lives: file (default), systemd-credential, keyring, tpm2 or pkcs11 (recorded beside the device key).")
+    @Option(name: .customLong("device-key-provider"), help: "Where the device key lives: file (default), systemd-credential, keyring, tpm2 or pkcs11 (recorded beside the device key).", completion: CompletionValues.deviceKeyProviders)
     var deviceKeyProvider: String?
 
     @OptionGroup var providerOptions: DeviceKeyProviderOptions
 
-    @Flag(name: .customLong("recovery-key"), help: "Also make a recovery key and print it once (docs/RECOVERY.md): it unlocks the vault, and binds it to a new device key, when the passcode and answers are lost.")
+    @Flag(name: .customLong("recovery-key"), help: "Also make a recovery key and print it once (RECOVERY.md in the documentation): it unlocks the vault, and binds it to a new device key, when the passcode and answers are lost.")
     var recoveryKey = false
 
     @Option(name: .customLong("recovery-key-output"), help: ArgumentHelp("Write the recovery key to this file (0600) instead of standard output (implies --recovery-key).", valueName: "file"))
@@ -144,6 +145,7 @@ struct VaultStatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "Show whether a vault is set up, its questions, key id and failed attempts (no secret needed).",
+        usage: "securefoundation vault status [options] [--json]",
         discussion: """
         Example:
           securefoundation vault status --home ~/.app
@@ -152,7 +154,7 @@ struct VaultStatusCommand: ParsableCommand {
 
     @OptionGroup var home: HomeOptions
 
-    @Flag(name: .customLong("json"), help: "Print the status as JSON (docs/CLI.md, \"JSON output\").")
+    @Flag(name: .customLong("json"), help: "Print the status as JSON (CLI.md in the documentation, \"JSON output\").")
     var json = false
 
     /// One re-binding to a new device key, from the vault's record.
@@ -260,6 +262,7 @@ struct VaultUnlockCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "unlock",
         abstract: "Check the passcode (or the answers) and report success, the wait time, or erasure.",
+        usage: "securefoundation vault unlock [options] [--passcode-file FILE]",
         discussion: """
         The check counts as an unlock attempt. Nothing stays unlocked after the command ends: \
         no background process is started.
@@ -270,7 +273,7 @@ struct VaultUnlockCommand: ParsableCommand {
 
         Exit status: 0 unlocked, 3 wrong passcode, answers or token PIN, 4 too many attempts (the \
         message says how long to wait), 5 no vault (not set up, or erased), 64 the token's PIN \
-        was not given, 1 other errors (docs/CLI.md).
+        was not given, 1 other errors (CLI.md in the documentation).
 
         Examples:
           securefoundation vault unlock --passcode-file pin.txt
@@ -308,14 +311,18 @@ struct VaultChangePasscodeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "change-passcode",
         abstract: "Replace the passcode, proving the current one (or the answers, if it is forgotten).",
+        usage: "securefoundation vault change-passcode [options]",
         discussion: """
         The application key does not change, so data stays readable; the state file holding the \
         old wrapping is destroyed.
 
         Examples:
-          securefoundation vault change-passcode --passcode-file old.txt --new-passcode-file new.txt
-          securefoundation vault change-passcode --answers-file answers.txt --new-passcode-file new.txt
-          securefoundation vault change-passcode --recovery-key-file recovery.txt --new-passcode-file new.txt
+          securefoundation vault change-passcode --passcode-file old.txt \\
+              --new-passcode-file new.txt
+          securefoundation vault change-passcode --answers-file answers.txt \\
+              --new-passcode-file new.txt
+          securefoundation vault change-passcode --recovery-key-file recovery.txt \\
+              --new-passcode-file new.txt
         """
     )
 
@@ -362,10 +369,15 @@ struct VaultChangeQuestionsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "change-questions",
         abstract: "Replace the security questions and answers (unlocking with the passcode first).",
+        usage: """
+        securefoundation vault change-questions [options]
+            --question TEXT ... --new-answers-file FILE
+        """,
         discussion: """
         Example:
           securefoundation vault change-questions --passcode-file pin.txt \\
-              --question "First pet?" --question "Birth town?" --new-answers-file answers.txt --threshold 1
+              --question "First pet?" --question "Birth town?" \\
+              --new-answers-file answers.txt --threshold 1
         """
     )
 
@@ -405,6 +417,7 @@ struct VaultRotateKeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rotate-key",
         abstract: "Replace the application key; data sealed under the old one stays readable by its key id.",
+        usage: "securefoundation vault rotate-key [options] [--passcode-file FILE]",
         discussion: """
         The new key is wrapped under the passcode and under every K-subset of the answers, so \
         both are needed when the vault has both; every answer is checked first, and an answer \
@@ -412,7 +425,8 @@ struct VaultRotateKeyCommand: ParsableCommand {
         protected files) do not change.
 
         Example:
-          securefoundation vault rotate-key --passcode-file pin.txt --answers-file answers.txt
+          securefoundation vault rotate-key --passcode-file pin.txt \\
+              --answers-file answers.txt
         """
     )
 
@@ -446,6 +460,7 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rotate-class-keys",
         abstract: "Replace the class keys and re-seal every keychain item under the new ones.",
+        usage: "securefoundation vault rotate-class-keys [options]",
         discussion: """
         Replaces the class master (whenUnlocked and afterFirstUnlock keys) and the always key, \
         then re-seals every item of the keychain (HOME/keychain.sqlite) under the new keys. \
@@ -455,7 +470,7 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
         the new keys too; their key pairs stay the same unless --protected-dir is given \
         (then, as `protect rotate-keys`, every class gets a new key pair, the files under each \
         DIR are re-wrapped to it and the old pairs destroyed), and an old copy of the data \
-        directory needs that to be cut off from protected files (docs/PROTECTED-FILES.md). \
+        directory needs that to be cut off from protected files (PROTECTED-FILES.md in the documentation). \
         Items and files that cannot be opened are left as they are and reported (exit 1 after \
         the rest is done).
 
@@ -465,7 +480,7 @@ struct VaultRotateClassKeysCommand: ParsableCommand {
 
         Exit status: 0 success, 1 error, 3 wrong passcode or answers, 4 wait, 5 no vault, 64 usage, \
         74 a file cannot be written (a full disk: the message names the command that finishes) \
-        (docs/CLI.md).
+        (CLI.md in the documentation).
 
         Example:
           securefoundation vault rotate-class-keys --passcode-file pin.txt
@@ -538,6 +553,7 @@ struct VaultEraseCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "erase",
         abstract: "Destroy the vault's keys (crypto-erase). Everything sealed under them becomes unreadable.",
+        usage: "securefoundation vault erase [options] --yes",
         discussion: """
         The state file (all wrapped keys), every leftover copy of it in the data directory \
         (temporary files of interrupted writes, superseded state files, files of an interrupted \

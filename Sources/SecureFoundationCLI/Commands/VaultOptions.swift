@@ -54,8 +54,14 @@ struct VaultPolicyOptions: ParsableArguments {
 
     @Option(name: .customLong("kdf"), help: ArgumentHelp(
         "KDF work for the new wrappings: interactive (scrypt 2^16, default), sensitive (scrypt 2^18), minimum (scrypt 2^15, the floor), fips-interactive, fips-sensitive (PBKDF2). $SECUREFOUNDATION_KDF changes the default.",
-        valueName: "work"))
+        valueName: "work"), completion: CompletionValues.kdfWork)
     var kdf: String?
+
+    /// The names `--kdf` takes and the work each names (also the shell completions' list).
+    static let kdfWork: [(name: String, policy: KDFPolicy)] = [
+        ("interactive", .interactive), ("sensitive", .sensitive), ("minimum", .minimum),
+        ("fips-interactive", .fipsInteractive), ("fips-sensitive", .fipsSensitive),
+    ]
 
     /// The work named by `--kdf`, else by `$SECUREFOUNDATION_KDF`, else `interactive`.
     var kdfName: String { kdf ?? ProcessInfo.processInfo.environment["SECUREFOUNDATION_KDF"].flatMap { $0.isEmpty ? nil : $0 } ?? "interactive" }
@@ -65,16 +71,9 @@ struct VaultPolicyOptions: ParsableArguments {
     func validate() throws { _ = try policy() }
 
     func policy() throws -> KDFPolicy {
-        switch kdfName {
-        case "interactive": return .interactive
-        case "sensitive": return .sensitive
-        case "minimum": return .minimum
-        case "fips-interactive": return .fipsInteractive
-        case "fips-sensitive": return .fipsSensitive
-        default:
-            let source = kdf == nil ? "$SECUREFOUNDATION_KDF" : "--kdf"
-            throw ValidationError("\(source) must be interactive, sensitive, minimum, fips-interactive or fips-sensitive")
-        }
+        if let work = Self.kdfWork.first(where: { $0.name == kdfName }) { return work.policy }
+        let source = kdf == nil ? "$SECUREFOUNDATION_KDF" : "--kdf"
+        throw ValidationError("\(source) must be interactive, sensitive, minimum, fips-interactive or fips-sensitive")
     }
 }
 
