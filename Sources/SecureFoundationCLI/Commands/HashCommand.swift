@@ -8,7 +8,7 @@ struct HashCommand: ParsableCommand {
         commandName: "hash",
         abstract: "Print or check digests of files in sha256sum's format.",
         usage: """
-        securefoundation hash [-a ALGORITHM] [FILE ...]
+        securefoundation hash [-a ALGORITHM] [--json] [FILE ...]
         securefoundation hash -c [options] [LIST ...]
         """,
         discussion: """
