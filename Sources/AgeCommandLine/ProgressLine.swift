@@ -39,17 +39,8 @@ package final class ProgressLine: @unchecked Sendable {
     /// Runs `body` with a progress line. `body` gets a callback for the amount done so far (of
     /// `total` bytes, when known); without a terminal the callback does nothing.
     package static func run<T>(_ label: String, total: Int64? = nil, _ body: (_ report: @escaping (Int64) -> Void) throws -> T) rethrows -> T {
-        guard enabled else { return try body { _ in } }
-        let line = ProgressLine(label: label, total: total.flatMap { $0 > 0 ? $0 : nil })
-        let delay = delay
-        currentLock.withLock { current = line }
-        if delay == 0 { line.condition.withLock { line.draw() } }
-        let thread = Thread { line.loop(delay: delay) }
-        thread.start()
-        defer {
-            line.finish()
-            currentLock.withLock { if current === line { current = nil } }
-        }
+        guard let line = begin(label, total: total) else { return try body { _ in } }
+        defer { line.end() }
         return try body { value in line.condition.withLock { line.done = value } }
     }
 
@@ -57,18 +48,26 @@ package final class ProgressLine: @unchecked Sendable {
     /// from any task.
     package static func run<T>(_ label: String, total: Int64? = nil,
                                _ body: (_ report: @escaping @Sendable (Int64) -> Void) async throws -> T) async rethrows -> T {
-        guard enabled else { return try await body { _ in } }
+        guard let line = begin(label, total: total) else { return try await body { _ in } }
+        defer { line.end() }
+        return try await body { value in line.condition.withLock { line.done = value } }
+    }
+
+    /// A line drawn by a thread of its own from now on, or nil when progress is not drawn.
+    private static func begin(_ label: String, total: Int64?) -> ProgressLine? {
+        guard enabled else { return nil }
         let line = ProgressLine(label: label, total: total.flatMap { $0 > 0 ? $0 : nil })
         let delay = delay
         currentLock.withLock { current = line }
         if delay == 0 { line.condition.withLock { line.draw() } }
         let thread = Thread { line.loop(delay: delay) }
         thread.start()
-        defer {
-            line.finish()
-            currentLock.withLock { if current === line { current = nil } }
-        }
-        return try await body { value in line.condition.withLock { line.done = value } }
+        return line
+    }
+
+    private func end() {
+        finish()
+        Self.currentLock.withLock { if Self.current === self { Self.current = nil } }
     }
 
     /// Clears the line before a message is written to standard error (it is drawn again later).

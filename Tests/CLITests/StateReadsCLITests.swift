@@ -15,31 +15,10 @@ struct StateReadsCLITests {
     /// The opens (by file name) in the watched directories while `body` ran.
     static func opens(in directories: [String], during body: () throws -> Void) throws -> [String: Int] {
         #if os(Linux)
-        let fd = inotify_init1(0)
-        guard fd >= 0 else { throw POSIXError(.ENOSYS) }
-        defer { close(fd) }
-        // Closes are watched too: inotify merges identical consecutive events, and a close
-        // between two opens keeps them apart.
-        for directory in directories {
-            guard inotify_add_watch(fd, directory, UInt32(IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE)) >= 0 else { throw POSIXError(.ENOENT) }
-        }
-        try body()
-        _ = fcntl(fd, F_SETFL, O_NONBLOCK)
         var counts: [String: Int] = [:]
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        for _ in 0..<1_000 {
-            let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-            guard got > 0 else { break }
-            var offset = 0
-            while offset + 16 <= got {
-                let mask = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self) }
-                let length = Int(buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self) })
-                let nameBytes = buffer[(offset + 16)..<min(got, offset + 16 + length)].prefix { $0 != 0 }
-                if mask & UInt32(IN_OPEN) != 0 && mask & UInt32(IN_ISDIR) == 0 {
-                    counts[String(decoding: nameBytes, as: UTF8.self), default: 0] += 1
-                }
-                offset += 16 + length
-            }
+        for event in try FileEvents.record(directories, mask: UInt32(IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE), during: body)
+        where event.mask & UInt32(IN_OPEN) != 0 && event.mask & UInt32(IN_ISDIR) == 0 {
+            counts[event.name, default: 0] += 1
         }
         return counts
         #else

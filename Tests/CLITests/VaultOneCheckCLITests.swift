@@ -15,28 +15,8 @@ struct VaultOneCheckCLITests {
     /// How many times `path` was opened for writing and closed while `body` ran.
     static func writes(of path: String, during body: () throws -> Void) throws -> Int {
         #if os(Linux)
-        let fd = inotify_init1(0)
-        guard fd >= 0 else { throw POSIXError(.ENOSYS) }
-        defer { close(fd) }
-        // Opens are watched too: inotify merges identical consecutive events, and an open between
-        // two closes keeps them apart.
-        guard inotify_add_watch(fd, path, UInt32(IN_OPEN | IN_CLOSE_WRITE)) >= 0 else { throw POSIXError(.ENOENT) }
-        try body()
-        _ = fcntl(fd, F_SETFL, O_NONBLOCK)
-        var count = 0
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        for _ in 0..<1_000 {
-            let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-            guard got > 0 else { break }
-            var offset = 0
-            while offset + 16 <= got {
-                let mask = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self) }
-                let length = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self) }
-                if mask & UInt32(IN_CLOSE_WRITE) != 0 { count += 1 }
-                offset += 16 + Int(length)
-            }
-        }
-        return count
+        try FileEvents.record([path], mask: UInt32(IN_OPEN | IN_CLOSE_WRITE), during: body)
+            .filter { $0.mask & UInt32(IN_CLOSE_WRITE) != 0 }.count
         #else
         throw POSIXError(.ENOSYS)
         #endif
