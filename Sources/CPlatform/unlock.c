@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <spawn.h>
 #if defined(__linux__)
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -45,6 +46,15 @@ int sf_set_nondumpable(void) {
 #if defined(__linux__)
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 ? 0 : errno;
 #else
+    return ENOSYS;
+#endif
+}
+
+int sf_spawn_add_close_from(void *actions, int lowest) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    return posix_spawn_file_actions_addclosefrom_np((posix_spawn_file_actions_t *)actions, lowest);
+#else
+    (void)actions; (void)lowest;
     return ENOSYS;
 #endif
 }

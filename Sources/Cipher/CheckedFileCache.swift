@@ -48,12 +48,27 @@ package enum CheckedFileCache {
     private struct Entry {
         var stamp: Stamp
         var value: any Sendable
+        /// A value its writer kept (``keep(_:at:)``): used only until the file's change time is
+        /// ``settleInterval`` old, then read again once.
+        var provisional = false
     }
 
     private final class Store: @unchecked Sendable {
         let lock = NSLock()
         var entries: [String: Entry] = [:]
+
+        /// Stores `entry` (a bounded number of files: the few a process trusts).
+        func store(_ entry: Entry, key: String) {
+            lock.withLock {
+                if entries.count >= CheckedFileCache.maximumEntries && entries[key] == nil { entries.removeAll() }
+                entries[key] = entry
+            }
+        }
     }
+
+    /// At most this many files are kept (a process trusts a handful: one vault's state, anchor
+    /// and key table, or a few vaults').
+    static let maximumEntries = 64
 
     private static let store = Store()
 
@@ -64,23 +79,26 @@ package enum CheckedFileCache {
     ///   - kind: The kind of value (files are cached separately per kind).
     ///   - maxLength: Larger files are refused (`EFBIG`), as ``SecureFile/read(_:maxLength:)``.
     ///   - parse: Parses and checks the bytes read (with the file's status as read); its errors
-    ///     pass through, and nothing is kept.
+    ///     pass through, and nothing is kept. The file is a private regular file when `parse`
+    ///     runs (``SecureFile/checkPrivate(_:isDirectory:)`` on the path and on the descriptor).
+    ///   - fresh: Read the file whatever is kept (a read-modify-write under the file's lock).
     /// - Returns: The value.
     /// - Throws: ``SecureFile/Failure`` for a file that cannot be read; whatever `parse` throws.
     package static func value<Value: Sendable>(
-        at path: String, kind: Value.Type, maxLength: Int,
+        at path: String, kind: Value.Type, maxLength: Int, fresh: Bool = false,
         parse: (_ bytes: [UInt8], _ status: FileStatus) throws -> Value
     ) throws -> Value {
         let key = String(describing: kind) + "\u{0}" + path
-        if let current = try? FileCalls.linkStatus(path), current.kind == .regular {
+        if !fresh, let current = try? FileCalls.linkStatus(path), current.kind == .regular {
             let stamp = Stamp(current)
+            let settled = Double(stamp.changed.seconds) + Double(stamp.changed.nanoseconds) / 1e9 + settleInterval <= Date().timeIntervalSince1970
             let cached: (any Sendable)? = store.lock.withLock {
-                guard let entry = store.entries[key], entry.stamp == stamp else { return nil }
+                guard let entry = store.entries[key], entry.stamp == stamp, !(entry.provisional && settled) else { return nil }
                 return entry.value
             }
             if let value = cached as? Value { return value }
         }
-        let (bytes, before, after) = try SecureFile.readWithStatus(path, maxLength: maxLength)
+        let (bytes, before, after) = try SecureFile.readPrivateWithStatus(path, maxLength: maxLength)
         let value: Value
         do { value = try parse(bytes, after) } catch {
             forget(path: path, kind: kind)
@@ -89,24 +107,27 @@ package enum CheckedFileCache {
         let stamp = Stamp(after)
         let changed = Double(after.changed.seconds) + Double(after.changed.nanoseconds) / 1e9
         if Stamp(before) == stamp, changed + settleInterval <= Date().timeIntervalSince1970 {
-            store.lock.withLock { store.entries[key] = Entry(stamp: stamp, value: value) }
+            store.store(Entry(stamp: stamp, value: value), key: key)
         } else {
             forget(path: path, kind: kind)
         }
         return value
     }
 
-    /// Keeps `value` as what the file at `path` holds now: for a writer that has just replaced
+    /// Keeps `value` as what the file at `path` holds now, for a writer that has just replaced
     /// the file with the bytes of `value`, under a lock that every writer of the file takes, in
-    /// a directory that only the user writes (so no one changes the file in place within the
-    /// time-stamp granularity, which ``settleInterval`` guards against for files read).
+    /// a directory that only the user writes. Provisional: used only while the file's change
+    /// time is under ``settleInterval`` old (then read again once), and never on a file system
+    /// whose time stamps have no sub-second part (there a file that reused the inode within the
+    /// same second could carry the same stamp). Read-modify-write under the lock must not use
+    /// it: read with ``value(at:kind:maxLength:fresh:parse:)`` and `fresh: true`.
     package static func keep<Value: Sendable>(_ value: Value, at path: String) {
         let key = String(describing: Value.self) + "\u{0}" + path
-        guard let current = try? FileCalls.linkStatus(path), current.kind == .regular else {
+        guard let current = try? FileCalls.linkStatus(path), current.kind == .regular, current.changed.nanoseconds != 0 else {
             forget(path: path, kind: Value.self)
             return
         }
-        store.lock.withLock { store.entries[key] = Entry(stamp: Stamp(current), value: value) }
+        store.store(Entry(stamp: Stamp(current), value: value, provisional: true), key: key)
     }
 
     /// Drops what is kept for `path` (a writer of this process calls it after replacing the file;

@@ -60,6 +60,12 @@ public enum SecureFile {
     public static func checkPrivate(_ path: String, isDirectory: Bool) throws(SecureFile.Failure) {
         let info: FileStatus
         do { info = try FileCalls.linkStatus(path) } catch { throw Failure(error, path: path) }
+        try checkPrivate(info, path: path, isDirectory: isDirectory)
+    }
+
+    /// As ``checkPrivate(_:isDirectory:)``, on a status already taken (the `fstat` of a
+    /// descriptor about to be read).
+    package static func checkPrivate(_ info: FileStatus, path: String, isDirectory: Bool) throws(SecureFile.Failure) {
         let type = info.kind
         if isDirectory && type != .directory {
             throw Failure.insecurePermissions(path: path, reason: "it is not a directory (a symlink is not accepted)",
@@ -349,12 +355,21 @@ public enum SecureFile {
     /// Reads the whole file at `path` as ``read(_:maxLength:)``, with the file's status taken
     /// just before and just after the read (equal when nothing changed the file meanwhile, within
     /// the file system's time-stamp granularity).
-    package static func readWithStatus(_ path: String, maxLength: Int) throws(SecureFile.Failure) -> ([UInt8], FileStatus, FileStatus) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw Failure.system(operation: "open", path: path, errno: errno) }
+    /// The file must be a private regular file (``checkPrivate(_:isDirectory:)``): it is checked
+    /// by `lstat` before the open (so a symbolic link or a FIFO is refused unopened) and again
+    /// on the descriptor before anything is read (it is opened without following a link and
+    /// without blocking, so a file swapped in between cannot hang the read or be another file).
+    package static func readPrivateWithStatus(_ path: String, maxLength: Int) throws(SecureFile.Failure) -> ([UInt8], FileStatus, FileStatus) {
+        try checkPrivate(path, isDirectory: false)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard fd >= 0 else {
+            if errno == ELOOP { throw Failure.insecurePermissions(path: path, reason: "it is not a regular file", fix: "rm \(path)") }
+            throw Failure.system(operation: "open", path: path, errno: errno)
+        }
         defer { close(fd) }
         let before: FileStatus
         do { before = try FileCalls.status(fd) } catch { throw Failure(error, path: path) }
+        try checkPrivate(before, path: path, isDirectory: false)
         let bytes = try readAll(fd, path: path, maxLength: maxLength)
         let after: FileStatus
         do { after = try FileCalls.status(fd) } catch { throw Failure(error, path: path) }

@@ -102,6 +102,7 @@ struct ClassKeyTable: Sendable {
     func loadFile(checkingAnchor: Bool = true, expectingDigest: [UInt8]? = nil) throws -> ClassKeyTableFile {
         do { _ = try FileCalls.linkStatus(path) } catch {
             if error.code == ENOENT {
+                CheckedFileCache.forget(path: path, kind: ClassKeyTableFile.self)
                 if checkingAnchor, try anchoredGeneration() > 0 {
                     throw ProtectedFileError.keyTable("\(path) is missing, but this vault wrote one already (the rollback anchor beside the device key says so): it was deleted or rolled back; restore it from the newest backup of the data directory")
                 }
@@ -129,8 +130,7 @@ struct ClassKeyTable: Sendable {
             // is checked below at every load.
             do {
                 file = try CheckedFileCache.value(at: path, kind: ClassKeyTableFile.self, maxLength: Self.maximumSize) { bytes, _ in
-                    try SecureFile.checkPrivate(path, isDirectory: false)
-                    return try Self.parse(bytes, path: path)
+                    try Self.parse(bytes, path: path)
                 }
             } catch let failure as SecureFile.Failure {
                 throw Self.map(failure, path: path)

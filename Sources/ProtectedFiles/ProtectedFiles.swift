@@ -228,7 +228,9 @@ public final class ProtectedFiles: Sendable {
         let secret = try mapAge(path: path, opened.cls) { () throws -> SecretBytes in
             let reader = try AgeRandomAccessReader(fileDescriptor: opened.fd, identities: identities)
             guard reader.plaintextSize <= Int64(maxLength) else {
-                throw ProtectedFileError.notProtectedFile(path: path, reason: "it holds \(reader.plaintextSize) bytes, more than the \(maxLength) expected")
+                // An authenticated file of the class, but not of this kind (its writer wrote
+                // more): what a swapped file looks like.
+                throw ProtectedFileError.tampered(path: path, reason: "it holds \(reader.plaintextSize) bytes, more than the \(maxLength) a file of this kind holds")
             }
             return try SecretBytes(count: Int(reader.plaintextSize)) { (buffer) throws(AgeError) in
                 _ = try reader.read(offset: 0, into: buffer)

@@ -181,8 +181,11 @@ public final class AgentServer: @unchecked Sendable {
     ///   when something else is at the socket's or the lock's path,
     ///   ``AgentError/insecureDirectory(path:reason:fix:)``, ``AgentError/io(_:)``.
     public func bind() throws(AgentError) {
+        // ENOSYS: a system without the switch (not Linux), where the agent runs as before.
         let dumpable = sf_set_nondumpable()
-        guard dumpable == 0 else { throw AgentError.io("cannot make the agent non-dumpable (prctl PR_SET_DUMPABLE): \(String(cString: strerror(dumpable)))") }
+        guard dumpable == 0 || dumpable == ENOSYS else {
+            throw AgentError.io("cannot make the agent non-dumpable (prctl PR_SET_DUMPABLE): \(String(cString: strerror(dumpable)))")
+        }
         let directory = (socketPath as NSString).deletingLastPathComponent
         try AgentPaths.ensurePrivateDirectory(directory)
         let lockPath = socketPath + ".lock"

@@ -295,6 +295,7 @@ extension CryptoManager {
         // state has one link and can be overwritten.
         do { try destroyLeftovers() } catch { failures.append("\(error)") }
         testHooks.step?("leftovers destroyed")
+        CheckedFileCache.forget(path: statePath, kind: VaultState.self)
         var paths = [statePath]
         if includeAlwaysKey { paths.append(alwaysKeyPath) }
         for path in paths {

@@ -228,6 +228,8 @@ public final class CryptoManager: Sendable {
                 testHooks.step?("committed")
             }
         }
+        // The state it replaced (its wrappings) is not kept in memory either.
+        CheckedFileCache.forget(path: statePath, kind: VaultState.self)
         return FileIdentity(path: statePath)
     }
 

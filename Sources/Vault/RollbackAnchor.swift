@@ -79,13 +79,18 @@ public struct RollbackAnchor: Sendable {
         }
     }
 
-    func load() throws -> Content? {
-        guard access(path, F_OK) == 0 || errno != ENOENT else { return nil }
+    /// The anchor's content (nil: no anchor yet). `fresh`: read the file whatever is kept (the
+    /// read of a read-modify-write under the anchor's lock).
+    func load(fresh: Bool = false) throws -> Content? {
+        guard access(path, F_OK) == 0 || errno != ENOENT else {
+            CheckedFileCache.forget(path: path, kind: Content.self)
+            return nil
+        }
         return try VaultError.call {
             try SecureFile.checkPrivate(directory, isDirectory: true)
-            // Parsed and checked once while the file is unchanged (CheckedFileCache).
-            return try CheckedFileCache.value(at: path, kind: Content.self, maxLength: 64 * 1024) { bytes, _ in
-                try SecureFile.checkPrivate(path, isDirectory: false)
+            // Parsed and checked once while the file is unchanged (CheckedFileCache, which also
+            // checks that it is a private regular file before reading it).
+            return try CheckedFileCache.value(at: path, kind: Content.self, maxLength: 64 * 1024, fresh: fresh) { bytes, _ in
                 let content: Content
                 do { content = try CanonicalEncoding.decode(Content.self, from: bytes) } catch {
                     throw VaultError.corrupted("\(path) is not a rollback anchor: \(error); it lives beside the device key, where only you write: restore it from a backup of that directory")
@@ -170,12 +175,14 @@ public struct RollbackAnchor: Sendable {
         try VaultError.call {
             try SecureFile.ensurePrivateDirectory(directory)
             return try FileLock.withExclusiveLock(path: lockPath) {
-                var content = try load() ?? Content(vaultID: vaultID)
+                // Never from the cache: counters are only raised from what the file holds now.
+                var content = try load(fresh: true) ?? Content(vaultID: vaultID)
                 let before = content
                 let result = try body(&content)
                 if content != before {
                     try SecureFile.writeAtomically(try CanonicalEncoding.encode(content), to: path)
-                    // The anchor's directory is the user's own and its writers hold this lock.
+                    // The anchor's directory is the user's own and its writers hold this lock:
+                    // what was written is kept for the reads of the next two seconds.
                     CheckedFileCache.keep(content, at: path)
                 }
                 return result
@@ -202,6 +209,7 @@ public struct RollbackAnchor: Sendable {
 
     /// Removes the anchor (and its lock file). For an erased vault: nothing is left to protect.
     func remove() {
+        CheckedFileCache.forget(path: path, kind: Content.self)
         unlink(path)
         unlink(lockPath)
     }

@@ -221,10 +221,13 @@ struct VaultState: Codable, Equatable {
     /// Reads the state, or nil when there is none.
     static func load(directory: String) throws -> VaultState? {
         let path = path(in: directory)
-        guard access(path, F_OK) == 0 else { return nil }
-        // Parsed and checked once while the file is unchanged (CheckedFileCache).
+        guard access(path, F_OK) == 0 else {
+            CheckedFileCache.forget(path: path, kind: VaultState.self)
+            return nil
+        }
+        // Parsed and checked once while the file is unchanged (CheckedFileCache, which also
+        // checks that it is a private regular file before reading it).
         return try CheckedFileCache.value(at: path, kind: VaultState.self, maxLength: 4 << 20) { bytes, _ in
-            try SecureFile.checkPrivate(path, isDirectory: false)
             let state: VaultState
             do {
                 state = try CanonicalEncoding.decode(VaultState.self, from: bytes)

@@ -18,6 +18,11 @@ int sf_set_nondumpable(void);
 /// Whether the process is dumpable (1), not (0), or unknown (-1).
 int sf_is_dumpable(void);
 
+/// Adds "close every descriptor from `lowest` up" to spawn file actions (glibc 2.34's
+/// posix_spawn_file_actions_addclosefrom_np). Returns 0, or ENOSYS where the C library has no
+/// such action (the caller then marks its descriptors close-on-exec itself).
+int sf_spawn_add_close_from(void *actions, int lowest);
+
 /// pipe2(fds, O_CLOEXEC) (pipe + FD_CLOEXEC elsewhere): both ends closed on exec from the
 /// start, so a program started by another thread never inherits them. 0 or an errno value.
 int sf_pipe_cloexec(int fds[2]);

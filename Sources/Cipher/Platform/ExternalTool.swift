@@ -37,14 +37,14 @@ package enum ExternalTool {
                     environment: [String: String] = [:]) throws -> Result {
         // Close-on-exec from the start (ProcessSpawn), so no other program started meanwhile
         // (by another thread) keeps an end open and the reads below always see end-of-file.
-        let stdinPipe: (read: Int32, write: Int32), stdoutPipe: (read: Int32, write: Int32), stderrPipe: (read: Int32, write: Int32)
+        var pipes: [(read: Int32, write: Int32)] = []
         do {
-            stdinPipe = try ProcessSpawn.pipe()
-            stdoutPipe = try ProcessSpawn.pipe()
-            stderrPipe = try ProcessSpawn.pipe()
+            for _ in 0..<3 { pipes.append(try ProcessSpawn.pipe()) }
         } catch {
+            for pipe in pipes { close(pipe.read); close(pipe.write) }
             throw Failure(message: "pipe: \(String(cString: strerror(error.code)))")
         }
+        let (stdinPipe, stdoutPipe, stderrPipe) = (pipes[0], pipes[1], pipes[2])
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
         let pid: pid_t

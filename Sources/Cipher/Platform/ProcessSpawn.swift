@@ -19,6 +19,10 @@ package enum ProcessSpawn {
         case open(fd: Int32, path: String, flags: Int32)
         /// `source` (of this process) as the child's `target`.
         case duplicate(_ source: Int32, as: Int32)
+        /// Every descriptor from `lowest` up closed in the child (after the actions before it),
+        /// whatever this process's descriptors are marked; where the C library cannot, this
+        /// process's descriptors from `lowest` up are marked close-on-exec instead.
+        case closeFrom(_ lowest: Int32)
     }
 
     /// A pipe whose both ends are close-on-exec: (read end, write end).
@@ -41,10 +45,17 @@ package enum ProcessSpawn {
         posix_spawn_file_actions_init(&fileActions)
         defer { posix_spawn_file_actions_destroy(&fileActions) }
         for action in actions {
+            // A failed action (no memory, a bad descriptor) would leave the child this
+            // process's descriptor where the action should have put another: refused.
+            let added: Int32
             switch action {
-            case let .open(fd, path, flags): posix_spawn_file_actions_addopen(&fileActions, fd, path, flags, 0)
-            case let .duplicate(source, target): posix_spawn_file_actions_adddup2(&fileActions, source, target)
+            case let .open(fd, path, flags): added = posix_spawn_file_actions_addopen(&fileActions, fd, path, flags, 0)
+            case let .duplicate(source, target): added = posix_spawn_file_actions_adddup2(&fileActions, source, target)
+            case let .closeFrom(lowest):
+                added = withUnsafeMutablePointer(to: &fileActions) { sf_spawn_add_close_from(UnsafeMutableRawPointer($0), lowest) }
+                if added == ENOSYS { closeOnExec(from: lowest); continue }
             }
+            guard added == 0 else { throw SystemCallError("posix_spawn_file_actions", added) }
         }
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         var envp: [UnsafeMutablePointer<CChar>?]? = environment.map { $0.map { strdup($0) } + [nil] }
@@ -104,10 +115,10 @@ package enum ProcessSpawn {
         (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 
-    /// Every descriptor from 3 up of this process made close-on-exec (a daemon about to be
-    /// started must not keep a caller's pipes, which would then never see end-of-file).
-    package static func closeInheritedOnExec() {
+    /// This process's descriptors from `lowest` up marked close-on-exec (where spawn cannot
+    /// close them in the child itself).
+    static func closeOnExec(from lowest: Int32) {
         guard let inherited = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return }
-        for name in inherited { if let fd = Int32(name), fd > 2 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) } }
+        for name in inherited { if let fd = Int32(name), fd >= lowest { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) } }
     }
 }

@@ -3,6 +3,8 @@ import Cipher
 import CPlatform
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// Running the unlock agent as a daemon, for the command line and for an application that runs
@@ -26,13 +28,14 @@ public enum AgentDaemon {
     public static func start(arguments: [String], timeout: TimeInterval = 30) throws(AgentError) -> pid_t {
         let ready: (read: Int32, write: Int32)
         do { ready = try ProcessSpawn.pipe() } catch { throw AgentError.io("pipe: \(String(cString: strerror(error.code)))") }
-        ProcessSpawn.closeInheritedOnExec()
         let pid: pid_t
         do {
             pid = try ProcessSpawn.spawn(arguments, actions: [.open(fd: 0, path: "/dev/null", flags: O_RDONLY),
                                                               .open(fd: 1, path: "/dev/null", flags: O_WRONLY),
                                                               .open(fd: 2, path: "/dev/null", flags: O_WRONLY),
-                                                              .duplicate(ready.write, as: readyDescriptor)])
+                                                              .duplicate(ready.write, as: readyDescriptor),
+                                                              // Nothing else of this process (a caller's pipe would never see end-of-file).
+                                                              .closeFrom(readyDescriptor + 1)])
         } catch {
             close(ready.read); close(ready.write)
             throw AgentError.io("starting \(arguments.first ?? "the agent"): \(String(cString: strerror(error.code)))")
@@ -45,7 +48,7 @@ public enum AgentDaemon {
         let rounds = max(1, Int(timeout * 10))
         for _ in 0..<rounds {
             var entry = pollfd(fd: ready.read, events: Int16(POLLIN), revents: 0)
-            guard Glibc.poll(&entry, 1, 100) >= 0 || errno == EINTR else { break }
+            guard waitReadable(&entry) >= 0 || errno == EINTR else { break }
             guard entry.revents != 0 else { continue }
             let n = read(ready.read, &buffer, buffer.count)
             if n > 0 { message += buffer[0..<n]; if message.count > 65536 { break }; continue }
@@ -54,7 +57,12 @@ public enum AgentDaemon {
         }
         let text = String(decoding: message, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard text == "ready" else {
-            _ = ProcessSpawn.poll(pid)
+            // One that is still starting would bind after this reported failure: stopped.
+            if ProcessSpawn.poll(pid) == nil {
+                kill(pid, SIGKILL)
+                _ = ProcessSpawn.wait(pid)
+                throw AgentError.remote(text.isEmpty ? "the agent did not say it was ready within \(Int(timeout)) s; it was stopped" : text)
+            }
             throw AgentError.remote(text.isEmpty ? "the agent exited without saying why" : text)
         }
         return pid
@@ -80,6 +88,9 @@ public enum AgentDaemon {
             close(readyDescriptor)
         }
         if readyDescriptor != nil { _ = setsid() }
+        // Before anything is loaded (the device-key provider, a token's module): no ptrace, no
+        // /proc/PID/mem, no core dump (bind() says so again for an embedded server).
+        _ = sf_set_nondumpable()
         signal(SIGPIPE, SIG_IGN)
         let server: AgentServer
         do {
@@ -104,4 +115,13 @@ public enum AgentDaemon {
         tell("ready")
         try server.run()
     }
+}
+
+/// `poll` on one descriptor for 100 ms.
+private func waitReadable(_ entry: inout pollfd) -> Int32 {
+    #if canImport(Glibc)
+    return Glibc.poll(&entry, 1, 100)
+    #else
+    return Darwin.poll(&entry, 1, 100)
+    #endif
 }
