@@ -45,13 +45,13 @@ struct StateReadsCLITests {
             ("vault status", ["vault", "status"], ["vault.state": 1, anchor: 1]),
             ("db status", ["db", "status", ws.db], ["vault.state": 1, "app.db-key": 1, "app.db": 1]),
             ("db sql SELECT", ["db", "sql", ws.db, "SELECT count(*) FROM notes", "--passcode-file", ws.pin],
-             ["vault.state": 1, anchor: 1, "protected-files.keys": 1, "app.db-key": 1, "app.db": 3]),
-            // The unlock of `db sql` wrote the anchor (an attempt counted, then cleared): read
-            // again once by the next command.
+             ["vault.state": 1, anchor: 3, "protected-files.keys": 1, "app.db-key": 1, "app.db": 3]),
+            // An unlock with a passcode reads the anchor once, and once more under its lock for
+            // each of its two writes (the attempt counted before the KDF, then cleared).
             ("protect read", ["protect", "read", ws.root + "/note.sf", "--passcode-file", ws.pin],
-             ["vault.state": 1, anchor: 2, "protected-files.keys": 1, "note.sf": 1]),
+             ["vault.state": 1, anchor: 3, "protected-files.keys": 1, "note.sf": 1]),
             ("keychain find-generic-password", ["keychain", "find-generic-password", "-s", "mail", "-a", "alice", "-w", "--passcode-file", ws.pin],
-             ["vault.state": 1, anchor: 2, "keychain.sqlite": 3]),
+             ["vault.state": 1, anchor: 3, "keychain.sqlite": 3]),
         ]
         for command in commands {
             var result: CLIRunner.Result?

@@ -46,10 +46,17 @@ struct KeychainStoreOptions: ParsableArguments {
     ///   device key) and the command fails with ``VaultError/notSetUp`` (exit 5).
     func open(readOnly: Bool = false) throws -> Keychain {
         if readOnly {
+            // Only for a home that is missing or a real directory without either file (lstat: a
+            // symbolic link or another file where the home should be goes on to be refused as
+            // it always was).
             let directory = home.directory
-            let exists = { (name: String) in access(directory + "/" + name, F_OK) == 0 || errno != ENOENT }
-            if !exists("vault.state") && !exists("keychain.sqlite") {
-                throw exists("erased") ? VaultError.erased : VaultError.notSetUp
+            func missing(_ path: String) -> Bool {
+                do { _ = try FileCalls.linkStatus(path); return false } catch { return error.code == ENOENT }
+            }
+            let isDirectory = (try? FileCalls.linkStatus(directory))?.kind == .directory
+            let empty = isDirectory && missing(directory + "/vault.state") && missing(directory + "/keychain.sqlite")
+            if missing(directory) || empty {
+                throw (try? FileCalls.linkStatus(directory + "/erased")) != nil ? VaultError.erased : VaultError.notSetUp
             }
         }
         let manager = try home.manager()
