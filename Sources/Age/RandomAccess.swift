@@ -173,20 +173,11 @@ public final class AgeRandomAccessReader: Sendable {
         guard offset >= 0, offset <= plaintextSize, count >= 0 else {
             throw AgeError.invalidArgument("offset \(offset) is outside the plaintext (0...\(plaintextSize))")
         }
-        let end = min(plaintextSize, offset + Int64(count))
-        var result = [UInt8]()
-        result.reserveCapacity(Int(end - offset))
-        var position = offset
-        var chunk = [UInt8](repeating: 0, count: PayloadCipher.chunkSize)
-        defer { for i in chunk.indices { chunk[i] = 0 } }
-        while position < end {
-            let index = position / Int64(PayloadCipher.chunkSize)
-            let length = try readChunk(index, into: &chunk)
-            let start = Int(position - index * Int64(PayloadCipher.chunkSize))
-            let stop = min(length, Int(end - index * Int64(PayloadCipher.chunkSize)))
-            result += chunk[start..<stop]
-            position = index * Int64(PayloadCipher.chunkSize) + Int64(stop)
+        var result = [UInt8](repeating: 0, count: Int(min(plaintextSize, offset + Int64(count)) - offset))
+        let written: Result<Int, AgeError> = result.withUnsafeMutableBytes { buffer in
+            Result { () throws(AgeError) in try read(offset: offset, into: buffer) }
         }
-        return result
+        let count = try written.get()
+        return count == result.count ? result : Array(result.prefix(count))
     }
 }

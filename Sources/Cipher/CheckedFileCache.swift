@@ -43,7 +43,14 @@ package enum CheckedFileCache {
             modified = status.modified
             changed = status.changed
         }
+
+        /// Whether the change time is at least ``settleInterval`` before now.
+        var isSettled: Bool {
+            Double(changed.seconds) + Double(changed.nanoseconds) / 1e9 + CheckedFileCache.settleInterval <= Date().timeIntervalSince1970
+        }
     }
+
+    private static func key<Value>(_ kind: Value.Type, _ path: String) -> String { String(describing: kind) + "\u{0}" + path }
 
     private struct Entry {
         var stamp: Stamp
@@ -78,35 +85,32 @@ package enum CheckedFileCache {
     ///     leave; the path is the cache's key).
     ///   - kind: The kind of value (files are cached separately per kind).
     ///   - maxLength: Larger files are refused (`EFBIG`), as ``SecureFile/read(_:maxLength:)``.
-    ///   - parse: Parses and checks the bytes read (with the file's status as read); its errors
-    ///     pass through, and nothing is kept. The file is a private regular file when `parse`
+    ///   - parse: Parses and checks the bytes read; its errors pass through, and nothing is kept. The file is a private regular file when `parse`
     ///     runs (``SecureFile/checkPrivate(_:isDirectory:)`` on the path and on the descriptor).
     ///   - fresh: Read the file whatever is kept (a read-modify-write under the file's lock).
     /// - Returns: The value.
     /// - Throws: ``SecureFile/Failure`` for a file that cannot be read; whatever `parse` throws.
     package static func value<Value: Sendable>(
         at path: String, kind: Value.Type, maxLength: Int, fresh: Bool = false,
-        parse: (_ bytes: [UInt8], _ status: FileStatus) throws -> Value
+        parse: (_ bytes: [UInt8]) throws -> Value
     ) throws -> Value {
-        let key = String(describing: kind) + "\u{0}" + path
+        let key = key(kind, path)
         if !fresh, let current = try? FileCalls.linkStatus(path), current.kind == .regular {
             let stamp = Stamp(current)
-            let settled = Double(stamp.changed.seconds) + Double(stamp.changed.nanoseconds) / 1e9 + settleInterval <= Date().timeIntervalSince1970
             let cached: (any Sendable)? = store.lock.withLock {
-                guard let entry = store.entries[key], entry.stamp == stamp, !(entry.provisional && settled) else { return nil }
+                guard let entry = store.entries[key], entry.stamp == stamp, !(entry.provisional && stamp.isSettled) else { return nil }
                 return entry.value
             }
             if let value = cached as? Value { return value }
         }
         let (bytes, before, after) = try SecureFile.readPrivateWithStatus(path, maxLength: maxLength)
         let value: Value
-        do { value = try parse(bytes, after) } catch {
+        do { value = try parse(bytes) } catch {
             forget(path: path, kind: kind)
             throw error
         }
         let stamp = Stamp(after)
-        let changed = Double(after.changed.seconds) + Double(after.changed.nanoseconds) / 1e9
-        if Stamp(before) == stamp, changed + settleInterval <= Date().timeIntervalSince1970 {
+        if Stamp(before) == stamp, stamp.isSettled {
             store.store(Entry(stamp: stamp, value: value), key: key)
         } else {
             forget(path: path, kind: kind)
@@ -122,18 +126,16 @@ package enum CheckedFileCache {
     /// same second could carry the same stamp). Read-modify-write under the lock must not use
     /// it: read with ``value(at:kind:maxLength:fresh:parse:)`` and `fresh: true`.
     package static func keep<Value: Sendable>(_ value: Value, at path: String) {
-        let key = String(describing: Value.self) + "\u{0}" + path
         guard let current = try? FileCalls.linkStatus(path), current.kind == .regular, current.changed.nanoseconds != 0 else {
             forget(path: path, kind: Value.self)
             return
         }
-        store.store(Entry(stamp: Stamp(current), value: value, provisional: true), key: key)
+        store.store(Entry(stamp: Stamp(current), value: value, provisional: true), key: key(Value.self, path))
     }
 
     /// Drops what is kept for `path` (a writer of this process calls it after replacing the file;
     /// the new identity alone would do, this frees the memory at once).
     package static func forget<Value>(path: String, kind: Value.Type) {
-        let key = String(describing: kind) + "\u{0}" + path
-        _ = store.lock.withLock { store.entries.removeValue(forKey: key) }
+        _ = store.lock.withLock { store.entries.removeValue(forKey: key(kind, path)) }
     }
 }

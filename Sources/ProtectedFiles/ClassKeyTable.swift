@@ -129,7 +129,7 @@ struct ClassKeyTable: Sendable {
             // Parsed and checked once while the file is unchanged (CheckedFileCache); the anchor
             // is checked below at every load.
             do {
-                file = try CheckedFileCache.value(at: path, kind: ClassKeyTableFile.self, maxLength: Self.maximumSize) { bytes, _ in
+                file = try CheckedFileCache.value(at: path, kind: ClassKeyTableFile.self, maxLength: Self.maximumSize) { bytes in
                     try Self.parse(bytes, path: path)
                 }
             } catch let failure as SecureFile.Failure {

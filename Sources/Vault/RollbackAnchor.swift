@@ -90,7 +90,7 @@ public struct RollbackAnchor: Sendable {
             try SecureFile.checkPrivate(directory, isDirectory: true)
             // Parsed and checked once while the file is unchanged (CheckedFileCache, which also
             // checks that it is a private regular file before reading it).
-            return try CheckedFileCache.value(at: path, kind: Content.self, maxLength: 64 * 1024, fresh: fresh) { bytes, _ in
+            return try CheckedFileCache.value(at: path, kind: Content.self, maxLength: 64 * 1024, fresh: fresh) { bytes in
                 let content: Content
                 do { content = try CanonicalEncoding.decode(Content.self, from: bytes) } catch {
                     throw VaultError.corrupted("\(path) is not a rollback anchor: \(error); it lives beside the device key, where only you write: restore it from a backup of that directory")

@@ -227,7 +227,7 @@ struct VaultState: Codable, Equatable {
         }
         // Parsed and checked once while the file is unchanged (CheckedFileCache, which also
         // checks that it is a private regular file before reading it).
-        return try CheckedFileCache.value(at: path, kind: VaultState.self, maxLength: 4 << 20) { bytes, _ in
+        return try CheckedFileCache.value(at: path, kind: VaultState.self, maxLength: 4 << 20) { bytes in
             let state: VaultState
             do {
                 state = try CanonicalEncoding.decode(VaultState.self, from: bytes)

@@ -11,7 +11,7 @@ struct CheckedFileCacheTests {
     struct Parsed: Sendable, Equatable { var text: String }
 
     static func parse(_ path: String, fresh: Bool = false) throws -> Parsed {
-        try CheckedFileCache.value(at: path, kind: Parsed.self, maxLength: 4096, fresh: fresh) { bytes, _ in
+        try CheckedFileCache.value(at: path, kind: Parsed.self, maxLength: 4096, fresh: fresh) { bytes in
             Parsed(text: String(decoding: bytes, as: UTF8.self))
         }
     }
