@@ -175,7 +175,7 @@ public final class AgeRandomAccessReader: Sendable {
         }
         var result = [UInt8](repeating: 0, count: Int(min(plaintextSize, offset + Int64(count)) - offset))
         let written: Result<Int, AgeError> = result.withUnsafeMutableBytes { buffer in
-            Result { () throws(AgeError) in try read(offset: offset, into: buffer) }
+            Result { () throws(AgeError) in try self.read(offset: offset, into: buffer) }
         }
         let count = try written.get()
         return count == result.count ? result : Array(result.prefix(count))
