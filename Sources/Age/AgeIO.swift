@@ -41,11 +41,8 @@ package enum AgeIO {
 
     /// Reads once into `buffer` (retrying on EINTR); 0 at end of input.
     static func read(_ fd: Int32, into buffer: inout [UInt8]) throws(AgeError) -> Int {
-        while true {
-            let n = buffer.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
-            if n >= 0 { return n }
-            if errno != EINTR { throw AgeError.io("read failed: \(String(cString: strerror(errno)))") }
-        }
+        let read = buffer.withUnsafeMutableBytes { raw in Result { () throws(SystemCallError) in try FileCalls.readSome(fd, into: raw) } }
+        do { return try read.get() } catch { throw AgeError.io("read failed: \(String(cString: strerror(error.code)))") }
     }
 
     /// Writes all of `bytes` (retrying short writes and EINTR).

@@ -95,17 +95,8 @@ public final class AgeRandomAccessReader: Sendable {
     }
 
     private static func pread(_ fd: Int32, _ buffer: inout [UInt8], at offset: Int64) throws(AgeError) -> Int {
-        var done = 0
-        while done < buffer.count {
-            let n = buffer.withUnsafeMutableBytes { Foundation.pread(fd, $0.baseAddress! + done, $0.count - done, off_t(offset) + off_t(done)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw AgeError.io("read failed: \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { break }
-            done += n
-        }
-        return done
+        let read = buffer.withUnsafeMutableBytes { raw in Result { () throws(SystemCallError) in try FileCalls.readFully(fd, into: raw, at: offset) } }
+        do { return try read.get() } catch { throw AgeError.io("read failed: \(String(cString: strerror(error.code)))") }
     }
 
     /// Decrypts chunk `index` into `out`; returns its plaintext length.

@@ -104,13 +104,11 @@ enum SSHKeyDecryption {
             throw AgeError.invalidIdentity("ssh-keygen left no key for \(name)")
         }
         return try SecretBytes(count: size) { buffer in
-            var done = 0
-            while done < buffer.count {
-                let n = pread(keyFD, buffer.baseAddress! + done, buffer.count - done, off_t(done))
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { throw AgeError.io("reading the decrypted key: \(String(cString: strerror(errno)))") }
-                done += n
+            let done: Int
+            do throws(SystemCallError) { done = try FileCalls.readFully(keyFD, into: buffer, at: 0) } catch {
+                throw AgeError.io("reading the decrypted key: \(String(cString: strerror(error.code)))")
             }
+            guard done == buffer.count else { throw AgeError.io("reading the decrypted key: it is shorter than ssh-keygen left it") }
         }
     }
 
@@ -124,12 +122,8 @@ enum SSHKeyDecryption {
     }
 
     private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw AgeError.io("write: \(String(cString: strerror(errno)))") }
-            offset += n
+        do { try FileCalls.writeAll(fd, bytes) } catch {
+            throw AgeError.io("write: \(String(cString: strerror(error.code)))")
         }
     }
 
@@ -143,9 +137,7 @@ enum SSHKeyDecryption {
             let ready = poll(&entry, 1, 250)
             if ready < 0 && errno == EINTR { continue }
             if ready == 0 { continue }
-            let n = read(fd, &chunk, chunk.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
+            guard let n = chunk.withUnsafeMutableBytes({ try? FileCalls.readSome(fd, into: $0) }), n > 0 else { break }
             if result.count < limit { result += chunk[0..<min(n, limit - result.count)] }
         }
         return result

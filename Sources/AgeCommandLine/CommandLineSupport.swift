@@ -179,8 +179,7 @@ package enum CLI {
     package static func passphrase(file: String?, prompt: String = "Passphrase: ", confirm: Bool = false,
                            what: String = "passphrase", option: String = "--passphrase-file") throws -> SecretBytes {
         if let file {
-            let secret = file == "-" ? try SecretBytes(readingFrom: 0, name: "standard input")
-                                     : try SecretBytes(contentsOfFile: file)
+            let secret = try SecretSource.file(file).read()
             guard !secret.isEmpty else {
                 throw CLIFailure(file == "-" ? "standard input is empty: \(option) - reads the \(what) from it"
                                              : "the \(what) file \(file) (\(option)) is empty")

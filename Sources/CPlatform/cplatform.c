@@ -311,6 +311,13 @@ int sf_memfd_seal(int fd) {
 }
 
 void *sf_dlopen(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
+int sf_dup_above(int fd, int lowest) { return fcntl(fd, F_DUPFD_CLOEXEC, lowest); }
+int sf_dl_name_in_use(const char *path) {
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (handle == NULL) return 0;
+    dlclose(handle);
+    return 1;
+}
 void *sf_dlsym(void *handle, const char *name) { return dlsym(handle, name); }
 int sf_dlclose(void *handle) { return dlclose(handle); }
 const char *sf_dlerror(void) { return dlerror(); }

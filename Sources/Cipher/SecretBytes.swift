@@ -117,9 +117,11 @@ public final class SecretBytes: @unchecked Sendable {
     ///   - maxLength: Files larger than this are refused.
     /// - Throws: ``CipherError/io(_:)`` when the file cannot be read or is too large.
     public convenience init(contentsOfFile path: String, maxLength: Int = 64 * 1024) throws(CipherError) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw CipherError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
+        let fd: Int32
+        do { fd = try FileCalls.open(path, O_RDONLY | O_CLOEXEC) } catch {
+            throw CipherError.io("cannot open \(path): \(String(cString: strerror(error.code)))")
+        }
+        defer { FileCalls.close(fd) }
         try self.init(readingFrom: fd, maxLength: maxLength, trimNewline: true, name: path)
     }
 
@@ -135,14 +137,8 @@ public final class SecretBytes: @unchecked Sendable {
     public convenience init(readingFrom fd: Int32, maxLength: Int = 64 * 1024, trimNewline: Bool = true, name: String = "input") throws(CipherError) {
         var total = 0
         let scratch = try SecretBytes(count: maxLength + 1) { (buffer) throws(CipherError) in
-            while total < buffer.count {
-                let n = read(fd, buffer.baseAddress! + total, buffer.count - total)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw CipherError.io("cannot read \(name): \(String(cString: strerror(errno)))")
-                }
-                if n == 0 { break }
-                total += n
+            do throws(SystemCallError) { total = try FileCalls.readFully(fd, into: buffer) } catch {
+                throw CipherError.io("cannot read \(name): \(String(cString: strerror(error.code)))")
             }
             if total > maxLength { throw CipherError.io("\(name) is larger than \(maxLength) bytes; a secret file holds one line") }
         }

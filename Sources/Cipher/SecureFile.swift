@@ -321,6 +321,43 @@ public enum SecureFile {
         } catch {}
     }
 
+    /// Moves a file that another writer made beside `destination` (at a staging name of its own:
+    /// SQLite's, `systemd-creds`', a protected-file writer's) into place as
+    /// ``replaceAtomically(_:mode:_:)`` puts its own: the staged file is synced and given `mode`,
+    /// renamed over `destination`, and the directory synced. The staged file must be a regular
+    /// file (it is opened without following a link); a `destination` that exists and is not a
+    /// regular file (a link, FIFO, socket or device) is refused and left as it is.
+    /// - Parameters:
+    ///   - staged: The finished file, in the directory of `destination`.
+    ///   - destination: The path it takes.
+    ///   - mode: Its permissions (0600 by default).
+    /// - Throws: ``SecureFile/Failure/insecurePermissions(path:reason:fix:)`` for a file that is
+    ///   not regular, ``SecureFile/Failure/system(operation:path:errno:)`` naming the failed call.
+    ///   On a throw `staged` is left for the caller to remove.
+    package static func moveIntoPlace(_ staged: String, over destination: String, mode: mode_t = 0o600) throws(SecureFile.Failure) {
+        let fd: Int32
+        do { fd = try FileCalls.open(staged, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) } catch {
+            if error.code == ELOOP { throw Failure.insecurePermissions(path: staged, reason: "it is not a regular file", fix: "rm \(staged)") }
+            throw Failure(error, path: staged)
+        }
+        defer { FileCalls.close(fd) }
+        let info: FileStatus
+        do { info = try FileCalls.status(fd) } catch { throw Failure(error, path: staged) }
+        guard info.isRegularFile else {
+            throw Failure.insecurePermissions(path: staged, reason: "it is not a regular file", fix: "rm \(staged)")
+        }
+        do {
+            try FileCalls.setMode(fd, mode)
+            try FileCalls.sync(fd)
+        } catch { throw Failure(error, path: staged) }
+        if let existing = try? FileCalls.linkStatus(destination), !existing.isRegularFile {
+            throw Failure.insecurePermissions(path: destination, reason: "it is not a regular file, and only a regular file is replaced",
+                                              fix: "move it away, then run the command again")
+        }
+        do { try FileCalls.rename(staged, destination) } catch { throw Failure(error, path: destination) }
+        try syncDirectory(directoryOf(destination))
+    }
+
     /// Writes all of `buffer` to `fd`, retrying short writes and EINTR.
     /// - Parameters:
     ///   - fd: The descriptor.
@@ -328,15 +365,7 @@ public enum SecureFile {
     ///   - path: What the descriptor is called in errors.
     /// - Throws: ``SecureFile/Failure/system(operation:path:errno:)`` naming the call and the path.
     public static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, path: String = "file") throws(SecureFile.Failure) {
-        var done = 0
-        while done < buffer.count {
-            let n = write(fd, buffer.baseAddress! + done, buffer.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw Failure.system(operation: "write", path: path, errno: errno)
-            }
-            done += n
-        }
+        do { try FileCalls.writeAll(fd, buffer) } catch { throw Failure(error, path: path) }
     }
 
     /// Reads the whole file at `path`, refusing files larger than `maxLength`.
@@ -380,11 +409,9 @@ public enum SecureFile {
         var result = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = buffer.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress!, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw Failure.system(operation: "read", path: path, errno: errno)
-            }
+            let read = buffer.withUnsafeMutableBytes { raw in Result { () throws(SystemCallError) in try FileCalls.readSome(fd, into: raw) } }
+            let n: Int
+            do { n = try read.get() } catch { throw Failure(error, path: path) }
             if n == 0 { break }
             result += buffer[0..<n]
             if result.count > maxLength { throw Failure.system(operation: "read (larger than \(maxLength) bytes)", path: path, errno: EFBIG) }

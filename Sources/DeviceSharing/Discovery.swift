@@ -1,4 +1,5 @@
 internal import CDNSSD
+import Cipher
 import Crypto
 import Foundation
 import X509
@@ -79,7 +80,7 @@ public enum ShareDiscovery {
     /// without naming the group; it proves nothing (anyone can copy it).
     package static func groupTag(of root: Certificate) throws(ShareError) -> String {
         let pin = try ShareGroup.pin(root)
-        return SHA256.hash(data: Array(pin.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+        return Encoding.hex(SHA256.hash(data: Array(pin.utf8)).prefix(8))
     }
 
     /// The TXT record's strings for a membership.
@@ -120,7 +121,7 @@ public enum ShareDiscovery {
         guard (1...65535).contains(port) else { throw .connectionFailed("cannot advertise port \(port)") }
         let txt = try txtRecord(for: membership, showDeviceName: showDeviceName)
         let name = showDeviceName ? membership.deviceName
-            : "securefoundation-" + (0..<4).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+            : "securefoundation-" + Encoding.hex((0..<4).map { _ in UInt8.random(in: 0...255) })
         let registration = DNSSDRegistration(name: name, port: port, txt: txt, timeout: timeout)
         do {
             let registered = try await registration.start()

@@ -17,28 +17,22 @@ public enum PKCS11PINSource: Sendable {
     /// - Throws: ``HardwareKeyError/pinUnavailable(_:)``.
     /// - Returns: the PIN, in `SecretBytes`.
     public func read() throws(HardwareKeyError) -> SecretBytes {
+        let source: SecretSource
         switch self {
-        case .file(let path):
-            do {
-                return try SecretBytes(contentsOfFile: path, maxLength: 4096)
-            } catch {
-                throw .pinUnavailable("\(error)")
-            }
-        case .environment(let name):
-            guard let value = getenv(name) else { throw .pinUnavailable("the environment variable \(name) is not set") }
-            let length = strlen(value)
-            guard length > 0 else { throw .pinUnavailable("the environment variable \(name) is empty") }
-            return SecretBytes(copying: UnsafeRawBufferPointer(start: value, count: length))
-        case .secret(let secret):
-            return secret
-        case .prompt(let ask):
-            do {
-                return try ask()
-            } catch let error as HardwareKeyError {
-                throw error
-            } catch {
-                throw .pinUnavailable("\(error)")
-            }
+        case .file(let path): source = .file(path)
+        case .environment(let name): source = .environment(name)
+        case .secret(let secret): return secret
+        case .prompt(let ask): source = .prompt(ask)
+        }
+        do {
+            return try source.read(maxLength: 4096)
+        } catch let error as HardwareKeyError {
+            throw error
+        } catch let error as CipherError {
+            if case .io(let why) = error { throw .pinUnavailable(why) }
+            throw .pinUnavailable("\(error)")
+        } catch {
+            throw .pinUnavailable("\(error)")
         }
     }
 }

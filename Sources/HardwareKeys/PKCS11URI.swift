@@ -1,3 +1,5 @@
+import Cipher
+
 /// A `pkcs11:` URI (RFC 7512) naming a key in a token: `pkcs11:token=Fleet;object=tls;id=%01`.
 ///
 /// Path attributes select the token (`token`, `manufacturer`, `serial`, `model`, `slot-id`,
@@ -126,8 +128,16 @@ public struct PKCS11URI: Sendable, Equatable, CustomStringConvertible {
     var objectDescription: String {
         var parts: [String] = []
         if let object { parts.append("object=\(String(decoding: object, as: UTF8.self))") }
-        if let id { parts.append("id=" + id.map { "%" + ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()) }
+        if let id { parts.append("id=" + Self.percentHex(id)) }
         return parts.isEmpty ? "any key" : parts.joined(separator: ";")
+    }
+
+    /// Every byte as `%xx` (lower-case hex), as an `id` is written in a URI.
+    static func percentHex(_ bytes: [UInt8]) -> String {
+        Encoding.hex(bytes).utf8.enumerated().reduce(into: "") { out, pair in
+            if pair.offset % 2 == 0 { out += "%" }
+            out.append(Character(Unicode.Scalar(pair.element)))
+        }
     }
 
     private static func pair(_ attribute: Substring, seen: inout Set<String>) throws(HardwareKeyError) -> (String, [UInt8]) {

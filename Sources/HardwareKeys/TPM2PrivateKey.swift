@@ -46,7 +46,7 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
 
         /// A short name for listings: the first 16 hex digits of the SHA-256 of the public area.
         public var name: String {
-            SHA256.hash(data: publicArea).prefix(8).map { String(format: "%02x", $0) }.joined()
+            Encoding.hex(SHA256.hash(data: publicArea).prefix(8))
         }
 
         /// `tpm:name=…` with the PCRs the key is bound to (`;pcrs=0,7`): where the key is, never its bytes.

@@ -19,7 +19,7 @@ public struct PKCS11KeyInfo: Sendable, Equatable {
     public var uri: String {
         "pkcs11:token=\(PKCS11KeyInfo.encoded(Array(token.utf8)))"
             + (label.isEmpty ? "" : ";object=\(PKCS11KeyInfo.encoded(Array(label.utf8)))")
-            + (id.isEmpty ? "" : ";id=" + id.map { "%" + ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined())
+            + (id.isEmpty ? "" : ";id=" + PKCS11URI.percentHex(id))
             + ";type=\(kind)"
     }
 

@@ -36,18 +36,9 @@ enum RegularFile {
         let fd = try openForReading(path)
         defer { close(fd) }
         var bytes = [UInt8](repeating: 0, count: maxLength + 1)
-        var total = 0
-        while total < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { buffer in
-                read(fd, buffer.baseAddress! + total, buffer.count - total)
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .io(path: path, detail: String(cString: strerror(errno)))
-            }
-            if count == 0 { break }
-            total += count
-        }
+        let read = bytes.withUnsafeMutableBytes { raw in Result { () throws(SystemCallError) in try FileCalls.readFully(fd, into: raw) } }
+        let total: Int
+        do { total = try read.get() } catch { throw .io(path: path, detail: String(cString: strerror(error.code))) }
         guard total <= maxLength else { throw .fileTooLarge(path: path, limit: maxLength) }
         bytes.removeLast(bytes.count - total)
         return bytes

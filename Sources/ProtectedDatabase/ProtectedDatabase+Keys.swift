@@ -98,12 +98,10 @@ extension ProtectedDatabase {
                 throw error
             }
         }
-        guard rename(staging, keyPath) == 0 else {
-            let why = String(cString: strerror(errno))
+        do { try SecureFile.moveIntoPlace(staging, over: keyPath) } catch {
             unlink(staging)
-            throw ProtectedDatabaseError.io("cannot move the key record into place at \(keyPath): \(why)")
+            throw ProtectedDatabaseError.io("cannot move the key record into place at \(keyPath): \(error)")
         }
-        _ = SecureFile.syncParent(of: keyPath)
     }
 
     /// The salt (first 16 bytes) and size of a database file, read through SQLite's VFS (a
@@ -313,18 +311,11 @@ extension ProtectedDatabase {
                 try queue.close()
             }
             for stale in [staging + "-wal", staging + "-shm"] { unlink(stale) }
-            let fd = Foundation.open(staging, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-            guard fd >= 0, fsync(fd) == 0 else {
-                if fd >= 0 { Foundation.close(fd) }
-                throw ProtectedDatabaseError.io("cannot sync \(staging)")
-            }
-            Foundation.close(fd)
             try testHooks.run(testHooks.beforeRename)
             for stale in [path + "-wal", path + "-shm"] { unlink(stale) }
-            guard rename(staging, path) == 0 else {
-                throw ProtectedDatabaseError.io("cannot move \(staging) over \(path): \(String(cString: strerror(errno)))")
+            do { try SecureFile.moveIntoPlace(staging, over: path) } catch {
+                throw ProtectedDatabaseError.io("cannot move \(staging) over \(path): \(error)")
             }
-            _ = SecureFile.syncParent(of: path)
         } catch {
             if attachedStaging { _ = sf_db_codec_detach(stagingFull) }
             unlink(staging)

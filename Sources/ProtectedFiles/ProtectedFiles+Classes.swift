@@ -106,16 +106,11 @@ extension ProtectedFiles {
     static func lockForChange(_ fd: Int32) -> LockOutcome {
         let deadline = Date().addingTimeInterval(lockWait)
         while true {
-            if flock(fd, LOCK_EX | LOCK_NB) == 0 { return .locked }
-            switch errno {
-            case EINTR: continue
-            case EWOULDBLOCK:
-                guard Date() < deadline else { return .busy }
-                usleep(10_000)
-            default:
-                // ENOLCK, EOPNOTSUPP, ENOSYS and the like: no locking here.
-                return .unsupported
-            }
+            // Any failure but "busy" (ENOLCK, EOPNOTSUPP, ENOSYS, ...): no locking here.
+            guard let locked = try? FileCalls.lockExclusive(fd, wait: false) else { return .unsupported }
+            if locked { return .locked }
+            guard Date() < deadline else { return .busy }
+            usleep(10_000)
         }
     }
 

@@ -71,13 +71,7 @@ extension ProtectedFiles {
                     throw ProtectedFileError.notProtectedFile(path: path, reason: "\(error)")
                 }
             }
-            let classStanzas = header.stanzas.filter { $0.type == ProtectionClassRecipient.stanzaType }
-            guard classStanzas.count <= 1 else { throw ProtectedFileError.tampered(path: path, reason: "the header has more than one class stanza") }
-            if let stanza = classStanzas.first {
-                guard stanza.arguments.count == 2, stanza.arguments[0] == ProtectionClassRecipient.stanzaVersion, stanza.body.isEmpty,
-                      let cls = FileProtectionClass(name: stanza.arguments[1]) else {
-                    throw ProtectedFileError.tampered(path: path, reason: "the class stanza is malformed or of an unknown version")
-                }
+            if let cls = try ProtectionClassRecipient.declaredClass(in: header.stanzas, path: path) {
                 return OpenedFile(fd: fd, cls: cls, hasClassStanza: true, header: header, stamp: FileStamp(info))
             }
             // No class stanza: the class whose identity (current or retired) opens the header.

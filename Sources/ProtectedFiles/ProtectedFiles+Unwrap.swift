@@ -31,18 +31,13 @@ extension ProtectedFiles {
     package func unwrapFileKey(stanzas: [AgeStanza], onlyClass: FileProtectionClass?,
                                permit: (FileProtectionClass) throws -> Void) throws -> SecretBytes {
         let source = Self.stanzaSource
-        let classStanzas = stanzas.filter { $0.type == ProtectionClassRecipient.stanzaType }
-        guard classStanzas.count <= 1 else { throw ProtectedFileError.tampered(path: source, reason: "the header has more than one class stanza") }
+        let declared = try ProtectionClassRecipient.declaredClass(in: stanzas, path: source)
         let wrapped = stanzas.filter { $0.type == "X25519" }
         guard !wrapped.isEmpty else {
             throw ProtectedFileError.notProtectedFile(path: source, reason: "its header has no X25519 stanza (it was not written to a protection class)")
         }
         let candidates: [FileProtectionClass]
-        if let stanza = classStanzas.first {
-            guard stanza.arguments.count == 2, stanza.arguments[0] == ProtectionClassRecipient.stanzaVersion, stanza.body.isEmpty,
-                  let cls = FileProtectionClass(name: stanza.arguments[1]) else {
-                throw ProtectedFileError.tampered(path: source, reason: "the class stanza is malformed or of an unknown version")
-            }
+        if let cls = declared {
             if let onlyClass, onlyClass != cls {
                 throw ProtectedFileError.invalidArgument("the file is of class \(cls.name), and this identity opens \(onlyClass.name) files only; use an identity of class \(cls.name), or one without a class (`age -j securefoundation`)")
             }

@@ -15,6 +15,21 @@ struct ProtectionClassRecipient: AgeRecipient {
     func wrap(fileKey: SecretBytes) throws -> [AgeStanza] {
         try recipient.wrap(fileKey: fileKey) + [AgeStanza(type: Self.stanzaType, arguments: [Self.stanzaVersion, cls.name], body: [])]
     }
+
+    /// The class a header's class stanza names, or nil when it has none: the one check of that
+    /// stanza (at most one, version 1, a known class, an empty body).
+    /// - Throws: ``ProtectedFileError/tampered(path:reason:)`` (named `path`) for two class
+    ///   stanzas, or one that is malformed or of an unknown version.
+    static func declaredClass(in stanzas: [AgeStanza], path: String) throws(ProtectedFileError) -> FileProtectionClass? {
+        let classStanzas = stanzas.filter { $0.type == stanzaType }
+        guard classStanzas.count <= 1 else { throw ProtectedFileError.tampered(path: path, reason: "the header has more than one class stanza") }
+        guard let stanza = classStanzas.first else { return nil }
+        guard stanza.arguments.count == 2, stanza.arguments[0] == stanzaVersion, stanza.body.isEmpty,
+              let cls = FileProtectionClass(name: stanza.arguments[1]) else {
+            throw ProtectedFileError.tampered(path: path, reason: "the class stanza is malformed or of an unknown version")
+        }
+        return cls
+    }
 }
 
 /// Files protected by the four data-protection classes, on top of a vault's class keys and

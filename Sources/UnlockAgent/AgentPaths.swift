@@ -34,8 +34,9 @@ public enum AgentPaths {
         return self.directory(environment: environment) + "/agent-\(name).sock"
     }
 
-    /// Creates `directory` (0700) if needed and checks it as ssh checks `~/.ssh`: a symlink,
-    /// another owner, or access for group or others is refused.
+    /// Creates `directory` (0700) if needed and checks it as ssh checks `~/.ssh`, with
+    /// ``SecureFile/checkPrivate(_:isDirectory:)``: a symlink, another owner, or access for
+    /// group or others is refused.
     /// - Parameter directory: The directory to create or check.
     /// - Throws: ``AgentError/insecureDirectory(path:reason:fix:)`` saying what to fix,
     ///   ``AgentError/io(_:)`` when it cannot be created or examined.
@@ -43,19 +44,14 @@ public enum AgentPaths {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw AgentError.system("mkdir", directory)
         }
-        let info: FileStatus
-        do { info = try FileCalls.linkStatus(directory) } catch { throw AgentError.system("lstat", directory, error.code) }
-        guard info.kind == .directory else {
-            throw AgentError.insecureDirectory(path: directory, reason: "is not a directory (a symlink or a file)",
-                                               fix: "remove it, or set XDG_RUNTIME_DIR to a private directory")
-        }
-        guard info.owner == geteuid() else {
-            throw AgentError.insecureDirectory(path: directory, reason: "belongs to uid \(info.owner), not to this user (uid \(geteuid()))",
-                                               fix: "someone else created it; remove it as root, or set XDG_RUNTIME_DIR to a private directory")
-        }
-        guard info.permissions & 0o077 == 0 else {
-            throw AgentError.insecureDirectory(path: directory, reason: "is reachable by group or others (mode \(String(info.permissions & 0o777, radix: 8)))",
-                                               fix: "run `chmod 700 \(directory)`")
+        do { try SecureFile.checkPrivate(directory, isDirectory: true) } catch {
+            switch error {
+            case let .insecurePermissions(_, reason, fix):
+                throw AgentError.insecureDirectory(path: directory, reason: reason,
+                                                   fix: "\(fix), or set XDG_RUNTIME_DIR to a private directory")
+            case let .system(operation, _, code):
+                throw AgentError.system(operation, directory, code)
+            }
         }
     }
 }

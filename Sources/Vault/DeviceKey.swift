@@ -122,7 +122,7 @@ public enum VaultPaths {
     /// - Parameter directory: A vault's data directory.
     /// - Returns: The digest, in hex.
     public static func digest(of directory: String) -> String {
-        SHA256.hash(data: Array(absolute(directory).utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+        Encoding.hex(SHA256.hash(data: Array(absolute(directory).utf8)).prefix(8))
     }
 
     /// The vault's data directory: `$SECUREFOUNDATION_HOME`, else `$XDG_DATA_HOME/securefoundation`,

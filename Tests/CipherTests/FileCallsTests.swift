@@ -73,13 +73,62 @@ struct FileCallsTests {
         let second = open(file, O_RDWR | O_CLOEXEC)
         try #require(second >= 0)
         defer { close(second) }
-        try FileCalls.lockExclusive(first)
+        #expect(try FileCalls.lockExclusive(first, wait: true))
         #expect(!FileCalls.tryLockExclusive(second))   // held by the first open file description
+        #expect(try !FileCalls.lockExclusive(second, wait: false))
         FileCalls.unlock(first)
         #expect(FileCalls.tryLockExclusive(second))
         FileCalls.unlock(second)
-        try FileCalls.lockExclusive(first)
-        #expect(throws: SystemCallError("flock", EBADF)) { try FileCalls.lockExclusive(-1) }
+        #expect(try FileCalls.lockExclusive(first, wait: true))
+        #expect(throws: SystemCallError("flock", EBADF)) { try FileCalls.lockExclusive(-1, wait: true) }
+        #expect(throws: SystemCallError("flock", EBADF)) { try FileCalls.lockExclusive(-1, wait: false) }
+    }
+
+    @Test func writeAllAndReadFullyAtAnOffsetAndAtTheEnd() throws {
+        let directory = try TemporaryDirectory()
+        let file = directory.path + "/data"
+        let fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        try bytes.withUnsafeBytes { try FileCalls.writeAll(fd, $0) }
+        try [UInt8](repeating: 0xEE, count: 4).withUnsafeBytes { try FileCalls.writeAll(fd, $0, at: 10) }
+        var expected = bytes
+        expected.replaceSubrange(10..<14, with: [0xEE, 0xEE, 0xEE, 0xEE])
+        var back = [UInt8](repeating: 0, count: 400_000)
+        let count = try back.withUnsafeMutableBytes { try FileCalls.readFully(fd, into: $0, at: 0) }
+        #expect(count == bytes.count)          // fewer at the end of the file
+        #expect(Array(back[0..<count]) == expected)
+        var tail = [UInt8](repeating: 0, count: 8)
+        #expect(try tail.withUnsafeMutableBytes { try FileCalls.readFully(fd, into: $0, at: Int64(bytes.count - 3)) } == 3)
+        #expect(throws: SystemCallError("write", EBADF)) { try [1].withUnsafeBytes { try FileCalls.writeAll(-1, $0) } }
+        #expect(throws: SystemCallError("read", EBADF)) { try tail.withUnsafeMutableBytes { _ = try FileCalls.readFully(-1, into: $0) } }
+    }
+
+    @Test func moveIntoPlaceReplacesRegularFilesOnly() throws {
+        let directory = try TemporaryDirectory()
+        let staged = directory.path + "/staged", target = directory.path + "/target"
+        try Data("new".utf8).write(to: URL(fileURLWithPath: staged))
+        chmod(staged, 0o644)
+        try Data("old".utf8).write(to: URL(fileURLWithPath: target))
+        try SecureFile.moveIntoPlace(staged, over: target)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == Data("new".utf8))
+        #expect(try FileCalls.linkStatus(target).permissions & 0o777 == 0o600)
+        #expect(access(staged, F_OK) != 0)
+        // A FIFO (or a link) a user named is never replaced; the staged file stays for its writer.
+        let fifo = directory.path + "/fifo"
+        try #require(mkfifo(fifo, 0o600) == 0)
+        try Data("new".utf8).write(to: URL(fileURLWithPath: staged))
+        #expect(throws: SecureFile.Failure.self) { try SecureFile.moveIntoPlace(staged, over: fifo) }
+        #expect(try FileCalls.linkStatus(fifo).kind == .fifo)
+        #expect(access(staged, F_OK) == 0)
+        // A staged name that is a link is refused unfollowed.
+        let link = directory.path + "/link"
+        try #require(symlink(staged, link) == 0)
+        #expect(throws: SecureFile.Failure.insecurePermissions(path: link, reason: "it is not a regular file", fix: "rm \(link)")) {
+            try SecureFile.moveIntoPlace(link, over: target)
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == Data("new".utf8))
     }
 
     @Test func failuresBecomeSecureFileFailures() {

@@ -474,12 +474,19 @@ struct VolatileLibraryTests {
         let dir = try TempDir()
         guard let path = try Self.buildLibrary(in: dir) else { return }
         let bytes = SecretBytes(copying: try [UInt8](Data(contentsOf: URL(fileURLWithPath: path))))
+        let bytes2 = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
         try FileManager.default.removeItem(atPath: path)
         #if os(Linux)
         let library = try VolatileLibrary.load(bytes: bytes, name: "test-module")
         bytes.wipe()
         let function = unsafeBitCast(try library.symbol(named: "sf_test_answer"), to: Answer.self)
         #expect(function(-1) == 40)
+        // The loader knows a library by its path's text: the next memory file, likely given the
+        // descriptor number this one was loaded from, must not get this library back.
+        #expect(throws: VolatileLibraryError.self) { try VolatileLibrary.load(bytes: [0x7F, 0x45, 0x4C, 0x46, 1, 2, 3]) }
+        let again = try VolatileLibrary.load(bytes: bytes2, name: "test-module-2")
+        #expect(unsafeBitCast(try again.symbol(named: "sf_test_answer"), to: Answer.self)(0) == 42)
+        #expect(try again.close().isEmpty)
         #expect(try library.close().isEmpty)
         #expect(throws: VolatileLibraryError.alreadyClosed("memfd:test-module")) { try library.close() }
         #expect(try dir.entries().isEmpty)

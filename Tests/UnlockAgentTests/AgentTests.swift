@@ -138,7 +138,8 @@ struct AgentTests {
         try FileManager.default.createDirectory(atPath: open, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         #expect(chmod(open, 0o755) == 0)
         let server = try AgentServer(manager: try fixture.manager(), socketPath: open + "/agent.sock")
-        #expect(throws: AgentError.insecureDirectory(path: open, reason: "is reachable by group or others (mode 755)", fix: "run `chmod 700 \(open)`")) {
+        #expect(throws: AgentError.insecureDirectory(path: open, reason: "its mode 755 lets group or others in",
+                                                     fix: "chmod 700 \(open), or set XDG_RUNTIME_DIR to a private directory")) {
             try server.bind()
         }
         if geteuid() == 0 {

@@ -84,6 +84,12 @@ int sf_memfd_seal(int fd);
 
 /// dlopen(path, RTLD_NOW | RTLD_LOCAL).
 void *sf_dlopen(const char *path);
+/// Whether an object is loaded under the name `path` (dlopen with RTLD_NOLOAD; the reference
+/// it takes is dropped): the loader matches a path by its text before opening it, so a
+/// `/proc/self/fd/N` of a library loaded earlier would return that library.
+int sf_dl_name_in_use(const char *path);
+/// fcntl(fd, F_DUPFD_CLOEXEC, lowest): a copy of `fd` at the lowest free number >= `lowest`.
+int sf_dup_above(int fd, int lowest);
 /// dlsym; NULL when absent.
 void *sf_dlsym(void *handle, const char *name);
 /// dlclose; 0 on success.

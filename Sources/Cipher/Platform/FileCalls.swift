@@ -81,13 +81,22 @@ package enum FileCalls {
     /// `flock(LOCK_EX | LOCK_NB)`: whether this descriptor now holds the exclusive lock (false
     /// when another holds it, or on any error).
     package static func tryLockExclusive(_ fd: Int32) -> Bool {
-        flock(fd, LOCK_EX | LOCK_NB) == 0
+        (try? lockExclusive(fd, wait: false)) ?? false
     }
 
-    /// `flock(LOCK_EX)`: waits until this descriptor holds the exclusive lock. An interrupted
-    /// wait throws `EINTR` like any other failure, for the caller to retry.
-    package static func lockExclusive(_ fd: Int32) throws(SystemCallError) {
-        guard flock(fd, LOCK_EX) == 0 else { throw SystemCallError("flock") }
+    /// `flock(LOCK_EX)`, the one place of the project that takes a lock (EINTR retried): with
+    /// `wait`, until this descriptor holds the exclusive lock; without, only when it is free now.
+    /// - Returns: true when the lock is held; false when `wait` is false and another holds it.
+    /// - Throws: ``SystemCallError`` ("flock") for any other failure (ENOLCK, EOPNOTSUPP, ...:
+    ///   a file system without locks).
+    package static func lockExclusive(_ fd: Int32, wait: Bool) throws(SystemCallError) -> Bool {
+        while flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            if !wait, code == EWOULDBLOCK { return false }
+            throw SystemCallError("flock", code)
+        }
+        return true
     }
 
     /// `flock(LOCK_UN)`: releases this descriptor's lock (closing it releases the lock as well).
@@ -105,6 +114,65 @@ package enum FileCalls {
         guard ftruncate(fd, off_t(length)) == 0 else { throw SystemCallError("truncate") }
     }
 
+    /// Writes all of `bytes` to `fd` (at `offset` with `pwrite` when one is given), retrying
+    /// short writes and EINTR: the one write loop of the project (sockets, which need
+    /// `MSG_NOSIGNAL`, write through the agent's `Socket`).
+    /// - Throws: ``SystemCallError`` ("write"); a write that makes no progress fails with EIO.
+    package static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64? = nil) throws(SystemCallError) {
+        var done = 0
+        while done < bytes.count {
+            let pointer = bytes.baseAddress! + done
+            let n = offset.map { pwrite(fd, pointer, bytes.count - done, off_t($0) + off_t(done)) }
+                ?? write(fd, pointer, bytes.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SystemCallError("write")
+            }
+            if n == 0 { throw SystemCallError("write", EIO) }
+            done += n
+        }
+    }
+
+    /// Reads into `buffer` (from `offset` with `pread` when one is given) until it is full or the
+    /// file ends, retrying short reads and EINTR: the one read-fully loop of the project.
+    /// - Returns: The bytes read: `buffer.count`, or fewer at the end of the file.
+    /// - Throws: ``SystemCallError`` ("read").
+    package static func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64? = nil) throws(SystemCallError) -> Int {
+        var done = 0
+        while done < buffer.count {
+            let pointer = buffer.baseAddress! + done
+            let n = offset.map { pread(fd, pointer, buffer.count - done, off_t($0) + off_t(done)) }
+                ?? systemRead(fd, pointer, buffer.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SystemCallError("read")
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    /// `read` once (EINTR retried): what is there, up to `buffer.count`; 0 at the end of the file.
+    /// - Throws: ``SystemCallError`` ("read").
+    package static func readSome(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> Int {
+        while true {
+            let n = systemRead(fd, buffer.baseAddress!, buffer.count)
+            if n >= 0 { return n }
+            if errno != EINTR { throw SystemCallError("read") }
+        }
+    }
+
+    /// `fchmod`: sets the permission bits of an open file.
+    package static func setMode(_ fd: Int32, _ mode: mode_t) throws(SystemCallError) {
+        guard fchmod(fd, mode) == 0 else { throw SystemCallError("chmod") }
+    }
+
+    /// `rename`: `from` replaces whatever `to` names, atomically.
+    package static func rename(_ from: String, _ to: String) throws(SystemCallError) {
+        guard systemRename(from, to) == 0 else { throw SystemCallError("rename") }
+    }
+
     /// `link`: a second name for an existing file; fails with EEXIST when `newPath` exists.
     package static func hardLink(_ existing: String, _ newPath: String) throws(SystemCallError) {
         guard link(existing, newPath) == 0 else { throw SystemCallError("link") }
@@ -114,6 +182,8 @@ package enum FileCalls {
 // The system's `open` and `close`, which the wrappers of the same names shadow inside the enum.
 private func systemOpen(_ path: String, _ flags: Int32) -> Int32 { open(path, flags) }
 private func systemClose(_ fd: Int32) -> Int32 { close(fd) }
+private func systemRename(_ from: String, _ to: String) -> Int32 { rename(from, to) }
+private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int { read(fd, buffer, count) }
 
 extension SecureFile.Failure {
     /// A failed call on `path`, named as the call names itself.

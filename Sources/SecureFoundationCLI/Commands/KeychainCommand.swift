@@ -235,7 +235,7 @@ struct AddGenericPassword: ParsableCommand {
             let accessibility = try KeychainCommand.accessibility(accessibilityName)
             let secret: SecretBytes
             switch password {
-            case "-"?: secret = try SecretBytes(readingFrom: 0, name: "standard input")
+            case "-"?: secret = try SecretSource.file("-").read()
             case let text?: secret = SecretBytes(utf8: text)
             case nil: secret = try Terminal.readSecret(prompt: "password data for new item: ")
             }

@@ -71,21 +71,10 @@ enum ShareCLI {
 
     /// "HOST:PORT" or "[IPv6]:PORT".
     static func address(_ text: String, option: String) throws -> (String, Int) {
-        var host: Substring, portText: Substring
-        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
-            host = text[text.index(after: text.startIndex)..<close]
-            let rest = text[text.index(after: close)...]
-            guard rest.hasPrefix(":") else { throw ValidationError("\(option) must be HOST:PORT") }
-            portText = rest.dropFirst()
-        } else {
-            guard let colon = text.lastIndex(of: ":") else { throw ValidationError("\(option) must be HOST:PORT") }
-            host = text[..<colon]
-            portText = text[text.index(after: colon)...]
+        guard let address = TLSCLI.hostAndPort(text, lowestPort: 0) else {
+            throw ValidationError("\(option) must be HOST:PORT (or [IPv6]:PORT) with a port of 0...65535")
         }
-        guard !host.isEmpty, let port = Int(portText), (0...65535).contains(port) else {
-            throw ValidationError("\(option) must be HOST:PORT with a port of 0...65535")
-        }
-        return (String(host), port)
+        return address
     }
 
     static func flushStdout() { fflush(nil) }

@@ -31,8 +31,10 @@ enum TLSCLI {
         }.joined(separator: "\n")
     }
 
-    /// Splits `host:port` or `[v6]:port`.
-    static func hostAndPort(_ text: String) -> (String, Int)? {
+    /// Splits `host:port` or `[v6]:port`, the one parser of addresses the commands take
+    /// (`tls probe`, `tls pin`, `share --listen/--connect/--to`). A port below `lowestPort`
+    /// (1, or 0 where the system may choose one) or above 65535 is refused.
+    static func hostAndPort(_ text: String, lowestPort: Int = 1) -> (String, Int)? {
         var host: Substring
         var portText: Substring
         if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
@@ -45,7 +47,7 @@ enum TLSCLI {
             host = text[..<colon]
             portText = text[text.index(after: colon)...]
         }
-        guard !host.isEmpty, let port = Int(portText), (1...65535).contains(port) else { return nil }
+        guard !host.isEmpty, let port = Int(portText), (lowestPort...65535).contains(port) else { return nil }
         return (String(host), port)
     }
 

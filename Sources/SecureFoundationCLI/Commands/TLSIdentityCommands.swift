@@ -496,14 +496,11 @@ struct TLSImportCommand: ParsableCommand {
             let identity: TLSIdentity
             if let pkcs12 {
                 let bytes = try TLSIdentityCLI.read(pkcs12, what: "PKCS#12 file")
-                let password = try passwordFile.map { file in
-                    file == "-" ? try SecretBytes(readingFrom: 0, name: "standard input") : try SecretBytes(contentsOfFile: file)
-                }
+                let password = try passwordFile.map { try SecretSource.file($0).read() }
                 defer { password?.wipe() }
                 identity = try IdentityImport.identity(pkcs12: bytes, password: password)
             } else if let key, let chain {
-                let keyPEM = key == "-" ? try SecretBytes(readingFrom: 0, maxLength: IdentityImport.maxInputLength, trimNewline: false, name: "standard input")
-                                        : try SecretBytes(contentsOfFile: key, maxLength: IdentityImport.maxInputLength)
+                let keyPEM = try SecretSource.file(key).read(maxLength: IdentityImport.maxInputLength, trimNewline: key != "-")
                 defer { keyPEM.wipe() }
                 identity = try IdentityImport.identity(keyPEM: keyPEM, chainPEM: TLSIdentityCLI.read(chain, what: "chain"))
             } else {

@@ -1,3 +1,4 @@
+import Cipher
 import CPlatform
 import Foundation
 
@@ -34,19 +35,26 @@ enum DynamicLoader {
         #if os(Linux)
         let fd = sf_memfd_create(name)
         guard fd >= 0 else { throw VolatileLibraryError.system(operation: "memfd_create", errno: errno) }
-        var done = 0
-        while done < bytes.count {
-            let n = write(fd, bytes.baseAddress! + done, bytes.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                let code = errno
-                Foundation.close(fd)
-                throw VolatileLibraryError.system(operation: "write to memfd", errno: code)
-            }
-            done += n
+        do { try FileCalls.writeAll(fd, bytes) } catch {
+            FileCalls.close(fd)
+            throw VolatileLibraryError.system(operation: "write to memfd", errno: error.code)
         }
         _ = sf_memfd_seal(fd)  // best effort: the library cannot be altered once loaded
-        return (fd, "/proc/self/fd/\(fd)")
+        // The loader knows a library by the text of its path first: a `/proc/self/fd/N` that a
+        // library still loaded was opened as (its descriptor closed since, the number reused)
+        // would give back that library. Move to a number no loaded object is named after.
+        var current = fd
+        for _ in 0..<64 where sf_dl_name_in_use("/proc/self/fd/\(current)") != 0 {
+            let higher = sf_dup_above(current, current + 1)
+            FileCalls.close(current)
+            guard higher >= 0 else { throw VolatileLibraryError.system(operation: "dup memfd", errno: errno) }
+            current = higher
+        }
+        guard sf_dl_name_in_use("/proc/self/fd/\(current)") == 0 else {
+            FileCalls.close(current)
+            throw VolatileLibraryError.system(operation: "find a descriptor number for the memfd", errno: EMFILE)
+        }
+        return (current, "/proc/self/fd/\(current)")
         #else
         throw VolatileLibraryError.unsupported("loading a library from memory needs memfd_create (Linux)")
         #endif

@@ -32,30 +32,18 @@ enum FileIO {
 
     /// Writes all of `buffer` at `offset`.
     static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: UInt64, path: String) throws(ShredError) {
-        var done = 0
-        while done < buffer.count {
-            let n = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw ShredError.system(operation: "write", path: path, errno: errno)
-            }
-            if n == 0 { throw ShredError.system(operation: "write", path: path, errno: EIO) }
-            done += n
+        do { try FileCalls.writeAll(fd, buffer, at: Int64(offset)) } catch {
+            throw ShredError.system(operation: "write", path: path, errno: error.code)
         }
     }
 
     /// Reads exactly `buffer.count` bytes at `offset`; fails on a short file.
     static func readAll(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, path: String) throws(ShredError) {
-        var done = 0
-        while done < buffer.count {
-            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw ShredError.system(operation: "read", path: path, errno: errno)
-            }
-            if n == 0 { throw ShredError.fileChanged(path) }
-            done += n
+        let done: Int
+        do { done = try FileCalls.readFully(fd, into: buffer, at: Int64(offset)) } catch {
+            throw ShredError.system(operation: "read", path: path, errno: error.code)
         }
+        guard done == buffer.count else { throw ShredError.fileChanged(path) }
     }
 
     /// fdatasync (file data reaches the device).

@@ -125,10 +125,9 @@ public struct SystemdCredentialDeviceKeyProvider: DeviceKeyProvider {
             }
             // `auto-initrd` falls back to the null key without a TPM: refuse what would be refused on reading.
             try refuseNullKey(temporary)
-            guard chmod(temporary, 0o600) == 0, rename(temporary, absolute) == 0 else {
-                throw VaultError.io("cannot install \(absolute): \(String(cString: strerror(errno)))")
+            do { try SecureFile.moveIntoPlace(temporary, over: absolute) } catch {
+                throw VaultError.io("cannot install \(absolute): \(error)")
             }
-            try SecureFile.syncDirectory(SecureFile.directoryOf(absolute))
         }
     }
 }

@@ -46,14 +46,14 @@ package enum FileLock {
             close(fd)
             throw failure(error)
         }
-        while flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB) != 0 {
-            let code = errno
-            if code == EINTR { continue }
+        do {
+            if try FileCalls.lockExclusive(fd, wait: wait) { return fd }
             close(fd)
-            if !wait, code == EWOULDBLOCK { return nil }
-            throw failure(.system(operation: "flock", path: path, errno: code))
+            return nil
+        } catch {
+            close(fd)
+            throw failure(SecureFile.Failure(error, path: path))
         }
-        return fd
     }
 
     private static func release(_ fd: Int32) {
