@@ -37,6 +37,7 @@ let package = Package(
         .library(name: "ProtectedDatabase", targets: ["ProtectedDatabase"]),
         .library(name: "PinnedTLS", targets: ["PinnedTLS"]),
         .library(name: "HardwareKeys", targets: ["HardwareKeys"]),
+        .library(name: "HardwareDeviceKeys", targets: ["HardwareDeviceKeys"]),
         .library(name: "Migration", targets: ["Migration"]),
         .library(name: "UnlockAgent", targets: ["UnlockAgent"]),
         .executable(name: "securefoundation", targets: ["SecureFoundationCLI"]),
@@ -73,7 +74,10 @@ let package = Package(
         // internal C module, which clashes with swift-nio-ssl's copy of BoringSSL).
         .target(name: "CAgePayload", dependencies: [.product(name: "CryptoExtras", package: "swift-crypto")]),
         .target(name: "Age", dependencies: ["Cipher", "Shredder", "CPlatform", "CAgePayload"] + crypto, swiftSettings: strict),
-        .target(name: "Vault", dependencies: ["Cipher", "Shredder", "CPlatform", "HardwareKeys"] + crypto, swiftSettings: strict),
+        .target(name: "Vault", dependencies: ["Cipher", "Shredder", "CPlatform"] + crypto, swiftSettings: strict),
+        // The TPM 2.0 and PKCS #11 device-key providers, beside the hardware code they need, so
+        // that Vault and the umbrella link neither; programs register them (the command line does).
+        .target(name: "HardwareDeviceKeys", dependencies: ["Cipher", "Vault", "HardwareKeys"] + crypto, swiftSettings: strict),
         .target(
             name: "Keychain",
             dependencies: ["Cipher", "Vault", "CPlatform", .product(name: "GRDB", package: "GRDB.swift"),
@@ -140,6 +144,7 @@ let package = Package(
             dependencies: [
                 "AgeCommandLine",
                 "SecureFoundation",
+                "HardwareDeviceKeys",
                 "Cipher",
                 "CBuildInfo",
                 "PinnedTLS",
@@ -172,7 +177,7 @@ let package = Package(
         // files, prints its key on request). Named as the binary the test looks for.
         .executableTarget(name: "securefoundation-memcheck-child", dependencies: ["Vault", "Cipher", "Keychain", "ProtectedFiles"],
                           path: "Tests/VaultMemcheckChild", swiftSettings: strict),
-        .testTarget(name: "VaultTests", dependencies: ["Vault", "Cipher", "securefoundation-memcheck-child", "Age", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "VaultTests", dependencies: ["Vault", "HardwareDeviceKeys", "Cipher", "securefoundation-memcheck-child", "Age", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto"),
                                                        "TestSupport"],
                     exclude: ["Fixtures"], swiftSettings: strict),

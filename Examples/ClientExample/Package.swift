@@ -13,7 +13,7 @@ import PackageDescription
 // `…/SecureFoundation.git` → SecureFoundation).
 let secureFoundation: (String) -> Target.Dependency = { .product(name: $0, package: "SecureFoundation") }
 let libraries = ["SecureFoundation", "Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles", "ProtectedDatabase",
-                 "PinnedTLS", "Migration", "UnlockAgent", "EmbeddedSecrets", "DeviceSharing", "HardwareKeys"]
+                 "PinnedTLS", "Migration", "UnlockAgent", "EmbeddedSecrets", "DeviceSharing", "HardwareKeys", "HardwareDeviceKeys"]
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
 let package = Package(

@@ -2,6 +2,7 @@ import AgeCommandLine
 import ArgumentParser
 import CBuildInfo
 import Foundation
+import HardwareDeviceKeys
 import SecureFoundation
 
 @main
@@ -64,6 +65,8 @@ struct SecureFoundationCommand: AsyncParsableCommand {
     static func main() async {
         // Started by the front program (Sources/SecureFoundationFront): its mark is for this start only.
         CLI.takeFrontHandOff()
+        // Vaults whose device key is in a TPM or a PKCS #11 token (two dictionary entries).
+        HardwareDeviceKeys.register()
         // Started as age-plugin-securefoundation (the link `agent install-plugin` makes), this
         // program is the age plugin that opens protected files through the unlock agent.
         if let name = CommandLine.arguments.first, name.split(separator: "/").last.map(String.init) == AgentAgePlugin.programName {

@@ -87,7 +87,7 @@ extension AgentServer {
         }
     }
 
-    /// Holds the device key's token PIN for this process (``PKCS11DeviceKeyProvider/holdPIN(_:)``)
+    /// Holds the device key's token PIN for this process (``DeviceKeyHardware/holdPIN(_:)``)
     /// until the agent stops.
     func holdTokenPIN(_ request: SecretBytes) throws {
         let count = request.count - 2
@@ -96,13 +96,13 @@ extension AgentServer {
         }
         let pin = request.slice(2..<request.count)
         defer { pin.wipe() }
-        PKCS11DeviceKeyProvider.holdPIN(pin)
+        DeviceKeyHardware.holdPIN(pin)
         // Tried at once, so that a wrong PIN is reported to the person who typed it (the
         // token counts the attempt, as any login) and not kept.
         do {
             try manager.deviceKeyForAgent().wipe()
         } catch {
-            PKCS11DeviceKeyProvider.holdPIN(nil)
+            DeviceKeyHardware.holdPIN(nil)
             throw error
         }
         log?("holding the token PIN for the device key")

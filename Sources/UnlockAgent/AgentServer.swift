@@ -272,7 +272,7 @@ public final class AgentServer: @unchecked Sendable {
 
     func shutdown() {
         manager.lock()
-        PKCS11DeviceKeyProvider.holdPIN(nil)
+        DeviceKeyHardware.holdPIN(nil)
         publishState()
         let (listenFD, lockFD, identity, subscribers) = locked { state in
             let result = (state.listenFD, state.lockFD, state.socketIdentity, state.subscribers + state.pendingSubscribers)

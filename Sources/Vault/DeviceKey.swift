@@ -13,6 +13,15 @@ public protocol DeviceKeyProvider: Sendable {
     /// - Throws: ``VaultError/deviceKey(_:)`` or ``VaultError/insecurePermissions(path:reason:fix:)``.
     /// - Returns: The device key (the caller wipes it).
     func deviceKey() throws -> SecretBytes
+
+    /// Whether the key comes from hardware that can be removed at any time (a PKCS #11 token):
+    /// the vault then reads it again at every use instead of keeping it. False by default.
+    var isOnRemovableHardware: Bool { get }
+}
+
+extension DeviceKeyProvider {
+    /// False: the key's source stays (a file, a credential, a TPM).
+    public var isOnRemovableHardware: Bool { false }
 }
 
 /// The default device-key source: 32 random bytes in a 0600 file inside a 0700 directory,

@@ -7,11 +7,11 @@ import Cipher
 /// A wrapped key is `nonce (12) ‖ ciphertext (len(key)) ‖ tag (16)`; the associated data is the
 /// caller's header (what the key is, which vault, which key id, which questions), so a wrapped
 /// key moved to another place in the state does not open.
-enum KeyWrap {
+package enum KeyWrap {
     static let nonceLength = 12
     static let tagLength = 16
 
-    static func wrap(_ key: SecretBytes, under kek: SecretBytes, aad: [UInt8]) throws -> [UInt8] {
+    package static func wrap(_ key: SecretBytes, under kek: SecretBytes, aad: [UInt8]) throws -> [UInt8] {
         let nonce = try SecureRandom.bytes(nonceLength)
         defer { HeapScrub.scrubRecentlyFreed() }
         let box: AES.GCM.SealedBox = try key.withUnsafeBytes { plaintext in
@@ -22,7 +22,7 @@ enum KeyWrap {
 
     /// Unwraps into locked memory; the intermediate plaintext buffer is zeroed.
     /// - Throws: ``VaultError/corrupted(_:)`` for a malformed blob, `WrongKey` when authentication fails.
-    static func unwrap(_ wrapped: [UInt8], under kek: SecretBytes, aad: [UInt8]) throws -> SecretBytes {
+    package static func unwrap(_ wrapped: [UInt8], under kek: SecretBytes, aad: [UInt8]) throws -> SecretBytes {
         guard wrapped.count > nonceLength + tagLength else {
             throw VaultError.corrupted("a wrapped key of \(wrapped.count) bytes is too short")
         }
@@ -46,7 +46,7 @@ enum KeyWrap {
     }
 
     /// Authentication failed: wrong key, or the blob or its header was changed.
-    struct WrongKey: Error {}
+    package struct WrongKey: Error {}
 }
 
 extension SecretBytes {

@@ -125,7 +125,7 @@ public enum VaultError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Maps errors of the lower layers to vault errors.
-    static func wrap(_ error: any Error) -> VaultError {
+    package static func wrap(_ error: any Error) -> VaultError {
         if let error = error as? VaultError { return error }
         if let failure = error as? SecureFile.Failure {
             switch failure {

@@ -3,6 +3,7 @@ import TestSupport
 import Testing
 import Cipher
 @testable import Vault
+import HardwareDeviceKeys
 
 @Suite("Device-key providers: TPM 2.0", .serialized)
 struct DeviceKeyProviderTPMTests {

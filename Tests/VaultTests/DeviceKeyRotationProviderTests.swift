@@ -3,6 +3,7 @@ import Testing
 import TestSupport
 import Cipher
 @testable import Vault
+import HardwareDeviceKeys
 
 /// `DeviceKeyRotation` under the TPM and systemd-credential providers: the new key is sealed
 /// the same way (same PCRs, same credential name), replaces the old one, and the record's check
@@ -47,6 +48,9 @@ struct DeviceKeyRotationProviderTests {
         let key = try SecretBytes.random(count: 32)
         let prefix = fixture.root + "/sealed/device-key.tpm"
         try TPM2DeviceKeyProvider.seal(key, to: prefix, pcrs: [16], tcti: tpm.tcti)
+        // Only the TPM's: the PKCS #11 kind stays unregistered in this process
+        // (DeviceKeyHardwareTests shows its refusal).
+        HardwareDeviceKeys.register([.tpm2])
         let manager = try Self.vault(fixture, record: DeviceKeyRecord(kind: .tpm2, sealedPath: prefix, pcrs: [16], check: DeviceKeyRecord.checkValue(of: key)))
         try Self.rotateAndCheck(fixture, manager, files: [prefix + ".pub", prefix + ".priv"], options: .init(tcti: tpm.tcti))
         let record = try #require(try DeviceKeyRecord.load(directory: fixture.home, filePath: fixture.keyFile))

@@ -91,13 +91,15 @@ package struct DeviceKeyInstallation: Sendable {
                 return DeviceKeyRecord(kind: .systemdCredential, name: credentialName, sealedPath: path, check: check)
             case .tpm2:
                 let prefix = VaultPaths.absolute(tpmSealed ?? home + "/device-key.tpm")
-                try TPM2DeviceKeyProvider.seal(key, to: prefix, pcrs: pcrs)
-                return DeviceKeyRecord(kind: .tpm2, sealedPath: prefix, pcrs: pcrs, check: check)
+                let record = DeviceKeyRecord(kind: .tpm2, sealedPath: prefix, pcrs: pcrs, check: check)
+                try DeviceKeyHardware.backend(for: .tpm2).seal(key, as: record, refusing: [], tcti: nil)
+                return record
             case .pkcs11:
                 guard let pkcs11URI, let pkcs11Module else { throw VaultError.invalidArgument("the pkcs11 provider needs a URI and a module") }
                 let path = VaultPaths.absolute(pkcs11Wrapped ?? home + "/device-key.pkcs11")
-                try PKCS11DeviceKeyProvider(modulePath: pkcs11Module, uri: pkcs11URI, sealedPath: path, refusing: [home]).seal(key)
-                return DeviceKeyRecord(kind: .pkcs11, sealedPath: path, module: pkcs11Module, uri: pkcs11URI, check: check)
+                let record = DeviceKeyRecord(kind: .pkcs11, sealedPath: path, module: pkcs11Module, uri: pkcs11URI, check: check)
+                try DeviceKeyHardware.backend(for: .pkcs11).seal(key, as: record, refusing: [home], tcti: nil)
+                return record
             case .keyring:
                 var backing = self
                 backing.kind = keyringBacking

@@ -1,6 +1,5 @@
 import Foundation
 import Cipher
-import HardwareKeys
 
 /// Which device-key provider a vault uses, recorded when the vault is created with a chosen
 /// provider (`vault init --device-key-provider`) or migrated to one. A vault without a record
@@ -243,7 +242,8 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
                 throw VaultError.corrupted("\(path): a TPM record needs the sealed object and PCRs 0-23")
             }
         case .pkcs11:
-            guard sealedPath != nil, let module, module.hasPrefix("/"), let uri, (try? PKCS11URI(uri)) != nil else {
+            guard sealedPath != nil, let module, module.hasPrefix("/"), let uri, uri.hasPrefix("pkcs11:"),
+                  DeviceKeyHardware.registered(.pkcs11)?.accepts(self) ?? true else {
                 throw VaultError.corrupted("\(path): a PKCS #11 record needs the wrapped key's file, the module's absolute path and a pkcs11: URI")
             }
         }
@@ -316,10 +316,8 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
             return FileDeviceKeyProvider(path: path ?? filePath)
         case .systemdCredential:
             return SystemdCredentialDeviceKeyProvider(name: name ?? "", encryptedCredential: sealedPath)
-        case .tpm2:
-            return TPM2DeviceKeyProvider(sealedPath: sealedPath ?? "", pcrs: pcrs ?? [])
-        case .pkcs11:
-            return PKCS11DeviceKeyProvider(modulePath: module ?? "", uri: uri ?? "", sealedPath: sealedPath ?? "")
+        case .tpm2, .pkcs11:
+            return HardwareDeviceKeyProvider(record: self)
         case .keyring:
             return KeyringDeviceKeyProvider(description: name ?? "", timeout: timeout ?? 600,
                                             backing: backingRecord().uncheckedProvider(filePath: filePath))
@@ -361,7 +359,7 @@ struct CheckedDeviceKeyProvider: DeviceKeyProvider {
 }
 
 extension VaultError {
-    static func call<Result>(_ body: () throws -> Result) throws(VaultError) -> Result {
+    package static func call<Result>(_ body: () throws -> Result) throws(VaultError) -> Result {
         do { return try body() } catch let error as VaultError { throw error } catch { throw VaultError.wrap(error) }
     }
 }

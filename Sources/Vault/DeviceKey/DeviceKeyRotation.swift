@@ -568,10 +568,8 @@ public enum DeviceKeyRotation {
             }
         case .systemdCredential:
             try SystemdCredentialDeviceKeyProvider.seal(key, name: staged.name ?? "", to: staged.sealedPath ?? "", withKey: options.credentialWithKey)
-        case .tpm2:
-            try TPM2DeviceKeyProvider.seal(key, to: staged.sealedPath ?? "", pcrs: staged.pcrs ?? [], tcti: options.tcti)
-        case .pkcs11:
-            try PKCS11DeviceKeyProvider(modulePath: staged.module ?? "", uri: staged.uri ?? "", sealedPath: staged.sealedPath ?? "").seal(key)
+        case .tpm2, .pkcs11:
+            try DeviceKeyHardware.backend(for: staged.kind).seal(key, as: staged, refusing: [], tcti: options.tcti)
         case .keyring:
             throw VaultError.deviceKey("a keyring cannot hold a staged key")
         }
@@ -588,10 +586,8 @@ public enum DeviceKeyRotation {
             var provider = SystemdCredentialDeviceKeyProvider(name: direct.name ?? "", encryptedCredential: direct.sealedPath)
             provider.readsCredentialsDirectory = false
             inner = provider
-        case .tpm2:
-            inner = TPM2DeviceKeyProvider(sealedPath: direct.sealedPath ?? "", pcrs: direct.pcrs ?? [])
-        case .pkcs11:
-            inner = PKCS11DeviceKeyProvider(modulePath: direct.module ?? "", uri: direct.uri ?? "", sealedPath: direct.sealedPath ?? "")
+        case .tpm2, .pkcs11:
+            inner = HardwareDeviceKeyProvider(record: direct)
         case .file, .keyring:
             inner = FileDeviceKeyProvider(path: direct.path ?? filePath)
         }

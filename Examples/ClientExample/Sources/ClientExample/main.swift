@@ -16,6 +16,7 @@ import UnlockAgent
 import EmbeddedSecrets
 import DeviceSharing
 import HardwareKeys
+import HardwareDeviceKeys
 
 /// A value type of the client's own, hashed as the standard library's protocol asks.
 struct Account: Hashable {
@@ -59,6 +60,7 @@ func projectNames() throws {
     _ = EmbeddedSecretsError.self                                   // EmbeddedSecrets
     _ = ShareGroup.self                                              // DeviceSharing
     _ = PKCS11PrivateKey.self                                        // HardwareKeys
+    HardwareDeviceKeys.register()                                    // HardwareDeviceKeys
 }
 
 let accounts: Set<Account> = [Account(service: "mail", name: "alice"), Account(service: "mail", name: "alice")]

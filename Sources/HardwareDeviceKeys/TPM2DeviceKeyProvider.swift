@@ -1,6 +1,7 @@
 import Foundation
 import Cipher
 import HardwareKeys
+import Vault
 
 /// The device key sealed to a TPM 2.0 (tpm2-tools), optionally bound to PCR values.
 ///

@@ -1,6 +1,7 @@
 import Foundation
 import Cipher
 import HardwareKeys
+import Vault
 
 /// The device key wrapped under a key that never leaves a PKCS #11 token (a smart card, a USB
 /// token, an HSM, a cloud KMS's PKCS #11 library).
@@ -15,7 +16,7 @@ import HardwareKeys
 /// The module is loaded from `modulePath` under the loading rules of `PKCS11Module` (HardwareKeys) (never
 /// from inside the directory of the sealed file, which is the data directory by default). The
 /// PIN comes from the URI's `pin-source=file:/PATH`, else `pin` (by default the PIN this process
-/// holds — ``holdPIN(_:)``, which the unlock agent calls with the PIN `agent unlock` gave it —
+/// holds — `DeviceKeyHardware.holdPIN(_:)`, which the unlock agent calls with the PIN `agent unlock` gave it —
 /// else the environment variable `SECUREFOUNDATION_TOKEN_PIN`).
 public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
     /// The module's absolute path.
@@ -43,7 +44,7 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
         self.uri = uri
         self.sealedPath = VaultPaths.absolute(sealedPath)
         self.pin = pin ?? .prompt({
-            if let held = Self.heldPIN() { return held }
+            if let held = DeviceKeyHardware.heldPIN() { return held }
             do {
                 return try PKCS11PINSource.environment(Self.pinEnvironmentVariable).read()
             } catch {
@@ -53,29 +54,12 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
         self.refusing = refusing
     }
 
-    /// Holds `pin` in this process for the device key's token, in place of the one held before
-    /// (which is wiped); nil forgets it. Providers made without a `pin` use it before the
-    /// environment variable. The unlock agent holds the PIN `agent unlock --token-pin` gives it
-    /// until it stops, so that a token whose PIN is typed by a person serves a service without
-    /// the PIN in a file or the environment.
-    /// - Parameter pin: The token's user PIN (the provider keeps its own copy; the caller wipes
-    ///   its own), or nil.
-    public static func holdPIN(_ pin: SecretBytes?) {
-        let copy = pin.map { pin in SecretBytes(count: pin.count) { target in pin.withUnsafeBytes { target.copyMemory(from: $0) } } }
-        let old = held.withLock { value -> SecretBytes? in
-            let old = value
-            value = copy
-            return old
-        }
-        old?.wipe()
-    }
+    /// Holds `pin` in this process for the device key's token: ``DeviceKeyHardware/holdPIN(_:)``.
+    /// - Parameter pin: The token's user PIN (a copy is kept), or nil to forget it.
+    public static func holdPIN(_ pin: SecretBytes?) { DeviceKeyHardware.holdPIN(pin) }
 
-    /// A copy of the held PIN (the caller wipes it), or nil.
-    static func heldPIN() -> SecretBytes? {
-        held.withLock { value in value.map { pin in SecretBytes(count: pin.count) { target in pin.withUnsafeBytes { target.copyMemory(from: $0) } } } }
-    }
-
-    private static let held = Protected<SecretBytes?>(nil)
+    /// True: a token can be removed at any time, so the vault reads the key again at every use.
+    public var isOnRemovableHardware: Bool { true }
 
     static let magic: [UInt8] = Array("SFPKCS11".utf8)
     static let version: UInt8 = 1
