@@ -296,8 +296,7 @@ extension CryptoManager {
 
     /// Whether the device key comes from a PKCS #11 token (which can be removed at any time).
     var deviceKeyIsOnARemovableToken: Bool {
-        let provider = (deviceKeyProvider as? CheckedDeviceKeyProvider)?.inner ?? deviceKeyProvider
-        return provider.isOnRemovableHardware
+        deviceKeyProvider.isOnRemovableHardware
     }
 
     /// Reads the device key from its provider and checks that it is this vault's, as every use

@@ -121,12 +121,9 @@ package enum FileCalls {
     package static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64? = nil) throws(SystemCallError) {
         var done = 0
         while done < bytes.count {
-            let pointer = bytes.baseAddress! + done
-            let n = offset.map { pwrite(fd, pointer, bytes.count - done, off_t($0) + off_t(done)) }
-                ?? write(fd, pointer, bytes.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw SystemCallError("write")
+            let pointer = bytes.baseAddress! + done, left = bytes.count - done
+            let n = try retryingInterrupts("write") {
+                offset.map { pwrite(fd, pointer, left, off_t($0) + off_t(done)) } ?? write(fd, pointer, left)
             }
             if n == 0 { throw SystemCallError("write", EIO) }
             done += n
@@ -140,12 +137,9 @@ package enum FileCalls {
     package static func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64? = nil) throws(SystemCallError) -> Int {
         var done = 0
         while done < buffer.count {
-            let pointer = buffer.baseAddress! + done
-            let n = offset.map { pread(fd, pointer, buffer.count - done, off_t($0) + off_t(done)) }
-                ?? systemRead(fd, pointer, buffer.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw SystemCallError("read")
+            let pointer = buffer.baseAddress! + done, left = buffer.count - done
+            let n = try retryingInterrupts("read") {
+                offset.map { pread(fd, pointer, left, off_t($0) + off_t(done)) } ?? systemRead(fd, pointer, left)
             }
             if n == 0 { break }
             done += n
@@ -156,10 +150,16 @@ package enum FileCalls {
     /// `read` once (EINTR retried): what is there, up to `buffer.count`; 0 at the end of the file.
     /// - Throws: ``SystemCallError`` ("read").
     package static func readSome(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> Int {
+        try retryingInterrupts("read") { systemRead(fd, buffer.baseAddress!, buffer.count) }
+    }
+
+    /// Runs `call` (a read or write returning a count, -1 with `errno` on failure) again while it
+    /// is interrupted (EINTR).
+    private static func retryingInterrupts(_ operation: String, _ call: () -> Int) throws(SystemCallError) -> Int {
         while true {
-            let n = systemRead(fd, buffer.baseAddress!, buffer.count)
+            let n = call()
             if n >= 0 { return n }
-            if errno != EINTR { throw SystemCallError("read") }
+            if errno != EINTR { throw SystemCallError(operation) }
         }
     }
 

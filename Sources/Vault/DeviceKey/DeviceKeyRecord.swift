@@ -344,6 +344,9 @@ struct CheckedDeviceKeyProvider: DeviceKeyProvider {
     /// or nil.
     var recordDirectory: String? = nil
 
+    /// The inner provider's.
+    var isOnRemovableHardware: Bool { inner.isOnRemovableHardware }
+
     func deviceKey() throws -> SecretBytes {
         let check = record.check
         let accepts: (SecretBytes) -> Bool = { $0.count == 32 && DeviceKeyRecord.checkValue(of: $0) == check }
