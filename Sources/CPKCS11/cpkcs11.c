@@ -35,11 +35,12 @@ unsigned long cpk_module_load(const char *path, int fd, cpk_module **module, cha
     // The very file the caller checked, through its descriptor (a name could be replaced
     // between the check and the load). The loader takes a name it saw before for the library
     // it loaded then (an earlier /proc/self/fd/N with the same N): each load spells the path
-    // anew ("/proc/self/fd/./././N").
+    // anew ("/proc/self/fd/./N", "/proc/self/fd/././N", ...), never the plain "/proc/self/fd/N"
+    // that a library loaded from memory (the shredder's VolatileLibrary) is known by.
     static unsigned loads = 0;
     char load_path[256];
     if (fd >= 0) {
-        unsigned spelling = loads++;
+        unsigned spelling = ++loads;
         if (spelling > 100) { pthread_mutex_unlock(&registry_lock); return CPK_LOAD_DLOPEN_FAILED; }
         size_t used = (size_t)snprintf(load_path, sizeof load_path, "/proc/self/fd/");
         for (unsigned i = 0; i < spelling && used + 2 < sizeof load_path - 16; i++) { load_path[used++] = '.'; load_path[used++] = '/'; }

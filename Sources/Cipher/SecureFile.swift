@@ -324,7 +324,8 @@ public enum SecureFile {
     /// Moves a file that another writer made beside `destination` (at a staging name of its own:
     /// SQLite's, `systemd-creds`', a protected-file writer's) into place as
     /// ``replaceAtomically(_:mode:_:)`` puts its own: the staged file is synced and given `mode`,
-    /// renamed over `destination`, and the directory synced. The staged file must be a regular
+    /// renamed over `destination`, and the directory synced (best effort: once renamed, the
+    /// file is in place and no error is reported). The staged file must be a regular
     /// file (it is opened without following a link); a `destination` that exists and is not a
     /// regular file (a link, FIFO, socket or device) is refused and left as it is.
     /// - Parameters:
@@ -355,7 +356,9 @@ public enum SecureFile {
                                               fix: "move it away, then run the command again")
         }
         do { try FileCalls.rename(staged, destination) } catch { throw Failure(error, path: destination) }
-        try syncDirectory(directoryOf(destination))
+        // The file is in place: a directory that cannot be synced (a file system that refuses
+        // it) does not turn that into a failure the caller would undo.
+        try? syncDirectory(directoryOf(destination))
     }
 
     /// Writes all of `buffer` to `fd`, retrying short writes and EINTR.

@@ -4,7 +4,7 @@ import Foundation
 /// Where a token's user PIN comes from. The PIN is held in `SecretBytes` and never in a
 /// command line: a PIN given as an argument shows in process listings and shell history.
 public enum PKCS11PINSource: Sendable {
-    /// The first line of a file (one trailing newline dropped).
+    /// The first line of a file (one trailing newline dropped); `-` is standard input.
     case file(String)
     /// An environment variable, named (its value is copied straight into locked memory).
     case environment(String)

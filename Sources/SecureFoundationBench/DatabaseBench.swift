@@ -35,6 +35,12 @@ enum DatabaseBench {
         }
     }
 
+    /// Rounds per cache size (DB_BENCH_ROUNDS, at least 5): each round runs the four databases
+    /// afresh, their order alternating from one round to the next, and each row prints the
+    /// median of the rounds with the range of the per-round ratios, so that one noisy run shows
+    /// as a wide range instead of a different figure.
+    static let rounds = max(5, Int(ProcessInfo.processInfo.environment["DB_BENCH_ROUNDS"] ?? "") ?? 5)
+
     static func run(cacheKiB: Int) throws {
         var base = FileManager.default.temporaryDirectory.path
         if let chosen = ProcessInfo.processInfo.environment["DB_BENCH_DIR"], !chosen.isEmpty { base = chosen }
@@ -43,79 +49,121 @@ enum DatabaseBench {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3).joined(separator: " ") ?? "n/a"
         print("rows: \(rows) of about 120 bytes; \(singleTransactions) single-row transactions; \(pointReads) point reads; \(scans) scans;"
-              + " files in \(base); \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(load)")
+              + " \(rounds) rounds, alternating; files in \(base); \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(load)")
 
-        // Plain SQLite through GRDB.
-        var config = Configuration()
-        config.journalMode = .wal
-        config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
-            try db.execute(sql: "PRAGMA cache_size = -\(cacheKiB)")
-        }
-        let plain = try DatabaseQueue(path: dir + "/plain.db", configuration: config)
-        let plainFigures = try workload(plain)
-        try plain.close()
-
-        // A protected database (class completeUnlessOpen) through GRDB.
         let manager = try CryptoManager(directory: dir + "/home", deviceKeyProvider: StaticDeviceKeyProvider(key: SecretBytes.random(count: 32)),
                                         policy: .minimum, attemptPolicy: .unlimited)
         try manager.setUp(passcode: SecretBytes(utf8: "bench passcode 2468"))
         if !manager.isUnlocked { try manager.unlock(passcode: SecretBytes(utf8: "bench passcode 2468")) }
         let files = ProtectedFiles(manager: manager)
         try files.prepareClasses()
-        var protectedConfig = Configuration()
-        protectedConfig.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
-            try db.execute(sql: "PRAGMA cache_size = -\(cacheKiB)")
-        }
-        let protected = try ProtectedDatabase.create(at: dir + "/protected.db", protection: .completeUnlessOpen, files: files,
-                                                     kind: .queue, configuration: protectedConfig)
-        let protectedFigures = try workload(protected.writer)
-        try protected.close()
+        let python = BenchSupport.which("python3").flatMap { BenchSupport.run($0, ["-c", "import sqlcipher3"])?.status == 0 ? $0 : nil }
+        let scriptPath = dir + "/bench.py"
+        try pythonWorkload.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        let key = try SecretBytes.random(count: 32).withUnsafeBytes { Encoding.hex(Array($0)) }
 
-        print("GRDB (same harness)            plain SQLite      protected    ratio (protected / plain time)")
+        var plain: [Figures] = [], protected: [Figures] = [], plainPython: [Figures] = [], cipher: [Figures] = []
+        for round in 0..<rounds {
+            let roundDir = dir + "/round-\(round)"
+            try FileManager.default.createDirectory(atPath: roundDir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            // Alternate which database goes first, so that neither always meets a warm (or a busy) machine.
+            for first in round % 2 == 0 ? [true, false] : [false, true] {
+                if first {
+                    plain.append(try plainRound(roundDir + "/plain.db", cacheKiB: cacheKiB))
+                } else {
+                    protected.append(try protectedRound(roundDir + "/protected.db", cacheKiB: cacheKiB, files: files))
+                }
+            }
+            if let python {
+                for module in round % 2 == 0 ? ["sqlite3", "sqlcipher3"] : ["sqlcipher3", "sqlite3"] {
+                    guard let figures = pythonRound(python, scriptPath, module: module, path: roundDir + "/\(module).db", key: key, cacheKiB: cacheKiB) else {
+                        print("SQLCipher: the Python workload failed for \(module)")
+                        return
+                    }
+                    if module == "sqlite3" { plainPython.append(figures) } else { cipher.append(figures) }
+                }
+            }
+            try? FileManager.default.removeItem(atPath: roundDir)
+        }
+
+        print("GRDB (same harness)            plain SQLite  protected     ratio   ratio range   (medians of \(rounds); ratio: protected / plain time)")
         var worst = 0.0
-        for (index, (name, plainRate, unit)) in plainFigures.rates.enumerated() {
-            let ours = protectedFigures.rates[index].1
+        for row in 0..<5 {
+            let (name, plainRate, unit) = median(plain, row)
+            let ours = median(protected, row).1
+            let ratios = zip(plain, protected).map { $0.rates[row].1 / $1.rates[row].1 }
             let ratio = plainRate / ours
             worst = max(worst, ratio)
             let columns: [String] = [pad(name, 28), pad(BenchSupport.format(plainRate, 0), 14), pad(BenchSupport.format(ours, 0), 14),
-                                     BenchSupport.format(ratio) + "x  ", unit]
+                                     pad(BenchSupport.format(ratio) + "x", 8), pad(range(ratios), 14), unit]
             print("  " + columns.joined(separator: ""))
         }
         print("  slowest case: \(BenchSupport.format(worst))x plain SQLite's time (target: at most 1.3x)")
 
-        // SQLCipher 4 and plain SQLite through Python, the same workload.
-        guard let python = BenchSupport.which("python3"),
-              BenchSupport.run(python, ["-c", "import sqlcipher3"])?.status == 0 else {
+        guard python != nil, !cipher.isEmpty else {
             print("SQLCipher: python3 with sqlcipher3 is not installed (pip install sqlcipher3-wheels); skipped")
             return
         }
-        let scriptPath = dir + "/bench.py"
-        try pythonWorkload.write(toFile: scriptPath, atomically: true, encoding: .utf8)
-        let key = try SecretBytes.random(count: 32).withUnsafeBytes { Encoding.hex(Array($0)) }
-        var measured: [String: Figures] = [:]
-        for module in ["sqlite3", "sqlcipher3"] {
-            guard let result = BenchSupport.run(python, [scriptPath, module, dir + "/\(module).db", key, String(rows), String(singleTransactions), String(pointReads), String(scans), String(cacheKiB)]),
-                  result.status == 0 else {
-                print("SQLCipher: the Python workload failed for \(module)")
-                return
-            }
-            let numbers = result.output.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Double(String($0)) }
-            guard numbers.count == 5 else { print("SQLCipher: unexpected output \(result.output)"); return }
-            measured[module] = Figures(single: numbers[0], batch: numbers[1], point: numbers[2], scan: numbers[3], checkpoint: numbers[4])
-        }
-        guard let plainPython = measured["sqlite3"], let cipher = measured["sqlcipher3"] else { return }
-        print("Python (same harness)          plain SQLite     SQLCipher 4   ratio        overhead: protected / SQLCipher")
-        for (index, (name, plainRate, unit)) in plainPython.rates.enumerated() {
-            let theirs = cipher.rates[index].1
+        print("Python (same harness)          plain SQLite  SQLCipher 4   ratio   ratio range   overhead: protected / SQLCipher")
+        for row in 0..<5 {
+            let (name, plainRate, unit) = median(plainPython, row)
+            let theirs = median(cipher, row).1
+            let theirRatios = zip(plainPython, cipher).map { $0.rates[row].1 / $1.rates[row].1 }
             let theirRatio = plainRate / theirs
-            let ourRatio = plainFigures.rates[index].1 / protectedFigures.rates[index].1
+            let ourRatio = median(plain, row).1 / median(protected, row).1
             let columns: [String] = [pad(name, 28), pad(BenchSupport.format(plainRate, 0), 14), pad(BenchSupport.format(theirs, 0), 14),
-                                     pad(BenchSupport.format(theirRatio) + "x", 13), BenchSupport.format(ourRatio / theirRatio), unit]
+                                     pad(BenchSupport.format(theirRatio) + "x", 8), pad(range(theirRatios), 14),
+                                     pad(BenchSupport.format(ourRatio / theirRatio), 6), unit]
             print("  " + columns.joined(separator: ""))
         }
         print("  (overhead below 1: the protected database costs less over plain SQLite than SQLCipher does)")
+    }
+
+    /// Row `row` of `figures`' rates: its name, the median rate over the rounds, its unit.
+    static func median(_ figures: [Figures], _ row: Int) -> (String, Double, String) {
+        let first = figures[0].rates[row]
+        return (first.0, BenchSupport.median(figures.map { $0.rates[row].1 }), first.2)
+    }
+
+    /// `min–max` of per-round ratios.
+    static func range(_ ratios: [Double]) -> String {
+        guard let low = ratios.min(), let high = ratios.max() else { return "n/a" }
+        return BenchSupport.format(low) + "–" + BenchSupport.format(high) + "x"
+    }
+
+    /// One round on plain SQLite through GRDB.
+    static func plainRound(_ path: String, cacheKiB: Int) throws -> Figures {
+        var config = Configuration()
+        config.journalMode = .wal
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            try db.execute(sql: "PRAGMA cache_size = -\(cacheKiB)")
+        }
+        let plain = try DatabaseQueue(path: path, configuration: config)
+        defer { try? plain.close() }
+        return try workload(plain)
+    }
+
+    /// One round on a protected database (class completeUnlessOpen) through GRDB.
+    static func protectedRound(_ path: String, cacheKiB: Int, files: ProtectedFiles) throws -> Figures {
+        var config = Configuration()
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            try db.execute(sql: "PRAGMA cache_size = -\(cacheKiB)")
+        }
+        let protected = try ProtectedDatabase.create(at: path, protection: .completeUnlessOpen, files: files, kind: .queue, configuration: config)
+        defer { try? protected.close() }
+        return try workload(protected.writer)
+    }
+
+    /// One round of the Python workload on `module` (`sqlite3` or `sqlcipher3`), or nil on a failure.
+    static func pythonRound(_ python: String, _ script: String, module: String, path: String, key: String, cacheKiB: Int) -> Figures? {
+        guard let result = BenchSupport.run(python, [script, module, path, key, String(rows), String(singleTransactions), String(pointReads),
+                                                     String(scans), String(cacheKiB)]),
+              result.status == 0 else { return nil }
+        let numbers = result.output.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Double(String($0)) }
+        guard numbers.count == 5 else { return nil }
+        return Figures(single: numbers[0], batch: numbers[1], point: numbers[2], scan: numbers[3], checkpoint: numbers[4])
     }
 
     static func pad(_ text: String, _ width: Int) -> String { text + String(repeating: " ", count: max(1, width - text.count)) }

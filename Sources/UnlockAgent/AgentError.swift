@@ -37,7 +37,7 @@ public enum AgentError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .alreadyRunning(socket):
             return "an unlock agent is already running at \(socket); stop it first with `securefoundation agent stop`"
         case let .insecureDirectory(path, reason, fix):
-            return "the agent's socket directory \(path) \(reason); \(fix)"
+            return "the agent's socket directory \(path): \(reason); \(fix)"
         case let .pathInUse(path, reason):
             return "\(path) \(reason); remove it or give another path (--socket for the agent, --dir for the plugin link)"
         case let .refused(why):

@@ -47,8 +47,11 @@ public enum AgentPaths {
         do { try SecureFile.checkPrivate(directory, isDirectory: true) } catch {
             switch error {
             case let .insecurePermissions(_, reason, fix):
+                // Another user's directory is not to be adopted (chown): it may be a trap.
+                let othersOwn = (try? FileCalls.linkStatus(directory)).map { $0.owner != geteuid() } ?? false
                 throw AgentError.insecureDirectory(path: directory, reason: reason,
-                                                   fix: "\(fix), or set XDG_RUNTIME_DIR to a private directory")
+                                                   fix: othersOwn ? "someone else created it; remove it as root, or set XDG_RUNTIME_DIR to a private directory"
+                                                                  : "\(fix), or set XDG_RUNTIME_DIR to a private directory")
             case let .system(operation, _, code):
                 throw AgentError.system(operation, directory, code)
             }

@@ -147,7 +147,11 @@ struct AgentTests {
             try FileManager.default.createDirectory(atPath: foreign, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             #expect(chown(foreign, 65534, 65534) == 0)
             let other = try AgentServer(manager: try fixture.manager(), socketPath: foreign + "/agent.sock")
-            #expect(throws: AgentError.self) { try other.bind() }
+            // Another user's directory is never to be adopted with chown: it may be a trap.
+            #expect(throws: AgentError.insecureDirectory(path: foreign, reason: "it is owned by uid 65534, not by you (uid 0)",
+                                                         fix: "someone else created it; remove it as root, or set XDG_RUNTIME_DIR to a private directory")) {
+                try other.bind()
+            }
             #expect(access(foreign + "/agent.sock", F_OK) != 0)
         }
         // The default directory and a per-vault socket name.

@@ -5,17 +5,16 @@ import Cipher
 import HardwareDeviceKeys
 
 /// The TPM and PKCS #11 providers live in HardwareDeviceKeys and reach Vault through a
-/// registration. Nothing in this test target registers the PKCS #11 kind (the TPM rotation
-/// test registers `.tpm2` only), so its refusal can be seen here.
+/// registration, process-wide; the refusal without one is seen through a provider given an
+/// empty registry of its own (other tests of the process may register).
 @Suite("Device-key providers beside their hardware")
 struct DeviceKeyHardwareTests {
     @Test("a PKCS #11 record without its registered provider says what to link, and reads nothing")
     func unregisteredKindSaysWhatToLink() throws {
-        #expect(DeviceKeyHardware.registered(.pkcs11) == nil)
         let record = DeviceKeyRecord(kind: .pkcs11, sealedPath: "/nonexistent/device-key.pkcs11", module: "/usr/lib/softhsm/libsofthsm2.so",
                                      uri: "pkcs11:token=t;object=k", check: Data(count: 16))
-        let provider = record.provider()
-        #expect(provider.isOnRemovableHardware)
+        #expect(record.provider().isOnRemovableHardware)
+        let provider = HardwareDeviceKeyProvider(record: record, lookup: { _ in nil })
         do {
             _ = try provider.deviceKey()
             Issue.record("an unregistered provider read a key")

@@ -202,7 +202,7 @@ struct AgentUnlockCommand: ParsableCommand {
     @Flag(name: .customLong("token-pin"), help: "Ask for the device key's token PIN on the terminal and give it to the agent.")
     var askTokenPIN = false
 
-    @Option(name: .customLong("token-pin-file"), help: ArgumentHelp("Give the agent the device key's token PIN from this file (first line).",
+    @Option(name: .customLong("token-pin-file"), help: ArgumentHelp("Give the agent the device key's token PIN from this file (first line; `-` for standard input).",
                                                                    valueName: "file"))
     var tokenPINFile: String?
 
@@ -218,7 +218,7 @@ struct AgentUnlockCommand: ParsableCommand {
             let client = socket.client
             _ = try client.status()
             if askTokenPIN || tokenPINFile != nil {
-                let pin = try tokenPINFile.map { try SecretBytes(contentsOfFile: $0, maxLength: 4096) }
+                let pin = try tokenPINFile.map { try SecretSource.file($0).read(maxLength: 4096) }
                     ?? CLI.readPassphrase(prompt: "Token PIN: ")
                 defer { pin.wipe() }
                 try client.giveTokenPIN(pin)

@@ -18,7 +18,7 @@ struct HardwareKeyOptions: ParsableArguments {
                                valueName: "path"))
     var module: String?
 
-    @Option(name: .customLong("pin-file"), help: ArgumentHelp("Read the token's user PIN from this file (first line).", valueName: "file"))
+    @Option(name: .customLong("pin-file"), help: ArgumentHelp("Read the token's user PIN from this file (first line; `-` for standard input).", valueName: "file"))
     var pinFile: String?
 
     @Option(name: .customLong("pin-env"), help: ArgumentHelp("Read the token's user PIN from this environment variable (its name, not the PIN).",

@@ -43,14 +43,16 @@ enum DynamicLoader {
         // The loader knows a library by the text of its path first: a `/proc/self/fd/N` that a
         // library still loaded was opened as (its descriptor closed since, the number reused)
         // would give back that library. Move to a number no loaded object is named after.
-        var current = fd
-        for _ in 0..<64 where sf_dl_name_in_use("/proc/self/fd/\(current)") != 0 {
+        var current = fd, moves = 0
+        while moves < 64, sf_dl_name_in_use("/proc/self/fd/\(current)") != 0 {
             let higher = sf_dup_above(current, current + 1)
+            let code = errno
             FileCalls.close(current)
-            guard higher >= 0 else { throw VolatileLibraryError.system(operation: "dup memfd", errno: errno) }
+            guard higher >= 0 else { throw VolatileLibraryError.system(operation: "dup memfd", errno: code) }
             current = higher
+            moves += 1
         }
-        guard sf_dl_name_in_use("/proc/self/fd/\(current)") == 0 else {
+        guard moves < 64 else {
             FileCalls.close(current)
             throw VolatileLibraryError.system(operation: "find a descriptor number for the memfd", errno: EMFILE)
         }

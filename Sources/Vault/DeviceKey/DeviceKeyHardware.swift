@@ -51,10 +51,13 @@ public enum DeviceKeyHardware {
     /// The backend registered for `kind`.
     /// - Throws: ``VaultError/deviceKey(_:)`` saying what to link and call when none is.
     static func backend(for kind: DeviceKeyRecord.Kind) throws(VaultError) -> any HardwareDeviceKeyBackend {
-        guard let backend = registered(kind) else {
-            throw VaultError.deviceKey("the \(kind.rawValue) device-key provider is not part of this program: link the HardwareDeviceKeys module and call HardwareDeviceKeys.register() before opening the vault (the securefoundation command does)")
-        }
+        guard let backend = registered(kind) else { throw notRegistered(kind) }
         return backend
+    }
+
+    /// The refusal of a `kind` nobody registered: what to link and call.
+    static func notRegistered(_ kind: DeviceKeyRecord.Kind) -> VaultError {
+        VaultError.deviceKey("the \(kind.rawValue) device-key provider is not part of this program: link the HardwareDeviceKeys module and call HardwareDeviceKeys.register() before opening the vault (the securefoundation command does)")
     }
 
     /// Holds `pin` in this process for the device key's token, in place of the one held before
@@ -84,9 +87,12 @@ public enum DeviceKeyHardware {
 /// to link.
 struct HardwareDeviceKeyProvider: DeviceKeyProvider {
     let record: DeviceKeyRecord
+    /// Where the backend is found: the registry (a test gives its own).
+    var lookup: @Sendable (DeviceKeyRecord.Kind) -> (any HardwareDeviceKeyBackend)? = { DeviceKeyHardware.registered($0) }
 
     func deviceKey() throws -> SecretBytes {
-        try DeviceKeyHardware.backend(for: record.kind).provider(for: record).deviceKey()
+        guard let backend = lookup(record.kind) else { throw DeviceKeyHardware.notRegistered(record.kind) }
+        return try backend.provider(for: record).deviceKey()
     }
 
     var isOnRemovableHardware: Bool { record.kind == .pkcs11 }
