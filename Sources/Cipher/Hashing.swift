@@ -103,6 +103,7 @@ public enum Hashing {
     /// - Parameters:
     ///   - algorithm: The digest.
     ///   - fd: An open descriptor, read from its current offset; not closed.
+    ///   - progress: Called with the number of bytes read so far, after each read (nil: none).
     /// - Returns: The digest.
     /// - Throws: ``CipherError/io(_:)``.
     public static func digest(_ algorithm: HashAlgorithm, ofFileDescriptor fd: Int32,
@@ -239,6 +240,7 @@ public enum Hashing {
         /// - Parameters:
         ///   - algorithm: The legacy digest.
         ///   - fd: An open descriptor, read from its current offset; not closed.
+        ///   - progress: Called with the number of bytes read so far, after each read (nil: none).
         /// - Returns: The digest.
         /// - Throws: ``CipherError/io(_:)`` on a read error.
         public static func digest(_ algorithm: Algorithm, ofFileDescriptor fd: Int32,

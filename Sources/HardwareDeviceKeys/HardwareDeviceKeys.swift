@@ -13,9 +13,9 @@ import Vault
 /// ```
 ///
 /// Without the registration, a vault whose provider record names `tpm2` or `pkcs11` refuses
-/// to read its device key with ``VaultError/deviceKey(_:)`` saying what to link.
+/// to read its device key with `VaultError/deviceKey(_:)` saying what to link.
 public enum HardwareDeviceKeys {
-    /// Registers the providers of `kinds` with ``DeviceKeyHardware`` (idempotent).
+    /// Registers the providers of `kinds` with `DeviceKeyHardware` (idempotent).
     /// - Parameter kinds: `.tpm2`, `.pkcs11` (both by default); other kinds are Vault's own.
     public static func register(_ kinds: Set<DeviceKeyRecord.Kind> = [.tpm2, .pkcs11]) {
         if kinds.contains(.tpm2) { DeviceKeyHardware.register(TPM2Backend(), for: .tpm2) }
@@ -23,7 +23,7 @@ public enum HardwareDeviceKeys {
     }
 }
 
-/// The TPM provider as ``DeviceKeyHardware`` reaches it.
+/// The TPM provider as `DeviceKeyHardware` reaches it.
 struct TPM2Backend: HardwareDeviceKeyBackend {
     func provider(for record: DeviceKeyRecord) -> any DeviceKeyProvider {
         TPM2DeviceKeyProvider(sealedPath: record.sealedPath ?? "", pcrs: record.pcrs ?? [])
@@ -36,7 +36,7 @@ struct TPM2Backend: HardwareDeviceKeyBackend {
     func accepts(_ record: DeviceKeyRecord) -> Bool { true }
 }
 
-/// The PKCS #11 provider as ``DeviceKeyHardware`` reaches it.
+/// The PKCS #11 provider as `DeviceKeyHardware` reaches it.
 struct PKCS11Backend: HardwareDeviceKeyBackend {
     func provider(for record: DeviceKeyRecord) -> any DeviceKeyProvider {
         PKCS11DeviceKeyProvider(modulePath: record.module ?? "", uri: record.uri ?? "", sealedPath: record.sealedPath ?? "")

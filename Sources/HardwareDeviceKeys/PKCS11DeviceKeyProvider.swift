@@ -54,7 +54,7 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
         self.refusing = refusing
     }
 
-    /// Holds `pin` in this process for the device key's token: ``DeviceKeyHardware/holdPIN(_:)``.
+    /// Holds `pin` in this process for the device key's token: `DeviceKeyHardware/holdPIN(_:)`.
     /// - Parameter pin: The token's user PIN (a copy is kept), or nil to forget it.
     public static func holdPIN(_ pin: SecretBytes?) { DeviceKeyHardware.holdPIN(pin) }
 
@@ -68,7 +68,7 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
 
     /// Unwraps the device key with the key the token derives.
     /// - Returns: The 32-byte device key.
-    /// - Throws: ``VaultError`` naming the token's error (`CKR_…`) or a wrapped file that does
+    /// - Throws: `VaultError` naming the token's error (`CKR_…`) or a wrapped file that does
     ///   not open.
     public func deviceKey() throws(VaultError) -> SecretBytes {
         return try VaultError.call {
@@ -99,7 +99,7 @@ public struct PKCS11DeviceKeyProvider: DeviceKeyProvider {
     /// Wraps `key` under the token's key into `sealedPath` (atomically, 0600), then reads it
     /// back through the token.
     /// - Parameter key: The 32-byte device key.
-    /// - Throws: ``VaultError/invalidArgument(_:)`` for a key that is not 32 bytes, and the
+    /// - Throws: `VaultError/invalidArgument(_:)` for a key that is not 32 bytes, and the
     ///   token's or the file's errors.
     public func seal(_ key: SecretBytes) throws(VaultError) {
         try VaultError.call {

@@ -36,7 +36,7 @@ public struct TPM2DeviceKeyProvider: DeviceKeyProvider {
 
     /// Unseals the device key in the TPM.
     /// - Returns: The 32-byte device key.
-    /// - Throws: ``VaultError`` when the tools are missing, the TPM does not answer, the PCR
+    /// - Throws: `VaultError` when the tools are missing, the TPM does not answer, the PCR
     ///   policy fails or the sealed files are not this TPM's.
     public func deviceKey() throws(VaultError) -> SecretBytes {
         return try VaultError.call {
@@ -78,8 +78,8 @@ public struct TPM2DeviceKeyProvider: DeviceKeyProvider {
     ///   - prefix: The path prefix of the two files.
     ///   - pcrs: The PCRs (0-23) to bind the key to (empty: none).
     ///   - tcti: The TCTI (nil: `$TPM2TOOLS_TCTI`).
-    /// - Throws: ``VaultError/invalidArgument(_:)`` for a key that is not 32 bytes or a PCR out of
-    ///   range, ``VaultError/deviceKey(_:)`` when the TPM tools are missing or fail.
+    /// - Throws: `VaultError/invalidArgument(_:)` for a key that is not 32 bytes or a PCR out of
+    ///   range, `VaultError/deviceKey(_:)` when the TPM tools are missing or fail.
     public static func seal(_ key: SecretBytes, to prefix: String, pcrs: [Int] = [], tcti: String? = nil) throws(VaultError) {
         try VaultError.call {
             guard key.count == 32 else { throw VaultError.invalidArgument("a device key of \(key.count) bytes") }

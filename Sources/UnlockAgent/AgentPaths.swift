@@ -35,7 +35,7 @@ public enum AgentPaths {
     }
 
     /// Creates `directory` (0700) if needed and checks it as ssh checks `~/.ssh`, with
-    /// ``SecureFile/checkPrivate(_:isDirectory:)``: a symlink, another owner, or access for
+    /// `SecureFile.checkPrivate(_:isDirectory:)` (Cipher): a symlink, another owner, or access for
     /// group or others is refused.
     /// - Parameter directory: The directory to create or check.
     /// - Throws: ``AgentError/insecureDirectory(path:reason:fix:)`` saying what to fix,

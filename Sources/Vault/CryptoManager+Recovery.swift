@@ -107,7 +107,7 @@ extension CryptoManager {
     /// answers (a typo caught by the key's checksum never reaches the vault).
     /// - Parameter recoveryKey: The key.
     /// - Throws: ``VaultError/wrongRecoveryKey(failures:nextAttemptAfter:)``,
-    ///   ``VaultError/noRecoveryKey`` and the errors of ``unlock(passcode:)``.
+    ///   ``VaultError/noRecoveryKey`` and the errors of `unlock(passcode:)`.
     public func unlock(recoveryKey: RecoveryKey) throws(VaultError) {
         let identity = FileIdentity(path: statePath)
         let state = try requireState()

@@ -9,7 +9,7 @@ import Darwin
 
 /// Running the unlock agent as a daemon, for the command line and for an application that runs
 /// its own agent program: ``start(arguments:timeout:)`` starts the program detached and waits
-/// until it listens; ``serve(readyDescriptor:log:make:)``, in the agent's process, detaches it
+/// until it listens; ``serve(readyDescriptor:listening:make:)``, in the agent's process, detaches it
 /// from the starter's session, binds, says `ready` (or why it could not start) on the readiness
 /// descriptor and serves until SIGTERM, SIGINT or SIGHUP. ``AgentServer/bind()`` makes the
 /// process non-dumpable itself, so an agent embedded without this type keeps that protection.
@@ -19,7 +19,7 @@ public enum AgentDaemon {
 
     /// Starts `arguments` (the agent program's path first) detached: standard input, output and
     /// error on `/dev/null`, the write end of a pipe as descriptor 3 (``readyDescriptor``; the
-    /// arguments must make the program call ``serve(readyDescriptor:log:make:)`` with it), every
+    /// arguments must make the program call ``serve(readyDescriptor:listening:make:)`` with it), every
     /// other descriptor of this process closed on exec (a caller's pipe would never see
     /// end-of-file). Waits at most `timeout` seconds for `ready`.
     /// - Returns: The agent's pid.

@@ -38,7 +38,7 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
         case keyring
         /// Sealed to a TPM 2.0 with tpm2-tools, optionally bound to PCR values.
         case tpm2
-        /// Wrapped under a key that stays in a PKCS #11 token (``PKCS11DeviceKeyProvider``).
+        /// Wrapped under a key that stays in a PKCS #11 token (`PKCS11DeviceKeyProvider`, module HardwareDeviceKeys).
         case pkcs11
     }
 
