@@ -1,4 +1,14 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Cipher
 import CPlatform
 
@@ -42,11 +52,11 @@ final class ChunkPipeline: @unchecked Sendable {
     private var prefix: [UInt8]
     private var prefixOffset = 0
 
-    private let readLock = NSLock()
+    private let readLock = Lock()
     /// Whether a thread waiting for the read lock spins first (set before the threads start).
     private var spinForReads = true
     /// Held by the one thread spinning for the read lock.
-    private let spinToken = NSLock()
+    private let spinToken = Lock()
     private var nextRead = 0
     /// The last chunk read, not processed yet: whether it is the last depends on the next read.
     private var pending: Int?
@@ -54,7 +64,7 @@ final class ChunkPipeline: @unchecked Sendable {
     /// The end of the furthest byte read into `inputs` (under the read lock).
     private var inputHighWater = 0
 
-    private let condition = NSCondition()
+    private let condition = Condition()
     // Guarded by `condition`.
     private var state: [SlotState]
     /// Per slot: input length, output length to write, and the failure that ends the stream there.
@@ -120,12 +130,12 @@ final class ChunkPipeline: @unchecked Sendable {
         let others = threads - 1
         let done = DispatchSemaphore(value: 0)
         for _ in 0..<others {
-            let thread = Thread { [self] in
+            // A thread the system will not start is one worker fewer: the others do its share.
+            let started = Threads.detach(name: direction == .seal ? "age-seal" : "age-open") { [self] in
                 work(progress: nil)
                 done.signal()
             }
-            thread.name = direction == .seal ? "age-seal" : "age-open"
-            thread.start()
+            if !started { done.signal() }
         }
         work(progress: progress)
         for _ in 0..<others { done.wait() }

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// What an age file's structure says without any key (as `age-inspect` reports it): armor,
 /// recipient stanza types, and the sizes of header, overhead and payload. Nothing here is

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Cipher
 
 /// Parsing of recipient strings, recipients files and identity files in age's formats.
@@ -185,7 +194,7 @@ public final class AgeEncryptedIdentityFile: AgeIdentity, @unchecked Sendable {
     let contents: [UInt8]
     let passphrase: @Sendable () throws -> SecretBytes
     let ui: AgePluginUI
-    private let lock = NSLock()
+    private let lock = Lock()
     private var loaded: [any AgeIdentity]?
 
     /// - Parameters:

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Cipher
 // ChaCha20-Poly1305 of swift-crypto's BoringSSL through a C shim of the project's own, whose
 // header names no BoringSSL type: no client of Age loads swift-crypto's internal C module.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Cipher
 import CPlatform
 #if canImport(Glibc)
@@ -41,7 +45,8 @@ public struct AgePluginUI: Sendable {
     /// Messages go to standard error as `[age-plugin-NAME] text`; requests are refused.
     public static let standardError = AgePluginUI(
         message: { plugin, text in
-            FileHandle.standardError.write(Data("[age-plugin-\(plugin)] \(text)\n".utf8))
+            let line = Array("[age-plugin-\(plugin)] \(text)\n".utf8)
+            line.withUnsafeBytes { _ = try? FileCalls.writeAll(2, $0) }
             return true
         },
         requestSecret: { _, _ in nil },

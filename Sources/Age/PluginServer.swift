@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Cipher
 
 /// The plugin side of the age plugin protocol (C2SP age-plugin.md): what `age-plugin-NAME`

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Crypto
 import Cipher
 import CAgePayload
@@ -404,7 +413,7 @@ package struct EncryptedSSHIdentity: AgeIdentity {
 
     /// The identity once decrypted (one decryption per key file read).
     final class DecryptedKey: @unchecked Sendable {
-        let lock = NSLock()
+        let lock = Lock()
         var identity: (any AgeIdentity)?
     }
 

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Cipher
 import CPlatform
 #if canImport(Glibc)
@@ -96,7 +100,7 @@ enum SSHKeyDecryption {
         let message = readBounded(errorRead, limit: 4096)
         let status = wait(for: child)
         guard status == 0 else {
-            let text = String(decoding: message, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let text = String(String(decoding: message, as: UTF8.self).trimmingWhitespace())
             if text.contains("incorrect passphrase") { throw AgeError.noMatchingIdentity("the passphrase of the SSH key \(name) is wrong") }
             throw AgeError.invalidIdentity("ssh-keygen could not decrypt \(name): \(text.isEmpty ? "exit status \(status)" : text)")
         }

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import CPlatform
 
 /// A fixed-size scratch buffer (64-byte aligned), zeroed when freed (it may hold plaintext).

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The buffers and bookkeeping shared by the push-mode ``StreamEncryptor`` and
 /// ``StreamDecryptor``: an input buffer of `batchChunks` chunks plus one of look-ahead (which

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Push-mode STREAM encryption with a bounded buffer of `batchChunks` chunks (plus one chunk
 /// of look-ahead, needed to know which chunk is the last).

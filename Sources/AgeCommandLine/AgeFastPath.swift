@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// What a plain `encrypt` or `decrypt` command line asks for, runnable without the argument
 /// parser: ``EncryptRequest`` and ``DecryptRequest``.
@@ -131,9 +140,9 @@ package enum AgeFastPath {
         do {
             try request.run()
         } catch {
-            Foundation.exit(report(error))
+            exit(report(error))
         }
-        Foundation.exit(0)
+        exit(0)
     }
 
     /// Reports `error` on standard error as the full program reports an error of the age

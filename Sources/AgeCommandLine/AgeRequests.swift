@@ -1,6 +1,15 @@
 import Age
 import Cipher
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Shredder
 
 /// Shared plumbing of the age commands.

@@ -2,7 +2,16 @@
 // (ExitStatus.swift). The full program (`securefoundation`) and the front program that runs
 // `encrypt` and `decrypt` itself (`securefoundation-front`) both use it.
 import Cipher
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A command line the command refuses (conflicting or missing options): exit status 64. The
 /// full program reports it through the argument parser, with the command's usage.
@@ -31,7 +40,8 @@ package enum CLI {
     /// Writes `message` and a newline to standard error.
     package static func warn(_ message: String) {
         ProgressLine.clearForMessage()
-        FileHandle.standardError.write(Data((message + "\n").utf8))
+        // Standard error that cannot be written to has nobody to tell.
+        Array((message + "\n").utf8).withUnsafeBytes { _ = try? FileCalls.writeAll(2, $0) }
     }
 
     /// The human message of any error (CustomStringConvertible first, then localized).

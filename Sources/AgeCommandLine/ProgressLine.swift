@@ -1,4 +1,14 @@
+import Cipher
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Progress on standard error for work that can take more than a second (docs/CLI.md,
 /// "Progress"): one line, `LABEL… 42% 120 MiB/s 3 s` when the amount is known, `LABEL… 3 s`
@@ -7,7 +17,7 @@ import Foundation
 /// a pipe or a file never gets it. It appears once the work has run for a second
 /// (`SECUREFOUNDATION_PROGRESS_DELAY`, seconds, changes that; 0 draws it at once).
 package final class ProgressLine: @unchecked Sendable {
-    private let condition = NSCondition()
+    private let condition = Condition()
     private let label: String
     private let total: Int64?
     private let start = Date()
@@ -19,7 +29,7 @@ package final class ProgressLine: @unchecked Sendable {
 
     /// The line being drawn, so that a message on standard error clears it first.
     nonisolated(unsafe) private static var current: ProgressLine?
-    private static let currentLock = NSLock()
+    private static let currentLock = Lock()
 
     private init(label: String, total: Int64?) {
         self.label = label
@@ -60,8 +70,12 @@ package final class ProgressLine: @unchecked Sendable {
         let delay = delay
         currentLock.withLock { current = line }
         if delay == 0 { line.condition.withLock { line.draw() } }
-        let thread = Thread { line.loop(delay: delay) }
-        thread.start()
+        guard Threads.detach(name: "progress", { line.loop(delay: delay) }) else {
+            // No thread for it: no progress line, and nothing for `end` to wait for.
+            currentLock.withLock { if current === line { current = nil } }
+            line.condition.withLock { line.clear() }
+            return nil
+        }
         return line
     }
 
@@ -79,11 +93,11 @@ package final class ProgressLine: @unchecked Sendable {
     private func loop(delay: TimeInterval) {
         condition.lock()
         let first = Date(timeIntervalSinceNow: delay)
-        while !finished && Date() < first { _ = condition.wait(until: first) }
+        while !finished && Date() < first { condition.wait(seconds: first.timeIntervalSinceNow) }
         // Redrawn every 0.2 s until the work ends (bounded by the work itself).
         while !finished {
             draw()
-            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.2))
+            condition.wait(seconds: 0.2)
         }
         clear()
         exited = true
@@ -123,7 +137,9 @@ package final class ProgressLine: @unchecked Sendable {
 
     package static func mebibytes(_ bytes: Int64) -> String {
         let value = Double(bytes) / 1_048_576
-        return String(format: value < 10 ? "%.1f" : "%.0f", value)
+        guard value < 10 else { return "\(Int(value.rounded()))" }
+        let tenths = Int((value * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10)"
     }
 
     package static func emit(_ text: String) {

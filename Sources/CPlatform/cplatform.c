@@ -381,3 +381,17 @@ long long sf_copy_file_range(int in, long long *in_offset, int out, size_t lengt
     return -1;
 #endif
 }
+
+#include <pthread.h>
+void sf_set_thread_name(const char *name) {
+#if defined(__linux__)
+    char shortened[16];
+    strncpy(shortened, name, sizeof shortened - 1);
+    shortened[sizeof shortened - 1] = 0;
+    (void)pthread_setname_np(pthread_self(), shortened);
+#elif defined(__APPLE__)
+    (void)pthread_setname_np(name);
+#else
+    (void)name;
+#endif
+}

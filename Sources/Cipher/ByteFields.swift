@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Builds the byte layouts of the project's formats: bytes, big-endian integers and
 /// length-prefixed fields. One writer for the sealed envelope's header, the vault state's

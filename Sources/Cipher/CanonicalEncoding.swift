@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The canonical encoding of Codable values: JSON with sorted keys, no whitespace, unescaped
 /// slashes, dates as seconds since 1970 and data as base64. The same value gives the same bytes

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// What a small trusted file (the vault's state, its rollback anchor, the protected files' key
 /// table) parsed to and passed its checks with, kept for the process while the file is unchanged,
@@ -61,7 +70,7 @@ package enum CheckedFileCache {
     }
 
     private final class Store: @unchecked Sendable {
-        let lock = NSLock()
+        let lock = Lock()
         var entries: [String: Entry] = [:]
 
         /// Stores `entry` (a bounded number of files: the few a process trusts).

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Everything the cipher utilities can fail with. Each message says what went wrong and what to do.
 public enum CipherError: Error, Equatable, Sendable {

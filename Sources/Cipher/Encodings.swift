@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Transport encodings: base64, base64url without padding, hex and percent-encoding.
 /// Decoders are strict: any character outside the encoding is an error, never skipped.
@@ -25,10 +34,8 @@ public enum Encoding {
     /// - Parameter bytes: The bytes to encode.
     /// - Returns: Unpadded base64url text.
     public static func base64URL<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
-        var text = base64(bytes)
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
+        let standard = base64(bytes).utf8
+        return String(decoding: standard.lazy.filter { $0 != 0x3D }.map { $0 == 0x2B ? 0x2D : $0 == 0x2F ? 0x5F : $0 }, as: UTF8.self)
     }
 
     /// Decodes unpadded base64url; padding or standard-alphabet characters are refused.
@@ -40,7 +47,7 @@ public enum Encoding {
               text.utf8.count % 4 != 1 else {
             throw CipherError.invalidEncoding("not valid unpadded base64url")
         }
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var standard = String(decoding: text.utf8.map { $0 == 0x2D ? 0x2B : $0 == 0x5F ? 0x2F : $0 }, as: UTF8.self)
         while standard.utf8.count % 4 != 0 { standard += "=" }
         let decoded = try fromBase64(standard)
         // Refuse non-canonical encodings (unused low bits set).

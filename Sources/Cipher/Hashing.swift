@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Crypto
 
 /// The SHA-2 digests offered for general use.
@@ -73,7 +82,7 @@ public struct IncrementalDigest: Sendable {
 /// SHA-2 digests of bytes, streams, files and Codable values.
 public enum Hashing {
     /// The buffer size for streamed hashing; memory stays constant whatever the input size.
-    static let chunkSize = 256 * 1024
+    package static let chunkSize = 256 * 1024
 
     /// The digest of `bytes`.
     /// - Parameters:
@@ -128,26 +137,6 @@ public enum Hashing {
     public static func digest(_ algorithm: HashAlgorithm, ofFile path: String) throws(CipherError) -> [UInt8] {
         var hasher = IncrementalDigest(algorithm)
         try feed(&hasher, fromFile: path)
-        return hasher.finalize()
-    }
-
-    /// The digest of a stream, read in constant memory.
-    /// - Parameters:
-    ///   - algorithm: The digest.
-    ///   - stream: The stream (opened here if it is not open yet).
-    /// - Returns: The digest.
-    /// - Throws: ``CipherError/io(_:)`` when the stream reports an error.
-    public static func digest(_ algorithm: HashAlgorithm, of stream: InputStream) throws(CipherError) -> [UInt8] {
-        var hasher = IncrementalDigest(algorithm)
-        stream.open()
-        defer { stream.close() }
-        var buffer = [UInt8](repeating: 0, count: chunkSize)
-        while true {
-            let n = stream.read(&buffer, maxLength: buffer.count)
-            if n < 0 { throw CipherError.io("cannot read the stream: \(stream.streamError.map { "\($0)" } ?? "unknown error")") }
-            if n == 0 { break }
-            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-        }
         return hasher.finalize()
     }
 

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A file that holds a raw 256-bit key, as ``SealingKey`` and a database's raw SQLCipher key
 /// take it: exactly 32 raw bytes, or 64 hex digits (either case) with at most one trailing

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Crypto
 
 /// Bytes that must not leak: keys, passcodes, answers.
@@ -17,7 +26,7 @@ public final class SecretBytes: @unchecked Sendable {
     private let pointer: UnsafeMutableRawPointer
     private let allocated: Int
     private var length: Int
-    private let lock = NSLock()
+    private let lock = Lock()
     // Key schedules made from these bytes (guarded by `lock`; dropped by `wipe()`).
     private var aesGCMSchedule: AEADSchedule?
     private var chaChaPolySchedule: AEADSchedule?

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import CPlatform
 
 /// Persistent files done safely: atomic replacement (temporary file, fsync, rename, fsync of the
@@ -141,12 +150,12 @@ public enum SecureFile {
         }
     }
 
-    /// The `errno` behind an error from Foundation's file calls (`EIO` when it names none).
+    /// The `errno` behind an error from Foundation's file calls (`EIO` when it names none):
+    /// a `POSIXError`, or a `CocoaError` whose underlying error is one.
     static func posixCode(of error: any Error) -> Int32 {
-        let nsError = error as NSError
-        if nsError.domain == NSPOSIXErrorDomain { return Int32(truncatingIfNeeded: nsError.code) }
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
-            return Int32(truncatingIfNeeded: underlying.code)
+        if let posix = error as? POSIXError { return posix.code.rawValue }
+        if let cocoa = error as? CocoaError, let posix = cocoa.userInfo["NSUnderlyingError"] as? POSIXError {
+            return posix.code.rawValue
         }
         return EIO
     }

@@ -1,6 +1,15 @@
 import AgeCommandLine
 import Cipher
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The full `securefoundation` program, which the front program hands every command line to
 /// that it does not run itself (docs/CLI.md, "Installed programs").

@@ -1,6 +1,15 @@
 import Cipher
 import CPlatform
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Erasure by key destruction: data the library encrypted is gone once its keys are gone.
 ///

@@ -1,6 +1,15 @@
 import Cipher
 import CPlatform
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Overwrites files with random data and removes them, and says honestly how far the result
 /// can be trusted.

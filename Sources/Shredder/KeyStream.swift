@@ -1,7 +1,16 @@
 import Cipher
 import Crypto
 import CryptoExtras
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A fast CSPRNG stream for overwrite passes: the AES-256-CTR keystream (the encryption of
 /// zeros) under a key drawn from ``SecureRandom``, addressed by file offset so that the bytes

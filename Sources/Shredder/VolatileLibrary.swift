@@ -1,6 +1,15 @@
 import Cipher
 import CPlatform
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Errors of ``VolatileLibrary``.
 public enum VolatileLibraryError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -53,7 +62,7 @@ public final class VolatileLibrary: @unchecked Sendable {
     private let shredOptions: ShredOptions
     // Guarded by `lock`: nil once closed.
     private var handle: UnsafeMutableRawPointer?
-    private let lock = NSLock()
+    private let lock = Lock()
 
     private init(path: String, handle: UnsafeMutableRawPointer, shredsFileOnClose: Bool, shredOptions: ShredOptions) {
         self.path = path
@@ -118,7 +127,7 @@ public final class VolatileLibrary: @unchecked Sendable {
         guard !buffer.isEmpty else { throw VolatileLibraryError.loadFailed(path: "memfd:\(name)", reason: "no bytes") }
         let (fd, procPath) = try DynamicLoader.memoryFile(name: name, bytes: buffer)
         // The loader maps the file; the descriptor is not needed once dlopen returns.
-        defer { Foundation.close(fd) }
+        defer { _ = Glibc.close(fd) }
         let handle: UnsafeMutableRawPointer
         do { handle = try DynamicLoader.open(procPath) } catch {
             guard case .loadFailed(_, let reason) = error else { throw error }

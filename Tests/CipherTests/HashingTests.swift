@@ -21,7 +21,6 @@ import Testing
             let expected = Hashing.digest(algorithm, of: bytes)
             #expect(expected.count == algorithm.byteCount)
             #expect(try Hashing.digest(algorithm, ofFile: path) == expected)
-            #expect(try Hashing.digest(algorithm, of: InputStream(fileAtPath: path)!) == expected)
             let chunks = AsyncStream<[UInt8]> { continuation in
                 var index = 0
                 while index < bytes.count {

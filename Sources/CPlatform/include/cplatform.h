@@ -92,6 +92,8 @@ int sf_dl_name_in_use(const char *path);
 int sf_dup_above(int fd, int lowest);
 /// dlsym; NULL when absent.
 void *sf_dlsym(void *handle, const char *name);
+/// Names the calling thread as tools show it (Linux keeps the first 15 bytes).
+void sf_set_thread_name(const char *name);
 /// dlclose; 0 on success.
 int sf_dlclose(void *handle);
 /// The last dlerror() text, or NULL.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import CPlatform
 #if canImport(Glibc)
 import Glibc
@@ -107,6 +111,6 @@ package enum ExternalTool {
             result.wipe()
             throw Failure(message: "\(arguments[0]) wrote more than \(maxOutput) bytes")
         }
-        return Result(status: exit, output: result, error: String(decoding: errorBytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        return Result(status: exit, output: result, error: String(String(decoding: errorBytes, as: UTF8.self).trimmingWhitespace()))
     }
 }

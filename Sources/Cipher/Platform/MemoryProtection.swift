@@ -1,5 +1,9 @@
 import CPlatform
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -84,7 +88,7 @@ final class SecretPool: @unchecked Sendable {
     }
 
     // Guarded by `lock`.
-    private let lock = NSLock()
+    private let lock = Lock()
     private var free: [[Slot]] = Array(repeating: [], count: SecretPool.slotSizes.count)
     private var arenaFailed = false
 

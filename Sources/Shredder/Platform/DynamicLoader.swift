@@ -1,6 +1,15 @@
 import Cipher
 import CPlatform
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// dlopen / dlsym / dlclose and memfd, through CPlatform.
 enum DynamicLoader {

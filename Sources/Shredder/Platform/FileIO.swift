@@ -1,6 +1,15 @@
 import Cipher
 import CPlatform
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Small wrappers over the descriptor calls the shredder needs, each throwing ``ShredError``.
 enum FileIO {

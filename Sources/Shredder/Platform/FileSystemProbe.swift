@@ -1,5 +1,14 @@
 import CPlatform
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Finds what kind of storage holds a file, and the reasons an overwrite there cannot be
 /// trusted: statfs `f_type`, `/proc/self/mountinfo` options, the inode flags and the
@@ -240,13 +249,13 @@ enum BlockDevice {
         var directory = String(cString: resolved)
         free(resolved)
         if access(directory + "/partition", F_OK) == 0 {
-            directory = (directory as NSString).deletingLastPathComponent
+            directory = String(directory[..<(directory.lastIndex(of: "/") ?? directory.endIndex)])
         }
-        let name = (directory as NSString).lastPathComponent
+        let name = String(directory.split(separator: "/").last ?? "")
         guard let flag = try? String(contentsOfFile: directory + "/queue/rotational", encoding: .utf8) else {
             return .unknown("\(name) has no rotational flag")
         }
-        switch flag.trimmingCharacters(in: .whitespacesAndNewlines) {
+        switch flag.trimmingWhitespace() {
         case "1": return .rotational
         case "0": return .nonRotational(name)
         default: return .unknown("\(name) reports rotational=\(flag)")

@@ -1,5 +1,14 @@
 import CPlatform
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Physical placement of a file's data (FIEMAP on Linux), to tell whether an overwrite went
 /// to the same blocks.
