@@ -122,7 +122,11 @@ let package = Package(
                                                     .product(name: "SwiftASN1", package: "swift-asn1")] + crypto,
                 swiftSettings: strict),
         // The unlock agent: holds an unlocked vault and serves class keys over a UNIX socket.
-        .target(name: "UnlockAgent", dependencies: ["Cipher", "Vault", "Age", "ProtectedFiles", "CPlatform"] + crypto, swiftSettings: strict),
+        // The agent's socket, frames and age plugin, below the vault (FoundationEssentials only):
+        // the front program runs the plugin with them, so `age -j securefoundation` starts no
+        // program that links the vault (docs/ARCHITECTURE.md, "Foundation and ICU").
+        .target(name: "AgentWire", dependencies: ["Cipher", "Age", "CPlatform"] + crypto, swiftSettings: strict),
+        .target(name: "UnlockAgent", dependencies: ["Cipher", "Vault", "Age", "ProtectedFiles", "CPlatform", "AgentWire"] + crypto, swiftSettings: strict),
         .target(
             name: "SecureFoundation",
             dependencies: ["Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles", "ProtectedDatabase", "UnlockAgent", "CPlatform"] + crypto,
@@ -138,7 +142,7 @@ let package = Package(
         // The front program (docs/CLI.md, "Installed programs"): installed as `securefoundation`,
         // it runs a plain encrypt or decrypt itself and hands every other command line to the full
         // program. Only the age modules are linked, so it starts as fast as `age`.
-        .executableTarget(name: "SecureFoundationFront", dependencies: ["AgeCommandLine", "Cipher"], swiftSettings: strict),
+        .executableTarget(name: "SecureFoundationFront", dependencies: ["AgeCommandLine", "Cipher", "AgentWire"], swiftSettings: strict),
         .executableTarget(
             name: "SecureFoundationCLI",
             dependencies: [
@@ -223,7 +227,7 @@ let package = Package(
                                                            .product(name: "X509", package: "swift-certificates"),
                                                            .product(name: "SwiftASN1", package: "swift-asn1")] + crypto,
                     swiftSettings: strict),
-        .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "Vault", "Cipher", "Keychain", "Age", "ProtectedFiles", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "AgentWire", "Vault", "Cipher", "Keychain", "Age", "ProtectedFiles", "TestSupport"], swiftSettings: strict),
             // Device-to-device sharing over mutual TLS (pulls SwiftNIO through PinnedTLS, so it stays
         // out of the umbrella).
         // DNS-SD for discovering the group's devices (internal to DeviceSharing).

@@ -4,6 +4,7 @@ import Vault
 import Age
 import ProtectedFiles
 import CPlatform
+import AgentWire
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -232,17 +233,16 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     ///   open (its message says why); ``AgentError/remote(_:)`` for other refusals,
     ///   ``AgentError`` for the connection.
     package func unwrapFileKey(stanzas: [AgeStanza], onlyClass: FileProtectionClass?) throws(AgentError) -> SecretBytes {
-        let relevant = stanzas.filter { $0.type == "X25519" || $0.type == "sf-protection" }
-        let encoded: [UInt8]
-        do { encoded = try AgentProtocol.unwrapRequest(onlyClass: onlyClass?.name, stanzas: relevant) } catch { throw AgentError.mapping(error) }
-        let body = SecretBytes(copying: encoded)
-        defer { body.wipe() }
-        let payload = try request(body)
-        guard payload.count == 16 else {
-            payload.wipe()
-            throw AgentError.protocolViolation("a file-key answer of \(payload.count) bytes")
+        if let recent = record.recentTimeout(within: timeout) { throw recent }
+        do {
+            let key = try AgentPlugin.requestFileKey(stanzas: stanzas, onlyClass: onlyClass?.name, socketPath: socketPath, timeout: timeout)
+            record.set(nil)
+            return key
+        } catch {
+            let mapped = AgentError(error)
+            remember(mapped)
+            throw mapped
         }
-        return payload
     }
 
     /// `UnlockedClassKeySource`: the agent's keys, or nil when no agent runs, it is locked, it
@@ -313,16 +313,8 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
 
     // MARK: Plumbing
 
-    private func connect() throws -> Int32 {
-        let fd = try UnixSocket.connect(to: socketPath, timeout: timeout)
-        var uid: UInt32 = 0
-        var pid: Int32 = 0
-        let code = sf_peer_credentials(fd, &uid, &pid)
-        guard code == 0, uid == UInt32(geteuid()) else {
-            close(fd)
-            throw AgentError.refused(code == 0 ? "the socket \(socketPath) is served by uid \(uid), not by this user" : "the agent's uid cannot be checked")
-        }
-        return fd
+    private func connect() throws(AgentError) -> Int32 {
+        do { return try AgentExchange.connect(socketPath: socketPath, timeout: timeout) } catch { throw AgentError(error) }
     }
 
     @discardableResult
@@ -341,86 +333,27 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
             record.set(nil)
             return answer
         } catch {
-            switch error {
-            case .notRunning where (try? FileCalls.linkStatus(socketPath)) == nil:
-                record.set(nil)
-            case .notRunning, .timedOut, .io, .refused:
-                record.set(error)
-            default:
-                record.set(nil)
-            }
+            remember(error)
             throw error
         }
     }
 
-    /// How many times a request the agent turned away unread is sent in all.
-    static let attemptsWhenBusy = 4
-
-    /// The agent gives a connection that has not sent its request yet up to a newcomer when its
-    /// slots are full, or when one client holds too many such connections (its defence against
-    /// clients that connect and stay silent): that connection is answered "busy" and closed
-    /// before its request is read. A client with many threads can meet this on a loaded machine
-    /// (each thread's connection is silent between `connect` and `send`). Such a request was
-    /// never handled, so it is sent again on a new connection, a few times, after a short pause.
-    private func exchangeRetryingBusy(_ body: SecretBytes) throws(AgentError) -> SecretBytes {
-        var attempt = 1
-        while true {
-            do {
-                return try exchange(body)
-            } catch let turnedAway as TurnedAway {
-                guard attempt < Self.attemptsWhenBusy else { throw turnedAway.error }
-            } catch AgentError.remote(let message) where message == AgentServer.busyMessage {
-                guard attempt < Self.attemptsWhenBusy else { throw AgentError.remote(message) }
-            } catch {
-                // The plumbing throws `AgentError` (an agent's refusal carries the vault's or
-                // the protected files' typed error inside it).
-                throw AgentError.mapping(error)
-            }
-            usleep(UInt32(5_000 * attempt))
-            attempt += 1
-        }
-    }
-
-    /// The agent closed the connection before the whole request was sent: it read none of it
-    /// (a request is handled only once all of it arrived).
-    private struct TurnedAway: Error {
-        let error: AgentError
-    }
-
-    private func exchange(_ body: SecretBytes) throws -> SecretBytes {
-        let deadline = UnixSocket.monotonicNow() + timeout
-        let fd = try connect()
-        defer { close(fd) }
-        do {
-            try AgentProtocol.writeFrame(fd, body)
-        } catch let error as AgentError {
-            guard case .io = error else { throw error }
-            throw TurnedAway(error: error)
-        }
-        let frame: SecretBytes
-        do {
-            frame = try AgentProtocol.readFrame(fd, deadline: deadline)
-        } catch AgentError.timedOut {
-            throw AgentError.timedOut("no answer from the agent at \(socketPath) within \(Self.seconds(timeout)) s: it is stopped or hung (check it with `securefoundation agent status`; restart it, or set SECUREFOUNDATION_AGENT=off to use --passcode-file alone)")
-        }
-        defer { frame.wipe() }
-        let status: UInt8 = frame.withUnsafeBytes { $0.first ?? 255 }
-        switch status {
-        case 0:
-            return frame.slice(1..<frame.count)
-        case 1:
-            let text = frame.withUnsafeBytes { bytes in Data([UInt8](bytes[1...])) }
-            guard let wire = try? JSONDecoder().decode(WireError.self, from: text) else {
-                throw AgentError.protocolViolation("an unreadable error answer: \(String(decoding: text.prefix(200), as: UTF8.self))")
-            }
-            throw wire.error
+    /// Records in ``lastFailure`` whether a failed request reached the agent.
+    private func remember(_ error: AgentError) {
+        switch error {
+        case .notRunning where (try? FileCalls.linkStatus(socketPath)) == nil:
+            record.set(nil)
+        case .notRunning, .timedOut, .io, .refused:
+            record.set(error)
         default:
-            throw AgentError.protocolViolation("an answer with status \(status)")
+            record.set(nil)
         }
     }
 
-    private static func seconds(_ value: Double) -> String {
-        value == value.rounded() ? String(Int(value)) : String(value)
+    /// One exchange through AgentWire's `AgentExchange` (a request the agent turned away
+    /// unread is sent again), its errors as ``AgentError``.
+    private func exchangeRetryingBusy(_ body: SecretBytes) throws(AgentError) -> SecretBytes {
+        do { return try AgentExchange.request(body, socketPath: socketPath, timeout: timeout) } catch { throw AgentError(error) }
     }
 
     private func decodeStatus(_ payload: SecretBytes) throws(AgentError) -> AgentStatus {

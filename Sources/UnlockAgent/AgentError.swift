@@ -1,6 +1,7 @@
 import Foundation
 import Vault
 import ProtectedFiles
+import AgentWire
 
 /// Everything the unlock agent and its client can fail with, each saying what to do.
 public enum AgentError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -63,9 +64,23 @@ public enum AgentError: Error, Sendable, Equatable, CustomStringConvertible {
     static func mapping(_ error: any Error) -> AgentError {
         switch error {
         case let error as AgentError: return error
+        case let error as AgentWireError: return AgentError(error)
         case let error as VaultError: return .vault(error)
         case let error as ProtectedFileError: return .protectedFile(error)
         default: return .remote("\(error)")
+        }
+    }
+
+    /// The case of the same name; an error answer as the typed error it carries.
+    init(_ error: AgentWireError) {
+        switch error {
+        case let .notRunning(socket): self = .notRunning(socket: socket)
+        case let .pathInUse(path, reason): self = .pathInUse(path: path, reason: reason)
+        case let .refused(why): self = .refused(why)
+        case let .protocolViolation(why): self = .protocolViolation(why)
+        case let .io(why): self = .io(why)
+        case let .timedOut(why): self = .timedOut(why)
+        case let .answered(wire): self = wire.error
         }
     }
 

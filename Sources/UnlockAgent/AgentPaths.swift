@@ -1,6 +1,7 @@
 import Foundation
 import Cipher
 import Vault
+import AgentWire
 
 /// Where an agent's socket lives.
 ///
@@ -14,10 +15,7 @@ public enum AgentPaths {
     /// - Parameter environment: The environment to read `$XDG_RUNTIME_DIR` from.
     /// - Returns: The directory's absolute path (not created here).
     public static func directory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
-            return VaultPaths.absolute(runtime) + "/securefoundation"
-        }
-        return "/tmp/securefoundation-\(geteuid())"
+        AgentSocketPath.directory(environment: environment)
     }
 
     /// The socket of the agent serving the vault in `home` (nil: the default data directory).
@@ -27,11 +25,7 @@ public enum AgentPaths {
     ///     `$XDG_RUNTIME_DIR` and the default data directory from.
     /// - Returns: The socket's absolute path.
     public static func socket(home: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        if let explicit = environment["SECUREFOUNDATION_AGENT_SOCKET"], !explicit.isEmpty {
-            return VaultPaths.absolute(explicit)
-        }
-        let name = VaultPaths.digest(of: home ?? VaultPaths.defaultDirectory(environment: environment))
-        return self.directory(environment: environment) + "/agent-\(name).sock"
+        AgentSocketPath.socket(home: home, environment: environment)
     }
 
     /// Creates `directory` (0700) if needed and checks it as ssh checks `~/.ssh`, with

@@ -1,5 +1,6 @@
 import Foundation
 import Cipher
+import AgentWire
 import Vault
 import Age
 import ProtectedFiles
@@ -13,9 +14,9 @@ import ProtectedFiles
 /// `0 ‖ state` frame per lock-state change until either side closes. Requests holding secrets
 /// (an unlock) and responses holding keys are read and built in `SecretBytes`.
 enum AgentProtocol {
-    static let version: UInt8 = 1
+    static var version: UInt8 { AgentFrames.version }
     /// The largest frame either side accepts (64 KiB: 16 answers of up to 4 KiB fit).
-    static let maximumFrame = 64 * 1024
+    static var maximumFrame: Int { AgentFrames.maximumFrame }
 
     enum Operation: UInt8 {
         /// → JSON ``AgentStatus``.
@@ -47,57 +48,19 @@ enum AgentProtocol {
     /// The longest token PIN a ``Operation/tokenPIN`` request carries.
     static let maximumPIN = 256
 
-    /// At most this many stanzas go in one unwrap request (the `X25519` and class stanzas of one header).
-    static let maximumUnwrapStanzas = 64
+    /// At most this many stanzas go in one unwrap request (AgentWire's `AgentFrames`).
+    static var maximumUnwrapStanzas: Int { AgentFrames.maximumUnwrapStanzas }
 
-    /// The payload of an ``Operation/unwrapFileKey`` request. Each stanza is
-    /// `type (1-byte length) ‖ argument count (1) ‖ arguments (1-byte length each) ‖ body (4-byte length)`.
+    /// The payload of an ``Operation/unwrapFileKey`` request (AgentWire's `AgentFrames`).
     /// - Throws: ``AgentError/protocolViolation(_:)`` for too many stanzas or an over-long field.
     static func unwrapRequest(onlyClass: String?, stanzas: [AgeStanza]) throws -> [UInt8] {
-        guard stanzas.count <= maximumUnwrapStanzas else {
-            throw AgentError.protocolViolation("a header with \(stanzas.count) stanzas of a protection class; at most \(maximumUnwrapStanzas)")
-        }
-        var writer = ByteWriter([version, Operation.unwrapFileKey.rawValue])
-        do {
-            try writer.shortField(Array((onlyClass ?? "").utf8), "class name")
-            writer.byte(UInt8(stanzas.count))
-            for stanza in stanzas {
-                try writer.shortField(Array(stanza.type.utf8), "stanza type")
-                guard stanza.arguments.count <= 255 else { throw AgentError.protocolViolation("a stanza with \(stanza.arguments.count) arguments") }
-                writer.byte(UInt8(stanza.arguments.count))
-                for argument in stanza.arguments { try writer.shortField(Array(argument.utf8), "stanza argument") }
-                writer.field(stanza.body)
-            }
-        } catch let error as CipherError {
-            throw AgentError.protocolViolation("\(error)")
-        }
-        guard writer.bytes.count <= maximumFrame else { throw AgentError.protocolViolation("an unwrap request of \(writer.bytes.count) bytes") }
-        return writer.bytes
+        do { return try AgentFrames.unwrapRequest(onlyClass: onlyClass, stanzas: stanzas) } catch { throw AgentError.mapping(error) }
     }
 
     /// Reads an ``Operation/unwrapFileKey`` request (the whole frame, version and operation included).
     /// - Throws: ``AgentError/protocolViolation(_:)`` for anything malformed or trailing.
     static func parseUnwrapRequest(_ frame: [UInt8]) throws -> (onlyClass: String?, stanzas: [AgeStanza]) {
-        var reader = ByteReader(frame)
-        do {
-            _ = try reader.take(2)
-            let name = String(decoding: try reader.shortField("class name"), as: UTF8.self)
-            let count = Int(try reader.byte("stanza count"))
-            guard count <= maximumUnwrapStanzas else { throw AgentError.protocolViolation("an unwrap request with \(count) stanzas") }
-            var stanzas = [AgeStanza]()
-            for _ in 0..<count {
-                let type = String(decoding: try reader.shortField("stanza type"), as: UTF8.self)
-                let argumentCount = Int(try reader.byte("argument count"))
-                var arguments = [String]()
-                for _ in 0..<argumentCount { arguments.append(String(decoding: try reader.shortField("stanza argument"), as: UTF8.self)) }
-                let body = Array(try reader.field("stanza body", maximum: maximumFrame))
-                stanzas.append(AgeStanza(type: type, arguments: arguments, body: body))
-            }
-            guard reader.remaining == 0 else { throw AgentError.protocolViolation("trailing bytes after the stanzas") }
-            return (name.isEmpty ? nil : name, stanzas)
-        } catch let error as CipherError {
-            throw AgentError.protocolViolation("a malformed unwrap request: \(error)")
-        }
+        do { return try AgentFrames.parseUnwrapRequest(frame) } catch { throw AgentError.mapping(error) }
     }
 
     static func classCode(_ protectionClass: ProtectionClass) -> UInt8 {
@@ -119,15 +82,10 @@ enum AgentProtocol {
 
     static func stateCode(_ state: LockState) -> UInt8 { state == .unlocked ? 1 : 0 }
 
-    // MARK: Frames
+    // MARK: Frames (AgentWire's `AgentFrames`, with the errors as ``AgentError``)
 
-    /// Writes one frame holding `body`.
     static func writeFrame(_ fd: Int32, _ body: UnsafeRawBufferPointer) throws {
-        guard body.count <= maximumFrame else { throw AgentError.protocolViolation("a message of \(body.count) bytes is too large") }
-        var header = ByteWriter(capacity: 4)
-        header.uint32(UInt32(body.count))
-        try header.bytes.withUnsafeBytes { try UnixSocket.writeAll(fd, $0) }
-        if body.count > 0 { try UnixSocket.writeAll(fd, body) }
+        do { try AgentFrames.writeFrame(fd, body) } catch { throw AgentError.mapping(error) }
     }
 
     static func writeFrame(_ fd: Int32, _ body: [UInt8]) throws {
@@ -138,48 +96,19 @@ enum AgentProtocol {
         try body.withUnsafeBytes { try writeFrame(fd, $0) }
     }
 
-    /// Reads one frame into locked memory; refuses a length over ``maximumFrame`` before reading
-    /// it. With a `deadline` (``UnixSocket/monotonicNow()``) the whole frame must have arrived by
-    /// then; without one, each read waits for the socket's receive timeout.
     static func readFrame(_ fd: Int32, deadline: Double? = nil) throws -> SecretBytes {
-        var header = [UInt8](repeating: 0, count: 4)
-        try header.withUnsafeMutableBytes { try UnixSocket.readExactly(fd, into: $0, deadline: deadline) }
-        var reader = ByteReader(header)
-        let length = Int(try reader.uint32("frame length"))
-        guard length <= maximumFrame else {
-            throw AgentError.protocolViolation("a message of \(length) bytes is larger than the \(maximumFrame) allowed")
-        }
-        return try SecretBytes(count: length) { try UnixSocket.readExactly(fd, into: $0, deadline: deadline) }
+        do { return try AgentFrames.readFrame(fd, deadline: deadline) } catch { throw AgentError.mapping(error) }
     }
 
-    static func okResponse(_ payload: [UInt8] = []) -> [UInt8] { [0] + payload }
+    static func okResponse(_ payload: [UInt8] = []) -> [UInt8] { AgentFrames.okResponse(payload) }
 
-    static func errorResponse(_ error: WireError) -> [UInt8] {
-        [1] + ((try? JSONEncoder().encode(error)).map { [UInt8]($0) } ?? [])
-    }
+    static func errorResponse(_ error: WireError) -> [UInt8] { AgentFrames.errorResponse(error) }
 }
 
-/// An error as it crosses the socket; the client turns the vault's own cases back into
-/// `VaultError`, so a wrong passcode given to the agent exits like one given to the vault.
-struct WireError: Codable, Sendable {
-    var kind: String
-    var message: String
-    var failures: Int?
-    var seconds: Int64?
-    var accessibility: String?
-    var reason: String?
-
-    init(kind: String, message: String, failures: Int? = nil, seconds: Int64? = nil, accessibility: String? = nil, reason: String? = nil) {
-        self.kind = kind
-        self.message = message
-        self.failures = failures
-        self.seconds = seconds
-        self.accessibility = accessibility
-        self.reason = reason
-    }
-
-    static func seconds(_ duration: Duration?) -> Int64? { duration.map { $0.components.seconds } }
-
+/// The vault's and the protected files' errors as they cross the socket (AgentWire's
+/// `WireError`); the client turns the vault's own cases back into `VaultError`, so a wrong
+/// passcode given to the agent exits like one given to the vault.
+extension WireError {
     static let reasons: [(String, ClassKeyUnavailableReason)] = [
         ("locked", .locked), ("noFirstUnlockYet", .noFirstUnlockYet), ("notSetUp", .notSetUp), ("deviceKeyMissing", .deviceKeyMissing),
     ]
@@ -217,6 +146,8 @@ struct WireError: Codable, Sendable {
         case let VaultError.classKeyUnavailable(accessibility, reason):
             let name = Self.reasons.first(where: { $0.1 == reason })?.0 ?? "locked"
             self.init(kind: "classKeyUnavailable", message: message, accessibility: accessibility.name, reason: name)
+        case let error as AgentWireError:
+            if case let .answered(wire) = error { self = wire } else { self.init(AgentError(error)) }
         default: self.init(kind: "other", message: message)
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Cipher
+import AgentWire
 import Vault
 import Age
 import ProtectedFiles

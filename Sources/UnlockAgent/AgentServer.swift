@@ -1,5 +1,6 @@
 import Foundation
 import Cipher
+import AgentWire
 import Vault
 import Age
 import ProtectedFiles
@@ -346,7 +347,7 @@ public final class AgentServer: @unchecked Sendable {
     }
 
     /// What a connection turned away before its request was read is told.
-    static let busyMessage = "the agent is busy; try again"
+    static var busyMessage: String { AgentFrames.busyMessage }
     static let busy = AgentProtocol.errorResponse(WireError(kind: "other", message: busyMessage))
 
     /// Shuts down the writing side and discards what the peer sent (at most 64 KiB, within one

@@ -130,33 +130,22 @@ public enum VaultPaths {
     /// to what is kept per vault outside it (the agent's socket, the keyring entry of its device key).
     /// - Parameter directory: A vault's data directory.
     /// - Returns: The digest, in hex.
-    public static func digest(of directory: String) -> String {
-        Encoding.hex(SHA256.hash(data: Array(absolute(directory).utf8)).prefix(8))
-    }
+    public static func digest(of directory: String) -> String { DataDirectory.digest(of: directory) }
 
     /// The vault's data directory: `$SECUREFOUNDATION_HOME`, else `$XDG_DATA_HOME/securefoundation`,
-    /// else `~/.local/share/securefoundation`.
+    /// else `~/.local/share/securefoundation` (Cipher's `DataDirectory`).
     /// - Parameter environment: The environment to read the variables and `$HOME` from.
     /// - Returns: The directory's path.
     package static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        if let home = environment["SECUREFOUNDATION_HOME"], !home.isEmpty { return home }
-        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") { return data + "/securefoundation" }
-        return homeDirectory(environment) + "/.local/share/securefoundation"
+        DataDirectory.defaultDirectory(environment: environment)
     }
 
     /// `path` made absolute against the current directory, without trailing slashes.
     /// - Parameter path: A relative or absolute path.
     /// - Returns: The absolute path.
-    package static func absolute(_ path: String) -> String {
-        var result = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
-        while result.count > 1 && result.hasSuffix("/") { result.removeLast() }
-        return result
-    }
+    package static func absolute(_ path: String) -> String { DataDirectory.absolute(path) }
 
-    static func homeDirectory(_ environment: [String: String]) -> String {
-        if let home = environment["HOME"], !home.isEmpty { return home }
-        return NSHomeDirectory()
-    }
+    static func homeDirectory(_ environment: [String: String]) -> String { DataDirectory.homeDirectory(environment) }
 }
 
 /// `always.key`: the always-class keys. Layout 1 is exactly 32 bytes (one key, as created on

@@ -163,13 +163,21 @@ struct FrontProgramTests {
         try FileManager.default.createSymbolicLink(atPath: dir + "/elsewhere/securefoundation", withDestinationPath: installed)
         let viaLink = try Self.run(dir + "/elsewhere/securefoundation", ["random", "-n", "16", "--hex"])
         #expect(viaLink.status == 0 && viaLink.text.count == 33, "\(viaLink.stderr)")
-        // The program name goes along: started as the age plugin, the full program is the plugin.
+        // Started as the age plugin, the front program is the plugin itself (AgentWire), and
+        // answers exactly as the full program started under that name does.
         try FileManager.default.createSymbolicLink(atPath: dir + "/elsewhere/age-plugin-securefoundation", withDestinationPath: installed)
         try FileManager.default.createSymbolicLink(atPath: dir + "/age-plugin-securefoundation", withDestinationPath: full)
         let plugin = try Self.run(dir + "/elsewhere/age-plugin-securefoundation", ["--age-plugin=no-such-state-machine"])
         let direct = try Self.run(dir + "/age-plugin-securefoundation", ["--age-plugin=no-such-state-machine"])
         #expect(plugin.status == direct.status && plugin.stdout == direct.stdout && plugin.stderr == direct.stderr)
         #expect(plugin.status != 0 && !plugin.stderr.contains("front program"), "\(plugin.stderr)")
+        // It needs no full program: a front program alone, with the plugin link, still answers.
+        let alone = dir + "/alone"
+        try FileManager.default.createDirectory(atPath: alone, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: installed, toPath: alone + "/securefoundation")
+        try FileManager.default.createSymbolicLink(atPath: alone + "/age-plugin-securefoundation", withDestinationPath: alone + "/securefoundation")
+        let lonePlugin = try Self.run(alone + "/age-plugin-securefoundation", ["--age-plugin=no-such-state-machine"])
+        #expect(lonePlugin.status == direct.status && lonePlugin.stderr == direct.stderr, "\(lonePlugin.stderr)")
         // An upgrade: the link the one program made (to bin/securefoundation, now the front
         // program) still works and is kept.
         try FileManager.default.createSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation", withDestinationPath: installed)
@@ -179,13 +187,25 @@ struct FrontProgramTests {
         let viaOldLink = try Self.run(dir + "/bin/age-plugin-securefoundation", ["--age-plugin=no-such-state-machine"])
         #expect(viaOldLink.status == direct.status && viaOldLink.stderr == direct.stderr)
         unlink(dir + "/bin/age-plugin-securefoundation")
-        // `agent install-plugin` links the full program into the directory of the command the
-        // user ran (on the PATH), not into libexec.
+        // `agent install-plugin` links the front program (which runs the plugin without starting
+        // the full one) into the directory of the command the user ran (on the PATH).
         let link = try Self.run(installed, ["agent", "install-plugin"])
         #expect(link.status == 0, "\(link.stderr)")
-        #expect(link.text == "\(dir)/bin/age-plugin-securefoundation -> \(dir)/libexec/securefoundation/securefoundation\n")
-        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation")
-                == dir + "/libexec/securefoundation/securefoundation")
+        #expect(link.text == "\(dir)/bin/age-plugin-securefoundation -> \(installed)\n")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation") == installed)
+        // A link to the full program (made before the front program ran the plugin) is replaced
+        // by one to the front program; a link to anything else is refused and left.
+        unlink(dir + "/bin/age-plugin-securefoundation")
+        try FileManager.default.createSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation",
+                                                   withDestinationPath: dir + "/libexec/securefoundation/securefoundation")
+        let replaced = try Self.run(installed, ["agent", "install-plugin"])
+        #expect(replaced.status == 0 && replaced.text == "\(dir)/bin/age-plugin-securefoundation -> \(installed)\n", "\(replaced.stderr)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation") == installed)
+        unlink(dir + "/bin/age-plugin-securefoundation")
+        try FileManager.default.createSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation", withDestinationPath: "/bin/true")
+        let other = try Self.run(installed, ["agent", "install-plugin"])
+        #expect(other.status != 0 && other.stderr.contains("is a link to /bin/true"), "\(other.stderr)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation") == "/bin/true")
         // A planted mark, given to the full program directly, names no front program of it: ignored.
         let fullInstalled = dir + "/libexec/securefoundation/securefoundation"
         try FileManager.default.createDirectory(atPath: dir + "/planted/bin", withIntermediateDirectories: true)

@@ -4,6 +4,7 @@ import Testing
 import Cipher
 import Vault
 @testable import UnlockAgent
+import AgentWire
 #if canImport(Glibc)
 import Glibc
 #endif

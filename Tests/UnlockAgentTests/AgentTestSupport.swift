@@ -4,6 +4,7 @@ import Testing
 import Cipher
 import Vault
 @testable import UnlockAgent
+import AgentWire
 
 /// A vault in a temporary directory and an agent serving it from a thread of the test process.
 final class AgentFixture: @unchecked Sendable {

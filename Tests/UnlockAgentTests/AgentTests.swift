@@ -4,6 +4,7 @@ import Testing
 import Cipher
 import Vault
 @testable import UnlockAgent
+import AgentWire
 
 @Suite("Unlock agent", .serialized)
 struct AgentTests {
@@ -323,10 +324,10 @@ struct AgentClientBusyTests {
         let alwaysFD = try AgentSystem.listen(at: always)
         defer { close(alwaysFD) }
         let counted = Protected50()
-        let busy = Thread { Self.serve(alwaysFD, busyRounds: AgentClient.attemptsWhenBusy, status: status, served: counted) }
+        let busy = Thread { Self.serve(alwaysFD, busyRounds: AgentExchange.attemptsWhenBusy, status: status, served: counted) }
         busy.start()
         #expect(throws: AgentError.remote(AgentServer.busyMessage)) { _ = try AgentClient(socketPath: always, timeout: 10).status() }
-        #expect(counted.values.count == AgentClient.attemptsWhenBusy)
+        #expect(counted.values.count == AgentExchange.attemptsWhenBusy)
         // Let the server thread finish: its last round is the status nobody asks for.
         _ = try? AgentClient(socketPath: always, timeout: 10).status()
     }

@@ -5,6 +5,7 @@ import Vault
 import Age
 import ProtectedFiles
 @testable import UnlockAgent
+import AgentWire
 
 /// The agent unwraps protected files' keys for `age-plugin-securefoundation` under the class
 /// rules, with the class identity never leaving it; what a hostile header or request makes it do.
@@ -188,5 +189,23 @@ struct AgentUnwrapTests {
         }
         #expect(throws: ProtectedFileError.self) { try AgentAgePlugin.Identity(parsing: "AGE-PLUGIN-YUBIKEY-1QQQQQQ") }
         #expect(throws: ProtectedFileError.self) { try AgentAgePlugin.Identity(parsing: "AGE-SECRET-KEY-1QQQQ") }
+    }
+
+    /// The plugin in AgentWire (which the front program runs) names the classes as ProtectedFiles does.
+    @Test func pluginClassNamesAreTheProtectedFilesClasses() {
+        #expect(AgentPlugin.protectionClassNames.sorted() == FileProtectionClass.allValues.map(\.name).sorted())
+        for cls in FileProtectionClass.allValues {
+            let identity = AgentAgePlugin.Identity(home: "/h", protection: cls)
+            #expect((try? AgentAgePlugin.Identity(parsing: identity.encoded())) == identity)
+        }
+    }
+
+    /// An error answer reaches the plugin's client with its kind, and the agent's client with its type.
+    @Test func wireErrorsKeepTheirTypeThroughAgentWire() {
+        let wire = WireError(ProtectedFileError.locked(Self.untilFirst, .noFirstUnlockYet))
+        #expect(wire.kind == "fileClassUnavailable" && wire.reason == "noFirstUnlockYet" && wire.accessibility == Self.untilFirst.name)
+        #expect(AgentError(AgentWireError.answered(wire)) == .protectedFile(.locked(Self.untilFirst, .noFirstUnlockYet)))
+        #expect(AgentError(AgentWireError.notRunning(socket: "/s")).description == AgentWireError.notRunning(socket: "/s").description)
+        #expect(WireError(AgentWireError.timedOut("x")).kind == "other")
     }
 }

@@ -79,18 +79,18 @@ struct AgentInstallPluginCommand: ParsableCommand {
 
     func run() throws {
         try CLI.run {
-            // The link names the full program; it goes beside the command the user ran (the
-            // front program's directory, on the PATH, when that handed this command on).
-            let target = CLI.executablePath()
+            // The link names the front program when it handed this command on (it runs the
+            // plugin itself, without starting this program), else this program; it goes beside
+            // the command the user ran (the front program's directory, on the PATH).
+            let target = CLI.frontProgramPath ?? CLI.executablePath()
             let dir = VaultPaths.absolute(directory ?? (CLI.invokedProgramPath() as NSString).deletingLastPathComponent)
-            // A link made before the tool was two programs names the front program (installed
-            // where the one program was); it still works (the front program hands the plugin
-            // name on), so it is kept as a link to this program is.
+            // A link to the front program (by another path) is kept; a link to this program, made
+            // before the front program ran the plugin, is replaced by one to the front program.
             if let kept = Self.existingLinkToFrontProgram(in: dir) {
                 try VaultCLI.say("\(dir)/\(AgentAgePlugin.programName) -> \(kept)")
                 return
             }
-            let link = try AgentAgePlugin.installLink(in: dir, target: target)
+            let link = try AgentAgePlugin.installLink(in: dir, target: target, replacing: CLI.frontProgramPath == nil ? nil : CLI.executablePath())
             try VaultCLI.say("\(link) -> \(target)")
         }
     }

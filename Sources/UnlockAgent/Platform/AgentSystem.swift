@@ -1,5 +1,6 @@
 import Foundation
 import CPlatform
+import AgentWire
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -49,8 +50,14 @@ enum AgentSystem {
     /// - Returns: The listening descriptor.
     /// - Throws: ``AgentError/io(_:)`` naming the call that failed (nothing is left behind).
     static func listen(at path: String) throws(AgentError) -> Int32 {
-        var address = try UnixSocket.address(path)
-        let fd = try UnixSocket.makeSocket()
+        var address: sockaddr_un
+        let fd: Int32
+        do {
+            address = try UnixSocket.address(path)
+            fd = try UnixSocket.makeSocket()
+        } catch {
+            throw AgentError(error)
+        }
         let previous = umask(0o177)
         let result = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -6,16 +10,16 @@ import Darwin
 #endif
 
 /// Small UNIX-domain stream socket helpers: addresses, exact reads and writes, timeouts.
-enum UnixSocket {
+package enum UnixSocket {
     /// The longest path a `sockaddr_un` holds (107 bytes on Linux, 103 on Darwin).
-    static var maximumPathLength: Int { MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1 }
+    package static var maximumPathLength: Int { MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1 }
 
-    static func address(_ path: String) throws(AgentError) -> sockaddr_un {
+    package static func address(_ path: String) throws(AgentWireError) -> sockaddr_un {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
         guard !bytes.isEmpty, bytes.count <= maximumPathLength, !bytes.contains(0) else {
-            throw AgentError.pathInUse(path: path, reason: "is too long for a UNIX socket (at most \(maximumPathLength) bytes)")
+            throw AgentWireError.pathInUse(path: path, reason: "is too long for a UNIX socket (at most \(maximumPathLength) bytes)")
         }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             raw.copyBytes(from: bytes)
@@ -24,13 +28,13 @@ enum UnixSocket {
         return address
     }
 
-    static func makeSocket() throws(AgentError) -> Int32 {
+    package static func makeSocket() throws(AgentWireError) -> Int32 {
         #if os(Linux)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         #else
         let fd = socket(AF_UNIX, SOCK_STREAM, 0)
         #endif
-        guard fd >= 0 else { throw AgentError.system("socket", "AF_UNIX") }
+        guard fd >= 0 else { throw AgentWireError.system("socket", "AF_UNIX") }
         #if !os(Linux)
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         var one: Int32 = 1
@@ -39,8 +43,8 @@ enum UnixSocket {
         return fd
     }
 
-    /// Connects to `path`; throws ``AgentError/notRunning(socket:)`` when nothing listens there.
-    static func connect(to path: String, timeout: Double) throws -> Int32 {
+    /// Connects to `path`; throws ``AgentWireError/notRunning(socket:)`` when nothing listens there.
+    package static func connect(to path: String, timeout: Double) throws -> Int32 {
         var address = try self.address(path)
         let fd = try makeSocket()
         setTimeouts(fd, seconds: timeout)
@@ -57,17 +61,17 @@ enum UnixSocket {
             let code = errno
             close(fd)
             switch code {
-            case ENOENT, ECONNREFUSED, ENOTDIR: throw AgentError.notRunning(socket: path)
-            case EACCES, EPERM: throw AgentError.refused("no permission to reach \(path) (\(String(cString: strerror(code)))); the agent serves only its own user")
-            case EAGAIN, ETIMEDOUT: throw AgentError.timedOut("connecting to \(path)")
-            default: throw AgentError.system("connect", path, code)
+            case ENOENT, ECONNREFUSED, ENOTDIR: throw AgentWireError.notRunning(socket: path)
+            case EACCES, EPERM: throw AgentWireError.refused("no permission to reach \(path) (\(String(cString: strerror(code)))); the agent serves only its own user")
+            case EAGAIN, ETIMEDOUT: throw AgentWireError.timedOut("connecting to \(path)")
+            default: throw AgentWireError.system("connect", path, code)
             }
         }
         return fd
     }
 
     /// Ends both directions (wakes a thread blocked reading `fd`).
-    static func shutdownBoth(_ fd: Int32) {
+    package static func shutdownBoth(_ fd: Int32) {
         #if os(Linux)
         _ = Glibc.shutdown(fd, Int32(SHUT_RDWR))
         #else
@@ -77,7 +81,7 @@ enum UnixSocket {
 
     /// Send and receive timeouts (a slow peer fails with EAGAIN instead of blocking forever).
     /// Shuts down the writing side of `fd` (the peer reads end of file after what was sent).
-    static func shutdownWriting(_ fd: Int32) {
+    package static func shutdownWriting(_ fd: Int32) {
         #if canImport(Glibc)
         _ = Glibc.shutdown(fd, Int32(SHUT_WR))
         #elseif canImport(Darwin)
@@ -85,7 +89,7 @@ enum UnixSocket {
         #endif
     }
 
-    static func setTimeouts(_ fd: Int32, seconds: Double) {
+    package static func setTimeouts(_ fd: Int32, seconds: Double) {
         var value = timeval()
         value.tv_sec = .init(Int(seconds))
         value.tv_usec = .init(Int((seconds - Double(Int(seconds))) * 1_000_000))
@@ -94,7 +98,7 @@ enum UnixSocket {
     }
 
     /// Writes every byte (no SIGPIPE on a closed peer).
-    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
+    package static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
         var offset = 0
         while offset < bytes.count {
             #if os(Linux)
@@ -104,15 +108,15 @@ enum UnixSocket {
             #endif
             if n < 0 {
                 if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { throw AgentError.timedOut("writing to the socket") }
-                throw AgentError.system("send", "socket")
+                if errno == EAGAIN || errno == EWOULDBLOCK { throw AgentWireError.timedOut("writing to the socket") }
+                throw AgentWireError.system("send", "socket")
             }
             offset += n
         }
     }
 
     /// Seconds on the monotonic clock (not set by anyone, not counting suspend): for deadlines.
-    static func monotonicNow() -> Double {
+    package static func monotonicNow() -> Double {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
@@ -120,7 +124,7 @@ enum UnixSocket {
 
     /// Waits until `fd` is readable or `deadline` (``monotonicNow()``) passes.
     /// - Returns: false when the deadline passed first.
-    static func waitReadable(_ fd: Int32, until deadline: Double) throws -> Bool {
+    package static func waitReadable(_ fd: Int32, until deadline: Double) throws -> Bool {
         while true {
             let remaining = deadline - monotonicNow()
             guard remaining > 0 else { return false }
@@ -129,7 +133,7 @@ enum UnixSocket {
             let ready = poll(&entry, 1, max(1, milliseconds))
             if ready < 0 {
                 if errno == EINTR { continue }
-                throw AgentError.system("poll", "socket")
+                throw AgentWireError.system("poll", "socket")
             }
             if ready > 0 { return true }
         }
@@ -139,11 +143,11 @@ enum UnixSocket {
     /// `deadline` (``monotonicNow()``), every byte must have arrived by then, however the peer
     /// spreads them out (each read waits only for the time left); without one, each read waits
     /// for the socket's receive timeout.
-    static func readExactly(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, deadline: Double? = nil) throws {
+    package static func readExactly(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, deadline: Double? = nil) throws {
         var offset = 0
         while offset < buffer.count {
             if let deadline, try !waitReadable(fd, until: deadline) {
-                throw AgentError.timedOut("reading from the socket: the whole message must arrive within the time allowed")
+                throw AgentWireError.timedOut("reading from the socket: the whole message must arrive within the time allowed")
             }
             #if os(Linux)
             let flags = deadline == nil ? Int32(0) : Int32(MSG_DONTWAIT)
@@ -155,18 +159,18 @@ enum UnixSocket {
                 if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK {
                     if deadline != nil { continue }
-                    throw AgentError.timedOut("reading from the socket")
+                    throw AgentWireError.timedOut("reading from the socket")
                 }
-                throw AgentError.system("recv", "socket")
+                throw AgentWireError.system("recv", "socket")
             }
-            if n == 0 { throw AgentError.protocolViolation("the connection closed in the middle of a message") }
+            if n == 0 { throw AgentWireError.protocolViolation("the connection closed in the middle of a message") }
             offset += n
         }
     }
 
     /// Reads and discards what the peer sends until it closes, `limit` bytes were read, or
     /// `deadline` (``monotonicNow()``) passes.
-    static func discard(_ fd: Int32, limit: Int, until deadline: Double) {
+    package static func discard(_ fd: Int32, limit: Int, until deadline: Double) {
         var buffer = [UInt8](repeating: 0, count: 4096)
         var total = 0
         while total < limit, (try? waitReadable(fd, until: deadline)) == true {
@@ -183,7 +187,7 @@ enum UnixSocket {
     }
 
     /// The bytes waiting to be read on `fd` (0 when unknown).
-    static func pendingBytes(_ fd: Int32) -> Int {
+    package static func pendingBytes(_ fd: Int32) -> Int {
         var count: Int32 = 0
         let result = withUnsafeMutablePointer(to: &count) { pointer in
             #if canImport(Glibc)
@@ -196,7 +200,7 @@ enum UnixSocket {
     }
 
     /// Shuts down the reading side of `fd`: a thread waiting to read it wakes and reads end of file.
-    static func shutdownReading(_ fd: Int32) {
+    package static func shutdownReading(_ fd: Int32) {
         #if canImport(Glibc)
         _ = Glibc.shutdown(fd, Int32(SHUT_RD))
         #elseif canImport(Darwin)
