@@ -12,6 +12,7 @@ enum Bench {
         ("cipher", CipherBench.run),
         ("shred", ShredBench.run),
         ("age", AgeBench.run),
+        ("plugin", AgePluginBench.run),
         ("vault", VaultBench.run),
         ("keychain", KeychainBench.run),
         ("protect", ProtectBench.run),

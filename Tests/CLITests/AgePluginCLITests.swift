@@ -46,8 +46,11 @@ import Testing
 
     static let hasAge = CLIRunner.which("age") != nil
 
-    @Test(.enabled(if: hasAge, "needs age (Debian package age)"))
-    func realAgeOpensProtectedFilesThroughTheAgent() throws {
+    /// The same run with the plugin link naming the full program, then the front program (what
+    /// `agent install-plugin` links when the front program handed it the command): both run
+    /// AgentWire's plugin, with the same messages.
+    @Test(.enabled(if: hasAge, "needs age (Debian package age)"), arguments: ["full program", "front program"])
+    func realAgeOpensProtectedFilesThroughTheAgent(plugin: String) throws {
         let setup = try Setup()
         defer { setup.cleanup() }
         #expect(try setup.run(["vault", "init", "--passcode-file", setup.passcodeFile, "--kdf", "minimum"] + setup.home).status == 0)
@@ -73,6 +76,11 @@ import Testing
         try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
         try Data("#!/bin/sh\n".utf8).write(to: URL(fileURLWithPath: other + "/age-plugin-securefoundation"))
         #expect(try setup.run(["agent", "install-plugin", "--dir", other]).status != 0)
+        if plugin == "front program" {
+            let link = setup.bin + "/age-plugin-securefoundation"
+            unlink(link)
+            try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: try FrontProgramTests.front)
+        }
 
         let start = try setup.run(["agent", "start", "--socket", setup.socket] + setup.home)
         #expect(start.status == 0, "\(start.stderr)")
