@@ -60,15 +60,20 @@ package enum CLI {
 
     /// Reads and removes ``frontHandOffVariable``, so that nothing this program starts inherits
     /// it. The full program calls it first thing in `main`, before any other thread exists.
-    /// The path is kept only when it names a regular file that is a front program of this one:
-    /// this program is what a front program there starts (`../libexec/securefoundation/
+    /// The path is kept only when it names a regular file named `securefoundation` or
+    /// `securefoundation-front` that is a front program of this one: this program is what a
+    /// front program there starts (`../libexec/securefoundation/
     /// securefoundation` or `securefoundation` beside it, the same file). Anything else (a stray
     /// or planted value) is dropped, and this program behaves as if started directly.
     package static func takeFrontHandOff() {
         guard let value = getenv(frontHandOffVariable) else { return }
         let path = String(cString: value)
         unsetenv(frontHandOffVariable)
-        guard path.hasPrefix("/"), let front = try? FileCalls.status(atPath: path), front.kind == .regular,
+        // A front program is installed as `securefoundation` and built as `securefoundation-front`;
+        // the path names the plugin link's target, so no other file is taken for one.
+        let name = path.split(separator: "/").last.map(String.init) ?? ""
+        guard path.hasPrefix("/"), ["securefoundation", "securefoundation-front"].contains(name),
+              let front = try? FileCalls.status(atPath: path), front.kind == .regular,
               let own = ownExecutable(), let this = try? FileCalls.status(atPath: own),
               fullProgramCandidates(frontPath: path).contains(where: { candidate in
                   guard let info = try? FileCalls.status(atPath: candidate) else { return false }

@@ -137,8 +137,9 @@ package final class ProgressLine: @unchecked Sendable {
 
     package static func mebibytes(_ bytes: Int64) -> String {
         let value = Double(bytes) / 1_048_576
-        guard value < 10 else { return "\(Int(value.rounded()))" }
-        let tenths = Int((value * 10).rounded())
+        // Halves to even, as printf's %.1f and %.0f round them.
+        guard value < 10 else { return "\(Int(value.rounded(.toNearestOrEven)))" }
+        let tenths = Int((value * 10).rounded(.toNearestOrEven))
         return "\(tenths / 10).\(tenths % 10)"
     }
 

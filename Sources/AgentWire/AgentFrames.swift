@@ -138,14 +138,27 @@ package struct WireError: Codable, Sendable, Equatable, CustomStringConvertible 
 
     package static func seconds(_ duration: Duration?) -> Int64? { duration.map { $0.components.seconds } }
 
-    /// The message a client prints for it: the vault's or the protected files' own message, or
-    /// for the agent's plumbing the same words as UnlockAgent's `AgentError`.
+    /// The kinds that carry the vault's or the protected files' own error (its message is theirs).
+    static let typedKinds: Set<String> = [
+        "wrongPasscode", "wrongAnswers", "tooManyAttempts", "attemptRecordDamaged", "erased", "notSetUp", "locked",
+        "noPasscode", "noSecurityQuestions", "wrongTokenPIN", "tokenPINUnavailable", "notProtectedFile", "tampered", "invalidArgument",
+    ]
+    /// The reasons a class can be unavailable for (Vault's `ClassKeyUnavailableReason`).
+    static let unavailableReasons: Set<String> = ["locked", "noFirstUnlockYet", "notSetUp", "deviceKeyMissing"]
+
+    /// The message a client prints for it, as UnlockAgent's `AgentError` prints the error the
+    /// client rebuilds from it: the vault's or the protected files' own message for their
+    /// kinds (a class unavailable only with a class and a known reason), the plumbing's words
+    /// for `protocol` and `refused`, and "the unlock agent reported: …" for anything else.
     package var description: String {
         switch kind {
-        case "other": return "the unlock agent reported: \(message)"
+        case _ where Self.typedKinds.contains(kind): return message
+        case _ where (kind == "classKeyUnavailable" || kind == "fileClassUnavailable")
+            && accessibility != nil && Self.unavailableReasons.contains(reason ?? ""):
+            return message
         case "protocol": return "unlock agent protocol error: \(message)"
         case "refused": return "the unlock agent refused the connection: \(message)"
-        default: return message
+        default: return "the unlock agent reported: \(message)"
         }
     }
 }

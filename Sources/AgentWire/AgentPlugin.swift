@@ -101,12 +101,32 @@ package enum AgentPlugin {
     /// - Returns: The 16-byte file key.
     /// - Throws: ``AgentWireError``; the agent's refusal as ``AgentWireError/answered(_:)``.
     package static func requestFileKey(stanzas: [AgeStanza], onlyClass: String?, socketPath: String, timeout: Double) throws(AgentWireError) -> SecretBytes {
-        let encoded: [UInt8]
-        do {
-            encoded = try AgentFrames.unwrapRequest(onlyClass: onlyClass, stanzas: stanzas.filter { requestStanzaTypes.contains($0.type) })
-        } catch let error as AgentWireError { throw error } catch { throw .protocolViolation("\(error)") }
-        let body = SecretBytes(copying: encoded)
+        let body = try unwrapRequestBody(stanzas: stanzas, onlyClass: onlyClass)
         defer { body.wipe() }
+        return try requestFileKey(body: body, socketPath: socketPath, timeout: timeout)
+    }
+
+    /// The request ``requestFileKey(stanzas:onlyClass:socketPath:timeout:)`` sends, built here
+    /// without reaching the agent.
+    /// - Parameters:
+    ///   - stanzas: The header's stanzas (the `X25519` and class stanzas go in).
+    ///   - onlyClass: The only class to unwrap with (nil: any).
+    /// - Returns: The request frame's body.
+    /// - Throws: ``AgentWireError/protocolViolation(_:)`` for too many stanzas or an over-long field.
+    package static func unwrapRequestBody(stanzas: [AgeStanza], onlyClass: String?) throws(AgentWireError) -> SecretBytes {
+        do {
+            return SecretBytes(copying: try AgentFrames.unwrapRequest(onlyClass: onlyClass, stanzas: stanzas.filter { requestStanzaTypes.contains($0.type) }))
+        } catch let error as AgentWireError { throw error } catch { throw .protocolViolation("\(error)") }
+    }
+
+    /// Sends a request built by ``unwrapRequestBody(stanzas:onlyClass:)`` and checks the answer.
+    /// - Parameters:
+    ///   - body: The request.
+    ///   - socketPath: The agent's socket.
+    ///   - timeout: Seconds to wait for the agent.
+    /// - Returns: The 16-byte file key.
+    /// - Throws: ``AgentWireError``; the agent's refusal as ``AgentWireError/answered(_:)``.
+    package static func requestFileKey(body: SecretBytes, socketPath: String, timeout: Double) throws(AgentWireError) -> SecretBytes {
         let payload = try AgentExchange.request(body, socketPath: socketPath, timeout: timeout)
         guard payload.count == 16 else {
             payload.wipe()
@@ -187,9 +207,9 @@ package enum AgentPlugin {
                 case "invalidArgument":
                     // A file of another class than the identity's: not for this identity.
                     notice = notice ?? wire.reason ?? wire.message
-                case "fileClassUnavailable" where wire.reason == "locked":
+                case "fileClassUnavailable" where wire.reason == "locked" && protectionClassNames.contains(wire.accessibility ?? ""):
                     failure = failure ?? "the unlock agent at \(socketPath) is locked, so the vault's \(wire.accessibility ?? "") files stay closed; unlock it with `securefoundation agent unlock`"
-                case "fileClassUnavailable" where wire.reason == "noFirstUnlockYet":
+                case "fileClassUnavailable" where wire.reason == "noFirstUnlockYet" && protectionClassNames.contains(wire.accessibility ?? ""):
                     failure = failure ?? "the unlock agent at \(socketPath) has not been unlocked since it started, so the vault's \(wire.accessibility ?? "") files stay closed; unlock it once with `securefoundation agent unlock`"
                 default:
                     failure = failure ?? wire.description

@@ -41,6 +41,6 @@ package enum DataDirectory {
     /// - Returns: The home directory.
     package static func homeDirectory(_ environment: [String: String]) -> String {
         if let home = environment["HOME"], !home.isEmpty { return home }
-        return FileManager.default.homeDirectoryForCurrentUser.path
+        return URL.homeDirectory.path
     }
 }

@@ -52,13 +52,26 @@ enum ShareBench {
 
         print("loopback, \(mib) MiB, \(ProcessInfo.processInfo.activeProcessorCount) cores, median of \(runs); load average \(loadAverage())")
         if time == nil { print("note: /usr/bin/time is not installed (apt-get install time): peak RSS read from /proc while running") }
+        // The same transfers with each side's class keys from its unlock agent (no scrypt per process).
+        let alphaAgent = try alpha.startAgent(cli: cli), bravoAgent = try bravo.startAgent(cli: cli)
+        defer {
+            alphaAgent.stopAgent(cli: cli)
+            bravoAgent.stopAgent(cli: cli)
+        }
         var ours: [Sample] = [], fixed: [Sample] = [], opensslRuns: [Peer] = []
+        var agentRuns: [Sample] = [], agentFixed: [Sample] = []
         var socatNull: [Peer] = [], socatFile: [Peer] = [], plain: [Sample] = []
         let bench = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
         let bytes = UInt64(mib) << 20
-        for _ in 0..<runs {
-            ours.append(try share(cli: cli, time: time, from: bravo, to: alpha, file: payload, dir: dir, expected: bytes))
-            fixed.append(try share(cli: cli, time: time, from: bravo, to: alpha, file: tiny, dir: dir, expected: 1))
+        for round in 0..<runs {
+            // Alternating which goes first: the first transfer after a pause meets colder page
+            // allocation in the file system (tmpfs above all) than the one right after it.
+            for viaAgent in (round % 2 == 0 ? [false, true] : [true, false]) {
+                let (from, to) = viaAgent ? (bravoAgent, alphaAgent) : (bravo, alpha)
+                let sample = try share(cli: cli, time: time, from: from, to: to, file: payload, dir: dir, expected: bytes)
+                let small = try share(cli: cli, time: time, from: from, to: to, file: tiny, dir: dir, expected: 1)
+                if viaAgent { agentRuns.append(sample); agentFixed.append(small) } else { ours.append(sample); fixed.append(small) }
+            }
             plain.append(try plainPipeline(bench: bench, time: time, file: payload, dir: dir, expected: bytes))
             if let openssl, let peer = try opensslPair(openssl: openssl, time: time, dir: dir, payload: payload, expected: bytes) {
                 opensslRuns.append(peer)
@@ -85,6 +98,11 @@ enum ShareBench {
         print("  peak RSS: receiver \(receiver.map { "\($0 / 1024) MiB" } ?? "n/a"), sender \(sender.map { "\($0 / 1024) MiB" } ?? "n/a")")
         print("  CPU (user + system): receiver \(cpu(ours.compactMap(\.receiverCPU))), sender \(cpu(ours.compactMap(\.senderCPU)))"
               + "; the 1-byte transfer: receiver \(cpu(fixed.compactMap(\.receiverCPU))), sender \(cpu(fixed.compactMap(\.senderCPU)))")
+        let agentRate = Double(mib) / BenchSupport.median(agentRuns.map(\.seconds))
+        print("the same, each side's class keys from its unlock agent (no passcode, no scrypt per process): \(show(agentRate))"
+              + " (\(BenchSupport.format(agentRate / oursRate, 2))x); a 1-byte file \(BenchSupport.format(BenchSupport.median(agentFixed.map(\.seconds)), 2)) s")
+        print("  CPU (user + system): receiver \(cpu(agentRuns.compactMap(\.receiverCPU))), sender \(cpu(agentRuns.compactMap(\.senderCPU)))"
+              + "; the 1-byte transfer: receiver \(cpu(agentFixed.compactMap(\.receiverCPU))), sender \(cpu(agentFixed.compactMap(\.senderCPU)))")
         let plainRate = Double(mib) / BenchSupport.median(plain.map(\.seconds))
         print("the same pipeline without the TLS handler (two processes; protected file written and synced, end marker"
               + " checked; no encryption on the wire, no identities): \(show(plainRate))")
@@ -126,9 +144,34 @@ enum ShareBench {
         let home: String
         let deviceKey: String
         let passcode: String
-        let environment: [String: String]
+        var environment: [String: String]
+        /// Whether the member's commands take their class keys from its unlock agent (started
+        /// and unlocked once, ``startAgent(cli:)``) instead of a passcode (a scrypt per process).
+        var viaAgent = false
         var common: [String] { ["--home", home, "--device-key", deviceKey] }
-        var unlocked: [String] { common + ["--passcode-file", passcode] }
+        var unlocked: [String] { viaAgent ? common : common + ["--passcode-file", passcode] }
+
+        /// The member with its own unlock agent, started and unlocked (one scrypt, in the agent).
+        func startAgent(cli: String) throws -> Member {
+            var member = self
+            let run = URL(fileURLWithPath: home).deletingLastPathComponent().path + "/run"
+            try FileManager.default.createDirectory(atPath: run, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            member.environment["SECUREFOUNDATION_AGENT"] = nil
+            member.environment["XDG_RUNTIME_DIR"] = run
+            member.viaAgent = true
+            for arguments in [["agent", "start"] + common, ["agent", "unlock", "--home", home, "--passcode-file", passcode]] {
+                let child = try Child(cli, arguments, environment: member.environment)
+                let status = child.wait(timeout: 120)
+                guard status == 0 else { throw Failure(description: "`securefoundation \(arguments.prefix(2).joined(separator: " "))` failed (\(status)): \(child.errors)") }
+            }
+            return member
+        }
+
+        /// Stops the member's agent (when it has one).
+        func stopAgent(cli: String) {
+            guard viaAgent else { return }
+            _ = (try? Child(cli, ["agent", "stop", "--home", home], environment: environment))?.wait(timeout: 30)
+        }
     }
 
     static func member(_ name: String, dir: String) throws -> Member {

@@ -58,7 +58,15 @@ public enum AgentAgePlugin {
         package init(parsing identity: String) throws(ProtectedFileError) {
             let parsed: AgentPlugin.Identity
             do { parsed = try AgentPlugin.Identity(parsing: identity) } catch { throw ProtectedFileError.invalidArgument(error.description) }
-            self.init(home: parsed.home, protection: parsed.protectionName.flatMap { FileProtectionClass(name: $0) })
+            var protection: FileProtectionClass?
+            if let name = parsed.protectionName {
+                // Never "any class" for a name this build does not know (the two lists are kept equal by a test).
+                guard let cls = FileProtectionClass(name: name) else {
+                    throw ProtectedFileError.invalidArgument("the identity names an unknown protection class \(name.prefix(60).debugDescription)")
+                }
+                protection = cls
+            }
+            self.init(home: parsed.home, protection: protection)
         }
     }
 

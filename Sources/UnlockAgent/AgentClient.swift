@@ -233,9 +233,13 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
     ///   open (its message says why); ``AgentError/remote(_:)`` for other refusals,
     ///   ``AgentError`` for the connection.
     package func unwrapFileKey(stanzas: [AgeStanza], onlyClass: FileProtectionClass?) throws(AgentError) -> SecretBytes {
+        // Built first: a request that cannot be built never reached the agent, so it records nothing.
+        let body: SecretBytes
+        do { body = try AgentPlugin.unwrapRequestBody(stanzas: stanzas, onlyClass: onlyClass?.name) } catch { throw AgentError(error) }
+        defer { body.wipe() }
         if let recent = record.recentTimeout(within: timeout) { throw recent }
         do {
-            let key = try AgentPlugin.requestFileKey(stanzas: stanzas, onlyClass: onlyClass?.name, socketPath: socketPath, timeout: timeout)
+            let key = try AgentPlugin.requestFileKey(body: body, socketPath: socketPath, timeout: timeout)
             record.set(nil)
             return key
         } catch {

@@ -206,6 +206,29 @@ struct FrontProgramTests {
         let other = try Self.run(installed, ["agent", "install-plugin"])
         #expect(other.status != 0 && other.stderr.contains("is a link to /bin/true"), "\(other.stderr)")
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation") == "/bin/true")
+        // The swap stages at one name: a stale staged link is replaced, anything else there refused.
+        unlink(dir + "/bin/age-plugin-securefoundation")
+        try FileManager.default.createSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation",
+                                                   withDestinationPath: dir + "/libexec/securefoundation/securefoundation")
+        try Data("not a link".utf8).write(to: URL(fileURLWithPath: dir + "/bin/age-plugin-securefoundation.new"))
+        let blocked = try Self.run(installed, ["agent", "install-plugin"])
+        #expect(blocked.status != 0 && blocked.stderr.contains("age-plugin-securefoundation.new exists and is not a symbolic link"), "\(blocked.stderr)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation")
+                == dir + "/libexec/securefoundation/securefoundation")
+        unlink(dir + "/bin/age-plugin-securefoundation.new")
+        try FileManager.default.createSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation.new", withDestinationPath: "/nowhere")
+        let swapped = try Self.run(installed, ["agent", "install-plugin"])
+        #expect(swapped.status == 0 && swapped.text == "\(dir)/bin/age-plugin-securefoundation -> \(installed)\n", "\(swapped.stderr)")
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: dir + "/bin/age-plugin-securefoundation.new")) == nil)
+        // A hand-off mark naming another file beside it (not a front program's name) is ignored:
+        // the link names the full program that ran, in its own directory.
+        try Data("#!/bin/sh\n".utf8).write(to: URL(fileURLWithPath: dir + "/bin/other-tool"))
+        unlink(dir + "/libexec/securefoundation/age-plugin-securefoundation")
+        let misnamed = try Self.run(dir + "/libexec/securefoundation/securefoundation", ["agent", "install-plugin"],
+                                    environment: ["SECUREFOUNDATION_FRONT_HANDOFF": dir + "/bin/other-tool"])
+        #expect(misnamed.status == 0 && misnamed.text == "\(dir)/libexec/securefoundation/age-plugin-securefoundation -> \(dir)/libexec/securefoundation/securefoundation\n",
+                "\(misnamed.stderr)")
+        unlink(dir + "/libexec/securefoundation/age-plugin-securefoundation")
         // A planted mark, given to the full program directly, names no front program of it: ignored.
         let fullInstalled = dir + "/libexec/securefoundation/securefoundation"
         try FileManager.default.createDirectory(atPath: dir + "/planted/bin", withIntermediateDirectories: true)

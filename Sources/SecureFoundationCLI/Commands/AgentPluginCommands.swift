@@ -45,17 +45,19 @@ struct AgentPluginIdentityCommand: ParsableCommand {
     }
 }
 
-/// `securefoundation agent install-plugin`: puts `age-plugin-securefoundation` (a link to this
-/// program) where `age` finds it.
+/// `securefoundation agent install-plugin`: puts `age-plugin-securefoundation` (a link to the
+/// front program, or to this program without one) where `age` finds it.
 struct AgentInstallPluginCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "install-plugin",
-        abstract: "Install age-plugin-securefoundation (a symbolic link to this program) beside it, or in --dir.",
+        abstract: "Install age-plugin-securefoundation (a symbolic link to the securefoundation you ran) beside it, or in --dir.",
         discussion: """
-        `age` runs plugins found on $PATH; this program acts as age-plugin-securefoundation when \
-        started under that name. The link is made in the directory of the `securefoundation` you ran \
-        (for an installed one, where the front program is; CLI.md in the documentation) unless --dir names another one (which must be on $PATH for age to find it). An existing link to this \
-        program is kept; anything else at that path is refused.
+        `age` runs plugins found on $PATH; securefoundation acts as age-plugin-securefoundation when \
+        started under that name. The link names the `securefoundation` you ran (for an installed one, \
+        the front program, which runs the plugin without starting the full program; CLI.md in the \
+        documentation) and is made in its directory unless --dir names another one (which must be on \
+        $PATH for age to find it). An existing link to it is kept, a link to the full program is \
+        replaced by one to the front program; anything else at that path is refused.
 
         Examples:
           securefoundation agent install-plugin
