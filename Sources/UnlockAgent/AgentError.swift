@@ -34,23 +34,24 @@ public enum AgentError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .notRunning(socket):
-            return "no unlock agent is running at \(socket); start one with `securefoundation agent start`"
+            return AgentWireError.notRunning(socket: socket).description
         case let .alreadyRunning(socket):
             return "an unlock agent is already running at \(socket); stop it first with `securefoundation agent stop`"
         case let .insecureDirectory(path, reason, fix):
             return "the agent's socket directory \(path): \(reason); \(fix)"
+        // The plumbing's words are AgentWire's (the front program's plugin prints them too).
         case let .pathInUse(path, reason):
-            return "\(path) \(reason); remove it or give another path (--socket for the agent, --dir for the plugin link)"
+            return AgentWireError.pathInUse(path: path, reason: reason).description
         case let .refused(why):
-            return "the unlock agent refused the connection: \(why)"
+            return AgentWireError.refused(why).description
         case let .protocolViolation(why):
-            return "unlock agent protocol error: \(why)"
+            return AgentWireError.protocolViolation(why).description
         case let .remote(why):
             return "the unlock agent reported: \(why)"
         case let .io(why):
-            return "unlock agent I/O error: \(why)"
+            return AgentWireError.io(why).description
         case let .timedOut(why):
-            return "the unlock agent did not answer in time: \(why)"
+            return AgentWireError.timedOut(why).description
         case let .vault(error):
             return "\(error)"
         case let .protectedFile(error):
