@@ -13,7 +13,7 @@ extension Age {
     ///   - recipients: One or more recipients.
     ///   - armor: Write ASCII armor instead of binary.
     ///   - progress: Called as it goes with the input consumed so far.
-    /// - Throws: ``AgeError``.
+    /// - Throws: `AgeError`.
     public static func encrypt(from input: FileHandle, to output: FileHandle, recipients: [any AgeRecipient],
                                armor: Bool = false, progress: Progress? = nil) throws(AgeError) {
         try encrypt(from: input.fileDescriptor, to: output.fileDescriptor, recipients: recipients, armor: armor, progress: progress)
@@ -26,7 +26,7 @@ extension Age {
     ///   - identities: Keys and passphrases to try.
     ///   - armor: Armor handling (detected by default).
     ///   - progress: Called as it goes with the input consumed so far.
-    /// - Throws: ``AgeError``.
+    /// - Throws: `AgeError`.
     public static func decrypt(from input: FileHandle, to output: FileHandle, identities: [any AgeIdentity],
                                armor: AgeArmorMode = .auto, progress: Progress? = nil) throws(AgeError) {
         try decrypt(from: input.fileDescriptor, to: output.fileDescriptor, identities: identities, armor: armor, progress: progress)

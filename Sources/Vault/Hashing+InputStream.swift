@@ -10,7 +10,7 @@ extension Hashing {
     ///   - algorithm: The digest.
     ///   - stream: The stream (opened here if it is not open yet).
     /// - Returns: The digest.
-    /// - Throws: ``CipherError/io(_:)`` when the stream reports an error.
+    /// - Throws: `CipherError.io` when the stream reports an error.
     public static func digest(_ algorithm: HashAlgorithm, of stream: InputStream) throws(CipherError) -> [UInt8] {
         var hasher = IncrementalDigest(algorithm)
         stream.open()
