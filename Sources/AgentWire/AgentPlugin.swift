@@ -127,7 +127,14 @@ package enum AgentPlugin {
     /// - Returns: The 16-byte file key.
     /// - Throws: ``AgentWireError``; the agent's refusal as ``AgentWireError/answered(_:)``.
     package static func requestFileKey(body: SecretBytes, socketPath: String, timeout: Double) throws(AgentWireError) -> SecretBytes {
-        let payload = try AgentExchange.request(body, socketPath: socketPath, timeout: timeout)
+        try fileKey(from: try AgentExchange.request(body, socketPath: socketPath, timeout: timeout))
+    }
+
+    /// The file key of an unwrap answer's payload: exactly 16 bytes (anything else is wiped).
+    /// - Parameter payload: The answer's payload.
+    /// - Returns: `payload`, the file key.
+    /// - Throws: ``AgentWireError/protocolViolation(_:)`` for another length.
+    package static func fileKey(from payload: SecretBytes) throws(AgentWireError) -> SecretBytes {
         guard payload.count == 16 else {
             payload.wipe()
             throw AgentWireError.protocolViolation("a file-key answer of \(payload.count) bytes")

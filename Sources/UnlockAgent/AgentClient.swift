@@ -237,16 +237,8 @@ public struct AgentClient: UnlockedClassKeySource, Sendable {
         let body: SecretBytes
         do { body = try AgentPlugin.unwrapRequestBody(stanzas: stanzas, onlyClass: onlyClass?.name) } catch { throw AgentError(error) }
         defer { body.wipe() }
-        if let recent = record.recentTimeout(within: timeout) { throw recent }
-        do {
-            let key = try AgentPlugin.requestFileKey(body: body, socketPath: socketPath, timeout: timeout)
-            record.set(nil)
-            return key
-        } catch {
-            let mapped = AgentError(error)
-            remember(mapped)
-            throw mapped
-        }
+        let payload = try request(body)
+        do { return try AgentPlugin.fileKey(from: payload) } catch { throw AgentError(error) }
     }
 
     /// `UnlockedClassKeySource`: the agent's keys, or nil when no agent runs, it is locked, it
