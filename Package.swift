@@ -116,9 +116,12 @@ let package = Package(
         // PKCS #11 through one module loaded with dlopen, behind a header of the project's own that
         // names no PKCS #11 type (the p11-kit pkcs11.h is vendored beside the C file).
         .target(name: "CPKCS11", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
+        // The TPM 2.0 through the TPM Software Stack (ESYS), loaded with dlopen at the first use
+        // (Sources/CTPM2/include/ctpm2.h); its type headers are vendored, so nothing is needed to build.
+        .target(name: "CTPM2", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
         // Keys that never leave a hardware token (PKCS #11): module loading, RFC 7512 URIs, PINs,
         // signing and HMAC through the token. No NIO: PinnedTLS adapts it to swift-nio-ssl.
-        .target(name: "HardwareKeys", dependencies: ["Cipher", "CPKCS11", "CPlatform", .product(name: "X509", package: "swift-certificates"),
+        .target(name: "HardwareKeys", dependencies: ["Cipher", "CPKCS11", "CTPM2", "CPlatform", .product(name: "X509", package: "swift-certificates"),
                                                     .product(name: "SwiftASN1", package: "swift-asn1")] + crypto,
                 swiftSettings: strict),
         // The unlock agent: holds an unlocked vault and serves class keys over a UNIX socket.

@@ -1,6 +1,6 @@
 /// Why a key in a hardware token (PKCS #11) or in the TPM could not be reached or used. Each
 /// case says what to do; a failure of a PKCS #11 module carries the name of its return value
-/// (`CKR_…`), a failure of the TPM the message of tpm2-tools.
+/// (`CKR_…`), a failure of the TPM the TPM Software Stack's words for its answer code.
 public enum HardwareKeyError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The `pkcs11:` URI is malformed or asks for something refused (a PIN in the URI, a
     /// module by name, an attribute that is not RFC 7512's).
@@ -22,8 +22,9 @@ public enum HardwareKeyError: Error, Equatable, Sendable, CustomStringConvertibl
     case unsupportedKey(String)
     /// The PIN could not be read from its source.
     case pinUnavailable(String)
-    /// tpm2-tools (the named program) is not installed.
-    case tpmToolsMissing(String)
+    /// The TPM Software Stack's libraries (libtss2-esys, libtss2-tctildr, libtss2-mu) could
+    /// not be loaded: the loader's message.
+    case tpmStackMissing(String)
     /// The TPM does not answer through the TCTI (stopped, absent, or the TCTI names another place).
     case tpmUnreachable(tcti: String, detail: String)
     /// The TPM refused the key's PCR policy: the PCRs' values differ from those at creation.
@@ -73,8 +74,9 @@ public enum HardwareKeyError: Error, Equatable, Sendable, CustomStringConvertibl
             return "unsupported key: \(what); use an EC P-256/P-384 or RSA (2048 bits or more) key"
         case .pinUnavailable(let reason):
             return "the token's PIN cannot be read: \(reason)"
-        case .tpmToolsMissing(let program):
-            return "\(program) is not installed: the TPM is used through tpm2-tools (Debian: apt-get install tpm2-tools)"
+        case .tpmStackMissing(let detail):
+            return "the TPM Software Stack is not installed (\(detail)): the TPM is used through its libraries (Debian: "
+                + "apt-get install libtss2-esys-3.0.2-0 libtss2-tctildr0, which tpm2-tools also installs)"
         case .tpmUnreachable(let tcti, let detail):
             return "the TPM does not answer through the TCTI \(tcti) (\(detail)); check that the TPM (or swtpm) runs and "
                 + "that --tcti or $TPM2TOOLS_TCTI names it. No software key is used instead"

@@ -3,22 +3,27 @@ import Crypto
 import Foundation
 import X509
 
-/// An ECDSA P-256 signing key resident in the TPM 2.0, reached through tpm2-tools.
+/// An ECDSA P-256 signing key resident in the TPM 2.0, used in-process through the TPM
+/// Software Stack (``TPM2``).
 ///
 /// ``create(pcrs:tcti:)`` has the TPM generate the key under the owner hierarchy's primary key
 /// (re-created from the TPM's seed, never stored), with the attributes `sign`, `fixedtpm`,
 /// `fixedparent`, `sensitivedataorigin`: the private key is made inside the TPM and never leaves
 /// it. What is kept is ``Blobs``: the public area and the private area wrapped by the primary
-/// key, which only the same TPM (same owner seed) loads. Without PCRs the key is used with
+/// key, which only the same TPM (same owner seed) loads, in tpm2-tools' format (`tpm2_create
+/// -u/-r`: blobs made by either load in the other). Without PCRs the key is used with
 /// `userwithauth` and an empty password; with PCRs it has no password use at all: every
 /// signature runs a PCR policy session, so the TPM signs only while those PCRs hold the values
 /// they had when the key was made.
 ///
-/// Opening (``init(blobs:tcti:)``) loads the primary key and the key once and keeps their saved
-/// contexts in a private (0700) temporary directory for the object's life; a signature then
-/// costs one `tpm2_sign` and one `tpm2_flushcontext` run. The public key is read back from the
-/// loaded object (the TPM checked the private area against it), so it is the key the TPM signs
-/// with, whatever the blobs claim.
+/// Opening (``init(blobs:tcti:)``) loads the key once and keeps its saved context for the
+/// object's life; the key signed with last stays loaded, so a signature is one TPM command
+/// (two more when another key was used in between: load this key's context, flush it after).
+/// Every signature is checked against the public key before it is returned: a key flushed by
+/// another process (whose handle may now name another object) is loaded again and the
+/// signature made once more. The public key is read back from the loaded object (the TPM
+/// checked the private area against it), so it is the key the TPM signs with, whatever the
+/// blobs claim.
 ///
 /// Thread safety: signatures may be asked for from several threads; the TPM is used by one at
 /// a time (`TPM2.lock`).
@@ -96,36 +101,28 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
     /// The TCTI (nil: `$TPM2TOOLS_TCTI` or the tools' default).
     public let tcti: String?
     public let publicKey: Certificate.PublicKey
-    private let scratch: TPM2.Scratch
+    private let verifier: P256.Signing.PublicKey
+    /// The key's saved context (replaced when the key is loaded again from its blobs); used
+    /// under `TPM2.lock` only.
+    nonisolated(unsafe) private var saved: TPM2.SavedContext
     private let failures = SigningFailureRecord()
 
     /// Has the TPM generate a P-256 signing key and returns its blobs.
     ///
     /// - Parameters:
     ///   - pcrs: PCRs (0-23, SHA-256 bank) whose current values the key is bound to (empty: none).
-    ///   - tcti: The TCTI (nil: `$TPM2TOOLS_TCTI`).
-    /// - Throws: ``HardwareKeyError`` (tools missing, TPM unreachable, TPM failure).
+    ///   - tcti: The TCTI (nil: `$TPM2TOOLS_TCTI`, else the TPM Software Stack's default).
+    /// - Throws: ``HardwareKeyError`` (the TPM Software Stack missing, TPM unreachable, TPM failure).
     /// - Returns: the new key's blobs (public and private areas, the sorted, de-duplicated PCRs);
     ///   the private area is encrypted by the TPM and opens only in it.
     public static func create(pcrs: [Int] = [], tcti: String? = nil) throws(HardwareKeyError) -> Blobs {
         let pcrs = Array(Set(pcrs)).sorted()
-        TPM2.lock.lock()
-        defer { TPM2.lock.unlock() }
-        let scratch = try TPM2.Scratch()
-        let directory = scratch.path
-        try TPM2.createPrimary(in: directory, tcti: tcti)
-        var arguments = ["tpm2_create", "-C", directory + "/primary.ctx", "-G", "ecc256:ecdsa-sha256",
-                         "-u", directory + "/key.pub", "-r", directory + "/key.priv"]
-        if pcrs.isEmpty {
-            arguments += ["-a", "sign|fixedtpm|fixedparent|sensitivedataorigin|userwithauth"]
-        } else {
-            try TPM2.pcrPolicy(pcrs, to: directory + "/policy.dat", tcti: tcti)
-            // No userwithauth: the policy is the only way to use the key.
-            arguments += ["-L", directory + "/policy.dat", "-a", "sign|fixedtpm|fixedparent|sensitivedataorigin"]
+        return try TPM2.using(tcti) { connection throws(HardwareKeyError) in
+            let primary = try connection.primary()
+            defer { connection.flush(primary) }
+            let areas = try connection.create(parent: primary, sealing: nil, pcrs: pcrs, "a signing key")
+            return Blobs(publicArea: areas.publicArea, privateArea: areas.privateArea, pcrs: pcrs)
         }
-        defer { TPM2.flush(tcti: tcti) }
-        try TPM2.call(arguments, "create a signing key", tcti: tcti)
-        return Blobs(publicArea: try scratch.read("key.pub"), privateArea: try scratch.read("key.priv"), pcrs: pcrs)
     }
 
     /// Loads a key into the TPM from its blobs and reads its public key.
@@ -135,39 +132,39 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
     ///   not P-256, and the TPM's other failures.
     /// - Parameters:
     ///   - blobs: the key's blobs, from ``create(pcrs:tcti:)`` or ``Blobs/init(serialized:)``.
-    ///   - tcti: the TCTI (nil: `$TPM2TOOLS_TCTI`).
+    ///   - tcti: the TCTI (nil: `$TPM2TOOLS_TCTI`, else the TPM Software Stack's default).
     public init(blobs: Blobs, tcti: String? = nil) throws(HardwareKeyError) {
         guard blobs.pcrs.allSatisfy({ (0...23).contains($0) }) else { throw .tpmKeyRefused("PCRs out of range 0-23") }
-        TPM2.lock.lock()
-        defer { TPM2.lock.unlock() }
-        let scratch = try TPM2.Scratch()
-        let directory = scratch.path
-        try scratch.write(blobs.publicArea, to: "key.pub")
-        try scratch.write(blobs.privateArea, to: "key.priv")
-        try TPM2.createPrimary(in: directory, tcti: tcti)
-        defer { TPM2.flush(tcti: tcti) }
-        let load = try TPM2.run(["tpm2_load", "-C", directory + "/primary.ctx", "-u", directory + "/key.pub",
-                                 "-r", directory + "/key.priv", "-c", directory + "/key.ctx"], tcti: tcti)
-        load.output.wipe()
-        if load.status != 0 {
-            if case .tpm(_, let detail) = TPM2.failure(load.error, "load the key", tcti: tcti) {
-                throw .tpmKeyRefused("its blobs do not load (\(detail))")
+        // The connection stays open for the key's life (released by deinit, or below on a failure).
+        try TPM2.hold(tcti)
+        do throws(HardwareKeyError) {
+            let (point, saved) = try TPM2.using(tcti) { connection throws(HardwareKeyError) in
+                let handle = try Self.load(blobs, connection)
+                defer { connection.flush(handle) }
+                return (try connection.p256Point(handle), try connection.save(handle))
             }
-            throw TPM2.failure(load.error, "load the key", tcti: tcti)
-        }
-        TPM2.flush(tcti: tcti)
-        try TPM2.call(["tpm2_readpublic", "-c", directory + "/key.ctx", "-f", "der", "-o", directory + "/key.der"],
-                      "read the key's public key", tcti: tcti)
-        do {
-            publicKey = Certificate.PublicKey(try P256.Signing.PublicKey(derRepresentation: try scratch.read("key.der")))
-        } catch let error as HardwareKeyError {
-            throw error
+            do {
+                verifier = try P256.Signing.PublicKey(x963Representation: point)
+            } catch {
+                throw HardwareKeyError.unsupportedKey("the TPM key is not an EC P-256 key (\(error))")
+            }
+            self.saved = saved
         } catch {
-            throw .unsupportedKey("the TPM key is not an EC P-256 key (\(error))")
+            TPM2.release(tcti, owner: nil)
+            throw error
         }
+        publicKey = Certificate.PublicKey(verifier)
         self.blobs = blobs
         self.tcti = tcti
-        self.scratch = scratch
+    }
+
+    deinit { TPM2.release(tcti, owner: ObjectIdentifier(self)) }
+
+    /// Loads the key from its blobs under the primary key (made for it and flushed after).
+    private static func load(_ blobs: Blobs, _ connection: TPM2.Connection) throws(HardwareKeyError) -> UInt32 {
+        let primary = try connection.primary()
+        defer { connection.flush(primary) }
+        return try connection.load(parent: primary, publicArea: blobs.publicArea, privateArea: blobs.privateArea, "the key")
     }
 
     public var signatureSchemes: [HardwareSignatureScheme] { [.ecdsaSHA256] }
@@ -194,22 +191,65 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
     private func sign(_ message: [UInt8], scheme: HardwareSignatureScheme) throws(HardwareKeyError) -> [UInt8] {
         guard scheme == .ecdsaSHA256 else { throw .unsupportedKey("\(scheme) with a TPM P-256 key") }
         let digest = scheme.digest(message)
-        TPM2.lock.lock()
-        defer { TPM2.lock.unlock() }
-        var arguments = ["tpm2_sign", "-c", scratch.path + "/key.ctx"]
-        if !blobs.pcrs.isEmpty { arguments += ["-p", "pcr:" + TPM2.pcrSelection(blobs.pcrs)] }
-        arguments += ["-g", "sha256", "-s", "ecdsa", "-d", "-f", "plain", "-o", "/dev/stdout"]
-        defer { TPM2.flush(tcti: tcti, sessions: !blobs.pcrs.isEmpty) }
-        let result = try TPM2.run(arguments, input: SecretBytes(copying: digest), tcti: tcti, maxOutput: 512)
-        let output = result.output.withUnsafeBytes { Array($0) }
-        result.output.wipe()
-        try TPM2.check(result, "sign", tcti: tcti, pcrs: blobs.pcrs)
-        do {
-            if output.count == 64 { return Array(try P256.Signing.ECDSASignature(rawRepresentation: output).derRepresentation) }
-            return Array(try P256.Signing.ECDSASignature(derRepresentation: output).derRepresentation)
-        } catch {
-            throw .tpm(operation: "sign", detail: "the TPM returned a malformed ECDSA signature (\(output.count) bytes)")
+        let pcrs = try TPM2.pcrMask(blobs.pcrs)
+        return try TPM2.using(tcti) { connection throws(HardwareKeyError) in
+            // Twice at most: the second time with the key loaded anew, after the TPM lost it
+            // (flushed by another process, or the TPM was reset) or the handle named another object.
+            for attempt in 0..<2 {
+                let handle = try resident(in: connection, afresh: attempt > 0)
+                let (rc, raw) = connection.sign(handle, digest: digest, pcrs: pcrs)
+                if rc != 0 {
+                    // Refused by the TPM on the first try, for another reason than the policy:
+                    // the handle may name another object by now (ours flushed by another
+                    // process, which loaded its own). Let go of it (flushed only if it is this
+                    // key) and try once more with the key loaded anew.
+                    if attempt == 0 && !TPM2.isUnreachable(rc) && !TPM2.isPolicyFailure(rc) {
+                        release(handle, connection)
+                        continue
+                    }
+                    throw TPM2.error(rc, "sign", tcti: tcti, pcrs: blobs.pcrs)
+                }
+                if let signature = try? P256.Signing.ECDSASignature(rawRepresentation: raw),
+                   verifier.isValidSignature(signature, for: message) {
+                    return Array(signature.derRepresentation)
+                }
+                // Not this key's signature: the handle names another process's object now.
+                release(handle, connection)
+            }
+            throw .tpm(operation: "sign", detail: "the TPM's signature does not verify with the key's public key, twice")
         }
+    }
+
+    /// Lets go of a handle that failed: flushed when it is still this key (its public key),
+    /// else forgotten here and left to the process that loaded the object now there.
+    private func release(_ handle: UInt32, _ connection: TPM2.Connection) {
+        if (try? connection.p256Point(handle)) == Array(verifier.x963Representation) {
+            connection.flush(handle)
+        } else {
+            connection.forget(handle)
+        }
+    }
+
+    /// The key's handle in the TPM: the resident object when it is this key's, else its saved
+    /// context loaded (in place of the other key's), else (`afresh`, or the context refused)
+    /// loaded from its blobs again.
+    private func resident(in connection: TPM2.Connection, afresh: Bool) throws(HardwareKeyError) -> UInt32 {
+        let owner = ObjectIdentifier(self)
+        if !afresh, let resident = connection.resident, resident.owner == owner { return resident.handle }
+        if let resident = connection.resident { connection.flush(resident.handle) }
+        var (rc, handle) = connection.restore(saved)
+        if rc != 0 {
+            if TPM2.isUnreachable(rc) { throw TPM2.error(rc, "load the key's context", tcti: tcti) }
+            // The TPM was reset or restarted since (saved contexts do not survive that): the blobs.
+            handle = try Self.load(blobs, connection)
+            guard (try? connection.p256Point(handle)) == Array(verifier.x963Representation) else {
+                connection.flush(handle)
+                throw .tpmKeyRefused("its blobs load as another key than the one opened")
+            }
+            if let renewed = try? connection.save(handle) { saved = renewed }
+        }
+        connection.resident = (owner, handle)
+        return handle
     }
 
     /// Whether both are the same key object (identity, not key material).

@@ -126,13 +126,18 @@ extension HardwareKeyBench {
         process.standardError = FileHandle.nullDevice
         try process.run()
         defer { process.terminate(); kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        func tool(_ name: String, _ arguments: [String]) -> (status: Int32, output: String, seconds: Double)? {
+            guard let path = BenchSupport.which(name) else { return nil }
+            return BenchSupport.run("/usr/bin/env", ["TPM2TOOLS_TCTI=" + tcti, path] + arguments)
+        }
         var ready = false
         for _ in 0..<100 where !ready {
-            if let result = try? TPM2.run(["tpm2_flushcontext", "-t"], tcti: tcti), result.status == 0 { ready = true } else { usleep(100_000) }
+            if let result = tool("tpm2_flushcontext", ["-t"]), result.status == 0 { ready = true } else { usleep(100_000) }
         }
         guard ready else { throw TLSBench.Failure(description: "swtpm did not answer on \(tcti)") }
 
         let tpmKey = try TPM2PrivateKey(blobs: try TPM2PrivateKey.create(tcti: tcti), tcti: tcti)
+        let otherKey = try TPM2PrivateKey(blobs: try TPM2PrivateKey.create(tcti: tcti), tcti: tcti)
         let software = P256.Signing.PrivateKey()
         let tpmChain = try chain(for: tpmKey.publicKey)
         let softwareChain = try chain(for: .init(software.publicKey))
@@ -140,27 +145,102 @@ extension HardwareKeyBench {
               let softwareIdentity = TLSIdentity(chain: softwareChain, privateKey: .init(software))
         else { throw TLSBench.Failure(description: "the identities do not match their certificate") }
 
-        // Where a signature's time goes: tpm2_sign + tpm2_flushcontext, against two program
-        // starts that do (almost) nothing in the TPM.
-        let samples = 20
-        var signSeconds = 0.0, startSeconds = 0.0
-        for index in 0..<samples {
+        // A signature's time in-process: the key left loaded (one TPM command), and two keys
+        // taking turns (each signature loads its key's saved context and flushes the other's);
+        // beside tpm2-tools' way (a tpm2_sign and a tpm2_flushcontext run per signature).
+        let samples = 200
+        func seconds(_ count: Int, _ body: (Int) throws -> Void) rethrows -> Double {
             let begin = Date()
-            _ = try tpmKey.signature(for: Array("sample \(index)".utf8), scheme: .ecdsaSHA256)
-            signSeconds += Date().timeIntervalSince(begin)
-            let empty = Date()
-            _ = try? TPM2.run(["tpm2_flushcontext", "-t"], tcti: tcti)
-            _ = try? TPM2.run(["tpm2_flushcontext", "-t"], tcti: tcti)
-            startSeconds += Date().timeIntervalSince(empty)
+            for index in 0..<count { try body(index) }
+            return Date().timeIntervalSince(begin) / Double(count) * 1000
+        }
+        _ = try tpmKey.signature(for: [0], scheme: .ecdsaSHA256)
+        let resident = try seconds(samples) { index in _ = try tpmKey.signature(for: Array("sample \(index)".utf8), scheme: .ecdsaSHA256) }
+        let alternating = try seconds(samples) { index in
+            _ = try (index % 2 == 0 ? tpmKey : otherKey).signature(for: Array("sample \(index)".utf8), scheme: .ecdsaSHA256)
+        }
+        var toolsSign: Double?
+        if let blobs = Optional(otherKey.blobs) {
+            try blobs.publicArea.write(to: dir + "/key.pub")
+            try blobs.privateArea.write(to: dir + "/key.priv")
+            try Array(repeating: 0x61, count: 32).write(to: dir + "/message")
+            _ = tool("tpm2_flushcontext", ["-t"])
+            if tool("tpm2_createprimary", ["-Q", "-C", "o", "-g", "sha256", "-G", "ecc256", "-c", dir + "/primary.ctx"])?.status == 0,
+               tool("tpm2_flushcontext", ["-t"])?.status == 0,
+               tool("tpm2_load", ["-Q", "-C", dir + "/primary.ctx", "-u", dir + "/key.pub", "-r", dir + "/key.priv", "-c", dir + "/key.ctx"])?.status == 0 {
+                _ = tool("tpm2_flushcontext", ["-t"])
+                toolsSign = seconds(20) { _ in
+                    _ = tool("tpm2_sign", ["-c", dir + "/key.ctx", "-g", "sha256", "-o", dir + "/signature", dir + "/message"])
+                    _ = tool("tpm2_flushcontext", ["-t"])
+                }
+            }
         }
 
         try await compare(hardware: tpmIdentity, software: softwareIdentity, handshakes: handshakes, runs: runs,
-                          setting: "swtpm \(tcti) (tpm2-tools, a socket TCTI without resource manager)",
-                          hardwareLabel: "key in swtpm (tpm2-tools) ", ratioLabel: "TPM/memory", ratioDigits: 3)
-        let sign = signSeconds / Double(samples) * 1000, starts = startSeconds / Double(samples) * 1000
-        print("  one TPM signature (tpm2_sign + tpm2_flushcontext): \(BenchSupport.format(sign, 1)) ms; two tool runs that do "
-            + "almost nothing in the TPM: \(BenchSupport.format(starts, 1)) ms (program start, TCTI connection), so about "
-            + "\(BenchSupport.format(max(0, sign - starts), 1)) ms is the TPM's own work (key context load, ECDSA)")
+                          setting: "swtpm \(tcti) (in-process through ESYS, a socket TCTI without resource manager)",
+                          hardwareLabel: "key in swtpm (ESYS)", ratioLabel: "TPM/memory", ratioDigits: 3)
+        print("  one TPM signature in-process: \(BenchSupport.format(resident, 2)) ms with the key left loaded, "
+            + "\(BenchSupport.format(alternating, 2)) ms with two keys taking turns (context load and flush each time); "
+            + "with tpm2-tools (tpm2_sign + tpm2_flushcontext, the way before): "
+            + (toolsSign.map { BenchSupport.format($0, 1) + " ms (" + BenchSupport.format($0 / resident, 0) + "×)" } ?? "n/a"))
+        try await opensslAnchor(tcti: tcti, dir: dir, handshakes: handshakes)
+    }
+
+    /// The anchor: `openssl s_server` with a key in the same swtpm through Debian's tpm2-openssl
+    /// provider (key made by `openssl genpkey -provider tpm2`), the same client and exchange
+    /// (connect, handshake, a newline echoed by `-rev`, close). Prints the rate, or why it failed.
+    static func opensslAnchor(tcti: String, dir: String, handshakes: Int) async throws {
+        guard let openssl = BenchSupport.which("openssl") else { return }
+        let environment = ["TPM2OPENSSL_TCTI=" + tcti]
+        let provider = ["-provider", "tpm2", "-provider", "default"]
+        guard BenchSupport.run("/usr/bin/env", environment + [openssl, "genpkey"] + provider
+                                + ["-algorithm", "EC", "-pkeyopt", "group:P-256", "-out", dir + "/tpm-key.pem"])?.status == 0,
+              let exported = BenchSupport.run("/usr/bin/env", environment + [openssl, "pkey"] + provider
+                                               + ["-in", dir + "/tpm-key.pem", "-pubout"]), exported.status == 0
+        else {
+            print("  anchor: tpm2-openssl could not make a key in swtpm (Debian: tpm2-openssl); no anchor row")
+            return
+        }
+        let publicKey = try P256.Signing.PublicKey(pemRepresentation: exported.output)
+        let chain = try chain(for: .init(publicKey))
+        try Array(chain[0].serializeAsPEM().pemString.utf8).write(to: dir + "/tpm-cert.pem")
+        let port = Int.random(in: 40000..<50000)
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        server.arguments = environment + [openssl, "s_server"] + provider
+            + ["-accept", "127.0.0.1:\(port)", "-key", dir + "/tpm-key.pem", "-cert", dir + "/tpm-cert.pem", "-rev", "-quiet"]
+        let errors = Pipe()
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = errors
+        try server.run()
+        defer { server.terminate(); server.waitUntilExit() }
+        usleep(500_000)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let client = try PinnedTLSClient(policy: TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only([chain[1]]))],
+                                                             defaultAnchors: nil), eventLoopGroup: group)
+        var failures = 0, done = 0
+        let begin = Date()
+        for _ in 0..<handshakes where failures < 3 {
+            do {
+                let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: "localhost", timeout: .seconds(10))
+                try await TLSBench.roundTrip(connection.channel, bytes: 1, fill: 0x0a)
+                done += 1
+            } catch {
+                failures += 1
+            }
+        }
+        let elapsed = Date().timeIntervalSince(begin)
+        try? await group.shutdownGracefully()
+        if failures > 0 {
+            server.terminate()
+            server.waitUntilExit()
+            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let reason = text.split(separator: "\n").first { $0.contains("error") || $0.contains("ERROR") } ?? "no message"
+            print("  anchor, openssl s_server with the key in swtpm (tpm2-openssl): \(failures) handshakes failed after "
+                + "\(done) succeeded; s_server said: \(reason)")
+        } else {
+            print("  anchor, openssl s_server with the key in swtpm (tpm2-openssl): \(BenchSupport.format(Double(done) / elapsed, 0))/s")
+        }
     }
 
     /// Handshakes per second (connect, handshake, 1-byte round trip, close) with a server whose

@@ -51,7 +51,7 @@ extension ExitStatus {
             default: return .failure
             }
         case .ambiguousKey, .unsupportedKey: return .failure
-        case .tpmToolsMissing, .tpmUnreachable: return .io
+        case .tpmStackMissing, .tpmUnreachable: return .io
         case .tpmKeyRefused: return .damaged
         case .tpmPolicyFailed, .tpm: return .failure
         }

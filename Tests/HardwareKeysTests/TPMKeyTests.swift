@@ -1,3 +1,4 @@
+import Cipher
 import Crypto
 import Foundation
 @testable import HardwareKeys
@@ -37,10 +38,18 @@ struct TPMKeyTests {
         }
         // Opening again from the blobs gives the same key.
         #expect(try TPM2PrivateKey(blobs: blobs, tcti: tpm.tcti).publicKey == key.publicKey)
-        // No transient object is left in the TPM (a socket TCTI has no resource manager).
-        let handles = try TPM2.run(["tpm2_getcap", "handles-transient"], tcti: tpm.tcti)
+        // The key signed with last stays loaded (one object), nothing else: a socket TCTI has no
+        // resource manager and the TPM has three slots.
+        let handles = try tpm.run("tpm2_getcap", ["handles-transient"])
         #expect(handles.status == 0)
-        #expect(handles.output.withUnsafeBytes { Array($0) }.isEmpty, "transient objects left loaded")
+        #expect(handles.output.split(separator: "\n").count == 1, "\(handles.output)")
+        // Another key signs (and is left loaded in place of the first); once it is gone, no
+        // transient object is left in the TPM.
+        try withExtendedLifetime(TPM2PrivateKey(blobs: blobs, tcti: tpm.tcti)) { opened in
+            _ = try opened.signature(for: [1], scheme: .ecdsaSHA256)
+            #expect(try tpm.run("tpm2_getcap", ["handles-transient"]).output.split(separator: "\n").count == 1)
+        }
+        #expect(try tpm.run("tpm2_getcap", ["handles-transient"]).output.isEmpty)
 
         // The blobs on another TPM (another seed): refused, and no signature is made.
         let other = try #require(try SoftwareTPM(root: try directory.directory("tpm2")))
@@ -75,8 +84,96 @@ struct TPMKeyTests {
         #expect(throws: HardwareKeyError.tpmPolicyFailed(pcrs: [16])) { try key.signature(for: [7], scheme: .ecdsaSHA256) }
         #expect(key.lastFailure?.description.contains("PCRs 16 differ from their values when the key was made") == true)
         // No session is left behind by the failed policy.
-        let sessions = try TPM2.run(["tpm2_getcap", "handles-loaded-session"], tcti: tpm.tcti)
-        #expect(sessions.output.withUnsafeBytes { Array($0) }.isEmpty)
+        let sessions = try tpm.run("tpm2_getcap", ["handles-loaded-session"])
+        #expect(sessions.output.isEmpty)
+    }
+
+    @Test("blobs made by tpm2-tools sign in-process; blobs made in-process load and sign in tpm2-tools (the signature verifies)")
+    func blobsInteroperateWithTheTools() throws {
+        let directory = try TemporaryDirectory(prefix: "sf-tpm-tools")
+        guard let tpm = try Self.started(directory) else { return }
+        defer { tpm.stop() }
+        let dir = directory.path
+        // The tools make a key under their default primary key; it opens and signs here.
+        #expect(try tpm.tool("tpm2_createprimary", ["-Q", "-C", "o", "-g", "sha256", "-G", "ecc256", "-c", dir + "/primary.ctx"]) == 0)
+        #expect(try tpm.tool("tpm2_flushcontext", ["-t"]) == 0)
+        #expect(try tpm.tool("tpm2_create", ["-Q", "-C", dir + "/primary.ctx", "-G", "ecc256:ecdsa-sha256", "-a",
+                                             "sign|fixedtpm|fixedparent|sensitivedataorigin|userwithauth",
+                                             "-u", dir + "/tools.pub", "-r", dir + "/tools.priv"]) == 0)
+        #expect(try tpm.tool("tpm2_flushcontext", ["-t"]) == 0)
+        let toolsBlobs = TPM2PrivateKey.Blobs(publicArea: Array(try Data(contentsOf: URL(fileURLWithPath: dir + "/tools.pub"))),
+                                              privateArea: Array(try Data(contentsOf: URL(fileURLWithPath: dir + "/tools.priv"))), pcrs: [])
+        let toolsKey = try TPM2PrivateKey(blobs: toolsBlobs, tcti: tpm.tcti)
+        let toolsPublic = try #require(P256.Signing.PublicKey(toolsKey.publicKey))
+        let signature = try toolsKey.signature(for: [1, 2, 3], scheme: .ecdsaSHA256)
+        #expect(toolsPublic.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: signature), for: [1, 2, 3]))
+
+        // A key made here: tpm2_load takes its blobs and tpm2_sign signs with it.
+        let blobs = try TPM2PrivateKey.create(tcti: tpm.tcti)
+        let ours = try #require(P256.Signing.PublicKey(try TPM2PrivateKey(blobs: blobs, tcti: tpm.tcti).publicKey))
+        try Data(blobs.publicArea).write(to: URL(fileURLWithPath: dir + "/ours.pub"))
+        try Data(blobs.privateArea).write(to: URL(fileURLWithPath: dir + "/ours.priv"))
+        try Data("message".utf8).write(to: URL(fileURLWithPath: dir + "/message"))
+        #expect(try tpm.tool("tpm2_flushcontext", ["-t"]) == 0)
+        #expect(try tpm.tool("tpm2_load", ["-Q", "-C", dir + "/primary.ctx", "-u", dir + "/ours.pub", "-r", dir + "/ours.priv",
+                                           "-c", dir + "/ours.ctx"]) == 0)
+        #expect(try tpm.tool("tpm2_flushcontext", ["-t"]) == 0)
+        #expect(try tpm.tool("tpm2_sign", ["-c", dir + "/ours.ctx", "-g", "sha256", "-f", "plain", "-o", dir + "/signature",
+                                           dir + "/message"]) == 0)
+        let toolsSignature = Array(try Data(contentsOf: URL(fileURLWithPath: dir + "/signature")))
+        #expect(ours.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: toolsSignature), for: Array("message".utf8)))
+    }
+
+    @Test("another process flushes the loaded key, or loads its own object in its place: the next signature is still this key's")
+    func anotherProcessFlushesTheKey() throws {
+        let directory = try TemporaryDirectory(prefix: "sf-tpm-flushed")
+        guard let tpm = try Self.started(directory) else { return }
+        defer { tpm.stop() }
+        let dir = directory.path
+        let key = try TPM2PrivateKey(blobs: try TPM2PrivateKey.create(tcti: tpm.tcti), tcti: tpm.tcti)
+        let other = try TPM2PrivateKey(blobs: try TPM2PrivateKey.create(pcrs: [16], tcti: tpm.tcti), tcti: tpm.tcti)
+        let publicKey = try #require(P256.Signing.PublicKey(key.publicKey))
+        let otherPublic = try #require(P256.Signing.PublicKey(other.publicKey))
+        func signs(_ key: TPM2PrivateKey, _ publicKey: P256.Signing.PublicKey, _ message: [UInt8]) throws -> Bool {
+            let signature = try key.signature(for: message, scheme: .ecdsaSHA256)
+            return publicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: signature), for: message)
+        }
+        #expect(try signs(key, publicKey, [1]))
+        // Flushed by another process (tpm2_flushcontext -t): loaded again, and it signs.
+        #expect(try tpm.tool("tpm2_flushcontext", ["-t"]) == 0)
+        #expect(try signs(key, publicKey, [2]))
+        // Flushed, and another object loaded at the handle the key had: the signature would be
+        // that object's; it is checked, the key loaded again, and the signature is the key's.
+        #expect(try tpm.tool("tpm2_flushcontext", ["-t"]) == 0)
+        #expect(try tpm.tool("tpm2_createprimary", ["-Q", "-C", "o", "-G", "ecc256", "-c", dir + "/intruder.ctx"]) == 0)
+        #expect(try tpm.run("tpm2_getcap", ["handles-transient"]).output.contains("0x80000000"))
+        #expect(try signs(key, publicKey, [3]))
+        #expect(try tpm.tool("tpm2_flushcontext", ["-t"]) == 0)
+        // Two keys taking turns (one bound to a PCR): each signature is its own key's.
+        for index in 0..<6 {
+            #expect(try signs(index % 2 == 0 ? key : other, index % 2 == 0 ? publicKey : otherPublic, [UInt8(index)]))
+        }
+        #expect(try tpm.run("tpm2_getcap", ["handles-transient"]).output.split(separator: "\n").count == 1)
+        #expect(try tpm.run("tpm2_getcap", ["handles-loaded-session"]).output.isEmpty)
+    }
+
+    @Test("the TPM restarted (its saved contexts void): the key loads again from its blobs and signs")
+    func theTPMRestarts() throws {
+        let directory = try TemporaryDirectory(prefix: "sf-tpm-restart")
+        guard let tpm = try Self.started(directory) else { return }
+        defer { tpm.stop() }
+        let key = try TPM2PrivateKey(blobs: try TPM2PrivateKey.create(tcti: tpm.tcti), tcti: tpm.tcti)
+        let publicKey = try #require(P256.Signing.PublicKey(key.publicKey))
+        _ = try key.signature(for: [0], scheme: .ecdsaSHA256)
+        // A reset (swtpm's control channel), then TPM2_Startup(CLEAR): transient objects and
+        // saved contexts are void.
+        guard let ioctl = ExternalTool.find("swtpm_ioctl") else { print("skipping: needs swtpm_ioctl (swtpm-tools)"); return }
+        let reset = try ExternalTool.run([ioctl, "--tcp", "127.0.0.1:\(tpm.port + 1)", "-i"], maxOutput: 4096)
+        reset.output.wipe()
+        #expect(reset.status == 0)
+        #expect(try tpm.tool("tpm2_startup", ["-c"]) == 0)
+        let signature = try key.signature(for: [9], scheme: .ecdsaSHA256)
+        #expect(publicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: signature), for: [9]))
     }
 
     @Test("identity records: a TPM key is recorded as version 3 (blobs, PCRs, chain) and a swapped blob is refused at load")

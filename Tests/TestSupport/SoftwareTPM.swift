@@ -61,6 +61,14 @@ public final class SoftwareTPM: @unchecked Sendable {
         return result.status
     }
 
+    /// Runs tpm2-tools program `name` against this TPM: its exit status and standard output.
+    public func run(_ name: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        let result = try ExternalTool.run([ExternalTool.find(name)!] + arguments, maxOutput: 65536, environment: ["TPM2TOOLS_TCTI": tcti])
+        let output = String(decoding: result.output.withUnsafeBytes { Array($0) }, as: UTF8.self)
+        result.output.wipe()
+        return (result.status, output)
+    }
+
     public func stop() {
         // swtpm does not end on SIGTERM while a client may be connected: SIGKILL.
         process.kill()

@@ -43,4 +43,39 @@ struct DeviceKeyProviderTPMTests {
         defer { other.stop() }
         #expect(throws: VaultError.self) { try TPM2DeviceKeyProvider(sealedPath: fixture.root + "/sealed/plain", tcti: other.tcti).deviceKey() }
     }
+
+    @Test("a key sealed by tpm2-tools unseals here, and one sealed here unseals in tpm2-tools (with and without a PCR)")
+    func sealedFilesInteroperateWithTheTools() throws {
+        let fixture = try VaultFixture()
+        defer { fixture.cleanup() }
+        guard let tpm = try SoftwareTPM.orSkip(root: fixture.root) else { return }
+        defer { tpm.stop() }
+        let dir = fixture.root
+        let key = try SecretBytes.random(count: 32)
+        try key.withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: dir + "/key.bin")) }
+        defer { unlink(dir + "/key.bin") }
+        #expect(try tpm.tool("tpm2_createprimary", ["-Q", "-C", "o", "-g", "sha256", "-G", "ecc256", "-c", dir + "/primary.ctx"]) == 0)
+        #expect(try tpm.tool("tpm2_flushcontext", ["-t"]) == 0)
+        // tpm2-tools seal (tpm2_create -i), the provider unseals.
+        #expect(try tpm.tool("tpm2_create", ["-Q", "-C", dir + "/primary.ctx", "-g", "sha256", "-i", dir + "/key.bin",
+                                             "-u", dir + "/tools.pub", "-r", dir + "/tools.priv"]) == 0)
+        #expect(try tpm.tool("tpm2_flushcontext", ["-t"]) == 0)
+        #expect(hexOf(try TPM2DeviceKeyProvider(sealedPath: dir + "/tools", tcti: tpm.tcti).deviceKey()) == hexOf(key))
+        // The provider seals (plain and bound to PCR 16), tpm2_unseal gives the key back.
+        try TPM2DeviceKeyProvider.seal(key, to: dir + "/ours", tcti: tpm.tcti)
+        try TPM2DeviceKeyProvider.seal(key, to: dir + "/bound", pcrs: [16], tcti: tpm.tcti)
+        for (name, policy) in [("ours", [String]()), ("bound", ["-p", "pcr:sha256:16"])] {
+            #expect(try tpm.tool("tpm2_load", ["-Q", "-C", dir + "/primary.ctx", "-u", dir + "/\(name).pub", "-r", dir + "/\(name).priv",
+                                               "-c", dir + "/\(name).ctx"]) == 0)
+            #expect(try tpm.tool("tpm2_flushcontext", ["-t"]) == 0)
+            let unsealed = try tpm.run("tpm2_unseal", ["-c", dir + "/\(name).ctx", "-o", dir + "/\(name).out"] + policy)
+            #expect(unsealed.status == 0, "\(name)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/\(name).out")) == key.withUnsafeBytes { Data($0) }, "\(name)")
+            unlink(dir + "/\(name).out")
+            #expect(try tpm.tool("tpm2_flushcontext", ["-t"]) == 0)
+        }
+        // Nothing of the provider's is left loaded.
+        #expect(try tpm.run("tpm2_getcap", ["handles-transient"]).output.isEmpty)
+        #expect(try tpm.run("tpm2_getcap", ["handles-loaded-session"]).output.isEmpty)
+    }
 }

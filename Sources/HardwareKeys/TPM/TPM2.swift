@@ -1,140 +1,311 @@
+internal import CTPM2
 import Cipher
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
-/// The one place the TPM 2.0 is reached: tpm2-tools run through ``ExternalTool`` with the TCTI
-/// in the child's environment, their failures sorted into ``HardwareKeyError`` cases, the
-/// owner hierarchy's primary key, PCR policies, and the flushing of transient objects.
+/// The one place the TPM 2.0 is reached: in-process, through the TPM Software Stack's Enhanced
+/// System API (ESYS, tpm2-tss), one connection per TCTI for the process, its failures sorted
+/// into ``HardwareKeyError`` cases.
 ///
-/// Used by ``TPM2PrivateKey`` (TLS keys resident in the TPM) and by the vault's TPM device-key
-/// provider. A socket TCTI (swtpm, `mssim`) has no resource manager: objects the tools load stay
-/// in the TPM's few slots until flushed, so every use flushes after itself, and uses within the
-/// process are serialized by ``lock``. Two processes on one socket TCTI may still flush each
-/// other's objects; use the kernel's resource manager (`device:/dev/tpmrm0`) to share a TPM.
+/// The libraries are loaded at the first use (CTPM2; Debian: `libtss2-esys-3.0.2-0`,
+/// `libtss2-tctildr0`, which tpm2-tools also brings), so a program that never touches the TPM
+/// maps none of them. The TCTI is spelled as tpm2-tools spell it: the caller's, else
+/// `$TPM2TOOLS_TCTI`, else the loader's default (`/dev/tpmrm0` first).
+///
+/// A connection stays open while a ``TPM2PrivateKey`` uses it, and closes with the last one
+/// (a one-off use, such as unsealing a device key, closes it at once). The signing key used
+/// last stays loaded in the TPM (one object: a socket TCTI has no resource manager, and a TPM
+/// has three or so slots); another key's signature swaps it out for its own saved context. What
+/// another process does to the TPM is expected: an object flushed under us is loaded again
+/// from its saved context (or from its blobs) and the command is run once more.
 package enum TPM2 {
-    /// Serializes this process's use of the TPM (a flush must not remove an object another
-    /// thread is using).
+    /// Serializes this process's use of the TPM: ESYS contexts are not thread-safe, and a flush
+    /// must not remove an object another thread is using.
     package static let lock = NSRecursiveLock()
 
-    /// The TCTI as the tools see it, for messages.
+    /// The TCTI as the stack sees it, for messages.
     package static func describe(tcti: String?) -> String {
-        tcti ?? ProcessInfo.processInfo.environment["TPM2TOOLS_TCTI"] ?? "default (/dev/tpmrm0)"
+        effective(tcti) ?? "default (/dev/tpmrm0)"
     }
 
-    /// The path of a tpm2-tools program.
-    package static func tool(_ name: String) throws(HardwareKeyError) -> String {
-        guard let path = ExternalTool.find(name) else { throw .tpmToolsMissing(name) }
-        return path
+    /// The caller's TCTI, else `$TPM2TOOLS_TCTI`; nil for the loader's default.
+    static func effective(_ tcti: String?) -> String? {
+        if let tcti, !tcti.isEmpty { return tcti }
+        if let variable = ProcessInfo.processInfo.environment["TPM2TOOLS_TCTI"], !variable.isEmpty { return variable }
+        return nil
     }
 
-    /// Runs tpm2-tools program `arguments[0]` (a name, found on `$PATH`) with the TCTI.
-    package static func run(_ arguments: [String], input: SecretBytes? = nil, tcti: String?,
-                            maxOutput: Int = 65536) throws(HardwareKeyError) -> ExternalTool.Result {
-        let path = try tool(arguments[0])
-        var environment: [String: String] = [:]
-        if let tcti { environment["TPM2TOOLS_TCTI"] = tcti }
-        do {
-            return try ExternalTool.run([path] + arguments.dropFirst(), input: input, maxOutput: maxOutput, environment: environment)
-        } catch let failure as ExternalTool.Failure {
-            throw .tpm(operation: "run \(arguments[0])", detail: failure.message)
-        } catch {
-            throw .tpm(operation: "run \(arguments[0])", detail: "\(error)")
-        }
-    }
-
-    /// Runs and checks: a failure becomes ``HardwareKeyError`` (the output is wiped).
-    package static func call(_ arguments: [String], _ operation: String, input: SecretBytes? = nil, tcti: String?,
-                             pcrs: [Int] = []) throws(HardwareKeyError) {
-        let result = try run(arguments, input: input, tcti: tcti)
-        result.output.wipe()
-        try check(result, operation, tcti: tcti, pcrs: pcrs)
-    }
-
-    /// Sorts a failed run: the TPM unreachable, its PCR policy refused, or another failure.
-    package static func check(_ result: ExternalTool.Result, _ operation: String, tcti: String?, pcrs: [Int] = []) throws(HardwareKeyError) {
-        guard result.status != 0 else { return }
-        throw failure(result.error, operation, tcti: tcti, pcrs: pcrs)
-    }
-
-    package static func failure(_ message: String, _ operation: String, tcti: String?, pcrs: [Int] = []) -> HardwareKeyError {
-        if unreachable(message) { return .tpmUnreachable(tcti: describe(tcti: tcti), detail: lastLine(message)) }
-        if isPolicyFailure(message) { return .tpmPolicyFailed(pcrs: pcrs) }
-        return .tpm(operation: operation, detail: lastLine(message))
-    }
-
-    /// The tools could not open the TCTI or lost the connection.
-    static func unreachable(_ message: String) -> Bool {
-        ["Could not load tcti", "Failed to instantiate TCTI", "Failed to connect", "Connection refused", "Connection reset",
-         "tcti-swtpm", "tcti-mssim", "tcti-device", "ERROR:tcti"].contains { message.contains($0) }
-    }
-
-    /// The TPM refused a policy session (TPM_RC_POLICY_FAIL, 0x99d with the session's bits).
-    package static func isPolicyFailure(_ message: String) -> Bool {
-        message.contains("0x99D") || message.contains("0x99d") || message.contains("policy check failed")
-            || message.contains("POLICY_FAIL")
-    }
-
-    static func lastLine(_ message: String) -> String {
-        let lines = message.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        return lines.last ?? "no message"
-    }
-
-    /// Flushes the transient objects and the loaded and saved sessions the tools left (without a
-    /// resource manager they would fill the TPM's few object and session slots: a policy session
-    /// of a refused PCR policy stays loaded). Failures are ignored: nothing may be left.
-    package static func flush(tcti: String?, sessions: Bool = true) {
-        for flag in sessions ? ["-t", "-l", "-s"] : ["-t"] { (try? run(["tpm2_flushcontext", flag], tcti: tcti))?.output.wipe() }
-    }
-
-    /// Creates the owner hierarchy's primary key (ECC P-256, from the TPM's seed: the same key
-    /// at every call) and saves its context to `directory/primary.ctx`, then flushes it.
-    package static func createPrimary(in directory: String, tcti: String?) throws(HardwareKeyError) {
-        flush(tcti: tcti)
-        defer { flush(tcti: tcti) }
-        try call(["tpm2_createprimary", "-C", "o", "-g", "sha256", "-G", "ecc256", "-c", directory + "/primary.ctx"],
-                 "create the owner hierarchy's primary key", tcti: tcti)
-    }
-
-    /// `sha256:0,7` for PCRs 0 and 7.
+    /// `sha256:0,7` for PCRs 0 and 7, as tpm2-tools write a PCR selection.
     package static func pcrSelection(_ pcrs: [Int]) -> String {
         "sha256:" + pcrs.map(String.init).joined(separator: ",")
     }
 
-    /// Writes the policy digest of `pcrs`' current values (SHA-256 bank) to `path`.
-    package static func pcrPolicy(_ pcrs: [Int], to path: String, tcti: String?) throws(HardwareKeyError) {
+    /// PCRs as the C layer takes them: a bit per PCR of the SHA-256 bank.
+    static func pcrMask(_ pcrs: [Int]) throws(HardwareKeyError) -> UInt32 {
         guard pcrs.allSatisfy({ (0...23).contains($0) }) else { throw .tpm(operation: "bind to PCRs", detail: "PCRs are 0-23") }
-        defer { flush(tcti: tcti) }
-        try call(["tpm2_createpolicy", "--policy-pcr", "-l", pcrSelection(pcrs), "-L", path], "read the PCRs", tcti: tcti)
+        return pcrs.reduce(0) { $0 | (1 << UInt32($1)) }
     }
 
-    /// A private directory (0700) for context files, removed when the object goes.
-    package final class Scratch: @unchecked Sendable {
-        package let path: String
+    /// Runs `body` with the connection to `tcti` (opened if none is), holding ``lock``. A
+    /// connection that broke is dropped (the next use opens a new one); one that no key holds
+    /// is closed after `body`.
+    package static func using<Result>(_ tcti: String?, _ body: (Connection) throws(HardwareKeyError) -> Result)
+        throws(HardwareKeyError) -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        let connection = try Connection.opened(tcti)
+        defer { connection.closeIfUnused() }
+        do {
+            return try body(connection)
+        } catch {
+            if case .tpmUnreachable = error { connection.disconnect() }
+            throw error
+        }
+    }
 
-        package init() throws(HardwareKeyError) {
-            var template = Array((NSTemporaryDirectory() + "/sf-tpm-XXXXXX").utf8CString)
-            guard let created = mkdtemp(&template) else {
-                throw .tpm(operation: "make a private directory for its context files", detail: String(cString: strerror(errno)))
+    /// A connection to one TCTI: the C layer's ESYS context, the keys that hold it, and the
+    /// signing key left loaded. Used only under ``TPM2/lock``.
+    package final class Connection: @unchecked Sendable {
+        nonisolated(unsafe) fileprivate static var open: [String: Connection] = [:]
+
+        let tcti: String?
+        private var pointer: OpaquePointer?
+        /// Keys that keep the connection open (``TPM2/hold(_:)``).
+        fileprivate var holders = 0
+        /// The signing key left loaded: its owner and handle.
+        var resident: (owner: ObjectIdentifier, handle: UInt32)?
+
+        private init(tcti: String?) { self.tcti = tcti }
+
+        static func key(_ tcti: String?) -> String { effective(tcti) ?? "" }
+
+        /// The open connection to `tcti`, or a new one.
+        static func opened(_ tcti: String?) throws(HardwareKeyError) -> Connection {
+            let connection = open[key(tcti)] ?? Connection(tcti: effective(tcti))
+            open[key(tcti)] = connection
+            if connection.pointer == nil {
+                var opened: OpaquePointer?
+                var message = [CChar](repeating: 0, count: 256)
+                let rc = ctpm_open(connection.tcti, &opened, &message, message.count)
+                guard rc == 0, let opened else {
+                    if connection.holders == 0 { open[key(tcti)] = nil }
+                    if rc == CTPM_NOT_INSTALLED {
+                        throw .tpmStackMissing(String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+                    }
+                    throw .tpmUnreachable(tcti: describe(tcti: tcti), detail: TPM2.words(rc))
+                }
+                connection.pointer = opened
             }
-            path = String(cString: created)
+            return connection
         }
 
-        /// Writes `bytes` to `name` in the directory (0600).
-        package func write(_ bytes: [UInt8], to name: String) throws(HardwareKeyError) {
-            do { try SecureFile.writeAtomically(bytes, to: path + "/" + name) } catch {
-                throw .tpm(operation: "write \(name)", detail: "\(error)")
-            }
+        /// Closes the ESYS context (the next use opens another); the resident key is forgotten.
+        func disconnect() {
+            if let pointer { ctpm_close(pointer) }
+            pointer = nil
+            resident = nil
         }
 
-        /// Reads `name` from the directory.
-        package func read(_ name: String, maxLength: Int = 1 << 16) throws(HardwareKeyError) -> [UInt8] {
-            do { return try SecureFile.read(path + "/" + name, maxLength: maxLength) } catch {
-                throw .tpm(operation: "read \(name)", detail: "\(error)")
-            }
+        fileprivate func closeIfUnused() {
+            guard holders == 0 else { return }
+            if let resident { _ = flush(resident.handle) }
+            disconnect()
+            if Connection.open[Connection.key(tcti)] === self { Connection.open[Connection.key(tcti)] = nil }
         }
 
-        deinit { try? FileManager.default.removeItem(atPath: path) }
+        private func context() throws(HardwareKeyError) -> OpaquePointer {
+            guard let pointer else { throw .tpmUnreachable(tcti: describe(tcti: tcti), detail: "the connection was closed") }
+            return pointer
+        }
+
+        /// Throws the error `rc` means, or returns for success.
+        package func check(_ rc: UInt32, _ operation: String, pcrs: [Int] = []) throws(HardwareKeyError) {
+            guard rc != 0 else { return }
+            throw TPM2.error(rc, operation, tcti: tcti, pcrs: pcrs)
+        }
+
+        /// The owner hierarchy's primary key (the tools' `-G ecc256 -g sha256` template); flush it after.
+        package func primary() throws(HardwareKeyError) -> UInt32 {
+            var handle: UInt32 = 0
+            try check(ctpm_primary(try context(), &handle), "create the owner hierarchy's primary key")
+            return handle
+        }
+
+        /// Loads an object from its marshaled public and private areas under `parent`.
+        package func load(parent: UInt32, publicArea: [UInt8], privateArea: [UInt8], _ what: String) throws(HardwareKeyError) -> UInt32 {
+            var handle: UInt32 = 0
+            let context = try context()
+            let rc = publicArea.withUnsafeBufferPointer { publicBytes in
+                privateArea.withUnsafeBufferPointer { privateBytes in
+                    ctpm_load(context, parent, publicBytes.baseAddress, publicBytes.count, privateBytes.baseAddress,
+                              privateBytes.count, &handle)
+                }
+            }
+            if rc == CTPM_BAD_BLOB { throw .tpmKeyRefused("\(what)'s blobs are not a TPM2B_PUBLIC and a TPM2B_PRIVATE") }
+            if TPM2.refusesBlobs(rc) { throw .tpmKeyRefused("\(what)'s blobs do not load (\(TPM2.words(rc)))") }
+            try check(rc, "load \(what)")
+            return handle
+        }
+
+        /// The loaded object's P-256 public key (uncompressed point).
+        package func p256Point(_ handle: UInt32) throws(HardwareKeyError) -> [UInt8] {
+            var point = [UInt8](repeating: 0, count: 65)
+            let rc = ctpm_p256_point(try context(), handle, &point)
+            if rc == CTPM_NOT_P256 { throw .unsupportedKey("the TPM key is not an EC P-256 key") }
+            try check(rc, "read the key's public key")
+            return point
+        }
+
+        /// Flushes a loaded object or session; the TPM's answer is returned, never thrown
+        /// (nothing may be left, and a flushed handle is gone here whatever the answer).
+        @discardableResult
+        package func flush(_ handle: UInt32) -> UInt32 {
+            guard let pointer else { return 0 }
+            if resident?.handle == handle { resident = nil }
+            return ctpm_flush(pointer, handle)
+        }
+
+        /// Forgets a handle without flushing it: it may name another process's object by now.
+        package func forget(_ handle: UInt32) {
+            guard let pointer else { return }
+            if resident?.handle == handle { resident = nil }
+            ctpm_forget(pointer, handle)
+        }
+
+        /// Saves a loaded object's context (it stays loaded).
+        package func save(_ handle: UInt32) throws(HardwareKeyError) -> SavedContext {
+            var saved: OpaquePointer?
+            try check(ctpm_save(try context(), handle, &saved), "save the key's context")
+            guard let saved else { throw .tpm(operation: "save the key's context", detail: "no context returned") }
+            return SavedContext(saved)
+        }
+
+        /// Loads a saved context again.
+        package func restore(_ saved: SavedContext) -> (rc: UInt32, handle: UInt32) {
+            guard let pointer else { return (CTPM_MALFORMED, 0) }
+            var handle: UInt32 = 0
+            let rc = ctpm_restore(pointer, saved.pointer, &handle)
+            return (rc, handle)
+        }
+
+        /// An ECDSA P-256 signature (r and s, 64 bytes) of a SHA-256 digest; the raw answer
+        /// code for the caller to sort (a key flushed under us is loaded again).
+        package func sign(_ handle: UInt32, digest: [UInt8], pcrs: UInt32) -> (rc: UInt32, signature: [UInt8]) {
+            guard let pointer, digest.count == 32 else { return (CTPM_MALFORMED, []) }
+            var r = [UInt8](repeating: 0, count: 32)
+            var s = [UInt8](repeating: 0, count: 32)
+            let rc = ctpm_sign_p256(pointer, handle, digest, pcrs, &r, &s)
+            return (rc, rc == 0 ? r + s : [])
+        }
+
+        /// Unseals a loaded sealed-data object (the answer encrypted by a session salted with `parent`).
+        package func unseal(parent: UInt32, item: UInt32, pcrs: [Int], _ what: String) throws(HardwareKeyError) -> SecretBytes {
+            let mask = try pcrMask(pcrs)
+            let context = try context()
+            var rc: UInt32 = 0
+            var length = 0
+            let data = SecretBytes(count: 128) { bytes in
+                rc = ctpm_unseal(context, parent, item, mask, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count, &length)
+            }
+            guard rc == 0 else {
+                data.wipe()
+                throw TPM2.error(rc, "unseal \(what)", tcti: tcti, pcrs: pcrs)
+            }
+            let result = SecretBytes(copying: data.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0.prefix(length)) })
+            data.wipe()
+            return result
+        }
+
+        /// Creates a signing key (no `data`) or a sealed-data object under `parent`, bound to
+        /// `pcrs`' current values when given; returns its marshaled public and private areas.
+        package func create(parent: UInt32, sealing data: SecretBytes?, pcrs: [Int], _ what: String)
+            throws(HardwareKeyError) -> (publicArea: [UInt8], privateArea: [UInt8]) {
+            let mask = try pcrMask(pcrs)
+            let context = try context()
+            var publicArea = [UInt8](repeating: 0, count: 1024)
+            var privateArea = [UInt8](repeating: 0, count: 1024)
+            var publicLength = publicArea.count
+            var privateLength = privateArea.count
+            let rc: UInt32
+            if let data {
+                rc = data.withUnsafeBytes { bytes in
+                    ctpm_create(context, parent, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, mask,
+                                &publicArea, &publicLength, &privateArea, &privateLength)
+                }
+            } else {
+                rc = ctpm_create(context, parent, nil, 0, mask, &publicArea, &publicLength, &privateArea, &privateLength)
+            }
+            try check(rc, "create \(what)", pcrs: pcrs)
+            return (Array(publicArea.prefix(publicLength)), Array(privateArea.prefix(privateLength)))
+        }
+    }
+
+    /// A transient object's saved context (freed with this object).
+    package final class SavedContext: @unchecked Sendable {
+        let pointer: OpaquePointer
+        init(_ pointer: OpaquePointer) { self.pointer = pointer }
+        deinit { ctpm_saved_free(pointer) }
+    }
+
+    /// Keeps the connection to `tcti` open until ``release(_:owner:)`` (a key's life).
+    static func hold(_ tcti: String?) throws(HardwareKeyError) {
+        try using(tcti) { connection throws(HardwareKeyError) in connection.holders += 1 }
+    }
+
+    /// Ends a ``hold(_:)``: flushes `owner`'s resident object, closes the connection with its last holder.
+    static func release(_ tcti: String?, owner: ObjectIdentifier?) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let connection = Connection.open[Connection.key(tcti)] else { return }
+        if let resident = connection.resident, let owner, resident.owner == owner { connection.flush(resident.handle) }
+        connection.holders = max(0, connection.holders - 1)
+        connection.closeIfUnused()
+    }
+
+    /// An answer code in words (libtss2-rc's decoding, with the code in hexadecimal).
+    static func words(_ rc: UInt32) -> String {
+        switch rc {
+        case CTPM_BAD_BLOB: return "blobs that do not unmarshal"
+        case CTPM_NOT_P256: return "not an ECC P-256 key"
+        case CTPM_TOO_SMALL: return "an answer larger than expected"
+        case CTPM_MALFORMED: return "an answer of the wrong shape"
+        default:
+            let hex = "0x" + String(rc, radix: 16)
+            guard let text = ctpm_describe(rc) else { return hex }
+            return String(cString: text) + " (" + hex + ")"
+        }
+    }
+
+    /// The TCTI layer (10), or a lower layer's "no connection" or "I/O error" in any layer: the TPM is unreachable.
+    static func isUnreachable(_ rc: UInt32) -> Bool {
+        let layer = rc >> 16 & 0xff
+        let base = rc & 0xffff
+        return layer == 10 || (layer != 0 && (base == 8 || base == 10))
+    }
+
+    /// A format-one TPM answer with error number `number` (TPM2_RC_FMT1 + number, with any handle,
+    /// session or parameter index).
+    static func isTPMError(_ rc: UInt32, _ number: UInt32) -> Bool {
+        rc >> 16 == 0 && rc & 0x80 != 0 && rc & 0x3f == number
+    }
+
+    /// The TPM refused a policy session (TPM2_RC_POLICY_FAIL).
+    static func isPolicyFailure(_ rc: UInt32) -> Bool { isTPMError(rc, 0x1d) }
+
+    /// The TPM would not load blobs: their integrity or their parent's key did not check out
+    /// (TPM2_RC_INTEGRITY, _KEY, _SIZE, _VALUE, _TYPE, _BINDING, _ATTRIBUTES, _ASYMMETRIC...).
+    static func refusesBlobs(_ rc: UInt32) -> Bool {
+        [0x1f, 0x1c, 0x15, 0x04, 0x0a, 0x25, 0x02, 0x01, 0x16, 0x18].contains { isTPMError(rc, $0) }
+    }
+
+    /// A transient object not loaded (TPM2_RC_REFERENCE_H0..H6, or a handle of the wrong kind):
+    /// another process flushed it, or the TPM was reset.
+    static func isObjectGone(_ rc: UInt32) -> Bool {
+        (rc >> 16 == 0 && rc & 0xff0 == 0x910) || isTPMError(rc, 0x0b)
+    }
+
+    static func error(_ rc: UInt32, _ operation: String, tcti: String?, pcrs: [Int] = []) -> HardwareKeyError {
+        if isUnreachable(rc) { return .tpmUnreachable(tcti: describe(tcti: tcti), detail: words(rc)) }
+        if isPolicyFailure(rc) { return .tpmPolicyFailed(pcrs: pcrs) }
+        return .tpm(operation: operation, detail: words(rc))
     }
 }
