@@ -17,8 +17,11 @@ import X509
 /// they had when the key was made.
 ///
 /// Opening (``init(blobs:tcti:)``) loads the key once and keeps its saved context for the
-/// object's life; the key signed with last stays loaded, so a signature is one TPM command
-/// (two more when another key was used in between: load this key's context, flush it after).
+/// object's life. Behind a resource manager (`/dev/tpmrm0`, tpm2-abrmd) the key signed with
+/// last stays loaded, so a signature is one TPM command (two more when another key was used in
+/// between: load this key's context, flush the other). Without one (a socket TCTI such as
+/// swtpm's, `/dev/tpm0`), where all processes share the TPM's three or so object slots, each
+/// signature loads the saved context and flushes it after.
 /// Every signature is checked against the public key before it is returned: a key flushed by
 /// another process (whose handle may now name another object) is loaded again and the
 /// signature made once more. The public key is read back from the loaded object (the TPM
@@ -211,6 +214,8 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
                 }
                 if let signature = try? P256.Signing.ECDSASignature(rawRepresentation: raw),
                    verifier.isValidSignature(signature, for: message) {
+                    // Without a resource manager the TPM's slots are every process's: let go.
+                    if !connection.keepsKeysLoaded { connection.flush(handle) }
                     return Array(signature.derRepresentation)
                 }
                 // Not this key's signature: the handle names another process's object now.

@@ -18,6 +18,17 @@ import Foundation
 /// another process does to the TPM is expected: an object flushed under us is loaded again
 /// from its saved context (or from its blobs) and the command is run once more.
 package enum TPM2 {
+    /// Overrides, for one TCTI, whether signing keys stay loaded between signatures (by
+    /// default only behind a resource manager, see ``Connection/keepsKeysLoaded``); for tests
+    /// and measurements, before the TCTI's first use.
+    package static func keepKeysLoaded(_ keep: Bool, tcti: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        keepOverrides[tcti] = keep
+    }
+
+    nonisolated(unsafe) private static var keepOverrides: [String: Bool] = [:]
+
     /// Serializes this process's use of the TPM: ESYS contexts are not thread-safe, and a flush
     /// must not remove an object another thread is using.
     package static let lock = NSRecursiveLock()
@@ -68,13 +79,29 @@ package enum TPM2 {
         nonisolated(unsafe) fileprivate static var open: [String: Connection] = [:]
 
         let tcti: String?
+        /// Whether a resource manager stands between this process and the TPM (the kernel's
+        /// `/dev/tpmrm0`, or tpm2-abrmd): then each connection has its own object slots and
+        /// the signing key used last stays loaded. Without one (a socket TCTI such as swtpm's,
+        /// or `/dev/tpm0`) every process shares the TPM's three or so slots, so an object is
+        /// flushed as soon as it was used.
+        let keepsKeysLoaded: Bool
         private var pointer: OpaquePointer?
         /// Keys that keep the connection open (``TPM2/hold(_:)``).
         fileprivate var holders = 0
         /// The signing key left loaded: its owner and handle.
         var resident: (owner: ObjectIdentifier, handle: UInt32)?
 
-        private init(tcti: String?) { self.tcti = tcti }
+        private init(tcti: String?) {
+            self.tcti = tcti
+            if let tcti, let forced = TPM2.keepOverrides[tcti] {
+                keepsKeysLoaded = forced
+            } else if let tcti {
+                keepsKeysLoaded = tcti.hasPrefix("tabrmd") || (tcti.hasPrefix("device:") && tcti.contains("tpmrm"))
+            } else {
+                // The loader's default tries /dev/tpmrm0 first.
+                keepsKeysLoaded = FileManager.default.fileExists(atPath: "/dev/tpmrm0")
+            }
+        }
 
         static func key(_ tcti: String?) -> String { effective(tcti) ?? "" }
 
