@@ -36,7 +36,7 @@ public struct DeviceKeyRecord: Codable, Equatable, Sendable {
         case systemdCredential = "systemd-credential"
         /// The kernel keyring (a cache with a timeout) in front of another provider.
         case keyring
-        /// Sealed to a TPM 2.0 with tpm2-tools, optionally bound to PCR values.
+        /// Sealed to a TPM 2.0 (in tpm2-tools' format), optionally bound to PCR values.
         case tpm2
         /// Wrapped under a key that stays in a PKCS #11 token (`PKCS11DeviceKeyProvider`, module HardwareDeviceKeys).
         case pkcs11
