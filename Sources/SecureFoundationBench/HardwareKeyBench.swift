@@ -188,64 +188,6 @@ extension HardwareKeyBench {
             + "as every signature without a resource manager); "
             + "with tpm2-tools (tpm2_sign + tpm2_flushcontext, the way before): "
             + (toolsSign.map { BenchSupport.format($0, 1) + " ms (" + BenchSupport.format($0 / resident, 0) + "×)" } ?? "n/a"))
-        try await opensslAnchor(tcti: tcti, dir: dir, handshakes: handshakes)
-    }
-
-    /// The anchor: `openssl s_server` with a key in the same swtpm through Debian's tpm2-openssl
-    /// provider (key made by `openssl genpkey -provider tpm2`), the same client and exchange
-    /// (connect, handshake, a newline echoed by `-rev`, close). Prints the rate, or why it failed.
-    static func opensslAnchor(tcti: String, dir: String, handshakes: Int) async throws {
-        guard let openssl = BenchSupport.which("openssl") else { return }
-        let environment = ["TPM2OPENSSL_TCTI=" + tcti]
-        let provider = ["-provider", "tpm2", "-provider", "default"]
-        guard BenchSupport.run("/usr/bin/env", environment + [openssl, "genpkey"] + provider
-                                + ["-algorithm", "EC", "-pkeyopt", "group:P-256", "-out", dir + "/tpm-key.pem"])?.status == 0,
-              let exported = BenchSupport.run("/usr/bin/env", environment + [openssl, "pkey"] + provider
-                                               + ["-in", dir + "/tpm-key.pem", "-pubout"]), exported.status == 0
-        else {
-            print("  anchor: tpm2-openssl could not make a key in swtpm (Debian: tpm2-openssl); no anchor row")
-            return
-        }
-        let publicKey = try P256.Signing.PublicKey(pemRepresentation: exported.output)
-        let chain = try chain(for: .init(publicKey))
-        try Array(chain[0].serializeAsPEM().pemString.utf8).write(to: dir + "/tpm-cert.pem")
-        let port = Int.random(in: 40000..<50000)
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        server.arguments = environment + [openssl, "s_server"] + provider
-            + ["-accept", "127.0.0.1:\(port)", "-key", dir + "/tpm-key.pem", "-cert", dir + "/tpm-cert.pem", "-rev", "-quiet"]
-        let errors = Pipe()
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = errors
-        try server.run()
-        defer { server.terminate(); server.waitUntilExit() }
-        usleep(500_000)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        let client = try PinnedTLSClient(policy: TrustPolicy(hosts: [HostPolicy(pattern: try HostPattern("localhost"), anchors: .only([chain[1]]))],
-                                                             defaultAnchors: nil), eventLoopGroup: group)
-        var failures = 0, done = 0
-        let begin = Date()
-        for _ in 0..<handshakes where failures < 3 {
-            do {
-                let connection = try await client.connect(host: "127.0.0.1", port: port, serverName: "localhost", timeout: .seconds(10))
-                try await TLSBench.roundTrip(connection.channel, bytes: 1, fill: 0x0a)
-                done += 1
-            } catch {
-                failures += 1
-            }
-        }
-        let elapsed = Date().timeIntervalSince(begin)
-        try? await group.shutdownGracefully()
-        if failures > 0 {
-            server.terminate()
-            server.waitUntilExit()
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let reason = text.split(separator: "\n").first { $0.contains("error") || $0.contains("ERROR") } ?? "no message"
-            print("  anchor, openssl s_server with the key in swtpm (tpm2-openssl): \(failures) handshakes failed after "
-                + "\(done) succeeded; s_server said: \(reason)")
-        } else {
-            print("  anchor, openssl s_server with the key in swtpm (tpm2-openssl): \(BenchSupport.format(Double(done) / elapsed, 0))/s")
-        }
     }
 
     /// Handshakes per second (connect, handshake, 1-byte round trip, close) with a server whose

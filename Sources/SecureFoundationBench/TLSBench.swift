@@ -255,9 +255,9 @@ enum TLSBench {
     }
 
     /// Client side: sends `bytes` bytes, waits for the server's one-byte answer.
-    static func roundTrip(_ channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, bytes: Int, fill: UInt8 = 0x61) async throws {
+    static func roundTrip(_ channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, bytes: Int) async throws {
         try await channel.executeThenClose { inbound, outbound in
-            let chunk = ByteBuffer(repeating: fill, count: min(bytes, 64 * 1024))
+            let chunk = ByteBuffer(repeating: 0x61, count: min(bytes, 64 * 1024))
             var sent = 0
             while sent < bytes {
                 let size = min(chunk.readableBytes, bytes - sent)

@@ -67,6 +67,10 @@ struct SecureFoundationCommand: AsyncParsableCommand {
         CLI.takeFrontHandOff()
         // Vaults whose device key is in a TPM or a PKCS #11 token (two dictionary entries).
         HardwareDeviceKeys.register()
+        // The TPM Software Stack prints its own diagnostics when the TPM refuses a command (a
+        // key flushed by another process, then loaded again; a PCR policy refused): the
+        // command's typed error says what matters. A TSS2_LOG the user set is kept.
+        setenv("TSS2_LOG", "all+NONE", 0)
         // Started as age-plugin-securefoundation (the link `agent install-plugin` makes), this
         // program is the age plugin that opens protected files through the unlock agent.
         if let name = CommandLine.arguments.first, name.split(separator: "/").last.map(String.init) == AgentAgePlugin.programName {
