@@ -202,6 +202,9 @@ let package = Package(
         .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher", "TestSupport", "HardwareKeys",
                                                        .product(name: "NIOCore", package: "swift-nio"),
                                                        .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                                                       .product(name: "NIOPosix", package: "swift-nio"),
+                                                       .product(name: "NIOTLS", package: "swift-nio"),
+                                                       .product(name: "NIOSSL", package: "swift-nio-ssl"),
                                                        .product(name: "X509", package: "swift-certificates"),
                                                        .product(name: "SwiftASN1", package: "swift-asn1")] + crypto, swiftSettings: strict),
         // Embedded secrets: the run-time reader (Cipher only), the generator the plugin and the CLI share.
