@@ -102,6 +102,34 @@ public final class NIOVerifier: Sendable {
         }
     }
 
+    /// ``verificationCallback(peer:port:onOutcome:)`` for stacks that take swift-nio-ssl's older
+    /// hook, `NIOSSLCustomVerificationCallback` (Hummingbird's `TLSChannelConfiguration`): the
+    /// same checks and outcome, but BoringSSL is not handed the validated chain, so a handler
+    /// reads the peer's leaf (`nioSSL_peerCertificate()`), not the validated chain; `onOutcome`
+    /// gets the validated chain.
+    /// - Parameters:
+    ///   - peer: as for ``verificationCallback(peer:port:onOutcome:)``.
+    ///   - port: as for ``verificationCallback(peer:port:onOutcome:)``.
+    ///   - onOutcome: as for ``verificationCallback(peer:port:onOutcome:)``.
+    /// - Returns: the callback.
+    public func plainVerificationCallback(
+        peer: String, port: Int = 443,
+        onOutcome: (@Sendable (Result<TrustEvaluation, TLSTrustError>) -> Void)? = nil
+    ) -> @Sendable ([NIOSSLCertificate], EventLoopPromise<NIOSSLVerificationResult>) -> Void {
+        return { [self] presented, promise in
+            // One handshake, one call: its own outcome record.
+            let inner = verificationCallback(peer: peer, port: port, onOutcome: onOutcome)
+            let decided = promise.futureResult.eventLoop.makePromise(of: NIOSSLVerificationResultWithMetadata.self)
+            decided.futureResult.whenComplete { result in
+                switch result {
+                case .success(.certificateVerified): promise.succeed(.certificateVerified)
+                case .success(.failed), .failure: promise.succeed(.failed)
+                }
+            }
+            inner(presented, decided)
+        }
+    }
+
     /// A client configuration for a handler given ``verificationCallback(peer:port:onOutcome:)``:
     /// TLS 1.2 and 1.3, verification requested (so swift-nio-ssl calls the callback, which then
     /// decides alone: the policy's anchors and the host name check, not the system's), and `identity` as the client
