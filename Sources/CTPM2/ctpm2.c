@@ -24,6 +24,7 @@ typedef TSS2_RC (*fn_Tss2_TctiLdr_Initialize)(const char *nameConf, TSS2_TCTI_CO
 typedef void (*fn_Tss2_TctiLdr_Finalize)(TSS2_TCTI_CONTEXT **context);
 typedef TSS2_RC (*fn_Esys_Initialize)(ESYS_CONTEXT **esys_context, TSS2_TCTI_CONTEXT *tcti, TSS2_ABI_VERSION *abiVersion);
 typedef void (*fn_Esys_Finalize)(ESYS_CONTEXT **context);
+typedef TSS2_RC (*fn_Esys_SetTimeout)(ESYS_CONTEXT *esys_context, int32_t timeout);
 typedef void (*fn_Esys_Free)(void *__ptr);
 typedef TSS2_RC (*fn_Esys_CreatePrimary)(ESYS_CONTEXT *esysContext, ESYS_TR primaryHandle, ESYS_TR shandle1, ESYS_TR shandle2,
                                          ESYS_TR shandle3, const TPM2B_SENSITIVE_CREATE *inSensitive, const TPM2B_PUBLIC *inPublic,
@@ -64,7 +65,7 @@ typedef const char *(*fn_Tss2_RC_Decode)(TSS2_RC rc);
 
 #define CTPM_FUNCTIONS(X) \
     X(tctildr, Tss2_TctiLdr_Initialize) X(tctildr, Tss2_TctiLdr_Finalize) \
-    X(esys, Esys_Initialize) X(esys, Esys_Finalize) X(esys, Esys_Free) X(esys, Esys_CreatePrimary) X(esys, Esys_Create) \
+    X(esys, Esys_Initialize) X(esys, Esys_Finalize) X(esys, Esys_SetTimeout) X(esys, Esys_Free) X(esys, Esys_CreatePrimary) X(esys, Esys_Create) \
     X(esys, Esys_Load) X(esys, Esys_ReadPublic) X(esys, Esys_Sign) X(esys, Esys_Unseal) X(esys, Esys_FlushContext) \
     X(esys, Esys_TR_Close) X(esys, Esys_StartAuthSession) X(esys, Esys_TRSess_SetAttributes) X(esys, Esys_PolicyPCR) \
     X(esys, Esys_PolicyGetDigest) X(esys, Esys_ContextSave) X(esys, Esys_ContextLoad) \
@@ -153,6 +154,13 @@ uint32_t ctpm_open(const char *tcti, ctpm **connection, char *message, size_t me
     if (rc != TSS2_RC_SUCCESS) {
         tss.Tss2_TctiLdr_Finalize(&opened->tcti);
         free(opened);
+        return rc;
+    }
+    // A TPM that stops answering (a hung device, a remote swtpm behind a dead network) must
+    // not hold the caller forever: 30 s per response, far above any command used here.
+    rc = tss.Esys_SetTimeout(opened->esys, 30000);
+    if (rc != TSS2_RC_SUCCESS) {
+        ctpm_close(opened);
         return rc;
     }
     *connection = opened;

@@ -61,7 +61,7 @@ public struct TPM2DeviceKeyProvider: DeviceKeyProvider {
         let what = "the sealed device key \(sealedPath)"
         let pcrs = pcrs
         let result: Result<SecretBytes, HardwareKeyError> = Result { () throws(HardwareKeyError) -> SecretBytes in
-            try TPM2.using(tcti) { connection throws(HardwareKeyError) -> SecretBytes in
+            try TPM2.using(tcti, privately: true) { connection throws(HardwareKeyError) -> SecretBytes in
                 let primary = try connection.primary()
                 defer { connection.flush(primary) }
                 let item = try connection.load(parent: primary, publicArea: publicArea, privateArea: privateArea, what)
@@ -106,7 +106,7 @@ public struct TPM2DeviceKeyProvider: DeviceKeyProvider {
     private static func sealed(_ key: SecretBytes, pcrs: [Int], tcti: String?) throws(VaultError)
         -> (publicArea: [UInt8], privateArea: [UInt8]) {
         do {
-            return try TPM2.using(tcti) { connection throws(HardwareKeyError) in
+            return try TPM2.using(tcti, privately: true) { connection throws(HardwareKeyError) in
                 let primary = try connection.primary()
                 defer { connection.flush(primary) }
                 return try connection.create(parent: primary, sealing: key, pcrs: pcrs, "a sealed device key")

@@ -108,6 +108,11 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
     /// The key's saved context (replaced when the key is loaded again from its blobs); used
     /// under `TPM2.lock` only.
     nonisolated(unsafe) private var saved: TPM2.SavedContext
+    /// The TCTI as resolved when opened (`$TPM2TOOLS_TCTI` read once): the connection used for
+    /// the key's whole life, whatever the environment becomes.
+    private let connectionTCTI: String?
+    /// Whether the key keeps its connection open (behind a resource manager only).
+    private let holdsConnection: Bool
     private let failures = SigningFailureRecord()
 
     /// Has the TPM generate a P-256 signing key and returns its blobs.
@@ -138,10 +143,12 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
     ///   - tcti: the TCTI (nil: `$TPM2TOOLS_TCTI`, else the TPM Software Stack's default).
     public init(blobs: Blobs, tcti: String? = nil) throws(HardwareKeyError) {
         guard blobs.pcrs.allSatisfy({ (0...23).contains($0) }) else { throw .tpmKeyRefused("PCRs out of range 0-23") }
-        // The connection stays open for the key's life (released by deinit, or below on a failure).
-        try TPM2.hold(tcti)
+        // Behind a resource manager the connection stays open for the key's life (released by
+        // deinit, or below on a failure).
+        let resolved = TPM2.effective(tcti)
+        let held = try TPM2.hold(resolved)
         do throws(HardwareKeyError) {
-            let (point, saved) = try TPM2.using(tcti) { connection throws(HardwareKeyError) in
+            let (point, saved) = try TPM2.using(resolved) { connection throws(HardwareKeyError) in
                 let handle = try Self.load(blobs, connection)
                 defer { connection.flush(handle) }
                 return (try connection.p256Point(handle), try connection.save(handle))
@@ -153,15 +160,17 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
             }
             self.saved = saved
         } catch {
-            TPM2.release(tcti, owner: nil)
+            TPM2.release(resolved, owner: nil, held: held)
             throw error
         }
         publicKey = Certificate.PublicKey(verifier)
         self.blobs = blobs
         self.tcti = tcti
+        connectionTCTI = resolved
+        holdsConnection = held
     }
 
-    deinit { TPM2.release(tcti, owner: ObjectIdentifier(self)) }
+    deinit { TPM2.release(connectionTCTI, owner: ObjectIdentifier(self), held: holdsConnection) }
 
     /// Loads the key from its blobs under the primary key (made for it and flushed after).
     private static func load(_ blobs: Blobs, _ connection: TPM2.Connection) throws(HardwareKeyError) -> UInt32 {
@@ -195,7 +204,7 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
         guard scheme == .ecdsaSHA256 else { throw .unsupportedKey("\(scheme) with a TPM P-256 key") }
         let digest = scheme.digest(message)
         let pcrs = try TPM2.pcrMask(blobs.pcrs)
-        return try TPM2.using(tcti) { connection throws(HardwareKeyError) in
+        return try TPM2.using(connectionTCTI) { connection throws(HardwareKeyError) in
             // Twice at most: the second time with the key loaded anew, after the TPM lost it
             // (flushed by another process, or the TPM was reset) or the handle named another object.
             for attempt in 0..<2 {
@@ -210,6 +219,8 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
                         release(handle, connection)
                         continue
                     }
+                    // Without a resource manager nothing stays loaded, a failure included.
+                    if !connection.keepsKeysLoaded { release(handle, connection) }
                     throw TPM2.error(rc, "sign", tcti: tcti, pcrs: blobs.pcrs)
                 }
                 if let signature = try? P256.Signing.ECDSASignature(rawRepresentation: raw),
@@ -244,7 +255,12 @@ public final class TPM2PrivateKey: HardwareSigningKey, Hashable, CustomStringCon
         if let resident = connection.resident { connection.flush(resident.handle) }
         var (rc, handle) = connection.restore(saved)
         if rc != 0 {
-            if TPM2.isUnreachable(rc) { throw TPM2.error(rc, "load the key's context", tcti: tcti) }
+            // Only a context the TPM no longer takes (reset, restarted: an integrity, handle or
+            // sequence answer) is replaced from the blobs; a full TPM or a lost connection is
+            // the error it is.
+            if TPM2.isUnreachable(rc) || TPM2.isWarning(rc) || rc >> 16 != 0 {
+                throw TPM2.error(rc, "load the key's context", tcti: tcti)
+            }
             // The TPM was reset or restarted since (saved contexts do not survive that): the blobs.
             handle = try Self.load(blobs, connection)
             guard (try? connection.p256Point(handle)) == Array(verifier.x963Representation) else {

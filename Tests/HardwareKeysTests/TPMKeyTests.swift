@@ -76,9 +76,11 @@ struct TPMKeyTests {
         #expect(try tpm.tool("tpm2_pcrextend", ["16:sha256=" + String(repeating: "ab", count: 32)]) == 0)
         #expect(throws: HardwareKeyError.tpmPolicyFailed(pcrs: [16])) { try key.signature(for: [7], scheme: .ecdsaSHA256) }
         #expect(key.lastFailure?.description.contains("PCRs 16 differ from their values when the key was made") == true)
-        // No session is left behind by the failed policy.
+        // No session and no object is left behind by the failed policy (a socket TCTI: the
+        // TPM's slots are every process's).
         let sessions = try tpm.run("tpm2_getcap", ["handles-loaded-session"])
         #expect(sessions.output.isEmpty)
+        #expect(try tpm.run("tpm2_getcap", ["handles-transient"]).output.isEmpty)
     }
 
     @Test("blobs made by tpm2-tools sign in-process; blobs made in-process load and sign in tpm2-tools (the signature verifies)")

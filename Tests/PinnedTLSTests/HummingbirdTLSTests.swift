@@ -25,28 +25,32 @@ struct HummingbirdTLSTests {
         let outcomes = NIOLockedValueBox<[Result<TrustEvaluation, TLSTrustError>]>([])
         let router = Router()
         router.get("hello") { _, _ in "hello from hummingbird\n" }
-        let port = NIOLockedValueBox<Int?>(nil)
         let configuration = try TLSChannelConfiguration.pinned(
             identity: try pki.identity("leaf"),
             clientAuthentication: ClientAuthentication(anchors: .only([try pki.certificate("root")]))
         ) { outcome in outcomes.withLockedValue { $0.append(outcome) } }
+        // The port, once the server listens (however long a loaded machine takes to start it).
+        let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let app = Application(
             router: router, server: try .tls(.http1(), configuration: configuration),
             configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in port.withLockedValue { $0 = channel.localAddress?.port } })
-        let running = Task { try await app.runService() }
-        defer { running.cancel() }
-        var bound: Int?
-        for _ in 0..<200 where bound == nil {
-            bound = port.withLockedValue { $0 }
-            if bound == nil { try await Task.sleep(for: .milliseconds(50)) }
+            onServerRunning: { channel in
+                if let port = channel.localAddress?.port { portContinuation.yield(port) }
+            })
+        let running = Task {
+            do { try await app.runService() } catch { print("the application ended: \(error)") }
+            portContinuation.finish()
         }
-        let serverPort = try #require(bound)
+        defer { running.cancel() }
+        let serverPort: Int = try await withTimeout(300) {
+            for await port in ports { return port }
+            throw TestFailure("the application did not start")
+        }
 
         func fetch(_ certificate: [String]) async throws -> ToolResult {
-            try await Tools.runAsync(curl, ["-sS", "--max-time", "15", "--cacert", "root.pem",
+            try await Tools.runAsync(curl, ["-sS", "--max-time", "60", "--cacert", "root.pem",
                                             "--resolve", "localhost:\(serverPort):127.0.0.1", "https://localhost:\(serverPort)/hello"] + certificate,
-                                     directory: pki.directory, seconds: 20)
+                                     directory: pki.directory, seconds: 90)
         }
         let served = try await fetch(["--cert", "client-chain.pem", "--key", "client.key"])
         #expect(served.status == 0 && served.stdout == "hello from hummingbird\n", "\(served.stdout)\(served.stderr)")

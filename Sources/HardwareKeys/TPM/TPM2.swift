@@ -59,12 +59,23 @@ package enum TPM2 {
     /// Runs `body` with the connection to `tcti` (opened if none is), holding ``lock``. A
     /// connection that broke is dropped (the next use opens a new one); one that no key holds
     /// is closed after `body`.
-    package static func using<Result>(_ tcti: String?, _ body: (Connection) throws(HardwareKeyError) -> Result)
+    ///
+    /// With `privately`, the connection is a new one of its own, closed after `body` (sealing
+    /// and unsealing the device key: tpm2-tss keeps copies of a command's parameters and of the
+    /// decrypted answer in the context's memory until it is closed, so that context is not one a
+    /// key keeps open).
+    package static func using<Result>(_ tcti: String?, privately: Bool = false,
+                                      _ body: (Connection) throws(HardwareKeyError) -> Result)
         throws(HardwareKeyError) -> Result {
         lock.lock()
         defer { lock.unlock() }
-        let connection = try Connection.opened(tcti)
-        defer { connection.closeIfUnused() }
+        let connection = try privately ? Connection.standalone(tcti) : Connection.opened(tcti)
+        defer {
+            // ESYS refuses every later call once a response failed its checks (a bad response
+            // HMAC, a malformed answer): start again with a new context.
+            if connection.broken { connection.disconnect() }
+            if privately { connection.disconnect() } else { connection.closeIfUnused() }
+        }
         do {
             return try body(connection)
         } catch {
@@ -90,6 +101,17 @@ package enum TPM2 {
         fileprivate var holders = 0
         /// The signing key left loaded: its owner and handle.
         var resident: (owner: ObjectIdentifier, handle: UInt32)?
+        /// An answer came from the ESYS, SYS or marshaling layer (not the TPM, not the TCTI):
+        /// ESYS then refuses every later call, so the context is replaced after this use.
+        fileprivate(set) var broken = false
+
+        /// Notes an answer code (see ``broken``) and returns it.
+        @discardableResult
+        func observe(_ rc: UInt32) -> UInt32 {
+            let layer = rc >> 16 & 0xff
+            if layer == 7 || layer == 8 || layer == 9 { broken = true }
+            return rc
+        }
 
         private init(tcti: String?) {
             self.tcti = tcti
@@ -105,24 +127,39 @@ package enum TPM2 {
 
         static func key(_ tcti: String?) -> String { effective(tcti) ?? "" }
 
+        /// A connection of its own, in no table (closed by the caller).
+        static func standalone(_ tcti: String?) throws(HardwareKeyError) -> Connection {
+            let connection = Connection(tcti: effective(tcti))
+            try connection.connect(registered: false)
+            return connection
+        }
+
         /// The open connection to `tcti`, or a new one.
         static func opened(_ tcti: String?) throws(HardwareKeyError) -> Connection {
             let connection = open[key(tcti)] ?? Connection(tcti: effective(tcti))
             open[key(tcti)] = connection
+            try connection.connect(registered: true)
+            return connection
+        }
+
+        /// Opens the ESYS context if it is not open.
+        private func connect(registered: Bool) throws(HardwareKeyError) {
+            let connection = self
+            let tcti = self.tcti
             if connection.pointer == nil {
                 var opened: OpaquePointer?
                 var message = [CChar](repeating: 0, count: 256)
                 let rc = ctpm_open(connection.tcti, &opened, &message, message.count)
                 guard rc == 0, let opened else {
-                    if connection.holders == 0 { open[key(tcti)] = nil }
+                    if registered && connection.holders == 0 { Connection.open[Connection.key(tcti)] = nil }
                     if rc == CTPM_NOT_INSTALLED {
                         throw .tpmStackMissing(String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
                     }
                     throw .tpmUnreachable(tcti: describe(tcti: tcti), detail: TPM2.words(rc))
                 }
                 connection.pointer = opened
+                connection.broken = false
             }
-            return connection
         }
 
         /// Closes the ESYS context (the next use opens another); the resident key is forgotten.
@@ -146,7 +183,7 @@ package enum TPM2 {
 
         /// Throws the error `rc` means, or returns for success.
         package func check(_ rc: UInt32, _ operation: String, pcrs: [Int] = []) throws(HardwareKeyError) {
-            guard rc != 0 else { return }
+            guard observe(rc) != 0 else { return }
             throw TPM2.error(rc, operation, tcti: tcti, pcrs: pcrs)
         }
 
@@ -210,7 +247,7 @@ package enum TPM2 {
         package func restore(_ saved: SavedContext) -> (rc: UInt32, handle: UInt32) {
             guard let pointer else { return (CTPM_MALFORMED, 0) }
             var handle: UInt32 = 0
-            let rc = ctpm_restore(pointer, saved.pointer, &handle)
+            let rc = observe(ctpm_restore(pointer, saved.pointer, &handle))
             return (rc, handle)
         }
 
@@ -220,7 +257,7 @@ package enum TPM2 {
             guard let pointer, digest.count == 32 else { return (CTPM_MALFORMED, []) }
             var r = [UInt8](repeating: 0, count: 32)
             var s = [UInt8](repeating: 0, count: 32)
-            let rc = ctpm_sign_p256(pointer, handle, digest, pcrs, &r, &s)
+            let rc = observe(ctpm_sign_p256(pointer, handle, digest, pcrs, &r, &s))
             return (rc, rc == 0 ? r + s : [])
         }
 
@@ -233,7 +270,7 @@ package enum TPM2 {
             let data = SecretBytes(count: 128) { bytes in
                 rc = ctpm_unseal(context, parent, item, mask, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count, &length)
             }
-            guard rc == 0 else {
+            guard observe(rc) == 0 else {
                 data.wipe()
                 throw TPM2.error(rc, "unseal \(what)", tcti: tcti, pcrs: pcrs)
             }
@@ -273,18 +310,25 @@ package enum TPM2 {
         deinit { ctpm_saved_free(pointer) }
     }
 
-    /// Keeps the connection to `tcti` open until ``release(_:owner:)`` (a key's life).
-    static func hold(_ tcti: String?) throws(HardwareKeyError) {
-        try using(tcti) { connection throws(HardwareKeyError) in connection.holders += 1 }
+    /// Keeps the connection to `tcti` open until ``release(_:owner:)`` (a key's life), behind
+    /// a resource manager only: without one, a connection held open would keep other processes
+    /// out (`/dev/tpm0` and mssim take one client at a time), so each use opens and closes its
+    /// own. Returns whether it holds.
+    static func hold(_ tcti: String?) throws(HardwareKeyError) -> Bool {
+        try using(tcti) { connection throws(HardwareKeyError) in
+            guard connection.keepsKeysLoaded else { return false }
+            connection.holders += 1
+            return true
+        }
     }
 
     /// Ends a ``hold(_:)``: flushes `owner`'s resident object, closes the connection with its last holder.
-    static func release(_ tcti: String?, owner: ObjectIdentifier?) {
+    static func release(_ tcti: String?, owner: ObjectIdentifier?, held: Bool) {
         lock.lock()
         defer { lock.unlock() }
         guard let connection = Connection.open[Connection.key(tcti)] else { return }
         if let resident = connection.resident, let owner, resident.owner == owner { connection.flush(resident.handle) }
-        connection.holders = max(0, connection.holders - 1)
+        if held { connection.holders = max(0, connection.holders - 1) }
         connection.closeIfUnused()
     }
 
@@ -313,6 +357,12 @@ package enum TPM2 {
     /// session or parameter index).
     static func isTPMError(_ rc: UInt32, _ number: UInt32) -> Bool {
         rc >> 16 == 0 && rc & 0x80 != 0 && rc & 0x3f == number
+    }
+
+    /// A TPM warning (format zero, TPM2_RC_WARN: out of memory for objects or sessions, retry,
+    /// yielded...), never a verdict on the object itself.
+    static func isWarning(_ rc: UInt32) -> Bool {
+        rc >> 16 == 0 && rc & 0x80 == 0 && rc & 0x900 == 0x900 && !isObjectGone(rc)
     }
 
     /// The TPM refused a policy session (TPM2_RC_POLICY_FAIL).
