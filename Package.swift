@@ -47,8 +47,6 @@ let package = Package(
         .executable(name: "embedded-secrets-generator", targets: ["EmbeddedSecretsGeneratorTool"]),
         .plugin(name: "SecretsPlugin", targets: ["SecretsPlugin"]),
         .library(name: "DeviceSharing", targets: ["DeviceSharing"]),
-        // Integrations with server stacks: separate products, so that an application without them builds none of them.
-        .library(name: "PinnedTLSHummingbird", targets: ["PinnedTLSHummingbird"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -58,8 +56,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
-        // PinnedTLSHummingbird only: HTTPS with the policy in a Hummingbird 2 application.
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         // `swift package generate-documentation` (DocC); no code of it is linked.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
@@ -203,13 +199,7 @@ let package = Package(
         // What tests share: an executor of their own threads for the network tests, temporary
         // directories, and the built executables (BuiltProducts).
         .target(name: "TestSupport", dependencies: ["PinnedTLS", "HardwareKeys", "Cipher"], path: "Tests/TestSupport", swiftSettings: strict),
-        // Hummingbird 2: HTTPS with a TLSIdentity and mutual TLS under a ClientAuthentication
-        // (TLSChannelConfiguration.pinned). Outside the umbrella; Hummingbird is built only for it.
-        .target(name: "PinnedTLSHummingbird", dependencies: ["PinnedTLS", .product(name: "HummingbirdTLS", package: "hummingbird")],
-                swiftSettings: strict),
-        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "PinnedTLSHummingbird",
-                                                       .product(name: "Hummingbird", package: "hummingbird"),
-                                                       .product(name: "HummingbirdTLS", package: "hummingbird"), "Keychain", "Vault", "Cipher", "TestSupport", "HardwareKeys",
+        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher", "TestSupport", "HardwareKeys",
                                                        .product(name: "NIOCore", package: "swift-nio"),
                                                        .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                                                        .product(name: "NIOPosix", package: "swift-nio"),

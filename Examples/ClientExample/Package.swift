@@ -24,8 +24,6 @@ let package = Package(
         // NIOSSL for the snippets that put the policy into a swift-nio-ssl pipeline (docs/TLS.md);
         // the same package the project resolves, so nothing more is built.
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
-        // Hummingbird for the snippet of PinnedTLSHummingbird (docs/TLS.md).
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     ],
     targets: [
         // Every library product imported beside Foundation, with the standard library's and
@@ -35,10 +33,7 @@ let package = Package(
         // Names the snippets use without defining them (`manager`, `passcode`...): declared, never run.
         .target(name: "DocSnippetPrelude", dependencies: libraries.map(secureFoundation), swiftSettings: strict),
         // The snippets, one file each (Generated/, written by scripts/check-doc-snippets).
-        .target(name: "DocSnippets", dependencies: ["DocSnippetPrelude", .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                                                    secureFoundation("PinnedTLSHummingbird"),
-                                                    .product(name: "Hummingbird", package: "hummingbird"),
-                                                    .product(name: "HummingbirdTLS", package: "hummingbird")]
+        .target(name: "DocSnippets", dependencies: ["DocSnippetPrelude", .product(name: "NIOSSL", package: "swift-nio-ssl")]
                     + libraries.map(secureFoundation), swiftSettings: strict),
         // The snippets of the embedded-secrets pages, with the `Secrets` type of secrets.json (the
         // docs' manifest; placeholder values in .env) in Generated/Secrets.swift, written by the

@@ -4,8 +4,9 @@ import NIOSSL
 import X509
 
 /// A ``TrustPolicy`` (a client checking servers) or a ``ClientAuthentication`` (a server
-/// checking clients) for any stack that configures swift-nio-ssl itself: Hummingbird, Vapor,
-/// grpc-swift's NIO transport, a `ClientBootstrap` of one's own.
+/// checking clients) for any stack that builds its own swift-nio-ssl pipeline and takes the
+/// verification callback with metadata: a `ClientBootstrap` or `ServerBootstrap` of one's own,
+/// grpc-swift's NIO transport.
 ///
 /// ``verificationCallback(peer:port:onOutcome:)`` gives swift-nio-ssl's
 /// `NIOSSLCustomVerificationCallbackWithMetadata` for one connection: the presented chain is
@@ -97,34 +98,6 @@ public final class NIOVerifier: Sendable {
                 case nil: break
                 }
                 promise.completeWith(result)
-            }
-            inner(presented, decided)
-        }
-    }
-
-    /// ``verificationCallback(peer:port:onOutcome:)`` for stacks that take swift-nio-ssl's older
-    /// hook, `NIOSSLCustomVerificationCallback` (Hummingbird's `TLSChannelConfiguration`): the
-    /// same checks and outcome, but BoringSSL is not handed the validated chain, so a handler
-    /// reads the peer's leaf (`nioSSL_peerCertificate()`), not the validated chain; `onOutcome`
-    /// gets the validated chain.
-    /// - Parameters:
-    ///   - peer: as for ``verificationCallback(peer:port:onOutcome:)``.
-    ///   - port: as for ``verificationCallback(peer:port:onOutcome:)``.
-    ///   - onOutcome: as for ``verificationCallback(peer:port:onOutcome:)``.
-    /// - Returns: the callback.
-    public func plainVerificationCallback(
-        peer: String, port: Int = 443,
-        onOutcome: (@Sendable (Result<TrustEvaluation, TLSTrustError>) -> Void)? = nil
-    ) -> @Sendable ([NIOSSLCertificate], EventLoopPromise<NIOSSLVerificationResult>) -> Void {
-        return { [self] presented, promise in
-            // One handshake, one call: its own outcome record.
-            let inner = verificationCallback(peer: peer, port: port, onOutcome: onOutcome)
-            let decided = promise.futureResult.eventLoop.makePromise(of: NIOSSLVerificationResultWithMetadata.self)
-            decided.futureResult.whenComplete { result in
-                switch result {
-                case .success(.certificateVerified): promise.succeed(.certificateVerified)
-                case .success(.failed), .failure: promise.succeed(.failed)
-                }
             }
             inner(presented, decided)
         }
