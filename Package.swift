@@ -47,6 +47,11 @@ let package = Package(
         .executable(name: "embedded-secrets-generator", targets: ["EmbeddedSecretsGeneratorTool"]),
         .plugin(name: "SecretsPlugin", targets: ["SecretsPlugin"]),
         .library(name: "DeviceSharing", targets: ["DeviceSharing"]),
+        // Integrations with server stacks: separate products, so that an application without
+        // them builds none of them (docs/SERVER-SWIFT.md).
+        .library(name: "PinnedTLSHummingbird", targets: ["PinnedTLSHummingbird"]),
+        .library(name: "PinnedTLSVapor", targets: ["PinnedTLSVapor"]),
+        .library(name: "KeychainConfiguration", targets: ["KeychainConfiguration"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -56,6 +61,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        // The server-stack integrations only (each built for its own product).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        // KeychainConfiguration only (Hummingbird resolves it too).
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
         // `swift package generate-documentation` (DocC); no code of it is linked.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
@@ -185,7 +196,7 @@ let package = Package(
         .executableTarget(name: "securefoundation-memcheck-child", dependencies: ["Vault", "Cipher", "Keychain", "ProtectedFiles"],
                           path: "Tests/VaultMemcheckChild", swiftSettings: strict),
         .testTarget(name: "VaultTests", dependencies: ["Vault", "HardwareDeviceKeys", "Cipher", "securefoundation-memcheck-child", "Age", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "KeychainTests", dependencies: ["Keychain", "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto"),
+        .testTarget(name: "KeychainTests", dependencies: ["Keychain", "KeychainConfiguration", .product(name: "Configuration", package: "swift-configuration"), "Cipher", "Vault", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto"),
                                                        "TestSupport"],
                     exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "ProtectedDatabaseTests", dependencies: ["ProtectedDatabase", "ProtectedFiles", "Vault", "Cipher", "TestSupport",
@@ -199,7 +210,13 @@ let package = Package(
         // What tests share: an executor of their own threads for the network tests, temporary
         // directories, and the built executables (BuiltProducts).
         .target(name: "TestSupport", dependencies: ["PinnedTLS", "HardwareKeys", "Cipher"], path: "Tests/TestSupport", swiftSettings: strict),
-        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "Keychain", "Vault", "Cipher", "TestSupport", "HardwareKeys",
+        // swift-configuration: keychain items as secret configuration values (KeychainConfigProvider).
+        .target(name: "KeychainConfiguration", dependencies: [
+            "Cipher", "Keychain", "Vault", .product(name: "Configuration", package: "swift-configuration"),
+        ] + crypto, swiftSettings: strict),
+        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "PinnedTLSHummingbird", "PinnedTLSVapor",
+                                                       .product(name: "Hummingbird", package: "hummingbird"),
+                                                       .product(name: "Vapor", package: "vapor"), "Keychain", "Vault", "Cipher", "TestSupport", "HardwareKeys",
                                                        .product(name: "NIOCore", package: "swift-nio"),
                                                        .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                                                        .product(name: "NIOPosix", package: "swift-nio"),
@@ -207,6 +224,23 @@ let package = Package(
                                                        .product(name: "NIOSSL", package: "swift-nio-ssl"),
                                                        .product(name: "X509", package: "swift-certificates"),
                                                        .product(name: "SwiftASN1", package: "swift-asn1")] + crypto, swiftSettings: strict),
+        // Hummingbird 2: HTTPS with a TLSIdentity and mutual TLS under a ClientAuthentication, the
+        // validated client chain reachable from a handler (HTTPServerBuilder.pinnedTLS).
+        .target(name: "PinnedTLSHummingbird", dependencies: [
+            "PinnedTLS",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdCore", package: "hummingbird"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "X509", package: "swift-certificates"),
+        ], swiftSettings: strict),
+        // Vapor 4: the same through HTTPServer.Configuration.usePinnedTLS (Request.peerCertificateChain).
+        .target(name: "PinnedTLSVapor", dependencies: [
+            "PinnedTLS",
+            .product(name: "Vapor", package: "vapor"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        ], swiftSettings: strict),
         // Embedded secrets: the run-time reader (Cipher only), the generator the plugin and the CLI share.
         .target(name: "EmbeddedSecrets", dependencies: ["Cipher"] + crypto, swiftSettings: strict),
         .target(name: "EmbeddedSecretsGenerator", dependencies: ["EmbeddedSecrets", "Cipher"], swiftSettings: strict),

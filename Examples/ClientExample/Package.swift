@@ -13,7 +13,8 @@ import PackageDescription
 // `…/SecureFoundation.git` → SecureFoundation).
 let secureFoundation: (String) -> Target.Dependency = { .product(name: $0, package: "SecureFoundation") }
 let libraries = ["SecureFoundation", "Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles", "ProtectedDatabase",
-                 "PinnedTLS", "Migration", "UnlockAgent", "EmbeddedSecrets", "DeviceSharing", "HardwareKeys", "HardwareDeviceKeys"]
+                 "PinnedTLS", "Migration", "UnlockAgent", "EmbeddedSecrets", "DeviceSharing", "HardwareKeys", "HardwareDeviceKeys",
+                 "PinnedTLSHummingbird", "PinnedTLSVapor", "KeychainConfiguration"]
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
 let package = Package(
@@ -24,6 +25,11 @@ let package = Package(
         // NIOSSL for the snippets that put the policy into a swift-nio-ssl pipeline (docs/TLS.md);
         // the same package the project resolves, so nothing more is built.
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // Hummingbird and Vapor for the snippets of docs/SERVER-SWIFT.md (the versions the project resolves).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
+        // swift-configuration for the snippet of KeychainConfigProvider (docs/SERVER-SWIFT.md).
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
     ],
     targets: [
         // Every library product imported beside Foundation, with the standard library's and
@@ -33,7 +39,10 @@ let package = Package(
         // Names the snippets use without defining them (`manager`, `passcode`...): declared, never run.
         .target(name: "DocSnippetPrelude", dependencies: libraries.map(secureFoundation), swiftSettings: strict),
         // The snippets, one file each (Generated/, written by scripts/check-doc-snippets).
-        .target(name: "DocSnippets", dependencies: ["DocSnippetPrelude", .product(name: "NIOSSL", package: "swift-nio-ssl")]
+        .target(name: "DocSnippets", dependencies: ["DocSnippetPrelude", .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                                                    .product(name: "Hummingbird", package: "hummingbird"),
+                                                    .product(name: "Vapor", package: "vapor"),
+                                                    .product(name: "Configuration", package: "swift-configuration")]
                     + libraries.map(secureFoundation), swiftSettings: strict),
         // The snippets of the embedded-secrets pages, with the `Secrets` type of secrets.json (the
         // docs' manifest; placeholder values in .env) in Generated/Secrets.swift, written by the

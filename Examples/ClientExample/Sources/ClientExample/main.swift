@@ -17,6 +17,9 @@ import EmbeddedSecrets
 import DeviceSharing
 import HardwareKeys
 import HardwareDeviceKeys
+import PinnedTLSHummingbird
+import PinnedTLSVapor
+import KeychainConfiguration
 
 /// A value type of the client's own, hashed as the standard library's protocol asks.
 struct Account: Hashable {
