@@ -52,6 +52,9 @@ let package = Package(
         .library(name: "PinnedTLSHummingbird", targets: ["PinnedTLSHummingbird"]),
         .library(name: "PinnedTLSVapor", targets: ["PinnedTLSVapor"]),
         .library(name: "KeychainConfiguration", targets: ["KeychainConfiguration"]),
+        .library(name: "PinnedTLSGRPC", targets: ["PinnedTLSGRPC"]),
+        .library(name: "PinnedTLSOpenAPI", targets: ["PinnedTLSOpenAPI"]),
+        .library(name: "SecureFoundationServices", targets: ["SecureFoundationServices"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -65,6 +68,11 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/grpc/grpc-swift-2.git", from: "2.4.3"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.5.1"),
+        .package(url: "https://github.com/grpc/grpc-swift-nio-transport.git", from: "2.9.2"),
         // KeychainConfiguration only (Hummingbird resolves it too).
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
         // `swift package generate-documentation` (DocC); no code of it is linked.
@@ -179,8 +187,10 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "SecureFoundationBench", dependencies: [
-            "AgeCommandLine", "SecureFoundation", "Vault", "PinnedTLS", "DeviceSharing", "HardwareKeys",
+            "AgeCommandLine", "SecureFoundation", "Vault", "PinnedTLS", "DeviceSharing", "HardwareKeys", "PinnedTLSHummingbird",
             .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdTLS", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -209,12 +219,40 @@ let package = Package(
                                                   .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
         // What tests share: an executor of their own threads for the network tests, temporary
         // directories, and the built executables (BuiltProducts).
-        .target(name: "TestSupport", dependencies: ["PinnedTLS", "HardwareKeys", "Cipher"], path: "Tests/TestSupport", swiftSettings: strict),
+        .target(name: "TestSupport", dependencies: ["PinnedTLS", "HardwareKeys", "Cipher", .product(name: "Logging", package: "swift-log")], path: "Tests/TestSupport", swiftSettings: strict),
+        // grpc-swift 2 over its NIO transport: server and client transport security under the policy.
+        .target(name: "PinnedTLSGRPC", dependencies: [
+            "PinnedTLS",
+            .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        ], swiftSettings: strict),
+        // swift-openapi-runtime: a ClientTransport under the policy, on PinnedHTTPClient.
+        .target(name: "PinnedTLSOpenAPI", dependencies: [
+            "PinnedTLS",
+            .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "NIOCore", package: "swift-nio"),
+        ], swiftSettings: strict),
+        // swift-service-lifecycle: the agent, the sharing receiver and a pinned TLS server as
+        // Services for an application's ServiceGroup, logging through swift-log.
+        .target(name: "SecureFoundationServices", dependencies: [
+            "UnlockAgent", "DeviceSharing", "PinnedTLS", "Vault",
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+        ], swiftSettings: strict),
         // swift-configuration: keychain items as secret configuration values (KeychainConfigProvider).
         .target(name: "KeychainConfiguration", dependencies: [
             "Cipher", "Keychain", "Vault", .product(name: "Configuration", package: "swift-configuration"),
         ] + crypto, swiftSettings: strict),
-        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "PinnedTLSHummingbird", "PinnedTLSVapor",
+        .testTarget(name: "PinnedTLSTests", dependencies: ["PinnedTLS", "PinnedTLSHummingbird", "PinnedTLSVapor", "PinnedTLSGRPC", "PinnedTLSOpenAPI",
+                                                       "SecureFoundationServices",
+                                                       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                                                       .product(name: "Logging", package: "swift-log"),
+                                                       .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                                                       .product(name: "HTTPTypes", package: "swift-http-types"),
+                                                       .product(name: "GRPCCore", package: "grpc-swift-2"),
+                                                       .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
                                                        .product(name: "Hummingbird", package: "hummingbird"),
                                                        .product(name: "Vapor", package: "vapor"), "Keychain", "Vault", "Cipher", "TestSupport", "HardwareKeys",
                                                        .product(name: "NIOCore", package: "swift-nio"),
@@ -267,7 +305,10 @@ let package = Package(
                                                            .product(name: "X509", package: "swift-certificates"),
                                                            .product(name: "SwiftASN1", package: "swift-asn1")] + crypto,
                     swiftSettings: strict),
-        .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "AgentWire", "Vault", "Cipher", "Keychain", "Age", "ProtectedFiles", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "UnlockAgentTests", dependencies: ["UnlockAgent", "AgentWire", "Vault", "Cipher", "Keychain", "Age", "ProtectedFiles", "TestSupport",
+                                                         "SecureFoundationServices",
+                                                         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                                                         .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
             // Device-to-device sharing over mutual TLS (pulls SwiftNIO through PinnedTLS, so it stays
         // out of the umbrella).
         // DNS-SD for discovering the group's devices (internal to DeviceSharing).

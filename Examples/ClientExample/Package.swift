@@ -14,7 +14,7 @@ import PackageDescription
 let secureFoundation: (String) -> Target.Dependency = { .product(name: $0, package: "SecureFoundation") }
 let libraries = ["SecureFoundation", "Cipher", "Shredder", "Age", "Vault", "Keychain", "ProtectedFiles", "ProtectedDatabase",
                  "PinnedTLS", "Migration", "UnlockAgent", "EmbeddedSecrets", "DeviceSharing", "HardwareKeys", "HardwareDeviceKeys",
-                 "PinnedTLSHummingbird", "PinnedTLSVapor", "KeychainConfiguration"]
+                 "PinnedTLSHummingbird", "PinnedTLSVapor", "KeychainConfiguration", "PinnedTLSGRPC", "PinnedTLSOpenAPI", "SecureFoundationServices"]
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
 let package = Package(
@@ -30,6 +30,14 @@ let package = Package(
         .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
         // swift-configuration for the snippet of KeychainConfigProvider (docs/SERVER-SWIFT.md).
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
+        // grpc-swift for the snippet of PinnedTLSGRPC.
+        .package(url: "https://github.com/grpc/grpc-swift-2.git", from: "2.4.3"),
+        .package(url: "https://github.com/grpc/grpc-swift-nio-transport.git", from: "2.9.2"),
+        // swift-openapi-runtime for the snippet of PinnedTLSOpenAPI.
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        // swift-service-lifecycle and swift-log for the snippet of SecureFoundationServices.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
         // Every library product imported beside Foundation, with the standard library's and
@@ -42,7 +50,12 @@ let package = Package(
         .target(name: "DocSnippets", dependencies: ["DocSnippetPrelude", .product(name: "NIOSSL", package: "swift-nio-ssl"),
                                                     .product(name: "Hummingbird", package: "hummingbird"),
                                                     .product(name: "Vapor", package: "vapor"),
-                                                    .product(name: "Configuration", package: "swift-configuration")]
+                                                    .product(name: "Configuration", package: "swift-configuration"),
+                                                    .product(name: "GRPCCore", package: "grpc-swift-2"),
+                                                    .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+                                                    .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                                                    .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                                                    .product(name: "Logging", package: "swift-log")]
                     + libraries.map(secureFoundation), swiftSettings: strict),
         // The snippets of the embedded-secrets pages, with the `Secrets` type of secrets.json (the
         // docs' manifest; placeholder values in .env) in Generated/Secrets.swift, written by the

@@ -1,6 +1,8 @@
+import Cipher
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
+import SwiftASN1
 import X509
 
 /// A ``TrustPolicy`` (a client checking servers) or a ``ClientAuthentication`` (a server
@@ -137,5 +139,44 @@ extension TLSIdentity {
         configuration.trustRoots = .certificates([])
         configuration.certificateVerification = clientCertificates ? .noHostnameVerification : .none
         return configuration
+    }
+}
+
+extension TLSIdentity {
+    /// The certificate chain, leaf first, DER-encoded: for TLS stacks that take certificates as
+    /// bytes (grpc-swift's `TLSConfig.CertificateSource.bytes(_:format:)`).
+    public var chainDER: [[UInt8]] {
+        get throws(PinnedTLSError) {
+            do {
+                return try chain.map { certificate in
+                    var serializer = DER.Serializer()
+                    try serializer.serialize(certificate)
+                    return serializer.serializedBytes
+                }
+            } catch {
+                throw .invalidIdentity("a certificate of the identity cannot be encoded: \(error)")
+            }
+        }
+    }
+
+    /// A key in a PKCS #11 token or the TPM as swift-nio-ssl's custom key (BoringSSL asks the
+    /// hardware for each signature), for stacks that take one
+    /// (grpc-swift's `TLSConfig.PrivateKeySource.customPrivateKey(_:)`); nil for a key in memory.
+    public var hardwareTLSKey: (any NIOSSLCustomPrivateKey & Hashable)? {
+        guard case .hardware(let key) = self.key else { return nil }
+        return TokenTLSKey(key: key)
+    }
+
+    /// A key in memory as PKCS #8 DER in `SecretBytes`, for stacks that take a key as bytes;
+    /// nil for a key in hardware (see ``hardwareTLSKey``).
+    public func softwareKeyDER() throws(PinnedTLSError) -> SecretBytes? {
+        guard case .software(let key) = self.key else { return nil }
+        do {
+            var der = try key.serializeAsPEM().derBytes
+            defer { scrubBytes(&der) }
+            return SecretBytes(copying: der)
+        } catch {
+            throw .invalidIdentity("the identity's key cannot be encoded: \(error)")
+        }
     }
 }

@@ -18,6 +18,7 @@ enum Bench {
         ("protect", ProtectBench.run),
         ("db", DatabaseBench.run),
         ("tls", TLSBench.run),
+        ("stacks", StacksBench.run),
         ("hwkeys", HardwareKeyBench.run),
         ("share", ShareBench.run),
         ("backup", BackupBench.run),

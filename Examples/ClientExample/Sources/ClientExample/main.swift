@@ -20,6 +20,9 @@ import HardwareDeviceKeys
 import PinnedTLSHummingbird
 import PinnedTLSVapor
 import KeychainConfiguration
+import PinnedTLSGRPC
+import PinnedTLSOpenAPI
+import SecureFoundationServices
 
 /// A value type of the client's own, hashed as the standard library's protocol asks.
 struct Account: Hashable {
