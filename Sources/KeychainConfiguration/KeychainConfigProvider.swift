@@ -88,7 +88,7 @@ public final class KeychainConfigProvider: ConfigProvider, Sendable {
         updatesHandler: nonisolated(nonsending) (_ updates: ConfigUpdatesAsyncSequence<Result<LookupResult, any Error>, Never>) async throws -> Return
     ) async throws -> Return {
         let (stream, continuation) = AsyncStream<Result<LookupResult, any Error>>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let poller = Task { [self] in
+        let poller = Task.detached { [self] in
             var last: String?
             while !Task.isCancelled {
                 let result = Result { try value(forKey: key, type: type) }
@@ -146,7 +146,7 @@ public final class KeychainConfigProvider: ConfigProvider, Sendable {
         updatesHandler: nonisolated(nonsending) (_ updates: ConfigUpdatesAsyncSequence<any ConfigSnapshot, Never>) async throws -> Return
     ) async throws -> Return {
         let (stream, continuation) = AsyncStream<any ConfigSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let poller = Task { [self] in
+        let poller = Task.detached { [self] in
             var last: [String: String]?
             while !Task.isCancelled {
                 let current = takeSnapshot()
@@ -236,9 +236,10 @@ struct KeychainConfigSnapshot: ConfigSnapshot {
         let content: ConfigContent? = secret.withUnsafeBytes { bytes in
             if type == .bytes { return .bytes(Array(bytes)) }
             guard let text = String(validating: bytes, as: UTF8.self) else { return nil }
+            if type == .string { return .string(text) }
+            // Numbers and flags only: no second copy of a string value.
             let trimmed = String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
             switch type {
-            case .string: return .string(text)
             case .int: return Int(trimmed).map(ConfigContent.int)
             case .double: return Double(trimmed).map(ConfigContent.double)
             case .bool:

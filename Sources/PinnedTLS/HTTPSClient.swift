@@ -97,6 +97,9 @@ public struct PinnedHTTPSClient: Sendable {
         timeout: TimeAmount
     ) async throws -> HTTPSResponse {
         let (host, port, target) = try Self.split(url)
+        // Before anything is written: a head that swift-nio's validator drops would let the body
+        // through as raw bytes.
+        try HTTPFieldCheck.check(headers)
         let (channel, evaluation) = try await client.connectChannel(
             host: connectTo ?? host, port: port, serverName: host, timeout: timeout,
             inbound: HTTPClientResponsePart.self, outbound: HTTPClientRequestPart.self

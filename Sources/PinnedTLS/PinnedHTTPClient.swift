@@ -85,9 +85,9 @@ public final class PinnedHTTPClient: Sendable {
         connectTo: String? = nil, timeout: TimeAmount = .seconds(30)
     ) async throws -> HTTPSResponse {
         let (host, port, target) = try PinnedHTTPSClient.split(url)
-        guard !method.isEmpty, method.utf8.allSatisfy({ (0x21...0x7e).contains($0) && $0 != UInt8(ascii: ":") }) else {
-            throw PinnedTLSError.http("\"\(method)\" is not an HTTP method")
-        }
+        guard HTTPFieldCheck.isToken(method) else { throw PinnedTLSError.http("\"\(method)\" is not an HTTP method") }
+        guard method != "CONNECT" else { throw PinnedTLSError.http("CONNECT is not supported: it would turn the connection into a tunnel") }
+        try HTTPFieldCheck.check(headers + (configuration.userAgent.map { [("User-Agent", $0)] } ?? []))
         var head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: method), uri: target)
         head.headers.add(name: "Host", value: port == 443 ? Self.hostHeader(host) : "\(Self.hostHeader(host)):\(port)")
         if let userAgent = configuration.userAgent { head.headers.add(name: "User-Agent", value: userAgent) }
@@ -100,7 +100,9 @@ public final class PinnedHTTPClient: Sendable {
         let key = "\(connectTo ?? host)|\(port)|\(host)"
         let repeatable = ["GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"].contains(method)
         for attempt in 0..<2 {
-            let (connection, reused) = try await acquire(key: key, host: connectTo ?? host, port: port, serverName: host, timeout: timeout)
+            // The retry always takes a new connection: another kept one may be as stale.
+            let (connection, reused) = try await acquire(key: key, host: connectTo ?? host, port: port, serverName: host, timeout: timeout,
+                                                         fresh: attempt > 0)
             do {
                 let (response, keepAlive) = try await connection.exchange(head: head, body: body, limit: configuration.maximumBodySize,
                                                                         timeout: timeout, what: "HTTPS exchange with \(host):\(port)")
@@ -120,16 +122,18 @@ public final class PinnedHTTPClient: Sendable {
         host.contains(":") ? "[\(host)]" : host
     }
 
-    private func acquire(key: String, host: String, port: Int, serverName: String, timeout: TimeAmount)
+    private func acquire(key: String, host: String, port: Int, serverName: String, timeout: TimeAmount, fresh: Bool)
         async throws -> (KeptConnection, reused: Bool)
     {
-        while true {
+        while !fresh {
             let candidate = try pool.withLockedValue { state throws(PinnedTLSError) -> KeptConnection? in
                 guard !state.closed else { throw .http("the HTTP client was shut down") }
                 return state.idle[key]?.popLast()
             }
             guard let candidate else { break }
             if candidate.takeIfOpen() { return (candidate, true) }
+            // Closed while it was kept: its task and channel go now.
+            candidate.close()
         }
         let (channel, evaluation) = try await client.connectChannel(
             host: host, port: port, serverName: serverName, timeout: timeout,
@@ -143,15 +147,44 @@ public final class PinnedHTTPClient: Sendable {
 
     private func release(_ connection: KeptConnection, key: String, keepAlive: Bool) {
         guard keepAlive else { connection.close(); return }
+        // Armed before the connection is in the pool, so that whoever takes it from there
+        // cancels this very timer (closed when still unused after the idle timeout).
+        connection.putIdle(for: configuration.idleTimeout) { [weak self] in
+            self?.pool.withLockedValue { state in state.idle[key]?.removeAll { $0 === connection } }
+        }
         let kept = pool.withLockedValue { state -> Bool in
             guard !state.closed, state.idle[key, default: []].count < configuration.maximumIdleConnectionsPerServer else { return false }
             state.idle[key, default: []].append(connection)
             return true
         }
-        guard kept else { connection.close(); return }
-        // Closed when still unused after the idle timeout (taking it cancels this).
-        connection.putIdle(for: configuration.idleTimeout) { [weak self] in
-            self?.pool.withLockedValue { state in state.idle[key]?.removeAll { $0 === connection } }
+        if !kept { connection.close() }
+    }
+}
+
+/// What may go into a request head: RFC 9110's token characters for methods and field names, and
+/// no control character but the tab in field values. swift-nio's validator drops a bad head but
+/// not the body parts behind it, which would then reach the server as raw bytes (a smuggled
+/// request), so heads are checked before anything is written.
+enum HTTPFieldCheck {
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
+                return true
+            default:
+                return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
+        }
+    }
+
+    static func isValue(_ text: String) -> Bool {
+        text.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7f) }
+    }
+
+    static func check(_ headers: [(String, String)]) throws(PinnedTLSError) {
+        for (name, value) in headers {
+            guard isToken(name) else { throw .http("the header name \"\(name)\" is not a token (RFC 9110)") }
+            guard isValue(value) else { throw .http("the value of the header \(name) holds a control character (CR, LF, NUL...)") }
         }
     }
 }
@@ -232,7 +265,10 @@ final class KeptConnection: Sendable {
                 received = true
                 switch part {
                 case .head(let response):
-                    // 1xx answers are interim: the real one follows.
+                    if response.status.code == 101 {
+                        throw PinnedTLSError.http("the server switched protocols (101), which this client does not speak")
+                    }
+                    // Other 1xx answers are interim: the real one follows.
                     if response.status.code >= 100 && response.status.code < 200 { continue }
                     head = response
                 case .body(var buffer):
@@ -269,10 +305,17 @@ final class KeptConnection: Sendable {
     /// Marks the connection idle: closed after `timeout` unless taken before.
     func putIdle(for timeout: TimeAmount, onExpiry: @escaping @Sendable () -> Void) {
         state.withLockedValue { state in
+            state.idleTimer?.cancel()
             let generation = state.generation
             let box = self.state
             state.idleTimer = raw.eventLoop.scheduleTask(in: timeout) { [weak self] in
-                guard box.withLockedValue({ $0.generation == generation }) else { return }
+                // Still unused: marked closed in the same step, so that no one takes it after.
+                let expired = box.withLockedValue { state -> Bool in
+                    guard state.generation == generation, state.open else { return false }
+                    state.open = false
+                    return true
+                }
+                guard expired else { return }
                 onExpiry()
                 self?.close()
             }

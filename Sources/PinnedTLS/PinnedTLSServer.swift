@@ -137,8 +137,14 @@ public final class PinnedTLSServer: Sendable {
                         let peer = channel.remoteAddress?.description ?? "client"
                         let handler: NIOSSLServerHandler
                         if let clientAuthentication {
+                            // A context of its own per connection when clients are checked: BoringSSL
+                            // resumes a session (a TLS 1.3 ticket, a TLS 1.2 session id) without
+                            // asking for the client's certificate or calling the verification
+                            // callback, so a shared context let a client once accepted (since
+                            // revoked, expired or unpinned) come back without any certificate. A
+                            // fresh context knows no session: every handshake is a full one.
                             handler = NIOSSLServerHandler(
-                                context: context,
+                                context: try NIOSSLContext(configuration: configuration),
                                 customVerificationCallbackWithMetadata: NIOBridge.callback(
                                     outcome: outcome, peer: { peer }, cache: cache,
                                     evaluationMayBlock: clientAuthentication.evaluationMayBlock,
@@ -157,12 +163,21 @@ public final class PinnedTLSServer: Sendable {
                             signal.finish(.failure(HandshakeTimeout(seconds: handshakeTimeout.seconds)))
                             channel.close(promise: nil)
                         }
+                        let checksClients = clientAuthentication != nil
                         try channel.pipeline.syncOperations.addHandler(HandshakeWaiter { result in
                             timer.cancel()
                             if case .success = result { Self.acknowledgeNow(channel) }
                             signal.finish(result.flatMap {
+                                // Checked clients only: a handshake the callback did not accept
+                                // (however it completed) is never served.
+                                if checksClients {
+                                    guard case .accepted = outcome.withLockedValue({ $0 }) else {
+                                        return .failure(PinnedTLSError.connectionFailed(
+                                            host: peer, port: 0, detail: "the handshake completed without an accepted client certificate"))
+                                    }
+                                }
                                 // On the event loop, before any application data is read.
-                                Result {
+                                return Result {
                                     PendingAsyncChannel(
                                         try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel))
                                 }

@@ -2,42 +2,11 @@ import GRPCNIOTransportHTTP2
 import NIOSSL
 import PinnedTLS
 
-@available(macOS 15.0, iOS 18.0, *)
-extension HTTP2ServerTransport.Posix.TransportSecurity {
-    /// TLS for a grpc-swift 2 server over the NIO transport with `identity` (its key may be in a
-    /// token or the TPM: it signs there), and with `clientAuthentication` mutual TLS under the
-    /// project's policy: a client without a certificate, or whose chain does not lead to the
-    /// anchors, or whose keys no pin matches, is refused during the handshake by the same checks
-    /// as `PinnedTLSServer`.
-    ///
-    /// ```swift
-    /// let transport = HTTP2ServerTransport.Posix(
-    ///     address: .ipv4(host: "0.0.0.0", port: 8443),
-    ///     transportSecurity: try .pinnedTLS(identity: identity, clientAuthentication: clients))
-    /// ```
-    /// - Parameters:
-    ///   - identity: the server's certificate chain and key.
-    ///   - clientAuthentication: the client certificates accepted; nil asks for none.
-    ///   - onOutcome: called once per handshake with the verdict on the client's chain.
-    /// - Throws: `PinnedTLSError.invalidIdentity` when the identity cannot be handed to TLS.
-    public static func pinnedTLS(
-        identity: TLSIdentity, clientAuthentication: ClientAuthentication? = nil,
-        onOutcome: (@Sendable (Result<TrustEvaluation, TLSTrustError>) -> Void)? = nil
-    ) throws(PinnedTLSError) -> Self {
-        let (chain, key) = try GRPCMaterial.of(identity)
-        var tls = TLS(certificateChain: chain, privateKey: key,
-                      clientCertificateVerification: clientAuthentication == nil ? .noVerification : .noHostnameVerification,
-                      trustRoots: .certificates([]), requireALPN: false)
-        if let clientAuthentication {
-            let verifier = NIOVerifier(clientAuthentication: clientAuthentication)
-            // One callback for every connection: each handshake gets one of its own.
-            tls.customVerificationCallback = { presented, promise in
-                verifier.verificationCallback(peer: "client", onOutcome: onOutcome)(presented, promise)
-            }
-        }
-        return .tls(tls)
-    }
-}
+// No server side here: grpc-swift's NIO server transport makes one TLS context for its
+// listener, and BoringSSL resumes a session on it without asking for the client's certificate or
+// calling the verification callback, so a client once accepted could come back without one.
+// PinnedTLSServer and PinnedTLSHummingbird make a context per connection for this reason; the
+// gRPC transport offers no way to (docs/SERVER-SWIFT.md).
 
 @available(macOS 15.0, iOS 18.0, *)
 extension HTTP2ClientTransport.Posix.TransportSecurity {

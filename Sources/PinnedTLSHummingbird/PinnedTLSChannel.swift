@@ -17,7 +17,10 @@ import X509
 public struct PinnedTLSChannel<BaseChannel: ServerChildChannel>: ServerChildChannel {
     public typealias Value = BaseChannel.Value
 
+    /// Without client checks, the one context every connection shares.
     let context: NIOSSLContext
+    /// With client checks, each connection gets a context of its own made from this (see `setup`).
+    let configuration: TLSConfiguration
     let verifier: NIOVerifier?
     let onOutcome: (@Sendable (Result<TrustEvaluation, TLSTrustError>) -> Void)?
     let baseChannel: BaseChannel
@@ -33,7 +36,7 @@ public struct PinnedTLSChannel<BaseChannel: ServerChildChannel>: ServerChildChan
         _ baseChannel: BaseChannel, identity: TLSIdentity, clientAuthentication: ClientAuthentication?,
         onOutcome: (@Sendable (Result<TrustEvaluation, TLSTrustError>) -> Void)? = nil
     ) throws(PinnedTLSError) {
-        let configuration = try identity.serverConfiguration(clientCertificates: clientAuthentication != nil)
+        configuration = try identity.serverConfiguration(clientCertificates: clientAuthentication != nil)
         do {
             context = try NIOSSLContext(configuration: configuration)
         } catch {
@@ -45,10 +48,11 @@ public struct PinnedTLSChannel<BaseChannel: ServerChildChannel>: ServerChildChan
     }
 
     fileprivate init(
-        context: NIOSSLContext, verifier: NIOVerifier?,
+        context: NIOSSLContext, configuration: TLSConfiguration, verifier: NIOVerifier?,
         onOutcome: (@Sendable (Result<TrustEvaluation, TLSTrustError>) -> Void)?, baseChannel: BaseChannel
     ) {
         self.context = context
+        self.configuration = configuration
         self.verifier = verifier
         self.onOutcome = onOutcome
         self.baseChannel = baseChannel
@@ -59,8 +63,12 @@ public struct PinnedTLSChannel<BaseChannel: ServerChildChannel>: ServerChildChan
             let handler: NIOSSLServerHandler
             if let verifier {
                 let peer = channel.remoteAddress.map { "\($0)" } ?? "client"
+                // A context of its own: BoringSSL resumes a session without the client's
+                // certificate or the callback, so with a shared context a client once accepted
+                // (since revoked or unpinned) could come back without a certificate. A fresh
+                // context knows no session, so every handshake is a full one.
                 handler = NIOSSLServerHandler(
-                    context: context, configuration: .init(),
+                    context: try NIOSSLContext(configuration: configuration), configuration: .init(),
                     customVerificationCallbackWithMetadata: verifier.verificationCallback(peer: peer, onOutcome: onOutcome))
             } else {
                 handler = NIOSSLServerHandler(context: context)
@@ -121,7 +129,8 @@ extension HTTPServerBuilder {
 
 extension PinnedTLSChannel {
     fileprivate func replacingBase<Other: ServerChildChannel>(_ other: Other) -> PinnedTLSChannel<Other> {
-        PinnedTLSChannel<Other>(context: context, verifier: verifier, onOutcome: onOutcome, baseChannel: other)
+        PinnedTLSChannel<Other>(context: context, configuration: configuration, verifier: verifier, onOutcome: onOutcome,
+                                baseChannel: other)
     }
 }
 

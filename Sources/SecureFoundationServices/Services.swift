@@ -39,7 +39,7 @@ public final class AgentService: Service, Sendable {
         self.logger = logger
     }
 
-    /// Binds the socket (unless bound already) and serves on a thread of its own (the agent
+    /// Binds the socket and serves on a thread of its own (the agent
     /// waits in `poll`, which must not hold a thread of Swift's cooperative pool) until a graceful
     /// shutdown or cancellation.
     public func run() async throws {

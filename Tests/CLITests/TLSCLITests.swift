@@ -219,6 +219,47 @@ struct TLSCLITests {
         #expect(refused.stdout.isEmpty)
     }
 
+    @Test("tls fetch of several URLs: one kept-alive connection to Python's HTTP/1.1 server, the bodies in order")
+    func fetchKeepsTheConnection() throws {
+        let python = try #require(CLIRunner.which("python3"))
+        // Python's own HTTP/1.1 server behind its ssl module: each answer says which client port
+        // (which connection) it came on.
+        let script = """
+            import http.server, ssl, sys
+            class Handler(http.server.BaseHTTPRequestHandler):
+                protocol_version = "HTTP/1.1"
+                def do_GET(self):
+                    body = ("%s on %d\\n" % (self.path, self.client_address[1])).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                def log_message(self, *args):
+                    pass
+            server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain("leaf-chain.pem", "leaf.key")
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+            print("PORT:%d" % server.server_address[1], flush=True)
+            server.serve_forever()
+            """
+        try script.write(toFile: pki.dir + "/keepalive.py", atomically: true, encoding: .utf8)
+        let server = try BackgroundProcess(python, ["keepalive.py"], directory: pki.dir)
+        defer { server.stop() }
+        let port = try server.port(afterLine: "PORT:")
+        let base = "https://localhost:\(port)"
+        let result = try CLIRunner.run(["tls", "fetch", base + "/a", base + "/b", base + "/c", "--ca", "root.pem",
+                                        "--connect-to", "127.0.0.1", "--timeout", "30", "-v"], directory: pki.dir)
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines: [[String]] = result.text.split(separator: "\n").map { line in line.split(separator: " ").map(String.init) }
+        let paths: [String] = lines.compactMap { $0.first }
+        let clientPorts: Set<String> = Set(lines.compactMap { $0.last })
+        #expect(paths == ["/a", "/b", "/c"], "\(result.text)")
+        // All three on the same client port: one connection, one handshake.
+        #expect(clientPorts.count == 1, "\(result.text)")
+        #expect(result.stderr.contains("3 requests on 1 connection"), "\(result.stderr)")
+    }
+
     @Test("tls serve with --client-ca, and tls fetch with and without a client certificate")
     func serveMutualTLS() throws {
         let server = try BackgroundProcess(

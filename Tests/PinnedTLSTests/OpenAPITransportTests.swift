@@ -102,10 +102,12 @@ struct OpenAPITransportTests {
     @Test("a connection the server closed while idle is replaced, and the request answered")
     func idleClosedByServer() async throws {
         let transport = try transport()
-        try await withServer(idleTimeout: .milliseconds(200)) { base in
+        // The server's idle timeout also runs during each handshake: long enough for a loaded machine
+        // to finish one, short enough to pass while the client keeps the connection.
+        try await withServer(idleTimeout: .seconds(2)) { base in
             let request = HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/items/1")
             _ = try await transport.send(request, body: nil, baseURL: base, operationID: "getItem")
-            try await Task.sleep(for: .seconds(1))
+            try await Task.sleep(for: .seconds(5))
             let (response, body) = try await transport.send(request, body: nil, baseURL: base, operationID: "getItem")
             #expect(response.status == .ok)
             #expect(try await text(body) == "item 1")
@@ -145,6 +147,13 @@ struct OpenAPITransportTests {
             await #expect(throws: PinnedTLSError.self) {
                 _ = try await small.send(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/items/1"),
                                          body: nil, baseURL: URL(string: "http://localhost:1")!, operationID: "getItem")
+            }
+            // A head that could split the request is refused before anything is sent.
+            for (method, headers) in [("GET", [("X-Name", "a\r\nX-Injected: 1")]), ("GET", [("X-Name ", "a")]),
+                                      ("GET", [("X-Name", "a\u{0}b")]), ("PUT/", []), ("CONNECT", [])] {
+                await #expect(throws: PinnedTLSError.self, "\(method) \(headers)") {
+                    _ = try await small.http.execute(method: method, url: base.absoluteString + "/items/1", headers: headers, body: [1, 2, 3])
+                }
             }
             small.http.shutdown()
             pinned.http.shutdown()

@@ -113,6 +113,21 @@ struct PinnedServerTests {
         }
     }
 
+    @Test("a session saved by an accepted client is not resumed by one without a certificate (TLS 1.3 ticket, TLS 1.2 session id)")
+    func resumptionDoesNotReplaceTheCertificate() async throws {
+        try await withServer(mutual: true) { port, log in
+            for (version, resumed) in try await ServerStackTests.resumeWithoutCertificate(pki, port: port, path: "/", served: "PONG CN=device-1") {
+                #expect(!resumed.stdout.contains("Reused"), "\(version): \(resumed.stdout)")
+                #expect(!resumed.stdout.contains("PONG"), "\(version): \(resumed.stdout)")
+            }
+            await log.settle()
+            // Served: only clients that presented the certificate.
+            let served = log.served
+            #expect(!served.isEmpty && served.allSatisfy { $0?.first == (try? pki.certificate("client")) },
+                     "\(served.count) served: \(served.map { $0?.first?.subject.description ?? "none" })")
+        }
+    }
+
     @Test("openssl s_client offering only TLS 1.1 is refused; TLS 1.2 with a good certificate is served")
     func protocolVersions() async throws {
         try await withServer(mutual: true) { port, log in

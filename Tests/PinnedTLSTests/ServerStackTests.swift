@@ -65,6 +65,29 @@ struct ServerStackTests {
         #expect(refusals().contains(.noPinMatched), "\(refusals())")
     }
 
+    /// The resumption attack: a session saved by a client that presented its certificate is
+    /// offered again (TLS 1.3 ticket, TLS 1.2 session id) by a client that presents none.
+    /// Returns the second run's output for each version.
+    static func resumeWithoutCertificate(_ pki: TestPKI, port: Int, path: String = "/whoami",
+                                         served: String = "CN=device-1") async throws -> [String: ToolResult] {
+        let openssl = try #require(Tools.openssl)
+        var resumed: [String: ToolResult] = [:]
+        for version in ["-tls1_3", "-tls1_2"] {
+            let session = pki.path("session\(version)-\(port).pem")
+            let request = "GET \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+            let first = try await Tools.runAsync(openssl, ["s_client", "-connect", "127.0.0.1:\(port)", version, "-servername", "localhost",
+                                                           "-CAfile", "root.pem", "-cert", "client.pem", "-key", "client.key",
+                                                           "-cert_chain", "inter.pem", "-sess_out", session, "-ign_eof"],
+                                                 stdin: request, directory: pki.directory, seconds: 60)
+            // The session to steal: a client with its certificate, served.
+            #expect(first.stdout.contains("New, TLS") && first.stdout.contains(served), "\(first.stdout)\(first.stderr)")
+            resumed[version] = try await Tools.runAsync(openssl, ["s_client", "-connect", "127.0.0.1:\(port)", version, "-servername", "localhost",
+                                                                   "-CAfile", "root.pem", "-sess_in", session, "-ign_eof"],
+                                                         stdin: request, directory: pki.directory, seconds: 60)
+        }
+        return resumed
+    }
+
     func authentication(pinned: Bool) throws -> ClientAuthentication {
         ClientAuthentication(anchors: .only([try pki.certificate("root")]),
                              pins: pinned ? try PinSet(pins: [try pki.pin("backup", isKey: true), try pki.pin("abe", isKey: false)]) : nil)
@@ -104,6 +127,11 @@ struct ServerStackTests {
             let port = try await withTimeout(300) { await plainPorts.first { _ in true } }
             let pinnedPort = try await withTimeout(300) { await pinnedPorts.first { _ in true } }
             try await expectMutualTLS(port: try #require(port), pinnedPort: try #require(pinnedPort))
+            // A saved session does not stand in for the certificate: never resumed, never served.
+            for (version, resumed) in try await Self.resumeWithoutCertificate(pki, port: try #require(port)) {
+                #expect(!resumed.stdout.contains("Reused"), "\(version): \(resumed.stdout)")
+                #expect(!resumed.stdout.contains("CN="), "\(version): \(resumed.stdout)")
+            }
         }
     }
 
