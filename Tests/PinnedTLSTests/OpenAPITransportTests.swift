@@ -21,10 +21,29 @@ struct OpenAPITransportTests {
         pki = try TestPKI.get()
     }
 
-    /// Runs a server (idle connections closed after `idleTimeout`) and `body` with its base URL.
-    func withServer(idleTimeout: TimeAmount = .seconds(60), _ body: @Sendable (URL) async throws -> Void) async throws {
-        let router = Hummingbird.Router()
-        router.get("api/items/:id") { _, context in "item \(context.parameters.get("id") ?? "?")" }
+    /// The channels requests came on, so that a request can close the others (a server closing
+    /// kept connections, on cue rather than on a timer).
+    final class Channels: @unchecked Sendable {
+        private let lock = NSLock()
+        private var channels: [any Channel] = []
+        func add(_ channel: any Channel) { lock.withLock { channels.append(channel) } }
+        func closeAll(but kept: any Channel) -> Int {
+            let others = lock.withLock { channels.filter { $0 !== kept } }
+            for channel in others { channel.close(promise: nil) }
+            return others.count
+        }
+    }
+
+    /// Runs a server and `body` with its base URL.
+    func withServer(_ body: @Sendable (URL) async throws -> Void) async throws {
+        let router = Hummingbird.Router(context: PinnedTLSRequestContext.self)
+        let channels = Channels()
+        router.get("api/items/:id") { _, context in
+            channels.add(context.channel)
+            return "item \(context.parameters.get("id") ?? "?")"
+        }
+        // Closes, from the server's side, every connection but the one it came on.
+        router.get("api/drop") { _, context in "dropped \(channels.closeAll(but: context.channel))" }
         router.post("api/echo") { request, _ -> Response in
             let bytes = try await request.body.collect(upTo: 1 << 20)
             return Response(status: .ok, body: .init(byteBuffer: bytes))
@@ -34,7 +53,7 @@ struct OpenAPITransportTests {
         let (ports, sink) = AsyncStream<Int>.makeStream()
         let app = Hummingbird.Application(
             router: router,
-            server: try .pinnedTLS(.init(idleTimeout: idleTimeout), identity: try pki.identity("leaf"),
+            server: try .pinnedTLS(identity: try pki.identity("leaf"),
                                    clientAuthentication: ClientAuthentication(anchors: .only([try pki.certificate("root")]))) { _ in
                 counter.withLockedValue { $0 += 1 }
             },
@@ -99,20 +118,26 @@ struct OpenAPITransportTests {
         }
     }
 
-    @Test("a connection the server closed while idle is replaced, and the request answered")
-    func idleClosedByServer() async throws {
-        let transport = try transport()
-        // The server's idle timeout also runs during each handshake: long enough for a loaded machine
-        // to finish one, short enough to pass while the client keeps the connection.
-        try await withServer(idleTimeout: .seconds(2)) { base in
+    @Test("a kept connection the server closed is replaced, and the request answered")
+    func closedByServer() async throws {
+        let transport = try self.transport()
+        let other = try self.transport()
+        try await withServer { base in
             let request = HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/items/1")
             _ = try await transport.send(request, body: nil, baseURL: base, operationID: "getItem")
-            try await Task.sleep(for: .seconds(5))
+            // The server closes the connection the first client keeps.
+            let (_, dropped) = try await other.send(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/drop"),
+                                                    body: nil, baseURL: base, operationID: "drop")
+            #expect(try await text(dropped) == "dropped 1")
+            try await Task.sleep(for: .milliseconds(500))
+            // Whether the client has seen the close yet (the connection is not taken) or not (the
+            // request fails on it before any answer and is sent again), it is answered on a new one.
             let (response, body) = try await transport.send(request, body: nil, baseURL: base, operationID: "getItem")
             #expect(response.status == .ok)
             #expect(try await text(body) == "item 1")
             #expect(transport.http.connectionsOpened == 2)
             transport.http.shutdown()
+            other.http.shutdown()
         }
     }
 
