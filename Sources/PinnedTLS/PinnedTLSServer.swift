@@ -120,6 +120,8 @@ public final class PinnedTLSServer: Sendable {
         NIOBridge.restrictVersions(&configuration)
         configuration.trustRoots = .certificates([])
         configuration.certificateVerification = clientAuthentication == nil ? .none : .noHostnameVerification
+        // What each connection's own context is made from (clients checked: see below).
+        let perConnection = configuration
         let context: NIOSSLContext
         do {
             context = try NIOSSLContext(configuration: configuration)
@@ -144,7 +146,7 @@ public final class PinnedTLSServer: Sendable {
                             // revoked, expired or unpinned) come back without any certificate. A
                             // fresh context knows no session: every handshake is a full one.
                             handler = NIOSSLServerHandler(
-                                context: try NIOSSLContext(configuration: configuration),
+                                context: try NIOSSLContext(configuration: perConnection),
                                 customVerificationCallbackWithMetadata: NIOBridge.callback(
                                     outcome: outcome, peer: { peer }, cache: cache,
                                     evaluationMayBlock: clientAuthentication.evaluationMayBlock,
