@@ -223,7 +223,10 @@ final class KeptConnection: Sendable {
         jobs = continuation
         let state = self.state
         let chain = evaluation.validatedChain, warnings = evaluation.warnings
-        Task {
+        // On the connection's own event loop: the worker only awaits its channel, and it never
+        // waits for a thread of Swift's cooperative pool, which blocking code elsewhere in the
+        // process can hold (the exchange would then time out with the server's answer unread).
+        Task(executorPreference: EventLoopTaskExecutor(channel.channel.eventLoop)) {
             var pending = stream.makeAsyncIterator()
             do {
                 try await channel.executeThenClose { inbound, outbound in

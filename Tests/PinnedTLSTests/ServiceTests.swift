@@ -50,7 +50,8 @@ struct ServiceTests {
                 _ = try? await exchange(connection, "hello\n", seconds: 30)
             }
             let connection = try await client.connect(host: "localhost", port: port, serverName: "localhost")
-            let answer = Task { try await exchange(connection, "hello\n", seconds: 60) }
+            // On the suite's threads, as everything the test starts (the cooperative pool may be held).
+            let answer = Task(executorPreference: TestExecutor.shared) { try await exchange(connection, "hello\n", seconds: 60) }
             // Once the handler has the request, shut the group down gracefully.
             _ = try await withTimeout(120) { await started.stream.first { _ in true } }
             await group.triggerGracefulShutdown()
