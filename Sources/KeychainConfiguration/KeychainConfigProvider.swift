@@ -87,27 +87,38 @@ public final class KeychainConfigProvider: ConfigProvider, Sendable {
         forKey key: AbsoluteConfigKey, type: ConfigType,
         updatesHandler: nonisolated(nonsending) (_ updates: ConfigUpdatesAsyncSequence<Result<LookupResult, any Error>, Never>) async throws -> Return
     ) async throws -> Return {
-        let (stream, continuation) = AsyncStream<Result<LookupResult, any Error>>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let poller = Task.detached { [self] in
-            var last: String?
+        let stream = poll { [self] () -> (Result<LookupResult, any Error>, String) in
+            let result = Result { try value(forKey: key, type: type) }
+            // Compared as text: a value by its keyed fingerprint, an error by its message.
+            switch result {
+            case .success(let found): return (result, "value " + (found.value.map { fingerprint($0.content) } ?? "none"))
+            case .failure(let error): return (result, "error \(error)")
+            }
+        }
+        defer { stream.poller.cancel() }
+        return try await updatesHandler(.init(stream.updates))
+    }
+
+    /// Reads with `read` every `pollInterval` (on a task of its own, until cancelled) and yields
+    /// what it read each time its fingerprint differs from the last one.
+    private func poll<Element: Sendable, Seen: Equatable & Sendable>(
+        _ read: @escaping @Sendable () -> (Element, Seen)
+    ) -> (updates: AsyncStream<Element>, poller: Task<Void, Never>) {
+        let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let interval = pollInterval
+        let poller = Task.detached {
+            var last: Seen?
             while !Task.isCancelled {
-                let result = Result { try value(forKey: key, type: type) }
-                // Compared as text: a value by its content, an error by its message.
-                let seen: String
-                switch result {
-                case .success(let found): seen = "value " + (found.value.map { fingerprint($0.content) } ?? "none")
-                case .failure(let error): seen = "error \(error)"
-                }
+                let (element, seen) = read()
                 if seen != last {
-                    continuation.yield(result)
+                    continuation.yield(element)
                     last = seen
                 }
-                try? await Task.sleep(for: pollInterval)
+                try? await Task.sleep(for: interval)
             }
             continuation.finish()
         }
-        defer { poller.cancel() }
-        return try await updatesHandler(.init(stream))
+        return (stream, poller)
     }
 
     /// A snapshot of every item of the service, read now. Items whose class key is unavailable
@@ -145,27 +156,17 @@ public final class KeychainConfigProvider: ConfigProvider, Sendable {
     nonisolated(nonsending) public func watchSnapshot<Return: ~Copyable>(
         updatesHandler: nonisolated(nonsending) (_ updates: ConfigUpdatesAsyncSequence<any ConfigSnapshot, Never>) async throws -> Return
     ) async throws -> Return {
-        let (stream, continuation) = AsyncStream<any ConfigSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let poller = Task.detached { [self] in
-            var last: [String: String]?
-            while !Task.isCancelled {
-                let current = takeSnapshot()
-                let seen = current.entries.mapValues { entry in
-                    switch entry {
-                    case .success(let secret): return fingerprint(secret)
-                    case .failure(let error): return "\(error)"
-                    }
+        let stream = poll { [self] () -> (any ConfigSnapshot, [String: String]) in
+            let current = takeSnapshot()
+            return (current, current.entries.mapValues { entry in
+                switch entry {
+                case .success(let secret): return fingerprint(secret)
+                case .failure(let error): return "\(error)"
                 }
-                if seen != last {
-                    continuation.yield(current)
-                    last = seen
-                }
-                try? await Task.sleep(for: pollInterval)
-            }
-            continuation.finish()
+            })
         }
-        defer { poller.cancel() }
-        return try await updatesHandler(.init(stream))
+        defer { stream.poller.cancel() }
+        return try await updatesHandler(.init(stream.updates))
     }
 
     /// The item's secret, nil when there is none, or why it cannot be read.

@@ -46,25 +46,19 @@ public final class AgentService: Service, Sendable {
         try server.bind()
         logger.info("unlock agent listening")
         let server = self.server
-        try await withGracefulShutdownHandler {
-            try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                    let thread = Thread {
-                        do {
-                            try server.run()
-                            continuation.resume()
-                        } catch {
-                            continuation.resume(throwing: error)
-                        }
+        try await runUntilShutdown(stop: { server.stop() }) {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let thread = Thread {
+                    do {
+                        try server.run()
+                        continuation.resume()
+                    } catch {
+                        continuation.resume(throwing: error)
                     }
-                    thread.name = "unlock-agent"
-                    thread.start()
                 }
-            } onCancel: {
-                server.stop()
+                thread.name = "unlock-agent"
+                thread.start()
             }
-        } onGracefulShutdown: {
-            server.stop()
         }
         logger.info("unlock agent stopped; the vault is locked")
     }
@@ -90,21 +84,15 @@ public final class ShareService: Service, Sendable {
     public func run() async throws {
         let server = self.server, logger = self.logger
         logger.info("share receiver listening", metadata: ["share.port": "\(server.port)"])
-        try await withGracefulShutdownHandler {
-            try await withTaskCancellationHandler {
-                try await server.run { event in
-                    switch event {
-                    case .received(let name, let size, let device):
-                        logger.notice("received a file", metadata: ["share.file": "\(name)", "share.size": "\(size)", "share.device": "\(device)"])
-                    case .refused(let peer, let error):
-                        logger.warning("refused: \(error)", metadata: ["share.peer": "\(peer)"])
-                    }
+        try await runUntilShutdown(stop: { await server.close() }) {
+            try await server.run { event in
+                switch event {
+                case .received(let name, let size, let device):
+                    logger.notice("received a file", metadata: ["share.file": "\(name)", "share.size": "\(size)", "share.device": "\(device)"])
+                case .refused(let peer, let error):
+                    logger.warning("refused: \(error)", metadata: ["share.peer": "\(peer)"])
                 }
-            } onCancel: {
-                Task { await server.close() }
             }
-        } onGracefulShutdown: {
-            Task { await server.close() }
         }
         logger.info("share receiver stopped")
     }
@@ -133,22 +121,30 @@ public final class PinnedTLSServerService: Service, Sendable {
     public func run() async throws {
         let server = self.server, logger = self.logger
         logger.info("TLS server listening", metadata: ["tls.port": "\(server.port)"])
-        try await withGracefulShutdownHandler {
-            try await withTaskCancellationHandler {
-                try await server.run(onRefused: { error in
-                    if let refusal = error as? TLSTrustError {
-                        logger.warning("refused \(refusal.host): \(refusal.reason)",
-                                       metadata: ["tls.peer": "\(refusal.host)", "tls.presentedPins": "\(refusal.presentedPins.map(\.description))"])
-                    } else {
-                        logger.warning("connection failed: \(error)")
-                    }
-                }, handler: handler)
-            } onCancel: {
-                Task { await server.close() }
-            }
-        } onGracefulShutdown: {
-            Task { await server.close() }
+        try await runUntilShutdown(stop: { await server.close() }) {
+            try await server.run(onRefused: { error in
+                if let refusal = error as? TLSTrustError {
+                    logger.warning("refused \(refusal.host): \(refusal.reason)",
+                                   metadata: ["tls.peer": "\(refusal.host)", "tls.presentedPins": "\(refusal.presentedPins.map(\.description))"])
+                } else {
+                    logger.warning("connection failed: \(error)")
+                }
+            }, handler: handler)
         }
         logger.info("TLS server stopped")
+    }
+}
+
+/// Runs `body` until it returns; a graceful shutdown of the group or the task's cancellation
+/// calls `stop`, after which `body` is expected to return once its work in flight is done.
+private func runUntilShutdown(stop: @escaping @Sendable () async -> Void, _ body: () async throws -> Void) async throws {
+    try await withGracefulShutdownHandler {
+        try await withTaskCancellationHandler {
+            try await body()
+        } onCancel: {
+            Task { await stop() }
+        }
+    } onGracefulShutdown: {
+        Task { await stop() }
     }
 }
