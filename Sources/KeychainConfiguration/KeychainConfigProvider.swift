@@ -99,17 +99,17 @@ public final class KeychainConfigProvider: ConfigProvider, Sendable {
         return try await updatesHandler(.init(stream.updates))
     }
 
-    /// Reads with `read` every `pollInterval` (on a task of its own, until cancelled) and yields
+    /// Reads with `sample` every `pollInterval` (on a task of its own, until cancelled) and yields
     /// what it read each time its fingerprint differs from the last one.
     private func poll<Element: Sendable, Seen: Equatable & Sendable>(
-        _ read: @escaping @Sendable () -> (Element, Seen)
+        _ sample: @escaping @Sendable () -> (Element, Seen)
     ) -> (updates: AsyncStream<Element>, poller: Task<Void, Never>) {
         let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let interval = pollInterval
         let poller = Task.detached {
             var last: Seen?
             while !Task.isCancelled {
-                let (element, seen) = read()
+                let (element, seen) = sample()
                 if seen != last {
                     continuation.yield(element)
                     last = seen
